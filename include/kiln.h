@@ -1,0 +1,243 @@
+/*
+ * kiln — a whole-graph fusion compiler and runtime for neural networks.
+ *
+ * Build a graph (inputs, parameters with data, constants, then ops), mark its
+ * outputs, compile it for a backend into a program, run the program with host
+ * buffers, read its census (kernels launched, bytes moved, host fallbacks).
+ *
+ *   kiln_graph *g;  kiln_graph_create(&g);
+ *   kiln_tensor x, w, y;
+ *   int64_t xs[2] = {32, 784}, ws[2] = {784, 10};
+ *   kiln_graph_input(g, "x", KILN_F32, 2, xs, &x);
+ *   kiln_graph_param(g, "w", KILN_F32, 2, ws, w_data, &w);
+ *   kiln_graph_matmul(g, x, w, &y);
+ *   kiln_graph_output(g, y, "y");
+ *   kiln_options o = kiln_options_default();      // backend from KILN_BACKEND, else "cpu"
+ *   kiln_program *p;  kiln_program_compile(g, &o, &p);
+ *   kiln_program_run(p, (const void *[]){x_data}, (void *[]){y_data});
+ *   kiln_census c;  kiln_program_census(p, &c);
+ *   kiln_program_free(p);  kiln_graph_free(g);
+ *
+ * Every call that can fail returns a kiln_status; results come back through the
+ * last argument. On failure kiln_last_error() says what went wrong (per thread).
+ * What _create/_compile/_load makes, the matching _free releases; _free(NULL) is a no-op.
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_MAX_RANK 8
+
+typedef enum kiln_status {
+  KILN_OK = 0,
+  KILN_ERR_INVALID_ARG = -1,  /* a bad argument to an API call (shape, dtype, axis, handle) */
+  KILN_ERR_MODEL = -2,        /* a model file is malformed or inconsistent */
+  KILN_ERR_UNSUPPORTED = -3,  /* valid, but kiln cannot do it (yet) */
+  KILN_ERR_NO_MEMORY = -4,    /* host or device allocation failed, or a size overflowed */
+  KILN_ERR_DEVICE = -5,       /* the backend's device or driver failed or is absent */
+  KILN_ERR_COMPILE = -6,      /* generated source failed to compile */
+  KILN_ERR_FALLBACK = -7,     /* strict mode: an op would have run on the host */
+  KILN_ERR_IO = -8,           /* a file could not be read or written */
+} kiln_status;
+
+const char *kiln_status_name(kiln_status s);
+/* Message of this thread's last failure; valid until the next failing call on this thread. */
+const char *kiln_last_error(void);
+
+typedef enum kiln_dtype {
+  KILN_F32, KILN_F64, KILN_F16, KILN_BF16,
+  KILN_I64, KILN_I32, KILN_I16, KILN_I8,
+  KILN_U8, KILN_U16, KILN_U32, KILN_U64,
+  KILN_BOOL,
+  KILN_DTYPE_COUNT
+} kiln_dtype;
+
+const char *kiln_dtype_name(kiln_dtype t);
+size_t kiln_dtype_size(kiln_dtype t);
+
+/* ---- graphs ---------------------------------------------------------------- */
+
+typedef struct kiln_graph kiln_graph;  /* body lives in src/graph */
+typedef int32_t kiln_tensor;           /* a tensor of one graph; ids start at 0 */
+
+kiln_status kiln_graph_create(kiln_graph **out);
+void kiln_graph_free(kiln_graph *g);
+
+/* Leaves. The graph copies names and data. A NULL name gets a generated one. */
+kiln_status kiln_graph_input(kiln_graph *g, const char *name, kiln_dtype t, int rank,
+                             const int64_t *shape, kiln_tensor *out);
+kiln_status kiln_graph_param(kiln_graph *g, const char *name, kiln_dtype t, int rank,
+                             const int64_t *shape, const void *data, kiln_tensor *out);
+kiln_status kiln_graph_const(kiln_graph *g, kiln_dtype t, int rank, const int64_t *shape,
+                             const void *data, kiln_tensor *out);
+/* A rank-0 constant holding value converted to t. */
+kiln_status kiln_graph_scalar(kiln_graph *g, kiln_dtype t, double value, kiln_tensor *out);
+/* Marks x as an output (outputs are returned in the order marked). */
+kiln_status kiln_graph_output(kiln_graph *g, kiln_tensor x, const char *name);
+/* Training: after each run the program stores value into parameter param (same shape and dtype). */
+kiln_status kiln_graph_assign(kiln_graph *g, kiln_tensor param, kiln_tensor value);
+
+kiln_status kiln_tensor_shape(const kiln_graph *g, kiln_tensor x, int *rank, int64_t *shape /* KILN_MAX_RANK */);
+kiln_status kiln_tensor_dtype(const kiln_graph *g, kiln_tensor x, kiln_dtype *out);
+
+typedef enum kiln_unary_op {
+  KILN_NEG, KILN_ABS, KILN_EXP, KILN_LOG, KILN_SQRT, KILN_RSQRT, KILN_RECIPROCAL,
+  KILN_TANH, KILN_SIGMOID, KILN_RELU, KILN_GELU_ERF, KILN_GELU_TANH, KILN_ERF,
+  KILN_SIN, KILN_COS, KILN_FLOOR, KILN_CEIL, KILN_ROUND /* half to even */, KILN_SIGN,
+  KILN_NOT, KILN_ISNAN, KILN_ISINF,
+  KILN_UNARY_COUNT
+} kiln_unary_op;
+
+typedef enum kiln_binary_op {
+  KILN_ADD, KILN_SUB, KILN_MUL, KILN_DIV, KILN_POW, KILN_MAX, KILN_MIN,
+  KILN_MOD,   /* integer mod with the divisor's sign (ONNX fmod=0) */
+  KILN_FMOD,  /* C fmod: the dividend's sign (ONNX fmod=1) */
+  KILN_EQ, KILN_NE, KILN_LT, KILN_LE, KILN_GT, KILN_GE,
+  KILN_AND, KILN_OR, KILN_XOR,
+  KILN_SHL, KILN_SHR,  /* integers only */
+  KILN_BINARY_COUNT
+} kiln_binary_op;
+
+typedef enum kiln_reduce_op {
+  KILN_REDUCE_SUM, KILN_REDUCE_MEAN, KILN_REDUCE_MAX, KILN_REDUCE_MIN, KILN_REDUCE_PROD,
+  KILN_REDUCE_SUM_SQUARE, KILN_REDUCE_L1, KILN_REDUCE_L2, KILN_REDUCE_LOG_SUM_EXP,
+  KILN_REDUCE_COUNT
+} kiln_reduce_op;
+
+typedef enum kiln_pad_mode { KILN_PAD_CONSTANT, KILN_PAD_REFLECT, KILN_PAD_EDGE } kiln_pad_mode;
+
+typedef struct kiln_conv_params {
+  int spatial;                 /* 1, 2 or 3 */
+  int64_t strides[3];          /* 0 means 1 */
+  int64_t dilations[3];        /* 0 means 1 */
+  int64_t pads[6];             /* begins of each spatial dim, then ends */
+  int64_t group;               /* 0 means 1 */
+} kiln_conv_params;
+
+typedef struct kiln_pool_params {
+  int spatial;
+  int64_t kernel[3];
+  int64_t strides[3];          /* 0 means 1 */
+  int64_t dilations[3];        /* 0 means 1 */
+  int64_t pads[6];             /* begins, then ends */
+  int ceil_mode;
+  int count_include_pad;       /* average pooling only */
+} kiln_pool_params;
+
+typedef enum kiln_pool_kind { KILN_POOL_MAX, KILN_POOL_AVG } kiln_pool_kind;
+
+kiln_status kiln_graph_unary(kiln_graph *g, kiln_unary_op op, kiln_tensor x, kiln_tensor *out);
+/* NumPy broadcasting; operands must share a dtype (bool for and/or/xor; comparisons give bool). */
+kiln_status kiln_graph_binary(kiln_graph *g, kiln_binary_op op, kiln_tensor a, kiln_tensor b, kiln_tensor *out);
+kiln_status kiln_graph_where(kiln_graph *g, kiln_tensor cond, kiln_tensor a, kiln_tensor b, kiln_tensor *out);
+kiln_status kiln_graph_cast(kiln_graph *g, kiln_tensor x, kiln_dtype to, kiln_tensor *out);
+
+/* Movement. shape may hold one -1 (inferred). */
+kiln_status kiln_graph_reshape(kiln_graph *g, kiln_tensor x, int rank, const int64_t *shape, kiln_tensor *out);
+kiln_status kiln_graph_transpose(kiln_graph *g, kiln_tensor x, const int *perm, kiln_tensor *out);
+/* ONNX Slice semantics: clamped starts/ends, negative indices count from the end, steps may be negative.
+ * axes NULL means 0..n-1; steps NULL means all 1. */
+kiln_status kiln_graph_slice(kiln_graph *g, kiln_tensor x, int n, const int64_t *starts, const int64_t *ends,
+                             const int *axes, const int64_t *steps, kiln_tensor *out);
+kiln_status kiln_graph_concat(kiln_graph *g, int n, const kiln_tensor *xs, int axis, kiln_tensor *out);
+/* pads: rank begins then rank ends; negative pads crop. */
+kiln_status kiln_graph_pad(kiln_graph *g, kiln_tensor x, const int64_t *pads, kiln_pad_mode mode, double value,
+                           kiln_tensor *out);
+kiln_status kiln_graph_expand(kiln_graph *g, kiln_tensor x, int rank, const int64_t *shape, kiln_tensor *out);
+/* ONNX Gather: indices of any rank, negative indices count from the end. */
+kiln_status kiln_graph_gather(kiln_graph *g, kiln_tensor x, kiln_tensor indices, int axis, kiln_tensor *out);
+kiln_status kiln_graph_tile(kiln_graph *g, kiln_tensor x, const int64_t *repeats, kiln_tensor *out);
+
+/* Reductions over n_axes axes (axes NULL or n_axes 0: all axes). */
+kiln_status kiln_graph_reduce(kiln_graph *g, kiln_reduce_op op, kiln_tensor x, int n_axes, const int *axes,
+                              int keepdims, kiln_tensor *out);
+/* Index (i64) of the max/min along axis; ties give the first index, or the last with select_last. */
+kiln_status kiln_graph_argmax(kiln_graph *g, kiln_tensor x, int axis, int keepdims, int select_last, kiln_tensor *out);
+kiln_status kiln_graph_argmin(kiln_graph *g, kiln_tensor x, int axis, int keepdims, int select_last, kiln_tensor *out);
+
+/* Contractions. matmul follows numpy.matmul (1-D operands promoted, batch dims broadcast). */
+kiln_status kiln_graph_matmul(kiln_graph *g, kiln_tensor a, kiln_tensor b, kiln_tensor *out);
+/* x: [N, C, spatial...], w: [M, C/group, kernel...], bias: [M] or -1 for none. */
+kiln_status kiln_graph_conv(kiln_graph *g, kiln_tensor x, kiln_tensor w, kiln_tensor bias,
+                            const kiln_conv_params *p, kiln_tensor *out);
+kiln_status kiln_graph_pool(kiln_graph *g, kiln_pool_kind kind, kiln_tensor x, const kiln_pool_params *p,
+                            kiln_tensor *out);
+kiln_status kiln_graph_global_pool(kiln_graph *g, kiln_pool_kind kind, kiln_tensor x, kiln_tensor *out);
+
+/* Compositions: built from the ops above, so the compiler sees through them. */
+kiln_status kiln_graph_softmax(kiln_graph *g, kiln_tensor x, int axis, kiln_tensor *out);
+kiln_status kiln_graph_log_softmax(kiln_graph *g, kiln_tensor x, int axis, kiln_tensor *out);
+/* Normalises over axes axis..rank-1; scale and bias broadcast against those axes, -1 for none. */
+kiln_status kiln_graph_layernorm(kiln_graph *g, kiln_tensor x, kiln_tensor scale, kiln_tensor bias, int axis,
+                                 double eps, kiln_tensor *out);
+/* Inference batch norm over channel axis 1. */
+kiln_status kiln_graph_batchnorm(kiln_graph *g, kiln_tensor x, kiln_tensor scale, kiln_tensor bias,
+                                 kiln_tensor mean, kiln_tensor var, double eps, kiln_tensor *out);
+
+/* Prints the graph, one node per line. */
+void kiln_graph_print(const kiln_graph *g, FILE *f);
+
+/* Autodiff: grads[i] = d loss / d wrt[i]; loss must be a scalar (any rank with one element) float. */
+kiln_status kiln_graph_grad(kiln_graph *g, kiln_tensor loss, int n, const kiln_tensor *wrt, kiln_tensor *grads);
+
+/* ---- ONNX ------------------------------------------------------------------- */
+
+/* Loads an ONNX model; external data is read only from the model's own folder. */
+kiln_status kiln_graph_load_onnx(const char *path, kiln_graph **out);
+kiln_status kiln_graph_load_onnx_buffer(const void *data, size_t size, const char *base_dir, kiln_graph **out);
+
+/* ---- compiling and running ---------------------------------------------------- */
+
+typedef struct kiln_options {
+  const char *backend;  /* "ref", "cpu", "cuda"; NULL: $KILN_BACKEND, else "cpu" */
+  int fuse;             /* 1: fuse (default); 0: eager, one kernel per expression ($KILN_FUSE=0) */
+  int cse;              /* 1: materialise shared subexpressions ($KILN_CSE=1); default 0 */
+  int strict;           /* 1: any host fallback is an error ($KILN_STRICT=1) */
+  int debug;            /* $KILN_DEBUG: 1 plan with boundary reasons, 2 also generated source */
+  int graph_replay;     /* cuda: 1 capture the schedule once and replay it (default); 0 launch kernel by kernel */
+  int tf32;             /* cuda: allow TF32 tensor cores in contractions (default 0, strict f32) */
+} kiln_options;
+
+/* Defaults with the environment applied ($KILN_BACKEND, $KILN_FUSE, $KILN_CSE, $KILN_STRICT, $KILN_DEBUG). */
+kiln_options kiln_options_default(void);
+
+typedef struct kiln_program kiln_program;
+
+typedef struct kiln_census {
+  int64_t runs;                 /* runs since compile (the counters below are for the last run) */
+  int64_t kernels_launched;     /* kernels per run */
+  int64_t submissions;          /* device submissions per run (1 with a replayed graph) */
+  int64_t bytes_read;           /* device-memory bytes read by kernels, from the plan */
+  int64_t bytes_written;
+  int64_t host_fallbacks;       /* ops executed on the host by a non-ref backend */
+  int64_t largest_fallback_bytes;
+  char fallback_ops[256];       /* "exp:2 matmul:1", by op */
+  int64_t h2d_bytes, d2h_bytes; /* host<->device transfers in the last run */
+  int64_t h2d_copies, d2h_copies;
+  int64_t peak_bytes;           /* memory plan: peak intermediate bytes */
+  double compile_ms;
+  int cache_hit;                /* compiled code came from the on-disk cache */
+  int64_t kernels_planned;
+} kiln_census;
+
+kiln_status kiln_program_compile(const kiln_graph *g, const kiln_options *opt, kiln_program **out);
+/* inputs: one host buffer per graph input, in creation order; outputs: one per marked output. */
+kiln_status kiln_program_run(kiln_program *p, const void *const *inputs, void *const *outputs);
+kiln_status kiln_program_census(const kiln_program *p, kiln_census *out);
+/* Prints the plan: each kernel, its ops, anchor, buffers, bytes and boundary reasons. */
+kiln_status kiln_program_print(const kiln_program *p, FILE *f);
+/* Reads the current value of a parameter (after assign updates) into host memory. */
+kiln_status kiln_program_read_param(kiln_program *p, kiln_tensor param, void *dst);
+void kiln_program_free(kiln_program *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

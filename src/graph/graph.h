@@ -1,0 +1,131 @@
+/*
+ * graph — the first stage. Ops with attributes over tensors with static shapes
+ * and dtypes, built through the C API or imported from ONNX. Shape inference
+ * runs as each node is added; compositions (softmax, layernorm, gelu, mean, ...)
+ * expand into primitive ops here, so later stages see only ops.def.
+ * Reverse-mode autodiff is a graph -> graph transform (autodiff.c).
+ *
+ * Hands on: a Graph whose tensors are in topological order (a node's inputs
+ * always have smaller ids than its output).
+ */
+#ifndef KILN_GRAPH_H
+#define KILN_GRAPH_H
+
+#include "../base/base.h"
+
+typedef enum {
+#define OP(name, str, arity, kind) OP_##name,
+#include "ops.def"
+#undef OP
+  OP_COUNT
+} OpKind;
+
+typedef enum { EXPR_INJ, EXPR_RED, EXPR_OPQ } OpExprKind;
+
+extern const char *const op_names[OP_COUNT];
+extern const int op_arity[OP_COUNT];
+extern const OpExprKind op_expr_kind[OP_COUNT];
+
+typedef enum {
+  T_INPUT,   /* fed at each run */
+  T_PARAM,   /* data given at build time; uploaded once; may be updated by assign */
+  T_CONST,   /* data given at build time; never changes (may be folded) */
+  T_VALUE,   /* produced by a node */
+} TensorKind;
+
+/* Attributes of every op kind in one flat struct: each op reads the fields it needs. */
+typedef struct Attr {
+  int axis;                      /* concat, gather, argmax/argmin (normalised, >= 0) */
+  int keepdims;                  /* reductions */
+  int select_last;               /* argmax/argmin */
+  int n_axes;                    /* reductions: axes reduced (normalised, sorted, unique) */
+  int axes[KILN_MAX_RANK];
+  int perm[KILN_MAX_RANK];       /* transpose */
+  /* slice, normalised over every axis of the input: out[i] = in[start + i*step], dims from out shape */
+  int64_t starts[KILN_MAX_RANK], steps[KILN_MAX_RANK];
+  int64_t pads[2 * KILN_MAX_RANK];   /* pad: begins then ends over all axes (may be negative) */
+  kiln_pad_mode pad_mode;
+  double value;                  /* pad constant */
+  kiln_dtype to;                 /* cast */
+  kiln_conv_params conv;         /* conv */
+  kiln_pool_params pool;         /* pools */
+} Attr;
+
+typedef struct Tensor {
+  int id;
+  TensorKind kind;
+  kiln_dtype dtype;
+  int rank;
+  int64_t shape[KILN_MAX_RANK];
+  int64_t numel;
+  const char *name;              /* never NULL; from the model or generated ("t12") */
+  void *data;                    /* T_PARAM / T_CONST: host data, owned by the graph arena */
+  int node;                      /* T_VALUE: index of the producing node, else -1 */
+} Tensor;
+
+typedef struct Node {
+  OpKind op;
+  int n_in;
+  int *in;                       /* tensor ids */
+  int out;                       /* tensor id (every op has exactly one output) */
+  Attr attr;
+  const char *name;              /* from the model, or the op name */
+} Node;
+
+typedef struct Output { int tensor; const char *name; } Output;
+typedef struct Assign { int param, value; } Assign;
+
+typedef struct Graph {
+  Arena arena;
+  Tensor *tensors; int n_tensors, cap_tensors;
+  Node *nodes; int n_nodes, cap_nodes;
+  Output *outputs; int n_outputs, cap_outputs;
+  Assign *assigns; int n_assigns, cap_assigns;
+  const char *node_name;         /* name given to the next nodes added (ONNX import); NULL: op name */
+} Graph;
+
+struct kiln_graph { Graph g; };
+
+/* -- graph.c: building, with shape inference -- */
+
+Graph *graph_create(void);
+void graph_free(Graph *g);
+/* Leaves. data is copied (NULL for inputs). */
+kiln_status graph_leaf(Graph *g, TensorKind kind, const char *name, kiln_dtype t, int rank,
+                       const int64_t *shape, const void *data, int *out);
+/* Adds a primitive node after checking and inferring the output; on failure records an
+ * error naming the node (g->node_name) and changes nothing. */
+kiln_status graph_add(Graph *g, OpKind op, int n_in, const int *in, const Attr *attr, int *out);
+kiln_status graph_output(Graph *g, int tensor, const char *name);
+kiln_status graph_assign(Graph *g, int param, int value);
+/* Records "node 'NAME' (op): MESSAGE" as the last error, returns status. */
+kiln_status graph_node_error(const Graph *g, OpKind op, kiln_status s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Invariants: topological order, shapes consistent with inference. For tests and debug builds. */
+kiln_status graph_check(const Graph *g);
+void graph_print(const Graph *g, FILE *f);
+/* Broadcast two shapes (NumPy rules). */
+bool graph_broadcast(int ra, const int64_t *a, int rb, const int64_t *b, int *rank, int64_t *out);
+
+/* -- compose.c: compositions built from primitives (also behind the public API) -- */
+
+kiln_status graph_softmax(Graph *g, int x, int axis, bool log, int *out);
+kiln_status graph_layernorm(Graph *g, int x, int scale, int bias, int axis, double eps, int *out);
+kiln_status graph_batchnorm(Graph *g, int x, int scale, int bias, int mean, int var, double eps, int *out);
+kiln_status graph_reduce(Graph *g, kiln_reduce_op op, int x, int n_axes, const int *axes, int keepdims, int *out);
+kiln_status graph_scalar(Graph *g, kiln_dtype t, double v, int *out);
+
+/* -- fold.c: constant folding (ONNX shape sub-graphs) -- */
+
+/* If every input of tensor t's producer is constant, evaluates it and turns t into T_CONST. */
+kiln_status graph_fold(Graph *g, int t);
+
+/* -- autodiff.c: reverse mode as a graph transform -- */
+
+kiln_status graph_grad(Graph *g, int loss, int n, const int *wrt, int *grads);
+
+/* -- onnx.c: import -- */
+
+kiln_status graph_load_onnx(const void *data, size_t size, const char *base_dir, Graph **out);
+
+#endif

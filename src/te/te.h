@@ -1,0 +1,149 @@
+/*
+ * te — tensor expressions, the second stage. Every graph op lowers to stages:
+ *
+ *   injective  out[i] = body(i)                  body loads other stages at index maps of i
+ *   reduction  out[i] = (+)_r body(i, r)         (+) in sum/prod/max/min/argmax/argmin
+ *   opaque     a hand-written kernel per backend (none yet; a fusion barrier)
+ *
+ * plus source stages for inputs, parameters and constants. A body is a DAG of Exprs
+ * over index variables: vars 0..rank-1 are the output index, vars rank..rank+n_red-1
+ * the reduction index. Exprs are hash-consed in the TE's arena, so equal subtrees are
+ * one node (a renderer emits each node once) and pointer equality is structural
+ * equality. Index arithmetic is i64 with floor division and non-negative modulo.
+ *
+ * Invariant (te_check): every LOAD's indices are in range for every point of the
+ * consuming stage's domain. Lowering clamps where a select guards an out-of-range read
+ * (padding, gather), so a renderer may evaluate any load eagerly.
+ *
+ * Half floats: arithmetic on f16/bf16 is lowered as cast-to-f32, op, cast back, so only
+ * LOAD, CAST and stores ever see f16/bf16.
+ *
+ * Hands on: a TE whose stages are in topological order (a stage loads only smaller ids).
+ */
+#ifndef KILN_TE_H
+#define KILN_TE_H
+
+#include "../graph/graph.h"
+
+typedef enum {
+  EX_CONST,   /* c.f (float dtypes) or c.i (ints, bool) */
+  EX_VAR,     /* index variable var (dtype i64) */
+  EX_LOAD,    /* stage src at args[0..n-1] (i64 indices, one per dim of src) */
+  EX_UNARY,   /* op: TeUnary, args[0] */
+  EX_BINARY,  /* op: TeBinary, args[0], args[1] */
+  EX_SELECT,  /* args[0] (bool) ? args[1] : args[2] */
+  EX_CAST,    /* args[0] converted to dtype (ONNX Cast rules) */
+} ExprKind;
+
+typedef enum {
+  TU_NEG, TU_ABS, TU_EXP, TU_LOG, TU_SQRT, TU_RSQRT, TU_RECIP, TU_TANH, TU_SIGMOID,
+  TU_ERF, TU_SIN, TU_COS, TU_FLOOR, TU_CEIL, TU_ROUND /* half to even */, TU_SIGN,
+  TU_NOT /* bool: logical; ints: bitwise */, TU_ISNAN, TU_ISINF,
+  TU_COUNT
+} TeUnary;
+
+typedef enum {
+  TB_ADD, TB_SUB, TB_MUL, TB_DIV /* ints: truncating; index math uses TB_FLOORDIV */,
+  TB_POW, TB_MAX, TB_MIN,
+  TB_MOD /* result has the divisor's sign (Python); also index math */, TB_FMOD /* C fmod / % */,
+  TB_FLOORDIV,
+  TB_EQ, TB_NE, TB_LT, TB_LE, TB_GT, TB_GE,    /* result bool */
+  TB_AND, TB_OR, TB_XOR,                        /* bool: logical; ints: bitwise */
+  TB_SHL, TB_SHR,
+  TB_COUNT
+} TeBinary;
+
+extern const char *const te_unary_names[TU_COUNT];
+extern const char *const te_binary_names[TB_COUNT];
+
+typedef struct Expr Expr;
+struct Expr {
+  ExprKind kind;
+  kiln_dtype dtype;
+  int op;                 /* TeUnary / TeBinary */
+  union { double f; int64_t i; } c;
+  int var;                /* EX_VAR */
+  int src;                /* EX_LOAD: stage id */
+  int n_args;
+  uint64_t hash;
+  Expr *next_in_bucket;   /* hash-consing chain */
+  Expr *args[];
+};
+
+typedef enum {
+  ST_INPUT,     /* graph input: bound at run time */
+  ST_PARAM,     /* parameter: data, resident, may be assigned */
+  ST_CONST,     /* constant data */
+  ST_INJECTIVE,
+  ST_REDUCE,
+  ST_OPAQUE,
+} StageKind;
+
+typedef enum { RO_SUM, RO_PROD, RO_MAX, RO_MIN, RO_ARGMAX, RO_ARGMIN } ReduceOp;
+
+typedef struct Stage {
+  int id;
+  StageKind kind;
+  kiln_dtype dtype;
+  int rank;
+  int64_t shape[KILN_MAX_RANK];
+  int64_t numel;
+  Expr *body;                 /* injective and reduce */
+  ReduceOp rop;               /* reduce: argmax/argmin give the i64 flat index over the reduce domain */
+  int select_last;            /* argmax/argmin ties: last index instead of first */
+  int n_red;
+  int64_t red_shape[KILN_MAX_RANK];
+  const void *data;           /* param/const: host data (owned by the graph, or the TE arena) */
+  int tensor;                 /* graph tensor this stage computes, or -1 for an internal stage */
+  OpKind op;                  /* graph op it lowers (census, debug); sources: -1 */
+  const char *name;           /* debug name; never emitted into generated source */
+} Stage;
+
+typedef struct TE {
+  Arena arena;
+  Stage *stages; int n_stages, cap_stages;
+  Expr **buckets; size_t n_buckets, n_exprs;   /* hash-consing table */
+  int *tensor_stage;          /* graph tensor id -> stage id */
+  int n_tensors;
+  int *inputs; int n_inputs;  /* stage ids of graph inputs, in graph order */
+  int *outputs; int n_outputs;
+  const char **output_names;
+  Assign *assigns; int n_assigns;   /* (param stage, value stage) */
+} TE;
+
+/* -- expr.c: construction (hash-consed, constant-folded, simplified as built) -- */
+
+Expr *te_const_f(TE *te, kiln_dtype t, double v);
+Expr *te_const_i(TE *te, kiln_dtype t, int64_t v);
+Expr *te_var(TE *te, int v);
+Expr *te_load(TE *te, int stage, int n, Expr *const *idx);
+Expr *te_unary(TE *te, TeUnary op, Expr *a);
+Expr *te_binary(TE *te, TeBinary op, Expr *a, Expr *b);   /* comparisons give bool */
+Expr *te_select(TE *te, Expr *c, Expr *a, Expr *b);
+Expr *te_cast(TE *te, kiln_dtype t, Expr *a);
+/* Replace each VAR v (v < n) by map[v]; other vars are kept. */
+Expr *te_substitute(TE *te, Expr *e, Expr *const *map, int n);
+/* Simplify using var ranges lo[v]..hi[v] (inclusive): affine normal form, div/mod of
+ * (c*q + r) where 0 <= r < c, min/max/compare with known ranges, selects with constant
+ * conditions. */
+Expr *te_simplify(TE *te, Expr *e, const int64_t *lo, const int64_t *hi, int nvars);
+/* Inline: replace every load of a stage s with inline_stage[s] (an injective stage) by its
+ * body at the load's indices, recursively, simplifying with the given var ranges. */
+Expr *te_inline(TE *te, Expr *e, const bool *inline_stage, const int64_t *lo, const int64_t *hi, int nvars);
+/* Interval of an i64/int expression given var ranges; false if unknown. */
+bool te_range(const Expr *e, const int64_t *lo, const int64_t *hi, int nvars, int64_t *min, int64_t *max);
+/* Calls fn for each distinct stage loaded by e. */
+void te_visit_loads(const Expr *e, void (*fn)(const Expr *load, void *ctx), void *ctx);
+bool te_is_float(const Expr *e);
+
+/* -- lower.c: graph -> te -- */
+
+kiln_status te_lower(const Graph *g, TE **out);
+void te_free(TE *te);
+/* Adds a stage; returns its id or -1 when out of memory. */
+int te_add_stage(TE *te, const Stage *s);
+kiln_status te_check(const TE *te);
+void te_print(const TE *te, FILE *f);
+void te_print_expr(const Expr *e, FILE *f);
+
+#endif
