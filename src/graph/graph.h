@@ -41,6 +41,8 @@ typedef struct Attr {
   int n_axes;                    /* reductions: axes reduced (normalised, sorted, unique) */
   int axes[KILN_MAX_RANK];
   int perm[KILN_MAX_RANK];       /* transpose */
+  int shape_rank;                /* reshape/expand/tile: the output shape (-1 already resolved) */
+  int64_t shape[KILN_MAX_RANK];
   /* slice, normalised over every axis of the input: out[i] = in[start + i*step], dims from out shape */
   int64_t starts[KILN_MAX_RANK], steps[KILN_MAX_RANK];
   int64_t pads[2 * KILN_MAX_RANK];   /* pad: begins then ends over all axes (may be negative) */

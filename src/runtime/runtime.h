@@ -23,12 +23,36 @@ kiln_status ref_eval_all(const TE *te, void **bufs);
 
 /* -- backends -- */
 
+/*
+ * A backend compiles a whole TE into an executable it owns (for cpu/cuda: plan, render,
+ * compile, load; for ref: nothing) and runs it. program.c owns the TE (it outlives the
+ * executable) and the public API; backends fill the census for what they did.
+ * Any stage a backend cannot run itself it evaluates with ref_eval_stage and counts as
+ * a host fallback (census.host_fallbacks, fallback_ops, largest_fallback_bytes); with
+ * o->strict that is an error (KILN_ERR_FALLBACK) naming the op.
+ */
 typedef struct Backend {
   const char *name;
-  /* true when the device and its libraries are present; else a message in the last error */
+  /* KILN_OK when the device and its libraries are present; else why not (last error). */
   kiln_status (*probe)(void);
+  kiln_status (*compile)(const TE *te, const kiln_options *o, void **exec, kiln_census *c);
+  /* inputs: host buffers in te->inputs order; outputs: host buffers in te->outputs order.
+   * After the outputs are written, every assign (param <- value) takes effect. */
+  kiln_status (*run)(void *exec, const void *const *inputs, void *const *outputs, kiln_census *c);
+  /* Current value of a param stage into host memory. */
+  kiln_status (*read_param)(void *exec, int stage, void *dst);
+  /* Prints the schedule (kernels, bytes, boundary reasons). Optional: NULL prints "no plan". */
+  kiln_status (*print)(void *exec, FILE *f);
+  void (*free)(void *exec);
 } Backend;
 
+extern const Backend rt_backend_ref;   /* ref/ref.c */
+extern const Backend rt_backend_cpu;   /* cpu/cpu.c */
+extern const Backend rt_backend_cuda;  /* cuda/cuda.c */
+
+/* -- program.c -- */
+
+/* The backend called name, or NULL (with a message listing the known ones). */
 const Backend *rt_backend_find(const char *name);
 
 #endif
