@@ -33,7 +33,33 @@ typedef enum {
   T_VALUE,   /* produced by a node */
 } TensorKind;
 
-/* Attributes of every op kind in one flat struct: each op reads the fields it needs. */
+/*
+ * Attributes of every op kind in one flat struct: each op reads the fields it needs.
+ * graph_add receives them already normalised (the public API / ONNX importer do that):
+ *   unary, binary   no attrs; binary operands share a dtype, output shape is their broadcast;
+ *                   comparisons give bool; and/or/xor/not take bool (not also ints), shifts ints
+ *   WHERE           in: cond (bool), a, b (same dtype); three-way broadcast
+ *   CAST            to
+ *   RESHAPE         shape_rank/shape: the output shape (no -1 left); same numel
+ *   TRANSPOSE       perm: out.shape[i] = in.shape[perm[i]]
+ *   SLICE           for every input axis r: out[..i_r..] = in[..starts[r] + i_r*steps[r]..];
+ *                   shape_rank/shape = output shape; every read is in range (importer clamps)
+ *   CONCAT          axis; inputs agree on every other dim and dtype
+ *   PAD             pads[r] begin, pads[rank+r] end (negative crops), pad_mode, value
+ *   EXPAND          shape_rank/shape: the output shape (broadcast of input and target)
+ *   GATHER          in: data, indices (i32/i64, any rank, negative counts from the end); axis;
+ *                   out shape = data[:axis] + indices.shape + data[axis+1:]
+ *   TILE            shape_rank/shape: the output shape (in.shape[r] * repeats[r])
+ *   REDUCE_*        n_axes/axes (sorted, unique, >= 0; n_axes == 0 never: the API expands "all"),
+ *                   keepdims
+ *   ARGMAX/ARGMIN   axis, keepdims, select_last; output i64
+ *   MATMUL          numpy.matmul: 1-D operands promoted then squeezed, batch dims broadcast
+ *   CONV            in: x [N,C,spatial..], w [M,C/group,kernel..]; conv (strides/dilations/group
+ *                   never 0); bias is added by the builder as a separate ADD
+ *   MAX_POOL/AVG_POOL  pool (strides/dilations never 0); output spatial dim =
+ *                   floor_or_ceil((in + pb + pe - ((k-1)*d + 1)) / s) + 1, and in ceil mode a last
+ *                   window starting beyond in + pb is dropped (ONNX rule)
+ */
 typedef struct Attr {
   int axis;                      /* concat, gather, argmax/argmin (normalised, >= 0) */
   int keepdims;                  /* reductions */
