@@ -56,14 +56,19 @@ typedef enum {
 extern const char *const te_unary_names[TU_COUNT];
 extern const char *const te_binary_names[TB_COUNT];
 
+/* A scalar value: floats as double (rounded to their dtype), ints and bool as int64
+ * wrapped to their dtype's width (u64 as its bit pattern). */
+typedef union TeValue { double f; int64_t i; } TeValue;
+
 typedef struct Expr Expr;
 struct Expr {
   ExprKind kind;
   kiln_dtype dtype;
   int op;                 /* TeUnary / TeBinary */
-  union { double f; int64_t i; } c;
+  TeValue c;              /* EX_CONST */
   int var;                /* EX_VAR */
   int src;                /* EX_LOAD: stage id */
+  int id;                 /* creation order in its TE: a deterministic tie-break for canonical order */
   int n_args;
   uint64_t hash;
   Expr *next_in_bucket;   /* hash-consing chain */
@@ -132,9 +137,22 @@ Expr *te_simplify(TE *te, Expr *e, const int64_t *lo, const int64_t *hi, int nva
 Expr *te_inline(TE *te, Expr *e, const bool *inline_stage, const int64_t *lo, const int64_t *hi, int nvars);
 /* Interval of an i64/int expression given var ranges; false if unknown. */
 bool te_range(const Expr *e, const int64_t *lo, const int64_t *hi, int nvars, int64_t *min, int64_t *max);
-/* Calls fn for each distinct stage loaded by e. */
+/* Calls fn once for each distinct LOAD node in e (a stage read at two index maps is two
+ * calls), operands before the load itself. */
 void te_visit_loads(const Expr *e, void (*fn)(const Expr *load, void *ctx), void *ctx);
 bool te_is_float(const Expr *e);
+/* The scalar semantics every backend must match (constant folding and ref use them).
+ * t is the operands' dtype; comparisons give bool 0/1, ISNAN/ISINF too. Ints: DIV
+ * truncates, MOD takes the divisor's sign, FMOD the dividend's, FLOORDIV floors;
+ * division by zero gives 0; shifts by >= 64 or < 0 give 0 (SHR of a negative signed
+ * value: -1). Float MAX/MIN propagate NaN. */
+TeValue te_eval_unary(TeUnary op, kiln_dtype t, TeValue a);
+TeValue te_eval_binary(TeBinary op, kiln_dtype t, TeValue a, TeValue b);
+/* ONNX Cast: float->int truncates and saturates (NaN -> 0), int->int wraps, ->bool is
+ * != 0, ->f16/bf16 rounds to nearest even. */
+TeValue te_eval_cast(kiln_dtype to, kiln_dtype from, TeValue v);
+/* v normalised to dtype t (float rounding, int wrapping). */
+TeValue te_wrap(kiln_dtype t, TeValue v);
 
 /* -- lower.c: graph -> te -- */
 
