@@ -1,0 +1,145 @@
+/*
+ * nvrtc.c — CUDA C source to CUBIN, through NVRTC and an on-disk cache. Takes one
+ * translation unit (all kernels of a plan) and the target arch; produces the CUBIN
+ * bytes. The cache key hashes everything that changes the binary: the NVRTC version,
+ * the flags, the arch and the source. A hit is not trusted on the hash alone: the
+ * source stored beside the CUBIN must equal the requested source byte for byte, or
+ * the entry is recompiled and overwritten.
+ */
+#include "cudadrv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *cuda_cache_dir(void) {
+  static char dir[1024];
+  const char *e = getenv("KILN_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+  if (e && e[0]) snprintf(dir, sizeof dir, "%s", e);
+  else if (x && x[0]) snprintf(dir, sizeof dir, "%s/kiln", x);
+  else if (h && h[0]) snprintf(dir, sizeof dir, "%s/.cache/kiln", h);
+  else dir[0] = 0;
+  return dir;
+}
+
+/* mkdir -p for the cache folder (two levels at most: $HOME/.cache/kiln). */
+static bool make_dir(const char *dir) {
+  char parent[1024];
+  snprintf(parent, sizeof parent, "%s", dir);
+  char *slash = strrchr(parent, '/');
+  if (slash && slash != parent) {
+    *slash = 0;
+    if (mkdir(parent, 0755) != 0 && errno != EEXIST) return false;
+  }
+  return mkdir(dir, 0755) == 0 || errno == EEXIST;
+}
+
+/* Reads a whole file into kiln_malloc'ed memory (NUL-terminated); NULL if absent. */
+static char *read_file(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  long n = -1;
+  if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+  if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = kiln_malloc((size_t)n + 1))) {
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) { kiln_free(buf); buf = NULL; }
+    else { buf[n] = 0; *size = (size_t)n; }
+  }
+  fclose(f);
+  return buf;
+}
+
+/* Writes atomically (temp file, then rename) so a concurrent reader never sees half. */
+static bool write_file(const char *path, const void *data, size_t n) {
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return false;
+  bool ok = fwrite(data, 1, n, f) == n;
+  ok = (fclose(f) == 0) && ok;
+  if (ok) ok = rename(tmp, path) == 0;
+  if (!ok) remove(tmp);
+  return ok;
+}
+
+static kiln_status rtc_check(CudaNvrtc *r, nvrtcResult e, const char *call) {
+  if (e == 0) return KILN_OK;
+  return kiln_fail(KILN_ERR_COMPILE, "cuda: %s: %s", call, r->nvrtcGetErrorString(e));
+}
+
+/* One NVRTC compile; on a compile error the message carries the log. */
+static kiln_status compile_now(CudaNvrtc *r, const char *src, int n, const char *const *opts, void **out,
+                               size_t *size) {
+  nvrtcProgram p = NULL;
+  kiln_status st = rtc_check(r, r->nvrtcCreateProgram(&p, src, "kiln.cu", 0, NULL, NULL), "nvrtcCreateProgram");
+  if (st) return st;
+  nvrtcResult ce = r->nvrtcCompileProgram(p, n, opts);
+  if (ce != 0) {
+    size_t ln = 0;
+    char *log = NULL;
+    if (r->nvrtcGetProgramLogSize(p, &ln) == 0 && (log = kiln_malloc(ln + 1)) && r->nvrtcGetProgramLog(p, log) == 0)
+      log[ln] = 0;
+    st = kiln_fail(KILN_ERR_COMPILE, "cuda: nvrtcCompileProgram: %s\n%s", r->nvrtcGetErrorString(ce),
+                   log ? log : "(no log)");
+    kiln_free(log);
+  } else if (!(st = rtc_check(r, r->nvrtcGetCUBINSize(p, size), "nvrtcGetCUBINSize"))) {
+    *out = kiln_malloc(*size);
+    if (!*out) st = kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a CUBIN of %zu bytes", *size);
+    else if ((st = rtc_check(r, r->nvrtcGetCUBIN(p, *out), "nvrtcGetCUBIN"))) { kiln_free(*out); *out = NULL; }
+  }
+  r->nvrtcDestroyProgram(&p);
+  return st;
+}
+
+kiln_status cuda_compile(const char *src, const char *arch, int n_opts, const char *const *opts, void **cubin,
+                         size_t *size, bool *hit) {
+  CudaNvrtc *r;
+  kiln_status st = cuda_nvrtc(&r);
+  if (st) return st;
+  const char *all[24];
+  char archopt[64];
+  snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
+  int n = 0;
+  all[n++] = archopt;
+  all[n++] = "--std=c++17";
+  for (int i = 0; i < n_opts && n < 24; i++) all[n++] = opts[i];
+
+  /* Key: NVRTC version, flags and arch in a header line, then the source. */
+  StrBuf key = {0};
+  sb_printf(&key, "nvrtc %d.%d", r->major, r->minor);
+  for (int i = 0; i < n; i++) sb_printf(&key, " %s", all[i]);
+  sb_puts(&key, "\n");
+  if (key.failed) { sb_free(&key); return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a cache key"); }
+  uint64_t h1 = hash_bytes(key.s, key.len, 1), h2 = hash_bytes(src, strlen(src), h1);
+  uint64_t h3 = hash_bytes(src, strlen(src), h1 ^ 0x9e3779b97f4a7c15ull);
+
+  const char *dir = cuda_cache_dir();
+  char cpath[1200], spath[1200];
+  snprintf(cpath, sizeof cpath, "%s/cuda-%016llx%016llx.cubin", dir, (unsigned long long)h2, (unsigned long long)h3);
+  snprintf(spath, sizeof spath, "%s/cuda-%016llx%016llx.cu", dir, (unsigned long long)h2, (unsigned long long)h3);
+  *hit = false;
+  if (dir[0] && !kiln_env_int("KILN_NO_CACHE", 0)) {
+    size_t sn = 0, cn = 0;
+    char *stored = read_file(spath, &sn);
+    /* The stored file is the key header followed by the source. */
+    bool same = stored && sn == key.len + strlen(src) && !memcmp(stored, key.s, key.len) &&
+                !memcmp(stored + key.len, src, strlen(src));
+    kiln_free(stored);
+    if (same && (*cubin = read_file(cpath, &cn)) != NULL && cn > 0) {
+      *size = cn;
+      *hit = true;
+      sb_free(&key);
+      return KILN_OK;
+    }
+  }
+  st = compile_now(r, src, n, all, cubin, size);
+  if (!st && dir[0] && make_dir(dir)) {
+    /* A cache that cannot be written only costs time later: not an error. */
+    sb_puts(&key, src);
+    if (!key.failed && write_file(cpath, *cubin, *size)) write_file(spath, key.s, key.len);
+  }
+  sb_free(&key);
+  return st;
+}
