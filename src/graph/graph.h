@@ -134,6 +134,8 @@ kiln_status graph_check(const Graph *g);
 void graph_print(const Graph *g, FILE *f);
 /* Broadcast two shapes (NumPy rules). */
 bool graph_broadcast(int ra, const int64_t *a, int rb, const int64_t *b, int *rank, int64_t *out);
+/* Writes "[2,3]" into buf (truncated to n bytes), for messages. */
+void graph_shape_str(int rank, const int64_t *shape, char *buf, size_t n);
 
 /* -- compose.c: compositions built from primitives (also behind the public API) -- */
 
@@ -155,5 +157,19 @@ kiln_status graph_grad(Graph *g, int loss, int n, const int *wrt, int *grads);
 /* -- onnx.c: import -- */
 
 kiln_status graph_load_onnx(const void *data, size_t size, const char *base_dir, Graph **out);
+/* A host tensor as ONNX stores it (a TensorProto: initializer or test-data .pb file). */
+typedef struct OnnxTensor {
+  char *name; kiln_dtype dtype; int rank; int64_t shape[KILN_MAX_RANK]; int64_t numel; void *data;
+} OnnxTensor;
+/* As graph_load_onnx, with values for graph inputs: they fix shapes the model leaves
+ * symbolic, and an input used as a shape operand (Reshape's shape, ...) becomes a constant. */
+kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *base_dir,
+                                  const OnnxTensor *bind, int n_bind, Graph **out);
+/* Reads one serialized TensorProto; name and data come from kiln_malloc (onnx_tensor_clear). */
+kiln_status onnx_read_tensor(const void *data, size_t size, const char *base_dir, OnnxTensor *out);
+void onnx_tensor_clear(OnnxTensor *t);
+/* A whole file into kiln_malloc memory; the folder part of a path ("." for none). */
+kiln_status onnx_read_file(const char *path, void **data, size_t *size);
+void onnx_dirname(const char *path, char *buf, size_t cap);
 
 #endif
