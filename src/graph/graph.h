@@ -153,6 +153,10 @@ kiln_status graph_fold(Graph *g, int t);
 /* -- autodiff.c: reverse mode as a graph transform -- */
 
 kiln_status graph_grad(Graph *g, int loss, int n, const int *wrt, int *grads);
+/* Test hook: makes the vector-Jacobian rule of op kind op deliberately wrong (its
+ * contributions scaled by 1.25); -1 restores every rule. Lets a test show that the
+ * gradient check catches a broken rule. */
+void graph_grad_break_rule(int op);
 
 /* -- onnx.c: import -- */
 
