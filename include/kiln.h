@@ -235,6 +235,13 @@ kiln_status kiln_program_census(const kiln_program *p, kiln_census *out);
 kiln_status kiln_program_print(const kiln_program *p, FILE *f);
 /* Reads the current value of a parameter (after assign updates) into host memory. */
 kiln_status kiln_program_read_param(kiln_program *p, kiln_tensor param, void *dst);
+/* Device-resident tensors. set_input copies host data into input i's buffer on the program's
+ * device, where it stays; kiln_program_run with inputs NULL (or a NULL entry) reuses that
+ * resident value, and with outputs NULL (or a NULL entry) leaves the output on the device, so
+ * such a run moves nothing between host and device (the census shows it). read_output copies
+ * output i of the last run to host memory. */
+kiln_status kiln_program_set_input(kiln_program *p, int i, const void *src);
+kiln_status kiln_program_read_output(kiln_program *p, int i, void *dst);
 void kiln_program_free(kiln_program *p);
 
 #ifdef __cplusplus

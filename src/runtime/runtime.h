@@ -44,6 +44,11 @@ typedef struct Backend {
   /* Prints the schedule (kernels, bytes, boundary reasons). Optional: NULL prints "no plan". */
   kiln_status (*print)(void *exec, FILE *f);
   void (*free)(void *exec);
+  /* Resident tensors (kiln_program_set_input/read_output). run() may get inputs or outputs
+   * NULL, or NULL entries: that tensor stays where it is. Optional: a backend that leaves
+   * these NULL is given host buffers for every run, and program.c keeps the copies. */
+  kiln_status (*set_input)(void *exec, int i, const void *src);   /* host -> input i, kept */
+  kiln_status (*read_output)(void *exec, int i, void *dst);       /* output i of the last run */
 } Backend;
 
 extern const Backend rt_backend_ref;   /* ref/ref.c */
