@@ -186,6 +186,15 @@ void kiln_graph_print(const kiln_graph *g, FILE *f);
 
 /* Autodiff: grads[i] = d loss / d wrt[i]; loss must be a scalar (any rank with one element) float. */
 kiln_status kiln_graph_grad(kiln_graph *g, kiln_tensor loss, int n, const kiln_tensor *wrt, kiln_tensor *grads);
+/* Training steps: add the gradients of loss for params (T_PARAM tensors), optimizer state (zero-initialised
+ * params named "<param>.momentum", ".adam_m", ".adam_v", and "adam.step") and assigns, so each run of the
+ * compiled program computes loss, gradients and update at once and updates params and state in place.
+ * updated (n entries, may be NULL) receives the new value of each param. Rules as torch.optim.SGD
+ * (v = momentum v + g; p -= lr v) and torch.optim.Adam. */
+kiln_status kiln_graph_sgd(kiln_graph *g, kiln_tensor loss, int n, const kiln_tensor *params, double lr,
+                           double momentum, kiln_tensor *updated);
+kiln_status kiln_graph_adam(kiln_graph *g, kiln_tensor loss, int n, const kiln_tensor *params, double lr,
+                            double beta1, double beta2, double eps, kiln_tensor *updated);
 
 /* ---- ONNX ------------------------------------------------------------------- */
 
