@@ -1,0 +1,700 @@
+/*
+ * onnx.c — reads an ONNX ModelProto and builds a kiln graph from it.
+ *
+ * Takes the bytes of a model (untrusted), produces a Graph whose inputs are the
+ * model's graph inputs that are not initializers, whose leaves hold the initializers,
+ * and whose outputs are the model's outputs. How: a depth-limited walk of the wire
+ * format (protobuf-c recurses, so a hostile nesting must be refused first), then
+ * protobuf-c's unpacker with kiln's allocation hook, then one pass over the nodes in
+ * file order; each node goes through the rule for its op in onnx_ops.c. Nodes of
+ * model-local functions are inlined with a fresh scope. Every tensor size is checked
+ * against the bytes present, every product against overflow, and external data is
+ * read only from files under the model's own folder.
+ */
+#include "onnx_import.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_NESTING 48        /* message nesting accepted in a file */
+#define MAX_INLINE_DEPTH 8    /* functions calling functions */
+
+/* ---- errors and the allocation hook ---- */
+
+kiln_status im_fail(Importer *im, kiln_status s, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (im->node)
+    return kiln_fail(s, "node '%s' (%s): %s", im->node_name, im->node->op_type ? im->node->op_type : "?", msg);
+  return kiln_fail(s, "%s", msg);
+}
+
+static void *pb_alloc(void *ud, size_t n) { (void)ud; return kiln_malloc(n); }
+static void pb_free(void *ud, void *p) { (void)ud; kiln_free(p); }
+static ProtobufCAllocator pb_allocator = { pb_alloc, pb_free, NULL };
+
+/* ---- a bounded walk of the wire format ---- */
+
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+  uint64_t r = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (*p >= end) return false;
+    uint8_t b = *(*p)++;
+    r |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) { *v = r; return true; }
+  }
+  return false;
+}
+
+/* Checks that every length fits in the buffer and that messages nest at most
+ * MAX_NESTING deep; protobuf-c's recursive unpacker would otherwise exhaust the stack. */
+static bool wire_check(const uint8_t *p, const uint8_t *end, const ProtobufCMessageDescriptor *d, int depth) {
+  if (depth > MAX_NESTING) return false;
+  while (p < end) {
+    uint64_t key, v;
+    if (!wire_varint(&p, end, &key)) return false;
+    switch (key & 7) {
+    case 0: if (!wire_varint(&p, end, &v)) return false; break;
+    case 1: if (end - p < 8) return false; p += 8; break;
+    case 5: if (end - p < 4) return false; p += 4; break;
+    case 2: {
+      if (!wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
+      const ProtobufCFieldDescriptor *f =
+          key >> 3 <= UINT_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3)) : NULL;
+      if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && !wire_check(p, p + v, f->descriptor, depth + 1)) return false;
+      p += v;
+      break;
+    }
+    default: return false;  /* groups (3, 4) do not occur in ONNX */
+    }
+  }
+  return true;
+}
+
+static kiln_status unpack_model(const void *data, size_t size, Onnx__ModelProto **out) {
+  const uint8_t *p = data;
+  if (!wire_check(p, p + size, &onnx__model_proto__descriptor, 0))
+    return kiln_fail(KILN_ERR_MODEL, "onnx: not a valid ModelProto (truncated, malformed or nested over %d deep)",
+                     MAX_NESTING);
+  *out = onnx__model_proto__unpack(&pb_allocator, size, p);
+  if (!*out) return kiln_fail(KILN_ERR_MODEL, "onnx: protobuf-c could not decode the ModelProto (malformed or out of memory)");
+  return KILN_OK;
+}
+
+/* ---- names ---- */
+
+static uint64_t name_hash(const char *s) { return hash_bytes(s, strlen(s), 0x6b696c6e); }
+
+static kiln_status map_put(Arena *a, NameMap *m, const char *key, int val) {
+  if (2 * (m->n + 1) > m->cap) {
+    int cap = m->cap ? 2 * m->cap : 64;
+    const char **keys = arena_alloc(a, sizeof *keys * (size_t)cap);
+    int *vals = arena_alloc(a, sizeof *vals * (size_t)cap);
+    if (!keys || !vals) return kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory (name table)");
+    NameMap nm = { keys, vals, cap, 0 };
+    for (int i = 0; i < m->cap; i++)
+      if (m->keys[i]) {
+        size_t h = name_hash(m->keys[i]) & (size_t)(cap - 1);
+        while (nm.keys[h]) h = (h + 1) & (size_t)(cap - 1);
+        nm.keys[h] = m->keys[i], nm.vals[h] = m->vals[i], nm.n++;
+      }
+    *m = nm;
+  }
+  size_t h = name_hash(key) & (size_t)(m->cap - 1);
+  while (m->keys[h] && strcmp(m->keys[h], key)) h = (h + 1) & (size_t)(m->cap - 1);
+  if (!m->keys[h]) {
+    if (!(m->keys[h] = arena_strdup(a, key))) return kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory (names)");
+    m->n++;
+  }
+  m->vals[h] = val;
+  return KILN_OK;
+}
+
+static int map_get(const NameMap *m, const char *key) {
+  if (!m->cap) return -1;
+  size_t h = name_hash(key) & (size_t)(m->cap - 1);
+  while (m->keys[h]) {
+    if (!strcmp(m->keys[h], key)) return m->vals[h];
+    h = (h + 1) & (size_t)(m->cap - 1);
+  }
+  return -1;
+}
+
+/* ---- attributes ---- */
+
+const Onnx__AttributeProto *im_attr(Importer *im, const char *name) {
+  const Onnx__NodeProto *n = im->node;
+  for (size_t i = 0; i < n->n_attribute; i++) {
+    const Onnx__AttributeProto *a = n->attribute[i];
+    if (!a->name || strcmp(a->name, name)) continue;
+    if (a->ref_attr_name && *a->ref_attr_name) {  /* refers to the calling node's attribute */
+      if (!im->caller) return NULL;
+      for (size_t j = 0; j < im->caller->n_attribute; j++)
+        if (im->caller->attribute[j]->name && !strcmp(im->caller->attribute[j]->name, a->ref_attr_name))
+          return im->caller->attribute[j];
+      return NULL;
+    }
+    return a;
+  }
+  return NULL;
+}
+
+int64_t im_attr_i(Importer *im, const char *name, int64_t dflt) {
+  const Onnx__AttributeProto *a = im_attr(im, name);
+  return a && a->has_i ? a->i : dflt;
+}
+
+float im_attr_f(Importer *im, const char *name, float dflt) {
+  const Onnx__AttributeProto *a = im_attr(im, name);
+  return a && a->has_f ? a->f : dflt;
+}
+
+const char *im_attr_s(Importer *im, const char *name, const char *dflt) {
+  const Onnx__AttributeProto *a = im_attr(im, name);
+  if (!a || !a->has_s) return dflt;
+  char *s = arena_alloc(&im->tmp, a->s.len + 1);
+  if (!s) return dflt;
+  if (a->s.len) memcpy(s, a->s.data, a->s.len);
+  return s;
+}
+
+const int64_t *im_attr_ints(Importer *im, const char *name, int *n) {
+  const Onnx__AttributeProto *a = im_attr(im, name);
+  if (!a || (a->n_ints == 0 && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS) || a->n_ints > INT_MAX) {
+    *n = -1;
+    return NULL;
+  }
+  *n = (int)a->n_ints;
+  return a->ints;
+}
+
+const float *im_attr_floats(Importer *im, const char *name, int *n) {
+  const Onnx__AttributeProto *a = im_attr(im, name);
+  if (!a || (a->n_floats == 0 && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS) || a->n_floats > INT_MAX) {
+    *n = -1;
+    return NULL;
+  }
+  *n = (int)a->n_floats;
+  return a->floats;
+}
+
+/* ---- tensors ---- */
+
+/* ONNX TensorProto.DataType -> kiln dtype; false for types kiln does not hold. */
+static bool onnx_dtype(int32_t t, kiln_dtype *out) {
+  switch (t) {
+  case 1: *out = KILN_F32; return true;
+  case 2: *out = KILN_U8; return true;
+  case 3: *out = KILN_I8; return true;
+  case 4: *out = KILN_U16; return true;
+  case 5: *out = KILN_I16; return true;
+  case 6: *out = KILN_I32; return true;
+  case 7: *out = KILN_I64; return true;
+  case 9: *out = KILN_BOOL; return true;
+  case 10: *out = KILN_F16; return true;
+  case 11: *out = KILN_F64; return true;
+  case 12: *out = KILN_U32; return true;
+  case 13: *out = KILN_U64; return true;
+  case 16: *out = KILN_BF16; return true;
+  default: return false;
+  }
+}
+
+static const char *onnx_dtype_name(int32_t t) {
+  static const char *const names[] = {
+    "undefined", "float", "uint8", "int8", "uint16", "int16", "int32", "int64", "string", "bool", "float16",
+    "double", "uint32", "uint64", "complex64", "complex128", "bfloat16", "float8e4m3fn", "float8e4m3fnuz",
+    "float8e5m2", "float8e5m2fnuz", "uint4", "int4", "float4e2m1", "float8e8m0", "uint2", "int2" };
+  return t >= 0 && t < (int32_t)(sizeof names / sizeof names[0]) ? names[t] : "unknown";
+}
+
+kiln_status onnx_elem_type(int32_t t, const char *what, kiln_dtype *out) {
+  if (onnx_dtype(t, out)) return KILN_OK;
+  return kiln_fail(KILN_ERR_UNSUPPORTED, "%s: element type %s (%d) is not supported", what, onnx_dtype_name(t), (int)t);
+}
+
+/* Resolves an external-data location inside dir; refuses anything that leaves it. */
+static kiln_status external_path(const char *dir, const char *loc, const char *what, char *out, size_t cap) {
+  if (!dir) return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data but no model folder to read it from", what);
+  if (!*loc || loc[0] == '/' || loc[0] == '\\')
+    return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data location '%s' is absolute or empty", what, loc);
+  for (const char *p = loc; *p;) {  /* no ".." component */
+    const char *q = p + strcspn(p, "/\\");
+    if (q - p == 2 && p[0] == '.' && p[1] == '.')
+      return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data location '%s' leaves the model folder", what, loc);
+    p = *q ? q + 1 : q;
+  }
+  char joined[PATH_MAX], rdir[PATH_MAX], rfile[PATH_MAX];
+  if ((size_t)snprintf(joined, sizeof joined, "%s/%s", dir, loc) >= sizeof joined)
+    return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data path too long", what);
+  if (!realpath(dir, rdir)) return kiln_fail(KILN_ERR_IO, "tensor '%s': model folder '%s': %s", what, dir, strerror(errno));
+  if (!realpath(joined, rfile))
+    return kiln_fail(KILN_ERR_IO, "tensor '%s': external data '%s': %s", what, loc, strerror(errno));
+  size_t n = strlen(rdir);
+  if (strncmp(rfile, rdir, n) || (rfile[n] != '/' && !(n == 1 && rdir[0] == '/')))
+    return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data '%s' resolves outside the model folder", what, loc);
+  if (strlen(rfile) >= cap) return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data path too long", what);
+  strcpy(out, rfile);
+  return KILN_OK;
+}
+
+static kiln_status read_external(const Onnx__TensorProto *t, const char *dir, const char *what, int64_t bytes, void *dst) {
+  const char *loc = NULL;
+  int64_t offset = 0, length = -1;
+  for (size_t i = 0; i < t->n_external_data; i++) {
+    const char *k = t->external_data[i]->key, *v = t->external_data[i]->value;
+    if (!k || !v) continue;
+    char *end;
+    if (!strcmp(k, "location")) loc = v;
+    else if (!strcmp(k, "offset") || !strcmp(k, "length")) {
+      errno = 0;
+      long long x = strtoll(v, &end, 10);
+      if (errno || *end || x < 0) return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data %s '%s' is not a size", what, k, v);
+      *(!strcmp(k, "offset") ? &offset : &length) = x;
+    }
+  }
+  if (!loc) return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data without a location", what);
+  if (length >= 0 && length != bytes)
+    return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data length %lld, expected %lld bytes", what, (long long)length,
+                     (long long)bytes);
+  char path[PATH_MAX];
+  kiln_status s = external_path(dir, loc, what, path, sizeof path);
+  if (s) return s;
+  struct stat st;
+  if (stat(path, &st) || !S_ISREG(st.st_mode))
+    return kiln_fail(KILN_ERR_IO, "tensor '%s': external data '%s' is not a regular file", what, loc);
+  int64_t need;
+  if (!size_add(offset, bytes, &need) || need > (int64_t)st.st_size)
+    return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data '%s' holds %lld bytes, needs %lld at offset %lld", what,
+                     loc, (long long)st.st_size, (long long)bytes, (long long)offset);
+  FILE *f = fopen(path, "rb");
+  if (!f) return kiln_fail(KILN_ERR_IO, "tensor '%s': cannot open external data '%s': %s", what, loc, strerror(errno));
+  bool ok = fseeko(f, (off_t)offset, SEEK_SET) == 0 && fread(dst, 1, (size_t)bytes, f) == (size_t)bytes;
+  fclose(f);
+  return ok ? KILN_OK : kiln_fail(KILN_ERR_IO, "tensor '%s': short read from external data '%s'", what, loc);
+}
+
+/* Copies the typed repeated field that ONNX uses for dtype t into dst (numel elements). */
+static kiln_status typed_data(const Onnx__TensorProto *t, kiln_dtype dt, int64_t numel, const char *what, void *dst) {
+  size_t have;
+  switch (dt) {
+  case KILN_F32: have = t->n_float_data; break;
+  case KILN_F64: have = t->n_double_data; break;
+  case KILN_I64: have = t->n_int64_data; break;
+  case KILN_U32: case KILN_U64: have = t->n_uint64_data; break;
+  default: have = t->n_int32_data; break;  /* i32 i16 i8 u16 u8 bool f16 bf16 */
+  }
+  if ((uint64_t)have != (uint64_t)numel)
+    return kiln_fail(KILN_ERR_MODEL, "tensor '%s': %lld elements declared, %zu present", what, (long long)numel, have);
+  for (int64_t i = 0; i < numel; i++) {
+    switch (dt) {
+    case KILN_F32: ((float *)dst)[i] = t->float_data[i]; break;
+    case KILN_F64: ((double *)dst)[i] = t->double_data[i]; break;
+    case KILN_I64: ((int64_t *)dst)[i] = t->int64_data[i]; break;
+    case KILN_U32: ((uint32_t *)dst)[i] = (uint32_t)t->uint64_data[i]; break;
+    case KILN_U64: ((uint64_t *)dst)[i] = t->uint64_data[i]; break;
+    case KILN_I32: ((int32_t *)dst)[i] = t->int32_data[i]; break;
+    case KILN_I16: ((int16_t *)dst)[i] = (int16_t)t->int32_data[i]; break;
+    case KILN_I8: ((int8_t *)dst)[i] = (int8_t)t->int32_data[i]; break;
+    case KILN_U16: case KILN_F16: case KILN_BF16: ((uint16_t *)dst)[i] = (uint16_t)t->int32_data[i]; break;
+    case KILN_U8: ((uint8_t *)dst)[i] = (uint8_t)t->int32_data[i]; break;
+    case KILN_BOOL: ((uint8_t *)dst)[i] = t->int32_data[i] != 0; break;
+    default: KILN_ASSERT(0);
+    }
+  }
+  return KILN_OK;
+}
+
+/* TensorProto -> dtype, shape and a host copy of its data (from alloc). */
+static kiln_status tensor_decode(const Onnx__TensorProto *t, const char *dir, Arena *a, OnnxTensor *out) {
+  const char *what = t->name && *t->name ? t->name : "(unnamed)";
+  memset(out, 0, sizeof *out);
+  out->name = (char *)what;
+  if (!t->has_data_type) return kiln_fail(KILN_ERR_MODEL, "tensor '%s': no data type", what);
+  kiln_status s = onnx_elem_type(t->data_type, what, &out->dtype);
+  if (s) return s;
+  if (t->n_dims > KILN_MAX_RANK)
+    return kiln_fail(KILN_ERR_UNSUPPORTED, "tensor '%s': rank %zu exceeds %d", what, t->n_dims, KILN_MAX_RANK);
+  if (t->segment) return kiln_fail(KILN_ERR_UNSUPPORTED, "tensor '%s': segmented tensors are not supported", what);
+  out->rank = (int)t->n_dims;
+  for (int i = 0; i < out->rank; i++) {
+    if (t->dims[i] < 0) return kiln_fail(KILN_ERR_MODEL, "tensor '%s': dimension %d is negative (%lld)", what, i, (long long)t->dims[i]);
+    out->shape[i] = t->dims[i];
+  }
+  int64_t bytes;
+  if (!shape_numel(out->rank, out->shape, &out->numel) || !size_mul(out->numel, (int64_t)kiln_dtype_size(out->dtype), &bytes) ||
+      bytes > ((int64_t)1 << 40))
+    return kiln_fail(KILN_ERR_MODEL, "tensor '%s': size overflows", what);
+  bool external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  /* The data must be present before the buffer is allocated, so a huge declared shape
+   * with no bytes behind it fails cleanly instead of allocating. */
+  if (!external && t->has_raw_data && (int64_t)t->raw_data.len != bytes)
+    return kiln_fail(KILN_ERR_MODEL, "tensor '%s': %lld bytes declared, %zu present", what, (long long)bytes, t->raw_data.len);
+  out->data = arena_alloc(a, (size_t)bytes);
+  if (!out->data) return kiln_fail(KILN_ERR_NO_MEMORY, "tensor '%s': cannot allocate %lld bytes", what, (long long)bytes);
+  if (external) return read_external(t, dir, what, bytes, out->data);
+  if (t->has_raw_data) {  /* little-endian on disk, as on every host kiln runs on */
+    if (bytes) memcpy(out->data, t->raw_data.data, (size_t)bytes);
+    return KILN_OK;
+  }
+  return typed_data(t, out->dtype, out->numel, what, out->data);
+}
+
+kiln_status im_tensor(Importer *im, const Onnx__TensorProto *t, OnnxTensor *out) {
+  return tensor_decode(t, im->base_dir, &im->tmp, out);
+}
+
+kiln_status onnx_read_tensor(const void *data, size_t size, const char *base_dir, OnnxTensor *out) {
+  memset(out, 0, sizeof *out);
+  if (!data && size) return kiln_fail(KILN_ERR_INVALID_ARG, "onnx_read_tensor: data is NULL");
+  if (!wire_check(data, (const uint8_t *)data + size, &onnx__tensor_proto__descriptor, 0))
+    return kiln_fail(KILN_ERR_MODEL, "onnx: not a valid TensorProto (truncated or malformed)");
+  Onnx__TensorProto *t = onnx__tensor_proto__unpack(&pb_allocator, size, data);
+  if (!t) return kiln_fail(KILN_ERR_MODEL, "onnx: protobuf-c could not decode the TensorProto");
+  Arena a = { 0 };
+  OnnxTensor tmp;
+  kiln_status s = tensor_decode(t, base_dir, &a, &tmp);
+  if (!s) {
+    int64_t bytes = tmp.numel * (int64_t)kiln_dtype_size(tmp.dtype);
+    *out = tmp;
+    out->name = kiln_strdup(t->name ? t->name : "");
+    out->data = kiln_malloc((size_t)bytes);
+    if (!out->name || !out->data) {
+      onnx_tensor_clear(out);
+      s = kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory reading a tensor");
+    } else if (bytes) {
+      memcpy(out->data, tmp.data, (size_t)bytes);
+    }
+  }
+  arena_free(&a);
+  onnx__tensor_proto__free_unpacked(t, &pb_allocator);
+  return s;
+}
+
+void onnx_tensor_clear(OnnxTensor *t) {
+  if (!t) return;
+  kiln_free(t->name);
+  kiln_free(t->data);
+  memset(t, 0, sizeof *t);
+}
+
+/* ---- leaves ---- */
+
+kiln_status im_const(Importer *im, kiln_dtype t, int rank, const int64_t *shape, const void *data, int *out) {
+  return graph_leaf(im->g, T_CONST, NULL, t, rank, shape, data, out);
+}
+
+kiln_status im_const_i64(Importer *im, int rank, const int64_t *shape, const int64_t *data, int *out) {
+  return im_const(im, KILN_I64, rank, shape, data, out);
+}
+
+/* Initializers up to this many elements are constants (foldable: shapes, axes, small
+ * tables); larger ones are parameters, uploaded once. */
+#define CONST_LIMIT 4096
+
+static kiln_status add_initializer(Importer *im, const Onnx__TensorProto *t) {
+  OnnxTensor v;
+  kiln_status s = im_tensor(im, t, &v);
+  if (s) return s;
+  if (!t->name || !*t->name) return kiln_fail(KILN_ERR_MODEL, "onnx: an initializer has no name");
+  int id;
+  s = graph_leaf(im->g, v.numel <= CONST_LIMIT ? T_CONST : T_PARAM, t->name, v.dtype, v.rank, v.shape, v.data, &id);
+  if (s) return s;
+  return map_put(&im->tmp, im->scope, t->name, id);
+}
+
+static const OnnxTensor *find_binding(Importer *im, const char *name) {
+  for (int i = 0; i < im->n_bind; i++)
+    if (im->bind[i].name && !strcmp(im->bind[i].name, name)) return &im->bind[i];
+  return NULL;
+}
+
+/* A graph input that is not an initializer: its declared type, or the caller's value. */
+static kiln_status add_input(Importer *im, const Onnx__ValueInfoProto *vi, bool as_const) {
+  const char *name = vi->name;
+  if (!name || !*name) return kiln_fail(KILN_ERR_MODEL, "onnx: a graph input has no name");
+  const Onnx__TypeProto *tp = vi->type;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+    return kiln_fail(KILN_ERR_UNSUPPORTED, "input '%s': only tensor inputs are supported (sequence/map/optional are not)", name);
+  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  kiln_dtype dt;
+  kiln_status s = onnx_elem_type(tt->has_elem_type ? tt->elem_type : 0, name, &dt);
+  if (s) return s;
+  const OnnxTensor *b = find_binding(im, name);
+  int rank = 0;
+  int64_t shape[KILN_MAX_RANK];
+  if (b) {
+    if (b->dtype != dt)
+      return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s': value has type %s, the model declares %s", name,
+                       kiln_dtype_name(b->dtype), kiln_dtype_name(dt));
+    if (tt->shape && tt->shape->n_dim != (size_t)b->rank)
+      return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s': value has rank %d, the model declares %zu", name, b->rank,
+                       tt->shape->n_dim);
+    rank = b->rank;
+    memcpy(shape, b->shape, sizeof shape);
+  } else {
+    if (!tt->shape) return kiln_fail(KILN_ERR_UNSUPPORTED, "input '%s': no shape declared (static shapes are required)", name);
+    if (tt->shape->n_dim > KILN_MAX_RANK)
+      return kiln_fail(KILN_ERR_UNSUPPORTED, "input '%s': rank %zu exceeds %d", name, tt->shape->n_dim, KILN_MAX_RANK);
+    rank = (int)tt->shape->n_dim;
+    for (int i = 0; i < rank; i++) {
+      const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+      if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+        return kiln_fail(KILN_ERR_UNSUPPORTED, "input '%s': dimension %d is symbolic ('%s'); give a value for this input",
+                         name, i, d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param ? d->dim_param : "?");
+      if (d->dim_value < 0)
+        return kiln_fail(KILN_ERR_MODEL, "input '%s': dimension %d is negative (%lld)", name, i, (long long)d->dim_value);
+      shape[i] = d->dim_value;
+    }
+  }
+  int id;
+  if (as_const && b) s = graph_leaf(im->g, T_CONST, name, dt, rank, shape, b->data, &id);
+  else s = graph_leaf(im->g, T_INPUT, name, dt, rank, shape, NULL, &id);
+  if (s) return s;
+  return map_put(&im->tmp, im->scope, name, id);
+}
+
+/* ---- nodes ---- */
+
+/* Inputs that import rules read as data (shapes, axes, pads, ...): a graph input fed
+ * there must be known when the graph is built. */
+static bool is_shape_operand(const char *op, size_t i) {
+  static const struct { const char *op; unsigned mask; } t[] = {
+    { "Reshape", 2 }, { "Expand", 2 }, { "Tile", 2 }, { "ConstantOfShape", 1 }, { "Range", 7 },
+    { "Slice", 30 }, { "Pad", 14 }, { "Squeeze", 2 }, { "Unsqueeze", 2 }, { "Split", 2 },
+    { "ReduceSum", 2 }, { "ReduceMean", 2 }, { "ReduceMax", 2 }, { "ReduceMin", 2 }, { "ReduceProd", 2 },
+    { "ReduceSumSquare", 2 }, { "ReduceL1", 2 }, { "ReduceL2", 2 }, { "ReduceLogSum", 2 },
+    { "ReduceLogSumExp", 2 }, { "OneHot", 2 }, { "Trilu", 2 }, { "CenterCropPad", 2 }, { "Resize", 14 },
+    { "Upsample", 2 }, { "TopK", 2 }, { "EyeLike", 0 }, { "CumSum", 2 },
+  };
+  for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
+    if (!strcmp(op, t[k].op)) return i < 32 && (t[k].mask >> i & 1);
+  return false;
+}
+
+static bool input_is_shape_operand(const Onnx__GraphProto *gp, const char *name) {
+  for (size_t n = 0; n < gp->n_node; n++) {
+    const Onnx__NodeProto *nd = gp->node[n];
+    for (size_t i = 0; i < nd->n_input; i++)
+      if (nd->input[i] && !strcmp(nd->input[i], name) && nd->op_type && is_shape_operand(nd->op_type, i)) return true;
+  }
+  return false;
+}
+
+static const Onnx__FunctionProto *find_function(Importer *im, const char *domain, const char *name) {
+  for (size_t i = 0; i < im->model->n_functions; i++) {
+    const Onnx__FunctionProto *f = im->model->functions[i];
+    if (f->name && !strcmp(f->name, name) && !strcmp(f->domain ? f->domain : "", domain)) return f;
+  }
+  return NULL;
+}
+
+static int opset_of(size_t n, Onnx__OperatorSetIdProto *const *ops, const char *domain) {
+  for (size_t i = 0; i < n; i++) {
+    const char *d = ops[i]->domain ? ops[i]->domain : "";
+    if (!strcmp(d, domain) || (!*domain && !strcmp(d, "ai.onnx")))
+      return ops[i]->has_version && ops[i]->version > 0 && ops[i]->version < 1000 ? (int)ops[i]->version : -1;
+  }
+  return -1;
+}
+
+static kiln_status import_nodes(Importer *im, size_t n, Onnx__NodeProto *const *nodes);
+
+/* Inlines a model-local function: its body sees only its formal inputs. */
+static kiln_status inline_function(Importer *im, const Onnx__FunctionProto *f, const int *ins, size_t n_in,
+                                   int *outs, size_t n_out) {
+  if (im->depth >= MAX_INLINE_DEPTH)
+    return im_fail(im, KILN_ERR_MODEL, "functions nest more than %d deep (recursive?)", MAX_INLINE_DEPTH);
+  NameMap local = { 0 };
+  for (size_t i = 0; i < f->n_input && i < n_in; i++)
+    if (ins[i] >= 0 && f->input[i] && *f->input[i]) {
+      kiln_status s = map_put(&im->tmp, &local, f->input[i], ins[i]);
+      if (s) return s;
+    }
+  Importer sub = *im;
+  sub.scope = &local;
+  sub.depth = im->depth + 1;
+  sub.caller = im->node;
+  int v = opset_of(f->n_opset_import, f->opset_import, "");
+  if (v > 0) sub.opset = v;
+  kiln_status s = import_nodes(&sub, f->n_node, f->node);
+  im->tmp = sub.tmp;  /* the arena may have grown */
+  if (s) return s;
+  for (size_t i = 0; i < n_out; i++) {
+    outs[i] = i < f->n_output && f->output[i] ? map_get(&local, f->output[i]) : -1;
+    if (outs[i] < 0) return im_fail(im, KILN_ERR_MODEL, "function '%s' does not produce output %zu", f->name, i);
+  }
+  return KILN_OK;
+}
+
+#define MAX_IO 64
+
+static kiln_status import_node(Importer *im, const Onnx__NodeProto *nd) {
+  const char *op = nd->op_type ? nd->op_type : "";
+  const char *domain = nd->domain ? nd->domain : "";
+  im->node = nd;
+  im->node_name = nd->name && *nd->name ? nd->name : (nd->n_output && nd->output[0] && *nd->output[0] ? nd->output[0] : op);
+  im->g->node_name = im->node_name;
+  if (!*op) return im_fail(im, KILN_ERR_MODEL, "node without an op_type");
+  if (nd->n_input > MAX_IO || nd->n_output > MAX_IO)
+    return im_fail(im, KILN_ERR_UNSUPPORTED, "%zu inputs and %zu outputs: at most %d each", nd->n_input, nd->n_output, MAX_IO);
+  int ins[MAX_IO], outs[MAX_IO];
+  for (size_t i = 0; i < nd->n_input; i++) {
+    const char *nm = nd->input[i];
+    ins[i] = -1;
+    if (!nm || !*nm) continue;  /* an omitted optional input */
+    if ((ins[i] = map_get(im->scope, nm)) < 0) return im_fail(im, KILN_ERR_MODEL, "input '%s' is not defined before this node", nm);
+  }
+  for (size_t i = 0; i < nd->n_output; i++) outs[i] = -1;
+  kiln_status s;
+  const Onnx__FunctionProto *f = find_function(im, domain, op);
+  if (f) s = inline_function(im, f, ins, nd->n_input, outs, nd->n_output);
+  else if (*domain && strcmp(domain, "ai.onnx"))
+    return im_fail(im, KILN_ERR_UNSUPPORTED, "operator domain '%s' is not supported", domain);
+  else s = im_node(im, op, (int)nd->n_input, ins, (int)nd->n_output, outs);
+  if (s) {
+    const char *m = kiln_last_error();
+    if (strncmp(m, "node '", 6)) kiln_error_prefix("node '%s' (%s): ", im->node_name, op);
+    return s;
+  }
+  for (size_t i = 0; i < nd->n_output; i++) {
+    const char *nm = nd->output[i];
+    if (!nm || !*nm) continue;
+    if (outs[i] < 0) return im_fail(im, KILN_ERR_UNSUPPORTED, "output %zu ('%s') is not supported", i, nm);
+    if ((s = map_put(&im->tmp, im->scope, nm, outs[i]))) return s;
+  }
+  return KILN_OK;
+}
+
+static kiln_status import_nodes(Importer *im, size_t n, Onnx__NodeProto *const *nodes) {
+  for (size_t i = 0; i < n; i++) {
+    kiln_status s = import_node(im, nodes[i]);
+    if (s) return s;
+  }
+  im->node = NULL;
+  im->g->node_name = NULL;
+  return KILN_OK;
+}
+
+static bool is_initializer(const Onnx__GraphProto *gp, const char *name) {
+  for (size_t i = 0; i < gp->n_initializer; i++)
+    if (gp->initializer[i]->name && !strcmp(gp->initializer[i]->name, name)) return true;
+  return false;
+}
+
+static kiln_status mark_outputs(Importer *im, const Onnx__GraphProto *gp) {
+  if (!gp->n_output) return kiln_fail(KILN_ERR_MODEL, "onnx: the graph has no outputs");
+  for (size_t i = 0; i < gp->n_output; i++) {
+    const char *nm = gp->output[i]->name;
+    int id = nm && *nm ? map_get(im->scope, nm) : -1;
+    if (id < 0) return kiln_fail(KILN_ERR_MODEL, "onnx: graph output '%s' is not produced by any node", nm ? nm : "");
+    kiln_status s = graph_output(im->g, id, nm);
+    if (s) return s;
+  }
+  return KILN_OK;
+}
+
+static kiln_status import_graph(Importer *im, const Onnx__GraphProto *gp) {
+  kiln_status s;
+  for (size_t i = 0; i < gp->n_input; i++) {
+    const Onnx__ValueInfoProto *vi = gp->input[i];
+    if (vi->name && is_initializer(gp, vi->name)) continue;  /* a default value, not an input */
+    if ((s = add_input(im, vi, input_is_shape_operand(gp, vi->name ? vi->name : "")))) return s;
+  }
+  for (size_t i = 0; i < gp->n_initializer; i++)
+    if ((s = add_initializer(im, gp->initializer[i]))) return s;
+  if (gp->n_sparse_initializer) return kiln_fail(KILN_ERR_UNSUPPORTED, "onnx: sparse initializers are not supported");
+  if ((s = import_nodes(im, gp->n_node, gp->node))) return s;
+  return mark_outputs(im, gp);
+}
+
+kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *base_dir, const OnnxTensor *bind, int n_bind,
+                                  Graph **out) {
+  *out = NULL;
+  if (!data && size) return kiln_fail(KILN_ERR_INVALID_ARG, "onnx: data is NULL");
+  Onnx__ModelProto *m;
+  kiln_status s = unpack_model(data, size, &m);
+  if (s) return s;
+  Importer im = { 0 };
+  NameMap top = { 0 };
+  im.base_dir = base_dir, im.model = m, im.bind = bind, im.n_bind = n_bind, im.scope = &top;
+  im.opset = opset_of(m->n_opset_import, m->opset_import, "");
+  if (!m->graph) s = kiln_fail(KILN_ERR_MODEL, "onnx: the model has no graph");
+  else if (im.opset < 0) s = kiln_fail(KILN_ERR_MODEL, "onnx: no opset for the default domain");
+  else if (im.opset < 7) s = kiln_fail(KILN_ERR_UNSUPPORTED, "onnx: opset %d is older than 7", im.opset);
+  else if (!(im.g = graph_create())) s = kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory");
+  else s = import_graph(&im, m->graph);
+  if (s && im.g) graph_free(im.g);
+  else *out = im.g;
+  arena_free(&im.tmp);
+  onnx__model_proto__free_unpacked(m, &pb_allocator);
+  return s;
+}
+
+kiln_status graph_load_onnx(const void *data, size_t size, const char *base_dir, Graph **out) {
+  return graph_load_onnx_bound(data, size, base_dir, NULL, 0, out);
+}
+
+/* ---- public API ---- */
+
+kiln_status kiln_graph_load_onnx_buffer(const void *data, size_t size, const char *base_dir, kiln_graph **out) {
+  if (!out) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_load_onnx_buffer: out is NULL");
+  Graph *g;
+  kiln_status s = graph_load_onnx(data, size, base_dir, &g);
+  *out = (kiln_graph *)g;
+  return s;
+}
+
+/* Reads a whole file into kiln_malloc memory. */
+kiln_status onnx_read_file(const char *path, void **data, size_t *size) {
+  *data = NULL, *size = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return kiln_fail(KILN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+  long n = -1;
+  if (!fseek(f, 0, SEEK_END)) n = ftell(f);
+  if (n < 0 || fseek(f, 0, SEEK_SET)) {
+    fclose(f);
+    return kiln_fail(KILN_ERR_IO, "cannot read '%s'", path);
+  }
+  void *buf = kiln_malloc((size_t)n);
+  if (!buf) {
+    fclose(f);
+    return kiln_fail(KILN_ERR_NO_MEMORY, "'%s': cannot allocate %ld bytes", path, n);
+  }
+  size_t got = fread(buf, 1, (size_t)n, f);
+  fclose(f);
+  if (got != (size_t)n) {
+    kiln_free(buf);
+    return kiln_fail(KILN_ERR_IO, "short read from '%s'", path);
+  }
+  *data = buf, *size = (size_t)n;
+  return KILN_OK;
+}
+
+/* The folder of path ("." for a bare file name), into buf. */
+void onnx_dirname(const char *path, char *buf, size_t cap) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) snprintf(buf, cap, ".");
+  else if (slash == path) snprintf(buf, cap, "/");
+  else snprintf(buf, cap, "%.*s", (int)(slash - path), path);
+}
+
+kiln_status kiln_graph_load_onnx(const char *path, kiln_graph **out) {
+  if (!path || !out) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_load_onnx: %s is NULL", path ? "out" : "path");
+  *out = NULL;
+  void *data;
+  size_t size;
+  kiln_status s = onnx_read_file(path, &data, &size);
+  if (s) return s;
+  char dir[PATH_MAX];
+  onnx_dirname(path, dir, sizeof dir);
+  s = kiln_graph_load_onnx_buffer(data, size, dir, out);
+  kiln_free(data);
+  return s;
+}

@@ -1,0 +1,56 @@
+/*
+ * onnx_import.h — private to the ONNX importer (onnx.c reads the protobuf and walks
+ * the graph; onnx_ops.c holds one import rule per ONNX op). Not part of graph.h:
+ * nothing outside these two files sees protobuf types.
+ */
+#ifndef KILN_ONNX_IMPORT_H
+#define KILN_ONNX_IMPORT_H
+
+#include "graph.h"
+#include "onnx.pb-c.h"
+
+/* Name -> tensor id, open addressing; keys live in the importer's arena. */
+typedef struct NameMap { const char **keys; int *vals; int cap, n; } NameMap;
+
+typedef struct Importer {
+  Graph *g;
+  Arena tmp;                     /* scratch for the whole import: freed at the end */
+  const char *base_dir;          /* folder external data may be read from; NULL: none */
+  const Onnx__ModelProto *model;
+  const OnnxTensor *bind; int n_bind;    /* caller-supplied input values (may be NULL) */
+  NameMap *scope;                /* the names visible to the nodes being imported */
+  int opset;                     /* version of the default domain in the current scope */
+  int depth;                     /* function-inlining depth */
+  /* the node being imported, for error messages */
+  const Onnx__NodeProto *node;
+  const char *node_name;
+  /* attribute references of an inlined function call, NULL outside functions */
+  const Onnx__NodeProto *caller;
+} Importer;
+
+/* -- onnx.c -- */
+
+kiln_status im_fail(Importer *im, kiln_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Attribute lookup on the current node (references into a calling function resolved). */
+const Onnx__AttributeProto *im_attr(Importer *im, const char *name);
+int64_t im_attr_i(Importer *im, const char *name, int64_t dflt);
+float im_attr_f(Importer *im, const char *name, float dflt);
+const char *im_attr_s(Importer *im, const char *name, const char *dflt);  /* arena copy */
+/* ints attribute: n = -1 when absent */
+const int64_t *im_attr_ints(Importer *im, const char *name, int *n);
+const float *im_attr_floats(Importer *im, const char *name, int *n);
+/* TensorProto -> host tensor (arena memory). what names the tensor in errors. */
+kiln_status im_tensor(Importer *im, const Onnx__TensorProto *t, OnnxTensor *out);
+/* ONNX element type -> kiln dtype (KILN_ERR_UNSUPPORTED naming what for the others). */
+kiln_status onnx_elem_type(int32_t t, const char *what, kiln_dtype *out);
+/* New constant leaf. */
+kiln_status im_const(Importer *im, kiln_dtype t, int rank, const int64_t *shape, const void *data, int *out);
+kiln_status im_const_i64(Importer *im, int rank, const int64_t *shape, const int64_t *data, int *out);
+
+/* -- onnx_ops.c -- */
+
+/* Imports one node of the default domain: ins[i] = tensor id or -1 for a missing
+ * optional input; writes outs[0..n_out-1] (-1: output not produced). */
+kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs);
+
+#endif

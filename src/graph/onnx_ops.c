@@ -1,0 +1,1175 @@
+/*
+ * onnx_ops.c — one import rule per ONNX operator (default domain, opsets 7 and up).
+ *
+ * Takes a node's input tensor ids (already in the graph) and its attributes, adds the
+ * kiln primitives or compositions that compute it, and hands back the output ids.
+ * Operands that ONNX passes as tensors but kiln needs as numbers (shapes, axes, pads,
+ * slice bounds, repeats) must be constant by the time the node is imported: they are
+ * initializers, Constant nodes, or values graph_fold evaluated on the host (each node
+ * whose inputs are all constant is folded as soon as it is added). Rules that change
+ * between opsets look at im->opset. The table at the end maps op names to rules.
+ */
+#include "onnx_import.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Call {
+  int n_in; const int *in;
+  int n_out; int *out;
+  int op;                        /* the OpKind (or other code) the table gives the rule */
+  const char *name;              /* ONNX op type */
+} Call;
+
+typedef kiln_status (*RuleFn)(Importer *im, Call *c);
+
+/* ---- small helpers ---- */
+
+static Tensor *T(Importer *im, int id) { return &im->g->tensors[id]; }
+static int IN(const Call *c, int i) { return i < c->n_in ? c->in[i] : -1; }
+
+static kiln_status need_in(Importer *im, const Call *c, int i) {
+  if (IN(c, i) >= 0) return KILN_OK;
+  return im_fail(im, KILN_ERR_MODEL, "required input %d is missing", i);
+}
+
+static int norm_axis(int64_t axis, int rank) {
+  if (axis < -rank || axis >= rank) return -1;
+  return (int)(axis < 0 ? axis + rank : axis);
+}
+
+static kiln_status bad_axis(Importer *im, int64_t axis, int rank) {
+  return im_fail(im, KILN_ERR_MODEL, "axis %lld is outside -%d..%d", (long long)axis, rank, rank - 1);
+}
+
+/* Adds a primitive, then folds it if every input is constant. */
+static kiln_status add(Importer *im, OpKind op, int n, const int *in, const Attr *a, int *out) {
+  kiln_status s = graph_add(im->g, op, n, in, a, out);
+  return s ? s : graph_fold(im->g, *out);
+}
+
+static kiln_status un(Importer *im, OpKind op, int x, int *out) { return add(im, op, 1, &x, NULL, out); }
+
+static kiln_status bin(Importer *im, OpKind op, int a, int b, int *out) {
+  int in[2] = { a, b };
+  return add(im, op, 2, in, NULL, out);
+}
+
+static kiln_status where(Importer *im, int c, int a, int b, int *out) {
+  int in[3] = { c, a, b };
+  return add(im, OP_WHERE, 3, in, NULL, out);
+}
+
+static kiln_status scalar(Importer *im, kiln_dtype t, double v, int *out) { return graph_scalar(im->g, t, v, out); }
+
+/* x op constant, the constant in x's dtype. */
+static kiln_status binc(Importer *im, OpKind op, int x, double v, int *out) {
+  int c;
+  kiln_status s = scalar(im, T(im, x)->dtype, v, &c);
+  return s ? s : bin(im, op, x, c, out);
+}
+
+/* constant op x */
+static kiln_status cbin(Importer *im, OpKind op, double v, int x, int *out) {
+  int c;
+  kiln_status s = scalar(im, T(im, x)->dtype, v, &c);
+  return s ? s : bin(im, op, c, x, out);
+}
+
+static kiln_status cast(Importer *im, int x, kiln_dtype to, int *out) {
+  if (T(im, x)->dtype == to) { *out = x; return KILN_OK; }
+  Attr a = { 0 };
+  a.to = to;
+  return add(im, OP_CAST, 1, &x, &a, out);
+}
+
+static kiln_status reshape(Importer *im, int x, int rank, const int64_t *shape, int *out) {
+  Tensor *t = T(im, x);
+  if (t->rank == rank && !memcmp(t->shape, shape, sizeof(int64_t) * (size_t)rank)) { *out = x; return KILN_OK; }
+  Attr a = { 0 };
+  a.shape_rank = rank;
+  memcpy(a.shape, shape, sizeof(int64_t) * (size_t)rank);
+  return add(im, OP_RESHAPE, 1, &x, &a, out);
+}
+
+static kiln_status transpose(Importer *im, int x, const int *perm, int *out) {
+  int r = T(im, x)->rank;
+  bool same = true;
+  for (int i = 0; i < r; i++) same = same && perm[i] == i;
+  if (same) { *out = x; return KILN_OK; }
+  Attr a = { 0 };
+  memcpy(a.perm, perm, sizeof(int) * (size_t)r);
+  return add(im, OP_TRANSPOSE, 1, &x, &a, out);
+}
+
+/* x[start:start+n*step:step] along axis (bounds already valid). */
+static kiln_status slice1(Importer *im, int x, int axis, int64_t start, int64_t n, int64_t step, int *out) {
+  Tensor *t = T(im, x);
+  Attr a = { 0 };
+  a.shape_rank = t->rank;
+  for (int r = 0; r < t->rank; r++) a.shape[r] = t->shape[r], a.steps[r] = 1;
+  a.starts[axis] = n ? start : 0, a.steps[axis] = step, a.shape[axis] = n;
+  return add(im, OP_SLICE, 1, &x, &a, out);
+}
+
+/* A reshape of a rank-1 [C] tensor to [1, C, 1, ...] for broadcasting over NCHW. */
+static kiln_status per_channel(Importer *im, int v, int rank, int *out) {
+  int64_t shape[KILN_MAX_RANK];
+  for (int i = 0; i < rank; i++) shape[i] = 1;
+  if (rank < 2) return im_fail(im, KILN_ERR_MODEL, "input has rank %d; a channel axis needs rank >= 2", rank);
+  shape[1] = T(im, v)->numel;
+  return reshape(im, v, rank, shape, out);
+}
+
+/* The values of a constant integer tensor (arena copy). */
+static kiln_status const_ints(Importer *im, int id, const char *what, int64_t **vals, int *n) {
+  Tensor *t = T(im, id);
+  if (t->kind != T_CONST && t->kind != T_PARAM)
+    return im_fail(im, KILN_ERR_UNSUPPORTED, "%s '%s' must be a constant (it is computed at run time)", what, t->name);
+  if (!dtype_is_int(t->dtype) && t->dtype != KILN_BOOL)
+    return im_fail(im, KILN_ERR_MODEL, "%s '%s' has dtype %s, expected an integer", what, t->name, kiln_dtype_name(t->dtype));
+  if (t->numel > 1 << 20) return im_fail(im, KILN_ERR_UNSUPPORTED, "%s '%s' is too large", what, t->name);
+  int64_t *v = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(t->numel + 1));
+  if (!v) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t i = 0; i < t->numel; i++) v[i] = dtype_load_i64(t->dtype, t->data, i);
+  *vals = v, *n = (int)t->numel;
+  return KILN_OK;
+}
+
+static kiln_status const_f64(Importer *im, int id, const char *what, double *v) {
+  Tensor *t = T(im, id);
+  if (t->kind != T_CONST && t->kind != T_PARAM)
+    return im_fail(im, KILN_ERR_UNSUPPORTED, "%s '%s' must be a constant (it is computed at run time)", what, t->name);
+  if (t->numel != 1) return im_fail(im, KILN_ERR_MODEL, "%s '%s' must hold one element", what, t->name);
+  *v = dtype_load_f64(t->dtype, t->data, 0);
+  return KILN_OK;
+}
+
+/* Axes from an attribute (older opsets) or an input (newer): n = -1 when absent. */
+static kiln_status axes_arg(Importer *im, const Call *c, int input, const char *attr, int64_t **axes, int *n) {
+  if (IN(c, input) >= 0) return const_ints(im, IN(c, input), "axes", axes, n);
+  const int64_t *a = im_attr_ints(im, attr, n);
+  *axes = (int64_t *)a;
+  return KILN_OK;
+}
+
+/* Normalises axes (negative, duplicate) into a sorted list. */
+static kiln_status norm_axes(Importer *im, const int64_t *axes, int n, int rank, int *out, int *n_out) {
+  bool seen[KILN_MAX_RANK] = { false };
+  for (int i = 0; i < n; i++) {
+    int a = norm_axis(axes[i], rank);
+    if (a < 0) return bad_axis(im, axes[i], rank);
+    if (seen[a]) return im_fail(im, KILN_ERR_MODEL, "axis %lld is repeated", (long long)axes[i]);
+    seen[a] = true;
+  }
+  *n_out = 0;
+  for (int r = 0; r < rank; r++)
+    if (seen[r]) out[(*n_out)++] = r;
+  return KILN_OK;
+}
+
+static kiln_status identity_out(Call *c, int x) {
+  c->out[0] = x;
+  return KILN_OK;
+}
+
+/* ---- elementwise ---- */
+
+static kiln_status r_unary(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  return s ? s : un(im, (OpKind)c->op, IN(c, 0), &c->out[0]);
+}
+
+/* Operands of arithmetic must share a dtype; ONNX only lets Pow differ. */
+static kiln_status r_binary(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  int a = IN(c, 0), b = IN(c, 1);
+  OpKind op = (OpKind)c->op;
+  if (op == OP_POW && T(im, b)->dtype != T(im, a)->dtype && (s = cast(im, b, T(im, a)->dtype, &b))) return s;
+  if (op == OP_MOD) {
+    bool f = im_attr_i(im, "fmod", 0) != 0;
+    if (!f && dtype_is_float(T(im, a)->dtype))
+      return im_fail(im, KILN_ERR_MODEL, "Mod of floats needs fmod=1");
+    op = f ? OP_FMOD : OP_MOD;
+  }
+  if (op == OP_SHL) {
+    const char *d = im_attr_s(im, "direction", "");
+    if (!strcmp(d, "RIGHT")) op = OP_SHR;
+    else if (strcmp(d, "LEFT")) return im_fail(im, KILN_ERR_MODEL, "direction '%s' is neither LEFT nor RIGHT", d);
+  }
+  return bin(im, op, a, b, &c->out[0]);
+}
+
+/* Sum, Mean, Max, Min over any number of inputs. */
+static kiln_status r_variadic(Importer *im, Call *c) {
+  if (c->n_in < 1) return im_fail(im, KILN_ERR_MODEL, "no inputs");
+  kiln_status s;
+  int acc = IN(c, 0);
+  if ((s = need_in(im, c, 0))) return s;
+  OpKind op = c->op == -1 ? OP_ADD : (OpKind)c->op;
+  for (int i = 1; i < c->n_in; i++) {
+    if ((s = need_in(im, c, i)) || (s = bin(im, op, acc, IN(c, i), &acc))) return s;
+  }
+  if (c->op == -1 && !strcmp(c->name, "Mean") && c->n_in > 1) return binc(im, OP_DIV, acc, c->n_in, &c->out[0]);
+  return identity_out(c, acc);
+}
+
+static kiln_status r_where(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1)) || (s = need_in(im, c, 2))) return s;
+  return where(im, IN(c, 0), IN(c, 1), IN(c, 2), &c->out[0]);
+}
+
+static kiln_status r_cast(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  kiln_dtype to;
+  if (!strcmp(c->name, "CastLike")) {
+    if ((s = need_in(im, c, 1))) return s;
+    to = T(im, IN(c, 1))->dtype;
+  } else if ((s = onnx_elem_type((int32_t)im_attr_i(im, "to", 0), "cast target", &to))) {
+    return s;
+  }
+  return cast(im, IN(c, 0), to, &c->out[0]);
+}
+
+static kiln_status r_identity(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  c->out[0] = IN(c, 0);
+  if (c->n_out > 1 && !strcmp(c->name, "Dropout")) {  /* inference: the mask is all true */
+    Tensor *x = T(im, IN(c, 0));
+    int one;
+    Attr a = { 0 };
+    a.shape_rank = x->rank;
+    memcpy(a.shape, x->shape, sizeof a.shape);
+    if ((s = scalar(im, KILN_BOOL, 1, &one))) return s;
+    if (x->rank == 0) c->out[1] = one;
+    else if ((s = graph_add(im->g, OP_EXPAND, 1, &one, &a, &c->out[1]))) return s;
+  }
+  if (!strcmp(c->name, "Dropout") && IN(c, 2) >= 0) {
+    double train;
+    if ((s = const_f64(im, IN(c, 2), "training_mode", &train))) return s;
+    if (train != 0) return im_fail(im, KILN_ERR_UNSUPPORTED, "training_mode=1 (random dropout) is not supported");
+  }
+  return KILN_OK;
+}
+
+static kiln_status r_clip(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  int x = IN(c, 0);
+  if (im->opset < 11) {
+    if ((s = binc(im, OP_MAX, x, im_attr_f(im, "min", -INFINITY), &x))) return s;
+    return binc(im, OP_MIN, x, im_attr_f(im, "max", INFINITY), &c->out[0]);
+  }
+  if (IN(c, 1) >= 0 && (s = bin(im, OP_MAX, x, IN(c, 1), &x))) return s;
+  if (IN(c, 2) >= 0 && (s = bin(im, OP_MIN, x, IN(c, 2), &x))) return s;
+  return identity_out(c, x);
+}
+
+/* The activations with attributes, as compositions. */
+static kiln_status r_activation(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  int x = IN(c, 0), t, u, z, *y = &c->out[0];
+  const char *op = c->name;
+  if (!dtype_is_float(T(im, x)->dtype) && strcmp(op, "PRelu"))
+    return im_fail(im, KILN_ERR_MODEL, "input has dtype %s, expected a float", kiln_dtype_name(T(im, x)->dtype));
+#define TRY(e) do { if ((s = (e))) return s; } while (0)
+  if (!strcmp(op, "LeakyRelu")) {
+    TRY(binc(im, OP_LT, x, 0, &t)); TRY(binc(im, OP_MUL, x, im_attr_f(im, "alpha", 0.01f), &u));
+    return where(im, t, u, x, y);
+  }
+  if (!strcmp(op, "PRelu")) {
+    TRY(need_in(im, c, 1)); TRY(binc(im, OP_LT, x, 0, &t)); TRY(bin(im, OP_MUL, x, IN(c, 1), &u));
+    return where(im, t, u, x, y);
+  }
+  if (!strcmp(op, "Elu")) {
+    TRY(binc(im, OP_LT, x, 0, &t)); TRY(un(im, OP_EXP, x, &u)); TRY(binc(im, OP_SUB, u, 1, &u));
+    TRY(binc(im, OP_MUL, u, im_attr_f(im, "alpha", 1), &u));
+    return where(im, t, u, x, y);
+  }
+  if (!strcmp(op, "Selu")) {
+    double al = im_attr_f(im, "alpha", 1.67326319217681884765625f), ga = im_attr_f(im, "gamma", 1.05070102214813232421875f);
+    TRY(binc(im, OP_LE, x, 0, &t)); TRY(un(im, OP_EXP, x, &u)); TRY(binc(im, OP_MUL, u, al, &u));
+    TRY(binc(im, OP_SUB, u, al, &u)); TRY(where(im, t, u, x, &z));
+    return binc(im, OP_MUL, z, ga, y);
+  }
+  if (!strcmp(op, "HardSigmoid") || !strcmp(op, "HardSwish")) {
+    bool swish = !strcmp(op, "HardSwish");
+    TRY(binc(im, OP_MUL, x, swish ? 1.0 / 6 : im_attr_f(im, "alpha", 0.2f), &t));
+    TRY(binc(im, OP_ADD, t, swish ? 0.5 : im_attr_f(im, "beta", 0.5f), &t));
+    TRY(binc(im, OP_MIN, t, 1, &t));
+    if (!swish) return binc(im, OP_MAX, t, 0, y);
+    TRY(binc(im, OP_MAX, t, 0, &t));
+    return bin(im, OP_MUL, x, t, y);
+  }
+  if (!strcmp(op, "Softplus") || !strcmp(op, "Mish")) {
+    /* log(1 + exp(x)), written as max(x,0) + log(1 + exp(-|x|)) so large x does not overflow */
+    TRY(un(im, OP_ABS, x, &t)); TRY(un(im, OP_NEG, t, &t)); TRY(un(im, OP_EXP, t, &t));
+    TRY(binc(im, OP_ADD, t, 1, &t)); TRY(un(im, OP_LOG, t, &t)); TRY(binc(im, OP_MAX, x, 0, &u));
+    if (!strcmp(op, "Softplus")) return bin(im, OP_ADD, u, t, y);
+    TRY(bin(im, OP_ADD, u, t, &t)); TRY(un(im, OP_TANH, t, &t));
+    return bin(im, OP_MUL, x, t, y);
+  }
+  if (!strcmp(op, "Softsign")) {
+    TRY(un(im, OP_ABS, x, &t)); TRY(binc(im, OP_ADD, t, 1, &t));
+    return bin(im, OP_DIV, x, t, y);
+  }
+  if (!strcmp(op, "ThresholdedRelu")) {
+    TRY(binc(im, OP_GT, x, im_attr_f(im, "alpha", 1), &t)); TRY(scalar(im, T(im, x)->dtype, 0, &u));
+    return where(im, t, x, u, y);
+  }
+  if (!strcmp(op, "Celu")) {
+    double al = im_attr_f(im, "alpha", 1);
+    TRY(binc(im, OP_DIV, x, al, &t)); TRY(un(im, OP_EXP, t, &t)); TRY(binc(im, OP_SUB, t, 1, &t));
+    TRY(binc(im, OP_MUL, t, al, &t)); TRY(binc(im, OP_MIN, t, 0, &t)); TRY(binc(im, OP_MAX, x, 0, &u));
+    return bin(im, OP_ADD, u, t, y);
+  }
+  if (!strcmp(op, "Shrink")) {
+    double l = im_attr_f(im, "lambd", 0.5f), b = im_attr_f(im, "bias", 0);
+    TRY(binc(im, OP_LT, x, -l, &t)); TRY(binc(im, OP_ADD, x, b, &u)); TRY(binc(im, OP_GT, x, l, &z));
+    int v, zero;
+    TRY(binc(im, OP_SUB, x, b, &v)); TRY(scalar(im, T(im, x)->dtype, 0, &zero)); TRY(where(im, z, v, zero, &v));
+    return where(im, t, u, v, y);
+  }
+  if (!strcmp(op, "Swish")) {
+    TRY(binc(im, OP_MUL, x, im_attr_f(im, "alpha", 1), &t)); TRY(un(im, OP_SIGMOID, t, &t));
+    return bin(im, OP_MUL, x, t, y);
+  }
+  if (!strcmp(op, "Gelu")) {
+    const char *ap = im_attr_s(im, "approximate", "none");
+    if (!strcmp(ap, "tanh")) return un(im, OP_GELU_TANH, x, y);
+    if (strcmp(ap, "none")) return im_fail(im, KILN_ERR_MODEL, "approximate='%s' is neither none nor tanh", ap);
+    return un(im, OP_GELU_ERF, x, y);
+  }
+  if (!strcmp(op, "Tan")) {
+    TRY(un(im, OP_SIN, x, &t)); TRY(un(im, OP_COS, x, &u));
+    return bin(im, OP_DIV, t, u, y);
+  }
+  if (!strcmp(op, "Sinh") || !strcmp(op, "Cosh")) {
+    TRY(un(im, OP_EXP, x, &t)); TRY(un(im, OP_NEG, x, &u)); TRY(un(im, OP_EXP, u, &u));
+    TRY(bin(im, !strcmp(op, "Sinh") ? OP_SUB : OP_ADD, t, u, &t));
+    return binc(im, OP_MUL, t, 0.5, y);
+  }
+  if (!strcmp(op, "Asinh") || !strcmp(op, "Acosh")) {  /* log(x + sqrt(x*x +- 1)) */
+    TRY(bin(im, OP_MUL, x, x, &t)); TRY(binc(im, !strcmp(op, "Asinh") ? OP_ADD : OP_SUB, t, 1, &t));
+    TRY(un(im, OP_SQRT, t, &t)); TRY(bin(im, OP_ADD, x, t, &t));
+    return un(im, OP_LOG, t, y);
+  }
+  if (!strcmp(op, "Atanh")) {  /* 0.5 * log((1 + x) / (1 - x)) */
+    TRY(binc(im, OP_ADD, x, 1, &t)); TRY(cbin(im, OP_SUB, 1, x, &u)); TRY(bin(im, OP_DIV, t, u, &t));
+    TRY(un(im, OP_LOG, t, &t));
+    return binc(im, OP_MUL, t, 0.5, y);
+  }
+  if (!strcmp(op, "IsInf")) {
+    bool pos = im_attr_i(im, "detect_positive", 1) != 0, neg = im_attr_i(im, "detect_negative", 1) != 0;
+    TRY(un(im, OP_ISINF, x, &t));
+    if (pos && neg) return identity_out(c, t);
+    if (!pos && !neg) return bin(im, OP_XOR, t, t, y);  /* all false */
+    TRY(binc(im, pos ? OP_GT : OP_LT, x, 0, &u));
+    return bin(im, OP_AND, t, u, y);
+  }
+  return im_fail(im, KILN_ERR_UNSUPPORTED, "no rule");
+}
+
+/* ---- movement ---- */
+
+static kiln_status r_reshape(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  Tensor *x = T(im, IN(c, 0));
+  int64_t *v;
+  int n;
+  if ((s = const_ints(im, IN(c, 1), "shape", &v, &n))) return s;
+  if (n > KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "target rank %d exceeds %d", n, KILN_MAX_RANK);
+  bool allowzero = im_attr_i(im, "allowzero", 0) != 0;
+  int64_t shape[KILN_MAX_RANK], known = 1;
+  int infer = -1;
+  for (int i = 0; i < n; i++) {
+    shape[i] = v[i];
+    if (v[i] == 0 && !allowzero) {
+      if (i >= x->rank) return im_fail(im, KILN_ERR_MODEL, "shape[%d] = 0 copies a dimension the input lacks", i);
+      shape[i] = x->shape[i];
+    }
+    if (shape[i] == -1) {
+      if (infer >= 0) return im_fail(im, KILN_ERR_MODEL, "shape has more than one -1");
+      infer = i;
+      continue;
+    }
+    if (shape[i] < 0) return im_fail(im, KILN_ERR_MODEL, "shape[%d] = %lld", i, (long long)shape[i]);
+    if (!size_mul(known, shape[i], &known)) return im_fail(im, KILN_ERR_MODEL, "shape overflows");
+  }
+  if (infer >= 0) {
+    if (known == 0 || x->numel % known)
+      return im_fail(im, KILN_ERR_MODEL, "cannot infer -1: %lld elements into blocks of %lld", (long long)x->numel, (long long)known);
+    shape[infer] = x->numel / known;
+  } else if (known != x->numel) {
+    return im_fail(im, KILN_ERR_MODEL, "%lld elements cannot take a shape of %lld", (long long)x->numel, (long long)known);
+  }
+  return reshape(im, IN(c, 0), n, shape, &c->out[0]);
+}
+
+static kiln_status r_flatten(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  int64_t axis = im_attr_i(im, "axis", 1);
+  if (axis < 0) axis += x->rank;
+  if (axis < 0 || axis > x->rank) return bad_axis(im, axis, x->rank);
+  int64_t shape[2] = { 1, 1 };
+  for (int r = 0; r < x->rank; r++) shape[r >= axis] *= x->shape[r];
+  return reshape(im, IN(c, 0), 2, shape, &c->out[0]);
+}
+
+static kiln_status r_squeeze(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  bool unsq = !strcmp(c->name, "Unsqueeze");
+  int64_t *axes;
+  int n;
+  if ((s = axes_arg(im, c, 1, "axes", &axes, &n))) return s;
+  int64_t shape[KILN_MAX_RANK];
+  int rank = 0;
+  if (unsq) {
+    if (n < 0) return im_fail(im, KILN_ERR_MODEL, "axes are missing");
+    int out_rank = x->rank + n;
+    if (out_rank > KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "output rank %d exceeds %d", out_rank, KILN_MAX_RANK);
+    int ax[KILN_MAX_RANK], na;
+    if ((s = norm_axes(im, axes, n, out_rank, ax, &na))) return s;
+    bool ins[KILN_MAX_RANK] = { false };
+    for (int i = 0; i < na; i++) ins[ax[i]] = true;
+    for (int r = 0, k = 0; r < out_rank; r++) shape[rank++] = ins[r] ? 1 : x->shape[k++];
+  } else {
+    bool drop[KILN_MAX_RANK] = { false };
+    if (n < 0) {
+      for (int r = 0; r < x->rank; r++) drop[r] = x->shape[r] == 1;
+    } else {
+      int ax[KILN_MAX_RANK], na;
+      if ((s = norm_axes(im, axes, n, x->rank, ax, &na))) return s;
+      for (int i = 0; i < na; i++) {
+        if (x->shape[ax[i]] != 1)
+          return im_fail(im, KILN_ERR_MODEL, "axis %d has size %lld, not 1", ax[i], (long long)x->shape[ax[i]]);
+        drop[ax[i]] = true;
+      }
+    }
+    for (int r = 0; r < x->rank; r++)
+      if (!drop[r]) shape[rank++] = x->shape[r];
+  }
+  return reshape(im, IN(c, 0), rank, shape, &c->out[0]);
+}
+
+static kiln_status r_transpose(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  int n, perm[KILN_MAX_RANK];
+  const int64_t *p = im_attr_ints(im, "perm", &n);
+  if (n >= 0 && n != x->rank) return im_fail(im, KILN_ERR_MODEL, "perm has %d entries for rank %d", n, x->rank);
+  bool seen[KILN_MAX_RANK] = { false };
+  for (int i = 0; i < x->rank; i++) {
+    int64_t v = n >= 0 ? p[i] : x->rank - 1 - i;
+    if (v < 0 || v >= x->rank || seen[v]) return im_fail(im, KILN_ERR_MODEL, "perm is not a permutation of 0..%d", x->rank - 1);
+    seen[v] = true;
+    perm[i] = (int)v;
+  }
+  return transpose(im, IN(c, 0), perm, &c->out[0]);
+}
+
+/* ONNX slice bounds on one axis of size d -> first index and count. */
+static void slice_bounds(int64_t d, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *count) {
+  if (start < 0) start = start < -d ? 0 : start + d;
+  if (end < 0) end = end < -d ? -1 : end + d;  /* -1 only matters for negative steps */
+  if (step > 0) {
+    if (start > d) start = d;
+    if (end > d) end = d;
+    if (end < 0) end = 0;
+    *count = end > start ? (end - start + step - 1) / step : 0;
+  } else {
+    if (start > d - 1) start = d - 1;
+    if (end > d - 1) end = d - 1;
+    *count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+  }
+  *first = start;
+}
+
+static kiln_status r_slice(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  int64_t *st, *en, *ax = NULL, *sp = NULL;
+  int n, ne, na = -1, ns = -1;
+  if (im->opset < 10) {
+    st = (int64_t *)im_attr_ints(im, "starts", &n);
+    en = (int64_t *)im_attr_ints(im, "ends", &ne);
+    ax = (int64_t *)im_attr_ints(im, "axes", &na);
+    if (n < 0 || ne < 0) return im_fail(im, KILN_ERR_MODEL, "starts and ends are required");
+  } else {
+    if ((s = need_in(im, c, 1)) || (s = need_in(im, c, 2))) return s;
+    if ((s = const_ints(im, IN(c, 1), "starts", &st, &n)) || (s = const_ints(im, IN(c, 2), "ends", &en, &ne))) return s;
+    if (IN(c, 3) >= 0 && (s = const_ints(im, IN(c, 3), "axes", &ax, &na))) return s;
+    if (IN(c, 4) >= 0 && (s = const_ints(im, IN(c, 4), "steps", &sp, &ns))) return s;
+  }
+  if (n != ne || (na >= 0 && na != n) || (ns >= 0 && ns != n))
+    return im_fail(im, KILN_ERR_MODEL, "starts, ends, axes and steps differ in length");
+  Attr a = { 0 };
+  a.shape_rank = x->rank;
+  bool seen[KILN_MAX_RANK] = { false };
+  for (int r = 0; r < x->rank; r++) a.shape[r] = x->shape[r], a.steps[r] = 1;
+  for (int i = 0; i < n; i++) {
+    int r = norm_axis(na >= 0 ? ax[i] : i, x->rank);
+    if (r < 0) return bad_axis(im, na >= 0 ? ax[i] : i, x->rank);
+    if (seen[r]) return im_fail(im, KILN_ERR_MODEL, "axis %d is sliced twice", r);
+    seen[r] = true;
+    int64_t step = ns >= 0 ? sp[i] : 1, first, count;
+    if (step == 0) return im_fail(im, KILN_ERR_MODEL, "step 0 on axis %d", r);
+    slice_bounds(x->shape[r], st[i], en[i], step, &first, &count);
+    a.starts[r] = count ? first : 0, a.steps[r] = step, a.shape[r] = count;
+  }
+  return add(im, OP_SLICE, 1, c->in, &a, &c->out[0]);
+}
+
+static kiln_status r_concat(Importer *im, Call *c) {
+  if (c->n_in < 1) return im_fail(im, KILN_ERR_MODEL, "no inputs");
+  kiln_status s;
+  for (int i = 0; i < c->n_in; i++)
+    if ((s = need_in(im, c, i))) return s;
+  int rank = T(im, IN(c, 0))->rank;
+  int64_t axis = im_attr_i(im, "axis", 0);
+  int a = norm_axis(axis, rank);
+  if (a < 0) return bad_axis(im, axis, rank);
+  if (c->n_in == 1) return identity_out(c, IN(c, 0));
+  Attr at = { 0 };
+  at.axis = a;
+  return add(im, OP_CONCAT, c->n_in, c->in, &at, &c->out[0]);
+}
+
+static kiln_status r_split(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  int64_t axis0 = im_attr_i(im, "axis", 0);
+  int axis = norm_axis(axis0, x->rank);
+  if (axis < 0) return bad_axis(im, axis0, x->rank);
+  int64_t *sp = NULL;
+  int n = -1;
+  if (im->opset < 13) sp = (int64_t *)im_attr_ints(im, "split", &n);
+  else if (IN(c, 1) >= 0 && (s = const_ints(im, IN(c, 1), "split", &sp, &n))) return s;
+  int64_t d = x->shape[axis], start = 0;
+  int parts = c->n_out;
+  if (n >= 0 && n != parts) return im_fail(im, KILN_ERR_MODEL, "split has %d sizes for %d outputs", n, parts);
+  int64_t chunk = parts ? (d + parts - 1) / parts : 0;
+  if (n < 0 && im->opset < 18 && d % parts) return im_fail(im, KILN_ERR_MODEL, "%lld does not split into %d equal parts", (long long)d, parts);
+  for (int i = 0; i < parts; i++) {
+    int64_t len = n >= 0 ? sp[i] : (start + chunk <= d ? chunk : d - start);
+    if (len < 0 || start + len > d) return im_fail(im, KILN_ERR_MODEL, "split sizes exceed dimension %lld", (long long)d);
+    if ((s = slice1(im, IN(c, 0), axis, start, len, 1, &c->out[i]))) return s;
+    start += len;
+  }
+  if (start != d) return im_fail(im, KILN_ERR_MODEL, "split sizes sum to %lld, not %lld", (long long)start, (long long)d);
+  return KILN_OK;
+}
+
+static kiln_status r_pad(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  const char *mode = im_attr_s(im, "mode", "constant");
+  int64_t *pads, *axes = NULL;
+  int n, na = -1;
+  double value = 0;
+  if (im->opset < 11) {
+    pads = (int64_t *)im_attr_ints(im, "pads", &n);
+    if (n < 0) pads = (int64_t *)im_attr_ints(im, "paddings", &n);
+    value = im_attr_f(im, "value", 0);
+  } else {
+    if ((s = need_in(im, c, 1)) || (s = const_ints(im, IN(c, 1), "pads", &pads, &n))) return s;
+    if (IN(c, 2) >= 0 && T(im, IN(c, 2))->numel > 0 && (s = const_f64(im, IN(c, 2), "constant_value", &value))) return s;
+    if (IN(c, 3) >= 0 && (s = const_ints(im, IN(c, 3), "axes", &axes, &na))) return s;
+  }
+  int k = na >= 0 ? na : x->rank;
+  if (n != 2 * k) return im_fail(im, KILN_ERR_MODEL, "%d pads for %d axes", n, k);
+  Attr a = { 0 };
+  for (int i = 0; i < k; i++) {
+    int r = na >= 0 ? norm_axis(axes[i], x->rank) : i;
+    if (r < 0) return bad_axis(im, axes[i], x->rank);
+    a.pads[r] = pads[i], a.pads[x->rank + r] = pads[k + i];
+  }
+  if (!strcmp(mode, "constant")) a.pad_mode = KILN_PAD_CONSTANT;
+  else if (!strcmp(mode, "reflect")) a.pad_mode = KILN_PAD_REFLECT;
+  else if (!strcmp(mode, "edge")) a.pad_mode = KILN_PAD_EDGE;
+  else return im_fail(im, KILN_ERR_UNSUPPORTED, "mode '%s' is not supported", mode);
+  a.value = value;
+  return add(im, OP_PAD, 1, c->in, &a, &c->out[0]);
+}
+
+static kiln_status r_expand(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  Tensor *x = T(im, IN(c, 0));
+  int64_t *v;
+  int n, rank;
+  if ((s = const_ints(im, IN(c, 1), "shape", &v, &n))) return s;
+  if (n > KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "target rank %d exceeds %d", n, KILN_MAX_RANK);
+  Attr a = { 0 };
+  for (int i = 0; i < n; i++)
+    if (v[i] < 0) return im_fail(im, KILN_ERR_MODEL, "shape[%d] = %lld", i, (long long)v[i]);
+  if (!graph_broadcast(x->rank, x->shape, n, v, &rank, a.shape))
+    return im_fail(im, KILN_ERR_MODEL, "input does not broadcast to the target shape");
+  a.shape_rank = rank;
+  if (rank == x->rank && !memcmp(a.shape, x->shape, sizeof(int64_t) * (size_t)rank)) return identity_out(c, IN(c, 0));
+  int y = IN(c, 0);
+  if (rank > x->rank) {  /* kiln's expand keeps the rank; lead with ones first */
+    int64_t sh[KILN_MAX_RANK];
+    int k = rank - x->rank;
+    for (int i = 0; i < rank; i++) sh[i] = i < k ? 1 : x->shape[i - k];
+    if ((s = reshape(im, y, rank, sh, &y))) return s;
+  }
+  return add(im, OP_EXPAND, 1, &y, &a, &c->out[0]);
+}
+
+static kiln_status r_gather(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  int rank = T(im, IN(c, 0))->rank;
+  int64_t axis = im_attr_i(im, "axis", 0);
+  Attr a = { 0 };
+  if ((a.axis = norm_axis(axis, rank)) < 0) return bad_axis(im, axis, rank);
+  return add(im, OP_GATHER, 2, c->in, &a, &c->out[0]);
+}
+
+static kiln_status r_tile(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  Tensor *x = T(im, IN(c, 0));
+  int64_t *v;
+  int n;
+  if ((s = const_ints(im, IN(c, 1), "repeats", &v, &n))) return s;
+  if (n != x->rank) return im_fail(im, KILN_ERR_MODEL, "%d repeats for rank %d", n, x->rank);
+  Attr a = { 0 };
+  a.shape_rank = x->rank;
+  for (int r = 0; r < x->rank; r++)
+    if (v[r] < 0 || !size_mul(x->shape[r], v[r], &a.shape[r])) return im_fail(im, KILN_ERR_MODEL, "repeats[%d] = %lld", r, (long long)v[r]);
+  return add(im, OP_TILE, 1, c->in, &a, &c->out[0]);
+}
+
+static kiln_status r_shape(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  if (!strcmp(c->name, "Size")) return im_const_i64(im, 0, NULL, &x->numel, &c->out[0]);
+  int64_t r = x->rank, b = im_attr_i(im, "start", 0), e = im_attr_i(im, "end", r);
+  b = b < 0 ? (b + r < 0 ? 0 : b + r) : (b > r ? r : b);
+  e = e < 0 ? (e + r < 0 ? 0 : e + r) : (e > r ? r : e);
+  int64_t n = e > b ? e - b : 0;
+  return im_const_i64(im, 1, &n, x->shape + b, &c->out[0]);
+}
+
+/* A constant of shape filled with value (a scalar of dtype t), as an expanded scalar. */
+static kiln_status filled(Importer *im, kiln_dtype t, double value, int rank, const int64_t *shape, int *out) {
+  int sc;
+  kiln_status s = scalar(im, t, value, &sc);
+  if (s || rank == 0) { *out = sc; return s; }
+  int64_t ones[KILN_MAX_RANK];
+  for (int i = 0; i < rank; i++) ones[i] = 1;
+  if ((s = reshape(im, sc, rank, ones, &sc))) return s;
+  Attr a = { 0 };
+  a.shape_rank = rank;
+  memcpy(a.shape, shape, sizeof(int64_t) * (size_t)rank);
+  return add(im, OP_EXPAND, 1, &sc, &a, out);
+}
+
+static kiln_status r_constant_of_shape(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  int64_t *v;
+  int n;
+  if ((s = const_ints(im, IN(c, 0), "shape", &v, &n))) return s;
+  if (n > KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "rank %d exceeds %d", n, KILN_MAX_RANK);
+  for (int i = 0; i < n; i++)
+    if (v[i] < 0) return im_fail(im, KILN_ERR_MODEL, "shape[%d] = %lld", i, (long long)v[i]);
+  kiln_dtype t = KILN_F32;
+  double value = 0;
+  const Onnx__AttributeProto *a = im_attr(im, "value");
+  if (a && a->t) {
+    OnnxTensor vt;
+    if ((s = im_tensor(im, a->t, &vt))) return s;
+    if (vt.numel != 1) return im_fail(im, KILN_ERR_MODEL, "value must hold one element");
+    t = vt.dtype;
+    value = dtype_load_f64(t, vt.data, 0);
+    if (dtype_is_int(t) && t != KILN_U64 && llabs(dtype_load_i64(t, vt.data, 0)) > (1ll << 52))
+      return im_fail(im, KILN_ERR_UNSUPPORTED, "integer fill value beyond 2^52");
+  }
+  return filled(im, t, value, n, v, &c->out[0]);
+}
+
+static kiln_status r_range(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1)) || (s = need_in(im, c, 2))) return s;
+  double st, lim, d;
+  if ((s = const_f64(im, IN(c, 0), "start", &st)) || (s = const_f64(im, IN(c, 1), "limit", &lim)) ||
+      (s = const_f64(im, IN(c, 2), "delta", &d)))
+    return s;
+  kiln_dtype t = T(im, IN(c, 0))->dtype;
+  if (d == 0) return im_fail(im, KILN_ERR_MODEL, "delta is 0");
+  double cnt = ceil((lim - st) / d);
+  if (!(cnt >= 0)) cnt = 0;
+  if (cnt > (1 << 24)) return im_fail(im, KILN_ERR_UNSUPPORTED, "range of %.0f elements is too large", cnt);
+  int64_t n = (int64_t)cnt, bytes = n * (int64_t)kiln_dtype_size(t);
+  void *buf = arena_alloc(&im->tmp, (size_t)bytes + 1);
+  if (!buf) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t i = 0; i < n; i++) {
+    if (dtype_is_int(t)) dtype_store_i64(t, buf, i, dtype_load_i64(t, T(im, IN(c, 0))->data, 0) + i * (int64_t)d);
+    else dtype_store_f64(t, buf, i, st + (double)i * d);
+  }
+  return im_const(im, t, 1, &n, buf, &c->out[0]);
+}
+
+static kiln_status r_constant(Importer *im, Call *c) {
+  const Onnx__NodeProto *nd = im->node;
+  if (nd->n_attribute != 1) return im_fail(im, KILN_ERR_MODEL, "expected exactly one attribute");
+  const Onnx__AttributeProto *a = im_attr(im, nd->attribute[0]->name ? nd->attribute[0]->name : "");
+  if (!a) return im_fail(im, KILN_ERR_MODEL, "attribute reference is unresolved");
+  const char *nm = nd->attribute[0]->name;
+  if (!strcmp(nm, "value") && a->t) {
+    OnnxTensor v;
+    kiln_status s = im_tensor(im, a->t, &v);
+    return s ? s : im_const(im, v.dtype, v.rank, v.shape, v.data, &c->out[0]);
+  }
+  if (!strcmp(nm, "value_float")) { float f = a->f; return im_const(im, KILN_F32, 0, NULL, &f, &c->out[0]); }
+  if (!strcmp(nm, "value_int")) { int64_t i = a->i; return im_const_i64(im, 0, NULL, &i, &c->out[0]); }
+  if (!strcmp(nm, "value_floats")) {
+    int64_t n = (int64_t)a->n_floats;
+    return im_const(im, KILN_F32, 1, &n, a->floats, &c->out[0]);
+  }
+  if (!strcmp(nm, "value_ints")) {
+    int64_t n = (int64_t)a->n_ints;
+    return im_const_i64(im, 1, &n, a->ints, &c->out[0]);
+  }
+  return im_fail(im, KILN_ERR_UNSUPPORTED, "attribute '%s' (strings, sparse tensors) is not supported", nm);
+}
+
+/* DepthToSpace / SpaceToDepth: a reshape, a transpose and a reshape. */
+static kiln_status r_depth_space(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  int64_t b = im_attr_i(im, "blocksize", 0);
+  if (x->rank != 4 || b <= 0) return im_fail(im, KILN_ERR_MODEL, "needs a rank-4 input and blocksize > 0");
+  int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+  int t;
+  if (!strcmp(c->name, "DepthToSpace")) {
+    if (C % (b * b)) return im_fail(im, KILN_ERR_MODEL, "channels %lld not divisible by blocksize^2", (long long)C);
+    bool crd = !strcmp(im_attr_s(im, "mode", "DCR"), "CRD");
+    int64_t sh[6] = { N, b, b, C / (b * b), H, W }, sh_crd[6] = { N, C / (b * b), b, b, H, W };
+    int p_dcr[6] = { 0, 3, 4, 1, 5, 2 }, p_crd[6] = { 0, 1, 4, 2, 5, 3 };
+    int64_t out[4] = { N, C / (b * b), H * b, W * b };
+    if ((s = reshape(im, IN(c, 0), 6, crd ? sh_crd : sh, &t)) || (s = transpose(im, t, crd ? p_crd : p_dcr, &t))) return s;
+    return reshape(im, t, 4, out, &c->out[0]);
+  }
+  if (H % b || W % b) return im_fail(im, KILN_ERR_MODEL, "spatial dims not divisible by blocksize");
+  int64_t sh[6] = { N, C, H / b, b, W / b, b }, out[4] = { N, C * b * b, H / b, W / b };
+  int p[6] = { 0, 3, 5, 1, 2, 4 };
+  if ((s = reshape(im, IN(c, 0), 6, sh, &t)) || (s = transpose(im, t, p, &t))) return s;
+  return reshape(im, t, 4, out, &c->out[0]);
+}
+
+/* Trilu: keep the upper or lower triangle (offset k) of the last two dims. */
+static kiln_status r_trilu(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  if (x->rank < 2) return im_fail(im, KILN_ERR_MODEL, "input rank %d < 2", x->rank);
+  int64_t k = 0, *kv;
+  int n;
+  if (IN(c, 1) >= 0) {
+    if ((s = const_ints(im, IN(c, 1), "k", &kv, &n))) return s;
+    if (n != 1) return im_fail(im, KILN_ERR_MODEL, "k must hold one element");
+    k = kv[0];
+  }
+  bool upper = im_attr_i(im, "upper", 1) != 0;
+  int64_t R = x->shape[x->rank - 2], C = x->shape[x->rank - 1], sh[2] = { R, C }, cnt;
+  if (!size_mul(R, C, &cnt) || cnt > (1 << 24)) return im_fail(im, KILN_ERR_UNSUPPORTED, "matrix too large");
+  uint8_t *m = arena_alloc(&im->tmp, (size_t)cnt + 1);
+  if (!m) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t i = 0; i < R; i++)
+    for (int64_t j = 0; j < C; j++) m[i * C + j] = upper ? j - i >= k : j - i <= k;
+  int mask, zero;
+  if ((s = im_const(im, KILN_BOOL, 2, sh, m, &mask)) || (s = scalar(im, x->dtype, 0, &zero))) return s;
+  return where(im, mask, IN(c, 0), zero, &c->out[0]);
+}
+
+static kiln_status r_eyelike(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  if (x->rank != 2) return im_fail(im, KILN_ERR_MODEL, "input rank %d, expected 2", x->rank);
+  kiln_dtype t = x->dtype;
+  if (im_attr(im, "dtype") && (s = onnx_elem_type((int32_t)im_attr_i(im, "dtype", 1), "dtype", &t))) return s;
+  int64_t k = im_attr_i(im, "k", 0), R = x->shape[0], C = x->shape[1], cnt;
+  if (!size_mul(R, C, &cnt) || cnt > (1 << 24)) return im_fail(im, KILN_ERR_UNSUPPORTED, "matrix too large");
+  void *m = arena_alloc(&im->tmp, (size_t)cnt * kiln_dtype_size(t) + 1);
+  if (!m) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t i = 0; i < R; i++)
+    for (int64_t j = 0; j < C; j++) dtype_store_f64(t, m, i * C + j, j - i == k);
+  return im_const(im, t, 2, x->shape, m, &c->out[0]);
+}
+
+/* OneHot: where(indices[..., None] == arange(depth), on, off) along axis. */
+static kiln_status r_onehot(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1)) || (s = need_in(im, c, 2))) return s;
+  Tensor *ix = T(im, IN(c, 0)), *vals = T(im, IN(c, 2));
+  double depth_f;
+  if ((s = const_f64(im, IN(c, 1), "depth", &depth_f))) return s;
+  if (!(depth_f >= 1 && depth_f <= (1 << 24))) return im_fail(im, KILN_ERR_MODEL, "depth %g out of range", depth_f);
+  int64_t depth = (int64_t)depth_f;
+  if (vals->numel != 2) return im_fail(im, KILN_ERR_MODEL, "values must hold two elements");
+  int rank = ix->rank + 1;
+  if (rank > KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "rank too large");
+  int64_t axis0 = im_attr_i(im, "axis", -1);
+  int axis = norm_axis(axis0, rank);
+  if (axis < 0) return bad_axis(im, axis0, rank);
+  int64_t *ar = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)depth), sh[KILN_MAX_RANK], ish[KILN_MAX_RANK];
+  if (!ar) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t i = 0; i < depth; i++) ar[i] = i;
+  for (int r = 0; r < rank; r++) sh[r] = r == axis ? depth : 1;
+  for (int r = 0, k = 0; r < rank; r++) ish[r] = r == axis ? 1 : ix->shape[k++];
+  int range, idx, neg, eq, on, off;
+  if ((s = im_const_i64(im, rank, sh, ar, &range)) || (s = cast(im, IN(c, 0), KILN_I64, &idx)) ||
+      (s = reshape(im, idx, rank, ish, &idx)))
+    return s;
+  /* negative indices count from the end */
+  if ((s = binc(im, OP_LT, idx, 0, &neg)) || (s = binc(im, OP_ADD, idx, (double)depth, &eq)) || (s = where(im, neg, eq, idx, &idx)) ||
+      (s = bin(im, OP_EQ, idx, range, &eq)))
+    return s;
+  if ((s = slice1(im, IN(c, 2), 0, 1, 1, 1, &on)) || (s = slice1(im, IN(c, 2), 0, 0, 1, 1, &off))) return s;
+  if ((s = reshape(im, on, 0, NULL, &on)) || (s = reshape(im, off, 0, NULL, &off))) return s;
+  return where(im, eq, on, off, &c->out[0]);
+}
+
+/* ---- reductions ---- */
+
+static kiln_status r_reduce(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  int x = IN(c, 0), rank = T(im, x)->rank;
+  int64_t *axes;
+  int n;
+  bool input_axes = im->opset >= (!strcmp(c->name, "ReduceSum") ? 13 : 18);
+  if (input_axes) {
+    n = -1;
+    if (IN(c, 1) >= 0 && (s = const_ints(im, IN(c, 1), "axes", &axes, &n))) return s;
+  } else {
+    axes = (int64_t *)im_attr_ints(im, "axes", &n);
+  }
+  int keep = im_attr_i(im, "keepdims", 1) != 0;
+  if (n <= 0 && input_axes && im_attr_i(im, "noop_with_empty_axes", 0)) return identity_out(c, x);
+  int ax[KILN_MAX_RANK], na = 0;
+  if (n > 0 && (s = norm_axes(im, axes, n, rank, ax, &na))) return s;
+  if (na == 0)
+    for (int r = 0; r < rank; r++) ax[na++] = r;
+  if (rank == 0) return identity_out(c, x);  /* nothing to reduce over */
+  if (!strcmp(c->name, "ReduceLogSum")) {
+    int t;
+    if ((s = graph_reduce(im->g, KILN_REDUCE_SUM, x, na, ax, keep, &t))) return s;
+    return un(im, OP_LOG, t, &c->out[0]);
+  }
+  return graph_reduce(im->g, (kiln_reduce_op)c->op, x, na, ax, keep, &c->out[0]);
+}
+
+static kiln_status r_arg(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  int rank = T(im, IN(c, 0))->rank;
+  int64_t axis = im_attr_i(im, "axis", 0);
+  Attr a = { 0 };
+  if ((a.axis = norm_axis(axis, rank)) < 0) return bad_axis(im, axis, rank);
+  a.keepdims = im_attr_i(im, "keepdims", 1) != 0;
+  a.select_last = im_attr_i(im, "select_last_index", 0) != 0;
+  return add(im, (OpKind)c->op, 1, c->in, &a, &c->out[0]);
+}
+
+/* ---- contractions ---- */
+
+static kiln_status r_matmul(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  return bin(im, OP_MATMUL, IN(c, 0), IN(c, 1), &c->out[0]);
+}
+
+static kiln_status r_gemm(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  int a = IN(c, 0), b = IN(c, 1), y, perm[2] = { 1, 0 };
+  if (T(im, a)->rank != 2 || T(im, b)->rank != 2) return im_fail(im, KILN_ERR_MODEL, "A and B must be matrices");
+  if (im_attr_i(im, "transA", 0) && (s = transpose(im, a, perm, &a))) return s;
+  if (im_attr_i(im, "transB", 0) && (s = transpose(im, b, perm, &b))) return s;
+  if ((s = bin(im, OP_MATMUL, a, b, &y))) return s;
+  double alpha = im_attr_f(im, "alpha", 1), beta = im_attr_f(im, "beta", 1);
+  if (alpha != 1 && (s = binc(im, OP_MUL, y, alpha, &y))) return s;
+  if (IN(c, 2) >= 0 && beta != 0) {
+    int cc = IN(c, 2);
+    if (beta != 1 && (s = binc(im, OP_MUL, cc, beta, &cc))) return s;
+    if ((s = bin(im, OP_ADD, y, cc, &y))) return s;
+  }
+  return identity_out(c, y);
+}
+
+/* Spatial window attributes shared by Conv and the pools; pads resolved from auto_pad. */
+typedef struct Window { int sp; int64_t k[3], st[3], dil[3], pads[6]; } Window;
+
+static kiln_status window(Importer *im, const Tensor *x, const int64_t *kernel, bool ceil_mode, Window *w) {
+  w->sp = x->rank - 2;
+  if (w->sp < 1 || w->sp > 3) return im_fail(im, KILN_ERR_UNSUPPORTED, "input rank %d: 1 to 3 spatial dims supported", x->rank);
+  int n;
+  const int64_t *v;
+  for (int i = 0; i < w->sp; i++) w->k[i] = kernel[i], w->st[i] = 1, w->dil[i] = 1, w->pads[i] = w->pads[w->sp + i] = 0;
+  if ((v = im_attr_ints(im, "strides", &n)) && n >= 0) {
+    if (n != w->sp) return im_fail(im, KILN_ERR_MODEL, "%d strides for %d spatial dims", n, w->sp);
+    for (int i = 0; i < n; i++) w->st[i] = v[i];
+  }
+  if ((v = im_attr_ints(im, "dilations", &n)) && n >= 0) {
+    if (n != w->sp) return im_fail(im, KILN_ERR_MODEL, "%d dilations for %d spatial dims", n, w->sp);
+    for (int i = 0; i < n; i++) w->dil[i] = v[i];
+  }
+  for (int i = 0; i < w->sp; i++)
+    if (w->st[i] <= 0 || w->dil[i] <= 0 || w->k[i] <= 0 || w->k[i] > (1 << 20) || w->st[i] > (1 << 20) || w->dil[i] > (1 << 20))
+      return im_fail(im, KILN_ERR_MODEL, "kernel, strides and dilations must be positive");
+  const char *ap = im_attr_s(im, "auto_pad", "NOTSET");
+  if (!strcmp(ap, "NOTSET")) {
+    if ((v = im_attr_ints(im, "pads", &n)) && n >= 0) {
+      if (n != 2 * w->sp) return im_fail(im, KILN_ERR_MODEL, "%d pads for %d spatial dims", n, w->sp);
+      for (int i = 0; i < n; i++) {
+        if (v[i] < 0 || v[i] > (1 << 20)) return im_fail(im, KILN_ERR_MODEL, "pad %lld out of range", (long long)v[i]);
+        w->pads[i] = v[i];
+      }
+    }
+  } else if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+    for (int i = 0; i < w->sp; i++) {
+      int64_t in = x->shape[2 + i], out = (in + w->st[i] - 1) / w->st[i];
+      int64_t total = (out - 1) * w->st[i] + (w->k[i] - 1) * w->dil[i] + 1 - in;
+      if (total < 0) total = 0;
+      int64_t small = total / 2, big = total - small;
+      w->pads[i] = ap[5] == 'U' ? small : big;
+      w->pads[w->sp + i] = ap[5] == 'U' ? big : small;
+    }
+  } else if (strcmp(ap, "VALID")) {
+    return im_fail(im, KILN_ERR_MODEL, "auto_pad '%s' is unknown", ap);
+  }
+  (void)ceil_mode;
+  return KILN_OK;
+}
+
+static kiln_status r_conv(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  Tensor *x = T(im, IN(c, 0)), *w = T(im, IN(c, 1));
+  if (w->rank != x->rank) return im_fail(im, KILN_ERR_MODEL, "weight rank %d differs from input rank %d", w->rank, x->rank);
+  Window win;
+  if ((s = window(im, x, w->shape + 2, false, &win))) return s;
+  Attr a = { 0 };
+  a.conv.spatial = win.sp;
+  a.conv.group = im_attr_i(im, "group", 1);
+  if (a.conv.group <= 0) return im_fail(im, KILN_ERR_MODEL, "group must be positive");
+  for (int i = 0; i < win.sp; i++) {
+    a.conv.strides[i] = win.st[i], a.conv.dilations[i] = win.dil[i];
+    a.conv.pads[i] = win.pads[i], a.conv.pads[win.sp + i] = win.pads[win.sp + i];
+  }
+  int y;
+  if ((s = add(im, OP_CONV, 2, c->in, &a, &y))) return s;
+  if (IN(c, 2) >= 0) {
+    int b;
+    if ((s = per_channel(im, IN(c, 2), T(im, y)->rank, &b)) || (s = bin(im, OP_ADD, y, b, &y))) return s;
+  }
+  return identity_out(c, y);
+}
+
+static kiln_status r_pool(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  bool maxp = c->op == KILN_POOL_MAX;
+  if (!strcmp(c->name, "GlobalAveragePool") || !strcmp(c->name, "GlobalMaxPool")) {
+    int ax[KILN_MAX_RANK], n = 0;
+    for (int r = 2; r < x->rank; r++) ax[n++] = r;
+    if (n == 0) return im_fail(im, KILN_ERR_MODEL, "input rank %d has no spatial dims", x->rank);
+    return graph_reduce(im->g, maxp ? KILN_REDUCE_MAX : KILN_REDUCE_MEAN, IN(c, 0), n, ax, 1, &c->out[0]);
+  }
+  int n;
+  const int64_t *k = im_attr_ints(im, "kernel_shape", &n);
+  if (n != x->rank - 2) return im_fail(im, KILN_ERR_MODEL, "kernel_shape has %d entries for %d spatial dims", n, x->rank - 2);
+  if (im_attr_i(im, "storage_order", 0)) return im_fail(im, KILN_ERR_UNSUPPORTED, "storage_order=1 is not supported");
+  Window win;
+  Attr a = { 0 };
+  a.pool.ceil_mode = im_attr_i(im, "ceil_mode", 0) != 0;
+  if ((s = window(im, x, k, a.pool.ceil_mode, &win))) return s;
+  a.pool.spatial = win.sp;
+  a.pool.count_include_pad = im_attr_i(im, "count_include_pad", 0) != 0;
+  for (int i = 0; i < win.sp; i++) {
+    a.pool.kernel[i] = win.k[i], a.pool.strides[i] = win.st[i], a.pool.dilations[i] = win.dil[i];
+    a.pool.pads[i] = win.pads[i], a.pool.pads[win.sp + i] = win.pads[win.sp + i];
+  }
+  return add(im, maxp ? OP_MAX_POOL : OP_AVG_POOL, 1, c->in, &a, &c->out[0]);
+}
+
+/* ---- normalisations ---- */
+
+static kiln_status r_softmax(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  bool lg = c->op == 1;
+  int64_t axis0 = im_attr_i(im, "axis", im->opset < 13 ? 1 : -1);
+  int rank = x->rank;
+  if (rank == 0) return im_fail(im, KILN_ERR_MODEL, "input is a scalar");
+  int axis = norm_axis(axis0, rank);
+  if (axis < 0) return bad_axis(im, axis0, rank);
+  if (im->opset >= 13 || axis == rank - 1) return graph_softmax(im->g, IN(c, 0), axis, lg, &c->out[0]);
+  /* before opset 13: the input is viewed as 2-D [prod(:axis), prod(axis:)] */
+  int64_t sh[2] = { 1, 1 };
+  for (int r = 0; r < rank; r++) sh[r >= axis] *= x->shape[r];
+  int t;
+  int64_t back[KILN_MAX_RANK];
+  memcpy(back, x->shape, sizeof back);
+  if ((s = reshape(im, IN(c, 0), 2, sh, &t)) || (s = graph_softmax(im->g, t, 1, lg, &t))) return s;
+  return reshape(im, t, rank, back, &c->out[0]);
+}
+
+static kiln_status r_layernorm(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  int rank = T(im, IN(c, 0))->rank;
+  int64_t axis0 = im_attr_i(im, "axis", -1);
+  int axis = norm_axis(axis0, rank);
+  if (axis < 0) return bad_axis(im, axis0, rank);
+  return graph_layernorm(im->g, IN(c, 0), IN(c, 1), IN(c, 2), axis, im_attr_f(im, "epsilon", 1e-5f), &c->out[0]);
+}
+
+static kiln_status r_batchnorm(Importer *im, Call *c) {
+  kiln_status s;
+  for (int i = 0; i < 5; i++)
+    if ((s = need_in(im, c, i))) return s;
+  if (im_attr_i(im, "training_mode", 0)) return im_fail(im, KILN_ERR_UNSUPPORTED, "training_mode=1 is not supported");
+  return graph_batchnorm(im->g, IN(c, 0), IN(c, 1), IN(c, 2), IN(c, 3), IN(c, 4), im_attr_f(im, "epsilon", 1e-5f), &c->out[0]);
+}
+
+/* (x - mean) / sqrt(var + eps) over axes, var the biased mean of squared deviations. */
+static kiln_status normalize(Importer *im, int x, int n, const int *ax, double eps, int *out) {
+  int m, d, v;
+  kiln_status s;
+  if ((s = graph_reduce(im->g, KILN_REDUCE_MEAN, x, n, ax, 1, &m)) || (s = bin(im, OP_SUB, x, m, &d)) ||
+      (s = bin(im, OP_MUL, d, d, &v)) || (s = graph_reduce(im->g, KILN_REDUCE_MEAN, v, n, ax, 1, &v)) ||
+      (s = binc(im, OP_ADD, v, eps, &v)) || (s = un(im, OP_SQRT, v, &v)))
+    return s;
+  return bin(im, OP_DIV, d, v, out);
+}
+
+static kiln_status r_instancenorm(Importer *im, Call *c) {
+  kiln_status s;
+  for (int i = 0; i < 3; i++)
+    if ((s = need_in(im, c, i))) return s;
+  int rank = T(im, IN(c, 0))->rank, ax[KILN_MAX_RANK], n = 0, y, sc, b;
+  for (int r = 2; r < rank; r++) ax[n++] = r;
+  if (!n) return im_fail(im, KILN_ERR_MODEL, "input rank %d has no spatial dims", rank);
+  if ((s = normalize(im, IN(c, 0), n, ax, im_attr_f(im, "epsilon", 1e-5f), &y)) ||
+      (s = per_channel(im, IN(c, 1), rank, &sc)) || (s = per_channel(im, IN(c, 2), rank, &b)) ||
+      (s = bin(im, OP_MUL, y, sc, &y)))
+    return s;
+  return bin(im, OP_ADD, y, b, &c->out[0]);
+}
+
+static kiln_status r_mvn(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  int rank = T(im, IN(c, 0))->rank, n, ax[KILN_MAX_RANK], na;
+  const int64_t *axes = im_attr_ints(im, "axes", &n);
+  int64_t dflt[3] = { 0, 2, 3 };
+  if (n < 0) axes = dflt, n = 3;
+  if ((s = norm_axes(im, axes, n, rank, ax, &na))) return s;
+  return normalize(im, IN(c, 0), na, ax, 1e-9, &c->out[0]);
+}
+
+static kiln_status r_rmsnorm(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  int x = IN(c, 0), rank = T(im, x)->rank, ax[KILN_MAX_RANK], n = 0, t;
+  int64_t axis0 = im_attr_i(im, "axis", -1);
+  int axis = norm_axis(axis0, rank);
+  if (axis < 0) return bad_axis(im, axis0, rank);
+  for (int r = axis; r < rank; r++) ax[n++] = r;
+  if ((s = bin(im, OP_MUL, x, x, &t)) || (s = graph_reduce(im->g, KILN_REDUCE_MEAN, t, n, ax, 1, &t)) ||
+      (s = binc(im, OP_ADD, t, im_attr_f(im, "epsilon", 1e-5f), &t)) || (s = un(im, OP_SQRT, t, &t)) ||
+      (s = bin(im, OP_DIV, x, t, &t)))
+    return s;
+  return bin(im, OP_MUL, t, IN(c, 1), &c->out[0]);
+}
+
+static kiln_status r_lpnorm(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  int x = IN(c, 0), rank = T(im, x)->rank, t;
+  int64_t axis0 = im_attr_i(im, "axis", -1), p = im_attr_i(im, "p", 2);
+  int axis = norm_axis(axis0, rank);
+  if (axis < 0) return bad_axis(im, axis0, rank);
+  if (p != 1 && p != 2) return im_fail(im, KILN_ERR_MODEL, "p = %lld, expected 1 or 2", (long long)p);
+  if ((s = graph_reduce(im->g, p == 1 ? KILN_REDUCE_L1 : KILN_REDUCE_L2, x, 1, &axis, 1, &t))) return s;
+  return bin(im, OP_DIV, x, t, &c->out[0]);
+}
+
+/* ---- the table ---- */
+
+static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
+  { "Neg", r_unary, OP_NEG }, { "Abs", r_unary, OP_ABS }, { "Exp", r_unary, OP_EXP }, { "Log", r_unary, OP_LOG },
+  { "Sqrt", r_unary, OP_SQRT }, { "Reciprocal", r_unary, OP_RECIPROCAL }, { "Tanh", r_unary, OP_TANH },
+  { "Sigmoid", r_unary, OP_SIGMOID }, { "Relu", r_unary, OP_RELU }, { "Erf", r_unary, OP_ERF },
+  { "Sin", r_unary, OP_SIN }, { "Cos", r_unary, OP_COS }, { "Floor", r_unary, OP_FLOOR }, { "Ceil", r_unary, OP_CEIL },
+  { "Round", r_unary, OP_ROUND }, { "Sign", r_unary, OP_SIGN }, { "IsNaN", r_unary, OP_ISNAN }, { "Not", r_unary, OP_NOT },
+  { "Add", r_binary, OP_ADD }, { "Sub", r_binary, OP_SUB }, { "Mul", r_binary, OP_MUL }, { "Div", r_binary, OP_DIV },
+  { "Pow", r_binary, OP_POW }, { "Mod", r_binary, OP_MOD }, { "BitShift", r_binary, OP_SHL },
+  { "Equal", r_binary, OP_EQ }, { "Less", r_binary, OP_LT }, { "Greater", r_binary, OP_GT },
+  { "LessOrEqual", r_binary, OP_LE }, { "GreaterOrEqual", r_binary, OP_GE },
+  { "And", r_binary, OP_AND }, { "Or", r_binary, OP_OR }, { "Xor", r_binary, OP_XOR },
+  { "Sum", r_variadic, -1 }, { "Mean", r_variadic, -1 }, { "Max", r_variadic, OP_MAX }, { "Min", r_variadic, OP_MIN },
+  { "Where", r_where, 0 }, { "Cast", r_cast, 0 }, { "CastLike", r_cast, 0 },
+  { "Identity", r_identity, 0 }, { "Dropout", r_identity, 0 }, { "Clip", r_clip, 0 },
+  { "LeakyRelu", r_activation, 0 }, { "PRelu", r_activation, 0 }, { "Elu", r_activation, 0 },
+  { "Selu", r_activation, 0 }, { "HardSigmoid", r_activation, 0 }, { "HardSwish", r_activation, 0 },
+  { "Softplus", r_activation, 0 }, { "Mish", r_activation, 0 }, { "Softsign", r_activation, 0 },
+  { "ThresholdedRelu", r_activation, 0 }, { "Celu", r_activation, 0 }, { "Shrink", r_activation, 0 },
+  { "Swish", r_activation, 0 }, { "Gelu", r_activation, 0 }, { "Tan", r_activation, 0 }, { "Sinh", r_activation, 0 },
+  { "Cosh", r_activation, 0 }, { "Asinh", r_activation, 0 }, { "Acosh", r_activation, 0 },
+  { "Atanh", r_activation, 0 }, { "IsInf", r_activation, 0 },
+  { "Reshape", r_reshape, 0 }, { "Flatten", r_flatten, 0 }, { "Squeeze", r_squeeze, 0 }, { "Unsqueeze", r_squeeze, 0 },
+  { "Transpose", r_transpose, 0 }, { "Slice", r_slice, 0 }, { "Concat", r_concat, 0 }, { "Split", r_split, 0 },
+  { "Pad", r_pad, 0 }, { "Expand", r_expand, 0 }, { "Gather", r_gather, 0 }, { "Tile", r_tile, 0 },
+  { "Shape", r_shape, 0 }, { "Size", r_shape, 0 }, { "ConstantOfShape", r_constant_of_shape, 0 },
+  { "Range", r_range, 0 }, { "Constant", r_constant, 0 }, { "DepthToSpace", r_depth_space, 0 },
+  { "SpaceToDepth", r_depth_space, 0 }, { "Trilu", r_trilu, 0 }, { "EyeLike", r_eyelike, 0 }, { "OneHot", r_onehot, 0 },
+  { "ReduceSum", r_reduce, KILN_REDUCE_SUM }, { "ReduceMean", r_reduce, KILN_REDUCE_MEAN },
+  { "ReduceMax", r_reduce, KILN_REDUCE_MAX }, { "ReduceMin", r_reduce, KILN_REDUCE_MIN },
+  { "ReduceProd", r_reduce, KILN_REDUCE_PROD }, { "ReduceSumSquare", r_reduce, KILN_REDUCE_SUM_SQUARE },
+  { "ReduceL1", r_reduce, KILN_REDUCE_L1 }, { "ReduceL2", r_reduce, KILN_REDUCE_L2 },
+  { "ReduceLogSumExp", r_reduce, KILN_REDUCE_LOG_SUM_EXP }, { "ReduceLogSum", r_reduce, KILN_REDUCE_SUM },
+  { "ArgMax", r_arg, OP_ARGMAX }, { "ArgMin", r_arg, OP_ARGMIN },
+  { "MatMul", r_matmul, 0 }, { "Gemm", r_gemm, 0 }, { "Conv", r_conv, 0 },
+  { "MaxPool", r_pool, KILN_POOL_MAX }, { "AveragePool", r_pool, KILN_POOL_AVG },
+  { "GlobalMaxPool", r_pool, KILN_POOL_MAX }, { "GlobalAveragePool", r_pool, KILN_POOL_AVG },
+  { "Softmax", r_softmax, 0 }, { "LogSoftmax", r_softmax, 1 }, { "LayerNormalization", r_layernorm, 0 },
+  { "BatchNormalization", r_batchnorm, 0 }, { "InstanceNormalization", r_instancenorm, 0 },
+  { "MeanVarianceNormalization", r_mvn, 0 }, { "RMSNormalization", r_rmsnorm, 0 },
+  { "LpNormalization", r_lpnorm, 0 },
+};
+
+kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {
+  for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+    if (strcmp(rules[i].name, op)) continue;
+    Call c = { n_in, ins, n_out, outs, rules[i].op, op };
+    return rules[i].fn(im, &c);
+  }
+  return im_fail(im, KILN_ERR_UNSUPPORTED, "operator %s is not supported", op);
+}
