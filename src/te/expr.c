@@ -544,6 +544,31 @@ static int64_t floordiv64(int64_t a, int64_t c) {
 
 static Expr *mk_binary(TE *te, const Ranges *r, TeBinary op, Expr *a, Expr *b);
 
+/* x = g*B + s with 0 <= s < g and g | c (g from a term's coefficient) gives
+ * floordiv(x, c) = floordiv(B, c/g) and mod(x, c) = mod(B, c/g)*g + s: what merging
+ * dims in a reshape produces, e.g. floordiv(4i + j, 12) = floordiv(i, 3) for j < 4.
+ * NULL when no term gives such a g. */
+static Expr *split_small(TE *te, const Ranges *r, TeBinary op, const Lin *x, int64_t c) {
+  for (int k = 0; k < x->n; k++) {
+    int64_t g = gcd64(c, x->c[k]), mn, mx;
+    if (g <= 1 || g >= c) continue;
+    Lin big = { .ok = true }, small = { .ok = true };
+    for (int i = 0; i < x->n; i++) {
+      if (x->c[i] % g == 0) lin_term(&big, x->t[i], x->c[i] / g);
+      else lin_term(&small, x->t[i], x->c[i]);
+    }
+    big.k = floordiv64(x->k, g);
+    small.k = x->k - big.k * g;
+    Expr *s = lin_build(te, &small);
+    if (!s || !range_of(s, r, &mn, &mx, 0) || mn < 0 || mx >= g) continue;
+    Expr *b = lin_build(te, &big);
+    Expr *d = mk_binary(te, r, op, b, te_const_i(te, KILN_I64, c / g));
+    if (op == TB_FLOORDIV) return d;
+    return mk_binary(te, r, TB_ADD, mk_binary(te, r, TB_MUL, d, te_const_i(te, KILN_I64, g)), s);
+  }
+  return NULL;
+}
+
 /* floordiv(a, c) or mod(a, c) for a constant c > 0 over i64:
  * floordiv(q*c + x, c) = q + floordiv(x, c) and mod(q*c + x, c) = mod(x, c) always;
  * with ranges, x in [m*c, m*c + c) gives floordiv = m and mod = x - m*c. */
@@ -567,6 +592,14 @@ static Expr *divmod_const(TE *te, const Ranges *r, TeBinary op, Expr *a, int64_t
   if (!xe) return NULL;
   int64_t mn, mx;
   bool known = range_of(xe, r, &mn, &mx, 0) && floordiv64(mn, c) == floordiv64(mx, c);
+  if (!known && r && c > 1) {
+    rest = split_small(te, r, op, &x, c);
+    if (rest) {
+      if (g > 1 && op == TB_MOD) rest = mk_binary(te, r, TB_MUL, rest, te_const_i(te, KILN_I64, g));
+      Expr *qe = op == TB_MOD ? te_const_i(te, KILN_I64, 0) : lin_build(te, &q);
+      return qe ? mk_binary(te, r, TB_ADD, qe, rest) : NULL;
+    }
+  }
   if (op == TB_MOD) {
     if (c == 1) return te_const_i(te, KILN_I64, 0);
     if (known) rest = mk_binary(te, r, TB_SUB, xe, te_const_i(te, KILN_I64, floordiv64(mn, c) * c));

@@ -1,0 +1,141 @@
+/*
+ * program.c — the public kiln_program_* API on top of the backend table. Compiling
+ * takes a graph, lowers it to a TE (te_lower), checks it (te_check, always: it is
+ * cheap next to a compile), and hands it to the chosen backend, which builds an
+ * executable it owns. The program owns the TE; the TE copies every name and constant
+ * it needs, so the graph may be freed right after compiling.
+ */
+#include "runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct kiln_program {
+  TE *te;
+  const Backend *be;
+  void *exec;
+  kiln_options opt;
+  kiln_census census;
+};
+
+/* Every backend built into this tree; a backend adds its row here. */
+static const Backend *const backends[] = {
+  &rt_backend_ref,
+};
+
+kiln_options kiln_options_default(void) {
+  kiln_options o = {0};
+  o.backend = NULL;  /* resolved at compile: $KILN_BACKEND, else "cpu" */
+  o.fuse = kiln_env_int("KILN_FUSE", 1) != 0;
+  o.cse = kiln_env_int("KILN_CSE", 0) != 0;
+  o.strict = kiln_env_int("KILN_STRICT", 0) != 0;
+  o.debug = kiln_env_int("KILN_DEBUG", 0);
+  o.graph_replay = 1;
+  o.tf32 = 0;
+  return o;
+}
+
+const Backend *rt_backend_find(const char *name) {
+  if (!name || !*name) name = getenv("KILN_BACKEND");
+  if (!name || !*name) name = "cpu";
+  char known[128] = "";
+  for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
+    if (!strcmp(backends[i]->name, name)) return backends[i];
+    size_t n = strlen(known);
+    snprintf(known + n, sizeof known - n, "%s%s", n ? ", " : "", backends[i]->name);
+  }
+  kiln_fail(KILN_ERR_INVALID_ARG, "backend '%s' is not built into this kiln (known: %s)", name, known);
+  return NULL;
+}
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+kiln_status kiln_program_compile(const kiln_graph *g, const kiln_options *opt, kiln_program **out) {
+  if (!out) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_compile: out is NULL");
+  *out = NULL;
+  if (!g) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_compile: graph is NULL");
+  kiln_options o = opt ? *opt : kiln_options_default();
+  const Backend *be = rt_backend_find(o.backend);
+  if (!be) return KILN_ERR_INVALID_ARG;
+  if (be->probe && be->probe() != KILN_OK) {
+    kiln_error_prefix("backend '%s' is unavailable: ", be->name);
+    return KILN_ERR_DEVICE;
+  }
+  kiln_program *p = kiln_calloc(1, sizeof *p);
+  if (!p) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  p->be = be;
+  p->opt = o;
+  p->opt.backend = be->name;  /* a static string: the caller's may not outlive the program */
+  double t0 = now_ms();
+  kiln_status st = te_lower(&g->g, &p->te);
+  if (st == KILN_OK) st = te_check(p->te);
+  if (st == KILN_OK && o.debug >= 1) {
+    fprintf(stderr, "> te (%d stages) for backend %s:\n", p->te->n_stages, be->name);
+    te_print(p->te, stderr);
+  }
+  if (st == KILN_OK) st = be->compile(p->te, &p->opt, &p->exec, &p->census);
+  if (st != KILN_OK) {
+    kiln_program_free(p);
+    return st;
+  }
+  p->census.compile_ms = now_ms() - t0;
+  *out = p;
+  return KILN_OK;
+}
+
+kiln_status kiln_program_run(kiln_program *p, const void *const *inputs, void *const *outputs) {
+  if (!p) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: program is NULL");
+  const TE *te = p->te;
+  if (te->n_inputs && !inputs) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: inputs is NULL");
+  if (te->n_outputs && !outputs) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: outputs is NULL");
+  for (int i = 0; i < te->n_inputs; i++)
+    if (!inputs[i] && te->stages[te->inputs[i]].numel)
+      return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: input %d ('%s') is NULL", i,
+                       te->stages[te->inputs[i]].name);
+  for (int i = 0; i < te->n_outputs; i++)
+    if (!outputs[i] && te->stages[te->outputs[i]].numel)
+      return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: output %d ('%s') is NULL", i, te->output_names[i]);
+  kiln_status st = p->be->run(p->exec, inputs, outputs, &p->census);
+  if (st == KILN_OK) p->census.runs++;
+  return st;
+}
+
+kiln_status kiln_program_census(const kiln_program *p, kiln_census *out) {
+  if (!p || !out) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_census: %s is NULL", p ? "out" : "program");
+  *out = p->census;
+  return KILN_OK;
+}
+
+kiln_status kiln_program_print(const kiln_program *p, FILE *f) {
+  if (!p || !f) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_print: %s is NULL", p ? "file" : "program");
+  if (!p->be->print) {
+    fprintf(f, "backend %s: no plan\n", p->be->name);
+    return KILN_OK;
+  }
+  return p->be->print(p->exec, f);
+}
+
+kiln_status kiln_program_read_param(kiln_program *p, kiln_tensor param, void *dst) {
+  if (!p || !dst) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_read_param: %s is NULL", p ? "dst" : "program");
+  const TE *te = p->te;
+  if (param < 0 || param >= te->n_tensors)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_read_param: tensor %d is not in the graph (0..%d)", param,
+                     te->n_tensors - 1);
+  int s = te->tensor_stage[param];
+  if (te->stages[s].kind != ST_PARAM)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_read_param: tensor %d ('%s') is not a parameter", param,
+                     te->stages[s].name);
+  return p->be->read_param(p->exec, s, dst);
+}
+
+void kiln_program_free(kiln_program *p) {
+  if (!p) return;
+  if (p->exec) p->be->free(p->exec);
+  te_free(p->te);
+  kiln_free(p);
+}

@@ -1,0 +1,403 @@
+/*
+ * ref.c — the reference interpreter, the oracle every backend is compared with.
+ * Takes a TE and host buffers, produces each stage's values with plain loops over
+ * the output index (and the reduction index). A stage's body is flattened once into
+ * a tape (the DAG in post-order, each node once), then run per point with the
+ * scalar semantics of te_eval_* (expr.c). Float sums and products accumulate in
+ * double, integer ones in 64 bits; max/min let NaN win; argmax/argmin treat NaN as
+ * the extreme and break ties by first (or last) index.
+ *
+ * The ref backend (rt_backend_ref) runs a whole TE this way. It is the oracle, not a
+ * fallback: its census reports 0 kernels and 0 host fallbacks. Host fallbacks are
+ * what *other* backends count when they call ref_eval_stage for a stage they lack.
+ */
+#include "../runtime.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- the tape ---- */
+
+typedef struct Ins {
+  ExprKind kind;
+  int op;
+  kiln_dtype dtype, adt;     /* result dtype, operand dtype */
+  TeValue c;
+  int var, src, n;
+  int a[KILN_MAX_RANK];      /* argument slots */
+  int64_t stride[KILN_MAX_RANK], dim[KILN_MAX_RANK];  /* load: source strides and extents */
+  const void *buf;           /* load: source buffer */
+} Ins;
+
+typedef struct Tape {
+  Ins *ins; int n, cap;
+  const Expr **key; int *slot; size_t mcap;   /* Expr -> slot */
+} Tape;
+
+static int tape_find(const Tape *t, const Expr *e, size_t *at) {
+  size_t i = (size_t)(e->hash ^ (uintptr_t)e) & (t->mcap - 1);
+  while (t->key[i] && t->key[i] != e) i = (i + 1) & (t->mcap - 1);
+  *at = i;
+  return t->key[i] ? t->slot[i] : -1;
+}
+
+/* Appends e's operands, then e; returns e's slot or -1 when out of memory. */
+static int tape_add(Tape *t, const TE *te, const void *const *bufs, const Expr *e) {
+  size_t at;
+  int found = tape_find(t, e, &at);
+  if (found >= 0) return found;
+  Ins in = { .kind = e->kind, .op = e->op, .dtype = e->dtype, .c = e->c, .var = e->var, .src = e->src, .n = e->n_args };
+  if (e->n_args) in.adt = e->args[0]->dtype;
+  if (e->kind == EX_BINARY) in.adt = e->args[0]->dtype;
+  if (e->kind == EX_SELECT) in.adt = e->args[1]->dtype;
+  for (int i = 0; i < e->n_args; i++)
+    if ((in.a[i] = tape_add(t, te, bufs, e->args[i])) < 0) return -1;
+  if (e->kind == EX_LOAD) {
+    const Stage *s = &te->stages[e->src];
+    int64_t st = 1;
+    for (int d = s->rank - 1; d >= 0; d--) {
+      in.stride[d] = st;
+      in.dim[d] = s->shape[d];
+      st *= s->shape[d];
+    }
+    in.buf = bufs[e->src];
+  }
+  if ((size_t)t->n + 1 >= t->mcap / 2) return -1;  /* the memo table is sized for the tree; never fill it */
+  if (t->n == t->cap) {
+    int cap = t->cap ? 2 * t->cap : 64;
+    Ins *ni = kiln_realloc(t->ins, (size_t)cap * sizeof *ni);
+    if (!ni) return -1;
+    t->ins = ni;
+    t->cap = cap;
+  }
+  t->ins[t->n] = in;
+  tape_find(t, e, &at);  /* the table may not have changed, but the slot is recomputed cheaply */
+  t->key[at] = e;
+  t->slot[at] = t->n;
+  return t->n++;
+}
+
+static size_t count_nodes(const Expr *e, size_t limit) {
+  size_t n = 1;
+  for (int i = 0; i < e->n_args && n < limit; i++) n += count_nodes(e->args[i], limit - n);
+  return n;
+}
+
+static kiln_status tape_build(Tape *t, const TE *te, const void *const *bufs, const Expr *body) {
+  /* The table is sized from the tree size (an upper bound on distinct nodes), capped. */
+  size_t nodes = count_nodes(body, 1u << 20), cap = 64;
+  while (cap < 2 * nodes) cap *= 2;
+  *t = (Tape){ .mcap = cap };
+  t->key = kiln_calloc(cap, sizeof *t->key);
+  t->slot = kiln_calloc(cap, sizeof *t->slot);
+  if (!t->key || !t->slot || tape_add(t, te, bufs, body) < 0)
+    return kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory building an expression tape");
+  return KILN_OK;
+}
+
+static void tape_free(Tape *t) {
+  kiln_free(t->ins);
+  kiln_free(t->key);
+  kiln_free(t->slot);
+}
+
+/* Runs the tape at one point; false if a load would read out of range (a broken TE). */
+static bool tape_run(const Tape *t, TeValue *v, const int64_t *vars) {
+  for (int i = 0; i < t->n; i++) {
+    const Ins *in = &t->ins[i];
+    switch (in->kind) {
+    case EX_CONST: v[i] = in->c; break;
+    case EX_VAR: v[i].i = vars[in->var]; break;
+    case EX_LOAD: {
+      int64_t flat = 0;
+      for (int d = 0; d < in->n; d++) {
+        int64_t x = v[in->a[d]].i;
+        if (x < 0 || x >= in->dim[d]) return false;
+        flat += x * in->stride[d];
+      }
+      if (in->dtype == KILN_F32) v[i].f = ((const float *)in->buf)[flat];
+      else if (dtype_is_float(in->dtype)) v[i].f = dtype_load_f64(in->dtype, in->buf, flat);
+      else v[i].i = dtype_load_i64(in->dtype, in->buf, flat);
+      break;
+    }
+    case EX_UNARY: v[i] = te_eval_unary(in->op, in->adt, v[in->a[0]]); break;
+    case EX_BINARY:
+      if (in->adt == KILN_F32 && in->op == TB_MUL) v[i].f = (float)(v[in->a[0]].f * v[in->a[1]].f);
+      else if (in->adt == KILN_F32 && in->op == TB_ADD) v[i].f = (float)(v[in->a[0]].f + v[in->a[1]].f);
+      else v[i] = te_eval_binary(in->op, in->adt, v[in->a[0]], v[in->a[1]]);
+      break;
+    case EX_SELECT: v[i] = v[in->a[0]].i ? v[in->a[1]] : v[in->a[2]]; break;
+    case EX_CAST: v[i] = te_eval_cast(in->dtype, in->adt, v[in->a[0]]); break;
+    }
+  }
+  return true;
+}
+
+/* ---- accumulation ---- */
+
+static bool is_unsigned(kiln_dtype t) { return t >= KILN_U8 && t <= KILN_U64; }
+
+/* -1, 0, 1 comparing a and b of dtype t; NaN is above every number and equal to NaN. */
+static int cmp_value(kiln_dtype t, TeValue a, TeValue b) {
+  if (dtype_is_float(t)) {
+    bool na = a.f != a.f, nb = b.f != b.f;
+    if (na || nb) return na - nb;
+    return (a.f > b.f) - (a.f < b.f);
+  }
+  if (is_unsigned(t)) return ((uint64_t)a.i > (uint64_t)b.i) - ((uint64_t)a.i < (uint64_t)b.i);
+  return (a.i > b.i) - (a.i < b.i);
+}
+
+typedef struct Acc { double f; int64_t i; TeValue best; int64_t arg; bool any; } Acc;
+
+static void acc_init(Acc *a, ReduceOp op, kiln_dtype t) {
+  *a = (Acc){0};
+  if (op == RO_PROD) { a->f = 1; a->i = 1; }
+  if (op == RO_MAX) a->f = -INFINITY;
+  if (op == RO_MIN) a->f = INFINITY;
+  (void)t;
+}
+
+static void acc_add(Acc *a, ReduceOp op, kiln_dtype t, TeValue v, int64_t r, bool last) {
+  bool fl = dtype_is_float(t);
+  switch (op) {
+  case RO_SUM:
+    if (fl) a->f += v.f; else a->i = (int64_t)((uint64_t)a->i + (uint64_t)v.i);
+    return;
+  case RO_PROD:
+    if (fl) a->f *= v.f; else a->i = (int64_t)((uint64_t)a->i * (uint64_t)v.i);
+    return;
+  case RO_MAX: case RO_MIN: {
+    if (!a->any) { a->best = v; a->any = true; return; }
+    if (fl && a->best.f != a->best.f) return;  /* NaN wins and stays */
+    int c = cmp_value(t, v, a->best);
+    if (fl && v.f != v.f) a->best = v;
+    else if (op == RO_MAX ? c > 0 : c < 0) a->best = v;
+    return;
+  }
+  case RO_ARGMAX: case RO_ARGMIN: {
+    int c = a->any ? cmp_value(t, v, a->best) : 1;
+    bool nan = fl && v.f != v.f, best_nan = a->any && fl && a->best.f != a->best.f;
+    bool better = !a->any || (nan && !best_nan) ||
+                  (!best_nan && !nan && (op == RO_ARGMAX ? c > 0 : c < 0)) || (last && c == 0);
+    if (better) { a->best = v; a->arg = r; a->any = true; }
+    return;
+  }
+  }
+}
+
+/* The lowest (or highest) value of an integer dtype, for max (min) over nothing. */
+static int64_t int_extreme(kiln_dtype t, bool highest) {
+  if (t == KILN_BOOL) return highest;
+  int bits = 8 * (int)kiln_dtype_size(t);
+  if (is_unsigned(t)) return highest ? (bits == 64 ? -1 : (int64_t)((1ull << bits) - 1)) : 0;
+  int64_t hi = (int64_t)((1ull << (bits - 1)) - 1);
+  return highest ? hi : -hi - 1;
+}
+
+static void acc_store(const Acc *a, ReduceOp op, kiln_dtype body_t, kiln_dtype out_t, void *out, int64_t o) {
+  bool fl = dtype_is_float(body_t);
+  switch (op) {
+  case RO_SUM: case RO_PROD:
+    if (fl) dtype_store_f64(out_t, out, o, a->f); else dtype_store_i64(out_t, out, o, a->i);
+    return;
+  case RO_MAX: case RO_MIN:
+    if (!a->any) {
+      if (fl) dtype_store_f64(out_t, out, o, a->f);
+      else dtype_store_i64(out_t, out, o, int_extreme(out_t, op == RO_MIN));
+    } else if (fl) {
+      dtype_store_f64(out_t, out, o, a->best.f);
+    } else {
+      dtype_store_i64(out_t, out, o, a->best.i);
+    }
+    return;
+  case RO_ARGMAX: case RO_ARGMIN: dtype_store_i64(out_t, out, o, a->arg); return;
+  }
+}
+
+/* ---- stages ---- */
+
+/* Advances an odometer over dims; false after the last point. */
+static bool next_index(int64_t *idx, const int64_t *dims, int n) {
+  for (int d = n - 1; d >= 0; d--) {
+    if (++idx[d] < dims[d]) return true;
+    idx[d] = 0;
+  }
+  return false;
+}
+
+static kiln_status out_of_range(const Stage *s) {
+  return kiln_fail(KILN_ERR_INVALID_ARG, "ref: stage s%d '%s' loads out of range (broken te invariant)", s->id,
+                   s->name ? s->name : "");
+}
+
+static kiln_status eval_points(const Stage *s, const Tape *t, TeValue *v, void *out) {
+  int64_t vars[2 * KILN_MAX_RANK] = {0}, red_n;
+  if (s->numel == 0) return KILN_OK;
+  if (!shape_numel(s->n_red, s->red_shape, &red_n)) return kiln_fail(KILN_ERR_NO_MEMORY, "ref: reduce domain overflows");
+  kiln_dtype bt = s->body->dtype;
+  for (int64_t o = 0; o < s->numel; o++, next_index(vars, s->shape, s->rank)) {
+    if (s->kind == ST_INJECTIVE) {
+      if (!tape_run(t, v, vars)) return out_of_range(s);
+      TeValue r = v[t->n - 1];
+      if (dtype_is_float(s->dtype)) dtype_store_f64(s->dtype, out, o, r.f);
+      else dtype_store_i64(s->dtype, out, o, r.i);
+      continue;
+    }
+    Acc acc;
+    acc_init(&acc, s->rop, bt);
+    int64_t *rv = vars + s->rank;
+    memset(rv, 0, sizeof(int64_t) * (size_t)s->n_red);
+    for (int64_t r = 0; r < red_n; r++, next_index(rv, s->red_shape, s->n_red)) {
+      if (!tape_run(t, v, vars)) return out_of_range(s);
+      acc_add(&acc, s->rop, bt, v[t->n - 1], r, s->select_last);
+    }
+    acc_store(&acc, s->rop, bt, s->dtype, out, o);
+  }
+  return KILN_OK;
+}
+
+kiln_status ref_eval_stage(const TE *te, int s, const void *const *bufs, void *out) {
+  const Stage *st = &te->stages[s];
+  if (st->kind == ST_PARAM || st->kind == ST_CONST) {
+    if (st->numel) memcpy(out, st->data, (size_t)st->numel * kiln_dtype_size(st->dtype));
+    return KILN_OK;
+  }
+  if (st->kind != ST_INJECTIVE && st->kind != ST_REDUCE)
+    return kiln_fail(KILN_ERR_UNSUPPORTED, "ref: stage s%d '%s' (%s) cannot be evaluated", s, st->name ? st->name : "",
+                     st->kind == ST_INPUT ? "an input" : "opaque");
+  Tape t;
+  kiln_status rc = tape_build(&t, te, bufs, st->body);
+  TeValue *v = rc == KILN_OK ? kiln_malloc(sizeof(TeValue) * (size_t)t.n) : NULL;
+  if (rc == KILN_OK && !v) rc = kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory");
+  if (rc == KILN_OK) rc = eval_points(st, &t, v, out);
+  kiln_free(v);
+  tape_free(&t);
+  return rc;
+}
+
+kiln_status ref_eval_all(const TE *te, void **bufs) {
+  for (int s = 0; s < te->n_stages; s++) {
+    const Stage *st = &te->stages[s];
+    if (st->kind <= ST_CONST) {
+      if (!bufs[s] && st->numel) return kiln_fail(KILN_ERR_INVALID_ARG, "ref: source stage s%d '%s' has no buffer", s, st->name);
+      continue;
+    }
+    kiln_status rc = ref_eval_stage(te, s, (const void *const *)bufs, bufs[s]);
+    if (rc != KILN_OK) return rc;
+  }
+  return KILN_OK;
+}
+
+/* ---- the ref backend ---- */
+
+typedef struct RefExec {
+  const TE *te;
+  void **bufs;     /* per stage: inputs point at the caller's buffers during a run */
+  bool *owned;     /* bufs[s] was allocated here */
+} RefExec;
+
+static size_t stage_bytes(const Stage *s) { return (size_t)s->numel * kiln_dtype_size(s->dtype); }
+
+static void ref_free(void *exec) {
+  RefExec *x = exec;
+  if (!x) return;
+  for (int s = 0; x->bufs && s < x->te->n_stages; s++)
+    if (x->owned[s]) kiln_free(x->bufs[s]);
+  kiln_free(x->bufs);
+  kiln_free(x->owned);
+  kiln_free(x);
+}
+
+static kiln_status ref_probe(void) { return KILN_OK; }
+
+static kiln_status ref_compile(const TE *te, const kiln_options *o, void **exec, kiln_census *c) {
+  (void)o;
+  RefExec *x = kiln_calloc(1, sizeof *x);
+  if (!x) return kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory");
+  x->te = te;
+  x->bufs = kiln_calloc((size_t)te->n_stages + 1, sizeof *x->bufs);
+  x->owned = kiln_calloc((size_t)te->n_stages + 1, sizeof *x->owned);
+  if (!x->bufs || !x->owned) { ref_free(x); return kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory"); }
+  for (int s = 0; s < te->n_stages; s++) {
+    const Stage *st = &te->stages[s];
+    int64_t bytes;
+    if (st->kind == ST_INPUT) continue;
+    if (st->kind == ST_CONST) { x->bufs[s] = (void *)st->data; continue; }  /* read only */
+    if (!size_mul(st->numel, (int64_t)kiln_dtype_size(st->dtype), &bytes) || !(x->bufs[s] = kiln_malloc((size_t)bytes))) {
+      ref_free(x);
+      return kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory for stage s%d '%s'", s, st->name);
+    }
+    x->owned[s] = true;
+    if (st->kind == ST_PARAM && bytes) memcpy(x->bufs[s], st->data, (size_t)bytes);
+  }
+  c->kernels_planned = 0;
+  *exec = x;
+  return KILN_OK;
+}
+
+/* Every assign reads its value before any param is written, so p <- q, q <- p swaps. */
+static kiln_status apply_assigns(RefExec *x) {
+  const TE *te = x->te;
+  void **tmp = kiln_calloc((size_t)te->n_assigns + 1, sizeof *tmp);
+  kiln_status rc = tmp ? KILN_OK : kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory");
+  for (int i = 0; rc == KILN_OK && i < te->n_assigns; i++) {
+    size_t n = stage_bytes(&te->stages[te->assigns[i].value]);
+    if (!(tmp[i] = kiln_malloc(n))) rc = kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory");
+    else if (n) memcpy(tmp[i], x->bufs[te->assigns[i].value], n);
+  }
+  for (int i = 0; rc == KILN_OK && i < te->n_assigns; i++) {
+    size_t n = stage_bytes(&te->stages[te->assigns[i].param]);
+    if (n) memcpy(x->bufs[te->assigns[i].param], tmp[i], n);
+  }
+  for (int i = 0; tmp && i < te->n_assigns; i++) kiln_free(tmp[i]);
+  kiln_free(tmp);
+  return rc;
+}
+
+static kiln_status ref_run(void *exec, const void *const *inputs, void *const *outputs, kiln_census *c) {
+  RefExec *x = exec;
+  const TE *te = x->te;
+  for (int i = 0; i < te->n_inputs; i++) x->bufs[te->inputs[i]] = (void *)inputs[i];
+  kiln_status rc = ref_eval_all(te, x->bufs);
+  for (int i = 0; rc == KILN_OK && i < te->n_outputs; i++) {
+    size_t n = stage_bytes(&te->stages[te->outputs[i]]);
+    if (n) memcpy(outputs[i], x->bufs[te->outputs[i]], n);
+  }
+  if (rc == KILN_OK) rc = apply_assigns(x);
+  for (int i = 0; i < te->n_inputs; i++) x->bufs[te->inputs[i]] = NULL;
+  /* The oracle launches no kernels and falls back to nothing. */
+  c->kernels_launched = 0;
+  c->submissions = 0;
+  c->bytes_read = c->bytes_written = 0;
+  c->host_fallbacks = 0;
+  c->largest_fallback_bytes = 0;
+  c->fallback_ops[0] = 0;
+  c->h2d_bytes = c->d2h_bytes = c->h2d_copies = c->d2h_copies = 0;
+  return rc;
+}
+
+static kiln_status ref_read_param(void *exec, int stage, void *dst) {
+  RefExec *x = exec;
+  const Stage *s = &x->te->stages[stage];
+  if (s->kind != ST_PARAM) return kiln_fail(KILN_ERR_INVALID_ARG, "ref: stage s%d '%s' is not a parameter", stage, s->name);
+  if (s->numel) memcpy(dst, x->bufs[stage], stage_bytes(s));
+  return KILN_OK;
+}
+
+static kiln_status ref_print(void *exec, FILE *f) {
+  RefExec *x = exec;
+  fprintf(f, "ref: %d stages interpreted on the host, no kernels\n", x->te->n_stages);
+  te_print(x->te, f);
+  return KILN_OK;
+}
+
+const Backend rt_backend_ref = {
+  .name = "ref",
+  .probe = ref_probe,
+  .compile = ref_compile,
+  .run = ref_run,
+  .read_param = ref_read_param,
+  .print = ref_print,
+  .free = ref_free,
+};
