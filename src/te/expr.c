@@ -309,7 +309,7 @@ static Expr *intern(TE *te, const Expr *p, Expr *const *args) {
   Expr *e = arena_alloc(&te->arena, sizeof(Expr) + (size_t)p->n_args * sizeof(Expr *));
   if (!e) return NULL;
   *e = *p;
-  memcpy(e->args, args, (size_t)p->n_args * sizeof(Expr *));
+  if (p->n_args) memcpy(e->args, args, (size_t)p->n_args * sizeof(Expr *));
   e->hash = h;
   e->id = (int)te->n_exprs++;
   e->next_in_bucket = *slot;
