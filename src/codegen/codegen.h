@@ -1,0 +1,65 @@
+/*
+ * codegen — the fourth stage. Takes a Plan, hands on kernel source text in a dialect.
+ * One renderer (render.c) holds the algorithms: loops over the outer and inner
+ * domains, accumulators, the row-of-accumulators contraction loop, each Expr node
+ * emitted once as a local. A dialect is a table of strings and names (below); C,
+ * CUDA C and GLSL differ only there. Kernel parameters are numbered buffers b0, b1,
+ * ... (the kernel's inputs, then its stored stages); locals are numbered too, so no
+ * name from a model ever reaches generated source.
+ */
+#ifndef KILN_CODEGEN_H
+#define KILN_CODEGEN_H
+
+#include "../plan/plan.h"
+
+typedef struct Dialect {
+  const char *name;
+  const char *prelude;            /* helpers emitted once at the top of a program */
+  const char *kernel_prefix;      /* before a kernel's name: "void", "extern \"C\" __global__ void" */
+  const char *buf_restrict;       /* after the '*' of a buffer parameter: "restrict", "__restrict__" */
+  const char *buf_const;          /* before a read-only buffer's element type: "const " */
+  const char *shared_qual;        /* on-chip memory qualifier ("" where none) */
+  const char *barrier;            /* block barrier statement ("" where none) */
+  const char *index_type;         /* index arithmetic type: "int64_t" */
+  const char *value_type[KILN_DTYPE_COUNT];   /* arithmetic type of each dtype */
+  const char *store_type[KILN_DTYPE_COUNT];   /* element type in memory */
+  const char *load_fn[KILN_DTYPE_COUNT];      /* memory -> value conversion ("" for none) */
+  const char *store_fn[KILN_DTYPE_COUNT];     /* value -> memory conversion ("" for none) */
+  const char *f32_suffix;         /* float literal suffix: "f" */
+  const char *inf_f32, *inf_f64, *nan_f32, *nan_f64;
+  const char *unary_f32[TU_COUNT];            /* math function per op (NULL: rendered inline) */
+  const char *unary_f64[TU_COUNT];
+  /* Mapping of the outer domain: loop mode (C, OpenMP) or grid mode (one thread per outer
+   * point, grid-stride). */
+  bool grid;
+  const char *thread_index;       /* grid: first outer point of this thread */
+  const char *thread_stride;      /* grid: points between this thread's iterations */
+  const char *parallel_for;       /* loop: pragma before the parallel outer loop ("%lld": min work) */
+  const char *parallel_for_simd;  /* loop: the same for a flat loop that also vectorises */
+  const char *simd;               /* loop: pragma before a vectorisable inner loop */
+  const char *simd_sum;           /* loop: pragma with "%s" for a sum-reduction variable list */
+  bool trampoline;                /* emit void kiln_eN(void *const *a) calling kernel N */
+  const char *vec4_type;          /* 16-byte vector of f32 (NULL: none) */
+} Dialect;
+
+/* -- dialect_c.c -- */
+
+extern const Dialect cg_dialect_c;
+
+/* -- dialect_cuda.c -- */
+
+extern const Dialect cg_dialect_cuda;
+
+/* -- render.c -- */
+
+/* Parameters of kernel k in order: inputs, then stored items. Returns the count; stages
+ * gets the stage of each (room for k->n_ins + k->n_items). */
+int cg_kernel_params(const Plan *p, const Kernel *k, int *stages);
+/* Name of kernel k's function ("kiln_k3") and of its trampoline ("kiln_e3"). */
+void cg_kernel_name(int k, bool trampoline, char buf[32]);
+/* Source of one kernel (appended to out). */
+kiln_status cg_render_kernel(const Plan *p, int k, const Dialect *d, StrBuf *out);
+/* Prelude and every non-host kernel of the plan, as one translation unit. */
+kiln_status cg_render_plan(const Plan *p, const Dialect *d, StrBuf *out);
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * dialect_c.c — the C dialect: strings and names only. The prelude holds the scalar
+ * helpers whose semantics te_eval_* defines (integer division by zero gives 0, float
+ * max/min propagate NaN, float->int casts truncate and saturate, f16/bf16 round to
+ * nearest even); render.c decides where each is used. Kernels run under OpenMP.
+ */
+#include "codegen.h"
+
+static const char prelude[] =
+  "#include <stdint.h>\n"
+  "#include <string.h>\n"
+  "#include <math.h>\n"
+  "#define KI static inline __attribute__((unused))\n"
+  "KI float k_h2f(uint16_t h) {\n"
+  "  uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023, u;\n"
+  "  if (e == 0) { if (m == 0) u = s; else { e = 113; while (!(m & 1024)) { m <<= 1; e--; } m &= 1023; u = s | (e << 23) | (m << 13); } }\n"
+  "  else if (e == 31) u = s | 0x7f800000u | (m << 13);\n"
+  "  else u = s | ((e + 112) << 23) | (m << 13);\n"
+  "  float f; memcpy(&f, &u, 4); return f;\n"
+  "}\n"
+  "KI uint16_t k_f2h(float f) {\n"
+  "  uint32_t u; memcpy(&u, &f, 4);\n"
+  "  uint32_t s = (u >> 16) & 0x8000, a = u & 0x7fffffffu;\n"
+  "  if (a > 0x7f800000u) return (uint16_t)(s | 0x7e00);\n"
+  "  if (a >= 0x477ff000u) return (uint16_t)(s | 0x7c00);\n"
+  "  if (a < 0x38800000u) { float g; memcpy(&g, &a, 4); g = g * 16777216.0f; return (uint16_t)(s | (uint32_t)nearbyintf(g)); }\n"
+  "  uint32_t r = a + 0xc8000fffu + ((a >> 13) & 1);\n"
+  "  return (uint16_t)(s | (r >> 13));\n"
+  "}\n"
+  "KI float k_b2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }\n"
+  "KI uint16_t k_f2b(float f) {\n"
+  "  uint32_t u; memcpy(&u, &f, 4);\n"
+  "  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);\n"
+  "  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);\n"
+  "}\n"
+  "KI float k_rh(float f) { return k_h2f(k_f2h(f)); }\n"
+  "KI float k_rb(float f) { return k_b2f(k_f2b(f)); }\n"
+  "KI float k_maxf(float a, float b) { return a != a || b != b ? NAN : a > b ? a : b; }\n"
+  "KI float k_minf(float a, float b) { return a != a || b != b ? NAN : a < b ? a : b; }\n"
+  "KI double k_maxd(double a, double b) { return a != a || b != b ? NAN : a > b ? a : b; }\n"
+  "KI double k_mind(double a, double b) { return a != a || b != b ? NAN : a < b ? a : b; }\n"
+  "KI float k_modf(float a, float b) { float r = fmodf(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }\n"
+  "KI double k_modd(double a, double b) { double r = fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }\n"
+  "KI float k_sigf(float x) { if (x >= 0) return 1.0f / (1.0f + expf(-x)); float e = expf(x); return e / (1.0f + e); }\n"
+  "KI double k_sigd(double x) { if (x >= 0) return 1.0 / (1.0 + exp(-x)); double e = exp(x); return e / (1.0 + e); }\n"
+  "KI float k_signf(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : x; }\n"
+  "KI double k_signd(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; }\n"
+  "KI int64_t k_sdiv(int64_t a, int64_t b) { return b == 0 ? 0 : (a == INT64_MIN && b == -1) ? INT64_MIN : a / b; }\n"
+  "KI int64_t k_sfdiv(int64_t a, int64_t b) {\n"
+  "  if (b == 0) return 0; if (a == INT64_MIN && b == -1) return INT64_MIN;\n"
+  "  int64_t q = a / b; if (a % b != 0 && ((a < 0) != (b < 0))) q--; return q;\n"
+  "}\n"
+  "KI int64_t k_sfmod(int64_t a, int64_t b) { return b == 0 || (a == INT64_MIN && b == -1) ? 0 : a % b; }\n"
+  "KI int64_t k_smod(int64_t a, int64_t b) { int64_t r = k_sfmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }\n"
+  "KI uint64_t k_udiv(uint64_t a, uint64_t b) { return b ? a / b : 0; }\n"
+  "KI uint64_t k_umod(uint64_t a, uint64_t b) { return b ? a % b : 0; }\n"
+  "KI uint64_t k_upow(uint64_t b, uint64_t e) { uint64_t r = 1; for (; e; e >>= 1, b *= b) if (e & 1) r *= b; return r; }\n"
+  "KI int64_t k_spow(int64_t b, int64_t e) {\n"
+  "  if (e >= 0) return (int64_t)k_upow((uint64_t)b, (uint64_t)e);\n"
+  "  if (b == 1) return 1; if (b == -1) return (e & 1) ? -1 : 1; return 0;\n"
+  "}\n"
+  "KI int64_t k_sshl(int64_t a, int64_t b) { return b < 0 || b >= 64 ? 0 : (int64_t)((uint64_t)a << b); }\n"
+  "KI int64_t k_sshr(int64_t a, int64_t b) { return b < 0 || b >= 64 ? (a < 0 ? -1 : 0) : a >> b; }\n"
+  "KI uint64_t k_ushl(uint64_t a, uint64_t b) { return b >= 64 ? 0 : a << b; }\n"
+  "KI uint64_t k_ushr(uint64_t a, uint64_t b) { return b >= 64 ? 0 : a >> b; }\n"
+  "KI int64_t k_f2s(double v, double lo, double hi) {\n"
+  "  double f = trunc(v); if (f != f) return 0; if (f <= lo) return (int64_t)lo;\n"
+  "  if (f >= hi) return hi >= 9223372036854775807.0 ? INT64_MAX : (int64_t)hi; return (int64_t)f;\n"
+  "}\n"
+  "KI uint64_t k_f2u(double v) {\n"
+  "  double f = trunc(v); if (f != f || f <= 0) return 0; if (f >= 18446744073709551616.0) return UINT64_MAX; return (uint64_t)f;\n"
+  "}\n";
+
+const Dialect cg_dialect_c = {
+  .name = "c",
+  .prelude = prelude,
+  .kernel_prefix = "void",
+  .buf_restrict = "restrict",
+  .buf_const = "const ",
+  .shared_qual = "",
+  .barrier = "",
+  .index_type = "int64_t",
+  .value_type = {
+    [KILN_F32] = "float", [KILN_F64] = "double", [KILN_F16] = "float", [KILN_BF16] = "float",
+    [KILN_I64] = "int64_t", [KILN_I32] = "int32_t", [KILN_I16] = "int16_t", [KILN_I8] = "int8_t",
+    [KILN_U8] = "uint8_t", [KILN_U16] = "uint16_t", [KILN_U32] = "uint32_t", [KILN_U64] = "uint64_t",
+    [KILN_BOOL] = "uint8_t",
+  },
+  .store_type = {
+    [KILN_F32] = "float", [KILN_F64] = "double", [KILN_F16] = "uint16_t", [KILN_BF16] = "uint16_t",
+    [KILN_I64] = "int64_t", [KILN_I32] = "int32_t", [KILN_I16] = "int16_t", [KILN_I8] = "int8_t",
+    [KILN_U8] = "uint8_t", [KILN_U16] = "uint16_t", [KILN_U32] = "uint32_t", [KILN_U64] = "uint64_t",
+    [KILN_BOOL] = "uint8_t",
+  },
+  .load_fn = { [KILN_F16] = "k_h2f", [KILN_BF16] = "k_b2f" },
+  .store_fn = { [KILN_F16] = "k_f2h", [KILN_BF16] = "k_f2b" },
+  .f32_suffix = "f",
+  .inf_f32 = "INFINITY", .inf_f64 = "((double)INFINITY)", .nan_f32 = "NAN", .nan_f64 = "((double)NAN)",
+  .unary_f32 = {
+    [TU_ABS] = "fabsf", [TU_EXP] = "expf", [TU_LOG] = "logf", [TU_SQRT] = "sqrtf", [TU_TANH] = "tanhf",
+    [TU_SIGMOID] = "k_sigf", [TU_ERF] = "erff", [TU_SIN] = "sinf", [TU_COS] = "cosf",
+    [TU_FLOOR] = "floorf", [TU_CEIL] = "ceilf", [TU_ROUND] = "nearbyintf", [TU_SIGN] = "k_signf",
+  },
+  .unary_f64 = {
+    [TU_ABS] = "fabs", [TU_EXP] = "exp", [TU_LOG] = "log", [TU_SQRT] = "sqrt", [TU_TANH] = "tanh",
+    [TU_SIGMOID] = "k_sigd", [TU_ERF] = "erf", [TU_SIN] = "sin", [TU_COS] = "cos",
+    [TU_FLOOR] = "floor", [TU_CEIL] = "ceil", [TU_ROUND] = "nearbyint", [TU_SIGN] = "k_signd",
+  },
+  .grid = false,
+  .parallel_for = "#pragma omp parallel for schedule(static) if(%lld > 32768)",
+  .parallel_for_simd = "#pragma omp parallel for simd schedule(static) if(%lld > 32768)",
+  .simd = "#pragma omp simd",
+  .simd_sum = "#pragma omp simd reduction(+:%s)",
+  .trampoline = true,
+  .vec4_type = NULL,
+};

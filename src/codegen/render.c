@@ -1,0 +1,685 @@
+/*
+ * render.c — the one renderer. Takes a Plan and a Dialect, produces kernel source.
+ *
+ * A kernel is rendered as loops: the outer domain (parallel: an OpenMP loop in C, a
+ * grid-stride loop over threads on a GPU), then the kernel's steps inside each outer
+ * point: inner loops holding accumulators and per-point values, and per-outer-point
+ * values between them (plan.h). Expressions are DAGs of hash-consed Exprs: each node
+ * is emitted once as a numbered local ("t12") and reused while its scope is open.
+ * Two special shapes:
+ *   - pointwise kernels put their last dimension in a vectorisable inner loop;
+ *   - reductions whose outer space has a long last dimension (matmul, conv, column
+ *     sums) keep a row of accumulators over that dimension: for each reduction point
+ *     the loop over the row is contiguous and vectorises, and the j-invariant part
+ *     of the body (A[i,k] of a matmul) is hoisted out of it. The epilogue then runs
+ *     over the finished row.
+ * Names in the output are numbers only: buffers b<param>, vars v<n>, stage values
+ * s<stage id>, accumulators a<stage id>, temporaries t<n>.
+ */
+#include "codegen.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+typedef struct Memo { const Expr *e; int id; } Memo;
+
+typedef struct R {
+  const Plan *p;
+  const Kernel *k;
+  const Dialect *d;
+  StrBuf *sb;
+  int indent;
+  Memo *memo; int n_memo, cap_memo;
+  int marks[32]; int depth;
+  int tmp;
+  int *param_of;       /* stage -> parameter number, -1 if none */
+  int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
+  int nv;
+  kiln_status st;
+} R;
+
+static void line(R *r, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static void line(R *r, const char *f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  for (int i = 0; i < r->indent; i++) sb_puts(r->sb, "  ");
+  sb_puts(r->sb, buf);
+  sb_puts(r->sb, "\n");
+}
+
+static void push(R *r) { KILN_ASSERT(r->depth < 32); r->marks[r->depth++] = r->n_memo; }
+static void pop(R *r) { r->n_memo = r->marks[--r->depth]; }
+
+static int memo_find(const R *r, const Expr *e) {
+  for (int i = r->n_memo - 1; i >= 0; i--)
+    if (r->memo[i].e == e) return r->memo[i].id;
+  return -1;
+}
+
+static void memo_add(R *r, const Expr *e, int id) {
+  if (r->n_memo == r->cap_memo) {
+    int cap = r->cap_memo ? 2 * r->cap_memo : 64;
+    Memo *m = kiln_realloc(r->memo, (size_t)cap * sizeof *m);
+    if (!m) { r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory"); return; }
+    r->memo = m;
+    r->cap_memo = cap;
+  }
+  r->memo[r->n_memo++] = (Memo){ e, id };
+}
+
+static bool is_unsigned(kiln_dtype t) { return t >= KILN_U8 && t <= KILN_U64; }
+static bool is_small_float(kiln_dtype t) { return t == KILN_F16 || t == KILN_BF16; }
+
+static const char *vt(const R *r, kiln_dtype t) { return r->d->value_type[t]; }
+
+/* ---- literals ---- */
+
+static void literal(const R *r, const Expr *e, char *out, size_t n) {
+  kiln_dtype t = e->dtype;
+  if (dtype_is_float(t)) {
+    double v = e->c.f;
+    bool f64 = t == KILN_F64;
+    if (v != v) snprintf(out, n, "%s", f64 ? r->d->nan_f64 : r->d->nan_f32);
+    else if (isinf(v)) snprintf(out, n, "(%s%s)", v < 0 ? "-" : "", f64 ? r->d->inf_f64 : r->d->inf_f32);
+    else if (f64) snprintf(out, n, v < 0 ? "(%a)" : "%a", v);
+    else snprintf(out, n, v < 0 ? "(%a%s)" : "%a%s", v, r->d->f32_suffix);
+    return;
+  }
+  if (t == KILN_I64) {
+    if (e->c.i == INT64_MIN) snprintf(out, n, "INT64_MIN");
+    else snprintf(out, n, "INT64_C(%lld)", (long long)e->c.i);
+    return;
+  }
+  if (e->c.i == INT64_MIN) snprintf(out, n, "((%s)INT64_MIN)", vt(r, t));
+  else snprintf(out, n, "((%s)INT64_C(%lld))", vt(r, t), (long long)e->c.i);
+}
+
+/* ---- expressions ---- */
+
+static void emit(R *r, const Expr *e, char *out, size_t n);
+
+static int64_t stage_stride(const Stage *s, int i) {
+  int64_t st = 1;
+  for (int j = i + 1; j < s->rank; j++) st *= s->shape[j];
+  return st;
+}
+
+static Expr *load_offset(R *r, const Expr *L) {
+  TE *te = r->p->te;
+  const Stage *S = &te->stages[L->src];
+  Expr *off = te_const_i(te, KILN_I64, 0);
+  for (int i = 0; i < L->n_args; i++)
+    off = te_binary(te, TB_ADD, off, te_binary(te, TB_MUL, L->args[i], te_const_i(te, KILN_I64, stage_stride(S, i))));
+  return off ? te_simplify(te, off, r->lo, r->hi, r->nv) : NULL;
+}
+
+static bool nonneg(const R *r, const Expr *e) {
+  int64_t mn, mx;
+  return te_range(e, r->lo, r->hi, r->nv, &mn, &mx) && mn >= 0;
+}
+
+/* f16/bf16 values live in floats, rounded after each op: text becomes k_rh(text). */
+static void wrap_small(const R *r, kiln_dtype t, char *text, size_t n) {
+  (void)r;
+  if (!is_small_float(t)) return;
+  size_t len = strlen(text);
+  if (len + 7 >= n) return;
+  memmove(text + 5, text, len);
+  memcpy(text, t == KILN_F16 ? "k_rh(" : "k_rb(", 5);
+  text[len + 5] = ')';
+  text[len + 6] = 0;
+}
+
+static void binary_text(R *r, const Expr *e, const char *a, const char *b, char *o, size_t n) {
+  kiln_dtype ot = e->args[0]->dtype, t = e->dtype;
+  const char *T = vt(r, t);
+  static const char *const cmp[] = { [TB_EQ] = "==", [TB_NE] = "!=", [TB_LT] = "<", [TB_LE] = "<=", [TB_GT] = ">", [TB_GE] = ">=" };
+  if (e->op >= TB_EQ && e->op <= TB_GE) { snprintf(o, n, "(%s %s %s)", a, cmp[e->op], b); return; }
+  if (dtype_is_float(ot)) {
+    bool d = ot == KILN_F64;
+    switch (e->op) {
+    case TB_ADD: snprintf(o, n, "%s + %s", a, b); break;
+    case TB_SUB: snprintf(o, n, "%s - %s", a, b); break;
+    case TB_MUL: snprintf(o, n, "%s * %s", a, b); break;
+    case TB_DIV: snprintf(o, n, "%s / %s", a, b); break;
+    case TB_POW: snprintf(o, n, "%s(%s, %s)", d ? "pow" : "powf", a, b); break;
+    case TB_MAX: snprintf(o, n, "%s(%s, %s)", d ? "k_maxd" : "k_maxf", a, b); break;
+    case TB_MIN: snprintf(o, n, "%s(%s, %s)", d ? "k_mind" : "k_minf", a, b); break;
+    case TB_MOD: snprintf(o, n, "%s(%s, %s)", d ? "k_modd" : "k_modf", a, b); break;
+    case TB_FMOD: snprintf(o, n, "%s(%s, %s)", d ? "fmod" : "fmodf", a, b); break;
+    case TB_FLOORDIV: snprintf(o, n, "%s(%s / %s)", d ? "floor" : "floorf", a, b); break;
+    case TB_AND: snprintf(o, n, "(%s != 0 && %s != 0)", a, b); return;
+    case TB_OR: snprintf(o, n, "(%s != 0 || %s != 0)", a, b); return;
+    case TB_XOR: snprintf(o, n, "((%s != 0) != (%s != 0))", a, b); return;
+    default: snprintf(o, n, "0"); return;
+    }
+    wrap_small(r, t, o, n);
+    return;
+  }
+  bool u = is_unsigned(ot) || ot == KILN_BOOL;
+  bool cdiv = e->args[1]->kind == EX_CONST && e->args[1]->c.i > 0 && nonneg(r, e->args[0]);
+  switch (e->op) {
+  case TB_ADD: snprintf(o, n, "(%s)((uint64_t)%s + (uint64_t)%s)", T, a, b); break;
+  case TB_SUB: snprintf(o, n, "(%s)((uint64_t)%s - (uint64_t)%s)", T, a, b); break;
+  case TB_MUL: snprintf(o, n, "(%s)((uint64_t)%s * (uint64_t)%s)", T, a, b); break;
+  case TB_DIV: case TB_FLOORDIV:
+    if (cdiv) snprintf(o, n, "(%s / %s)", a, b);
+    else if (u) snprintf(o, n, "(%s)k_udiv(%s, %s)", T, a, b);
+    else snprintf(o, n, "(%s)%s(%s, %s)", T, e->op == TB_DIV ? "k_sdiv" : "k_sfdiv", a, b);
+    break;
+  case TB_MOD: case TB_FMOD:
+    if (cdiv) snprintf(o, n, "(%s %% %s)", a, b);
+    else if (u) snprintf(o, n, "(%s)k_umod(%s, %s)", T, a, b);
+    else snprintf(o, n, "(%s)%s(%s, %s)", T, e->op == TB_MOD ? "k_smod" : "k_sfmod", a, b);
+    break;
+  case TB_POW: snprintf(o, n, "(%s)%s(%s, %s)", T, u ? "k_upow" : "k_spow", a, b); break;
+  case TB_MAX: snprintf(o, n, "(%s > %s ? %s : %s)", a, b, a, b); break;
+  case TB_MIN: snprintf(o, n, "(%s < %s ? %s : %s)", a, b, a, b); break;
+  case TB_AND: snprintf(o, n, "(%s)(%s & %s)", T, a, b); break;
+  case TB_OR: snprintf(o, n, "(%s)(%s | %s)", T, a, b); break;
+  case TB_XOR: snprintf(o, n, "(%s)(%s ^ %s)", T, a, b); break;
+  case TB_SHL: snprintf(o, n, "(%s)%s(%s, %s)", T, u ? "k_ushl" : "k_sshl", a, b); break;
+  case TB_SHR: snprintf(o, n, "(%s)%s(%s, %s)", T, u ? "k_ushr" : "k_sshr", a, b); break;
+  default: snprintf(o, n, "0"); break;
+  }
+}
+
+/* Integer limits as doubles for k_f2s (te_eval_cast's saturation). */
+static void int_limits(kiln_dtype t, const char **lo, const char **hi) {
+  switch (t) {
+  case KILN_I32: *lo = "-2147483648.0"; *hi = "2147483647.0"; return;
+  case KILN_I16: *lo = "-32768.0"; *hi = "32767.0"; return;
+  case KILN_I8: *lo = "-128.0"; *hi = "127.0"; return;
+  case KILN_U8: *lo = "0.0"; *hi = "255.0"; return;
+  case KILN_U16: *lo = "0.0"; *hi = "65535.0"; return;
+  case KILN_U32: *lo = "0.0"; *hi = "4294967295.0"; return;
+  default: *lo = "-9223372036854775808.0"; *hi = "9223372036854775808.0"; return;
+  }
+}
+
+static void float_to_int(const R *r, kiln_dtype to, const char *dbl, char *o, size_t n) {
+  if (to == KILN_U64) { snprintf(o, n, "k_f2u(%s)", dbl); return; }
+  const char *lo, *hi;
+  int_limits(to, &lo, &hi);
+  snprintf(o, n, "(%s)k_f2s(%s, %s, %s)", vt(r, to), dbl, lo, hi);
+}
+
+static void cast_text(R *r, kiln_dtype to, kiln_dtype from, const char *a, char *o, size_t n) {
+  if (dtype_is_float(from)) {
+    if (to == KILN_BOOL) snprintf(o, n, "(%s != 0)", a);
+    else if (dtype_is_float(to)) {
+      snprintf(o, n, "(%s)%s", vt(r, to), a);
+      wrap_small(r, to, o, n);
+    } else {
+      char d[512];
+      snprintf(d, sizeof d, "(double)%s", a);
+      float_to_int(r, to, d, o, n);
+    }
+    return;
+  }
+  if (dtype_is_float(to)) {
+    snprintf(o, n, "(%s)(double)%s%s", vt(r, to), from == KILN_U64 ? "(uint64_t)" : "", a);
+    wrap_small(r, to, o, n);
+  } else if (to == KILN_BOOL) snprintf(o, n, "(%s != 0)", a);
+  else snprintf(o, n, "(%s)%s", vt(r, to), a);
+}
+
+static void unary_text(R *r, const Expr *e, const char *a, char *o, size_t n) {
+  kiln_dtype ot = e->args[0]->dtype, t = e->dtype;
+  const char *T = vt(r, t);
+  if (dtype_is_float(ot)) {
+    bool d = ot == KILN_F64;
+    const char *fn = d ? r->d->unary_f64[e->op] : r->d->unary_f32[e->op];
+    const char *one = d ? "1.0" : "1.0f";
+    switch (e->op) {
+    case TU_NEG: snprintf(o, n, "(-%s)", a); break;
+    case TU_RSQRT: snprintf(o, n, "%s / %s(%s)", one, d ? r->d->unary_f64[TU_SQRT] : r->d->unary_f32[TU_SQRT], a); break;
+    case TU_RECIP: snprintf(o, n, "%s / %s", one, a); break;
+    case TU_NOT: snprintf(o, n, "(%s == 0)", a); return;
+    case TU_ISNAN: snprintf(o, n, "(%s != %s)", a, a); return;
+    case TU_ISINF: snprintf(o, n, "(isinf(%s) != 0)", a); return;
+    default: snprintf(o, n, "%s(%s)", fn ? fn : "?", a); break;
+    }
+    wrap_small(r, t, o, n);
+    return;
+  }
+  bool u = is_unsigned(ot) || ot == KILN_BOOL;
+  switch (e->op) {
+  case TU_NEG: snprintf(o, n, "(%s)(0 - (uint64_t)%s)", T, a); break;
+  case TU_ABS:
+    if (u) snprintf(o, n, "%s", a);
+    else snprintf(o, n, "(%s)(%s < 0 ? 0 - (uint64_t)%s : (uint64_t)%s)", T, a, a, a);
+    break;
+  case TU_SIGN:
+    if (u) snprintf(o, n, "(%s)(%s != 0)", T, a);
+    else snprintf(o, n, "(%s)((%s > 0) - (%s < 0))", T, a, a);
+    break;
+  case TU_NOT:
+    if (ot == KILN_BOOL) snprintf(o, n, "(%s)!%s", T, a);
+    else snprintf(o, n, "(%s)~(uint64_t)%s", T, a);
+    break;
+  case TU_FLOOR: case TU_CEIL: case TU_ROUND: snprintf(o, n, "%s", a); break;
+  case TU_ISNAN: case TU_ISINF: snprintf(o, n, "0"); break;
+  default: {  /* transcendental on ints: through double, back with Cast rules */
+    char d[512], f[600];
+    snprintf(d, sizeof d, "(double)%s%s", ot == KILN_U64 ? "(uint64_t)" : "", a);
+    const char *fn = r->d->unary_f64[e->op];
+    if (e->op == TU_RSQRT) snprintf(f, sizeof f, "1.0 / sqrt(%s)", d);
+    else if (e->op == TU_RECIP) snprintf(f, sizeof f, "1.0 / %s", d);
+    else snprintf(f, sizeof f, "%s(%s)", fn ? fn : "?", d);
+    float_to_int(r, t, f, o, n);
+  }
+  }
+}
+
+/* Declares t<N> = text and memoises e as it. */
+static void declare(R *r, const Expr *e, const char *text, char *out, size_t n) {
+  int id = r->tmp++;
+  line(r, "%s t%d = %s;", vt(r, e->dtype), id, text);
+  memo_add(r, e, id);
+  snprintf(out, n, "t%d", id);
+}
+
+static void emit_load(R *r, const Expr *e, char *out, size_t n) {
+  int src = e->src;
+  if (r->p->kernel_of[src] == r->k->id) { snprintf(out, n, "s%d", src); return; }
+  const Stage *S = &r->p->te->stages[src];
+  char off[256] = "0", text[400];
+  if (S->numel > 1) {
+    Expr *o = load_offset(r, e);
+    if (!o) { r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory"); return; }
+    emit(r, o, off, sizeof off);
+  }
+  const char *fn = r->d->load_fn[S->dtype];
+  snprintf(text, sizeof text, "%s%sb%d[%s]%s", fn ? fn : "", fn ? "(" : "", r->param_of[src], off, fn ? ")" : "");
+  declare(r, e, text, out, n);
+}
+
+static void finish(R *r, const Expr *e, char a[3][64], char *out, size_t n) {
+  char text[1024];
+  switch (e->kind) {
+  case EX_UNARY: unary_text(r, e, a[0], text, sizeof text); break;
+  case EX_BINARY: binary_text(r, e, a[0], a[1], text, sizeof text); break;
+  case EX_SELECT: snprintf(text, sizeof text, "(%s ? %s : %s)", a[0], a[1], a[2]); break;
+  case EX_CAST: cast_text(r, e->dtype, e->args[0]->dtype, a[0], text, sizeof text); break;
+  default: snprintf(text, sizeof text, "0"); break;
+  }
+  declare(r, e, text, out, n);
+}
+
+/* Recursive: keeps its frame small (deep chains of nodes recurse deeply). */
+static void emit(R *r, const Expr *e, char *out, size_t n) {
+  if (r->st) { snprintf(out, n, "0"); return; }
+  int id = memo_find(r, e);
+  if (id >= 0) { snprintf(out, n, "t%d", id); return; }
+  switch (e->kind) {
+  case EX_CONST: literal(r, e, out, n); return;
+  case EX_VAR: snprintf(out, n, "v%d", e->var); return;
+  case EX_LOAD: emit_load(r, e, out, n); return;
+  default: break;
+  }
+  char a[3][64];
+  for (int i = 0; i < e->n_args; i++) emit(r, e->args[i], a[i], sizeof a[i]);
+  finish(r, e, a, out, n);
+}
+
+/* ---- items ---- */
+
+static void store(R *r, const Item *it, const char *value) {
+  if (!it->store) return;
+  const Stage *S = &r->p->te->stages[it->stage];
+  char off[256] = "0";
+  if (S->numel > 1) emit(r, it->offset, off, sizeof off);
+  const char *fn = r->d->store_fn[S->dtype];
+  line(r, "b%d[%s] = %s%s%s%s;", r->param_of[it->stage], off, fn ? fn : "", fn ? "(" : "", value, fn ? ")" : "");
+}
+
+static void value_item(R *r, const Item *it) {
+  char v[256];
+  emit(r, it->body, v, sizeof v);
+  line(r, "%s s%d = %s;", vt(r, r->p->te->stages[it->stage].dtype), it->stage, v);
+  char name[32];
+  snprintf(name, sizeof name, "s%d", it->stage);
+  store(r, it, name);
+}
+
+static const char *acc_type(const R *r, const Stage *S, kiln_dtype body_t) {
+  switch (S->rop) {
+  case RO_SUM: case RO_PROD:
+    if (dtype_is_float(body_t)) return "double";
+    return "uint64_t";
+  default: return vt(r, body_t);
+  }
+}
+
+static void int_min_max(kiln_dtype t, bool max, char *o, size_t n) {
+  static const char *const mn[KILN_DTYPE_COUNT] = {
+    [KILN_I64] = "INT64_MIN", [KILN_I32] = "INT32_MIN", [KILN_I16] = "INT16_MIN", [KILN_I8] = "INT8_MIN",
+  };
+  static const char *const mx[KILN_DTYPE_COUNT] = {
+    [KILN_I64] = "INT64_MAX", [KILN_I32] = "INT32_MAX", [KILN_I16] = "INT16_MAX", [KILN_I8] = "INT8_MAX",
+    [KILN_U8] = "UINT8_MAX", [KILN_U16] = "UINT16_MAX", [KILN_U32] = "UINT32_MAX", [KILN_U64] = "UINT64_MAX",
+    [KILN_BOOL] = "1",
+  };
+  const char *s = max ? mx[t] : mn[t];
+  snprintf(o, n, "%s", s ? s : "0");
+}
+
+static void acc_init(R *r, const Item *it) {
+  const Stage *S = &r->p->te->stages[it->stage];
+  kiln_dtype bt = it->body->dtype;
+  const char *A = acc_type(r, S, bt);
+  char init[64];
+  switch (S->rop) {
+  case RO_SUM: snprintf(init, sizeof init, "0"); break;
+  case RO_PROD: snprintf(init, sizeof init, "1"); break;
+  case RO_MAX: case RO_MIN:
+    if (dtype_is_float(bt)) snprintf(init, sizeof init, "%s%s", S->rop == RO_MAX ? "-" : "", bt == KILN_F64 ? r->d->inf_f64 : r->d->inf_f32);
+    else int_min_max(bt, S->rop == RO_MIN, init, sizeof init);
+    break;
+  default: snprintf(init, sizeof init, "0"); break;
+  }
+  line(r, "%s a%d = %s;", A, it->stage, init);
+  if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN) line(r, "int64_t ai%d = -1;", it->stage);
+}
+
+static void acc_update(R *r, const Item *it, const char *v) {
+  const Stage *S = &r->p->te->stages[it->stage];
+  kiln_dtype bt = it->body->dtype;
+  int s = it->stage;
+  bool f = dtype_is_float(bt), d = bt == KILN_F64;
+  switch (S->rop) {
+  case RO_SUM: line(r, f ? "a%d += (double)%s;" : "a%d += (uint64_t)%s;", s, v); break;
+  case RO_PROD: line(r, f ? "a%d *= (double)%s;" : "a%d *= (uint64_t)%s;", s, v); break;
+  case RO_MAX:
+    if (f) line(r, "a%d = %s(a%d, %s);", s, d ? "k_maxd" : "k_maxf", s, v);
+    else line(r, "a%d = %s > a%d ? %s : a%d;", s, v, s, v, s);
+    break;
+  case RO_MIN:
+    if (f) line(r, "a%d = %s(a%d, %s);", s, d ? "k_mind" : "k_minf", s, v);
+    else line(r, "a%d = %s < a%d ? %s : a%d;", s, v, s, v, s);
+    break;
+  case RO_ARGMAX: case RO_ARGMIN: {
+    const char *op = S->rop == RO_ARGMAX ? (S->select_last ? ">=" : ">") : (S->select_last ? "<=" : "<");
+    line(r, "if (ai%d < 0 || %s %s a%d) { a%d = %s; ai%d = r; }", s, v, op, s, s, v, s);
+    break;
+  }
+  }
+}
+
+static void acc_final(R *r, const Item *it, const char *acc) {
+  const Stage *S = &r->p->te->stages[it->stage];
+  char text[128];
+  if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN) snprintf(text, sizeof text, "ai%d", it->stage);
+  else {
+    snprintf(text, sizeof text, "(%s)%s", vt(r, S->dtype), acc);
+    wrap_small(r, S->dtype, text, sizeof text);
+  }
+  line(r, "%s s%d = %s;", vt(r, S->dtype), it->stage, text);
+  char name[32];
+  snprintf(name, sizeof name, "s%d", it->stage);
+  store(r, it, name);
+}
+
+/* ---- loops ---- */
+
+/* int64_t v<first+i> = digit i of flat over shape[0..n-1]. */
+static void decompose(R *r, const char *flat, int first, int n, const int64_t *shape) {
+  int64_t stride = 1;
+  for (int i = n - 1; i >= 0; i--) {
+    if (shape[i] == 1) line(r, "const int64_t v%d = 0;", first + i);
+    else if (i == 0) line(r, "const int64_t v%d = %s / INT64_C(%lld);", first + i, flat, (long long)stride);
+    else if (stride == 1) line(r, "const int64_t v%d = %s %% INT64_C(%lld);", first + i, flat, (long long)shape[i]);
+    else line(r, "const int64_t v%d = (%s / INT64_C(%lld)) %% INT64_C(%lld);", first + i, flat, (long long)stride, (long long)shape[i]);
+    stride *= shape[i];
+  }
+}
+
+static void open_outer(R *r, int64_t n, int64_t work, bool simd) {
+  if (r->d->grid) {
+    line(r, "for (int64_t o = %s; o < INT64_C(%lld); o += %s) {", r->d->thread_index, (long long)n, r->d->thread_stride);
+  } else {
+    if (n > 1) line(r, simd ? r->d->parallel_for_simd : r->d->parallel_for, (long long)work);
+    line(r, "for (int64_t o = 0; o < INT64_C(%lld); o++) {", (long long)n);
+  }
+  r->indent++;
+}
+
+static void close_block(R *r) { r->indent--; line(r, "}"); }
+
+static void inner_loop(R *r, int step) {
+  const Kernel *k = r->k;
+  char sums[256] = "";
+  bool all_sum = true;
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->step != step || it->kind != IT_ACC) continue;
+    acc_init(r, it);
+    if (r->p->te->stages[it->stage].rop != RO_SUM) all_sum = false;
+    else if (strlen(sums) < 200) snprintf(sums + strlen(sums), sizeof sums - strlen(sums), "%sa%d", sums[0] ? "," : "", it->stage);
+  }
+  if (!r->d->grid && all_sum && sums[0]) line(r, r->d->simd_sum, sums);
+  line(r, "for (int64_t r = 0; r < INT64_C(%lld); r++) {", (long long)k->inner_numel);
+  r->indent++;
+  push(r);
+  decompose(r, "r", k->rank, k->n_red, k->red_shape);
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->step != step) continue;
+    if (it->kind == IT_ACC) {
+      char v[256];
+      emit(r, it->body, v, sizeof v);
+      acc_update(r, it, v);
+    } else value_item(r, it);
+  }
+  pop(r);
+  close_block(r);
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->step != step || it->kind != IT_ACC) continue;
+    char acc[32];
+    snprintf(acc, sizeof acc, "a%d", it->stage);
+    acc_final(r, it, acc);
+  }
+}
+
+static void render_general(R *r, bool simd) {
+  const Kernel *k = r->k;
+  open_outer(r, k->outer_numel, k->outer_numel * k->inner_numel, simd);
+  push(r);
+  decompose(r, "o", 0, k->rank, k->shape);
+  for (int step = 0; step < k->n_steps; step++) {
+    if (!(step & 1)) { inner_loop(r, step); continue; }
+    for (int i = 0; i < k->n_items; i++)
+      if (k->items[i].step == step) value_item(r, &k->items[i]);
+  }
+  pop(r);
+  close_block(r);
+}
+
+static void render_pointwise(R *r) {
+  const Kernel *k = r->k;
+  int64_t last = k->rank ? k->shape[k->rank - 1] : 1;
+  int64_t prefix = last ? k->outer_numel / last : 0;
+  if (r->d->grid || k->rank <= 1 || prefix < 16 || last < 4) {
+    render_general(r, true);
+    return;
+  }
+  open_outer(r, prefix, k->outer_numel, false);
+  push(r);
+  decompose(r, "o", 0, k->rank - 1, k->shape);
+  line(r, "%s", r->d->simd);
+  line(r, "for (int64_t v%d = 0; v%d < INT64_C(%lld); v%d++) {", k->rank - 1, k->rank - 1, (long long)last, k->rank - 1);
+  r->indent++;
+  push(r);
+  for (int i = 0; i < k->n_items; i++) value_item(r, &k->items[i]);
+  pop(r);
+  close_block(r);
+  pop(r);
+  close_block(r);
+}
+
+/* Does e depend on var v? (memoised on the DAG) */
+static bool depends(const Expr *e, int v, Memo **seen, int *n, int *cap) {
+  for (int i = 0; i < *n; i++)
+    if ((*seen)[i].e == e) return (*seen)[i].id;
+  bool dep = e->kind == EX_VAR && e->var == v;
+  for (int i = 0; i < e->n_args && !dep; i++) dep = depends(e->args[i], v, seen, n, cap);
+  if (*n == *cap) {
+    int nc = *cap ? 2 * *cap : 64;
+    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
+    if (!m) return true;  /* conservative: not hoisted */
+    *seen = m;
+    *cap = nc;
+  }
+  (*seen)[(*n)++] = (Memo){ e, dep };
+  return dep;
+}
+
+static void hoist(R *r, const Expr *e, int v, Memo **seen, int *n, int *cap) {
+  if (e->kind == EX_CONST || e->kind == EX_VAR) return;
+  if (!depends(e, v, seen, n, cap)) { char tmp[256]; emit(r, e, tmp, sizeof tmp); return; }
+  for (int i = 0; i < e->n_args; i++) hoist(r, e->args[i], v, seen, n, cap);
+}
+
+/* Reductions with a long last outer dim: a row of accumulators (matmul i-k-j order). */
+static bool rowacc_fits(const Kernel *k, const TE *te) {
+  if (k->kind != KN_REDUCE || k->rank < 1 || k->inner_numel < 2) return false;
+  int64_t J = k->shape[k->rank - 1];
+  if (J < 8 || J > 4096) return false;
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind == IT_INNER || it->step > 1) return false;
+    if (it->kind == IT_ACC) {
+      const Stage *S = &te->stages[it->stage];
+      if (it->step != 0 || S->rop != RO_SUM || !(it->body->dtype == KILN_F32 || it->body->dtype == KILN_F64)) return false;
+    }
+  }
+  return true;
+}
+
+static void render_rowacc(R *r) {
+  const Kernel *k = r->k;
+  int jv = k->rank - 1;
+  int64_t J = k->shape[jv];
+  open_outer(r, k->outer_numel / J, k->outer_numel * k->inner_numel, false);
+  push(r);
+  decompose(r, "o", 0, k->rank - 1, k->shape);
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind != IT_ACC) continue;
+    line(r, "%s a%d[%lld];", vt(r, it->body->dtype), it->stage, (long long)J);
+    line(r, "for (int64_t j = 0; j < %lld; j++) a%d[j] = 0;", (long long)J, it->stage);
+  }
+  line(r, "for (int64_t r = 0; r < INT64_C(%lld); r++) {", (long long)k->inner_numel);
+  r->indent++;
+  push(r);
+  decompose(r, "r", k->rank, k->n_red, k->red_shape);
+  Memo *seen = NULL;
+  int ns = 0, cs = 0;
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].kind == IT_ACC) hoist(r, k->items[i].body, jv, &seen, &ns, &cs);
+  kiln_free(seen);
+  line(r, "%s", r->d->simd);
+  line(r, "for (int64_t v%d = 0; v%d < INT64_C(%lld); v%d++) {", jv, jv, (long long)J, jv);
+  r->indent++;
+  push(r);
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind != IT_ACC) continue;
+    char v[256];
+    emit(r, it->body, v, sizeof v);
+    line(r, "a%d[v%d] += %s;", it->stage, jv, v);
+  }
+  pop(r);
+  close_block(r);
+  pop(r);
+  close_block(r);
+  line(r, "for (int64_t v%d = 0; v%d < INT64_C(%lld); v%d++) {", jv, jv, (long long)J, jv);
+  r->indent++;
+  push(r);
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    char acc[48];
+    snprintf(acc, sizeof acc, "a%d[v%d]", it->stage, jv);
+    if (it->kind == IT_ACC) acc_final(r, it, acc);
+    else value_item(r, it);
+  }
+  pop(r);
+  close_block(r);
+  pop(r);
+  close_block(r);
+}
+
+/* ---- kernels ---- */
+
+int cg_kernel_params(const Plan *p, const Kernel *k, int *stages) {
+  int n = 0;
+  for (int i = 0; i < k->n_ins; i++) stages[n++] = k->ins[i];
+  for (int i = 0; i < k->n_items; i++)
+    if (p->stored[k->items[i].stage]) stages[n++] = k->items[i].stage;
+  return n;
+}
+
+void cg_kernel_name(int k, bool trampoline, char buf[32]) {
+  snprintf(buf, 32, "kiln_%c%d", trampoline ? 'e' : 'k', k);
+}
+
+kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *out) {
+  const Kernel *k = &p->kernels[ki];
+  const TE *te = p->te;
+  if (k->kind == KN_HOST) return KILN_OK;
+  R r = { .p = p, .k = k, .d = d, .sb = out };
+  int *params = kiln_calloc((size_t)(k->n_ins + k->n_items + 1), sizeof *params);
+  r.param_of = kiln_calloc((size_t)te->n_stages + 1, sizeof *r.param_of);
+  if (!params || !r.param_of) {
+    kiln_free(params);
+    kiln_free(r.param_of);
+    return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
+  }
+  for (int i = 0; i < te->n_stages; i++) r.param_of[i] = -1;
+  int np = cg_kernel_params(p, k, params);
+  for (int i = 0; i < np; i++) r.param_of[params[i]] = i;
+  for (int i = 0; i < k->rank; i++) { r.lo[i] = 0; r.hi[i] = k->shape[i] - 1; }
+  for (int i = 0; i < k->n_red; i++) { r.lo[k->rank + i] = 0; r.hi[k->rank + i] = k->red_shape[i] - 1; }
+  r.nv = k->rank + k->n_red;
+  char name[32];
+  cg_kernel_name(ki, false, name);
+  sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s %s(", ki, k->n_items, k->n_steps, d->kernel_prefix, name);
+  for (int i = 0; i < np; i++) {
+    const Stage *S = &te->stages[params[i]];
+    sb_printf(out, "%s%s%s *%s b%d", i ? ", " : "", i < k->n_ins ? d->buf_const : "", d->store_type[S->dtype],
+              d->buf_restrict, i);
+  }
+  sb_puts(out, ") {\n");
+  r.indent = 1;
+  if (k->kind == KN_POINTWISE) render_pointwise(&r);
+  else if (!d->grid && rowacc_fits(k, te)) render_rowacc(&r);
+  else render_general(&r, false);
+  sb_puts(out, "}\n");
+  if (d->trampoline) {
+    char tn[32];
+    cg_kernel_name(ki, true, tn);
+    sb_printf(out, "void %s(void *const *a) { %s(", tn, name);
+    for (int i = 0; i < np; i++) sb_printf(out, "%sa[%d]", i ? ", " : "", i);
+    sb_puts(out, "); }\n");
+  }
+  kiln_free(params);
+  kiln_free(r.param_of);
+  kiln_free(r.memo);
+  if (!r.st && out->failed) r.st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
+  return r.st;
+}
+
+kiln_status cg_render_plan(const Plan *p, const Dialect *d, StrBuf *out) {
+  sb_puts(out, d->prelude);
+  for (int k = 0; k < p->n_kernels; k++) {
+    kiln_status st = cg_render_kernel(p, k, d, out);
+    if (st) return st;
+  }
+  return out->failed ? kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory") : KILN_OK;
+}

@@ -1,0 +1,716 @@
+/*
+ * plan.c — the partition of a TE into kernels. Takes a TE, produces a Plan.
+ *
+ * Three passes, in order (each reads what the one before decided):
+ *   1. fill_uses:   consumers of every stage (from the raw bodies).
+ *   2. decide_inline: in topological order, an injective stage is inlined into its
+ *      readers (recomputed there) unless it is an output, assigned, over the budget,
+ *      recomputed many times with real arithmetic (a broadcast of a row statistic, a
+ *      matmul prologue), or shared under cse=1. Each decision keeps its reason.
+ *      Every materialised stage gets its body with inlined producers substituted.
+ *   3. partition:   materialised stages, in topological order, join the kernel of
+ *      their latest producer when their iteration space fits it (a reduction over the
+ *      same domain, a pointwise value on the outer space, or on the row space of the
+ *      kernel's first reduction) and every read of that kernel's stages hits the
+ *      current point; else a sibling kernel reading the same input (horizontal
+ *      fusion); else they start a kernel of their own, and the reason is kept.
+ * Then fill_stores decides which stages are written (read by another kernel, output,
+ * assigned) and fill_memory places intermediates in one arena by liveness.
+ * The cost model is bytes: joining a kernel never adds memory traffic, a boundary
+ * adds a write and a read of the tensor, so every join that is legal is taken;
+ * inlining adds none unless it recomputes arithmetic (counted above).
+ */
+#include "plan.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+enum { DEFAULT_MAX_INPUTS = 24, DEFAULT_MAX_NODES = 4000 };
+
+PlanOptions plan_options(const kiln_options *o) {
+  PlanOptions p = { .fuse = o ? o->fuse : 1, .cse = o ? o->cse : 0 };
+  p.max_inputs = kiln_env_int("KILN_MAX_INPUTS", DEFAULT_MAX_INPUTS);
+  p.max_nodes = kiln_env_int("KILN_MAX_NODES", DEFAULT_MAX_NODES);
+  return p;
+}
+
+typedef struct Ctx {
+  Plan *p;
+  TE *te;
+  Expr **ib;           /* stage -> body with inlined producers (materialised stages) */
+  int **cons; int *n_cons;  /* stage -> consumer stages */
+  bool *needed;        /* computed: output, assigned, or read by a needed stage */
+  bool *assigned;      /* stage is the value of an assign */
+  bool *opaque_reader; /* read by an opaque stage: must be materialised */
+} Ctx;
+
+static const char *fmt(Plan *p, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static const char *fmt(Plan *p, const char *f, ...) {
+  char buf[256];
+  va_list ap;
+  va_start(ap, f);
+  vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  const char *s = arena_strdup(&p->arena, buf);
+  return s ? s : "(no memory)";
+}
+
+bool plan_is_output(const Plan *p, int stage) {
+  for (int i = 0; i < p->te->n_outputs; i++)
+    if (p->te->outputs[i] == stage) return true;
+  return false;
+}
+
+static bool is_source(const Stage *s) {
+  return s->kind == ST_INPUT || s->kind == ST_PARAM || s->kind == ST_CONST;
+}
+
+static int64_t red_numel(const Stage *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->n_red; i++) n *= s->red_shape[i];
+  return n;
+}
+
+/* ---- small pointer set (distinct nodes, distinct stages) ---- */
+
+typedef struct PtrSet { const void **slot; size_t cap, n; bool failed; } PtrSet;
+
+static bool set_add(PtrSet *s, const void *k) {  /* true if newly added */
+  if (s->n * 2 >= s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    const void **ns = kiln_calloc(cap, sizeof *ns);
+    if (!ns) { s->failed = true; return false; }
+    for (size_t i = 0; i < s->cap; i++)
+      if (s->slot[i]) {
+        size_t h = ((uintptr_t)s->slot[i] >> 4) & (cap - 1);
+        while (ns[h]) h = (h + 1) & (cap - 1);
+        ns[h] = s->slot[i];
+      }
+    kiln_free(s->slot);
+    s->slot = ns;
+    s->cap = cap;
+  }
+  size_t h = ((uintptr_t)k >> 4) & (s->cap - 1);
+  while (s->slot[h]) {
+    if (s->slot[h] == k) return false;
+    h = (h + 1) & (s->cap - 1);
+  }
+  s->slot[h] = k;
+  s->n++;
+  return true;
+}
+
+static void set_free(PtrSet *s) { kiln_free(s->slot); memset(s, 0, sizeof *s); }
+
+/* Distinct nodes of e, and whether any does real arithmetic (not index math, loads, selects). */
+static void walk(const Expr *e, PtrSet *seen, bool *arith) {
+  if (!set_add(seen, e)) return;
+  if ((e->kind == EX_UNARY || e->kind == EX_BINARY) && e->args[0]->dtype != KILN_I64) *arith = true;
+  for (int i = 0; i < e->n_args; i++) walk(e->args[i], seen, arith);
+}
+
+static int64_t count_nodes(const Expr *e, bool *arith) {
+  PtrSet s = { 0 };
+  bool a = false;
+  walk(e, &s, &a);
+  int64_t n = (int64_t)s.n;
+  set_free(&s);
+  if (arith) *arith = a;
+  return n;
+}
+
+typedef struct LoadList { const Expr **l; int n, cap; bool failed; } LoadList;
+
+static void collect_load(const Expr *load, void *ctx) {
+  LoadList *ll = ctx;
+  if (ll->n == ll->cap) {
+    int cap = ll->cap ? ll->cap * 2 : 16;
+    const Expr **nl = kiln_realloc(ll->l, (size_t)cap * sizeof *nl);
+    if (!nl) { ll->failed = true; return; }
+    ll->l = nl;
+    ll->cap = cap;
+  }
+  ll->l[ll->n++] = load;
+}
+
+static kiln_status loads_of(const Expr *e, LoadList *ll) {
+  ll->n = 0;
+  te_visit_loads(e, collect_load, ll);
+  return ll->failed ? kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory listing loads") : KILN_OK;
+}
+
+static int distinct_stages(const LoadList *ll, const TE *te) {
+  int n = 0;
+  for (int i = 0; i < ll->n; i++) {
+    bool dup = false;
+    for (int j = 0; j < i && !dup; j++) dup = ll->l[j]->src == ll->l[i]->src;
+    if (!dup && !(te->stages[ll->l[i]->src].kind == ST_CONST && te->stages[ll->l[i]->src].numel == 1)) n++;
+  }
+  return n;
+}
+
+/* ---- pass 1: uses ---- */
+
+static kiln_status fill_uses(Ctx *c) {
+  TE *te = c->te;
+  int n = te->n_stages;
+  LoadList ll = { 0 };
+  kiln_status st = KILN_OK;
+  for (int s = 0; s < n && !st; s++) {
+    const Stage *S = &te->stages[s];
+    if (is_source(S) || !S->body) continue;
+    if ((st = loads_of(S->body, &ll))) break;
+    for (int i = 0; i < ll.n; i++) {
+      int d = ll.l[i]->src;
+      if (c->n_cons[d] && c->cons[d][c->n_cons[d] - 1] == s) continue;
+      int *nc = kiln_realloc(c->cons[d], (size_t)(c->n_cons[d] + 1) * sizeof *nc);
+      if (!nc) { st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); break; }
+      c->cons[d] = nc;
+      nc[c->n_cons[d]++] = s;
+      if (S->kind == ST_OPAQUE) c->opaque_reader[d] = true;
+    }
+  }
+  kiln_free(ll.l);
+  return st;
+}
+
+/* Loads of stage d in e (distinct index lists). */
+static int count_loads_of(const Expr *e, int d) {
+  LoadList ll = { 0 };
+  if (loads_of(e, &ll)) { kiln_free(ll.l); return 1; }
+  int n = 0;
+  for (int i = 0; i < ll.n; i++) n += ll.l[i]->src == d;
+  kiln_free(ll.l);
+  return n;
+}
+
+/* ---- pass 2: inline decisions ---- */
+
+static void ranges_of(const Stage *s, int64_t *lo, int64_t *hi) {
+  for (int i = 0; i < s->rank; i++) { lo[i] = 0; hi[i] = s->shape[i] - 1; }
+  for (int i = 0; i < s->n_red; i++) { lo[s->rank + i] = 0; hi[s->rank + i] = s->red_shape[i] - 1; }
+}
+
+static kiln_status inline_body(Ctx *c, int s) {
+  const Stage *S = &c->te->stages[s];
+  int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
+  ranges_of(S, lo, hi);
+  c->ib[s] = te_inline(c->te, S->body, c->p->inlined, lo, hi, S->rank + S->n_red);
+  return c->ib[s] ? KILN_OK : kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory inlining t%d", s);
+}
+
+/* Why injective stage s must be materialised, or NULL to inline it. */
+static const char *must_materialise(Ctx *c, int s, LoadList *ll) {
+  Plan *p = c->p;
+  TE *te = c->te;
+  const Stage *S = &te->stages[s];
+  if (!p->opt.fuse) return "eager";
+  if (plan_is_output(p, s)) return "output";
+  if (c->assigned[s]) return "assigned to a parameter";
+  if (c->opaque_reader[s]) return "read by an opaque op";
+  bool arith;
+  int64_t nodes = count_nodes(c->ib[s], &arith);
+  if (nodes > p->opt.max_nodes) return fmt(p, "budget: %lld nodes", (long long)nodes);
+  if (loads_of(c->ib[s], ll)) return "out of memory";
+  int nin = distinct_stages(ll, te);
+  if (nin > p->opt.max_inputs) return fmt(p, "budget: %d inputs", nin);
+  if (!arith) return NULL;  /* pure movement: free to recompute anywhere */
+  if (p->opt.cse && c->n_cons[s] > 1) return fmt(p, "t%d: read by %d stages (cse)", s, c->n_cons[s]);
+  for (int i = 0; i < c->n_cons[s]; i++) {
+    const Stage *C = &te->stages[c->cons[s][i]];
+    int64_t dom = C->numel * red_numel(C) * count_loads_of(C->body, s);
+    if (S->numel > 0 && dom > S->numel)
+      return fmt(p, "t%d: recomputed %lldx by t%d (%s)", s, (long long)(dom / S->numel), C->id,
+                 C->op >= 0 && C->op < OP_COUNT ? op_names[C->op] : "?");
+  }
+  return NULL;
+}
+
+static kiln_status decide_inline(Ctx *c) {
+  TE *te = c->te;
+  Plan *p = c->p;
+  LoadList ll = { 0 };
+  kiln_status st = KILN_OK;
+  for (int s = 0; s < te->n_stages && !st; s++) {
+    const Stage *S = &te->stages[s];
+    if (is_source(S)) continue;
+    if (S->kind == ST_OPAQUE) { p->why[s] = "opaque op"; continue; }
+    if ((st = inline_body(c, s))) break;
+    if (S->kind != ST_INJECTIVE) { p->why[s] = "reduction"; continue; }
+    const char *why = must_materialise(c, s, &ll);
+    if (why) p->why[s] = why;
+    else p->inlined[s] = true;
+  }
+  kiln_free(ll.l);
+  if (st) return st;
+  /* needed: walk back from outputs and assigns over the bodies that will run */
+  for (int i = 0; i < te->n_outputs; i++) c->needed[te->outputs[i]] = true;
+  for (int i = 0; i < te->n_assigns; i++) c->needed[te->assigns[i].value] = true;
+  for (int s = te->n_stages - 1; s >= 0 && !st; s--) {
+    if (!c->needed[s] || is_source(&te->stages[s]) || p->inlined[s]) continue;
+    const Expr *body = te->stages[s].kind == ST_OPAQUE ? te->stages[s].body : c->ib[s];
+    if (!body) continue;
+    if ((st = loads_of(body, &ll))) break;
+    for (int i = 0; i < ll.n; i++) c->needed[ll.l[i]->src] = true;
+  }
+  kiln_free(ll.l);
+  return st;
+}
+
+/* ---- pass 3: partition ---- */
+
+static Item *kernel_item(Plan *p, const Kernel *k, int stage) {
+  (void)p;
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].stage == stage) return &k->items[i];
+  return NULL;
+}
+
+static kiln_status push_item(Plan *p, Kernel *k, Item it) {
+  if (k->n_items == k->cap_items) {
+    int cap = k->cap_items ? 2 * k->cap_items : 4;
+    Item *ni = arena_alloc(&p->arena, (size_t)cap * sizeof *ni);
+    if (!ni) return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
+    if (k->n_items) memcpy(ni, k->items, (size_t)k->n_items * sizeof *ni);
+    k->items = ni;
+    k->cap_items = cap;
+  }
+  k->items[k->n_items++] = it;
+  if (it.step + 1 > k->n_steps) k->n_steps = it.step + 1;
+  return KILN_OK;
+}
+
+static void kernel_ranges(const Kernel *k, int64_t *lo, int64_t *hi) {
+  for (int i = 0; i < k->rank; i++) { lo[i] = 0; hi[i] = k->shape[i] - 1; }
+  for (int i = 0; i < k->n_red; i++) { lo[k->rank + i] = 0; hi[k->rank + i] = k->red_shape[i] - 1; }
+}
+
+/* Row space of a reduction kernel: the reduce reads one stage at indices that are a
+ * permutation of the kernel's vars, so every point of that stage's shape is one (outer,
+ * inner) point and a pointwise value of that shape can be computed inside the loop. */
+static void find_row_space(Ctx *c, Kernel *k, const Expr *body) {
+  LoadList ll = { 0 };
+  if (loads_of(body, &ll) || ll.n == 0) { kiln_free(ll.l); return; }
+  const Expr *L = ll.l[0];
+  bool ok = true;
+  for (int i = 1; i < ll.n && ok; i++) {
+    const Stage *a = &c->te->stages[L->src], *b = &c->te->stages[ll.l[i]->src];
+    ok = ll.l[i]->n_args == L->n_args && a->rank == b->rank &&
+         !memcmp(a->shape, b->shape, (size_t)a->rank * sizeof a->shape[0]) &&
+         !memcmp(ll.l[i]->args, L->args, (size_t)L->n_args * sizeof L->args[0]);
+  }
+  const Stage *X = &c->te->stages[L->src];
+  int nv = k->rank + k->n_red, seen[2 * KILN_MAX_RANK] = { 0 };
+  int64_t dom[2 * KILN_MAX_RANK];
+  for (int i = 0; i < k->rank; i++) dom[i] = k->shape[i];
+  for (int i = 0; i < k->n_red; i++) dom[k->rank + i] = k->red_shape[i];
+  for (int i = 0; i < L->n_args && ok; i++) {
+    const Expr *a = L->args[i];
+    if (a->kind == EX_CONST) ok = a->c.i == 0 && X->shape[i] == 1;
+    else if (a->kind == EX_VAR) ok = a->var < nv && dom[a->var] == X->shape[i] && !seen[a->var]++;
+    else ok = false;
+  }
+  for (int v = 0; v < nv && ok; v++) ok = seen[v] || dom[v] == 1;
+  if (ok) {
+    k->has_row = true;
+    k->row_stage_shape_rank = X->rank;
+    memcpy(k->row_shape, X->shape, sizeof k->row_shape);
+    for (int i = 0; i < L->n_args; i++) k->row_map[i] = L->args[i];
+  }
+  kiln_free(ll.l);
+}
+
+static kiln_status new_kernel(Ctx *c, int s, const char *why) {
+  Plan *p = c->p;
+  const Stage *S = &c->te->stages[s];
+  Kernel *k = &p->kernels[p->n_kernels];
+  memset(k, 0, sizeof *k);
+  k->id = p->n_kernels;
+  k->anchor = s;
+  k->why = why;
+  k->rank = S->rank;
+  memcpy(k->shape, S->shape, sizeof k->shape);
+  k->outer_numel = S->numel;
+  k->inner_numel = 1;
+  Item it = { .stage = s, .body = c->ib[s] };
+  if (S->kind == ST_OPAQUE) {
+    k->kind = KN_HOST;
+    it.kind = IT_OUTER;
+    it.step = 1;
+    it.body = S->body;
+  } else if (S->kind == ST_REDUCE) {
+    k->kind = KN_REDUCE;
+    k->n_red = S->n_red;
+    memcpy(k->red_shape, S->red_shape, sizeof k->red_shape);
+    k->inner_numel = red_numel(S);
+    it.kind = IT_ACC;
+    it.step = 0;
+    if (p->opt.fuse) find_row_space(c, k, S->body);
+  } else {
+    k->kind = KN_POINTWISE;
+    it.kind = IT_OUTER;
+    it.step = 1;
+  }
+  k->nodes = count_nodes(it.body, NULL);
+  p->kernel_of[s] = k->id;
+  p->n_kernels++;
+  return push_item(p, k, it);
+}
+
+static bool same_shape(int ra, const int64_t *a, int rb, const int64_t *b) {
+  return ra == rb && !memcmp(a, b, (size_t)ra * sizeof *a);
+}
+
+/* Is load L (in kernel vars) of an ACC/OUTER item's stage at the current outer point? */
+static bool at_outer_point(const Kernel *k, const Expr *L) {
+  if (L->n_args != k->rank) return false;
+  for (int i = 0; i < k->rank; i++) {
+    const Expr *a = L->args[i];
+    if (a->kind == EX_VAR && a->var == i) continue;
+    if (a->kind == EX_CONST && a->c.i == 0 && k->shape[i] == 1) continue;
+    return false;
+  }
+  return true;
+}
+
+/* Tries to place stage s in kernel k; on failure returns false and sets *why. */
+static bool try_join(Ctx *c, Kernel *k, int s, const char **why, kiln_status *st) {
+  Plan *p = c->p;
+  TE *te = c->te;
+  const Stage *S = &te->stages[s];
+  Item it = { .stage = s };
+  int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
+  kernel_ranges(k, lo, hi);
+  int nv = k->rank + k->n_red;
+  if (k->kind == KN_HOST || S->kind == ST_OPAQUE) { *why = "opaque op"; return false; }
+  if (S->kind == ST_REDUCE) {
+    if (k->n_red == 0 || !same_shape(S->rank, S->shape, k->rank, k->shape) ||
+        !same_shape(S->n_red, S->red_shape, k->n_red, k->red_shape)) {
+      *why = fmt(p, "t%d: other iteration space", s);
+      return false;
+    }
+    it.kind = IT_ACC;
+    it.body = te_simplify(te, c->ib[s], lo, hi, nv);
+  } else if (k->has_row && same_shape(S->rank, S->shape, k->row_stage_shape_rank, k->row_shape)) {
+    it.kind = IT_INNER;
+    it.body = te_substitute(te, c->ib[s], k->row_map, S->rank);
+    if (it.body) it.body = te_simplify(te, it.body, lo, hi, nv);
+  } else if (same_shape(S->rank, S->shape, k->rank, k->shape)) {
+    it.kind = IT_OUTER;
+    it.body = te_simplify(te, c->ib[s], lo, hi, nv);
+  } else {
+    *why = fmt(p, "t%d: other iteration space", s);
+    return false;
+  }
+  if (!it.body) { *st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); return false; }
+  LoadList ll = { 0 };
+  if ((*st = loads_of(it.body, &ll))) return false;
+  int step = it.kind == IT_OUTER ? 1 : 0, inner_dep = -1, new_ins = 0;
+  bool ok = true;
+  for (int i = 0; i < ll.n && ok; i++) {
+    const Expr *L = ll.l[i];
+    int d = L->src;
+    if (p->kernel_of[d] != k->id) {
+      if (p->kernel_of[d] > k->id) { *why = fmt(p, "t%d: reads a later kernel", s); ok = false; }
+      new_ins++;
+      continue;
+    }
+    Item *di = kernel_item(p, k, d);
+    if (di->kind == IT_INNER) {
+      bool hit = it.kind != IT_OUTER && L->n_args == k->row_stage_shape_rank &&
+                 !memcmp(L->args, k->row_map, (size_t)L->n_args * sizeof L->args[0]);
+      if (!hit) { *why = fmt(p, "t%d: read at another index by t%d", d, s); ok = false; break; }
+      if (di->step > step) step = di->step;
+      if (inner_dep < di->step) inner_dep = di->step;
+      continue;
+    }
+    if (!at_outer_point(k, L)) { *why = fmt(p, "t%d: read at another index by t%d", d, s); ok = false; break; }
+    int need = di->kind == IT_ACC ? di->step + 1 : di->step;  /* first odd step after it */
+    if (it.kind != IT_OUTER) need = (need + 1) & ~1;            /* next loop */
+    if (need > step) step = need;
+  }
+  kiln_free(ll.l);
+  if (!ok) return false;
+  if (it.kind == IT_OUTER && !(step & 1)) step++;
+  if (inner_dep >= 0 && step != inner_dep) { *why = fmt(p, "t%d: needs a finished row of an inner value", s); return false; }
+  int64_t nodes = k->nodes + count_nodes(it.body, NULL);
+  if (nodes > p->opt.max_nodes) { *why = fmt(p, "budget: %lld nodes", (long long)nodes); return false; }
+  if (k->n_ins + new_ins > p->opt.max_inputs) { *why = fmt(p, "budget: %d inputs", k->n_ins + new_ins); return false; }
+  it.step = step;
+  if ((*st = push_item(p, k, it))) return false;
+  k->nodes = nodes;
+  k->n_ins += new_ins;  /* an estimate for the budget; fill_io recounts */
+  if (k->kind == KN_REDUCE && (it.kind == IT_INNER || step >= 2)) k->kind = KN_ROW;
+  p->kernel_of[s] = k->id;
+  return true;
+}
+
+static bool shares_input(Ctx *c, const Kernel *k, int s) {
+  LoadList a = { 0 }, b = { 0 };
+  bool found = false;
+  if (!loads_of(c->ib[s], &a))
+    for (int i = 0; i < k->n_items && !found; i++) {
+      if (loads_of(k->items[i].body, &b)) break;
+      for (int x = 0; x < a.n && !found; x++)
+        for (int y = 0; y < b.n && !found; y++)
+          found = a.l[x]->src == b.l[y]->src && c->te->stages[a.l[x]->src].numel > 1;
+    }
+  kiln_free(a.l);
+  kiln_free(b.l);
+  return found;
+}
+
+static kiln_status place(Ctx *c, int s) {
+  Plan *p = c->p;
+  const Stage *S = &c->te->stages[s];
+  if (!p->opt.fuse || S->kind == ST_OPAQUE) return new_kernel(c, s, p->opt.fuse ? "opaque op" : "eager");
+  LoadList ll = { 0 };
+  kiln_status st = loads_of(c->ib[s], &ll);
+  int kmax = -1;
+  for (int i = 0; i < ll.n; i++)
+    if (p->kernel_of[ll.l[i]->src] > kmax) kmax = p->kernel_of[ll.l[i]->src];
+  kiln_free(ll.l);
+  if (st) return st;
+  const char *why = "first kernel";
+  if (kmax >= 0 && try_join(c, &p->kernels[kmax], s, &why, &st)) return KILN_OK;
+  if (st) return st;
+  /* horizontal: a recent sibling that reads one of the same inputs */
+  for (int k = p->n_kernels - 1; k >= 0 && k >= kmax && k >= p->n_kernels - 8; k--) {
+    const char *w2;
+    if (k == kmax || !shares_input(c, &p->kernels[k], s)) continue;
+    if (try_join(c, &p->kernels[k], s, &w2, &st)) return KILN_OK;
+    if (st) return st;
+  }
+  if (kmax < 0 && p->n_kernels) why = fmt(p, "t%d: no producer kernel, no sibling fits", s);
+  return new_kernel(c, s, why);
+}
+
+/* ---- stores, inputs, bytes ---- */
+
+static int64_t stage_bytes(const Stage *s) { return s->numel * (int64_t)kiln_dtype_size(s->dtype); }
+
+static kiln_status fill_stores(Ctx *c) {
+  Plan *p = c->p;
+  TE *te = c->te;
+  LoadList ll = { 0 };
+  kiln_status st = KILN_OK;
+  for (int s = 0; s < te->n_stages; s++) {
+    if (p->kernel_of[s] < 0) continue;
+    if (plan_is_output(p, s)) p->stored[s] = true, p->why[s] = "output";
+    else if (c->assigned[s]) p->stored[s] = true, p->why[s] = "assigned to a parameter";
+  }
+  for (int s = 0; s < te->n_stages && !st; s++) {
+    int ks = p->kernel_of[s];
+    if (ks < 0) continue;
+    const Expr *body = te->stages[s].kind == ST_OPAQUE ? te->stages[s].body : kernel_item(p, &p->kernels[ks], s)->body;
+    if ((st = loads_of(body, &ll))) break;
+    for (int i = 0; i < ll.n; i++) {
+      int d = ll.l[i]->src;
+      if (p->kernel_of[d] < 0 || p->kernel_of[d] == ks || p->stored[d]) continue;
+      p->stored[d] = true;
+      if (p->why[d] && !strcmp(p->why[d], "reduction")) p->why[d] = fmt(p, "t%d: read by kernel %d (t%d)", d, ks, s);
+      else if (p->why[d]) p->why[d] = fmt(p, "%s; read by kernel %d", p->why[d], ks);
+    }
+  }
+  kiln_free(ll.l);
+  return st;
+}
+
+static kiln_status store_offset(Plan *p, Kernel *k, Item *it) {
+  TE *te = p->te;
+  const Stage *S = &te->stages[it->stage];
+  Expr *off = te_const_i(te, KILN_I64, 0);
+  int64_t stride = 1;
+  for (int i = S->rank - 1; i >= 0; i--) {
+    Expr *ix = it->kind == IT_INNER ? k->row_map[i] : te_var(te, i);
+    off = te_binary(te, TB_ADD, off, te_binary(te, TB_MUL, ix, te_const_i(te, KILN_I64, stride)));
+    stride *= S->shape[i];
+  }
+  int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
+  kernel_ranges(k, lo, hi);
+  it->offset = off ? te_simplify(te, off, lo, hi, k->rank + k->n_red) : NULL;
+  return it->offset ? KILN_OK : kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
+}
+
+static kiln_status fill_io(Plan *p) {
+  TE *te = p->te;
+  LoadList ll = { 0 };
+  kiln_status st = KILN_OK;
+  for (int ki = 0; ki < p->n_kernels && !st; ki++) {
+    Kernel *k = &p->kernels[ki];
+    k->n_ins = 0;
+    k->ins = arena_alloc(&p->arena, (size_t)(te->n_stages + 1) * sizeof *k->ins);
+    if (!k->ins) return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
+    k->bytes_read = k->bytes_written = 0;
+    for (int i = 0; i < k->n_items && !st; i++) {
+      Item *it = &k->items[i];
+      it->store = p->stored[it->stage];
+      if (it->store) {
+        k->bytes_written += stage_bytes(&te->stages[it->stage]);
+        if (k->kind != KN_HOST && (st = store_offset(p, k, it))) break;
+      }
+      if ((st = loads_of(it->body, &ll))) break;
+      for (int j = 0; j < ll.n; j++) {
+        int d = ll.l[j]->src;
+        if (p->kernel_of[d] == ki) continue;
+        bool dup = false;
+        for (int x = 0; x < k->n_ins && !dup; x++) dup = k->ins[x] == d;
+        if (dup) continue;
+        k->ins[k->n_ins++] = d;
+        k->bytes_read += stage_bytes(&te->stages[d]);
+      }
+    }
+    p->bytes_read += k->bytes_read;
+    p->bytes_written += k->bytes_written;
+  }
+  kiln_free(ll.l);
+  return st;
+}
+
+/* ---- memory plan ---- */
+
+typedef struct Block { int64_t off, size; int stage, last; } Block;
+
+static int64_t first_fit(Block *live, int n, int64_t size) {
+  /* live is sorted by offset */
+  int64_t at = 0;
+  for (int i = 0; i < n; i++) {
+    if (live[i].off - at >= size) return at;
+    int64_t end = live[i].off + live[i].size;
+    if (end > at) at = end;
+  }
+  return at;
+}
+
+static kiln_status fill_memory(Plan *p, const bool *assigned) {
+  TE *te = p->te;
+  int n = te->n_stages;
+  int *last = kiln_calloc((size_t)n, sizeof *last);
+  Block *live = kiln_calloc((size_t)n + 1, sizeof *live);
+  if (!last || !live) { kiln_free(last); kiln_free(live); return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); }
+  for (int s = 0; s < n; s++) last[s] = assigned[s] ? p->n_kernels : p->kernel_of[s];
+  for (int ki = 0; ki < p->n_kernels; ki++)
+    for (int i = 0; i < p->kernels[ki].n_ins; i++) {
+      int d = p->kernels[ki].ins[i];
+      if (last[d] < ki) last[d] = ki;
+    }
+  int nl = 0;
+  for (int ki = 0; ki < p->n_kernels; ki++) {
+    Kernel *k = &p->kernels[ki];
+    for (int i = 0; i < k->n_items; i++) {
+      int s = k->items[i].stage;
+      if (!p->stored[s] || plan_is_output(p, s)) continue;
+      int64_t size = (stage_bytes(&te->stages[s]) + 63) & ~(int64_t)63;
+      int64_t off = first_fit(live, nl, size);
+      int at = nl;
+      while (at > 0 && live[at - 1].off > off) { live[at] = live[at - 1]; at--; }
+      live[at] = (Block){ off, size, s, last[s] };
+      nl++;
+      p->offset[s] = off;
+      if (off + size > p->arena_bytes) p->arena_bytes = off + size;
+    }
+    int w = 0;
+    for (int i = 0; i < nl; i++)
+      if (live[i].last > ki) live[w++] = live[i];
+    nl = w;
+  }
+  kiln_free(last);
+  kiln_free(live);
+  return KILN_OK;
+}
+
+/* ---- driver ---- */
+
+static void ctx_free(Ctx *c, int n) {
+  if (c->cons)
+    for (int i = 0; i < n; i++) kiln_free(c->cons[i]);
+  kiln_free(c->cons);
+  kiln_free(c->n_cons);
+  kiln_free(c->ib);
+  kiln_free(c->needed);
+  kiln_free(c->assigned);
+  kiln_free(c->opaque_reader);
+}
+
+static kiln_status plan_alloc(Plan *p, int n) {
+  p->kernels = arena_alloc(&p->arena, (size_t)(n + 1) * sizeof *p->kernels);
+  p->kernel_of = arena_alloc(&p->arena, (size_t)(n + 1) * sizeof *p->kernel_of);
+  p->inlined = arena_alloc(&p->arena, (size_t)(n + 1) * sizeof *p->inlined);
+  p->stored = arena_alloc(&p->arena, (size_t)(n + 1) * sizeof *p->stored);
+  p->why = arena_alloc(&p->arena, (size_t)(n + 1) * sizeof *p->why);
+  p->offset = arena_alloc(&p->arena, (size_t)(n + 1) * sizeof *p->offset);
+  if (!p->kernels || !p->kernel_of || !p->inlined || !p->stored || !p->why || !p->offset)
+    return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
+  for (int i = 0; i < n; i++) p->kernel_of[i] = -1, p->offset[i] = -1;
+  return KILN_OK;
+}
+
+kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out) {
+  *out = NULL;
+  Plan *p = kiln_calloc(1, sizeof *p);
+  if (!p) return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
+  p->te = te;
+  p->opt = *o;
+  if (p->opt.max_inputs <= 0) p->opt.max_inputs = DEFAULT_MAX_INPUTS;
+  if (p->opt.max_nodes <= 0) p->opt.max_nodes = DEFAULT_MAX_NODES;
+  int n = te->n_stages;
+  Ctx c = { .p = p, .te = te };
+  size_t m = (size_t)n + 1;
+  c.ib = kiln_calloc(m, sizeof *c.ib);
+  c.cons = kiln_calloc(m, sizeof *c.cons);
+  c.n_cons = kiln_calloc(m, sizeof *c.n_cons);
+  c.needed = kiln_calloc(m, sizeof *c.needed);
+  c.assigned = kiln_calloc(m, sizeof *c.assigned);
+  c.opaque_reader = kiln_calloc(m, sizeof *c.opaque_reader);
+  kiln_status st = KILN_OK;
+  if (!c.ib || !c.cons || !c.n_cons || !c.needed || !c.assigned || !c.opaque_reader)
+    st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
+  if (!st) st = plan_alloc(p, n);
+  for (int i = 0; !st && i < te->n_assigns; i++) c.assigned[te->assigns[i].value] = true;
+  if (!st) st = fill_uses(&c);
+  if (!st) st = decide_inline(&c);
+  for (int s = 0; s < n && !st; s++) {
+    const Stage *S = &te->stages[s];
+    if (is_source(S) || p->inlined[s] || !c.needed[s]) continue;
+    st = place(&c, s);
+  }
+  if (!st) st = fill_stores(&c);
+  if (!st) st = fill_io(p);
+  if (!st) st = fill_memory(p, c.assigned);
+  ctx_free(&c, n);
+  if (!st) st = plan_check(p);
+  if (st) { plan_free(p); return st; }
+  *out = p;
+  return KILN_OK;
+}
+
+void plan_free(Plan *p) {
+  if (!p) return;
+  arena_free(&p->arena);
+  kiln_free(p);
+}
+
+kiln_status plan_check(const Plan *p) {
+  const TE *te = p->te;
+  for (int ki = 0; ki < p->n_kernels; ki++) {
+    const Kernel *k = &p->kernels[ki];
+    for (int i = 0; i < k->n_ins; i++) {
+      int d = k->ins[i];
+      const Stage *D = &te->stages[d];
+      bool src = D->kind == ST_INPUT || D->kind == ST_PARAM || D->kind == ST_CONST;
+      if (!src && (p->kernel_of[d] < 0 || p->kernel_of[d] >= ki || !p->stored[d]))
+        return kiln_fail(KILN_ERR_INVALID_ARG, "plan_check: kernel %d reads t%d before it is written", ki, d);
+    }
+    for (int i = 0; i < k->n_items; i++)
+      if (p->kernel_of[k->items[i].stage] != ki)
+        return kiln_fail(KILN_ERR_INVALID_ARG, "plan_check: t%d placed twice", k->items[i].stage);
+  }
+  for (int i = 0; i < te->n_outputs; i++) {
+    int s = te->outputs[i];
+    const Stage *S = &te->stages[s];
+    bool src = S->kind == ST_INPUT || S->kind == ST_PARAM || S->kind == ST_CONST;
+    if (!src && (p->kernel_of[s] < 0 || !p->stored[s]))
+      return kiln_fail(KILN_ERR_INVALID_ARG, "plan_check: output t%d is not computed", s);
+  }
+  return KILN_OK;
+}

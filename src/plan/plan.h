@@ -1,0 +1,106 @@
+/*
+ * plan — the third stage. Takes a TE, hands on a Plan: the kernels, in launch order,
+ * each with its iteration space and the stages it computes, which buffers cross a
+ * kernel boundary (with the reason), the memory plan for intermediates and the bytes
+ * every kernel moves.
+ *
+ * A kernel iterates an outer domain (shape, parallel) and, inside each outer point,
+ * a sequence of steps: even steps are loops over the inner domain (red_shape) holding
+ * accumulations (IT_ACC: a reduce stage) and per-point values (IT_INNER: an injective
+ * stage on the kernel's row space), odd steps are per-outer-point values (IT_OUTER).
+ * A pointwise kernel is one odd step; a reduction one even step plus its store; a row
+ * kernel (softmax, layernorm) alternates them. Every Item's body is already expressed
+ * in the kernel's variables (0..rank-1 outer, rank..rank+n_red-1 inner); a load in it
+ * of a stage computed in the same kernel always hits the current point, so a renderer
+ * reads that stage's local, never memory.
+ */
+#ifndef KILN_PLAN_H
+#define KILN_PLAN_H
+
+#include "../te/te.h"
+
+typedef enum {
+  KN_POINTWISE,  /* outer domain only */
+  KN_REDUCE,     /* one loop of accumulations (and epilogue) */
+  KN_ROW,        /* several steps over one row space: softmax, layernorm */
+  KN_HOST,       /* a stage no renderer handles (opaque): ref_eval_stage, counted as fallback */
+} KernelKind;
+
+typedef enum {
+  IT_ACC,    /* reduce stage accumulated in an inner loop; its value exists after the loop */
+  IT_INNER,  /* injective stage at each point of the row space (inside an inner loop) */
+  IT_OUTER,  /* injective stage at each outer point */
+} ItemKind;
+
+typedef struct Item {
+  ItemKind kind;
+  int stage;
+  int step;          /* even: inner loop step/2; odd: after loop step/2 */
+  Expr *body;        /* in kernel vars; for IT_ACC the reduce body */
+  bool store;        /* written to memory (output, or read by another kernel) */
+  Expr *offset;      /* element offset of the store in kernel vars (i64) */
+} Item;
+
+typedef struct Kernel {
+  int id;
+  KernelKind kind;
+  int anchor;                     /* first stage placed: the reduce or the pointwise space */
+  int rank;                       /* outer domain */
+  int64_t shape[KILN_MAX_RANK];
+  int64_t outer_numel;
+  int n_red;                      /* inner domain (0 for pointwise) */
+  int64_t red_shape[KILN_MAX_RANK];
+  int64_t inner_numel;
+  int row_stage_shape_rank;       /* row space (IT_INNER items): shape of the anchor's source */
+  int64_t row_shape[KILN_MAX_RANK];
+  Expr *row_map[KILN_MAX_RANK];   /* row-space index in kernel vars, or NULL entries if none */
+  bool has_row;
+  Item *items; int n_items, cap_items;
+  int n_steps;
+  int *ins; int n_ins;            /* stages read from memory (params order: ins, then stored items) */
+  int64_t bytes_read, bytes_written;
+  int64_t nodes;                  /* expression nodes (budget) */
+  const char *why;                /* why this kernel could not join an earlier one */
+} Kernel;
+
+typedef struct PlanOptions {
+  int fuse;         /* 0: eager, one kernel per non-source stage */
+  int cse;          /* 1: materialise injective values read by several kernels */
+  int max_inputs;   /* budget: buffers read by one kernel */
+  int max_nodes;    /* budget: expression nodes in one kernel */
+} PlanOptions;
+
+typedef struct Plan {
+  Arena arena;
+  TE *te;                         /* not owned; the plan adds expressions to its arena */
+  PlanOptions opt;
+  Kernel *kernels; int n_kernels;
+  int *kernel_of;                 /* stage -> kernel computing it, -1 for sources and inlined */
+  bool *inlined;                  /* stage inlined into its readers (never materialised) */
+  bool *stored;                   /* stage has a buffer written by a kernel */
+  const char **why;               /* stage -> reason it is materialised (NULL if inlined) */
+  /* memory plan: intermediates (stored, not outputs) live in one arena */
+  int64_t *offset;                /* stage -> byte offset in the arena, -1 if none */
+  int64_t arena_bytes;            /* peak */
+  int64_t bytes_read, bytes_written;
+} Plan;
+
+/* -- plan.c -- */
+
+PlanOptions plan_options(const kiln_options *o);
+/* requires: te_check(te); keeps te stages; adds expressions to te's arena. */
+kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out);
+void plan_free(Plan *p);
+/* Invariants: every non-source stage computed once or inlined, loads of in-kernel stages at
+ * the current point, launch order respects dependences. For tests and debug builds. */
+kiln_status plan_check(const Plan *p);
+bool plan_is_output(const Plan *p, int stage);
+
+/* -- print.c -- */
+
+/* The one printer (KILN_DEBUG=1, `kiln plan`, tests): kernels, items, buffers, reasons, totals. */
+void plan_print(const Plan *p, FILE *f);
+/* Graphviz: one cluster per kernel. */
+void plan_dot(const Plan *p, FILE *f);
+
+#endif
