@@ -241,8 +241,8 @@ static kiln_status same_dtype(const Ctx *c, int i, int j) {
 
 static int unary_class(OpKind op) {
   switch (op) {
-  case OP_NEG: case OP_SIGN: return D_FLOAT | D_SINT;
-  case OP_ABS: case OP_RELU: return D_NUM;
+  case OP_NEG: return D_FLOAT | D_SINT;
+  case OP_ABS: case OP_RELU: case OP_SIGN: return D_NUM; /* sign of an unsigned value is 0 or 1 (ONNX Sign) */
   case OP_NOT: return D_BOOL | D_INT;
   default: return D_FLOAT;
   }

@@ -63,6 +63,7 @@ static void test_unary(void) {
   OK(kiln_graph_unary(G, KILN_SIGN, xi, &y)); EXPECT(y, KILN_I16, 0, 4);
   OK(kiln_graph_unary(G, KILN_ABS, xu, &y)); EXPECT(y, KILN_U32, 5);
   OK(kiln_graph_unary(G, KILN_RELU, xu, &y)); EXPECT(y, KILN_U32, 5);
+  OK(kiln_graph_unary(G, KILN_SIGN, xu, &y)); EXPECT(y, KILN_U32, 5);
   OK(kiln_graph_unary(G, KILN_NOT, xu, &y)); EXPECT(y, KILN_U32, 5);
   OK(kiln_graph_unary(G, KILN_NOT, xb, &y)); EXPECT_SCALAR(y, KILN_BOOL);
   kiln_tensor xh = input(KILN_BF16, DIMS(1));
