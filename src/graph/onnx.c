@@ -409,14 +409,17 @@ static kiln_status add_initializer(Importer *im, const Onnx__TensorProto *t) {
   return map_put(&im->tmp, im->scope, t->name, id);
 }
 
-static const OnnxTensor *find_binding(Importer *im, const char *name) {
+/* The caller's value for graph input number pos called name: by name, else by
+ * position when the value at pos has no name (test-data files are positional). */
+static const OnnxTensor *find_binding(Importer *im, const char *name, int pos) {
   for (int i = 0; i < im->n_bind; i++)
     if (im->bind[i].name && !strcmp(im->bind[i].name, name)) return &im->bind[i];
+  if (pos < im->n_bind && (!im->bind[pos].name || !*im->bind[pos].name)) return &im->bind[pos];
   return NULL;
 }
 
 /* A graph input that is not an initializer: its declared type, or the caller's value. */
-static kiln_status add_input(Importer *im, const Onnx__ValueInfoProto *vi, bool as_const) {
+static kiln_status add_input(Importer *im, const Onnx__ValueInfoProto *vi, int pos, bool as_const) {
   const char *name = vi->name;
   if (!name || !*name) return kiln_fail(KILN_ERR_MODEL, "onnx: a graph input has no name");
   const Onnx__TypeProto *tp = vi->type;
@@ -426,7 +429,7 @@ static kiln_status add_input(Importer *im, const Onnx__ValueInfoProto *vi, bool 
   kiln_dtype dt;
   kiln_status s = onnx_elem_type(tt->has_elem_type ? tt->elem_type : 0, name, &dt);
   if (s) return s;
-  const OnnxTensor *b = find_binding(im, name);
+  const OnnxTensor *b = find_binding(im, name, pos);
   int rank = 0;
   int64_t shape[KILN_MAX_RANK];
   if (b) {
@@ -602,10 +605,11 @@ static kiln_status mark_outputs(Importer *im, const Onnx__GraphProto *gp) {
 
 static kiln_status import_graph(Importer *im, const Onnx__GraphProto *gp) {
   kiln_status s;
+  int pos = 0;
   for (size_t i = 0; i < gp->n_input; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
     if (vi->name && is_initializer(gp, vi->name)) continue;  /* a default value, not an input */
-    if ((s = add_input(im, vi, input_is_shape_operand(gp, vi->name ? vi->name : "")))) return s;
+    if ((s = add_input(im, vi, pos++, input_is_shape_operand(gp, vi->name ? vi->name : "")))) return s;
   }
   for (size_t i = 0; i < gp->n_initializer; i++)
     if ((s = add_initializer(im, gp->initializer[i]))) return s;

@@ -1,0 +1,31 @@
+/*
+ * fuzz_onnx.c — libFuzzer target for the ONNX loader: the bytes are a ModelProto
+ * (and, the same bytes, a TensorProto). Imports into a graph and frees it; any crash,
+ * leak, sanitizer report or missing error message is a finding.
+ *
+ *   make fuzz                       # builds build-fuzz/fuzz_onnx, seeds, runs 60 s
+ *   make fuzz FUZZ_SECONDS=600      # longer
+ *   build-fuzz/fuzz_onnx -runs=1000000 build-fuzz/corpus   # by executions
+ *
+ * No base folder is given, so external data is always refused here (the path checks
+ * are tested in tests/onnx/test_hostile.c).
+ */
+#include "graph/graph.h"
+
+#include <stdlib.h>
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
+  Graph *g = NULL;
+  kiln_status s = graph_load_onnx(data, size, NULL, &g);
+  if (s == KILN_OK) {
+    if (!g || graph_check(g) != KILN_OK) abort();  /* an accepted model must be a valid graph */
+    graph_free(g);
+  } else if (g || !kiln_last_error()[0]) {
+    abort();  /* a failure must leave no graph and say why */
+  }
+  OnnxTensor t;
+  if (onnx_read_tensor(data, size, NULL, &t) == KILN_OK) onnx_tensor_clear(&t);
+  return 0;
+}
