@@ -17,11 +17,17 @@ struct kiln_program {
   void *exec;
   kiln_options opt;
   kiln_census census;
+  /* Resident tensors: which inputs were set; for backends without set_input/read_output,
+   * the host copies that stand in for device buffers. */
+  bool *in_set;
+  void **in_copy, **out_copy;
 };
 
 /* Every backend built into this tree; a backend adds its row here. */
 static const Backend *const backends[] = {
   &rt_backend_ref,
+  &rt_backend_cpu,
+  &rt_backend_cuda,
 };
 
 kiln_options kiln_options_default(void) {
@@ -91,16 +97,31 @@ kiln_status kiln_program_compile(const kiln_graph *g, const kiln_options *opt, k
 kiln_status kiln_program_run(kiln_program *p, const void *const *inputs, void *const *outputs) {
   if (!p) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: program is NULL");
   const TE *te = p->te;
-  if (te->n_inputs && !inputs) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: inputs is NULL");
-  if (te->n_outputs && !outputs) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: outputs is NULL");
+  /* A NULL array or entry means the resident tensor (kiln_program_set_input). */
   for (int i = 0; i < te->n_inputs; i++)
-    if (!inputs[i] && te->stages[te->inputs[i]].numel)
-      return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: input %d ('%s') is NULL", i,
+    if ((!inputs || !inputs[i]) && te->stages[te->inputs[i]].numel && !(p->in_set && p->in_set[i]))
+      return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: input %d ('%s') is NULL and was never set", i,
                        te->stages[te->inputs[i]].name);
-  for (int i = 0; i < te->n_outputs; i++)
-    if (!outputs[i] && te->stages[te->outputs[i]].numel)
-      return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: output %d ('%s') is NULL", i, te->output_names[i]);
-  kiln_status st = p->be->run(p->exec, inputs, outputs, &p->census);
+  kiln_status st = KILN_OK;
+  if (!p->be->set_input && (te->n_inputs || te->n_outputs)) {
+    /* No device buffers: host copies stand in for resident tensors. */
+    const void **in = kiln_calloc((size_t)te->n_inputs + 1, sizeof *in);
+    void **out = kiln_calloc((size_t)te->n_outputs + 1, sizeof *out);
+    if (!p->out_copy) p->out_copy = kiln_calloc((size_t)te->n_outputs + 1, sizeof *p->out_copy);
+    if (!in || !out || !p->out_copy) st = kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_run: out of memory");
+    for (int i = 0; !st && i < te->n_inputs; i++) in[i] = inputs && inputs[i] ? inputs[i] : p->in_copy ? p->in_copy[i] : NULL;
+    for (int i = 0; !st && i < te->n_outputs; i++) {
+      const Stage *S = &te->stages[te->outputs[i]];
+      if (outputs && outputs[i]) { out[i] = outputs[i]; continue; }
+      if (!p->out_copy[i]) p->out_copy[i] = kiln_malloc((size_t)S->numel * kiln_dtype_size(S->dtype) + 1);
+      if (!(out[i] = p->out_copy[i])) st = kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_run: out of memory");
+    }
+    if (!st) st = p->be->run(p->exec, in, out, &p->census);
+    kiln_free(in);
+    kiln_free(out);
+  } else {
+    st = p->be->run(p->exec, inputs, outputs, &p->census);
+  }
   if (st == KILN_OK) p->census.runs++;
   return st;
 }
@@ -133,8 +154,50 @@ kiln_status kiln_program_read_param(kiln_program *p, kiln_tensor param, void *ds
   return p->be->read_param(p->exec, s, dst);
 }
 
+kiln_status kiln_program_set_input(kiln_program *p, int i, const void *src) {
+  if (!p || !src) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_set_input: %s is NULL", p ? "src" : "program");
+  const TE *te = p->te;
+  if (i < 0 || i >= te->n_inputs)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_set_input: input %d does not exist (0..%d)", i, te->n_inputs - 1);
+  if (!p->in_set && !(p->in_set = kiln_calloc((size_t)te->n_inputs, sizeof *p->in_set)))
+    return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory");
+  kiln_status st = KILN_OK;
+  if (p->be->set_input) {
+    st = p->be->set_input(p->exec, i, src);
+  } else {
+    const Stage *S = &te->stages[te->inputs[i]];
+    size_t n = (size_t)S->numel * kiln_dtype_size(S->dtype);
+    if (!p->in_copy && !(p->in_copy = kiln_calloc((size_t)te->n_inputs, sizeof *p->in_copy)))
+      return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory");
+    if (!p->in_copy[i] && !(p->in_copy[i] = kiln_malloc(n + 1)))
+      return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory");
+    memcpy(p->in_copy[i], src, n);
+  }
+  if (!st) p->in_set[i] = true;
+  return st;
+}
+
+kiln_status kiln_program_read_output(kiln_program *p, int i, void *dst) {
+  if (!p || !dst) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_read_output: %s is NULL", p ? "dst" : "program");
+  const TE *te = p->te;
+  if (i < 0 || i >= te->n_outputs)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_read_output: output %d does not exist (0..%d)", i,
+                     te->n_outputs - 1);
+  if (p->be->read_output) return p->be->read_output(p->exec, i, dst);
+  if (!p->out_copy || !p->out_copy[i])
+    return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_read_output: output %d was not kept (no run left it resident)", i);
+  const Stage *S = &te->stages[te->outputs[i]];
+  memcpy(dst, p->out_copy[i], (size_t)S->numel * kiln_dtype_size(S->dtype));
+  return KILN_OK;
+}
+
 void kiln_program_free(kiln_program *p) {
   if (!p) return;
+  for (int i = 0; p->in_copy && i < p->te->n_inputs; i++) kiln_free(p->in_copy[i]);
+  for (int i = 0; p->out_copy && i < p->te->n_outputs; i++) kiln_free(p->out_copy[i]);
+  kiln_free(p->in_copy);
+  kiln_free(p->out_copy);
+  kiln_free(p->in_set);
   if (p->exec) p->be->free(p->exec);
   te_free(p->te);
   kiln_free(p);

@@ -1,15 +1,53 @@
 /*
- * cuda.c — the cuda backend (rt_backend_cuda). Takes a TE, plans it, renders every
+ * cuda.c — the cuda backend (rt_backend_cuda). Takes a TE; plans it, renders every
  * kernel in the CUDA C dialect into one translation unit, compiles that once with
- * NVRTC (cached on disk) and loads it; parameters are uploaded once and stay
- * resident, intermediates live in one device arena, and the whole schedule is
- * captured into a CUDA graph so that a run is one launch and one wait.
+ * NVRTC (cached on disk, see nvrtc.c) and loads it. Produces an executable whose
+ * tensors all live on the device:
  *
- * Until the planner and renderer land, compile() says so; probe() already tells
- * whether a GPU, its driver and NVRTC are there.
+ *   params, consts   uploaded once at compile, bound directly, updated in place by assigns
+ *   inputs, outputs  one device buffer each; a run copies in/out only the host buffers it
+ *                    is given (NULL: the tensor stays resident, see kiln_program_set_input)
+ *   intermediates    one device arena laid out by the plan's memory plan
+ *
+ * The whole schedule (kernels, then the assign copies) is captured once into a CUDA
+ * graph, so a run is one graph launch and one wait; options.graph_replay = 0 launches
+ * kernel by kernel instead (debugging). A kernel the renderer cannot place on the GPU
+ * (KN_HOST) runs on the host through ref_eval_stage, which is a counted fallback
+ * (an error with options.strict) and turns graph replay off for that program.
  */
 #include "cudadrv.h"
 #include "../runtime.h"
+#include "../../codegen/codegen.h"
+
+#include <string.h>
+#include <time.h>
+
+typedef struct CudaLaunch {
+  const Kernel *k;
+  CUfunction fn;
+  unsigned grid, block, smem;
+  CUdeviceptr *args;           /* pointer values, bound once */
+  void **argp;                 /* &args[i], then &numel: what cuLaunchKernel takes */
+} CudaLaunch;
+
+typedef struct CudaExec {
+  CudaDriver *d;
+  const TE *te;
+  Plan *plan;
+  CUmodule mod;
+  CUstream stream;
+  CUdeviceptr *buf;            /* stage -> device pointer, 0 if the stage has no buffer */
+  bool *owned;                 /* buf[s] came from its own cuMemAlloc */
+  CUdeviceptr arena;           /* intermediates */
+  CudaLaunch *launch; int n_launch;
+  CUgraph graph;
+  CUgraphExec gexec;
+  bool replay;                 /* one graph launch per run */
+  bool strict;
+  int n_host;                  /* KN_HOST kernels (fallbacks) */
+  char *source;                /* generated CUDA C, kept for print */
+  Arena arena_host;            /* launch argument tables */
+} CudaExec;
 
 static kiln_status cuda_probe(void) {
   CudaDriver *d;
@@ -19,24 +57,349 @@ static kiln_status cuda_probe(void) {
   return cuda_nvrtc(&r);
 }
 
-static kiln_status cuda_compile_te(const TE *te, const kiln_options *o, void **exec, kiln_census *c) {
-  (void)te, (void)o, (void)exec, (void)c;
-  kiln_status st = cuda_probe();
+static int64_t stage_bytes(const Stage *s) {
+  int64_t n = 0;
+  if (!size_mul(s->numel, (int64_t)kiln_dtype_size(s->dtype), &n)) return -1;
+  return n;
+}
+
+static kiln_status dev_alloc(CudaExec *x, CUdeviceptr *p, int64_t n, const char *what) {
+  /* A zero-sized tensor still gets a distinct, valid address. */
+  return cuda_check(x->d->cuMemAlloc(p, (size_t)(n < 256 ? 256 : n)), "cuMemAlloc", what);
+}
+
+/* Which stages need a buffer: every stage a kernel reads from memory or stores, every
+ * output and every assigned param. */
+static bool *needed_buffers(CudaExec *x) {
+  const TE *te = x->te;
+  bool *need = kiln_calloc((size_t)te->n_stages, sizeof *need);
+  if (!need) return NULL;
+  for (int i = 0; i < x->plan->n_kernels; i++) {
+    const Kernel *k = &x->plan->kernels[i];
+    for (int j = 0; j < k->n_ins; j++) need[k->ins[j]] = true;
+    for (int j = 0; j < k->n_items; j++)
+      if (x->plan->stored[k->items[j].stage]) need[k->items[j].stage] = true;
+  }
+  for (int i = 0; i < te->n_outputs; i++) need[te->outputs[i]] = true;
+  for (int i = 0; i < te->n_inputs; i++) need[te->inputs[i]] = true;
+  for (int i = 0; i < te->n_assigns; i++) need[te->assigns[i].param] = need[te->assigns[i].value] = true;
+  return need;
+}
+
+/* Gives every needed stage its device address; uploads params and consts. */
+static kiln_status place_buffers(CudaExec *x) {
+  const TE *te = x->te;
+  const Plan *p = x->plan;
+  bool *need = needed_buffers(x);
+  x->buf = kiln_calloc((size_t)te->n_stages, sizeof *x->buf);
+  x->owned = kiln_calloc((size_t)te->n_stages, sizeof *x->owned);
+  if (!need || !x->buf || !x->owned) {
+    kiln_free(need);
+    return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no host memory for the buffer table");
+  }
+  kiln_status st = KILN_OK;
+  if (p->arena_bytes > 0) st = dev_alloc(x, &x->arena, p->arena_bytes, "intermediate arena");
+  for (int s = 0; s < te->n_stages && !st; s++) {
+    if (!need[s]) continue;
+    const Stage *g = &te->stages[s];
+    int64_t n = stage_bytes(g);
+    if (n < 0) { st = kiln_fail(KILN_ERR_NO_MEMORY, "cuda: tensor '%s' is too large", g->name); break; }
+    if (p->offset && p->offset[s] >= 0 && !plan_is_output(p, s) && g->kind != ST_PARAM && g->kind != ST_INPUT &&
+        g->kind != ST_CONST) {
+      x->buf[s] = x->arena + (CUdeviceptr)p->offset[s];
+      continue;
+    }
+    if ((st = dev_alloc(x, &x->buf[s], n, g->name))) break;
+    x->owned[s] = true;
+    if ((g->kind == ST_PARAM || g->kind == ST_CONST) && n > 0 && g->data)
+      st = cuda_check(x->d->cuMemcpyHtoDAsync(x->buf[s], g->data, (size_t)n, x->stream), "cuMemcpyHtoDAsync",
+                      g->name);
+  }
+  kiln_free(need);
+  if (!st) st = cuda_check(x->d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "parameter upload");
+  return st;
+}
+
+/* -- launching -- */
+
+static kiln_status launch_one(CudaExec *x, const CudaLaunch *l) {
+  char what[64];
+  snprintf(what, sizeof what, "kernel k%d", l->k->id);
+  return cuda_check(x->d->cuLaunchKernel(l->fn, l->grid, 1, 1, l->block, 1, 1, l->smem, x->stream, l->argp, NULL),
+                    "cuLaunchKernel", what);
+}
+
+/* Host fallback for one KN_HOST kernel: every stage it reads comes to the host, each of
+ * its stages is evaluated by ref, stored ones go back. Counted in the census. */
+static kiln_status run_host_kernel(CudaExec *x, const Kernel *k, kiln_census *c) {
+  const TE *te = x->te;
+  kiln_status st = cuda_check(x->d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "host fallback");
+  const void **bufs = kiln_calloc((size_t)te->n_stages, sizeof *bufs);
+  if (!bufs) return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a host fallback");
+  for (int j = 0; j < k->n_ins && !st; j++) {
+    int s = k->ins[j];
+    int64_t n = stage_bytes(&te->stages[s]);
+    void *h = kiln_malloc((size_t)(n > 0 ? n : 1));
+    if (!h) { st = kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a host fallback"); break; }
+    bufs[s] = h;
+    st = cuda_check(x->d->cuMemcpyDtoHAsync(h, x->buf[s], (size_t)n, x->stream), "cuMemcpyDtoHAsync", "fallback");
+    if (!st) st = cuda_check(x->d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "fallback");
+    c->d2h_bytes += n, c->d2h_copies++;
+  }
+  for (int j = 0; j < k->n_items && !st; j++) {
+    const Item *it = &k->items[j];
+    const Stage *g = &te->stages[it->stage];
+    int64_t n = stage_bytes(g);
+    void *h = kiln_malloc((size_t)(n > 0 ? n : 1));
+    if (!h) { st = kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a host fallback"); break; }
+    st = ref_eval_stage(te, it->stage, bufs, h);
+    bufs[it->stage] = h;
+    c->host_fallbacks++;
+    if (n > c->largest_fallback_bytes) c->largest_fallback_bytes = n;
+    size_t used = strlen(c->fallback_ops);
+    snprintf(c->fallback_ops + used, sizeof c->fallback_ops - used, "%s%s", used ? " " : "",
+             g->op >= 0 && g->op < OP_COUNT ? op_names[g->op] : "stage");
+    if (!st && x->plan->stored[it->stage]) {
+      st = cuda_check(x->d->cuMemcpyHtoDAsync(x->buf[it->stage], h, (size_t)n, x->stream), "cuMemcpyHtoDAsync",
+                      "fallback");
+      if (!st) st = cuda_check(x->d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "fallback");
+      c->h2d_bytes += n, c->h2d_copies++;
+    }
+  }
+  for (int s = 0; s < te->n_stages; s++) kiln_free((void *)bufs[s]);
+  kiln_free(bufs);
+  return st;
+}
+
+/* The schedule: every kernel in plan order, then param <- value copies for assigns
+ * (after every kernel, since kernels of this run may still read the old value). */
+static kiln_status enqueue_schedule(CudaExec *x, kiln_census *c) {
+  kiln_status st = KILN_OK;
+  for (int i = 0; i < x->n_launch && !st; i++) {
+    const CudaLaunch *l = &x->launch[i];
+    if (l->k->kind == KN_HOST) st = c ? run_host_kernel(x, l->k, c) : KILN_OK;
+    else if (l->grid > 0) st = launch_one(x, l);
+  }
+  for (int i = 0; i < x->te->n_assigns && !st; i++) {
+    const Assign *a = &x->te->assigns[i];
+    int64_t n = stage_bytes(&x->te->stages[a->param]);
+    if (x->buf[a->param] != x->buf[a->value])
+      st = cuda_check(x->d->cuMemcpyDtoDAsync(x->buf[a->param], x->buf[a->value], (size_t)n, x->stream),
+                      "cuMemcpyDtoDAsync", x->te->stages[a->param].name);
+  }
+  return st;
+}
+
+static kiln_status capture(CudaExec *x) {
+  CudaDriver *d = x->d;
+  kiln_status st = cuda_check(d->cuStreamBeginCapture(x->stream, CUDRV_CAPTURE_THREAD_LOCAL),
+                              "cuStreamBeginCapture", "schedule");
   if (st) return st;
-  return kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: this build has no planner yet, so no graph can be compiled");
+  kiln_status est = enqueue_schedule(x, NULL);
+  st = cuda_check(d->cuStreamEndCapture(x->stream, &x->graph), "cuStreamEndCapture", "schedule");
+  if (est) return est;
+  if (st) return st;
+  return cuda_check(d->cuGraphInstantiate(&x->gexec, x->graph, 0), "cuGraphInstantiate", "schedule");
+}
+
+/* -- compile -- */
+
+static void cuda_free(void *exec);
+
+/* Threads and blocks for one kernel, matching how render.c shaped it for a grid dialect. */
+static void launch_shape(CudaExec *x, const Kernel *k, CudaLaunch *l) {
+  int64_t n = k->kind == KN_POINTWISE || k->n_red == 0 ? k->outer_numel : k->outer_numel;
+  int64_t blocks = (n + 255) / 256, cap = (int64_t)x->d->sm_count * 32;
+  l->block = 256;
+  l->grid = (unsigned)(blocks < cap ? blocks : cap);
+  l->smem = 0;
+}
+
+static kiln_status bind_launches(CudaExec *x) {
+  const Plan *p = x->plan;
+  x->launch = kiln_calloc((size_t)(p->n_kernels ? p->n_kernels : 1), sizeof *x->launch);
+  if (!x->launch) return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for the launch table");
+  x->n_launch = p->n_kernels;
+  for (int i = 0; i < p->n_kernels; i++) {
+    const Kernel *k = &p->kernels[i];
+    CudaLaunch *l = &x->launch[i];
+    l->k = k;
+    if (k->kind == KN_HOST) { x->n_host++; continue; }
+    int *stages = arena_alloc(&x->arena_host, sizeof *stages * (size_t)(k->n_ins + k->n_items + 1));
+    l->args = arena_alloc(&x->arena_host, sizeof *l->args * (size_t)(k->n_ins + k->n_items + 1));
+    l->argp = arena_alloc(&x->arena_host, sizeof *l->argp * (size_t)(k->n_ins + k->n_items + 1));
+    if (!stages || !l->args || !l->argp) return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for kernel arguments");
+    int n = cg_kernel_params(p, k, stages);
+    for (int j = 0; j < n; j++) {
+      if (!x->buf[stages[j]]) return kiln_fail(KILN_ERR_DEVICE, "cuda: kernel %d reads stage %d, which has no buffer", k->id, stages[j]);
+      l->args[j] = x->buf[stages[j]];
+      l->argp[j] = &l->args[j];
+    }
+    char name[32];
+    cg_kernel_name(i, false, name);
+    kiln_status st = cuda_check(x->d->cuModuleGetFunction(&l->fn, x->mod, name), "cuModuleGetFunction", name);
+    if (st) return st;
+    launch_shape(x, k, l);
+  }
+  return KILN_OK;
+}
+
+static kiln_status render_and_load(CudaExec *x, const kiln_options *o, kiln_census *c) {
+  StrBuf src = {0};
+  kiln_status st = cg_render_plan(x->plan, &cg_dialect_cuda, &src);
+  if (st) { sb_free(&src); return st; }
+  if (o->debug >= 2) fprintf(stderr, "-- cuda source --\n%s\n", src.s);
+  x->source = src.s;
+  char arch[32];
+  cuda_arch_name(x->d, arch, sizeof arch);
+  const char *opts[2];
+  int n_opts = 0;
+  if (!o->tf32) opts[n_opts++] = "--fmad=false";  /* strict f32: no fused multiply-add contraction */
+  void *cubin = NULL;
+  size_t size = 0;
+  bool hit = false;
+  if ((st = cuda_compile(x->source, arch, n_opts, opts, &cubin, &size, &hit))) return st;
+  c->cache_hit = hit;
+  st = cuda_check(x->d->cuModuleLoadData(&x->mod, cubin), "cuModuleLoadData", "the plan's kernels");
+  kiln_free(cubin);
+  return st;
+}
+
+static kiln_status cuda_compile_te(const TE *te, const kiln_options *o, void **exec, kiln_census *c) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CudaExec *x = kiln_calloc(1, sizeof *x);
+  if (!x) return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a program");
+  x->te = te;
+  x->replay = o->graph_replay != 0;
+  x->strict = o->strict != 0;
+  CudaNvrtc *r;
+  kiln_status st = cuda_driver(&x->d);
+  if (!st) st = cuda_nvrtc(&r);
+  PlanOptions po = plan_options(o);
+  if (!st) st = plan_build((TE *)te, &po, &x->plan);  /* the plan adds expressions to te's arena */
+  if (!st && o->debug >= 1) plan_print(x->plan, stderr);
+  if (!st) st = cuda_check(x->d->cuStreamCreate(&x->stream, CUDRV_STREAM_NON_BLOCKING), "cuStreamCreate", "program");
+  if (!st) st = render_and_load(x, o, c);
+  if (!st) st = place_buffers(x);
+  if (!st) st = bind_launches(x);
+  if (!st && x->n_host && x->strict)
+    st = kiln_fail(KILN_ERR_FALLBACK, "cuda: strict mode: %d kernel(s) would run on the host", x->n_host);
+  if (!st && x->n_host) x->replay = false;  /* host work cannot sit inside a CUDA graph */
+  if (!st && x->replay) st = capture(x);
+  if (st) { cuda_free(x); return st; }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  c->compile_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+  c->kernels_planned = x->plan->n_kernels;
+  c->peak_bytes = x->plan->arena_bytes;
+  *exec = x;
+  return KILN_OK;
+}
+
+/* -- run -- */
+
+static kiln_status copy_io(CudaExec *x, const void *const *in, void *const *out, bool inputs, kiln_census *c) {
+  const TE *te = x->te;
+  kiln_status st = KILN_OK;
+  int n = inputs ? te->n_inputs : te->n_outputs;
+  for (int i = 0; i < n && !st; i++) {
+    int s = inputs ? te->inputs[i] : te->outputs[i];
+    int64_t bytes = stage_bytes(&te->stages[s]);
+    if (bytes <= 0) continue;
+    if (inputs && in && in[i]) {
+      st = cuda_check(x->d->cuMemcpyHtoDAsync(x->buf[s], in[i], (size_t)bytes, x->stream), "cuMemcpyHtoDAsync",
+                      te->stages[s].name);
+      c->h2d_bytes += bytes, c->h2d_copies++;
+    } else if (!inputs && out && out[i]) {
+      st = cuda_check(x->d->cuMemcpyDtoHAsync(out[i], x->buf[s], (size_t)bytes, x->stream), "cuMemcpyDtoHAsync",
+                      te->stages[s].name);
+      c->d2h_bytes += bytes, c->d2h_copies++;
+    }
+  }
+  return st;
 }
 
 static kiln_status cuda_run(void *exec, const void *const *in, void *const *out, kiln_census *c) {
-  (void)exec, (void)in, (void)out, (void)c;
-  return kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: nothing compiled");
+  CudaExec *x = exec;
+  c->h2d_bytes = c->d2h_bytes = c->h2d_copies = c->d2h_copies = 0;
+  c->host_fallbacks = c->largest_fallback_bytes = 0;
+  c->fallback_ops[0] = 0;
+  kiln_status st = copy_io(x, in, out, true, c);
+  if (!st && x->replay) st = cuda_check(x->d->cuGraphLaunch(x->gexec, x->stream), "cuGraphLaunch", "schedule");
+  else if (!st) st = enqueue_schedule(x, c);
+  if (!st) st = copy_io(x, in, out, false, c);
+  if (!st) st = cuda_check(x->d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "run");
+  if (st) return st;
+  int64_t kernels = 0;
+  for (int i = 0; i < x->n_launch; i++) kernels += x->launch[i].k->kind != KN_HOST && x->launch[i].grid > 0;
+  c->kernels_launched = kernels;
+  c->submissions = x->replay ? 1 : kernels;
+  c->bytes_read = x->plan->bytes_read;
+  c->bytes_written = x->plan->bytes_written;
+  return KILN_OK;
 }
 
 static kiln_status cuda_read_param(void *exec, int stage, void *dst) {
-  (void)exec, (void)stage, (void)dst;
-  return kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: nothing compiled");
+  CudaExec *x = exec;
+  if (stage < 0 || stage >= x->te->n_stages || !x->buf[stage])
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda: stage %d has no device buffer", stage);
+  int64_t n = stage_bytes(&x->te->stages[stage]);
+  kiln_status st = cuda_check(x->d->cuMemcpyDtoHAsync(dst, x->buf[stage], (size_t)n, x->stream),
+                              "cuMemcpyDtoHAsync", x->te->stages[stage].name);
+  if (!st) st = cuda_check(x->d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "read");
+  return st;
 }
 
-static void cuda_free(void *exec) { (void)exec; }
+static kiln_status cuda_print(void *exec, FILE *f) {
+  CudaExec *x = exec;
+  plan_print(x->plan, f);
+  fprintf(f, "cuda: %s, %d kernels, %s\n", x->d->name, x->n_launch,
+          x->replay ? "one CUDA graph per run" : "kernel by kernel");
+  return KILN_OK;
+}
+
+static kiln_status cuda_set_input(void *exec, int i, const void *src) {
+  CudaExec *x = exec;
+  if (i < 0 || i >= x->te->n_inputs)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda: input %d does not exist (the graph has %d)", i, x->te->n_inputs);
+  int s = x->te->inputs[i];
+  int64_t n = stage_bytes(&x->te->stages[s]);
+  kiln_status st = KILN_OK;
+  if (n > 0) st = cuda_check(x->d->cuMemcpyHtoDAsync(x->buf[s], src, (size_t)n, x->stream), "cuMemcpyHtoDAsync",
+                             x->te->stages[s].name);
+  if (!st) st = cuda_check(x->d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "set_input");
+  return st;
+}
+
+static kiln_status cuda_read_output(void *exec, int i, void *dst) {
+  CudaExec *x = exec;
+  if (i < 0 || i >= x->te->n_outputs)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda: output %d does not exist (the graph has %d)", i, x->te->n_outputs);
+  return cuda_read_param(exec, x->te->outputs[i], dst);
+}
+
+static void cuda_free(void *exec) {
+  CudaExec *x = exec;
+  if (!x) return;
+  CudaDriver *d = x->d;
+  if (d) {
+    if (x->stream) d->cuStreamSynchronize(x->stream);
+    if (x->gexec) d->cuGraphExecDestroy(x->gexec);
+    if (x->graph) d->cuGraphDestroy(x->graph);
+    for (int s = 0; x->buf && s < x->te->n_stages; s++)
+      if (x->owned[s]) d->cuMemFree(x->buf[s]);
+    if (x->arena) d->cuMemFree(x->arena);
+    if (x->mod) d->cuModuleUnload(x->mod);
+    if (x->stream) d->cuStreamDestroy(x->stream);
+  }
+  kiln_free(x->buf);
+  kiln_free(x->owned);
+  kiln_free(x->launch);
+  kiln_free(x->source);
+  arena_free(&x->arena_host);
+  if (x->plan) plan_free(x->plan);
+  kiln_free(x);
+}
 
 const Backend rt_backend_cuda = {
   .name = "cuda",
@@ -44,6 +407,8 @@ const Backend rt_backend_cuda = {
   .compile = cuda_compile_te,
   .run = cuda_run,
   .read_param = cuda_read_param,
-  .print = NULL,
+  .print = cuda_print,
   .free = cuda_free,
+  .set_input = cuda_set_input,
+  .read_output = cuda_read_output,
 };
