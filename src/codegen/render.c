@@ -288,6 +288,14 @@ static void emit_load(R *r, const Expr *e, char *out, size_t n) {
   int src = e->src;
   if (r->p->kernel_of[src] == r->k->id) { snprintf(out, n, "s%d", src); return; }
   const Stage *S = &r->p->te->stages[src];
+  if (plan_is_baked(r->p->te, src)) {
+    TE *te = r->p->te;
+    Expr *c = dtype_is_float(S->dtype) ? te_const_f(te, S->dtype, dtype_load_f64(S->dtype, S->data, 0))
+                                       : te_const_i(te, S->dtype, dtype_load_i64(S->dtype, S->data, 0));
+    if (!c) { r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory"); return; }
+    literal(r, c, out, n);
+    return;
+  }
   char off[256] = "0", text[400];
   if (S->numel > 1) {
     Expr *o = load_offset(r, e);

@@ -55,6 +55,11 @@ static const char *fmt(Plan *p, const char *f, ...) {
   return s ? s : "(no memory)";
 }
 
+bool plan_is_baked(const TE *te, int stage) {
+  const Stage *s = &te->stages[stage];
+  return s->kind == ST_CONST && s->numel == 1 && s->data;
+}
+
 bool plan_is_output(const Plan *p, int stage) {
   for (int i = 0; i < p->te->n_outputs; i++)
     if (p->te->outputs[i] == stage) return true;
@@ -242,6 +247,7 @@ static kiln_status decide_inline(Ctx *c) {
     else p->inlined[s] = true;
   }
   kiln_free(ll.l);
+  ll = (LoadList){ 0 };
   if (st) return st;
   /* needed: walk back from outputs and assigns over the bodies that will run */
   for (int i = 0; i < te->n_outputs; i++) c->needed[te->outputs[i]] = true;
@@ -497,6 +503,7 @@ static kiln_status fill_stores(Ctx *c) {
   for (int s = 0; s < te->n_stages; s++) {
     if (p->kernel_of[s] < 0) continue;
     if (plan_is_output(p, s)) p->stored[s] = true, p->why[s] = "output";
+    else if (p->kernels[p->kernel_of[s]].kind == KN_HOST) p->stored[s] = true;
     else if (c->assigned[s]) p->stored[s] = true, p->why[s] = "assigned to a parameter";
   }
   for (int s = 0; s < te->n_stages && !st; s++) {
@@ -552,7 +559,7 @@ static kiln_status fill_io(Plan *p) {
       if ((st = loads_of(it->body, &ll))) break;
       for (int j = 0; j < ll.n; j++) {
         int d = ll.l[j]->src;
-        if (p->kernel_of[d] == ki) continue;
+        if (p->kernel_of[d] == ki || plan_is_baked(te, d)) continue;
         bool dup = false;
         for (int x = 0; x < k->n_ins && !dup; x++) dup = k->ins[x] == d;
         if (dup) continue;

@@ -95,6 +95,8 @@ void plan_free(Plan *p);
  * the current point, launch order respects dependences. For tests and debug builds. */
 kiln_status plan_check(const Plan *p);
 bool plan_is_output(const Plan *p, int stage);
+/* A scalar constant: rendered as a literal in the source, never a buffer. */
+bool plan_is_baked(const TE *te, int stage);
 
 /* -- print.c -- */
 

@@ -1,0 +1,212 @@
+/*
+ * workloads.c — builders for the benchmark workloads (workloads.h). Each builder
+ * makes the graph of WORKLOADS.md through the public API, with parameters and inputs
+ * drawn from a fixed seed, so every caller sees the same numbers.
+ */
+#include "workloads.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const wl_standard[] = {
+  "chain10_16M", "softmax_4096x128", "softmax_4096x1024", "softmax_4096x4096", "softmax_32768x512",
+  "softmax_256x32768", "layernorm_4096x768", "layernorm_16384x1024", "layernorm_8192x4096",
+  "mlp_fwd_b128", "mlp_fwd_b4096", "mlp_train_b32", "mlp_train_b1024",
+};
+const int wl_n_standard = sizeof wl_standard / sizeof wl_standard[0];
+
+static unsigned long long wl_seed = 0x9e3779b97f4a7c15ull;
+
+static double uniform01(void) {
+  wl_seed ^= wl_seed >> 12; wl_seed ^= wl_seed << 25; wl_seed ^= wl_seed >> 27;
+  return ((double)((wl_seed * 2685821657736338717ull) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static float normal(void) {
+  return (float)(sqrt(-2.0 * log(uniform01())) * cos(6.283185307179586 * uniform01()));
+}
+
+static float *random_floats(int64_t n, float scale) {
+  float *p = malloc((size_t)(n ? n : 1) * sizeof *p);
+  if (p)
+    for (int64_t i = 0; i < n; i++) p[i] = normal() * scale;
+  return p;
+}
+
+static kiln_status add_input(Workload *w, const char *name, int rank, const int64_t *shape, kiln_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= shape[i];
+  kiln_status st = kiln_graph_input(w->g, name, KILN_F32, rank, shape, t);
+  if (st) return st;
+  if (!(w->inputs[w->n_inputs] = random_floats(n, 1.0f))) return KILN_ERR_NO_MEMORY;
+  w->input_bytes[w->n_inputs++] = (size_t)n * sizeof(float);
+  return KILN_OK;
+}
+
+static kiln_status add_param(Workload *w, const char *name, int rank, const int64_t *shape, float scale, kiln_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= shape[i];
+  float *d = random_floats(n, scale);
+  if (!d) return KILN_ERR_NO_MEMORY;
+  kiln_status st = kiln_graph_param(w->g, name, KILN_F32, rank, shape, d, t);
+  free(d);
+  return st;
+}
+
+static kiln_status add_output(Workload *w, kiln_tensor t, const char *name) {
+  int rank;
+  int64_t shape[KILN_MAX_RANK], n = 1;
+  kiln_status st = kiln_tensor_shape(w->g, t, &rank, shape);
+  if (!st) st = kiln_tensor_dtype(w->g, t, &w->output_dtype[w->n_outputs]);
+  if (st) return st;
+  for (int i = 0; i < rank; i++) n *= shape[i];
+  w->output_bytes[w->n_outputs] = (size_t)n * kiln_dtype_size(w->output_dtype[w->n_outputs]);
+  w->n_outputs++;
+  return kiln_graph_output(w->g, t, name);
+}
+
+#define TRY(call) do { kiln_status st_ = (call); if (st_) return st_; } while (0)
+
+static kiln_status scalar(Workload *w, double v, kiln_tensor *t) { return kiln_graph_scalar(w->g, KILN_F32, v, t); }
+static kiln_status bin(Workload *w, kiln_binary_op op, kiln_tensor a, kiln_tensor b, kiln_tensor *t) {
+  return kiln_graph_binary(w->g, op, a, b, t);
+}
+
+/* a=x*w; b=a+1; c=tanh(b); d=c*c; e=1-d; f=e*x; g=exp(-f); h=max(g,0); i=h/(1+x*x); out=i-0.5 */
+static kiln_status chain10(Workload *w, int64_t n) {
+  kiln_tensor x, wt, one, zero, half, a, b, c, d, e, f, nf, g, h, xx, den, i, out;
+  TRY(add_input(w, "x", 1, &n, &x));
+  TRY(add_input(w, "w", 1, &n, &wt));
+  TRY(scalar(w, 1, &one)); TRY(scalar(w, 0, &zero)); TRY(scalar(w, 0.5, &half));
+  TRY(bin(w, KILN_MUL, x, wt, &a)); TRY(bin(w, KILN_ADD, a, one, &b));
+  TRY(kiln_graph_unary(w->g, KILN_TANH, b, &c)); TRY(bin(w, KILN_MUL, c, c, &d));
+  TRY(bin(w, KILN_SUB, one, d, &e)); TRY(bin(w, KILN_MUL, e, x, &f));
+  TRY(kiln_graph_unary(w->g, KILN_NEG, f, &nf)); TRY(kiln_graph_unary(w->g, KILN_EXP, nf, &g));
+  TRY(bin(w, KILN_MAX, g, zero, &h)); TRY(bin(w, KILN_MUL, x, x, &xx)); TRY(bin(w, KILN_ADD, one, xx, &den));
+  TRY(bin(w, KILN_DIV, h, den, &i)); TRY(bin(w, KILN_SUB, i, half, &out));
+  return add_output(w, out, "out");
+}
+
+static kiln_status rows(Workload *w, int kind, int64_t r, int64_t c) {
+  int64_t shape[2] = { r, c };
+  kiln_tensor x, y, gs, bs;
+  TRY(add_input(w, "x", 2, shape, &x));
+  if (kind == 0) TRY(kiln_graph_softmax(w->g, x, -1, &y));
+  else if (kind == 1) TRY(kiln_graph_log_softmax(w->g, x, -1, &y));
+  else {
+    TRY(add_param(w, "g", 1, &c, 1.0f, &gs));
+    TRY(add_param(w, "b", 1, &c, 1.0f, &bs));
+    TRY(kiln_graph_layernorm(w->g, x, gs, bs, -1, 1e-5, &y));
+  }
+  return add_output(w, y, "y");
+}
+
+/* relu(x @ W + b), optionally without the relu */
+static kiln_status dense(Workload *w, kiln_tensor x, int64_t k, int64_t n, bool relu, int layer, kiln_tensor *out) {
+  char name[32];
+  int64_t ws[2] = { k, n };
+  kiln_tensor wt, b, mm, s;
+  snprintf(name, sizeof name, "W%d", layer);
+  TRY(add_param(w, name, 2, ws, (float)(1.0 / sqrt((double)k)), &wt));
+  snprintf(name, sizeof name, "b%d", layer);
+  TRY(add_param(w, name, 1, &n, 0.1f, &b));
+  TRY(kiln_graph_matmul(w->g, x, wt, &mm));
+  TRY(bin(w, KILN_ADD, mm, b, &s));
+  if (!relu) { *out = s; return KILN_OK; }
+  return kiln_graph_unary(w->g, KILN_RELU, s, out);
+}
+
+static kiln_status linear_relu(Workload *w, int64_t m, int64_t k, int64_t n) {
+  int64_t xs[2] = { m, k };
+  kiln_tensor x, y;
+  TRY(add_input(w, "x", 2, xs, &x));
+  TRY(dense(w, x, k, n, true, 1, &y));
+  w->flops = 2.0 * (double)m * (double)k * (double)n;
+  return add_output(w, y, "y");
+}
+
+static kiln_status mlp_fwd(Workload *w, int64_t b) {
+  int64_t xs[2] = { b, 784 };
+  kiln_tensor x, h1, h2, y;
+  TRY(add_input(w, "x", 2, xs, &x));
+  TRY(dense(w, x, 784, 512, true, 1, &h1));
+  TRY(dense(w, h1, 512, 512, true, 2, &h2));
+  TRY(dense(w, h2, 512, 10, false, 3, &y));
+  w->flops = 2.0 * (double)b * (784.0 * 512 + 512.0 * 512 + 512.0 * 10);
+  return add_output(w, y, "y");
+}
+
+/* One SGD step of 784-128(relu)-10 with softmax cross-entropy against one-hot y. */
+static kiln_status mlp_train(Workload *w, int64_t b) {
+  int64_t xs[2] = { b, 784 }, ys[2] = { b, 10 };
+  kiln_tensor x, y, h, logits, lsm, prod, sum, loss, negb, params[4], upd[4];
+  TRY(add_input(w, "x", 2, xs, &x));
+  TRY(kiln_graph_input(w->g, "y", KILN_F32, 2, ys, &y));
+  float *oh = calloc((size_t)(b * 10), sizeof *oh);
+  if (!oh) return KILN_ERR_NO_MEMORY;
+  for (int64_t i = 0; i < b; i++) oh[i * 10 + (int64_t)(uniform01() * 10) % 10] = 1.0f;
+  w->inputs[w->n_inputs] = oh;
+  w->input_bytes[w->n_inputs++] = (size_t)(b * 10) * sizeof(float);
+  TRY(dense(w, x, 784, 128, true, 1, &h));
+  TRY(dense(w, h, 128, 10, false, 2, &logits));
+  TRY(kiln_graph_log_softmax(w->g, logits, -1, &lsm));
+  TRY(bin(w, KILN_MUL, lsm, y, &prod));
+  TRY(kiln_graph_reduce(w->g, KILN_REDUCE_SUM, prod, 0, NULL, 0, &sum));
+  TRY(scalar(w, -1.0 / (double)b, &negb));
+  TRY(bin(w, KILN_MUL, sum, negb, &loss));
+  /* params were created in order W1, b1, W2, b2: tensor ids from the graph */
+  int found = 0;
+  for (kiln_tensor t = 0; found < 4 && t < 64; t++) {
+    int rank;
+    int64_t sh[KILN_MAX_RANK];
+    if (kiln_tensor_shape(w->g, t, &rank, sh)) break;
+    if ((rank == 2 && ((sh[0] == 784 && sh[1] == 128) || (sh[0] == 128 && sh[1] == 10))) ||
+        (rank == 1 && (sh[0] == 128 || sh[0] == 10)))
+      params[found++] = t;
+  }
+  if (found != 4) return KILN_ERR_INVALID_ARG;
+  TRY(kiln_graph_sgd(w->g, loss, 4, params, 0.01, 0.0, upd));
+  w->flops = 3 * 2.0 * (double)b * (784.0 * 128 + 128.0 * 10);
+  TRY(add_output(w, loss, "loss"));
+  for (int i = 0; i < 4; i++) TRY(add_output(w, upd[i], "param"));
+  return KILN_OK;
+}
+
+static int64_t count(const char *s, const char **end) {
+  char *e;
+  long long v = strtoll(s, &e, 10);
+  if (*e == 'K') v *= 1024, e++;
+  else if (*e == 'M') v *= 1024 * 1024, e++;
+  *end = e;
+  return v;
+}
+
+kiln_status wl_build(const char *name, Workload *w) {
+  memset(w, 0, sizeof *w);
+  snprintf(w->name, sizeof w->name, "%s", name);
+  wl_seed = 0x9e3779b97f4a7c15ull;
+  kiln_status st = kiln_graph_create(&w->g);
+  if (st) return st;
+  const char *e;
+  int64_t a, b, c;
+  if (!strncmp(name, "chain10_", 8)) { a = count(name + 8, &e); st = *e ? KILN_ERR_INVALID_ARG : chain10(w, a); }
+  else if (sscanf(name, "softmax_%lldx%lld", (long long *)&a, (long long *)&b) == 2) st = rows(w, 0, a, b);
+  else if (sscanf(name, "logsoftmax_%lldx%lld", (long long *)&a, (long long *)&b) == 2) st = rows(w, 1, a, b);
+  else if (sscanf(name, "layernorm_%lldx%lld", (long long *)&a, (long long *)&b) == 2) st = rows(w, 2, a, b);
+  else if (sscanf(name, "linear_relu_%lldx%lldx%lld", (long long *)&a, (long long *)&b, (long long *)&c) == 3)
+    st = linear_relu(w, a, b, c);
+  else if (sscanf(name, "mlp_fwd_b%lld", (long long *)&a) == 1) st = mlp_fwd(w, a);
+  else if (sscanf(name, "mlp_train_b%lld", (long long *)&a) == 1) st = mlp_train(w, a);
+  else st = KILN_ERR_INVALID_ARG;
+  if (st) wl_free(w);
+  return st;
+}
+
+void wl_free(Workload *w) {
+  kiln_graph_free(w->g);
+  for (int i = 0; i < w->n_inputs; i++) free(w->inputs[i]);
+  memset(w, 0, sizeof *w);
+}

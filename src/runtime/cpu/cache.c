@@ -1,0 +1,219 @@
+/*
+ * cache.c — generated C to a loaded shared object. Takes source text, produces a
+ * dlopen handle. The object is cached under $XDG_CACHE_HOME/kiln (else
+ * ~/.cache/kiln) as <key>.so with the source beside it as <key>.c; the key hashes
+ * the source, the compiler's identity (`cc --version`) and the flags. A hit is
+ * trusted only when the stored source equals the requested one byte for byte; a
+ * mismatch (a hash collision, a stale or tampered file) is compiled again.
+ * Each compile runs in a private temporary folder inside the cache folder, which is
+ * removed afterwards; the finished files are renamed into place, so a reader never
+ * sees a half-written object. The compiler is started without a shell.
+ */
+#include "cpu.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char *const cc_flags[] = {
+  "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-std=gnu11", "-w",
+};
+enum { N_FLAGS = sizeof cc_flags / sizeof cc_flags[0] };
+
+static const char *cc_name(void) {
+  const char *cc = getenv("KILN_CC");
+  return cc && *cc ? cc : "cc";
+}
+
+const char *cpu_cc_flags(void) {
+  return "-O3 -march=native -fopenmp -fPIC -shared -fno-math-errno -std=gnu11 -w";
+}
+
+static char identity[512];
+static pthread_once_t identity_once = PTHREAD_ONCE_INIT;
+
+static void read_identity(void) {
+  int fd[2];
+  snprintf(identity, sizeof identity, "%s (version unknown)", cc_name());
+  if (pipe(fd)) return;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+  posix_spawn_file_actions_addclose(&fa, fd[0]);
+  char *argv[] = { (char *)cc_name(), "--version", NULL };
+  pid_t pid;
+  int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fd[1]);
+  if (rc == 0) {
+    size_t n = 0;
+    ssize_t got;
+    char buf[sizeof identity];
+    while (n < sizeof buf - 1 && (got = read(fd[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)got;
+    buf[n] = 0;
+    int status;
+    waitpid(pid, &status, 0);
+    if (n) memcpy(identity, buf, n + 1);
+  }
+  close(fd[0]);
+}
+
+const char *cpu_cc_identity(void) {
+  pthread_once(&identity_once, read_identity);
+  return identity;
+}
+
+enum { PATH_N = 4200 };
+
+/* out = a + b; the cache folder is at most 4000 bytes, so this always fits. */
+static void join(char *out, const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  KILN_ASSERT(la + lb < PATH_N);
+  memcpy(out, a, la);
+  memcpy(out + la, b, lb + 1);
+}
+
+static bool make_dir(const char *path) { return mkdir(path, 0700) == 0 || errno == EEXIST; }
+
+kiln_status cpu_cache_dir(char *out, size_t n) {
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  char base[4096];
+  if (xdg && *xdg) snprintf(base, sizeof base, "%s", xdg);
+  else if (home && *home) snprintf(base, sizeof base, "%s/.cache", home);
+  else snprintf(base, sizeof base, "/tmp");
+  if (n > 4000) n = 4000;
+  if ((size_t)snprintf(out, n, "%s/kiln", base) >= n) return kiln_fail(KILN_ERR_IO, "cpu: cache path too long");
+  if (!make_dir(base) || !make_dir(out))
+    return kiln_fail(KILN_ERR_IO, "cpu: cannot create the cache folder '%s': %s", out, strerror(errno));
+  return KILN_OK;
+}
+
+/* The whole file, or NULL (with *len the size). */
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  if (fseek(f, 0, SEEK_END) == 0) {
+    long sz = ftell(f);
+    if (sz >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = kiln_malloc((size_t)sz + 1))) {
+      if (fread(buf, 1, (size_t)sz, f) != (size_t)sz) { kiln_free(buf); buf = NULL; }
+      else { buf[sz] = 0; *len = (size_t)sz; }
+    }
+  }
+  fclose(f);
+  return buf;
+}
+
+static bool write_file(const char *path, const char *data, size_t len) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return false;
+  bool ok = fwrite(data, 1, len, f) == len;
+  return fclose(f) == 0 && ok;
+}
+
+/* Runs cc on dir/k.c into dir/k.so, stderr into dir/cc.log. */
+static kiln_status run_cc(const char *dir) {
+  char cfile[PATH_N], sofile[PATH_N], log[PATH_N];
+  join(cfile, dir, "/k.c");
+  join(sofile, dir, "/k.so");
+  join(log, dir, "/cc.log");
+  char *argv[N_FLAGS + 6];
+  int n = 0;
+  argv[n++] = (char *)cc_name();
+  for (int i = 0; i < N_FLAGS; i++) argv[n++] = (char *)cc_flags[i];
+  argv[n++] = "-o";
+  argv[n++] = sofile;
+  argv[n++] = cfile;
+  argv[n++] = "-lm";
+  argv[n] = NULL;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc) return kiln_fail(KILN_ERR_COMPILE, "cpu: cannot start the C compiler '%s': %s", argv[0], strerror(rc));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return KILN_OK;
+  size_t len = 0;
+  char *msg = read_file(log, &len);
+  kiln_status st = kiln_fail(KILN_ERR_COMPILE, "cpu: '%s' failed on generated source: %.1500s", argv[0],
+                             msg ? msg : "(no output)");
+  kiln_free(msg);
+  return st;
+}
+
+static void remove_tmp(const char *dir) {
+  static const char *const names[] = { "/k.c", "/k.so", "/cc.log" };
+  char path[PATH_N];
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    join(path, dir, names[i]);
+    unlink(path);
+  }
+  rmdir(dir);
+}
+
+static kiln_status compile_into_cache(const char *cache, const char *key, const char *src, size_t len, void **dl) {
+  char dir[PATH_N], final_so[PATH_N], final_c[PATH_N], cfile[PATH_N], sofile[PATH_N], name[64];
+  join(dir, cache, "/tmp-XXXXXX");
+  if (!mkdtemp(dir)) return kiln_fail(KILN_ERR_IO, "cpu: cannot make a temporary folder in '%s': %s", cache, strerror(errno));
+  join(cfile, dir, "/k.c");
+  join(sofile, dir, "/k.so");
+  kiln_status st = KILN_OK;
+  if (!write_file(cfile, src, len)) st = kiln_fail(KILN_ERR_IO, "cpu: cannot write '%s'", cfile);
+  if (!st) st = run_cc(dir);
+  if (!st) {
+    /* load from the private path: a name this process never loaded, so dlopen cannot hand
+     * back an older library that had the same cache name */
+    *dl = dlopen(sofile, RTLD_NOW | RTLD_LOCAL);
+    if (!*dl) st = kiln_fail(KILN_ERR_COMPILE, "cpu: dlopen of the compiled kernels failed: %s", dlerror());
+  }
+  if (!st) {
+    snprintf(name, sizeof name, "/%s.so", key);
+    join(final_so, cache, name);
+    snprintf(name, sizeof name, "/%s.c", key);
+    join(final_c, cache, name);
+    /* the object first: a present .c always has its .so */
+    if (rename(sofile, final_so) == 0) rename(cfile, final_c);
+  }
+  remove_tmp(dir);
+  return st;
+}
+
+kiln_status cpu_build(const char *src, size_t len, void **dl, bool *hit) {
+  *dl = NULL;
+  *hit = false;
+  char cache[4096];
+  kiln_status st = cpu_cache_dir(cache, sizeof cache);
+  if (st) return st;
+  const char *id = cpu_cc_identity(), *flags = cpu_cc_flags();
+  uint64_t h = hash_bytes(id, strlen(id), 0x6b696c6e);
+  h = hash_bytes(flags, strlen(flags), h);
+  h = hash_bytes(src, len, h);
+  char key[32], so[PATH_N], cf[PATH_N], name[64];
+  snprintf(key, sizeof key, "%016llx", (unsigned long long)h);
+  snprintf(name, sizeof name, "/%s.so", key);
+  join(so, cache, name);
+  snprintf(name, sizeof name, "/%s.c", key);
+  join(cf, cache, name);
+  size_t stored_len = 0;
+  char *stored = read_file(cf, &stored_len);
+  bool same = stored && stored_len == len && !memcmp(stored, src, len);
+  kiln_free(stored);
+  if (same && (*dl = dlopen(so, RTLD_NOW | RTLD_LOCAL))) {
+    *hit = true;
+    return KILN_OK;
+  }
+  return compile_into_cache(cache, key, src, len, dl);
+}
