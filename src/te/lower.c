@@ -199,9 +199,6 @@ static int binary_op(OpKind op) {
   }
 }
 
-/* Injective ops whose body is one expression of the output index. */
-static Expr *injective_body(Lower *L, const Node *n, kiln_status *st);
-
 static Expr *elementwise(Lower *L, const Node *n) {
   const Tensor *o = tensor(L, n->out);
   TE *te = L->te;
@@ -257,21 +254,17 @@ static Expr *slice(Lower *L, const Node *n) {
 static Expr *concat(Lower *L, const Node *n) {
   const Tensor *o = tensor(L, n->out);
   int a = n->attr.axis;
-  int64_t off[64];
-  if (n->n_in > 64) return NULL;
-  for (int j = 0, at = 0; j < n->n_in; j++) {
-    off[j] = at;
-    at += tensor(L, n->in[j])->shape[a];
-  }
+  int64_t end = o->shape[a];  /* inputs are walked from the last: each ends where the next starts */
   Expr *e = NULL;
   for (int j = n->n_in - 1; j >= 0; j--) {
-    int64_t len = tensor(L, n->in[j])->shape[a];
+    int64_t len = tensor(L, n->in[j])->shape[a], off = end - len;
+    end = off;
     if (len == 0) continue;
     Expr *idx[KILN_MAX_RANK];
     for (int d = 0; d < o->rank; d++) idx[d] = V(L, d);
-    idx[a] = clamp(L, te_binary(L->te, TB_SUB, V(L, a), I(L, off[j])), len);
+    idx[a] = clamp(L, te_binary(L->te, TB_SUB, V(L, a), I(L, off)), len);
     Expr *v = load(L, n->in[j], idx);
-    e = e ? te_select(L->te, te_binary(L->te, TB_LT, V(L, a), I(L, off[j] + len)), v, e) : v;
+    e = e ? te_select(L->te, te_binary(L->te, TB_LT, V(L, a), I(L, off + len)), v, e) : v;
   }
   return e ? e : te_const_i(L->te, o->dtype, 0);  /* every input empty: so is the output */
 }
@@ -322,15 +315,13 @@ static Expr *gather(Lower *L, const Node *n) {
   return load(L, n->in[0], idx);
 }
 
-static Expr *injective_body(Lower *L, const Node *n, kiln_status *st) {
-  *st = KILN_OK;
+/* Injective ops: one expression of the output index. */
+static Expr *injective_body(Lower *L, const Node *n) {
   switch (n->op) {
   case OP_RESHAPE: return reshape(L, n);
   case OP_TRANSPOSE: return transpose(L, n);
   case OP_SLICE: return slice(L, n);
-  case OP_CONCAT:
-    if (n->n_in > 64) { *st = node_fail(n, KILN_ERR_UNSUPPORTED, "concat of more than 64 inputs"); return NULL; }
-    return concat(L, n);
+  case OP_CONCAT: return concat(L, n);
   case OP_PAD: return pad(L, n);
   case OP_EXPAND: return bcast_load(L, n->in[0], tensor(L, n->out)->rank);
   case OP_GATHER: return gather(L, n);
@@ -482,7 +473,6 @@ static int lower_pool(Lower *L, const Node *n) {
 
 static kiln_status lower_node(Lower *L, const Node *n) {
   int id;
-  kiln_status st = KILN_OK;
   switch (n->op) {
   case OP_REDUCE_SUM: case OP_REDUCE_MAX: case OP_REDUCE_MIN: case OP_REDUCE_PROD:
   case OP_ARGMAX: case OP_ARGMIN:
@@ -493,8 +483,7 @@ static kiln_status lower_node(Lower *L, const Node *n) {
   case OP_MAX_POOL: case OP_AVG_POOL: id = lower_pool(L, n); break;
   default: {
     if (op_expr_kind[n->op] != EXPR_INJ) return node_fail(n, KILN_ERR_UNSUPPORTED, "no lowering for this op");
-    Expr *body = injective_body(L, n, &st);
-    if (st != KILN_OK) return st;
+    Expr *body = injective_body(L, n);
     id = body ? emit(L, n, ST_INJECTIVE, tensor(L, n->out)->dtype, body, 0, NULL, RO_SUM, 0, NULL) : -1;
     break;
   }

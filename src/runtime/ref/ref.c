@@ -121,11 +121,18 @@ static bool tape_run(const Tape *t, TeValue *v, const int64_t *vars) {
       break;
     }
     case EX_UNARY: v[i] = te_eval_unary(in->op, in->adt, v[in->a[0]]); break;
-    case EX_BINARY:
-      if (in->adt == KILN_F32 && in->op == TB_MUL) v[i].f = (float)(v[in->a[0]].f * v[in->a[1]].f);
-      else if (in->adt == KILN_F32 && in->op == TB_ADD) v[i].f = (float)(v[in->a[0]].f + v[in->a[1]].f);
-      else v[i] = te_eval_binary(in->op, in->adt, v[in->a[0]], v[in->a[1]]);
+    case EX_BINARY: {
+      TeValue a = v[in->a[0]], b = v[in->a[1]];
+      /* Fast paths for the commonest ops (index math, f32 products and sums); the
+       * same results as te_eval_binary. */
+      if (in->adt == KILN_I64 && in->op == TB_ADD) v[i].i = (int64_t)((uint64_t)a.i + (uint64_t)b.i);
+      else if (in->adt == KILN_I64 && in->op == TB_MUL) v[i].i = (int64_t)((uint64_t)a.i * (uint64_t)b.i);
+      else if (in->adt == KILN_I64 && in->op == TB_SUB) v[i].i = (int64_t)((uint64_t)a.i - (uint64_t)b.i);
+      else if (in->adt == KILN_F32 && in->op == TB_MUL) v[i].f = (float)(a.f * b.f);
+      else if (in->adt == KILN_F32 && in->op == TB_ADD) v[i].f = (float)(a.f + b.f);
+      else v[i] = te_eval_binary(in->op, in->adt, a, b);
       break;
+    }
     case EX_SELECT: v[i] = v[in->a[0]].i ? v[in->a[1]] : v[in->a[2]]; break;
     case EX_CAST: v[i] = te_eval_cast(in->dtype, in->adt, v[in->a[0]]); break;
     }
