@@ -309,7 +309,7 @@ static size_t stage_bytes(const Stage *s) { return (size_t)s->numel * kiln_dtype
 static void ref_free(void *exec) {
   RefExec *x = exec;
   if (!x) return;
-  for (int s = 0; x->bufs && s < x->te->n_stages; s++)
+  for (int s = 0; x->bufs && x->owned && s < x->te->n_stages; s++)
     if (x->owned[s]) kiln_free(x->bufs[s]);
   kiln_free(x->bufs);
   kiln_free(x->owned);
