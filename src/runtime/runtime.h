@@ -51,7 +51,7 @@ typedef struct Backend {
   kiln_status (*read_output)(void *exec, int i, void *dst);       /* output i of the last run */
 } Backend;
 
-extern const Backend rt_backend_ref;   /* ref/ref.c */
+extern const Backend rt_backend_ref;   /* ref/ref.c: the oracle; its census counts 0 kernels, 0 fallbacks */
 extern const Backend rt_backend_cpu;   /* cpu/cpu.c */
 extern const Backend rt_backend_cuda;  /* cuda/cuda.c */
 

@@ -98,7 +98,7 @@ typedef struct Stage {
   int select_last;            /* argmax/argmin ties: last index instead of first */
   int n_red;
   int64_t red_shape[KILN_MAX_RANK];
-  const void *data;           /* param/const: host data (owned by the graph, or the TE arena) */
+  const void *data;           /* param/const: host data (te_lower copies it into the TE arena) */
   int tensor;                 /* graph tensor this stage computes, or -1 for an internal stage */
   OpKind op;                  /* graph op it lowers (census, debug); sources: -1 */
   const char *name;           /* debug name; never emitted into generated source */
@@ -156,6 +156,8 @@ TeValue te_wrap(kiln_dtype t, TeValue v);
 
 /* -- lower.c: graph -> te -- */
 
+/* Copies every name and constant it needs: the graph may be freed once it returns.
+ * Each stage body is simplified with its var ranges; every load is in range. */
 kiln_status te_lower(const Graph *g, TE **out);
 void te_free(TE *te);
 /* Adds a stage; returns its id or -1 when out of memory. */
