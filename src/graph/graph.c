@@ -791,9 +791,10 @@ kiln_status graph_check(const Graph *g) {
       return KILN_ERR_MODEL;
     }
     if (o.dtype != t->dtype || o.rank != t->rank || memcmp(o.shape, t->shape, sizeof(int64_t) * (size_t)o.rank)) {
-      char b[240];
-      return check_fail("node '%s' (%s): recorded output %s differs from inferred %s", nd->name, op_names[nd->op],
-                        tstr(t, b, sizeof b), kiln_dtype_name(o.dtype));
+      char b[240], b2[200];
+      graph_shape_str(o.rank, o.shape, b2, sizeof b2);
+      return check_fail("node '%s' (%s): recorded output %s differs from inferred %s%s", nd->name, op_names[nd->op],
+                        tstr(t, b, sizeof b), kiln_dtype_name(o.dtype), b2);
     }
   }
   for (int i = 0; i < g->n_outputs; i++)
