@@ -61,5 +61,11 @@ void cg_kernel_name(int k, bool trampoline, char buf[32]);
 kiln_status cg_render_kernel(const Plan *p, int k, const Dialect *d, StrBuf *out);
 /* Prelude and every non-host kernel of the plan, as one translation unit. */
 kiln_status cg_render_plan(const Plan *p, const Dialect *d, StrBuf *out);
+/* How a grid dialect maps kernel k (the backend sizes its launch from it):
+ * POINTS one thread per outer point, grid-stride; VEC4 four points per thread, 16-byte f32
+ * vectors (outer_numel/4 threads' worth); BLOCK_ROWS one block per outer point, any block
+ * size that is a multiple of 32, up to 1024. */
+typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS } CgGpuShape;
+CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k);
 
 #endif

@@ -36,6 +36,7 @@ typedef struct R {
   int *param_of;       /* stage -> parameter number, -1 if none */
   int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
   int nv;
+  const char *guard;   /* grid dialects: condition on stores of per-row values (one thread writes) */
   kiln_status st;
 } R;
 
@@ -343,7 +344,8 @@ static void store(R *r, const Item *it, const char *value) {
   char off[256] = "0";
   if (S->numel > 1) emit(r, it->offset, off, sizeof off);
   const char *fn = r->d->store_fn[S->dtype];
-  line(r, "b%d[%s] = %s%s%s%s;", r->param_of[it->stage], off, fn ? fn : "", fn ? "(" : "", value, fn ? ")" : "");
+  line(r, "%s%s%sb%d[%s] = %s%s%s%s;", r->guard ? "if (" : "", r->guard ? r->guard : "", r->guard ? ") " : "",
+       r->param_of[it->stage], off, fn ? fn : "", fn ? "(" : "", value, fn ? ")" : "");
 }
 
 static void value_item(R *r, const Item *it) {
@@ -623,6 +625,161 @@ static void render_rowacc(R *r) {
   close_block(r);
 }
 
+/* ---- GPU shapes (grid dialects) ----
+ * Two shapes beside the plain one thread per outer point (cg_gpu_shape decides, and the
+ * backend sizes its launch from the same answer):
+ *   - block rows: one block per outer point; its threads stride the inner loops and
+ *     combine their accumulators with the dialect's block reductions (k_block, k_block_arg)
+ *     before the per-row steps, which every thread computes and thread 0 stores;
+ *   - vec4: a pointwise f32 kernel whose flat reads and writes become 16-byte vectors, four
+ *     points per thread. */
+
+CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k) {
+  if (k->kind == KN_ROW || (k->kind == KN_REDUCE && k->inner_numel >= 64 && k->outer_numel < 32768))
+    return CG_GPU_BLOCK_ROWS;
+  if (k->kind != KN_POINTWISE || k->outer_numel % 4 || k->outer_numel < 4096) return CG_GPU_POINTS;
+  for (int i = 0; i < k->n_items; i++)
+    if (p->te->stages[k->items[i].stage].dtype != KILN_F32) return CG_GPU_POINTS;
+  return CG_GPU_VEC4;
+}
+
+static void block_combine(R *r, const Item *it) {
+  const Stage *S = &r->p->te->stages[it->stage];
+  static const char *const fn[] = { [RO_SUM] = "k_add()", [RO_PROD] = "k_mul()", [RO_MAX] = "k_max()", [RO_MIN] = "k_min()" };
+  int s = it->stage;
+  if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN)
+    line(r, "ai%d = k_block_arg(a%d, ai%d, %d, %d);", s, s, s, S->rop == RO_ARGMAX, S->select_last != 0);
+  else line(r, "a%d = k_block(a%d, %s);", s, s, fn[S->rop]);
+}
+
+static void block_inner_loop(R *r, int step) {
+  const Kernel *k = r->k;
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].step == step && k->items[i].kind == IT_ACC) acc_init(r, &k->items[i]);
+  line(r, "for (int64_t r = threadIdx.x; r < INT64_C(%lld); r += blockDim.x) {", (long long)k->inner_numel);
+  r->indent++;
+  push(r);
+  const char *guard = r->guard;
+  r->guard = NULL;  /* each thread stores its own inner points */
+  decompose(r, "r", k->rank, k->n_red, k->red_shape);
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->step != step) continue;
+    if (it->kind == IT_ACC) {
+      char v[256];
+      emit(r, it->body, v, sizeof v);
+      acc_update(r, it, v);
+    } else value_item(r, it);
+  }
+  r->guard = guard;
+  pop(r);
+  close_block(r);
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->step != step || it->kind != IT_ACC) continue;
+    block_combine(r, it);
+    char acc[32];
+    snprintf(acc, sizeof acc, "a%d", it->stage);
+    acc_final(r, it, acc);
+  }
+}
+
+static void render_block_rows(R *r) {
+  const Kernel *k = r->k;
+  line(r, "for (int64_t o = blockIdx.x; o < INT64_C(%lld); o += gridDim.x) {", (long long)k->outer_numel);
+  r->indent++;
+  push(r);
+  decompose(r, "o", 0, k->rank, k->shape);
+  r->guard = "threadIdx.x == 0";
+  for (int step = 0; step < k->n_steps; step++) {
+    if (!(step & 1)) { block_inner_loop(r, step); continue; }
+    for (int i = 0; i < k->n_items; i++)
+      if (k->items[i].step == step) value_item(r, &k->items[i]);
+  }
+  r->guard = NULL;
+  pop(r);
+  close_block(r);
+}
+
+/* The flat outer index as an Expr in kernel vars, simplified like load offsets. */
+static Expr *flat_index(R *r) {
+  TE *te = r->p->te;
+  Expr *f = te_const_i(te, KILN_I64, 0);
+  int64_t stride = 1;
+  for (int i = r->k->rank - 1; i >= 0 && f; i--) {
+    f = te_binary(te, TB_ADD, f, te_binary(te, TB_MUL, te_var(te, i), te_const_i(te, KILN_I64, stride)));
+    stride *= r->k->shape[i];
+  }
+  return f ? te_simplify(te, f, r->lo, r->hi, r->nv) : NULL;
+}
+
+/* Loads of f32 memory stages at the flat index, each once (a DAG walk with a seen list). */
+static void flat_loads(R *r, const Expr *e, const Expr *flat, Memo **seen, int *n, int *cap, const Expr **out, int *n_out) {
+  for (int i = 0; i < *n; i++)
+    if ((*seen)[i].e == e) return;
+  if (*n == *cap) {
+    int nc = *cap ? 2 * *cap : 64;
+    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
+    if (!m) { r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory"); return; }
+    *seen = m, *cap = nc;
+  }
+  (*seen)[(*n)++] = (Memo){ e, 0 };
+  if (e->kind == EX_LOAD) {
+    const Stage *S = &r->p->te->stages[e->src];
+    if (S->dtype == KILN_F32 && S->numel == r->k->outer_numel && r->p->kernel_of[e->src] != r->k->id && *n_out < 64 &&
+        load_offset(r, e) == flat)
+      out[(*n_out)++] = e;
+    return;
+  }
+  for (int i = 0; i < e->n_args; i++) flat_loads(r, e->args[i], flat, seen, n, cap, out, n_out);
+}
+
+static void render_vec4(R *r) {
+  const Kernel *k = r->k;
+  static const char lane[4] = { 'x', 'y', 'z', 'w' };
+  Expr *flat = flat_index(r);
+  const Expr *loads[64];
+  int n_loads = 0, ns = 0, cs = 0;
+  Memo *seen = NULL;
+  for (int i = 0; i < k->n_items && flat; i++) flat_loads(r, k->items[i].body, flat, &seen, &ns, &cs, loads, &n_loads);
+  kiln_free(seen);
+  bool vstore[64] = { false };
+  for (int i = 0; i < k->n_items && i < 64 && flat; i++)
+    vstore[i] = k->items[i].store && te_simplify(r->p->te, k->items[i].offset, r->lo, r->hi, r->nv) == flat;
+  line(r, "for (int64_t q = %s; q < INT64_C(%lld); q += %s) {", r->d->thread_index, (long long)(k->outer_numel / 4),
+       r->d->thread_stride);
+  r->indent++;
+  for (int i = 0; i < n_loads; i++)
+    line(r, "const %s w%d = ((const %s *)b%d)[q];", r->d->vec4_type, i, r->d->vec4_type, r->param_of[loads[i]->src]);
+  for (int i = 0; i < k->n_items && i < 64; i++)
+    if (vstore[i]) line(r, "%s y%d;", r->d->vec4_type, i);
+  for (int j = 0; j < 4; j++) {
+    line(r, "{");
+    r->indent++;
+    push(r);
+    line(r, "const int64_t o = 4 * q + %d;", j);
+    decompose(r, "o", 0, k->rank, k->shape);
+    for (int i = 0; i < n_loads; i++) {
+      int id = r->tmp++;
+      line(r, "const float t%d = w%d.%c;", id, i, lane[j]);
+      memo_add(r, loads[i], id);
+    }
+    for (int i = 0; i < k->n_items; i++) {
+      const Item *it = &k->items[i];
+      if (i >= 64 || !vstore[i]) { value_item(r, it); continue; }
+      char v[256];
+      emit(r, it->body, v, sizeof v);
+      line(r, "const float s%d = %s;", it->stage, v);
+      line(r, "y%d.%c = s%d;", i, lane[j], it->stage);
+    }
+    pop(r);
+    close_block(r);
+  }
+  for (int i = 0; i < k->n_items && i < 64; i++)
+    if (vstore[i]) line(r, "((%s *)b%d)[q] = y%d;", r->d->vec4_type, r->param_of[k->items[i].stage], i);
+  close_block(r);
+}
+
 /* ---- kernels ---- */
 
 int cg_kernel_params(const Plan *p, const Kernel *k, int *stages) {
@@ -665,7 +822,10 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   }
   sb_puts(out, ") {\n");
   r.indent = 1;
-  if (k->kind == KN_POINTWISE) render_pointwise(&r);
+  CgGpuShape gs = d->grid ? cg_gpu_shape(p, k) : CG_GPU_POINTS;
+  if (d->grid && gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
+  else if (d->grid && gs == CG_GPU_VEC4 && d->vec4_type) render_vec4(&r);
+  else if (k->kind == KN_POINTWISE) render_pointwise(&r);
   else if (!d->grid && rowacc_fits(k, te)) render_rowacc(&r);
   else render_general(&r, false);
   sb_puts(out, "}\n");

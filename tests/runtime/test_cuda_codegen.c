@@ -55,7 +55,7 @@ static kiln_graph *unary_graph(kiln_dtype t, int64_t n) {
   kiln_tensor x, a, b, c, y;
   OK(kiln_graph_create(&g));
   OK(kiln_graph_input(g, "secret_name", t, 1, &n, &x));
-  OK(kiln_graph_unary(g, dtype_is_float(t) ? KILN_TANH : KILN_NEG, x, &a));
+  OK(kiln_graph_unary(g, dtype_is_float(t) ? KILN_TANH : dtype_is_signed(t) ? KILN_NEG : KILN_ABS, x, &a));
   OK(kiln_graph_binary(g, KILN_MUL, a, x, &b));
   OK(kiln_graph_binary(g, dtype_is_float(t) ? KILN_DIV : KILN_MOD, b, x, &c));
   OK(kiln_graph_unary(g, KILN_ABS, c, &y));

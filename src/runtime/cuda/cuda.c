@@ -206,13 +206,30 @@ static kiln_status capture(CudaExec *x) {
 
 static void cuda_free(void *exec);
 
-/* Threads and blocks for one kernel, matching how render.c shaped it for a grid dialect. */
-static void launch_shape(CudaExec *x, const Kernel *k, CudaLaunch *l) {
-  int64_t n = k->kind == KN_POINTWISE || k->n_red == 0 ? k->outer_numel : k->outer_numel;
-  int64_t blocks = (n + 255) / 256, cap = (int64_t)x->d->sm_count * 32;
-  l->block = 256;
-  l->grid = (unsigned)(blocks < cap ? blocks : cap);
+/* Threads and blocks for one kernel, from the shape render.c gave it (cg_gpu_shape):
+ * grid-stride kernels get 256 threads and enough blocks to fill the device several times
+ * over; block-row kernels one block per row (grid-strided past 2^20 rows) and about eight
+ * inner points per thread, never more threads than the compiled kernel allows. */
+static kiln_status launch_shape(CudaExec *x, const Plan *p, const Kernel *k, CudaLaunch *l) {
+  int max_threads = 1024;
+  kiln_status st = cuda_check(x->d->cuFuncGetAttribute(&max_threads, CUDRV_FUNC_ATTR_MAX_THREADS, l->fn),
+                              "cuFuncGetAttribute", "max threads per block");
+  if (st) return st;
+  max_threads &= ~31;
   l->smem = 0;
+  CgGpuShape g = cg_gpu_shape(p, k);
+  if (g == CG_GPU_BLOCK_ROWS) {
+    int64_t t = 32;
+    while (t < 1024 && t * 8 < k->inner_numel) t *= 2;
+    l->block = (unsigned)(t < max_threads ? t : max_threads);
+    l->grid = (unsigned)(k->outer_numel < (1 << 20) ? k->outer_numel : (1 << 20));
+    return KILN_OK;
+  }
+  int64_t work = g == CG_GPU_VEC4 ? k->outer_numel / 4 : k->outer_numel;
+  l->block = (unsigned)(256 < max_threads ? 256 : max_threads);
+  int64_t blocks = (work + l->block - 1) / l->block, cap = (int64_t)x->d->sm_count * 32;
+  l->grid = (unsigned)(blocks < cap ? blocks : cap);
+  return KILN_OK;
 }
 
 static kiln_status bind_launches(CudaExec *x) {
@@ -239,7 +256,7 @@ static kiln_status bind_launches(CudaExec *x) {
     cg_kernel_name(i, false, name);
     kiln_status st = cuda_check(x->d->cuModuleGetFunction(&l->fn, x->mod, name), "cuModuleGetFunction", name);
     if (st) return st;
-    launch_shape(x, k, l);
+    if ((st = launch_shape(x, p, k, l))) return st;
   }
   return KILN_OK;
 }

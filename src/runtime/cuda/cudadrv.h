@@ -33,6 +33,7 @@ enum {
   CUDRV_ATTR_CC_MAJOR = 75,
   CUDRV_ATTR_CC_MINOR = 76,
   CUDRV_ATTR_SMEM_OPTIN = 97,
+  CUDRV_FUNC_ATTR_MAX_THREADS = 0,
   CUDRV_FUNC_ATTR_MAX_DYN_SMEM = 8,
   CUDRV_STREAM_NON_BLOCKING = 1,
   CUDRV_CAPTURE_THREAD_LOCAL = 1,
@@ -59,6 +60,7 @@ typedef struct CudaDriver {
   CUresult (*cuModuleUnload)(CUmodule m);
   CUresult (*cuModuleGetFunction)(CUfunction *f, CUmodule m, const char *name);
   CUresult (*cuFuncSetAttribute)(CUfunction f, int attr, int v);
+  CUresult (*cuFuncGetAttribute)(int *v, int attr, CUfunction f);
   CUresult (*cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                              unsigned bz, unsigned smem, CUstream s, void **params, void **extra);
   CUresult (*cuStreamCreate)(CUstream *s, unsigned flags);

@@ -67,6 +67,7 @@ static bool resolve_driver(void *l, const char **missing_out) {
   NEED(l, drv.cuModuleUnload, "cuModuleUnload", NULL);
   NEED(l, drv.cuModuleGetFunction, "cuModuleGetFunction", NULL);
   NEED(l, drv.cuFuncSetAttribute, "cuFuncSetAttribute", NULL);
+  NEED(l, drv.cuFuncGetAttribute, "cuFuncGetAttribute", NULL);
   NEED(l, drv.cuLaunchKernel, "cuLaunchKernel", NULL);
   NEED(l, drv.cuStreamCreate, "cuStreamCreate", NULL);
   NEED(l, drv.cuStreamDestroy, "cuStreamDestroy_v2", NULL);
