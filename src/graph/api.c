@@ -514,7 +514,8 @@ static kiln_status window_defaults(const char *fn, int spatial, int64_t *strides
     if (!strides[i]) strides[i] = 1;
     if (!dil[i]) dil[i] = 1;
   }
-  for (int i = spatial; i < 3; i++) strides[i] = dil[i] = 0; /* unused: zero, so equal nodes compare equal */
+  for (int i = 0; i < 3; i++) /* unused: zero, so equal nodes compare equal */
+    if (i >= spatial) strides[i] = dil[i] = 0;
   return KILN_OK;
 }
 
@@ -533,7 +534,8 @@ kiln_status kiln_graph_conv(kiln_graph *kg, kiln_tensor x, kiln_tensor w, kiln_t
   if (s) return s;
   NEED(p->group >= 0, "%s: group is %lld (negative)", __func__, (long long)p->group);
   if (!a.conv.group) a.conv.group = 1;
-  for (int i = 2 * p->spatial; i < 6; i++) a.conv.pads[i] = 0; /* pads: spatial begins, then spatial ends */
+  for (int i = 0; i < 6; i++) /* pads: spatial begins, then spatial ends; the rest unused */
+    if (i >= 2 * p->spatial) a.conv.pads[i] = 0;
   int nt = g->n_tensors, nn = g->n_nodes;
   int in[2] = { x, w };
   kiln_tensor y;
@@ -580,8 +582,10 @@ kiln_status kiln_graph_pool(kiln_graph *kg, kiln_pool_kind kind, kiln_tensor x, 
   if (s) return s;
   for (int i = 0; i < p->spatial; i++)
     NEED(p->kernel[i] >= 1, "%s: kernel[%d] is %lld (must be >= 1)", __func__, i, (long long)p->kernel[i]);
-  for (int i = p->spatial; i < 3; i++) a.pool.kernel[i] = 0;
-  for (int i = 2 * p->spatial; i < 6; i++) a.pool.pads[i] = 0;
+  for (int i = 0; i < 3; i++)
+    if (i >= p->spatial) a.pool.kernel[i] = 0; /* unused */
+  for (int i = 0; i < 6; i++)
+    if (i >= 2 * p->spatial) a.pool.pads[i] = 0;
   a.pool.ceil_mode = p->ceil_mode != 0;
   a.pool.count_include_pad = kind == KILN_POOL_AVG && p->count_include_pad != 0;
   int in[1] = { x };
