@@ -122,7 +122,9 @@ void graph_free(Graph *g);
 kiln_status graph_leaf(Graph *g, TensorKind kind, const char *name, kiln_dtype t, int rank,
                        const int64_t *shape, const void *data, int *out);
 /* Adds a primitive node after checking and inferring the output; on failure records an
- * error naming the node (g->node_name) and changes nothing. */
+ * error naming the node (g->node_name) and changes nothing. Bad inputs or attributes give
+ * KILN_ERR_INVALID_ARG (an importer may report them as KILN_ERR_MODEL); an output size that
+ * overflows, or a failed allocation, KILN_ERR_NO_MEMORY. attr may be NULL for ops without. */
 kiln_status graph_add(Graph *g, OpKind op, int n_in, const int *in, const Attr *attr, int *out);
 kiln_status graph_output(Graph *g, int tensor, const char *name);
 kiln_status graph_assign(Graph *g, int param, int value);
