@@ -508,9 +508,11 @@ static int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p
   if (span < ek) return -1;
   span -= ek;
   int64_t n = span / s + 1;
-  if (ceil_mode && span % s) {
+  if (ceil_mode && span % s) { /* n <= span/2 + 2 here (s >= 2): no overflow */
+    int64_t start;
     n++;
-    if ((n - 1) * s >= in + pb) n--; /* the last window must start inside the input or the begin pad */
+    /* the last window must start inside the input or the begin pad (in + pb fits: checked above) */
+    if (__builtin_mul_overflow(n - 1, s, &start) || start >= in + pb) n--;
   }
   return n;
 }
@@ -538,7 +540,7 @@ static kiln_status infer_conv(const Ctx *c, const Attr *a, Out *o) {
   if (s) return s;
   int64_t C = x->shape[1], M = w->shape[0], grp = p->group;
   if (grp < 1) return fail(c, "group is %lld (must be >= 1)", (long long)grp);
-  if (C % grp || M % grp || w->shape[1] * grp != C)
+  if (C % grp || M % grp || w->shape[1] != C / grp)
     return fail(c, "x '%s' has %lld channels and w '%s' is [%lld,%lld,...]; with group %lld need C %% group == 0, "
                 "M %% group == 0 and w dim 1 == C/group", x->name, (long long)C, w->name, (long long)M,
                 (long long)w->shape[1], (long long)grp);
