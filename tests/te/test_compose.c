@@ -53,6 +53,12 @@ static void test_transpose_reshape_slice(void) {
   OK(te_lower(g, &te));
   OK(te_check(te));
   CHECK(te->n_stages == 4);
+  char text[2048] = "";
+  FILE *m = fmemopen(text, sizeof text - 1, "w");
+  te_print(te, m);
+  fclose(m);
+  CHECK_MSG(strstr(text, "s3 injective [4,9] f32 transpose") && strstr(text, "s0 input [4,6,5] f32 'x'") &&
+            strstr(text, "output 'y' = s3"), "te_print:\n%s", text);
   Expr *e = compose_last(te);
   CHECK(e != NULL);
   Loads l = {0};
