@@ -34,12 +34,14 @@ typedef struct Dialect {
   bool grid;
   const char *thread_index;       /* grid: first outer point of this thread */
   const char *thread_stride;      /* grid: points between this thread's iterations */
-  const char *parallel_for;       /* loop: pragma before the parallel outer loop ("%lld": min work) */
+  const char *parallel_for;       /* loop: pragma before the parallel outer loop */
+  long long min_parallel_work;    /* loop: points below which a kernel runs on one thread */
   const char *parallel_for_simd;  /* loop: the same for a flat loop that also vectorises */
   const char *simd;               /* loop: pragma before a vectorisable inner loop */
   const char *simd_sum;           /* loop: pragma with "%s" for a sum-reduction variable list */
   bool trampoline;                /* emit void kiln_eN(void *const *a) calling kernel N */
   const char *vec4_type;          /* 16-byte vector of f32 (NULL: none) */
+  const char *block_bounds;       /* grid: attribute fixing a kernel's block size ("%d"), or NULL */
 } Dialect;
 
 /* -- dialect_c.c -- */
@@ -67,5 +69,7 @@ kiln_status cg_render_plan(const Plan *p, const Dialect *d, StrBuf *out);
  * size that is a multiple of 32, up to 1024. */
 typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS } CgGpuShape;
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k);
+/* BLOCK_ROWS: the block size the kernel was rendered for (launch exactly this many threads). */
+int cg_gpu_block(const Kernel *k);
 
 #endif

@@ -37,6 +37,9 @@ typedef struct R {
   int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
   int nv;
   const char *guard;   /* grid dialects: condition on stores of per-row values (one thread writes) */
+  /* block rows: loads of the row read again by a later step are kept in registers (c<i>[j]) */
+  const Expr *cached[8]; int n_cached;
+  bool capture;        /* the first inner loop: copy each cached load into its register array */
   kiln_status st;
 } R;
 
@@ -306,6 +309,8 @@ static void emit_load(R *r, const Expr *e, char *out, size_t n) {
   const char *fn = r->d->load_fn[S->dtype];
   snprintf(text, sizeof text, "%s%sb%d[%s]%s", fn ? fn : "", fn ? "(" : "", r->param_of[src], off, fn ? ")" : "");
   declare(r, e, text, out, n);
+  for (int i = 0; r->capture && i < r->n_cached; i++)
+    if (r->cached[i] == e) line(r, "c%d[j] = %s;", i, out);
 }
 
 static void finish(R *r, const Expr *e, char a[3][64], char *out, size_t n) {
@@ -453,7 +458,8 @@ static void open_outer(R *r, int64_t n, int64_t work, bool simd) {
   if (r->d->grid) {
     line(r, "for (int64_t o = %s; o < INT64_C(%lld); o += %s) {", r->d->thread_index, (long long)n, r->d->thread_stride);
   } else {
-    if (n > 1) line(r, simd ? r->d->parallel_for_simd : r->d->parallel_for, (long long)work);
+    if (n > 1 && work >= r->d->min_parallel_work) line(r, "%s", simd ? r->d->parallel_for_simd : r->d->parallel_for);
+    else if (n > 1 && simd) line(r, "%s", r->d->simd);
     line(r, "for (int64_t o = 0; o < INT64_C(%lld); o++) {", (long long)n);
   }
   r->indent++;
@@ -634,6 +640,12 @@ static void render_rowacc(R *r) {
  *   - vec4: a pointwise f32 kernel whose flat reads and writes become 16-byte vectors, four
  *     points per thread. */
 
+int cg_gpu_block(const Kernel *k) {
+  int t = 32;
+  while (t < 1024 && (int64_t)t * 8 < k->inner_numel) t *= 2;
+  return t;
+}
+
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k) {
   if (k->kind == KN_ROW || (k->kind == KN_REDUCE && k->inner_numel >= 64 && k->outer_numel < 32768))
     return CG_GPU_BLOCK_ROWS;
@@ -652,16 +664,78 @@ static void block_combine(R *r, const Item *it) {
   else line(r, "a%d = k_block(a%d, %s);", s, s, fn[S->rop]);
 }
 
-static void block_inner_loop(R *r, int step) {
+/* Memory loads in e (not of this kernel's stages), each once; seen is a DAG walk's list. */
+static void collect_loads(R *r, const Expr *e, Memo **seen, int *n, int *cap, const Expr **out, int *n_out, int max) {
+  for (int i = 0; i < *n; i++)
+    if ((*seen)[i].e == e) return;
+  if (*n == *cap) {
+    int nc = *cap ? 2 * *cap : 64;
+    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
+    if (!m) { r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory"); return; }
+    *seen = m, *cap = nc;
+  }
+  (*seen)[(*n)++] = (Memo){ e, 0 };
+  if (e->kind == EX_LOAD) {
+    if (r->p->kernel_of[e->src] != r->k->id && !plan_is_baked(r->p->te, e->src) && *n_out < max) out[(*n_out)++] = e;
+    return;
+  }
+  for (int i = 0; i < e->n_args; i++) collect_loads(r, e->args[i], seen, n, cap, out, n_out, max);
+}
+
+static void step_loads(R *r, int step, bool later, const Expr **out, int *n_out, int max) {
+  Memo *seen = NULL;
+  int n = 0, cap = 0;
+  for (int i = 0; i < r->k->n_items; i++) {
+    const Item *it = &r->k->items[i];
+    if (later ? (it->step > step && !(it->step & 1)) : it->step == step)
+      collect_loads(r, it->body, &seen, &n, &cap, out, n_out, max);
+  }
+  kiln_free(seen);
+}
+
+/* Rows short enough to sit in registers (at most 32 points per thread): the loads of the
+ * first inner loop that a later inner loop reads again are kept in c<i>[j]. */
+static int row_cache(R *r) {
+  const Kernel *k = r->k;
+  int64_t per = (k->inner_numel + cg_gpu_block(k) - 1) / cg_gpu_block(k);
+  r->n_cached = 0;
+  if (k->n_steps < 3 || per > 32) return 0;
+  const Expr *first[64], *later[64];
+  int nf = 0, nl = 0;
+  step_loads(r, 0, false, first, &nf, 64);
+  step_loads(r, 0, true, later, &nl, 64);
+  for (int i = 0; i < nf; i++)
+    for (int j = 0; j < nl; j++)
+      if (first[i] == later[j] && r->n_cached < 8) r->cached[r->n_cached++] = first[i];
+  for (int i = 0; i < r->n_cached; i++)
+    line(r, "%s c%d[%lld];", vt(r, r->cached[i]->dtype), i, (long long)per);
+  return r->n_cached ? (int)per : 0;
+}
+
+static void block_inner_loop(R *r, int step, int per) {
   const Kernel *k = r->k;
   for (int i = 0; i < k->n_items; i++)
     if (k->items[i].step == step && k->items[i].kind == IT_ACC) acc_init(r, &k->items[i]);
-  line(r, "for (int64_t r = threadIdx.x; r < INT64_C(%lld); r += blockDim.x) {", (long long)k->inner_numel);
+  if (per) {
+    line(r, "#pragma unroll");
+    line(r, "for (int j = 0; j < %d; j++) {", per);
+    r->indent++;
+    line(r, "const int64_t r = threadIdx.x + (int64_t)j * %d;", cg_gpu_block(k));
+    line(r, "if (r < INT64_C(%lld)) {", (long long)k->inner_numel);
+  } else {
+    line(r, "for (int64_t r = threadIdx.x; r < INT64_C(%lld); r += blockDim.x) {", (long long)k->inner_numel);
+  }
   r->indent++;
   push(r);
   const char *guard = r->guard;
   r->guard = NULL;  /* each thread stores its own inner points */
   decompose(r, "r", k->rank, k->n_red, k->red_shape);
+  r->capture = per && step == 0;
+  for (int i = 0; per && step > 0 && i < r->n_cached; i++) {
+    int id = r->tmp++;
+    line(r, "const %s t%d = c%d[j];", vt(r, r->cached[i]->dtype), id, i);
+    memo_add(r, r->cached[i], id);
+  }
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->step != step) continue;
@@ -672,8 +746,10 @@ static void block_inner_loop(R *r, int step) {
     } else value_item(r, it);
   }
   r->guard = guard;
+  r->capture = false;
   pop(r);
   close_block(r);
+  if (per) close_block(r);
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->step != step || it->kind != IT_ACC) continue;
@@ -690,13 +766,15 @@ static void render_block_rows(R *r) {
   r->indent++;
   push(r);
   decompose(r, "o", 0, k->rank, k->shape);
+  int per = row_cache(r);
   r->guard = "threadIdx.x == 0";
   for (int step = 0; step < k->n_steps; step++) {
-    if (!(step & 1)) { block_inner_loop(r, step); continue; }
+    if (!(step & 1)) { block_inner_loop(r, step, per); continue; }
     for (int i = 0; i < k->n_items; i++)
       if (k->items[i].step == step) value_item(r, &k->items[i]);
   }
   r->guard = NULL;
+  r->n_cached = 0;
   pop(r);
   close_block(r);
 }
@@ -814,7 +892,12 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   r.nv = k->rank + k->n_red;
   char name[32];
   cg_kernel_name(ki, false, name);
-  sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s %s(", ki, k->n_items, k->n_steps, d->kernel_prefix, name);
+  sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
+  if (d->grid && d->block_bounds && cg_gpu_shape(p, k) == CG_GPU_BLOCK_ROWS) {
+    sb_printf(out, d->block_bounds, cg_gpu_block(k));
+    sb_puts(out, " ");
+  }
+  sb_printf(out, "%s(", name);
   for (int i = 0; i < np; i++) {
     const Stage *S = &te->stages[params[i]];
     sb_printf(out, "%s%s%s *%s b%d", i ? ", " : "", i < k->n_ins ? d->buf_const : "", d->store_type[S->dtype],
