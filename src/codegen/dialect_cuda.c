@@ -177,4 +177,5 @@ const Dialect cg_dialect_cuda = {
   .simd_sum = "",
   .trampoline = false,
   .vec4_type = "float4",
+  .block_bounds = "__launch_bounds__(%d)",
 };

@@ -26,10 +26,12 @@ static kiln_program *run_on(kiln_graph *g, const char *be, int fuse, int replay,
   return p;
 }
 
+/* Largest |a - b| / (1e-3 + |b|): relative where values are large, absolute near zero
+ * (layernorm's outputs near 0 come from a cancellation, whose rounding differs by device). */
 static double max_rel(const float *a, const float *b, int64_t n) {
   double m = 0;
   for (int64_t i = 0; i < n; i++) {
-    double d = fabs((double)a[i] - b[i]) / (1e-6 + fabs((double)b[i]));
+    double d = fabs((double)a[i] - b[i]) / (1e-3 + fabs((double)b[i]));
     if (!(d <= m)) m = d;  /* NaN propagates */
   }
   return m;
@@ -160,7 +162,7 @@ static void test_resident(void) {
     CHECK(c.submissions == 1 && c.kernels_launched == 1);
     OK(kiln_program_read_output(p, 0, got));
     CHECK(max_rel(got, want, n) < 1e-5);
-    for (int64_t i = 0; i < n; i++) x[i] = -x[i];
+    for (int64_t i = 0; i < n; i++) x[i] += 1.0f;
     OK(kiln_program_set_input(p, 0, x));
     OK(kiln_program_run(p, NULL, NULL));
     OK(kiln_program_read_output(p, 0, got));

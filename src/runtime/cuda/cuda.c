@@ -207,9 +207,9 @@ static kiln_status capture(CudaExec *x) {
 static void cuda_free(void *exec);
 
 /* Threads and blocks for one kernel, from the shape render.c gave it (cg_gpu_shape):
- * grid-stride kernels get 256 threads and enough blocks to fill the device several times
- * over; block-row kernels one block per row (grid-strided past 2^20 rows) and about eight
- * inner points per thread, never more threads than the compiled kernel allows. */
+ * grid-stride kernels get 256 threads and a block per 256 points (up to 2^20 blocks, then
+ * they stride); block-row kernels one block per row (grid-strided past 2^20 rows) of
+ * exactly the size they were rendered for (cg_gpu_block). */
 static kiln_status launch_shape(CudaExec *x, const Plan *p, const Kernel *k, CudaLaunch *l) {
   int max_threads = 1024;
   kiln_status st = cuda_check(x->d->cuFuncGetAttribute(&max_threads, CUDRV_FUNC_ATTR_MAX_THREADS, l->fn),
@@ -219,15 +219,17 @@ static kiln_status launch_shape(CudaExec *x, const Plan *p, const Kernel *k, Cud
   l->smem = 0;
   CgGpuShape g = cg_gpu_shape(p, k);
   if (g == CG_GPU_BLOCK_ROWS) {
-    int64_t t = 32;
-    while (t < 1024 && t * 8 < k->inner_numel) t *= 2;
-    l->block = (unsigned)(t < max_threads ? t : max_threads);
+    int t = cg_gpu_block(k);  /* the kernel's unrolled row loops assume exactly this */
+    if (t > max_threads)
+      return kiln_fail(KILN_ERR_DEVICE, "cuda: kernel %d needs %d threads per block, the compiled code allows %d", k->id,
+                       t, max_threads);
+    l->block = (unsigned)t;
     l->grid = (unsigned)(k->outer_numel < (1 << 20) ? k->outer_numel : (1 << 20));
     return KILN_OK;
   }
   int64_t work = g == CG_GPU_VEC4 ? k->outer_numel / 4 : k->outer_numel;
   l->block = (unsigned)(256 < max_threads ? 256 : max_threads);
-  int64_t blocks = (work + l->block - 1) / l->block, cap = (int64_t)x->d->sm_count * 32;
+  int64_t blocks = (work + l->block - 1) / l->block, cap = (int64_t)1 << 20;
   l->grid = (unsigned)(blocks < cap ? blocks : cap);
   return KILN_OK;
 }
