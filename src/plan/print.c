@@ -58,7 +58,12 @@ void plan_print(const Plan *p, FILE *f) {
   for (int k = 0; k < p->n_kernels; k++) print_kernel(p, &p->kernels[k], f);
   fputs("materialised:\n", f);
   for (int s = 0; s < te->n_stages; s++)
-    if (p->kernel_of[s] >= 0 && p->why[s]) fprintf(f, "  t%d: %s%s\n", s, p->why[s], p->stored[s] ? "" : " (kept in registers)");
+    if (p->kernel_of[s] >= 0 && p->why[s]) {
+      bool named = p->why[s][0] == 't' && p->why[s][1] >= '0' && p->why[s][1] <= '9';  /* "t5: read by ..." */
+      if (!named) fprintf(f, "  t%d: ", s);
+      else fputs("  ", f);
+      fprintf(f, "%s%s\n", p->why[s], p->stored[s] ? "" : " (kept in registers)");
+    }
   int64_t in_floor = 0, out_floor = 0;
   for (int i = 0; i < te->n_inputs; i++) in_floor += te->stages[te->inputs[i]].numel * (int64_t)kiln_dtype_size(te->stages[te->inputs[i]].dtype);
   for (int i = 0; i < te->n_outputs; i++) out_floor += te->stages[te->outputs[i]].numel * (int64_t)kiln_dtype_size(te->stages[te->outputs[i]].dtype);
