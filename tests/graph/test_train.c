@@ -1,0 +1,161 @@
+/*
+ * Training steps through the compiler: mlp_train_b32 and cnn_train_b32 of
+ * ../shared/bench/WORKLOADS.md (one SGD step, lr 0.01, outputs loss and the updated
+ * parameters) built with kiln_graph_sgd. On cpu: no host fallbacks and a pinned kernel
+ * count; values agree with ref. Also Adam's state, repeated steps lowering the loss, and
+ * the optimizer builders' argument checks.
+ */
+#include "test.h"
+#include "graph/graph.h"
+
+#include "../../tools/train_models.c"
+
+/* Kernel counts of one training step on cpu with the planner as of this commit (fused).
+ * A change here means the planner changed: re-pin deliberately. */
+#define MLP_TRAIN_B32_KERNELS 13
+#define CNN_TRAIN_B32_KERNELS 32
+
+static unsigned long long seed = 42;
+
+static void random_batch(float *x, int64_t nx, float *y, int batch) {
+  for (int64_t i = 0; i < nx; i++) x[i] = (float)test_rand(&seed);
+  memset(y, 0, sizeof(float) * (size_t)batch * 10);
+  for (int b = 0; b < batch; b++) y[b * 10 + (int)((test_rand(&seed) + 1) * 5) % 10] = 1;
+}
+
+/* A workload step: SGD lr 0.01 (no momentum); outputs loss then each updated param. */
+static kiln_status build_workload(ModelKind m, TrainNet *net, kiln_tensor *updated) {
+  kiln_status s = train_net_build(m, 32, NULL, 7, 1, net);
+  if (!s) s = kiln_graph_output(net->g, net->loss, "loss");
+  if (!s) s = kiln_graph_sgd(net->g, net->loss, net->n_params, net->params, 0.01, 0, updated);
+  for (int i = 0; !s && i < net->n_params; i++) s = kiln_graph_output(net->g, updated[i], NULL);
+  return s;
+}
+
+/* Runs one step of workload m on backend be; fills loss and the updated params (flat). */
+static kiln_program *run_workload(ModelKind m, const char *be, const float *x, const float *y, float *loss,
+                                  float *params, int64_t *n_params_total) {
+  TrainNet net;
+  kiln_tensor upd[TRAIN_MAX_PARAMS];
+  kiln_program *p = NULL;
+  OK(build_workload(m, &net, upd));
+  kiln_options o = kiln_options_default();
+  o.backend = be;
+  OK(kiln_program_compile(net.g, &o, &p));
+  void *outs[1 + TRAIN_MAX_PARAMS] = {loss};
+  int64_t off = 0;
+  for (int i = 0; i < net.n_params; i++) outs[1 + i] = params + off, off += net.param_numel[i];
+  *n_params_total = off;
+  if (p) OK(kiln_program_run(p, (const void *[]){x, y}, outs));
+  train_net_free(&net);
+  return p;
+}
+
+static bool cpu_present(void) {
+  kiln_graph *g;
+  kiln_tensor x, y;
+  kiln_program *p = NULL;
+  kiln_options o = kiln_options_default();
+  o.backend = "cpu";
+  bool ok = !kiln_graph_create(&g) && !kiln_graph_input(g, "x", KILN_F32, 1, (const int64_t[]){2}, &x) &&
+            !kiln_graph_unary(g, KILN_NEG, x, &y) && !kiln_graph_output(g, y, "y") && !kiln_program_compile(g, &o, &p);
+  kiln_program_free(p);
+  kiln_graph_free(g);
+  return ok;
+}
+
+/* cpu against ref for one workload step (with_ref), census pinned. The CNN's values are
+ * checked against PyTorch in test_train_torch; here ref would only cost time. */
+static void test_workload(ModelKind m, const char *name, int64_t kernels, bool with_ref) {
+  int64_t nx = 32 * 784, np = 0;
+  float *x = malloc(sizeof(float) * (size_t)nx), y[320];
+  float *pr = malloc(sizeof(float) * 300000), *pc = malloc(sizeof(float) * 300000);
+  float lr, lc;
+  random_batch(x, nx, y, 32);
+  kiln_program *ref = with_ref ? run_workload(m, "ref", x, y, &lr, pr, &np) : NULL;
+  kiln_program *cpu = run_workload(m, "cpu", x, y, &lc, pc, &np);
+  CHECK(np < 300000);
+  CHECK(lc > 1.5f && lc < 3.5f);  /* about ln 10 for a fresh net */
+  if (with_ref) {
+    CHECK_NEAR(lc, lr, 1e-5);
+    double worst = 0;
+    for (int64_t i = 0; i < np; i++) worst = fmax(worst, fabs(pc[i] - pr[i]) / (fabs(pr[i]) + 1e-3));
+    CHECK_MSG(worst < 1e-3, "%s: cpu and ref updated parameters differ by %g (relative)", name, worst);
+  }
+  kiln_census c;
+  OK(kiln_program_census(cpu, &c));
+  CHECK_MSG(c.host_fallbacks == 0, "%s: %lld host fallbacks (%s)", name, (long long)c.host_fallbacks, c.fallback_ops);
+  CHECK_MSG(c.kernels_launched == kernels, "%s: %lld kernels per step, pinned %lld", name,
+            (long long)c.kernels_launched, (long long)kernels);
+  fprintf(stderr, "%s on cpu: %lld kernels, %lld host fallbacks, %lld bytes read, %lld written\n", name,
+          (long long)c.kernels_launched, (long long)c.host_fallbacks, (long long)c.bytes_read, (long long)c.bytes_written);
+  kiln_program_free(ref);
+  kiln_program_free(cpu);
+  free(x), free(pr), free(pc);
+}
+
+/* Repeated SGD-momentum and Adam steps on one batch drive the loss down; Adam counts steps. */
+static void test_repeated_steps(const char *be) {
+  for (int adam = 0; adam < 2; adam++) {
+    TrainNet net;
+    OK(train_net_build(MODEL_MLP, 16, NULL, 3, 1, &net));
+    OK(kiln_graph_output(net.g, net.loss, "loss"));
+    if (adam) OK(kiln_graph_adam(net.g, net.loss, net.n_params, net.params, 1e-3, 0.9, 0.999, 1e-8, NULL));
+    else OK(kiln_graph_sgd(net.g, net.loss, net.n_params, net.params, 0.05, 0.9, NULL));
+    kiln_options o = kiln_options_default();
+    o.backend = be;
+    kiln_program *p = NULL;
+    OK(kiln_program_compile(net.g, &o, &p));
+    float x[16 * 784], y[160], first = 0, loss = 0;
+    random_batch(x, 16 * 784, y, 16);
+    for (int s = 0; p && s < 8; s++) {
+      OK(kiln_program_run(p, (const void *[]){x, y}, (void *[]){&loss}));
+      if (s == 0) first = loss;
+    }
+    CHECK_MSG(loss < 0.5f * first, "%s on %s: loss %g after 8 steps, %g at the first", adam ? "adam" : "sgd", be,
+              loss, first);
+    if (adam && p) {  /* the step counter is a parameter named adam.step, now 8 */
+      kiln_tensor counter = -1;
+      for (int t = 0; t < net.g->g.n_tensors; t++)
+        if (!strcmp(net.g->g.tensors[t].name, "adam.step")) counter = t;
+      float steps = 0;
+      CHECK(counter >= 0);
+      if (counter >= 0) OK(kiln_program_read_param(p, counter, &steps));
+      CHECK(steps == 8);
+    }
+    kiln_program_free(p);
+    train_net_free(&net);
+  }
+}
+
+static void test_api_checks(void) {
+  TrainNet net;
+  OK(train_net_build(MODEL_MLP, 4, NULL, 1, 1, &net));
+  kiln_graph *g = net.g;
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_sgd(g, net.loss, 1, &net.x, 0.1, 0, NULL));  /* an input */
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_sgd(g, net.loss, 2, (const kiln_tensor[]){net.params[0], net.params[0]}, 0.1, 0, NULL));
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_sgd(g, net.loss, 1, net.params, 0.1, 1.5, NULL));  /* momentum */
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_adam(g, net.loss, 1, net.params, 0.1, 1.0, 0.999, 1e-8, NULL));
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_sgd(g, net.logits, 1, net.params, 0.1, 0, NULL));  /* loss not scalar */
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_sgd(NULL, net.loss, 1, net.params, 0.1, 0, NULL));
+  int n_nodes = g->g.n_nodes, n_assigns = g->g.n_assigns;
+  CHECK(n_assigns == 0 && n_nodes > 0);  /* failed calls left nothing behind */
+  OK(kiln_graph_sgd(g, net.loss, 1, net.params, 0.1, 0.9, NULL));
+  CHECK(g->g.n_assigns == 2);  /* the param and its momentum */
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_sgd(g, net.loss, 1, net.params, 0.1, 0, NULL));  /* assigned already */
+  OK(graph_check(&g->g));
+  train_net_free(&net);
+}
+
+int main(void) {
+  test_api_checks();
+  test_repeated_steps("ref");
+  if (!cpu_present()) {
+    fprintf(stderr, "skip: cpu backend not available (%s)\n", kiln_last_error());
+    TEST_MAIN_END();
+  }
+  test_repeated_steps("cpu");
+  test_workload(MODEL_MLP, "mlp_train_b32", MLP_TRAIN_B32_KERNELS, true);
+  test_workload(MODEL_LENET, "cnn_train_b32", CNN_TRAIN_B32_KERNELS, false);
+  TEST_MAIN_END();
+}
