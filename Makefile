@@ -3,7 +3,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo test test-fast test-asan valgrind clean
+.PHONY: all deps build demo test test-fast test-asan valgrind clean fuzz fuzz-build
 
 all: build
 
@@ -34,5 +34,24 @@ test-asan: deps
 valgrind: build
 	@cd $(BUILD) && ctest -T memcheck --overwrite MemoryCheckCommandOptions="--leak-check=full --error-exitcode=1" -j $(JOBS)
 
+# libFuzzer target for the ONNX loader (clang, ASan+UBSan): builds $(FUZZ_BUILD)/fuzz_onnx,
+# seeds $(FUZZ_BUILD)/corpus from ../shared's node tests, runs FUZZ_SECONDS (CI: 60).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_SRC = fuzz/fuzz_onnx.c $(wildcard src/base/*.c) $(wildcard src/graph/*.c)
+fuzz-build: deps
+	@mkdir -p $(FUZZ_BUILD)/proto
+	@cp /usr/include/onnx/onnx.proto $(FUZZ_BUILD)/proto/onnx.proto
+	@protoc-c --proto_path=$(FUZZ_BUILD)/proto --c_out=$(FUZZ_BUILD)/proto $(FUZZ_BUILD)/proto/onnx.proto
+	@clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  -Iinclude -Isrc -I$(FUZZ_BUILD)/proto $(FUZZ_SRC) $(FUZZ_BUILD)/proto/onnx.pb-c.c \
+	  -l:libprotobuf-c.a -lm -o $(FUZZ_BUILD)/fuzz_onnx
+
+fuzz: fuzz-build
+	@fuzz/make-seeds $(FUZZ_BUILD)/corpus
+	@$(FUZZ_BUILD)/fuzz_onnx -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1 \
+	  $(FUZZ_BUILD)/corpus
+
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -126,6 +126,8 @@ static int map_get(const NameMap *m, const char *key) {
   return -1;
 }
 
+int map_get_id(Importer *im, const char *name) { return map_get(im->scope, name); }
+
 /* ---- attributes ---- */
 
 const Onnx__AttributeProto *im_attr(Importer *im, const char *name) {
@@ -244,7 +246,9 @@ static kiln_status external_path(const char *dir, const char *loc, const char *w
   return KILN_OK;
 }
 
-static kiln_status read_external(const Onnx__TensorProto *t, const char *dir, const char *what, int64_t bytes, void *dst) {
+/* Reads external data into a buffer from a, allocated only once the file is known to hold it. */
+static kiln_status read_external(const Onnx__TensorProto *t, const char *dir, const char *what, int64_t bytes, Arena *a,
+                                 void **out) {
   const char *loc = NULL;
   int64_t offset = 0, length = -1;
   for (size_t i = 0; i < t->n_external_data; i++) {
@@ -273,6 +277,8 @@ static kiln_status read_external(const Onnx__TensorProto *t, const char *dir, co
   if (!size_add(offset, bytes, &need) || need > (int64_t)st.st_size)
     return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data '%s' holds %lld bytes, needs %lld at offset %lld", what,
                      loc, (long long)st.st_size, (long long)bytes, (long long)offset);
+  void *dst = *out = arena_alloc(a, (size_t)bytes + 1);
+  if (!dst) return kiln_fail(KILN_ERR_NO_MEMORY, "tensor '%s': cannot allocate %lld bytes", what, (long long)bytes);
   FILE *f = fopen(path, "rb");
   if (!f) return kiln_fail(KILN_ERR_IO, "tensor '%s': cannot open external data '%s': %s", what, loc, strerror(errno));
   bool ok = fseeko(f, (off_t)offset, SEEK_SET) == 0 && fread(dst, 1, (size_t)bytes, f) == (size_t)bytes;
@@ -281,17 +287,17 @@ static kiln_status read_external(const Onnx__TensorProto *t, const char *dir, co
 }
 
 /* Copies the typed repeated field that ONNX uses for dtype t into dst (numel elements). */
-static kiln_status typed_data(const Onnx__TensorProto *t, kiln_dtype dt, int64_t numel, const char *what, void *dst) {
-  size_t have;
+static size_t typed_count(const Onnx__TensorProto *t, kiln_dtype dt) {
   switch (dt) {
-  case KILN_F32: have = t->n_float_data; break;
-  case KILN_F64: have = t->n_double_data; break;
-  case KILN_I64: have = t->n_int64_data; break;
-  case KILN_U32: case KILN_U64: have = t->n_uint64_data; break;
-  default: have = t->n_int32_data; break;  /* i32 i16 i8 u16 u8 bool f16 bf16 */
+  case KILN_F32: return t->n_float_data;
+  case KILN_F64: return t->n_double_data;
+  case KILN_I64: return t->n_int64_data;
+  case KILN_U32: case KILN_U64: return t->n_uint64_data;
+  default: return t->n_int32_data;  /* i32 i16 i8 u16 u8 bool f16 bf16 */
   }
-  if ((uint64_t)have != (uint64_t)numel)
-    return kiln_fail(KILN_ERR_MODEL, "tensor '%s': %lld elements declared, %zu present", what, (long long)numel, have);
+}
+
+static void typed_data(const Onnx__TensorProto *t, kiln_dtype dt, int64_t numel, void *dst) {
   for (int64_t i = 0; i < numel; i++) {
     switch (dt) {
     case KILN_F32: ((float *)dst)[i] = t->float_data[i]; break;
@@ -308,7 +314,6 @@ static kiln_status typed_data(const Onnx__TensorProto *t, kiln_dtype dt, int64_t
     default: KILN_ASSERT(0);
     }
   }
-  return KILN_OK;
 }
 
 /* TensorProto -> dtype, shape and a host copy of its data (from alloc). */
@@ -334,16 +339,20 @@ static kiln_status tensor_decode(const Onnx__TensorProto *t, const char *dir, Ar
   bool external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
   /* The data must be present before the buffer is allocated, so a huge declared shape
    * with no bytes behind it fails cleanly instead of allocating. */
-  if (!external && t->has_raw_data && (int64_t)t->raw_data.len != bytes)
+  if (external) return read_external(t, dir, what, bytes, a, &out->data);
+  if (t->has_raw_data && (int64_t)t->raw_data.len != bytes)
     return kiln_fail(KILN_ERR_MODEL, "tensor '%s': %lld bytes declared, %zu present", what, (long long)bytes, t->raw_data.len);
-  out->data = arena_alloc(a, (size_t)bytes);
+  if (!t->has_raw_data && (uint64_t)typed_count(t, out->dtype) != (uint64_t)out->numel)
+    return kiln_fail(KILN_ERR_MODEL, "tensor '%s': %lld elements declared, %zu present", what, (long long)out->numel,
+                     typed_count(t, out->dtype));
+  out->data = arena_alloc(a, (size_t)bytes + 1);
   if (!out->data) return kiln_fail(KILN_ERR_NO_MEMORY, "tensor '%s': cannot allocate %lld bytes", what, (long long)bytes);
-  if (external) return read_external(t, dir, what, bytes, out->data);
   if (t->has_raw_data) {  /* little-endian on disk, as on every host kiln runs on */
     if (bytes) memcpy(out->data, t->raw_data.data, (size_t)bytes);
-    return KILN_OK;
+  } else {
+    typed_data(t, out->dtype, out->numel, out->data);
   }
-  return typed_data(t, out->dtype, out->numel, what, out->data);
+  return KILN_OK;
 }
 
 kiln_status im_tensor(Importer *im, const Onnx__TensorProto *t, OnnxTensor *out) {
@@ -474,20 +483,32 @@ static bool is_shape_operand(const char *op, size_t i) {
     { "ReduceSum", 2 }, { "ReduceMean", 2 }, { "ReduceMax", 2 }, { "ReduceMin", 2 }, { "ReduceProd", 2 },
     { "ReduceSumSquare", 2 }, { "ReduceL1", 2 }, { "ReduceL2", 2 }, { "ReduceLogSum", 2 },
     { "ReduceLogSumExp", 2 }, { "OneHot", 2 }, { "Trilu", 2 }, { "CenterCropPad", 2 }, { "Resize", 14 },
-    { "Upsample", 2 }, { "TopK", 2 }, { "EyeLike", 0 }, { "CumSum", 2 },
+    { "Upsample", 2 }, { "TopK", 2 }, { "EyeLike", 0 }, { "CumSum", 2 }, { "Dropout", 4 },
+    { "SequenceInsert", 4 }, { "SequenceErase", 2 }, { "SequenceAt", 2 }, { "SplitToSequence", 2 },
   };
   for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
     if (!strcmp(op, t[k].op)) return i < 32 && (t[k].mask >> i & 1);
   return false;
 }
 
-static bool input_is_shape_operand(const Onnx__GraphProto *gp, const char *name) {
-  for (size_t n = 0; n < gp->n_node; n++) {
+/* The names whose values import rules read, directly or through the nodes computing
+ * them (Shape and Size read only their input's shape). One pass in reverse node order
+ * suffices: nodes come in topological order. */
+static kiln_status mark_needed(Importer *im, const Onnx__GraphProto *gp, NameMap *need) {
+  kiln_status s;
+  for (size_t n = gp->n_node; n-- > 0;) {
     const Onnx__NodeProto *nd = gp->node[n];
-    for (size_t i = 0; i < nd->n_input; i++)
-      if (nd->input[i] && !strcmp(nd->input[i], name) && nd->op_type && is_shape_operand(nd->op_type, i)) return true;
+    const char *op = nd->op_type ? nd->op_type : "";
+    bool out_needed = false;
+    for (size_t i = 0; i < nd->n_output; i++) out_needed |= nd->output[i] && map_get(need, nd->output[i]) >= 0;
+    bool shape_only = !strcmp(op, "Shape") || !strcmp(op, "Size");
+    for (size_t i = 0; i < nd->n_input; i++) {
+      if (!nd->input[i] || !*nd->input[i]) continue;
+      if (((out_needed && !shape_only) || is_shape_operand(op, i)) && (s = map_put(&im->tmp, need, nd->input[i], 1)))
+        return s;
+    }
   }
-  return false;
+  return KILN_OK;
 }
 
 static const Onnx__FunctionProto *find_function(Importer *im, const char *domain, const char *name) {
@@ -531,7 +552,7 @@ static kiln_status inline_function(Importer *im, const Onnx__FunctionProto *f, c
   if (s) return s;
   for (size_t i = 0; i < n_out; i++) {
     outs[i] = i < f->n_output && f->output[i] ? map_get(&local, f->output[i]) : -1;
-    if (outs[i] < 0) return im_fail(im, KILN_ERR_MODEL, "function '%s' does not produce output %zu", f->name, i);
+    if (outs[i] == -1) return im_fail(im, KILN_ERR_MODEL, "function '%s' does not produce output %zu", f->name, i);
   }
   return KILN_OK;
 }
@@ -552,14 +573,19 @@ static kiln_status import_node(Importer *im, const Onnx__NodeProto *nd) {
     const char *nm = nd->input[i];
     ins[i] = -1;
     if (!nm || !*nm) continue;  /* an omitted optional input */
-    if ((ins[i] = map_get(im->scope, nm)) < 0) return im_fail(im, KILN_ERR_MODEL, "input '%s' is not defined before this node", nm);
+    if ((ins[i] = map_get(im->scope, nm)) == -1)
+      return im_fail(im, KILN_ERR_MODEL, "input '%s' is not defined before this node", nm);
   }
   for (size_t i = 0; i < nd->n_output; i++) outs[i] = -1;
   kiln_status s;
   const Onnx__FunctionProto *f = find_function(im, domain, op);
   if (f) s = inline_function(im, f, ins, nd->n_input, outs, nd->n_output);
+  else if (!strcmp(domain, "ai.onnx.preview.training") && !strcmp(op, "Gradient"))
+    s = im_gradient(im, (int)nd->n_input, ins, (int)nd->n_output, outs);
   else if (*domain && strcmp(domain, "ai.onnx"))
     return im_fail(im, KILN_ERR_UNSUPPORTED, "operator domain '%s' is not supported", domain);
+  else if (im->opset < 0)
+    return im_fail(im, KILN_ERR_MODEL, "the model imports no opset for the default domain");
   else s = im_node(im, op, (int)nd->n_input, ins, (int)nd->n_output, outs);
   if (s) {
     const char *m = kiln_last_error();
@@ -569,7 +595,7 @@ static kiln_status import_node(Importer *im, const Onnx__NodeProto *nd) {
   for (size_t i = 0; i < nd->n_output; i++) {
     const char *nm = nd->output[i];
     if (!nm || !*nm) continue;
-    if (outs[i] < 0) return im_fail(im, KILN_ERR_UNSUPPORTED, "output %zu ('%s') is not supported", i, nm);
+    if (outs[i] == -1) return im_fail(im, KILN_ERR_UNSUPPORTED, "output %zu ('%s') is not supported", i, nm);
     if ((s = map_put(&im->tmp, im->scope, nm, outs[i]))) return s;
   }
   return KILN_OK;
@@ -596,7 +622,8 @@ static kiln_status mark_outputs(Importer *im, const Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_output; i++) {
     const char *nm = gp->output[i]->name;
     int id = nm && *nm ? map_get(im->scope, nm) : -1;
-    if (id < 0) return kiln_fail(KILN_ERR_MODEL, "onnx: graph output '%s' is not produced by any node", nm ? nm : "");
+    if (id == -1) return kiln_fail(KILN_ERR_MODEL, "onnx: graph output '%s' is not produced by any node", nm ? nm : "");
+    if (id < 0) return kiln_fail(KILN_ERR_UNSUPPORTED, "onnx: graph output '%s' is a sequence; only tensors can leave", nm);
     kiln_status s = graph_output(im->g, id, nm);
     if (s) return s;
   }
@@ -606,10 +633,12 @@ static kiln_status mark_outputs(Importer *im, const Onnx__GraphProto *gp) {
 static kiln_status import_graph(Importer *im, const Onnx__GraphProto *gp) {
   kiln_status s;
   int pos = 0;
+  NameMap need = { 0 };
+  if ((s = mark_needed(im, gp, &need))) return s;
   for (size_t i = 0; i < gp->n_input; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
     if (vi->name && is_initializer(gp, vi->name)) continue;  /* a default value, not an input */
-    if ((s = add_input(im, vi, pos++, input_is_shape_operand(gp, vi->name ? vi->name : "")))) return s;
+    if ((s = add_input(im, vi, pos++, map_get(&need, vi->name ? vi->name : "") >= 0))) return s;
   }
   for (size_t i = 0; i < gp->n_initializer; i++)
     if ((s = add_initializer(im, gp->initializer[i]))) return s;
@@ -630,13 +659,13 @@ kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *bas
   im.base_dir = base_dir, im.model = m, im.bind = bind, im.n_bind = n_bind, im.scope = &top;
   im.opset = opset_of(m->n_opset_import, m->opset_import, "");
   if (!m->graph) s = kiln_fail(KILN_ERR_MODEL, "onnx: the model has no graph");
-  else if (im.opset < 0) s = kiln_fail(KILN_ERR_MODEL, "onnx: no opset for the default domain");
-  else if (im.opset < 7) s = kiln_fail(KILN_ERR_UNSUPPORTED, "onnx: opset %d is older than 7", im.opset);
+  else if (im.opset >= 0 && im.opset < 7) s = kiln_fail(KILN_ERR_UNSUPPORTED, "onnx: opset %d is older than 7", im.opset);
   else if (!(im.g = graph_create())) s = kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory");
   else s = import_graph(&im, m->graph);
   if (s && im.g) graph_free(im.g);
   else *out = im.g;
   arena_free(&im.tmp);
+  kiln_free(im.seqs);
   onnx__model_proto__free_unpacked(m, &pb_allocator);
   return s;
 }

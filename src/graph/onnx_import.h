@@ -26,11 +26,20 @@ typedef struct Importer {
   const char *node_name;
   /* attribute references of an inlined function call, NULL outside functions */
   const Onnx__NodeProto *caller;
+  /* ONNX sequences live only at import time: a list of tensor ids, named in the
+   * scope by a negative id (SEQ_ID). They never reach the graph. */
+  struct Seq { int n; int *ids; } *seqs;
+  int n_seqs, cap_seqs;
 } Importer;
+
+#define SEQ_ID(k) (-2 - (k))   /* name-map value of sequence k; -1 means "no value" */
+#define SEQ_INDEX(id) (-2 - (id))
 
 /* -- onnx.c -- */
 
 kiln_status im_fail(Importer *im, kiln_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The id a name has in the current scope: a tensor (>= 0), a sequence (< -1) or -1. */
+int map_get_id(Importer *im, const char *name);
 /* Attribute lookup on the current node (references into a calling function resolved). */
 const Onnx__AttributeProto *im_attr(Importer *im, const char *name);
 int64_t im_attr_i(Importer *im, const char *name, int64_t dflt);
@@ -52,5 +61,7 @@ kiln_status im_const_i64(Importer *im, int rank, const int64_t *shape, const int
 /* Imports one node of the default domain: ins[i] = tensor id or -1 for a missing
  * optional input; writes outs[0..n_out-1] (-1: output not produced). */
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs);
+/* ai.onnx.preview.training Gradient, through graph_grad. */
+kiln_status im_gradient(Importer *im, int n_in, const int *ins, int n_out, int *outs);
 
 #endif

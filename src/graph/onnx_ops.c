@@ -31,6 +31,7 @@ static int IN(const Call *c, int i) { return i < c->n_in ? c->in[i] : -1; }
 
 static kiln_status need_in(Importer *im, const Call *c, int i) {
   if (IN(c, i) >= 0) return KILN_OK;
+  if (IN(c, i) < -1) return im_fail(im, KILN_ERR_UNSUPPORTED, "input %d is a sequence; a tensor is expected", i);
   return im_fail(im, KILN_ERR_MODEL, "required input %d is missing", i);
 }
 
@@ -169,6 +170,11 @@ static kiln_status norm_axes(Importer *im, const int64_t *axes, int n, int rank,
   return KILN_OK;
 }
 
+static kiln_status give(int *out, int x) {
+  *out = x;
+  return KILN_OK;
+}
+
 static kiln_status identity_out(Call *c, int x) {
   c->out[0] = x;
   return KILN_OK;
@@ -246,7 +252,7 @@ static kiln_status r_identity(Importer *im, Call *c) {
     a.shape_rank = x->rank;
     memcpy(a.shape, x->shape, sizeof a.shape);
     if ((s = scalar(im, KILN_BOOL, 1, &one))) return s;
-    if (x->rank == 0) c->out[1] = one;
+    if (a.shape_rank == 0) c->out[1] = one;
     else if ((s = graph_add(im->g, OP_EXPAND, 1, &one, &a, &c->out[1]))) return s;
   }
   if (!strcmp(c->name, "Dropout") && IN(c, 2) >= 0) {
@@ -271,7 +277,29 @@ static kiln_status r_clip(Importer *im, Call *c) {
 }
 
 /* The activations with attributes, as compositions. */
-static kiln_status r_activation(Importer *im, Call *c) {
+static kiln_status activation(Importer *im, Call *c);
+
+/* f16/bf16 compositions run in f32 and round once at the end, as ONNX references do. */
+static kiln_status upcast_half(Importer *im, Call *c, RuleFn fn) {
+  kiln_dtype dt = IN(c, 0) >= 0 ? T(im, IN(c, 0))->dtype : KILN_F32;
+  if (dt != KILN_F16 && dt != KILN_BF16) return fn(im, c);
+  int ins[8], y;
+  kiln_status s;
+  if (c->n_in > 8) return im_fail(im, KILN_ERR_MODEL, "too many inputs");
+  for (int i = 0; i < c->n_in; i++) {
+    ins[i] = c->in[i];
+    if (ins[i] >= 0 && T(im, ins[i])->dtype == dt && (s = cast(im, ins[i], KILN_F32, &ins[i]))) return s;
+  }
+  Call c2 = *c;
+  c2.in = ins, c2.n_out = 1, c2.out = &y;
+  if ((s = fn(im, &c2))) return s;
+  if (!dtype_is_float(T(im, y)->dtype)) return give(&c->out[0], y);  /* IsInf: bool */
+  return cast(im, y, dt, &c->out[0]);
+}
+
+static kiln_status r_activation(Importer *im, Call *c) { return upcast_half(im, c, activation); }
+
+static kiln_status activation(Importer *im, Call *c) {
   kiln_status s = need_in(im, c, 0);
   if (s) return s;
   int x = IN(c, 0), t, u, z, *y = &c->out[0];
@@ -661,12 +689,14 @@ static kiln_status r_shape(Importer *im, Call *c) {
   kiln_status s = need_in(im, c, 0);
   if (s) return s;
   Tensor *x = T(im, IN(c, 0));
-  if (!strcmp(c->name, "Size")) return im_const_i64(im, 0, NULL, &x->numel, &c->out[0]);
+  int64_t numel = x->numel;  /* x moves when the graph grows */
+  if (!strcmp(c->name, "Size")) return im_const_i64(im, 0, NULL, &numel, &c->out[0]);
   int64_t r = x->rank, b = im_attr_i(im, "start", 0), e = im_attr_i(im, "end", r);
   b = b < 0 ? (b + r < 0 ? 0 : b + r) : (b > r ? r : b);
   e = e < 0 ? (e + r < 0 ? 0 : e + r) : (e > r ? r : e);
-  int64_t n = e > b ? e - b : 0;
-  return im_const_i64(im, 1, &n, x->shape + b, &c->out[0]);
+  int64_t n = e > b ? e - b : 0, dims[KILN_MAX_RANK];
+  memcpy(dims, x->shape + b, sizeof(int64_t) * (size_t)n);  /* x moves when the graph grows */
+  return im_const_i64(im, 1, &n, dims, &c->out[0]);
 }
 
 /* A constant of shape filled with value (a scalar of dtype t), as an expanded scalar. */
@@ -799,7 +829,8 @@ static kiln_status r_trilu(Importer *im, Call *c) {
   for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) m[i * C + j] = upper ? j - i >= k : j - i <= k;
   int mask, zero;
-  if ((s = im_const(im, KILN_BOOL, 2, sh, m, &mask)) || (s = scalar(im, x->dtype, 0, &zero))) return s;
+  kiln_dtype dt = x->dtype;
+  if ((s = im_const(im, KILN_BOOL, 2, sh, m, &mask)) || (s = scalar(im, dt, 0, &zero))) return s;
   return where(im, mask, IN(c, 0), zero, &c->out[0]);
 }
 
@@ -810,13 +841,13 @@ static kiln_status r_eyelike(Importer *im, Call *c) {
   if (x->rank != 2) return im_fail(im, KILN_ERR_MODEL, "input rank %d, expected 2", x->rank);
   kiln_dtype t = x->dtype;
   if (im_attr(im, "dtype") && (s = onnx_elem_type((int32_t)im_attr_i(im, "dtype", 1), "dtype", &t))) return s;
-  int64_t k = im_attr_i(im, "k", 0), R = x->shape[0], C = x->shape[1], cnt;
+  int64_t k = im_attr_i(im, "k", 0), R = x->shape[0], C = x->shape[1], cnt, shape[2] = { R, C };
   if (!size_mul(R, C, &cnt) || cnt > (1 << 24)) return im_fail(im, KILN_ERR_UNSUPPORTED, "matrix too large");
   void *m = arena_alloc(&im->tmp, (size_t)cnt * kiln_dtype_size(t) + 1);
   if (!m) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
   for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) dtype_store_f64(t, m, i * C + j, j - i == k);
-  return im_const(im, t, 2, x->shape, m, &c->out[0]);
+  return im_const(im, t, 2, shape, m, &c->out[0]);
 }
 
 /* OneHot: where(indices[..., None] == arange(depth), on, off) along axis. */
@@ -826,7 +857,7 @@ static kiln_status r_onehot(Importer *im, Call *c) {
   Tensor *ix = T(im, IN(c, 0)), *vals = T(im, IN(c, 2));
   double depth_f;
   if ((s = const_f64(im, IN(c, 1), "depth", &depth_f))) return s;
-  if (!(depth_f >= 1 && depth_f <= (1 << 24))) return im_fail(im, KILN_ERR_MODEL, "depth %g out of range", depth_f);
+  if (!(depth_f >= 1 && depth_f <= (1 << 20))) return im_fail(im, KILN_ERR_MODEL, "depth %g out of range", depth_f);
   int64_t depth = (int64_t)depth_f;
   if (vals->numel != 2) return im_fail(im, KILN_ERR_MODEL, "values must hold two elements");
   int rank = ix->rank + 1;
@@ -878,6 +909,11 @@ static kiln_status r_reduce(Importer *im, Call *c) {
     int t;
     if ((s = graph_reduce(im->g, KILN_REDUCE_SUM, x, na, ax, keep, &t))) return s;
     return un(im, OP_LOG, t, &c->out[0]);
+  }
+  if (T(im, x)->dtype == KILN_BOOL && (c->op == KILN_REDUCE_MAX || c->op == KILN_REDUCE_MIN)) {
+    int t;  /* any / all, through u8 */
+    if ((s = cast(im, x, KILN_U8, &t)) || (s = graph_reduce(im->g, (kiln_reduce_op)c->op, t, na, ax, keep, &t))) return s;
+    return cast(im, t, KILN_BOOL, &c->out[0]);
   }
   return graph_reduce(im->g, (kiln_reduce_op)c->op, x, na, ax, keep, &c->out[0]);
 }
@@ -1014,6 +1050,22 @@ static kiln_status r_pool(Importer *im, Call *c) {
     a.pool.kernel[i] = win.k[i], a.pool.strides[i] = win.st[i], a.pool.dilations[i] = win.dil[i];
     a.pool.pads[i] = win.pads[i], a.pool.pads[win.sp + i] = win.pads[win.sp + i];
   }
+  kiln_dtype dt = x->dtype;
+  if (!strcmp(c->name, "LpPool")) {  /* (sum over the window of |x|^p)^(1/p), through an average */
+    double p = (double)im_attr_i(im, "p", 2), k = 1;
+    int t;
+    a.pool.count_include_pad = 1;
+    for (int i = 0; i < win.sp; i++) k *= (double)win.k[i];
+    if ((s = un(im, OP_ABS, IN(c, 0), &t)) || (s = binc(im, OP_POW, t, p, &t)) || (s = add(im, OP_AVG_POOL, 1, &t, &a, &t)) ||
+        (s = binc(im, OP_MUL, t, k, &t)))
+      return s;
+    return binc(im, OP_POW, t, 1 / p, &c->out[0]);
+  }
+  if (maxp && (dtype_is_int(dt) && dt != KILN_I64 && dt != KILN_U64)) {  /* exact in f64 */
+    int t;
+    if ((s = cast(im, IN(c, 0), KILN_F64, &t)) || (s = add(im, OP_MAX_POOL, 1, &t, &a, &t))) return s;
+    return cast(im, t, dt, &c->out[0]);
+  }
   return add(im, maxp ? OP_MAX_POOL : OP_AVG_POOL, 1, c->in, &a, &c->out[0]);
 }
 
@@ -1047,7 +1099,22 @@ static kiln_status r_layernorm(Importer *im, Call *c) {
   int64_t axis0 = im_attr_i(im, "axis", -1);
   int axis = norm_axis(axis0, rank);
   if (axis < 0) return bad_axis(im, axis0, rank);
-  return graph_layernorm(im->g, IN(c, 0), IN(c, 1), IN(c, 2), axis, im_attr_f(im, "epsilon", 1e-5f), &c->out[0]);
+  double eps = im_attr_f(im, "epsilon", 1e-5f);
+  if (c->n_out <= 1) return graph_layernorm(im->g, IN(c, 0), IN(c, 1), IN(c, 2), axis, eps, &c->out[0]);
+  /* Mean and InvStdDev wanted too: spelled out, statistics in f32 (stash_type 1) */
+  int x = IN(c, 0), ax[KILN_MAX_RANK], n = 0, m, d, v, y;
+  kiln_dtype dt = T(im, x)->dtype;
+  for (int r = axis; r < rank; r++) ax[n++] = r;
+  if ((s = cast(im, x, dtype_is_float(dt) && dt != KILN_F64 ? KILN_F32 : dt, &x))) return s;
+  if ((s = graph_reduce(im->g, KILN_REDUCE_MEAN, x, n, ax, 1, &m)) || (s = bin(im, OP_SUB, x, m, &d)) ||
+      (s = bin(im, OP_MUL, d, d, &v)) || (s = graph_reduce(im->g, KILN_REDUCE_MEAN, v, n, ax, 1, &v)) ||
+      (s = binc(im, OP_ADD, v, eps, &v)) || (s = un(im, OP_SQRT, v, &v)) || (s = un(im, OP_RECIPROCAL, v, &v)) ||
+      (s = bin(im, OP_MUL, d, v, &y)) || (s = cast(im, y, dt, &y)) || (s = bin(im, OP_MUL, y, IN(c, 1), &y)))
+    return s;
+  if (IN(c, 2) >= 0 && (s = bin(im, OP_ADD, y, IN(c, 2), &y))) return s;
+  c->out[0] = y, c->out[1] = m;
+  if (c->n_out > 2) c->out[2] = v;
+  return KILN_OK;
 }
 
 static kiln_status r_batchnorm(Importer *im, Call *c) {
@@ -1117,8 +1184,471 @@ static kiln_status r_lpnorm(Importer *im, Call *c) {
   int axis = norm_axis(axis0, rank);
   if (axis < 0) return bad_axis(im, axis0, rank);
   if (p != 1 && p != 2) return im_fail(im, KILN_ERR_MODEL, "p = %lld, expected 1 or 2", (long long)p);
-  if ((s = graph_reduce(im->g, p == 1 ? KILN_REDUCE_L1 : KILN_REDUCE_L2, x, 1, &axis, 1, &t))) return s;
+  int z, one;
+  if ((s = graph_reduce(im->g, p == 1 ? KILN_REDUCE_L1 : KILN_REDUCE_L2, x, 1, &axis, 1, &t)) ||
+      (s = binc(im, OP_EQ, t, 0, &z)) || (s = scalar(im, T(im, t)->dtype, 1, &one)) || (s = where(im, z, one, t, &t)))
+    return s;  /* a zero vector stays zero */
   return bin(im, OP_DIV, x, t, &c->out[0]);
+}
+
+/* ---- selection by index, losses, scans ---- */
+
+/* An i64 constant 0..n-1 laid along axis of a rank-dim tensor of ones. */
+static kiln_status arange_along(Importer *im, int64_t n, int rank, int axis, int *out) {
+  int64_t *v = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(n + 1)), sh[KILN_MAX_RANK];
+  if (!v) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t i = 0; i < n; i++) v[i] = i;
+  for (int r = 0; r < rank; r++) sh[r] = r == axis ? n : 1;
+  return im_const_i64(im, rank, sh, v, out);
+}
+
+/* x with a dim of size 1 inserted at position at. */
+static kiln_status insert_dim(Importer *im, int x, int at, int *out) {
+  Tensor *t = T(im, x);
+  int64_t sh[KILN_MAX_RANK];
+  if (t->rank + 1 > KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "rank %d too large", t->rank + 1);
+  for (int r = 0, k = 0; r <= t->rank; r++) sh[r] = r == at ? 1 : t->shape[k++];
+  return reshape(im, x, t->rank + 1, sh, out);
+}
+
+/* Integer indices made i64 and non-negative (i + n where i < 0). */
+static kiln_status wrap_index(Importer *im, int idx, int64_t n, int *out) {
+  int neg, plus;
+  kiln_status s;
+  if ((s = cast(im, idx, KILN_I64, &idx)) || (s = binc(im, OP_LT, idx, 0, &neg)) || (s = binc(im, OP_ADD, idx, (double)n, &plus)))
+    return s;
+  return where(im, neg, plus, idx, out);
+}
+
+/* out[p] = data[p with p[axis] replaced by idx[p]]: a one-hot select summed over a new
+ * axis, so it stays in kiln's primitives (O(n * dim) work, exact: one term is nonzero). */
+static kiln_status gather_elements(Importer *im, int data, int idx, int axis, int *out) {
+  Tensor *D = T(im, data), *I = T(im, idx);
+  int r = D->rank;
+  if (I->rank != r) return im_fail(im, KILN_ERR_MODEL, "indices rank %d differs from data rank %d", I->rank, r);
+  if (r + 1 > KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "rank %d too large", r + 1);
+  int64_t dn = D->shape[axis];
+  kiln_dtype dt = D->dtype;
+  Attr a = { 0 };
+  a.shape_rank = r;
+  for (int k = 0; k < r; k++) {
+    if (k != axis && I->shape[k] > D->shape[k]) return im_fail(im, KILN_ERR_MODEL, "indices dim %d exceeds data's", k);
+    a.shape[k] = k == axis ? dn : I->shape[k], a.steps[k] = 1;
+  }
+  kiln_status s;
+  int e = data, ar, mask, zero, sel;
+  bool same = !memcmp(a.shape, D->shape, sizeof(int64_t) * (size_t)r);
+  if (!same && (s = add(im, OP_SLICE, 1, &data, &a, &e))) return s;
+  if (dt == KILN_BOOL && (s = cast(im, e, KILN_U8, &e))) return s;
+  if ((s = insert_dim(im, e, axis, &e)) || (s = wrap_index(im, idx, dn, &idx)) || (s = insert_dim(im, idx, axis + 1, &idx)) ||
+      (s = arange_along(im, dn, r + 1, axis + 1, &ar)) || (s = bin(im, OP_EQ, idx, ar, &mask)) ||
+      (s = scalar(im, T(im, e)->dtype, 0, &zero)) || (s = where(im, mask, e, zero, &sel)))
+    return s;
+  int ax = axis + 1;
+  if ((s = graph_reduce(im->g, KILN_REDUCE_SUM, sel, 1, &ax, 0, &sel))) return s;
+  return cast(im, sel, dt, out);
+}
+
+static kiln_status r_gather_elements(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  int rank = T(im, IN(c, 0))->rank;
+  int64_t axis0 = im_attr_i(im, "axis", 0);
+  int axis = norm_axis(axis0, rank);
+  if (axis < 0) return bad_axis(im, axis0, rank);
+  return gather_elements(im, IN(c, 0), IN(c, 1), axis, &c->out[0]);
+}
+
+/* Negative log-likelihood: input [N, C, d...] of log-probabilities, target [N, d...]. */
+static kiln_status nll(Importer *im, int input, int target, int weight, int *out) {
+  const char *red = im_attr_s(im, "reduction", "mean");
+  const Onnx__AttributeProto *ig = im_attr(im, "ignore_index");
+  Tensor *x = T(im, input);
+  if (x->rank < 2) return im_fail(im, KILN_ERR_MODEL, "input rank %d < 2", x->rank);
+  int64_t C = x->shape[1];
+  kiln_dtype dt = x->dtype;
+  int t, tsafe, ign = -1, picked, loss, w = -1, zero;
+  kiln_status s;
+  if ((s = cast(im, target, KILN_I64, &t))) return s;
+  tsafe = t;
+  if (ig && ig->has_i) {  /* ignored targets pick class 0 and weigh 0 */
+    int z;
+    if ((s = binc(im, OP_EQ, t, (double)ig->i, &ign)) || (s = scalar(im, KILN_I64, 0, &z)) || (s = where(im, ign, z, t, &tsafe)))
+      return s;
+  }
+  int tu;
+  if ((s = insert_dim(im, tsafe, 1, &tu)) || (s = gather_elements(im, input, tu, 1, &picked))) return s;
+  int64_t tsh[KILN_MAX_RANK];
+  Tensor *tt = T(im, t);
+  int trank = tt->rank;
+  memcpy(tsh, tt->shape, sizeof tsh);
+  if ((s = reshape(im, picked, trank, tsh, &picked)) || (s = un(im, OP_NEG, picked, &loss))) return s;
+  if (weight >= 0) {
+    Attr a = { 0 };
+    if (T(im, weight)->numel != C) return im_fail(im, KILN_ERR_MODEL, "weight has %lld entries for %lld classes",
+                                                  (long long)T(im, weight)->numel, (long long)C);
+    if ((s = add(im, OP_GATHER, 2, (int[]){ weight, tsafe }, &a, &w))) return s;
+  }
+  if (ign >= 0) {
+    if (w < 0 && (s = filled(im, dt, 1, trank, tsh, &w))) return s;
+    if ((s = scalar(im, dt, 0, &zero)) || (s = where(im, ign, zero, w, &w))) return s;
+  }
+  if (w >= 0 && (s = bin(im, OP_MUL, loss, w, &loss))) return s;
+  if (!strcmp(red, "none")) return give(out, loss);
+  int all[KILN_MAX_RANK], n = 0;
+  for (int r = 0; r < trank; r++) all[n++] = r;
+  if (!strcmp(red, "sum")) return n ? graph_reduce(im->g, KILN_REDUCE_SUM, loss, n, all, 0, out) : give(out, loss);
+  if (strcmp(red, "mean")) return im_fail(im, KILN_ERR_MODEL, "reduction '%s' is unknown", red);
+  if (w < 0) return graph_reduce(im->g, KILN_REDUCE_MEAN, loss, n, all, 0, out);
+  int sl, sw;
+  if ((s = graph_reduce(im->g, KILN_REDUCE_SUM, loss, n, all, 0, &sl)) || (s = graph_reduce(im->g, KILN_REDUCE_SUM, w, n, all, 0, &sw)))
+    return s;
+  return bin(im, OP_DIV, sl, sw, out);
+}
+
+static kiln_status r_nll(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  return nll(im, IN(c, 0), IN(c, 1), IN(c, 2), &c->out[0]);
+}
+
+static kiln_status r_sce(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  int lp;
+  if (T(im, IN(c, 0))->rank < 2) return im_fail(im, KILN_ERR_MODEL, "scores rank < 2");
+  if ((s = graph_softmax(im->g, IN(c, 0), 1, true, &lp))) return s;
+  if (c->n_out > 1) c->out[1] = lp;
+  return nll(im, lp, IN(c, 1), IN(c, 2), &c->out[0]);
+}
+
+/* Hardmax: one at the first maximum along axis, zero elsewhere. */
+static kiln_status hardmax(Importer *im, int x, int axis, int *out) {
+  Tensor *t = T(im, x);
+  int rank = t->rank, am, ar, eq;
+  int64_t n = t->shape[axis];
+  kiln_dtype dt = t->dtype;
+  Attr a = { 0 };
+  a.axis = axis, a.keepdims = 1;
+  kiln_status s;
+  if ((s = add(im, OP_ARGMAX, 1, &x, &a, &am)) || (s = arange_along(im, n, rank, axis, &ar)) || (s = bin(im, OP_EQ, am, ar, &eq)))
+    return s;
+  return cast(im, eq, dt, out);
+}
+
+static kiln_status r_hardmax(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  int rank = x->rank;
+  int64_t axis0 = im_attr_i(im, "axis", im->opset < 13 ? 1 : -1);
+  int axis = norm_axis(axis0, rank);
+  if (rank == 0 || axis < 0) return bad_axis(im, axis0, rank);
+  if (im->opset >= 13 || axis == rank - 1) return hardmax(im, IN(c, 0), axis, &c->out[0]);
+  int64_t sh[2] = { 1, 1 }, back[KILN_MAX_RANK];
+  for (int r = 0; r < rank; r++) sh[r >= axis] *= x->shape[r];
+  memcpy(back, x->shape, sizeof back);
+  int t;
+  if ((s = reshape(im, IN(c, 0), 2, sh, &t)) || (s = hardmax(im, t, 1, &t))) return s;
+  return reshape(im, t, rank, back, &c->out[0]);
+}
+
+/* CumSum: out[..j..] = sum over i of x[..i..] where M[i][j] (a constant triangle). */
+static kiln_status r_cumsum(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  int64_t *av;
+  int na;
+  if ((s = const_ints(im, IN(c, 1), "axis", &av, &na))) return s;
+  if (na != 1) return im_fail(im, KILN_ERR_MODEL, "axis must hold one element");
+  Tensor *x = T(im, IN(c, 0));
+  int rank = x->rank, axis = norm_axis(av[0], rank);
+  if (axis < 0) return bad_axis(im, av[0], rank);
+  if (rank + 1 > KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "rank too large");
+  int64_t n = x->shape[axis], sh[KILN_MAX_RANK];
+  if (n > 2048) return im_fail(im, KILN_ERR_UNSUPPORTED, "cumulative sum over %lld elements", (long long)n);
+  bool excl = im_attr_i(im, "exclusive", 0) != 0, rev = im_attr_i(im, "reverse", 0) != 0;
+  uint8_t *m = arena_alloc(&im->tmp, (size_t)(n * n + 1));
+  if (!m) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) m[i * n + j] = rev ? (excl ? i > j : i >= j) : (excl ? i < j : i <= j);
+  for (int r = 0; r <= rank; r++) sh[r] = r == axis || r == axis + 1 ? n : 1;
+  int mask, xu, zero, sel, ax = axis;
+  kiln_dtype dt = x->dtype;
+  if ((s = im_const(im, KILN_BOOL, rank + 1, sh, m, &mask)) || (s = insert_dim(im, IN(c, 0), axis + 1, &xu)) ||
+      (s = scalar(im, dt, 0, &zero)) || (s = where(im, mask, xu, zero, &sel)))
+    return s;
+  return graph_reduce(im->g, KILN_REDUCE_SUM, sel, 1, &ax, 0, &c->out[0]);
+}
+
+/* ---- quantisation ---- */
+
+/* A per-axis [C] vector reshaped to broadcast along axis of a rank-dim tensor. */
+static kiln_status along_axis(Importer *im, int v, int rank, int axis, int *out) {
+  if (T(im, v)->rank == 0 || T(im, v)->numel == 1) return give(out, v);
+  if (T(im, v)->rank != 1) return im_fail(im, KILN_ERR_UNSUPPORTED, "blocked quantisation is not supported");
+  int64_t sh[KILN_MAX_RANK];
+  for (int r = 0; r < rank; r++) sh[r] = r == axis ? T(im, v)->numel : 1;
+  return reshape(im, v, rank, sh, out);
+}
+
+static kiln_status r_dequantize(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  if (im_attr_i(im, "block_size", 0)) return im_fail(im, KILN_ERR_UNSUPPORTED, "blocked quantisation is not supported");
+  int rank = T(im, IN(c, 0))->rank, axis = norm_axis(im_attr_i(im, "axis", 1), rank < 1 ? 1 : rank);
+  if (axis < 0) return bad_axis(im, im_attr_i(im, "axis", 1), rank);
+  kiln_dtype ft = T(im, IN(c, 1))->dtype, work = ft == KILN_F64 ? KILN_F64 : KILN_F32;
+  int x, sc, zp;
+  if ((s = cast(im, IN(c, 0), work, &x)) || (s = cast(im, IN(c, 1), work, &sc)) || (s = along_axis(im, sc, rank, axis, &sc))) return s;
+  if (IN(c, 2) >= 0) {
+    if ((s = cast(im, IN(c, 2), work, &zp)) || (s = along_axis(im, zp, rank, axis, &zp)) || (s = bin(im, OP_SUB, x, zp, &x))) return s;
+  }
+  if ((s = bin(im, OP_MUL, x, sc, &x))) return s;
+  kiln_dtype to = ft;
+  if (im_attr(im, "output_dtype") && im_attr_i(im, "output_dtype", 0) &&
+      (s = onnx_elem_type((int32_t)im_attr_i(im, "output_dtype", 0), "output_dtype", &to)))
+    return s;
+  return cast(im, x, to, &c->out[0]);
+}
+
+static kiln_status r_quantize(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  if (im_attr_i(im, "block_size", 0)) return im_fail(im, KILN_ERR_UNSUPPORTED, "blocked quantisation is not supported");
+  int rank = T(im, IN(c, 0))->rank, axis = norm_axis(im_attr_i(im, "axis", 1), rank < 1 ? 1 : rank);
+  if (axis < 0) return bad_axis(im, im_attr_i(im, "axis", 1), rank);
+  kiln_dtype to = IN(c, 2) >= 0 ? T(im, IN(c, 2))->dtype : KILN_U8;
+  if (im_attr(im, "output_dtype") && im_attr_i(im, "output_dtype", 0) &&
+      (s = onnx_elem_type((int32_t)im_attr_i(im, "output_dtype", 0), "output_dtype", &to)))
+    return s;
+  double lo, hi;
+  switch (to) {
+  case KILN_U8: lo = 0, hi = 255; break;
+  case KILN_I8: lo = -128, hi = 127; break;
+  case KILN_U16: lo = 0, hi = 65535; break;
+  case KILN_I16: lo = -32768, hi = 32767; break;
+  default: return im_fail(im, KILN_ERR_UNSUPPORTED, "quantising to %s is not supported", kiln_dtype_name(to));
+  }
+  kiln_dtype work = T(im, IN(c, 0))->dtype == KILN_F64 ? KILN_F64 : KILN_F32;
+  int x, sc, zp;
+  if ((s = cast(im, IN(c, 0), work, &x)) || (s = cast(im, IN(c, 1), work, &sc)) || (s = along_axis(im, sc, rank, axis, &sc)) ||
+      (s = bin(im, OP_DIV, x, sc, &x)) || (s = un(im, OP_ROUND, x, &x)))
+    return s;
+  if (IN(c, 2) >= 0) {
+    if ((s = cast(im, IN(c, 2), work, &zp)) || (s = along_axis(im, zp, rank, axis, &zp)) || (s = bin(im, OP_ADD, x, zp, &x))) return s;
+  }
+  if ((s = binc(im, OP_MAX, x, lo, &x)) || (s = binc(im, OP_MIN, x, hi, &x))) return s;
+  return cast(im, x, to, &c->out[0]);
+}
+
+/* CenterCropPad: crop or zero-pad each listed axis to the target, centred. */
+static kiln_status r_center_crop_pad(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  int64_t *sh, *axes = NULL;
+  int n, na = -1;
+  if ((s = const_ints(im, IN(c, 1), "shape", &sh, &n))) return s;
+  axes = (int64_t *)im_attr_ints(im, "axes", &na);
+  int x = IN(c, 0), rank = T(im, x)->rank;
+  if ((na >= 0 ? na : rank) != n) return im_fail(im, KILN_ERR_MODEL, "shape has %d entries", n);
+  Attr a = { 0 };
+  bool pad = false;
+  for (int i = 0; i < n; i++) {
+    int r = na >= 0 ? norm_axis(axes[i], rank) : i;
+    if (r < 0) return bad_axis(im, axes[i], rank);
+    int64_t d = T(im, x)->shape[r], want = sh[i];
+    if (want < 0) return im_fail(im, KILN_ERR_MODEL, "negative target size");
+    if (want < d && (s = slice1(im, x, r, (d - want) / 2, want, 1, &x))) return s;
+    if (want > d) a.pads[r] = (want - d) / 2, a.pads[rank + r] = want - d - (want - d) / 2, pad = true;
+  }
+  if (!pad) return identity_out(c, x);
+  a.pad_mode = KILN_PAD_CONSTANT;
+  return add(im, OP_PAD, 1, &x, &a, &c->out[0]);
+}
+
+static kiln_status r_groupnorm(Importer *im, Call *c) {
+  kiln_status s;
+  for (int i = 0; i < 3; i++)
+    if ((s = need_in(im, c, i))) return s;
+  Tensor *x = T(im, IN(c, 0));
+  int64_t G = im_attr_i(im, "num_groups", 0), back[KILN_MAX_RANK], C, rest = 1;
+  int rank = x->rank;
+  if (rank < 2 || G <= 0 || x->shape[1] % G) return im_fail(im, KILN_ERR_MODEL, "channels not divisible into %lld groups", (long long)G);
+  C = x->shape[1];
+  memcpy(back, x->shape, sizeof back);
+  for (int r = 1; r < rank; r++) rest *= x->shape[r];
+  int64_t gsh[3] = { x->shape[0], G, rest / G };
+  int y, ax = 2, sc = IN(c, 1), b = IN(c, 2);
+  if ((s = reshape(im, IN(c, 0), 3, gsh, &y)) || (s = normalize(im, y, 1, &ax, im_attr_f(im, "epsilon", 1e-5f), &y)) ||
+      (s = reshape(im, y, rank, back, &y)))
+    return s;
+  if (T(im, sc)->numel == G && G != C) {  /* opset 18: one scale per group */
+    int64_t g1[2] = { G, 1 }, gc[1] = { C };
+    Attr a = { 0 };
+    a.shape_rank = 2, a.shape[0] = G, a.shape[1] = C / G;
+    if ((s = reshape(im, sc, 2, g1, &sc)) || (s = add(im, OP_EXPAND, 1, &sc, &a, &sc)) || (s = reshape(im, sc, 1, gc, &sc)) ||
+        (s = reshape(im, b, 2, g1, &b)) || (s = add(im, OP_EXPAND, 1, &b, &a, &b)) || (s = reshape(im, b, 1, gc, &b)))
+      return s;
+  }
+  if ((s = per_channel(im, sc, rank, &sc)) || (s = per_channel(im, b, rank, &b)) || (s = bin(im, OP_MUL, y, sc, &y))) return s;
+  return bin(im, OP_ADD, y, b, &c->out[0]);
+}
+
+/* ---- sequences: lists of tensor ids, resolved while importing ---- */
+
+static kiln_status new_seq(Importer *im, int n, int *out) {
+  if (im->n_seqs == im->cap_seqs) {
+    int cap = im->cap_seqs ? 2 * im->cap_seqs : 16;
+    struct Seq *v = kiln_realloc(im->seqs, sizeof *v * (size_t)cap);
+    if (!v) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+    im->seqs = v, im->cap_seqs = cap;
+  }
+  struct Seq *q = &im->seqs[im->n_seqs];
+  q->n = n;
+  if (!(q->ids = arena_alloc(&im->tmp, sizeof(int) * (size_t)(n + 1)))) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  *out = SEQ_ID(im->n_seqs++);
+  return KILN_OK;
+}
+
+static kiln_status get_seq(Importer *im, const Call *c, int i, struct Seq **q) {
+  int id = IN(c, i);
+  if (id >= -1 || SEQ_INDEX(id) >= im->n_seqs) return im_fail(im, KILN_ERR_MODEL, "input %d is not a sequence", i);
+  *q = &im->seqs[SEQ_INDEX(id)];
+  return KILN_OK;
+}
+
+/* A position input (default dflt), negative counting from the end, within 0..limit. */
+static kiln_status seq_pos(Importer *im, const Call *c, int i, int64_t dflt, int n, int limit, int64_t *pos) {
+  int64_t *v;
+  int k;
+  kiln_status s;
+  *pos = dflt;
+  if (IN(c, i) >= 0) {
+    if ((s = const_ints(im, IN(c, i), "position", &v, &k))) return s;
+    if (k != 1) return im_fail(im, KILN_ERR_MODEL, "position must hold one element");
+    *pos = v[0] < 0 ? v[0] + n : v[0];
+  }
+  if (*pos < 0 || *pos > limit) return im_fail(im, KILN_ERR_MODEL, "position %lld is outside the sequence", (long long)*pos);
+  return KILN_OK;
+}
+
+static kiln_status r_sequence(Importer *im, Call *c) {
+  const char *op = c->name;
+  struct Seq *q = NULL;
+  kiln_status s;
+  int id;
+  if (!strcmp(op, "SequenceEmpty")) return new_seq(im, 0, &c->out[0]);
+  if (!strcmp(op, "SequenceConstruct")) {
+    for (int i = 0; i < c->n_in; i++)
+      if ((s = need_in(im, c, i))) return s;
+    if ((s = new_seq(im, c->n_in, &id))) return s;
+    memcpy(im->seqs[SEQ_INDEX(id)].ids, c->in, sizeof(int) * (size_t)c->n_in);
+    return give(&c->out[0], id);
+  }
+  if ((s = get_seq(im, c, 0, &q))) return s;
+  int n = q->n;
+  int64_t pos;
+  if (!strcmp(op, "SequenceLength")) {
+    int64_t len = n;
+    return im_const_i64(im, 0, NULL, &len, &c->out[0]);
+  }
+  if (!strcmp(op, "SequenceAt")) {
+    if ((s = need_in(im, c, 1)) || (s = seq_pos(im, c, 1, 0, n, n - 1, &pos))) return s;
+    return give(&c->out[0], q->ids[pos]);
+  }
+  if (!strcmp(op, "SequenceInsert") || !strcmp(op, "SequenceErase")) {
+    bool ins = op[8] == 'I';
+    if ((ins && (s = need_in(im, c, 1))) || (s = seq_pos(im, c, ins ? 2 : 1, ins ? n : n - 1, n, ins ? n : n - 1, &pos)) ||
+        (s = new_seq(im, ins ? n + 1 : n - 1, &id)))
+      return s;
+    q = &im->seqs[SEQ_INDEX(IN(c, 0))];  /* new_seq may have moved it */
+    int *d = im->seqs[SEQ_INDEX(id)].ids, k = 0;
+    for (int i = 0; i < n; i++) {
+      if (i == pos && ins) d[k++] = IN(c, 1);
+      if (i != pos || ins) d[k++] = q->ids[i];
+    }
+    if (ins && pos == n) d[k++] = IN(c, 1);
+    return give(&c->out[0], id);
+  }
+  if (!strcmp(op, "ConcatFromSequence")) {
+    if (n == 0) return im_fail(im, KILN_ERR_MODEL, "the sequence is empty");
+    int *ids = arena_alloc(&im->tmp, sizeof(int) * (size_t)n), rank = T(im, q->ids[0])->rank;
+    if (!ids) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+    memcpy(ids, q->ids, sizeof(int) * (size_t)n);
+    bool new_axis = im_attr_i(im, "new_axis", 0) != 0;
+    int64_t axis0 = im_attr_i(im, "axis", 0);
+    int axis = norm_axis(axis0, rank + new_axis);
+    if (axis < 0) return bad_axis(im, axis0, rank + new_axis);
+    for (int i = 0; new_axis && i < n; i++)
+      if ((s = insert_dim(im, ids[i], axis, &ids[i]))) return s;
+    if (n == 1) return give(&c->out[0], ids[0]);
+    Attr a = { 0 };
+    a.axis = axis;
+    return add(im, OP_CONCAT, n, ids, &a, &c->out[0]);
+  }
+  return im_fail(im, KILN_ERR_UNSUPPORTED, "no rule");
+}
+
+static kiln_status r_split_to_sequence(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  int64_t axis0 = im_attr_i(im, "axis", 0), d, *sp = NULL;
+  int axis = norm_axis(axis0, x->rank), n = -1;
+  if (axis < 0) return bad_axis(im, axis0, x->rank);
+  d = x->shape[axis];
+  bool scalar_split = false;
+  if (IN(c, 1) >= 0) {
+    scalar_split = T(im, IN(c, 1))->rank == 0;
+    if ((s = const_ints(im, IN(c, 1), "split", &sp, &n))) return s;
+  }
+  bool keep = IN(c, 1) >= 0 || im_attr_i(im, "keepdims", 1) != 0;
+  int64_t chunk = scalar_split ? sp[0] : 1;
+  if (chunk <= 0) return im_fail(im, KILN_ERR_MODEL, "split size %lld", (long long)chunk);
+  int parts = n >= 0 && !scalar_split ? n : (int)((d + chunk - 1) / chunk);
+  if (parts > 4096) return im_fail(im, KILN_ERR_UNSUPPORTED, "%d parts", parts);
+  int id, x0 = IN(c, 0), rank = x->rank;
+  int64_t sh[KILN_MAX_RANK];
+  memcpy(sh, x->shape, sizeof sh);
+  if ((s = new_seq(im, parts, &id))) return s;
+  int64_t start = 0;
+  for (int i = 0; i < parts; i++) {
+    int64_t len = n >= 0 && !scalar_split ? sp[i] : (start + chunk <= d ? chunk : d - start);
+    if (len < 0 || start + len > d) return im_fail(im, KILN_ERR_MODEL, "split sizes exceed dimension %lld", (long long)d);
+    int t;
+    if ((s = slice1(im, x0, axis, start, len, 1, &t))) return s;
+    if (!keep) {  /* each part is one element along axis: drop it */
+      int64_t q[KILN_MAX_RANK];
+      for (int r = 0, k = 0; r < rank; r++)
+        if (r != axis) q[k++] = sh[r];
+      if ((s = reshape(im, t, rank - 1, q, &t))) return s;
+    }
+    im->seqs[SEQ_INDEX(id)].ids[i] = t;
+    start += len;
+  }
+  if (start != d) return im_fail(im, KILN_ERR_MODEL, "split sizes sum to %lld, not %lld", (long long)start, (long long)d);
+  return give(&c->out[0], id);
+}
+
+/* Gradient (ai.onnx.preview.training): d sum(y) / d x for each name in xs. */
+kiln_status im_gradient(Importer *im, int n_in, const int *ins, int n_out, int *outs) {
+  (void)n_in, (void)ins;
+  const Onnx__AttributeProto *xs = im_attr(im, "xs"), *y = im_attr(im, "y");
+  if (!xs || !y || !y->has_s || (int)xs->n_strings != n_out || n_out > KILN_MAX_RANK * 8)
+    return im_fail(im, KILN_ERR_MODEL, "needs attributes xs (one per output) and y");
+  char name[256];
+  int wrt[64], loss, all[KILN_MAX_RANK], k = 0;
+  snprintf(name, sizeof name, "%.*s", (int)(y->s.len < 255 ? y->s.len : 255), (const char *)y->s.data);
+  if ((loss = map_get_id(im, name)) < 0) return im_fail(im, KILN_ERR_MODEL, "y '%s' is not a tensor defined here", name);
+  for (int i = 0; i < n_out && i < 64; i++) {
+    snprintf(name, sizeof name, "%.*s", (int)(xs->strings[i].len < 255 ? xs->strings[i].len : 255), (const char *)xs->strings[i].data);
+    if ((wrt[i] = map_get_id(im, name)) < 0) return im_fail(im, KILN_ERR_MODEL, "xs '%s' is not a tensor defined here", name);
+  }
+  for (int r = 0; r < T(im, loss)->rank; r++) all[k++] = r;
+  kiln_status s;
+  if (k && (s = graph_reduce(im->g, KILN_REDUCE_SUM, loss, k, all, 0, &loss))) return s;
+  return graph_grad(im->g, loss, n_out, wrt, outs);
 }
 
 /* ---- the table ---- */
@@ -1162,7 +1692,14 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "Softmax", r_softmax, 0 }, { "LogSoftmax", r_softmax, 1 }, { "LayerNormalization", r_layernorm, 0 },
   { "BatchNormalization", r_batchnorm, 0 }, { "InstanceNormalization", r_instancenorm, 0 },
   { "MeanVarianceNormalization", r_mvn, 0 }, { "RMSNormalization", r_rmsnorm, 0 },
-  { "LpNormalization", r_lpnorm, 0 },
+  { "LpNormalization", r_lpnorm, 0 }, { "GroupNormalization", r_groupnorm, 0 },
+  { "GatherElements", r_gather_elements, 0 }, { "NegativeLogLikelihoodLoss", r_nll, 0 },
+  { "SoftmaxCrossEntropyLoss", r_sce, 0 }, { "Hardmax", r_hardmax, 0 }, { "CumSum", r_cumsum, 0 },
+  { "DequantizeLinear", r_dequantize, 0 }, { "QuantizeLinear", r_quantize, 0 },
+  { "CenterCropPad", r_center_crop_pad, 0 }, { "LpPool", r_pool, KILN_POOL_AVG },
+  { "SequenceEmpty", r_sequence, 0 }, { "SequenceConstruct", r_sequence, 0 }, { "SequenceLength", r_sequence, 0 },
+  { "SequenceAt", r_sequence, 0 }, { "SequenceInsert", r_sequence, 0 }, { "SequenceErase", r_sequence, 0 },
+  { "ConcatFromSequence", r_sequence, 0 }, { "SplitToSequence", r_split_to_sequence, 0 },
 };
 
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {
