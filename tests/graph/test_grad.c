@@ -66,6 +66,7 @@ static int gradcheck(const char *name, int n, In *in, Build build, Opts o) {
   if (st || kiln_graph_binary(g, KILN_MUL, y, r, &yr) || kiln_graph_reduce(g, KILN_REDUCE_SUM, yr, 0, NULL, 0, &loss))
     goto out;
   if (kiln_graph_grad(g, loss, n, x, grads) || kiln_graph_output(g, loss, "loss")) goto out;
+  if (graph_check(&g->g)) goto out;  /* the backward graph keeps the graph's invariants */
   for (int i = 0; i < n; i++)
     if (kiln_graph_output(g, grads[i], NULL)) goto out;
   kiln_options opt = kiln_options_default();
