@@ -15,6 +15,9 @@
 
 #include <math.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* ---- the tape ---- */
 
@@ -238,14 +241,19 @@ static kiln_status out_of_range(const Stage *s) {
                    s->name ? s->name : "");
 }
 
-static kiln_status eval_points(const Stage *s, const Tape *t, TeValue *v, void *out) {
-  int64_t vars[2 * KILN_MAX_RANK] = {0}, red_n;
-  if (s->numel == 0) return KILN_OK;
-  if (!shape_numel(s->n_red, s->red_shape, &red_n)) return kiln_fail(KILN_ERR_NO_MEMORY, "ref: reduce domain overflows");
+/* Evaluates output points [begin, end) with the value slots v; false if a load would
+ * read out of range. */
+static bool eval_range(const Stage *s, const Tape *t, TeValue *v, void *out, int64_t begin, int64_t end,
+                       int64_t red_n) {
+  int64_t vars[2 * KILN_MAX_RANK] = {0}, rest = begin;
+  for (int d = s->rank - 1; d >= 0; d--) {
+    vars[d] = rest % s->shape[d];
+    rest /= s->shape[d];
+  }
   kiln_dtype bt = s->body->dtype;
-  for (int64_t o = 0; o < s->numel; o++, next_index(vars, s->shape, s->rank)) {
+  for (int64_t o = begin; o < end; o++, next_index(vars, s->shape, s->rank)) {
     if (s->kind == ST_INJECTIVE) {
-      if (!tape_run(t, v, vars)) return out_of_range(s);
+      if (!tape_run(t, v, vars)) return false;
       TeValue r = v[t->n - 1];
       if (dtype_is_float(s->dtype)) dtype_store_f64(s->dtype, out, o, r.f);
       else dtype_store_i64(s->dtype, out, o, r.i);
@@ -256,12 +264,38 @@ static kiln_status eval_points(const Stage *s, const Tape *t, TeValue *v, void *
     int64_t *rv = vars + s->rank;
     memset(rv, 0, sizeof(int64_t) * (size_t)s->n_red);
     for (int64_t r = 0; r < red_n; r++, next_index(rv, s->red_shape, s->n_red)) {
-      if (!tape_run(t, v, vars)) return out_of_range(s);
+      if (!tape_run(t, v, vars)) return false;
       acc_add(&acc, s->rop, bt, v[t->n - 1], r, s->select_last);
     }
     acc_store(&acc, s->rop, bt, s->dtype, out, o);
   }
-  return KILN_OK;
+  return true;
+}
+
+/* Every output point is independent, so large stages are split into chunks across
+ * threads; each point is still computed the same way, so results do not depend on
+ * the thread count. */
+static kiln_status eval_points(const Stage *s, const Tape *t, void *out) {
+  int64_t red_n, work;
+  if (s->numel == 0) return KILN_OK;
+  if (!shape_numel(s->n_red, s->red_shape, &red_n)) return kiln_fail(KILN_ERR_NO_MEMORY, "ref: reduce domain overflows");
+  if (!size_mul(s->numel, red_n ? red_n : 1, &work)) work = INT64_MAX;
+  int chunks = 1;
+#ifdef _OPENMP
+  if (work >= (1 << 20)) chunks = 4 * omp_get_max_threads();
+  if (chunks > s->numel) chunks = (int)s->numel;
+#endif
+  TeValue *v = kiln_malloc(sizeof(TeValue) * (size_t)t->n * (size_t)chunks);
+  if (!v) return kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory");
+  bool bad = false;
+#pragma omp parallel for schedule(dynamic, 1) if (chunks > 1) reduction(|| : bad)
+  for (int c = 0; c < chunks; c++) {
+    int64_t b = s->numel / chunks * c + (c < s->numel % chunks ? c : s->numel % chunks);
+    int64_t e = b + s->numel / chunks + (c < s->numel % chunks);
+    if (!eval_range(s, t, v + (size_t)c * (size_t)t->n, out, b, e, red_n)) bad = true;
+  }
+  kiln_free(v);
+  return bad ? out_of_range(s) : KILN_OK;
 }
 
 kiln_status ref_eval_stage(const TE *te, int s, const void *const *bufs, void *out) {
@@ -275,10 +309,7 @@ kiln_status ref_eval_stage(const TE *te, int s, const void *const *bufs, void *o
                      st->kind == ST_INPUT ? "an input" : "opaque");
   Tape t;
   kiln_status rc = tape_build(&t, te, bufs, st->body);
-  TeValue *v = rc == KILN_OK ? kiln_malloc(sizeof(TeValue) * (size_t)t.n) : NULL;
-  if (rc == KILN_OK && !v) rc = kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory");
-  if (rc == KILN_OK) rc = eval_points(st, &t, v, out);
-  kiln_free(v);
+  if (rc == KILN_OK) rc = eval_points(st, &t, out);
   tape_free(&t);
   return rc;
 }
