@@ -9,6 +9,7 @@
 #include "tools.h"
 #include "train.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,8 +113,9 @@ static int evaluate(const Args *a, ModelKind m, kiln_program *prog, const TrainN
   int *idx = malloc(sizeof(int) * (size_t)eb);
   if (s) { fail("reading parameters", s); goto out; }
   if (!x || !logits || !idx) { fprintf(stderr, "kiln train: out of memory\n"); goto out; }
-  if ((s = train_net_build(m, eb, (const float *const *)vals, 0, 0, &en))) { fail("building the test net", s); goto out; }
-  if ((s = kiln_graph_output(en.g, en.logits, "logits"))) { fail("building the test net", s); goto out; }
+  s = train_net_build(m, eb, (const float *const *)vals, 0, 0, &en);
+  if (!s) s = kiln_graph_output(en.g, en.logits, "logits");
+  if (s) { fail("building the test net", s); goto out; }
   kiln_options o = kiln_options_default();
   if (a->backend) o.backend = a->backend;
   if ((s = kiln_program_compile(en.g, &o, &ep))) { fail("compiling the test net", s); goto out; }
@@ -151,16 +153,17 @@ static void shuffle(int *idx, int n, uint64_t *s) {
 static int build_step(const Args *a, ModelKind m, TrainNet *tn, kiln_program **prog) {
   kiln_status s = train_net_build(m, a->batch, NULL, a->seed, 1, tn);
   if (!s) s = kiln_graph_output(tn->g, tn->loss, "loss");
-  if (!s) s = strcmp(a->optim, "adam") ? kiln_graph_sgd(tn->g, tn->loss, tn->n_params, tn->params, a->lr, a->momentum, NULL)
-                                      : kiln_graph_adam(tn->g, tn->loss, tn->n_params, tn->params, a->lr, 0.9, 0.999, 1e-8, NULL);
+  bool adam = !strcmp(a->optim, "adam");
+  if (!s && adam) s = kiln_graph_adam(tn->g, tn->loss, tn->n_params, tn->params, a->lr, 0.9, 0.999, 1e-8, NULL);
+  else if (!s) s = kiln_graph_sgd(tn->g, tn->loss, tn->n_params, tn->params, a->lr, a->momentum, NULL);
   if (s) return fail("building the training step", s);
   kiln_options o = kiln_options_default();
   if (a->backend) o.backend = a->backend;
   double t0 = now();
   if ((s = kiln_program_compile(tn->g, &o, prog))) return fail("compiling the training step", s);
-  fprintf(stderr, "kiln train: %s, batch %d, %s lr %g%s on %s; step compiled in %.2f s\n", a->model, a->batch,
-          a->optim, a->lr, strcmp(a->optim, "sgd") || a->momentum == 0 ? "" : " momentum 0.9", o.backend ? o.backend : "?",
-          now() - t0);
+  fprintf(stderr, "kiln train: %s, batch %d, %s lr %g", a->model, a->batch, a->optim, a->lr);
+  if (!adam) fprintf(stderr, " momentum %g", a->momentum);
+  fprintf(stderr, " on %s; step compiled in %.2f s\n", o.backend ? o.backend : "?", now() - t0);
   return 0;
 }
 

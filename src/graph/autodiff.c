@@ -48,7 +48,6 @@ typedef struct Ad {
   kiln_status st;
   int *adj;       /* adjoint of each tensor of the forward graph, -1: none yet */
   bool *needs;    /* forward tensor depends on a wrt tensor (and is float) */
-  int n_fwd;      /* tensors of the forward graph */
 } Ad;
 
 /* ---- small builders ------------------------------------------------------------ */
@@ -815,7 +814,7 @@ static kiln_status run_grad(Ad *a, int loss, int n, const int *wrt, int *grads) 
 /* requires: wrt distinct float tensors, loss a one-element float tensor (checked by the
  * API); appends nodes only. On failure the appended nodes and tensors are dropped. */
 kiln_status graph_grad(Graph *g, int loss, int n, const int *wrt, int *grads) {
-  Ad a = {.g = g, .n_fwd = g->n_tensors};
+  Ad a = {.g = g};
   int n_nodes = g->n_nodes, n_tensors = g->n_tensors;
   a.adj = kiln_malloc((size_t)g->n_tensors * sizeof *a.adj);
   a.needs = kiln_calloc((size_t)g->n_tensors, sizeof *a.needs);
@@ -833,20 +832,21 @@ kiln_status graph_grad(Graph *g, int loss, int n, const int *wrt, int *grads) {
   return st;
 }
 
+#define NEED(c, ...) do { if (!(c)) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_grad: " __VA_ARGS__); } while (0)
+
 kiln_status kiln_graph_grad(kiln_graph *kg, kiln_tensor loss, int n, const kiln_tensor *wrt, kiln_tensor *grads) {
-  if (!kg) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_grad: graph is NULL");
+  NEED(kg, "graph is NULL");
   Graph *g = &kg->g;
-  if (loss < 0 || loss >= g->n_tensors) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_grad: loss %d is not a tensor of this graph", loss);
+  NEED(loss >= 0 && loss < g->n_tensors, "loss %d is not a tensor of this graph", loss);
   const Tensor *lt = &g->tensors[loss];
-  if (lt->numel != 1) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_grad: loss '%s' has %lld elements, expected a scalar", lt->name, (long long)lt->numel);
-  if (!dtype_is_float(lt->dtype)) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_grad: loss '%s' is %s, expected a float", lt->name, kiln_dtype_name(lt->dtype));
-  if (n < 0 || (n > 0 && (!wrt || !grads))) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_grad: bad count %d or NULL wrt/grads", n);
+  NEED(lt->numel == 1, "loss '%s' has %lld elements, expected a scalar", lt->name, (long long)lt->numel);
+  NEED(dtype_is_float(lt->dtype), "loss '%s' is %s, expected a float", lt->name, kiln_dtype_name(lt->dtype));
+  NEED(n >= 0 && (n == 0 || (wrt && grads)), "bad count %d or NULL wrt/grads", n);
   for (int i = 0; i < n; i++) {
-    if (wrt[i] < 0 || wrt[i] >= g->n_tensors) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_grad: wrt[%d] = %d is not a tensor of this graph", i, wrt[i]);
+    NEED(wrt[i] >= 0 && wrt[i] < g->n_tensors, "wrt[%d] = %d is not a tensor of this graph", i, wrt[i]);
     const Tensor *t = &g->tensors[wrt[i]];
-    if (!dtype_is_float(t->dtype)) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_grad: wrt[%d] '%s' is %s, expected a float", i, t->name, kiln_dtype_name(t->dtype));
-    for (int j = 0; j < i; j++)
-      if (wrt[j] == wrt[i]) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_grad: wrt[%d] and wrt[%d] are both '%s'", j, i, t->name);
+    NEED(dtype_is_float(t->dtype), "wrt[%d] '%s' is %s, expected a float", i, t->name, kiln_dtype_name(t->dtype));
+    for (int j = 0; j < i; j++) NEED(wrt[j] != wrt[i], "wrt[%d] and wrt[%d] are both '%s'", j, i, t->name);
   }
   return graph_grad(g, loss, n, wrt, grads);
 }
