@@ -172,7 +172,7 @@ static void test_binary(void) {
   static const struct { kiln_binary_op op; const char *name; double alo, ahi, blo, bhi; } b[] = {
     {KILN_ADD, "add", -2, 2, -2, 2}, {KILN_SUB, "sub", -2, 2, -2, 2}, {KILN_MUL, "mul", -2, 2, -2, 2},
     {KILN_DIV, "div", -2, 2, 0.5, 2}, {KILN_POW, "pow", 0.3, 2, -2, 2}, {KILN_MAX, "max", -2, 2, -2, 2},
-    {KILN_MIN, "min", -2, 2, -2, 2}, {KILN_FMOD, "fmod", -5, 5, 0.7, 1.9},
+    {KILN_MIN, "min", -2, 2, -2, 2}, {KILN_FMOD, "fmod", -5, 5, 0.7, 1.9}, {KILN_MOD, "mod", -5, 5, 0.7, 1.9},
   };
   for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
     cur_binary = b[i].op;
