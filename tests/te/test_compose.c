@@ -159,7 +159,29 @@ static void test_shuffle_values(void) {
   graph_free(g);
 }
 
+/* Splitting heads: [B,S,D] -> [B,S,H,Dh] -> transpose(0,2,1,3) is x[b, s, h*Dh + d]:
+ * no division or modulo survives. */
+static void test_split_heads(void) {
+  Graph *g = graph_create();
+  int x, t;
+  OK(graph_leaf(g, T_INPUT, "x", KILN_F32, 3, (int64_t[]){ 2, 3, 8 }, NULL, &x));
+  Attr r = { .shape_rank = 4, .shape = { 2, 3, 2, 4 } };
+  t = add_node(g, OP_RESHAPE, x, &r);
+  Attr p = { .perm = { 0, 2, 1, 3 } };
+  t = add_node(g, OP_TRANSPOSE, t, &p);
+  OK(graph_output(g, t, "y"));
+  TE *te = NULL;
+  OK(te_lower(g, &te));
+  Expr *e = compose_last(te);
+  Expr *idx[3] = { te_var(te, 0), te_var(te, 2),
+                   te_binary(te, TB_ADD, te_binary(te, TB_MUL, te_var(te, 1), te_const_i(te, KILN_I64, 4)), te_var(te, 3)) };
+  CHECK_MSG(e == te_load(te, te->tensor_stage[x], 3, idx), "split heads did not compose to x[i0, i2, 4*i1 + i3]");
+  te_free(te);
+  graph_free(g);
+}
+
 int main(void) {
+  test_split_heads();
   test_transpose_reshape_slice();
   test_reshape_reshape_identity();
   test_slice_slice();
