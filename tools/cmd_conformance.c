@@ -368,6 +368,7 @@ int cmd_conformance(int argc, char **argv) {
   if (expected && load_expected(expected, &ex, &n_ex)) return 2;
   FILE *wf = write_expected ? fopen(write_expected, "w") : NULL;
   if (write_expected && !wf) { fprintf(stderr, "kiln conformance: cannot write '%s'\n", write_expected); return 2; }
+  if (wf) fprintf(wf, "# Written by `kiln conformance ... --write-expected`: NAME pass, or NAME skip REASON.\n");
   int passed = 0, failed = 0, skipped = 0, regressions = 0, newly = 0;
   for (int i = 0; i < ts.n; i += every) {
     char model[PATH_MAX], data[PATH_MAX];

@@ -1,0 +1,59 @@
+/*
+ * test_models — the 23 onnx-simple tests and the three models of ../shared/models
+ * (mlp, lenet, encoder4_d256) on the ref backend against their reference outputs
+ * (rtol 1e-3, atol 1e-5). The six StringNormalizer tests feed string tensors, which kiln
+ * has no dtype for: they must be refused with KILN_ERR_UNSUPPORTED and a message.
+ * Under ASan (KILN_SANITIZED=1) encoder4_d256 is left out: the interpreter is too slow
+ * there for the time budget.
+ */
+#include "onnx_util.h"
+
+#include <dirent.h>
+
+static int run_dir(const char *dir, const char *name) {
+  double err;
+  kiln_status s = onnx_check_dir(dir, "ref", 1e-3, 1e-5, &err);
+  if (!strncmp(name, "test_strnorm", 12)) {
+    CHECK_MSG(s == KILN_ERR_UNSUPPORTED && kiln_last_error()[0], "%s: expected unsupported, got %s", name,
+              kiln_status_name(s));
+    return 0;
+  }
+  CHECK_MSG(s == KILN_OK, "%s: %s: %s", name, kiln_status_name(s), kiln_last_error());
+  if (s == KILN_OK) printf("%s: ok (max abs err %.3g)\n", name, err);
+  return s == KILN_OK;
+}
+
+int main(void) {
+  const char *shared = onnx_shared_dir();
+  if (!shared) {
+    printf("skip: ../shared is absent\n");
+    return 0;
+  }
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/conformance/onnx-simple", shared);
+  DIR *d = opendir(dir);
+  CHECK(d != NULL);
+  int n = 0, passed = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char t[PATH_MAX + 256];
+    snprintf(t, sizeof t, "%s/%s", dir, e->d_name);
+    passed += run_dir(t, e->d_name);
+    n++;
+  }
+  if (d) closedir(d);
+  CHECK_MSG(n == 23, "found %d onnx-simple tests, expected 23", n);
+  CHECK_MSG(passed == 17, "%d onnx-simple tests passed, expected 17 (23 less the 6 string tests)", passed);
+  const char *models[] = { "mlp", "lenet", "encoder4_d256" };
+  bool sanitized = kiln_env_int("KILN_SANITIZED", 0) != 0;
+  for (int i = 0; i < 3; i++) {
+    if (sanitized && i == 2) {
+      printf("encoder4_d256: left out under KILN_SANITIZED\n");
+      continue;
+    }
+    snprintf(dir, sizeof dir, "%s/models/%s", shared, models[i]);
+    CHECK(run_dir(dir, models[i]) == 1);
+  }
+  TEST_MAIN_END();
+}
