@@ -37,7 +37,8 @@ static double max_rel_err(const float *a, const float *b, size_t n) {
 }
 
 /* kernels fused, kernels eager; bytes_floor: 1 to check bytes == inputs + outputs */
-static void pin(const char *name, int fused, int eager, int bytes_floor) {
+/* tol: contractions accumulate in f32 (ref in f64), so they get a looser bound */
+static void pin(const char *name, int fused, int eager, int bytes_floor, double tol) {
   Workload w;
   OK(wl_build(name, &w));
   if (!w.g) { test_failures++; return; }
@@ -60,7 +61,7 @@ static void pin(const char *name, int fused, int eager, int bytes_floor) {
     size_t n = w.output_bytes[i] / sizeof(float);
     if (ref[i] && f[i] && e[i]) {
       double ef = max_rel_err(f[i], ref[i], n), ee = max_rel_err(e[i], ref[i], n);
-      CHECK_MSG(ef < 1e-4 && ee < 1e-4, "%s output %d: fused err %g, eager err %g", name, i, ef, ee);
+      CHECK_MSG(ef < tol && ee < tol, "%s output %d: fused err %g, eager err %g", name, i, ef, ee);
     }
     free(ref[i]); free(f[i]); free(e[i]);
   }
@@ -70,12 +71,13 @@ static void pin(const char *name, int fused, int eager, int bytes_floor) {
 int main(void) {
   if (!mkdtemp(cache_dir)) return 1;
   setenv("XDG_CACHE_HOME", cache_dir, 1);
-  pin("chain10_4096", 1, 13, 1);
-  pin("softmax_64x100", 1, 5, 1);
-  pin("logsoftmax_64x100", 1, 6, 0);
-  pin("layernorm_32x96", 1, 11, 0);
-  pin("linear_relu_33x40x24", 1, 3, 0);
-  pin("mlp_fwd_b16", 3, 9, 0);
+  pin("chain10_4096", 1, 13, 1, 2e-4);
+  pin("softmax_64x100", 1, 5, 1, 2e-4);
+  pin("logsoftmax_64x100", 1, 6, 0, 2e-4);
+  pin("layernorm_32x96", 1, 11, 0, 2e-4);
+  pin("linear_relu_33x40x24", 1, 3, 0, 1e-3);
+  pin("mlp_fwd_b16", 3, 8, 0, 1e-3);  /* eager: 3 matmul, 3 bias add, 2 relu */
+  pin("mlp_train_b8", 13, 52, 0, 1e-3);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", cache_dir);
   if (system(cmd)) {}
