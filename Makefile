@@ -32,7 +32,7 @@ test-asan: deps
 
 # Documented memcheck run (not part of `make test`: slow).
 valgrind: build
-	@cd $(BUILD) && ctest -T memcheck --overwrite MemoryCheckCommandOptions="--leak-check=full --error-exitcode=1" -j $(JOBS)
+	@cd $(BUILD) && ctest -T memcheck --overwrite MemoryCheckCommandOptions="--leak-check=full --error-exitcode=1 --suppressions=$(CURDIR)/scripts/valgrind.supp" -j $(JOBS)
 
 # libFuzzer target for the ONNX loader (clang, ASan+UBSan): builds $(FUZZ_BUILD)/fuzz_onnx,
 # seeds $(FUZZ_BUILD)/corpus from ../shared's node tests, runs FUZZ_SECONDS (CI: 60).

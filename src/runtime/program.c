@@ -80,7 +80,7 @@ kiln_status kiln_program_compile(const kiln_graph *g, const kiln_options *opt, k
   double t0 = now_ms();
   kiln_status st = te_lower(&g->g, &p->te);
   if (st == KILN_OK) st = te_check(p->te);
-  if (st == KILN_OK && o.debug >= 1) {
+  if (st == KILN_OK && o.debug >= 3) {  /* levels 1-2 are the plan and the source */
     fprintf(stderr, "> te (%d stages) for backend %s:\n", p->te->n_stages, be->name);
     te_print(p->te, stderr);
   }
