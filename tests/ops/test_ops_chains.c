@@ -9,7 +9,6 @@
  */
 #include "ops_util.h"
 
-#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -303,19 +302,16 @@ static void shared_input(void) {
 }
 
 /*
- * Known bug (cpu backend): kernels are built with cc -fopenmp and dlopen'ed; when the host
- * program does not itself link libgomp (kiln uses no OpenMP symbol, so the linker drops it),
- * the kernel library is what loads libgomp, and dlclose in kiln_program_free unloads it
- * while its worker threads are still alive: the next thing they do is crash (SIGSEGV in
- * unmapped code). Reproduced in a child process so the crash cannot take the suite down:
- * compile, run and free a 65x70 @ 70x33 matmul program 40 times.
+ * Compiled backends dlopen a kernel library built with cc -fopenmp and dlclose it when the
+ * program is freed. If that library were the only thing holding libgomp, dlclose would
+ * unload libgomp under its live worker threads, and they would crash (seen on cpu before
+ * libkiln itself used OpenMP: 4 of 5 runs of this loop died with SIGSEGV). Run in a child
+ * process so a regression cannot take the suite down: compile, run and free a
+ * 65x70 @ 70x33 matmul program 40 times.
  */
-#define GOMP_UNLOAD_BUG "cpu: kiln_program_free dlcloses the kernel library and with it libgomp while its threads live (SIGSEGV)"
-
 static void gomp_unload_case(void) {
   Case c;
   cs_begin(&c, "free programs whose kernels ran on OpenMP threads, 40 times (child process)");
-  cs_known_bug(&c, GOMP_UNLOAD_BUG);
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
@@ -346,12 +342,7 @@ static void gomp_unload_case(void) {
 
 int main(void) {
   if (!ou_backend_available()) return 0;
-  if (strcmp(ou_backend(), "ref") != 0) {
-    gomp_unload_case();
-    /* keep libgomp loaded for the rest, so the cases below test values, not that bug */
-    if (!dlopen("libgomp.so.1", RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE))
-      fprintf(stderr, "note: could not pin libgomp: %s\n", dlerror());
-  }
+  if (strcmp(ou_backend(), "ref") != 0) gomp_unload_case();
   movement_chain();
   concat_of_slices();
   conv_pad_identity();
