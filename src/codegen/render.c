@@ -588,7 +588,7 @@ static void render_rowacc(R *r) {
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->kind != IT_ACC) continue;
-    line(r, "%s a%d[%lld];", vt(r, it->body->dtype), it->stage, (long long)J);
+    line(r, "double a%d[%lld];", it->stage, (long long)J);  /* as ref: products in f32, sums in f64 */
     line(r, "for (int64_t j = 0; j < %lld; j++) a%d[j] = 0;", (long long)J, it->stage);
   }
   line(r, "for (int64_t r = 0; r < INT64_C(%lld); r++) {", (long long)k->inner_numel);
@@ -609,7 +609,7 @@ static void render_rowacc(R *r) {
     if (it->kind != IT_ACC) continue;
     char v[256];
     emit(r, it->body, v, sizeof v);
-    line(r, "a%d[v%d] += %s;", it->stage, jv, v);
+    line(r, "a%d[v%d] += (double)%s;", it->stage, jv, v);
   }
   pop(r);
   close_block(r);
@@ -642,6 +642,8 @@ static void render_rowacc(R *r) {
 
 int cg_gpu_block(const Kernel *k) {
   int t = 32;
+  /* ~8 row points per thread (measured on the H200: better than ~32 per thread with
+   * smaller blocks, 0.069 against 0.100 ms for softmax 4096x4096) */
   while (t < 1024 && (int64_t)t * 8 < k->inner_numel) t *= 2;
   return t;
 }
@@ -699,7 +701,7 @@ static int row_cache(R *r) {
   const Kernel *k = r->k;
   int64_t per = (k->inner_numel + cg_gpu_block(k) - 1) / cg_gpu_block(k);
   r->n_cached = 0;
-  if (k->n_steps < 3 || per > 32) return 0;
+  if (k->n_steps < 3 || per > 32 || per < 1) return 0;
   const Expr *first[64], *later[64];
   int nf = 0, nl = 0;
   step_loads(r, 0, false, first, &nf, 64);
