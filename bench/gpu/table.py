@@ -1,7 +1,11 @@
 """One table from one GPU run: peers.py's JSON (PyTorch eager, torch.compile, JAX) beside
 kiln_gpubench's JSON lines, with the floor from the ceilings peers.py measured in the same run.
 
-usage: python3 table.py PEERS.json KILN.jsonl [CSE.jsonl] [--meta 'date commit device'] > table.md
+usage: python3 table.py PEERS.log KILN.jsonl [CSE.jsonl] [--meta 'date commit device'] > table.md
+
+PEERS.log is peers.py's stdout (one JSON line of ceilings per invocation, then one per
+workload), so a run cut short still gives the rows it finished; with several invocations
+the ceilings of the first are used.
 
 Columns: workload, floor (ms), best peer (ms, which), kiln fused, kiln eager, kernels fused/eager,
 best peer / kiln fused (above 1: kiln is faster), floor / kiln fused (share of the floor reached).
@@ -35,7 +39,11 @@ def main():
     if "--meta" in sys.argv:
         meta = sys.argv[sys.argv.index("--meta") + 1]
         args = [a for a in args if a != meta]
-    peers = json.load(open(args[0]))
+    plines = load_lines(args[0])
+    infos = [r for r in plines if "copy_bw_GBs" in r]
+    if not infos:
+        sys.exit("table.py: no ceilings line in %s" % args[0])
+    peers = {"info": infos[0], "rows": [r for r in plines if "workload" in r]}
     kiln = {r["workload"]: r for r in load_lines(args[1]) if "workload" in r}
     race = load_lines(args[2]) if len(args) > 2 else []
     info = peers["info"]
