@@ -13,6 +13,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
   { "conformance", cmd_conformance, "DIR... [--backend B] [--expected FILE]" },
   { "plan", cmd_plan, "MODEL.onnx|WORKLOAD [--eager] [--dot FILE]" },
   { "train", cmd_train, "--model mlp|lenet [--epochs N] [--backend B]" },
+  { "bench", cmd_bench, "MODEL_DIR|MODEL.onnx [--backend B] [--runs N] [--warmup N] [--threads N]" },
 };
 
 static int usage(void) {

@@ -9,6 +9,7 @@ int cmd_run(int argc, char **argv);          /* cmd_run.c */
 int cmd_conformance(int argc, char **argv);  /* cmd_conformance.c */
 int cmd_plan(int argc, char **argv);         /* cmd_plan.c */
 int cmd_train(int argc, char **argv);        /* cmd_train.c */
+int cmd_bench(int argc, char **argv);        /* cmd_bench.c */
 
 /* cmd_conformance.c: one ONNX test (model + test data), shared with `kiln run`. */
 typedef struct OnnxTestSpec {

@@ -1,0 +1,296 @@
+/*
+ * kiln bench MODEL_DIR|MODEL.onnx [--backend B] [--runs N] [--warmup N] [--threads N] [--tol T]
+ *                                   [--budget-ms MS]
+ *
+ * Times one ONNX model end to end the way a caller sees it. Reads the model and the
+ * test data beside it (test_data_set_0/input_K.pb, output_K.pb), compiles for a
+ * backend, runs once and compares every output with its reference, then times N runs
+ * (after W untimed warm-up runs) of kiln_program_run with host buffers in and out.
+ * Prints median and min milliseconds and one JSON line (prefix "json: ") with the
+ * census: kernels launched, host fallbacks, bytes moved, compile time, the largest
+ * absolute error against the reference. A time is a claim about the intended path, so
+ * no time is printed (exit 1) when any op ran on the host or an output is wrong: more
+ * than T (default 1e-3) times the reference's largest magnitude (at least 1) away.
+ * --threads N sets the OpenMP thread count of the kernels (else $OMP_NUM_THREADS).
+ * --budget-ms MS stops timing early once the timed runs add up to MS (at least 3 runs
+ * are always timed), so a very slow model does not hold a shared machine for minutes;
+ * the JSON line says how many runs were timed.
+ */
+#include "tools.h"
+
+#include "graph/graph.h"
+
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define MAX_FILES 64
+
+typedef struct Bench {
+  const char *path, *backend;
+  int runs, warmup, threads;
+  double tol, budget_ms;
+  char model[PATH_MAX], data_dir[PATH_MAX], name[256];
+  OnnxTensor ins[MAX_FILES], refs[MAX_FILES];
+  int n_in, n_ref;
+  Graph *g;
+  kiln_program *p;
+  const void *inputs[MAX_FILES];
+  void *outputs[MAX_FILES];
+  double max_abs, ref_mag;   /* largest |got - want| and largest |want| */
+  double *times;
+} Bench;
+
+static int usage(void) {
+  fprintf(stderr, "usage: kiln bench MODEL_DIR|MODEL.onnx [--backend B] [--runs N] [--warmup N] [--threads N]"
+                  " [--tol T] [--budget-ms MS]\n");
+  return 2;
+}
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* MODEL_DIR -> DIR/model.onnx; the test data sits beside the model; the name is the folder's. */
+static kiln_status resolve_paths(Bench *b) {
+  struct stat st;
+  if (stat(b->path, &st) != 0) return kiln_fail(KILN_ERR_IO, "bench: cannot read '%s'", b->path);
+  int n = S_ISDIR(st.st_mode) ? snprintf(b->model, sizeof b->model, "%s/model.onnx", b->path)
+                              : snprintf(b->model, sizeof b->model, "%s", b->path);
+  if (n < 0 || (size_t)n >= sizeof b->model) return kiln_fail(KILN_ERR_INVALID_ARG, "bench: path too long");
+  char dir[PATH_MAX];
+  onnx_dirname(b->model, dir, sizeof dir);
+  n = snprintf(b->data_dir, sizeof b->data_dir, "%s/test_data_set_0", dir);
+  if (n < 0 || (size_t)n >= sizeof b->data_dir) return kiln_fail(KILN_ERR_INVALID_ARG, "bench: path too long");
+  char real[PATH_MAX];
+  const char *base = realpath(dir, real) ? real : dir;
+  const char *slash = strrchr(base, '/');
+  const char *name = slash && slash[1] ? slash + 1 : base;
+  size_t len = strlen(name) < sizeof b->name ? strlen(name) : sizeof b->name - 1;
+  memcpy(b->name, name, len);
+  b->name[len] = 0;
+  for (char *c = b->name; *c; c++)  /* the name goes into a JSON string */
+    if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '_';
+  return KILN_OK;
+}
+
+static kiln_status read_pb(const char *path, OnnxTensor *t) {
+  void *data;
+  size_t size;
+  kiln_status s = onnx_read_file(path, &data, &size);
+  if (s) return s;
+  char dir[PATH_MAX];
+  onnx_dirname(path, dir, sizeof dir);
+  s = onnx_read_tensor(data, size, dir, t);
+  kiln_free(data);
+  if (s) kiln_error_prefix("%s: ", path);
+  return s;
+}
+
+/* DIR/PREFIX_0.pb, DIR/PREFIX_1.pb, ... until one is missing. */
+static kiln_status read_set(const char *dir, const char *prefix, OnnxTensor *ts, int *n) {
+  *n = 0;
+  for (int i = 0; i < MAX_FILES; i++) {
+    char path[PATH_MAX];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s_%d.pb", dir, prefix, i);
+    if (stat(path, &st) != 0) break;
+    kiln_status s = read_pb(path, &ts[i]);
+    if (s) return s;
+    *n = i + 1;
+  }
+  return KILN_OK;
+}
+
+/* Loads test data and model (inputs bound by position, as the ONNX test runner does). */
+static kiln_status load(Bench *b) {
+  kiln_status s = read_set(b->data_dir, "input", b->ins, &b->n_in);
+  if (!s) s = read_set(b->data_dir, "output", b->refs, &b->n_ref);
+  if (s) return s;
+  if (!b->n_in) return kiln_fail(KILN_ERR_IO, "bench: no input_0.pb in '%s'", b->data_dir);
+  for (int i = 0; i < b->n_in; i++) {
+    kiln_free(b->ins[i].name);
+    b->ins[i].name = NULL;
+  }
+  void *model;
+  size_t size;
+  if ((s = onnx_read_file(b->model, &model, &size))) return s;
+  char dir[PATH_MAX];
+  onnx_dirname(b->model, dir, sizeof dir);
+  s = graph_load_onnx_bound(model, size, dir, b->ins, b->n_in, &b->g);
+  kiln_free(model);
+  return s;
+}
+
+/* Host buffers for the run: inputs from the test data in graph order, outputs allocated. */
+static kiln_status bind(Bench *b) {
+  Graph *g = b->g;
+  int ni = 0;
+  for (int t = 0; t < g->n_tensors; t++) {
+    const Tensor *x = &g->tensors[t];
+    if (x->kind != T_INPUT) continue;
+    if (ni >= b->n_in) return kiln_fail(KILN_ERR_INVALID_ARG, "bench: no test data for input '%s'", x->name);
+    const OnnxTensor *v = &b->ins[ni];
+    if (v->dtype != x->dtype || v->numel != x->numel)
+      return kiln_fail(KILN_ERR_INVALID_ARG, "bench: input '%s': test data is %s of %lld elements, the model wants %s of %lld",
+                       x->name, kiln_dtype_name(v->dtype), (long long)v->numel, kiln_dtype_name(x->dtype),
+                       (long long)x->numel);
+    b->inputs[ni++] = v->data;
+  }
+  if (g->n_outputs > MAX_FILES) return kiln_fail(KILN_ERR_UNSUPPORTED, "bench: more than %d outputs", MAX_FILES);
+  if (b->n_ref && b->n_ref != g->n_outputs)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "bench: the model has %d outputs, the test data %d", g->n_outputs, b->n_ref);
+  for (int i = 0; i < g->n_outputs; i++) {
+    const Tensor *y = &g->tensors[g->outputs[i].tensor];
+    if (i < b->n_ref && (y->dtype != b->refs[i].dtype || y->numel != b->refs[i].numel))
+      return kiln_fail(KILN_ERR_INVALID_ARG, "bench: output %d: kiln gives %s of %lld elements, the reference %s of %lld",
+                       i, kiln_dtype_name(y->dtype), (long long)y->numel, kiln_dtype_name(b->refs[i].dtype),
+                       (long long)b->refs[i].numel);
+    if (!(b->outputs[i] = kiln_malloc((size_t)y->numel * kiln_dtype_size(y->dtype) + 1)))
+      return kiln_fail(KILN_ERR_NO_MEMORY, "bench: out of memory for output %d", i);
+  }
+  return KILN_OK;
+}
+
+/* Largest |got - want| over every output with a reference (NaN counts as infinite). */
+static void measure_error(Bench *b) {
+  b->max_abs = 0, b->ref_mag = 0;
+  for (int i = 0; i < b->n_ref; i++) {
+    const OnnxTensor *r = &b->refs[i];
+    for (int64_t k = 0; k < r->numel; k++) {
+      double got = dtype_load_f64(r->dtype, b->outputs[i], k), want = dtype_load_f64(r->dtype, r->data, k);
+      double d = fabs(got - want);
+      if (isnan(d)) d = (isnan(got) && isnan(want)) ? 0 : INFINITY;
+      if (d > b->max_abs) b->max_abs = d;
+      if (isfinite(want) && fabs(want) > b->ref_mag) b->ref_mag = fabs(want);
+    }
+  }
+}
+
+static kiln_status time_runs(Bench *b) {
+  kiln_status s = KILN_OK;
+  for (int i = 0; i < b->warmup && !s; i++) s = kiln_program_run(b->p, b->inputs, b->outputs);
+  if (!(b->times = kiln_calloc((size_t)b->runs, sizeof *b->times)))
+    return kiln_fail(KILN_ERR_NO_MEMORY, "bench: out of memory");
+  double spent = 0;
+  int done = 0;
+  for (; done < b->runs && !s; done++) {
+    if (b->budget_ms > 0 && done >= 3 && spent >= b->budget_ms) break;
+    double t0 = now_ms();
+    s = kiln_program_run(b->p, b->inputs, b->outputs);
+    b->times[done] = now_ms() - t0;
+    spent += b->times[done];
+  }
+  b->runs = done;
+  if (!s) qsort(b->times, (size_t)b->runs, sizeof *b->times, cmp_double);
+  return s;
+}
+
+static double median(const double *sorted, int n) {
+  return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+/* Compile, check once, then time. Prints the result; returns the exit status. */
+static int bench(Bench *b) {
+  kiln_options o = kiln_options_default();
+  if (b->backend) o.backend = b->backend;
+  kiln_status s = kiln_program_compile((const kiln_graph *)b->g, &o, &b->p);
+  if (!s) s = kiln_program_run(b->p, b->inputs, b->outputs);
+  if (s) {
+    fprintf(stderr, "kiln bench: %s: %s\n", b->name, kiln_last_error());
+    return 1;
+  }
+  measure_error(b);
+  kiln_census c;
+  if ((s = kiln_program_census(b->p, &c))) {
+    fprintf(stderr, "kiln bench: %s: census: %s\n", b->name, kiln_last_error());
+    return 1;
+  }
+  const char *why = NULL;
+  if (c.host_fallbacks) why = "host fallbacks";
+  else if (!(b->max_abs <= b->tol * fmax(1, b->ref_mag))) why = "outputs differ from the reference";
+  if (!why && (s = time_runs(b))) {
+    fprintf(stderr, "kiln bench: %s: run: %s\n", b->name, kiln_last_error());
+    return 1;
+  }
+  const char *backend = b->backend ? b->backend : getenv("KILN_BACKEND") ? getenv("KILN_BACKEND") : "cpu";
+  int threads = omp_get_max_threads();
+  printf("%s on %s, threads %d: kernels %lld, host fallbacks %lld%s%s%s, max abs err %.3g (reference max |y| %.3g)\n",
+         b->name, backend, threads, (long long)c.kernels_launched, (long long)c.host_fallbacks,
+         c.fallback_ops[0] ? " (" : "", c.fallback_ops, c.fallback_ops[0] ? ")" : "", b->max_abs, b->ref_mag);
+  if (why) {
+    printf("json: {\"model\":\"%s\",\"backend\":\"%s\",\"error\":\"%s\",\"fallbacks\":%lld,\"max_abs_err\":%.6g}\n",
+           b->name, backend, why, (long long)c.host_fallbacks, b->max_abs);
+    fprintf(stderr, "kiln bench: %s: %s; no time reported\n", b->name, why);
+    return 1;
+  }
+  double med = median(b->times, b->runs), min = b->times[0];
+  printf("median %.4f ms, min %.4f ms over %d runs (%d warm-up)\n", med, min, b->runs, b->warmup);
+  printf("json: {\"model\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"runs\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,"
+         "\"kernels\":%lld,\"fallbacks\":%lld,\"bytes_read\":%lld,\"bytes_written\":%lld,\"peak_bytes\":%lld,"
+         "\"compile_ms\":%.1f,\"cache_hit\":%d,\"max_abs_err\":%.6g}\n",
+         b->name, backend, threads, b->runs, med, min, (long long)c.kernels_launched, (long long)c.host_fallbacks,
+         (long long)c.bytes_read, (long long)c.bytes_written, (long long)c.peak_bytes, c.compile_ms, c.cache_hit,
+         b->max_abs);
+  return 0;
+}
+
+static void bench_clear(Bench *b) {
+  kiln_program_free(b->p);
+  graph_free(b->g);
+  for (int i = 0; i < MAX_FILES; i++) {
+    onnx_tensor_clear(&b->ins[i]), onnx_tensor_clear(&b->refs[i]);
+    kiln_free(b->outputs[i]);
+  }
+  kiln_free(b->times);
+}
+
+/* A positive (or, with zero_ok, non-negative) integer argument; -1 when malformed. */
+static int parse_count(const char *s, int zero_ok) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*end || end == s || v < (zero_ok ? 0 : 1) || v > 1000000) return -1;
+  return (int)v;
+}
+
+int cmd_bench(int argc, char **argv) {
+  static Bench b;  /* large (paths, test data slots); one per process */
+  memset(&b, 0, sizeof b);
+  b.runs = 50, b.warmup = 5, b.tol = 1e-3;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--backend") && i + 1 < argc) b.backend = argv[++i];
+    else if (!strcmp(a, "--runs") && i + 1 < argc) b.runs = parse_count(argv[++i], 0);
+    else if (!strcmp(a, "--warmup") && i + 1 < argc) b.warmup = parse_count(argv[++i], 1);
+    else if (!strcmp(a, "--threads") && i + 1 < argc) b.threads = parse_count(argv[++i], 0);
+    else if (!strcmp(a, "--tol") && i + 1 < argc) b.tol = atof(argv[++i]);
+    else if (!strcmp(a, "--budget-ms") && i + 1 < argc) b.budget_ms = atof(argv[++i]);
+    else if (a[0] == '-' || b.path) return usage();
+    else b.path = a;
+  }
+  if (!b.path || b.runs < 1 || b.warmup < 0 || b.threads < 0 || !(b.tol > 0) || !(b.budget_ms >= 0)) return usage();
+  if (b.threads) omp_set_num_threads(b.threads);
+  kiln_status s = resolve_paths(&b);
+  if (!s) s = load(&b);
+  if (!s) s = bind(&b);
+  int rc;
+  if (s) {
+    fprintf(stderr, "kiln bench: %s: %s\n", b.path, kiln_last_error());
+    rc = 1;
+  } else {
+    rc = bench(&b);
+  }
+  bench_clear(&b);
+  return rc;
+}
