@@ -473,7 +473,73 @@ static int conv_dx(Ad *a, const Node *n, int dy) {
   return conv(a, d, w, &q);
 }
 
+/* Largest im2col matrix (elements) conv_dw builds; above it dw is one conv instead. */
+#define IM2COL_MAX_ELEMS ((int64_t)1 << 24)
+#define IM2COL_MAX_TAPS 27
+
+/*
+ * dw as one matmul (group 1): cols[(n,o..), (c,k..)] = x_pad[n, c, o*s + k*d] gathered by
+ * one strided slice per kernel tap and a concat, then dw^T[(c,k..), m] = cols^T dy. Compared
+ * with the conv below, whose outputs are only [C, M, K..] with a long reduction each, the
+ * matmul's rows are long, which code generators vectorise well.
+ */
+static int conv_dw_im2col(Ad *a, const Node *n, int dy) {
+  const kiln_conv_params *p = &n->attr.conv;
+  int sp = p->spatial, rank = 2 + sp;
+  Tensor xt = *tensor(a, n->in[0]), wt = *tensor(a, n->in[1]), yt = *tensor(a, n->out);
+  int64_t N = xt.shape[0], C = xt.shape[1], M = wt.shape[0], O = 1, T = 1;
+  int64_t pads[2 * KILN_MAX_RANK] = {0}, starts[KILN_MAX_RANK] = {0}, steps[KILN_MAX_RANK] = {1, 1};
+  int64_t tap_shape[KILN_MAX_RANK + 1];
+  for (int i = 0; i < sp; i++) {
+    int64_t need = (yt.shape[2 + i] - 1) * p->strides[i] + (wt.shape[2 + i] - 1) * p->dilations[i] + 1;
+    pads[2 + i] = p->pads[i];
+    pads[rank + 2 + i] = need - xt.shape[2 + i] - p->pads[i];  /* negative: rows no window reads */
+    steps[2 + i] = p->strides[i];
+    O *= yt.shape[2 + i], T *= wt.shape[2 + i];
+  }
+  int xp = pad0(a, n->in[0], pads);
+  int64_t sl_shape[KILN_MAX_RANK] = {N, C};
+  tap_shape[0] = N, tap_shape[1] = C, tap_shape[2] = 1;
+  for (int i = 0; i < sp; i++) tap_shape[3 + i] = sl_shape[2 + i] = yt.shape[2 + i];
+  int taps[IM2COL_MAX_TAPS];
+  for (int64_t k = 0; k < T; k++) {
+    int64_t rem = k;
+    for (int i = sp - 1; i >= 0; i--)
+      starts[2 + i] = (rem % wt.shape[2 + i]) * p->dilations[i], rem /= wt.shape[2 + i];
+    taps[k] = reshape(a, slice(a, xp, starts, steps, sl_shape), rank + 1, tap_shape);
+  }
+  int cols = T == 1 ? taps[0] : -1;
+  if (T > 1 && a->st == KILN_OK) {
+    Attr at = {0};
+    at.axis = 2;
+    cols = add_node(a, OP_CONCAT, (int)T, taps, &at);  /* [N, C, T, O..] */
+  }
+  /* cols^T [C*T, N*O] @ dy [N*O, M]: rows (c, tap) outer, M innermost, so the tap
+   * selection is evaluated once per row and reduction step, not per output lane */
+  int perm[KILN_MAX_RANK + 1] = {1, 2, 0};
+  for (int i = 0; i < sp; i++) perm[3 + i] = 3 + i;
+  int64_t cs[2] = {C * T, N * O}, ds[2] = {N * O, M}, rs[KILN_MAX_RANK] = {C};
+  cols = reshape(a, transpose(a, cols, rank + 1, perm), 2, cs);
+  int pk[KILN_MAX_RANK] = {0};
+  for (int i = 0; i < sp; i++) pk[1 + i] = 2 + i;
+  pk[1 + sp] = 1;
+  int dyr = reshape(a, transpose(a, dy, rank, pk), 2, ds);  /* [N*O, M] */
+  for (int i = 0; i < sp; i++) rs[1 + i] = wt.shape[2 + i];
+  rs[1 + sp] = M;
+  int r = reshape(a, matmul(a, cols, dyr), rank, rs);  /* [C, K.., M] */
+  int back[KILN_MAX_RANK] = {sp + 1, 0};
+  for (int i = 0; i < sp; i++) back[2 + i] = 1 + i;
+  return transpose(a, r, rank, back);
+}
+
 static int conv_dw(Ad *a, const Node *n, int dy) {
+  {
+    const Tensor *xt = tensor(a, n->in[0]), *wt = tensor(a, n->in[1]), *yt = tensor(a, n->out);
+    int64_t taps = 1, cols = xt->shape[0] * xt->shape[1];
+    for (int i = 0; i < n->attr.conv.spatial; i++) taps *= wt->shape[2 + i], cols *= yt->shape[2 + i];
+    if (n->attr.conv.group == 1 && taps <= IM2COL_MAX_TAPS && cols <= IM2COL_MAX_ELEMS / taps)
+      return conv_dw_im2col(a, n, dy);
+  }
   const kiln_conv_params *p = &n->attr.conv;
   int sp = p->spatial, rank = 2 + sp;
   Tensor xt = *tensor(a, n->in[0]), wt = *tensor(a, n->in[1]);
