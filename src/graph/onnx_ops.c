@@ -87,10 +87,10 @@ static kiln_status cast(Importer *im, int x, kiln_dtype to, int *out) {
 
 static kiln_status reshape(Importer *im, int x, int rank, const int64_t *shape, int *out) {
   Tensor *t = T(im, x);
-  if (t->rank == rank && !memcmp(t->shape, shape, sizeof(int64_t) * (size_t)rank)) { *out = x; return KILN_OK; }
+  if (t->rank == rank && (!rank || !memcmp(t->shape, shape, sizeof(int64_t) * (size_t)rank))) { *out = x; return KILN_OK; }
   Attr a = { 0 };
   a.shape_rank = rank;
-  memcpy(a.shape, shape, sizeof(int64_t) * (size_t)rank);
+  if (rank) memcpy(a.shape, shape, sizeof(int64_t) * (size_t)rank);
   return add(im, OP_RESHAPE, 1, &x, &a, out);
 }
 
