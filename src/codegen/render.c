@@ -37,9 +37,10 @@ typedef struct R {
   int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
   int nv;
   const char *guard;   /* grid dialects: condition on stores of per-row values (one thread writes) */
-  /* block rows: loads of the row read again by a later step are kept in registers (c<i>[j]) */
-  const Expr *cached[8]; int n_cached;
-  bool capture;        /* the first inner loop: copy each cached load into its register array */
+  /* block rows: values of a row point (loads, unary ops) that a later inner loop needs again
+   * are kept in registers c<i>[j], captured in the first loop computing them */
+  const Expr *cached[8]; int cap_step[8]; int n_cached;
+  int step;            /* the inner loop being rendered (-1 outside one) */
   kiln_status st;
 } R;
 
@@ -280,12 +281,14 @@ static void unary_text(R *r, const Expr *e, const char *a, char *o, size_t n) {
   }
 }
 
-/* Declares t<N> = text and memoises e as it. */
+/* Declares t<N> = text and memoises e as it (and keeps it in its row cache, if any). */
 static void declare(R *r, const Expr *e, const char *text, char *out, size_t n) {
   int id = r->tmp++;
   line(r, "%s t%d = %s;", vt(r, e->dtype), id, text);
   memo_add(r, e, id);
   snprintf(out, n, "t%d", id);
+  for (int i = 0; i < r->n_cached; i++)
+    if (r->cached[i] == e && r->cap_step[i] == r->step) line(r, "c%d[j] = t%d;", i, id);
 }
 
 static void emit_load(R *r, const Expr *e, char *out, size_t n) {
@@ -309,8 +312,6 @@ static void emit_load(R *r, const Expr *e, char *out, size_t n) {
   const char *fn = r->d->load_fn[S->dtype];
   snprintf(text, sizeof text, "%s%sb%d[%s]%s", fn ? fn : "", fn ? "(" : "", r->param_of[src], off, fn ? ")" : "");
   declare(r, e, text, out, n);
-  for (int i = 0; r->capture && i < r->n_cached; i++)
-    if (r->cached[i] == e) line(r, "c%d[j] = %s;", i, out);
 }
 
 static void finish(R *r, const Expr *e, char a[3][64], char *out, size_t n) {
@@ -681,34 +682,47 @@ static void collect_loads(R *r, const Expr *e, Memo **seen, int *n, int *cap, co
     if (r->p->kernel_of[e->src] != r->k->id && !plan_is_baked(r->p->te, e->src) && *n_out < max) out[(*n_out)++] = e;
     return;
   }
+  if (e->kind == EX_UNARY && *n_out < max) out[(*n_out)++] = e;  /* exp, tanh, ...: worth keeping */
   for (int i = 0; i < e->n_args; i++) collect_loads(r, e->args[i], seen, n, cap, out, n_out, max);
 }
 
-static void step_loads(R *r, int step, bool later, const Expr **out, int *n_out, int max) {
+/* Loads and unary nodes of the items of inner loop `step` (an even step). */
+static void step_nodes(R *r, int step, const Expr **out, int *n_out, int max) {
   Memo *seen = NULL;
   int n = 0, cap = 0;
-  for (int i = 0; i < r->k->n_items; i++) {
-    const Item *it = &r->k->items[i];
-    if (later ? (it->step > step && !(it->step & 1)) : it->step == step)
-      collect_loads(r, it->body, &seen, &n, &cap, out, n_out, max);
-  }
+  for (int i = 0; i < r->k->n_items; i++)
+    if (r->k->items[i].step == step) collect_loads(r, r->k->items[i].body, &seen, &n, &cap, out, n_out, max);
   kiln_free(seen);
 }
 
-/* Rows short enough to sit in registers (at most 32 points per thread): the loads of the
- * first inner loop that a later inner loop reads again are kept in c<i>[j]. */
+static bool in_list(const Expr *const *l, int n, const Expr *e) {
+  for (int i = 0; i < n; i++)
+    if (l[i] == e) return true;
+  return false;
+}
+
+/* Rows short enough to sit in registers (at most 32 points per thread): a load or unary
+ * value that a later inner loop computes again is kept in c<i>[j] by the first loop that
+ * computes it (at most 8 arrays, 96 registers). */
 static int row_cache(R *r) {
   const Kernel *k = r->k;
   int64_t per = (k->inner_numel + cg_gpu_block(k) - 1) / cg_gpu_block(k);
   r->n_cached = 0;
   if (k->n_steps < 3 || per > 32 || per < 1) return 0;
-  const Expr *first[64], *later[64];
-  int nf = 0, nl = 0;
-  step_loads(r, 0, false, first, &nf, 64);
-  step_loads(r, 0, true, later, &nl, 64);
-  for (int i = 0; i < nf; i++)
-    for (int j = 0; j < nl; j++)
-      if (first[i] == later[j] && r->n_cached < 8) r->cached[r->n_cached++] = first[i];
+  enum { MAXN = 128 };
+  const Expr *nodes[KILN_MAX_RANK + 1][MAXN];
+  int nn[KILN_MAX_RANK + 1] = { 0 }, n_loops = 0;
+  for (int s = 0; s < k->n_steps && n_loops <= KILN_MAX_RANK; s += 2) step_nodes(r, s, nodes[n_loops], &nn[n_loops], MAXN), n_loops++;
+  for (int a = 0; a < n_loops; a++)
+    for (int i = 0; i < nn[a]; i++) {
+      const Expr *e = nodes[a][i];
+      bool earlier = false, later = false;
+      for (int b = 0; b < a && !earlier; b++) earlier = in_list(nodes[b], nn[b], e);
+      for (int b = a + 1; b < n_loops && !later; b++) later = in_list(nodes[b], nn[b], e);
+      if (earlier || !later || r->n_cached >= 8 || (r->n_cached + 1) * per > 96) continue;
+      r->cap_step[r->n_cached] = 2 * a;
+      r->cached[r->n_cached++] = e;
+    }
   for (int i = 0; i < r->n_cached; i++)
     line(r, "%s c%d[%lld];", vt(r, r->cached[i]->dtype), i, (long long)per);
   return r->n_cached ? (int)per : 0;
@@ -718,12 +732,14 @@ static void block_inner_loop(R *r, int step, int per) {
   const Kernel *k = r->k;
   for (int i = 0; i < k->n_items; i++)
     if (k->items[i].step == step && k->items[i].kind == IT_ACC) acc_init(r, &k->items[i]);
+  bool guarded = !per || k->inner_numel % cg_gpu_block(k) != 0;
   if (per) {
     line(r, "#pragma unroll");
     line(r, "for (int j = 0; j < %d; j++) {", per);
     r->indent++;
     line(r, "const int64_t r = threadIdx.x + (int64_t)j * %d;", cg_gpu_block(k));
-    line(r, "if (r < INT64_C(%lld)) {", (long long)k->inner_numel);
+    if (guarded) line(r, "if (r < INT64_C(%lld)) {", (long long)k->inner_numel);
+    else line(r, "{");  /* the row is a whole number of blocks: no bound check between the loads */
   } else {
     line(r, "for (int64_t r = threadIdx.x; r < INT64_C(%lld); r += blockDim.x) {", (long long)k->inner_numel);
   }
@@ -732,8 +748,9 @@ static void block_inner_loop(R *r, int step, int per) {
   const char *guard = r->guard;
   r->guard = NULL;  /* each thread stores its own inner points */
   decompose(r, "r", k->rank, k->n_red, k->red_shape);
-  r->capture = per && step == 0;
-  for (int i = 0; per && step > 0 && i < r->n_cached; i++) {
+  r->step = per ? step : -1;
+  for (int i = 0; per && i < r->n_cached; i++) {
+    if (r->cap_step[i] >= step) continue;
     int id = r->tmp++;
     line(r, "const %s t%d = c%d[j];", vt(r, r->cached[i]->dtype), id, i);
     memo_add(r, r->cached[i], id);
@@ -748,7 +765,7 @@ static void block_inner_loop(R *r, int step, int per) {
     } else value_item(r, it);
   }
   r->guard = guard;
-  r->capture = false;
+  r->step = -1;
   pop(r);
   close_block(r);
   if (per) close_block(r);
@@ -892,6 +909,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   for (int i = 0; i < k->rank; i++) { r.lo[i] = 0; r.hi[i] = k->shape[i] - 1; }
   for (int i = 0; i < k->n_red; i++) { r.lo[k->rank + i] = 0; r.hi[k->rank + i] = k->red_shape[i] - 1; }
   r.nv = k->rank + k->n_red;
+  r.step = -1;
   char name[32];
   cg_kernel_name(ki, false, name);
   sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
