@@ -483,7 +483,7 @@ static bool is_shape_operand(const char *op, size_t i) {
     { "ReduceSum", 2 }, { "ReduceMean", 2 }, { "ReduceMax", 2 }, { "ReduceMin", 2 }, { "ReduceProd", 2 },
     { "ReduceSumSquare", 2 }, { "ReduceL1", 2 }, { "ReduceL2", 2 }, { "ReduceLogSum", 2 },
     { "ReduceLogSumExp", 2 }, { "OneHot", 2 }, { "Trilu", 2 }, { "CenterCropPad", 2 }, { "Resize", 14 },
-    { "Upsample", 2 }, { "TopK", 2 }, { "EyeLike", 0 }, { "CumSum", 2 }, { "Dropout", 4 },
+    { "Upsample", 2 }, { "TopK", 2 }, { "EyeLike", 0 }, { "CumSum", 2 }, { "Dropout", 6 },
     { "SequenceInsert", 4 }, { "SequenceErase", 2 }, { "SequenceAt", 2 }, { "SplitToSequence", 2 },
   };
   for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)

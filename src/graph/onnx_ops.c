@@ -256,9 +256,11 @@ static kiln_status r_identity(Importer *im, Call *c) {
     else if ((s = graph_add(im->g, OP_EXPAND, 1, &one, &a, &c->out[1]))) return s;
   }
   if (!strcmp(c->name, "Dropout") && IN(c, 2) >= 0) {
-    double train;
+    double train, ratio = 0.5;
     if ((s = const_f64(im, IN(c, 2), "training_mode", &train))) return s;
-    if (train != 0) return im_fail(im, KILN_ERR_UNSUPPORTED, "training_mode=1 (random dropout) is not supported");
+    if (IN(c, 1) >= 0 && (s = const_f64(im, IN(c, 1), "ratio", &ratio))) return s;
+    if (train != 0 && ratio != 0)  /* ratio 0 keeps everything: the identity even in training */
+      return im_fail(im, KILN_ERR_UNSUPPORTED, "training_mode=1 (random dropout) is not supported");
   }
   return KILN_OK;
 }
@@ -1396,8 +1398,8 @@ static kiln_status r_dequantize(Importer *im, Call *c) {
   kiln_status s;
   if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
   if (im_attr_i(im, "block_size", 0)) return im_fail(im, KILN_ERR_UNSUPPORTED, "blocked quantisation is not supported");
-  int rank = T(im, IN(c, 0))->rank, axis = norm_axis(im_attr_i(im, "axis", 1), rank < 1 ? 1 : rank);
-  if (axis < 0) return bad_axis(im, im_attr_i(im, "axis", 1), rank);
+  int rank = T(im, IN(c, 0))->rank, axis = norm_axis(im_attr_i(im, "axis", 1), rank);
+  if (axis < 0 && T(im, IN(c, 1))->numel > 1) return bad_axis(im, im_attr_i(im, "axis", 1), rank);  /* per-axis only */
   kiln_dtype ft = T(im, IN(c, 1))->dtype, work = ft == KILN_F64 ? KILN_F64 : KILN_F32;
   int x, sc, zp;
   if ((s = cast(im, IN(c, 0), work, &x)) || (s = cast(im, IN(c, 1), work, &sc)) || (s = along_axis(im, sc, rank, axis, &sc))) return s;
@@ -1416,8 +1418,8 @@ static kiln_status r_quantize(Importer *im, Call *c) {
   kiln_status s;
   if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
   if (im_attr_i(im, "block_size", 0)) return im_fail(im, KILN_ERR_UNSUPPORTED, "blocked quantisation is not supported");
-  int rank = T(im, IN(c, 0))->rank, axis = norm_axis(im_attr_i(im, "axis", 1), rank < 1 ? 1 : rank);
-  if (axis < 0) return bad_axis(im, im_attr_i(im, "axis", 1), rank);
+  int rank = T(im, IN(c, 0))->rank, axis = norm_axis(im_attr_i(im, "axis", 1), rank);
+  if (axis < 0 && T(im, IN(c, 1))->numel > 1) return bad_axis(im, im_attr_i(im, "axis", 1), rank);  /* per-axis only */
   kiln_dtype to = IN(c, 2) >= 0 ? T(im, IN(c, 2))->dtype : KILN_U8;
   if (im_attr(im, "output_dtype") && im_attr_i(im, "output_dtype", 0) &&
       (s = onnx_elem_type((int32_t)im_attr_i(im, "output_dtype", 0), "output_dtype", &to)))
@@ -1651,6 +1653,164 @@ kiln_status im_gradient(Importer *im, int n_in, const int *ins, int n_out, int *
   return graph_grad(im->g, loss, n_out, wrt, outs);
 }
 
+/* ---- attention (opset 23) ---- */
+
+/* [B, S, H*D] -> [B, H, S, D] */
+static kiln_status heads_split(Importer *im, int x, int64_t h, int *out) {
+  Tensor *t = T(im, x);
+  if (h <= 0 || t->shape[2] % h) return im_fail(im, KILN_ERR_MODEL, "hidden size %lld does not split into %lld heads",
+                                                (long long)t->shape[2], (long long)h);
+  int64_t sh[4] = { t->shape[0], t->shape[1], h, t->shape[2] / h };
+  int perm[4] = { 0, 2, 1, 3 };
+  kiln_status s = reshape(im, x, 4, sh, &x);
+  return s ? s : transpose(im, x, perm, out);
+}
+
+/* Each of kv heads repeated rep times in place: [h0, h0, h1, h1, ...]. */
+static kiln_status repeat_heads(Importer *im, int x, int64_t rep, int *out) {
+  Tensor *t = T(im, x);
+  int64_t B = t->shape[0], H = t->shape[1], S = t->shape[2], D = t->shape[3];
+  int64_t s5[5] = { B, H, 1, S, D }, s4[4] = { B, H * rep, S, D };
+  Attr a = { 0 };
+  a.shape_rank = 5, a.shape[0] = B, a.shape[1] = H, a.shape[2] = rep, a.shape[3] = S, a.shape[4] = D;
+  kiln_status s;
+  if ((s = reshape(im, x, 5, s5, &x)) || (s = add(im, OP_EXPAND, 1, &x, &a, &x))) return s;
+  return reshape(im, x, 4, s4, out);
+}
+
+/* The additive bias of attention: mask (bool: keep where true; float: added), the causal
+ * triangle (query i sees key j <= i + offset) and the padding of nonpad_kv_seqlen.
+ * *bias = -1 when there is none. */
+static kiln_status attention_bias(Importer *im, const Call *c, kiln_dtype dt, int64_t B, int64_t Sq, int64_t Skv,
+                                  int64_t past, int *bias) {
+  kiln_status s;
+  int mask = IN(c, 3), nonpad = IN(c, 6), zero, ninf;
+  bool causal = im_attr_i(im, "is_causal", 0) != 0;
+  *bias = -1;
+  if ((s = scalar(im, dt, 0, &zero)) || (s = scalar(im, dt, -INFINITY, &ninf))) return s;
+  if (mask >= 0) {
+    Tensor *m = T(im, mask);
+    int64_t padw = Skv - m->shape[m->rank - 1];
+    if (m->rank < 1) return im_fail(im, KILN_ERR_MODEL, "attn_mask is a scalar");
+    if (padw > 0) {  /* a short mask is padded with "masked out" */
+      Attr a = { 0 };
+      a.pads[2 * m->rank - 1] = padw;
+      a.value = m->dtype == KILN_BOOL ? 0 : -INFINITY;
+      if ((s = add(im, OP_PAD, 1, &mask, &a, &mask))) return s;
+    }
+    if (T(im, mask)->dtype == KILN_BOOL) {
+      if ((s = where(im, mask, zero, ninf, &mask))) return s;
+    } else if ((s = cast(im, mask, dt, &mask))) {
+      return s;
+    }
+    *bias = mask;
+  }
+  if (causal) {
+    int tri;
+    if (nonpad >= 0 && IN(c, 4) < 0) {  /* per batch: j - i + Sq <= nonpad[b] */
+      int64_t *d = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(Sq * Skv + 1)), sh[3] = { 1, Sq, Skv }, nb[3] = { B, 1, 1 };
+      if (!d) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+      for (int64_t i = 0; i < Sq; i++)
+        for (int64_t j = 0; j < Skv; j++) d[i * Skv + j] = j - i + Sq;
+      int dd, np, ok;
+      int64_t b4[4] = { B, 1, Sq, Skv };
+      if ((s = im_const_i64(im, 3, sh, d, &dd)) || (s = cast(im, nonpad, KILN_I64, &np)) || (s = reshape(im, np, 3, nb, &np)) ||
+          (s = bin(im, OP_LE, dd, np, &ok)) || (s = where(im, ok, zero, ninf, &tri)) || (s = reshape(im, tri, 4, b4, &tri)))
+        return s;
+    } else {
+      uint8_t *m = arena_alloc(&im->tmp, (size_t)(Sq * Skv + 1));
+      int64_t sh[2] = { Sq, Skv };
+      if (!m) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+      for (int64_t i = 0; i < Sq; i++)
+        for (int64_t j = 0; j < Skv; j++) m[i * Skv + j] = j <= i + past;
+      if ((s = im_const(im, KILN_BOOL, 2, sh, m, &tri)) || (s = where(im, tri, zero, ninf, &tri))) return s;
+    }
+    if (*bias < 0) *bias = tri;
+    else if ((s = bin(im, OP_ADD, *bias, tri, bias))) return s;
+  }
+  if (nonpad >= 0) {  /* keys at or past nonpad_kv_seqlen[b] are padding */
+    int ar, np, ok, pm;
+    int64_t nb[2] = { B, 1 }, b4[4] = { B, 1, 1, Skv };
+    if ((s = arange_along(im, Skv, 2, 1, &ar)) || (s = cast(im, nonpad, KILN_I64, &np)) || (s = reshape(im, np, 2, nb, &np)) ||
+        (s = bin(im, OP_LT, ar, np, &ok)) || (s = where(im, ok, zero, ninf, &pm)) || (s = reshape(im, pm, 4, b4, &pm)))
+      return s;
+    if (*bias < 0) *bias = pm;
+    else if ((s = bin(im, OP_ADD, *bias, pm, bias))) return s;
+  }
+  return KILN_OK;
+}
+
+static kiln_status r_attention(Importer *im, Call *c) {
+  kiln_status s;
+  for (int i = 0; i < 3; i++)
+    if ((s = need_in(im, c, i))) return s;
+  int q = IN(c, 0), k = IN(c, 1), v = IN(c, 2), rank = T(im, q)->rank;
+  kiln_dtype dt = T(im, q)->dtype;
+  if (!dtype_is_float(dt)) return im_fail(im, KILN_ERR_MODEL, "Q has dtype %s", kiln_dtype_name(dt));
+  if (rank != 3 && rank != 4) return im_fail(im, KILN_ERR_MODEL, "Q has rank %d, expected 3 or 4", rank);
+  if (T(im, k)->rank != rank || T(im, v)->rank != rank) return im_fail(im, KILN_ERR_MODEL, "Q, K and V ranks differ");
+  int64_t B = T(im, q)->shape[0];
+  if (rank == 3) {
+    int64_t hq = im_attr_i(im, "q_num_heads", 0), hkv = im_attr_i(im, "kv_num_heads", 0);
+    if ((s = heads_split(im, q, hq, &q)) || (s = heads_split(im, k, hkv, &k)) || (s = heads_split(im, v, hkv, &v))) return s;
+  }
+  int64_t Hq = T(im, q)->shape[1], Sq = T(im, q)->shape[2], D = T(im, q)->shape[3], Hkv = T(im, k)->shape[1], past = 0;
+  const Onnx__AttributeProto *sa = im_attr(im, "scale");
+  double scale = sa && sa->has_f ? sa->f : 1 / sqrt((double)D), root = sqrt(scale);
+  if (IN(c, 4) >= 0) {  /* the cache grows by this step's keys and values */
+    int in2[2] = { IN(c, 4), k };
+    Attr a = { 0 };
+    a.axis = 2;
+    past = T(im, IN(c, 4))->shape[2];
+    if ((s = add(im, OP_CONCAT, 2, in2, &a, &k))) return s;
+  }
+  if (IN(c, 5) >= 0) {
+    int in2[2] = { IN(c, 5), v };
+    Attr a = { 0 };
+    a.axis = 2;
+    if ((s = add(im, OP_CONCAT, 2, in2, &a, &v))) return s;
+  }
+  if (c->n_out > 1) c->out[1] = k;
+  if (c->n_out > 2) c->out[2] = v;
+  int64_t Skv = T(im, k)->shape[2];
+  int bias, kt, qk, p, y, perm[4] = { 0, 1, 3, 2 };
+  if ((s = attention_bias(im, c, dt, B, Sq, Skv, past, &bias))) return s;
+  if (Hq != Hkv) {
+    if (Hkv <= 0 || Hq % Hkv) return im_fail(im, KILN_ERR_MODEL, "%lld query heads for %lld kv heads", (long long)Hq, (long long)Hkv);
+    if ((s = repeat_heads(im, k, Hq / Hkv, &k)) || (s = repeat_heads(im, v, Hq / Hkv, &v))) return s;
+  }
+  /* both operands scaled by sqrt(scale), as the ONNX reference does (same rounding) */
+  if ((s = binc(im, OP_MUL, q, root, &q)) || (s = binc(im, OP_MUL, k, root, &kt)) || (s = transpose(im, kt, perm, &kt)) ||
+      (s = bin(im, OP_MATMUL, q, kt, &qk)))
+    return s;
+  double cap = im_attr_f(im, "softcap", 0);
+  if (cap > 0 && ((s = binc(im, OP_DIV, qk, cap, &qk)) || (s = un(im, OP_TANH, qk, &qk)) || (s = binc(im, OP_MUL, qk, cap, &qk))))
+    return s;
+  int64_t mode = im_attr_i(im, "qk_matmul_output_mode", 0);
+  int scores = qk;
+  if (bias >= 0 && (s = bin(im, OP_ADD, qk, bias, &scores))) return s;
+  kiln_dtype sp = dt;
+  if (im_attr(im, "softmax_precision") && (s = onnx_elem_type((int32_t)im_attr_i(im, "softmax_precision", 1), "softmax_precision", &sp)))
+    return s;
+  if ((s = cast(im, scores, sp, &p)) || (s = graph_softmax(im->g, p, 3, false, &p))) return s;
+  if (bias >= 0) {  /* a fully masked row attends to nothing: zeros, not NaN */
+    int nan, zero;
+    if ((s = un(im, OP_ISNAN, p, &nan)) || (s = scalar(im, sp, 0, &zero)) || (s = where(im, nan, zero, p, &p))) return s;
+  }
+  if ((s = cast(im, p, dt, &p)) || (s = bin(im, OP_MATMUL, p, v, &y))) return s;
+  if (c->n_out > 3) {
+    int w = mode == 3 ? p : mode == 2 ? scores : qk;
+    if ((s = cast(im, w, dt, &c->out[3]))) return s;
+  }
+  if (rank == 3) {
+    int perm2[4] = { 0, 2, 1, 3 };
+    Tensor *t = T(im, y);
+    int64_t sh[3] = { t->shape[0], t->shape[2], t->shape[1] * t->shape[3] };
+    if ((s = transpose(im, y, perm2, &y)) || (s = reshape(im, y, 3, sh, &y))) return s;
+  }
+  return give(&c->out[0], y);
+}
+
 /* ---- the table ---- */
 
 static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
@@ -1700,6 +1860,7 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "SequenceEmpty", r_sequence, 0 }, { "SequenceConstruct", r_sequence, 0 }, { "SequenceLength", r_sequence, 0 },
   { "SequenceAt", r_sequence, 0 }, { "SequenceInsert", r_sequence, 0 }, { "SequenceErase", r_sequence, 0 },
   { "ConcatFromSequence", r_sequence, 0 }, { "SplitToSequence", r_split_to_sequence, 0 },
+  { "Attention", r_attention, 0 },
 };
 
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {
