@@ -62,6 +62,9 @@ static int add_node(Ad *a, OpKind op, int n_in, const int *in, const Attr *at) {
     if (in[i] < 0) return -1;
   int out = -1;
   a->st = graph_add(a->g, op, n_in, in, at, &out);
+  /* constant chains (the seed, scale factors) become constants, not one-element kernels;
+   * ops that grow a constant stay ops, so the program reads the small one */
+  if (a->st == KILN_OK && op != OP_EXPAND && op != OP_TILE && op != OP_PAD) a->st = graph_fold(a->g, out);
   return a->st == KILN_OK ? out : -1;
 }
 
