@@ -10,22 +10,9 @@
  * is checked.
  */
 #include "onnx_util.h"
+#include "pbwrite.h"
 
 #include <unistd.h>
-
-typedef struct Buf { uint8_t b[8192]; size_t n; } Buf;
-
-static void put(Buf *w, uint8_t c) { if (w->n < sizeof w->b) w->b[w->n++] = c; }
-static void varint(Buf *w, uint64_t v) { do { put(w, (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0))); v >>= 7; } while (v); }
-static void key(Buf *w, int field, int wt) { varint(w, (uint64_t)field << 3 | (uint64_t)wt); }
-static void f_int(Buf *w, int field, int64_t v) { key(w, field, 0); varint(w, (uint64_t)v); }
-static void f_bytes(Buf *w, int field, const void *p, size_t n) {
-  key(w, field, 2);
-  varint(w, n);
-  for (size_t i = 0; i < n; i++) put(w, ((const uint8_t *)p)[i]);
-}
-static void f_str(Buf *w, int field, const char *s) { f_bytes(w, field, s, strlen(s)); }
-static void f_msg(Buf *w, int field, const Buf *m) { f_bytes(w, field, m->b, m->n); }
 
 /* ValueInfo "name": float tensor of the given dims (dim < 0 writes dim_param "N"). */
 static void value_info(Buf *out, int field, const char *name, int rank, const int64_t *dims) {

@@ -1,0 +1,25 @@
+/*
+ * pbwrite.h — a tiny protobuf writer for the ONNX tests: models and tensors are written
+ * field by field, so a test controls every byte (hostile fields included).
+ */
+#ifndef KILN_TEST_PBWRITE_H
+#define KILN_TEST_PBWRITE_H
+
+#include <stdint.h>
+#include <string.h>
+
+typedef struct Buf { uint8_t b[8192]; size_t n; } Buf;
+
+static inline void put(Buf *w, uint8_t c) { if (w->n < sizeof w->b) w->b[w->n++] = c; }
+static inline void varint(Buf *w, uint64_t v) { do { put(w, (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0))); v >>= 7; } while (v); }
+static inline void key(Buf *w, int field, int wt) { varint(w, (uint64_t)field << 3 | (uint64_t)wt); }
+static inline void f_int(Buf *w, int field, int64_t v) { key(w, field, 0); varint(w, (uint64_t)v); }
+static inline void f_bytes(Buf *w, int field, const void *p, size_t n) {
+  key(w, field, 2);
+  varint(w, n);
+  for (size_t i = 0; i < n; i++) put(w, ((const uint8_t *)p)[i]);
+}
+static inline void f_str(Buf *w, int field, const char *s) { f_bytes(w, field, s, strlen(s)); }
+static inline void f_msg(Buf *w, int field, const Buf *m) { f_bytes(w, field, m->b, m->n); }
+
+#endif
