@@ -139,6 +139,14 @@ static void wrap_small(const R *r, kiln_dtype t, char *text, size_t n) {
   text[len + 6] = 0;
 }
 
+/* An i64 op whose operands and result have known ranges (te_range checks every step for
+ * overflow): C's signed arithmetic is exact there. */
+static bool exact_index(const R *r, const Expr *e) {
+  int64_t mn, mx;
+  return te_range(e->args[0], r->lo, r->hi, r->nv, &mn, &mx) && te_range(e->args[1], r->lo, r->hi, r->nv, &mn, &mx) &&
+         te_range(e, r->lo, r->hi, r->nv, &mn, &mx);
+}
+
 static void binary_text(R *r, const Expr *e, const char *a, const char *b, char *o, size_t n) {
   kiln_dtype ot = e->args[0]->dtype, t = e->dtype;
   const char *T = vt(r, t);
@@ -168,9 +176,15 @@ static void binary_text(R *r, const Expr *e, const char *a, const char *b, char 
   bool u = is_unsigned(ot) || ot == KILN_BOOL;
   bool cdiv = e->args[1]->kind == EX_CONST && e->args[1]->c.i > 0 && nonneg(r, e->args[0]);
   switch (e->op) {
-  case TB_ADD: snprintf(o, n, "(%s)((uint64_t)%s + (uint64_t)%s)", T, a, b); break;
-  case TB_SUB: snprintf(o, n, "(%s)((uint64_t)%s - (uint64_t)%s)", T, a, b); break;
-  case TB_MUL: snprintf(o, n, "(%s)((uint64_t)%s * (uint64_t)%s)", T, a, b); break;
+  case TB_ADD: case TB_SUB: case TB_MUL:
+    if (ot == KILN_I64 && exact_index(r, e)) {  /* index math: plain C keeps it analysable */
+      snprintf(o, n, "(%s %s %s)", a, e->op == TB_ADD ? "+" : e->op == TB_SUB ? "-" : "*", b);
+      break;
+    }
+    if (e->op == TB_SUB) snprintf(o, n, "(%s)((uint64_t)%s - (uint64_t)%s)", T, a, b);
+    else if (e->op == TB_MUL) snprintf(o, n, "(%s)((uint64_t)%s * (uint64_t)%s)", T, a, b);
+    else snprintf(o, n, "(%s)((uint64_t)%s + (uint64_t)%s)", T, a, b);
+    break;
   case TB_DIV: case TB_FLOORDIV:
     if (cdiv) snprintf(o, n, "(%s / %s)", a, b);
     else if (u) snprintf(o, n, "(%s)k_udiv(%s, %s)", T, a, b);
@@ -560,6 +574,11 @@ static bool depends(const Expr *e, int v, Memo **seen, int *n, int *cap) {
 static void hoist(R *r, const Expr *e, int v, Memo **seen, int *n, int *cap) {
   if (e->kind == EX_CONST || e->kind == EX_VAR) return;
   if (!depends(e, v, seen, n, cap)) { char tmp[256]; emit(r, e, tmp, sizeof tmp); return; }
+  if (e->kind == EX_LOAD && r->p->kernel_of[e->src] != r->k->id && r->p->te->stages[e->src].numel > 1) {
+    Expr *off = load_offset(r, e);  /* the row base of B[k, j] is j-invariant */
+    if (off) hoist(r, off, v, seen, n, cap);
+    return;
+  }
   for (int i = 0; i < e->n_args; i++) hoist(r, e->args[i], v, seen, n, cap);
 }
 
