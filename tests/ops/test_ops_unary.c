@@ -98,7 +98,7 @@ static void float_cases(const UnOp *u) {
   }
 }
 
-/* NaN, ±inf and ±0 on f32, f64 and f16 (bf16 holds them too). */
+/* NaN, ±inf and ±0 on every float dtype. */
 static void special_cases(const UnOp *u) {
   static const double sp[5] = {NAN, INFINITY, -INFINITY, -0.0, 0.0};
   int64_t shape[1] = {5};
@@ -111,6 +111,26 @@ static void special_cases(const UnOp *u) {
     if (cs_run1(&c, y)) expect_op(&c, u, t, 1, shape, sp, 5);
     cs_end(&c);
   }
+}
+
+/* Results beyond a half's range overflow to inf or underflow to (sub)normals and zero. */
+static void half_range_cases(void) {
+  static const kiln_unary_op uops[3] = {KILN_EXP, KILN_RECIPROCAL, KILN_SIGMOID};
+  double (*const fs[3])(double) = {f_exp, f_recip, f_sigmoid};
+  double v[5] = {12, -20, 11, 1e-5, -1e-5};
+  int64_t shape[1] = {5};
+  for (int d = 2; d < 4; d++)
+    for (int k = 0; k < 3; k++) {
+      kiln_dtype t = ou_float_dtypes[d];
+      Case c;
+      cs_begin(&c, "op %d %s beyond the half range", (int)uops[k], ou_dt(t));
+      kiln_tensor x = cs_in(&c, t, 1, shape, v), y = -1;
+      COK(&c, kiln_graph_unary(c.g, uops[k], x, &y));
+      double w[5];
+      for (int i = 0; i < 5; i++) w[i] = ou_round_to(t, fs[k](ou_round_to(t, v[i])));
+      if (cs_run1(&c, y)) cs_expect(&c, 0, t, 1, shape, w);
+      cs_end(&c);
+    }
 }
 
 /* Where IEEE fixes the sign of a zero result, the f32 bits must match exactly. */
@@ -301,6 +321,7 @@ int main(void) {
     int_cases(&ops[k]);
   }
   signed_zero_cases();
+  half_range_cases();
   int_extreme_cases();
   not_cases();
   scalar_and_empty_cases();
