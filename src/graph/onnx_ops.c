@@ -1811,6 +1811,237 @@ static kiln_status r_attention(Importer *im, Call *c) {
   return give(&c->out[0], y);
 }
 
+/* ---- resize: per axis, a sum of gathers with constant indices and weights ---- */
+
+typedef struct ResizeOpts {
+  const char *mode, *coord, *nearest;
+  double cubic_a, extrapolation;
+  bool exclude_outside, antialias;
+} ResizeOpts;
+
+/* The weights of the taps around a source coordinate (ratio in (0, 1]); n taps. */
+static int resize_coeffs(const ResizeOpts *o, double ratio, double scale, double *w) {
+  if (!strcmp(o->mode, "nearest")) {
+    bool hi;
+    if (ratio == 1) hi = true;
+    else if (!strcmp(o->nearest, "round_prefer_ceil")) hi = ratio >= 0.5;
+    else if (!strcmp(o->nearest, "floor")) hi = false;
+    else if (!strcmp(o->nearest, "ceil")) hi = true;
+    else hi = ratio > 0.5;  /* round_prefer_floor */
+    w[0] = !hi, w[1] = hi;
+    return 2;
+  }
+  double A = o->cubic_a;
+  if (o->antialias && scale < 1) {  /* a wider kernel, stretched by 1/scale, normalised */
+    bool lin = !strcmp(o->mode, "linear");
+    int start = (int)floor((lin ? -1 : -2) / scale) + 1, n = lin ? 2 - 2 * start : 2 - 2 * start;
+    if (n > 64) n = 64;
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+      double x = fabs(scale * (start + i - ratio)), c;
+      if (lin) c = x < 1 ? 1 - x : 0;
+      else c = x <= 1 ? ((A + 2) * x - (A + 3)) * x * x + 1 : x < 2 ? ((A * x - 5 * A) * x + 8 * A) * x - 4 * A : 0;
+      w[i] = c, sum += c;
+    }
+    for (int i = 0; i < n && sum != 0; i++) w[i] /= sum;
+    return n;
+  }
+  if (!strcmp(o->mode, "linear")) {
+    w[0] = 1 - ratio, w[1] = ratio;
+    return 2;
+  }
+  double r1 = ratio + 1, q = 1 - ratio, q1 = q + 1;  /* cubic convolution, Keys' kernel */
+  w[0] = ((A * r1 - 5 * A) * r1 + 8 * A) * r1 - 4 * A;
+  w[1] = ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1;
+  w[2] = ((A + 2) * q - (A + 3)) * q * q + 1;
+  w[3] = ((A * q1 - 5 * A) * q1 + 8 * A) * q1 - 4 * A;
+  return 4;
+}
+
+/* Source coordinate of output index x; false when it falls outside (tf_crop_and_resize). */
+static bool resize_coord(const ResizeOpts *o, double x, int64_t in, int64_t out, double scale, double r0, double r1,
+                         double *xo) {
+  double ow = scale * (double)in;
+  const char *m = o->coord;
+  if (!strcmp(m, "align_corners")) *xo = ow == 1 ? 0 : x * (double)(in - 1) / (ow - 1);
+  else if (!strcmp(m, "asymmetric")) *xo = x / scale;
+  else if (!strcmp(m, "tf_crop_and_resize")) {
+    *xo = (ow == 1 ? (r1 - r0) * (double)(in - 1) / 2 : x * (r1 - r0) * (double)(in - 1) / (ow - 1)) + r0 * (double)(in - 1);
+    return *xo >= 0 && *xo <= (double)(in - 1);
+  } else if (!strcmp(m, "pytorch_half_pixel")) *xo = ow == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
+  else if (!strcmp(m, "half_pixel_symmetric")) {
+    double adj = (double)out / ow, off = (double)in / 2 * (1 - adj);
+    *xo = off + (x + 0.5) / scale - 0.5;
+  } else *xo = (x + 0.5) / scale - 0.5;  /* half_pixel */
+  return true;
+}
+
+/* Resamples one axis of x to `out` elements. */
+static kiln_status resize_axis(Importer *im, const ResizeOpts *o, int x, int axis, int64_t out, double scale, double r0,
+                               double r1, int *y) {
+  Tensor *t = T(im, x);
+  int rank = t->rank;
+  int64_t in = t->shape[axis];
+  kiln_dtype dt = t->dtype;
+  if (in == 0 || out > (1 << 20)) return im_fail(im, KILN_ERR_UNSUPPORTED, "resize of axis %d from %lld to %lld", axis,
+                                                 (long long)in, (long long)out);
+  enum { MAXT = 64 };
+  int64_t *idx = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(out * MAXT + 1));
+  double *wt = arena_alloc(&im->tmp, sizeof(double) * (size_t)(out * MAXT + 1));
+  uint8_t *outside = arena_alloc(&im->tmp, (size_t)out + 1);
+  if (!idx || !wt || !outside) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  int taps = 0;
+  bool any_out = false;
+  for (int64_t j = 0; j < out; j++) {
+    double xo, w[MAXT];
+    outside[j] = !resize_coord(o, (double)j, in, out, scale, r0, r1, &xo);
+    any_out |= outside[j];
+    double fl = floor(xo), ratio = xo == fl ? 1 : xo - fl;
+    int n = resize_coeffs(o, ratio, scale, w);
+    int64_t pad = (n + 1) / 2, lo = (int64_t)fl - n, cand[2 * MAXT + 4];
+    int nc = 0;
+    for (int64_t k = lo; k <= (int64_t)fl + n + 1 && nc < 2 * MAXT + 4; k++)
+      if (k >= -pad && k < in + pad) cand[nc++] = k;
+    for (int a = 0; a < nc; a++)  /* nearest first, the smaller index on ties */
+      for (int b = a + 1; b < nc; b++) {
+        double da = fabs(xo - (double)cand[a]), db = fabs(xo - (double)cand[b]);
+        if (db < da || (db == da && cand[b] < cand[a])) { int64_t tmp = cand[a]; cand[a] = cand[b], cand[b] = tmp; }
+      }
+    if (nc > n) nc = n;
+    for (int a = 0; a < nc; a++)  /* ascending, matching the weights */
+      for (int b = a + 1; b < nc; b++)
+        if (cand[b] < cand[a]) { int64_t tmp = cand[a]; cand[a] = cand[b], cand[b] = tmp; }
+    if (o->exclude_outside) {
+      double sum = 0;
+      for (int a = 0; a < nc; a++) {
+        if (cand[a] < 0 || cand[a] >= in) w[a] = 0;
+        sum += w[a];
+      }
+      for (int a = 0; a < nc && sum != 0; a++) w[a] /= sum;
+    }
+    for (int a = 0; a < MAXT; a++) {
+      int64_t k = a < nc ? cand[a] : 0;
+      idx[a * out + j] = k < 0 ? 0 : k >= in ? in - 1 : k;  /* edge padding */
+      wt[a * out + j] = a < nc ? w[a] : 0;
+    }
+    if (nc > taps) taps = nc;
+  }
+  bool nearest = !strcmp(o->mode, "nearest");
+  int acc = -1;
+  kiln_status s;
+  int64_t wsh[KILN_MAX_RANK];
+  for (int r = 0; r < rank; r++) wsh[r] = r == axis ? out : 1;
+  if (nearest) {  /* one tap: the one with weight 1 */
+    for (int64_t j = 0; j < out; j++)
+      for (int a = 0; a < taps; a++)
+        if (wt[a * out + j] == 1) idx[j] = idx[a * out + j];
+    taps = 1;
+  }
+  for (int a = 0; a < taps; a++) {
+    bool used = nearest;
+    for (int64_t j = 0; j < out && !used; j++) used = wt[a * out + j] != 0;
+    if (!used) continue;
+    int ix, gth, w;
+    Attr ga = { 0 };
+    ga.axis = axis;
+    if ((s = im_const_i64(im, 1, &out, idx + a * out, &ix)) || (s = add(im, OP_GATHER, 2, (int[]){ x, ix }, &ga, &gth))) return s;
+    if (!nearest) {
+      void *wv = arena_alloc(&im->tmp, (size_t)out * kiln_dtype_size(dt) + 1);
+      if (!wv) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+      for (int64_t j = 0; j < out; j++) dtype_store_f64(dt, wv, j, wt[a * out + j]);
+      if ((s = im_const(im, dt, rank, wsh, wv, &w)) || (s = bin(im, OP_MUL, gth, w, &gth))) return s;
+    }
+    if (acc < 0) acc = gth;
+    else if ((s = bin(im, OP_ADD, acc, gth, &acc))) return s;
+  }
+  if (acc < 0 && (s = filled(im, dt, 0, 0, NULL, &acc))) return s;
+  if (any_out) {
+    int m, e;
+    if ((s = im_const(im, KILN_BOOL, rank, wsh, outside, &m)) || (s = scalar(im, dt, o->extrapolation, &e)) ||
+        (s = where(im, m, e, acc, &acc)))
+      return s;
+  }
+  return give(y, acc);
+}
+
+static kiln_status r_resize(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *x = T(im, IN(c, 0));
+  int rank = x->rank;
+  int64_t inshape[KILN_MAX_RANK];
+  memcpy(inshape, x->shape, sizeof inshape);
+  bool up = !strcmp(c->name, "Upsample"), old = up || im->opset < 11;
+  ResizeOpts o = { im_attr_s(im, "mode", "nearest"), old ? "asymmetric" : im_attr_s(im, "coordinate_transformation_mode", "half_pixel"),
+                   old ? "floor" : im_attr_s(im, "nearest_mode", "round_prefer_floor"), im_attr_f(im, "cubic_coeff_a", -0.75f),
+                   im_attr_f(im, "extrapolation_value", 0), im_attr_i(im, "exclude_outside", 0) != 0,
+                   im_attr_i(im, "antialias", 0) != 0 };
+  if (!strcmp(o.mode, "bilinear")) o.mode = "linear";  /* Upsample-7 spelling */
+  if (strcmp(o.mode, "nearest") && strcmp(o.mode, "linear") && strcmp(o.mode, "cubic"))
+    return im_fail(im, KILN_ERR_MODEL, "mode '%s' is unknown", o.mode);
+  if (strcmp(o.mode, "nearest") && !dtype_is_float(x->dtype))
+    return im_fail(im, KILN_ERR_UNSUPPORTED, "%s resize of %s", o.mode, kiln_dtype_name(x->dtype));
+  /* which axes, at what scale, to what size */
+  int axes[KILN_MAX_RANK], na = rank, n;
+  const int64_t *av = im_attr_ints(im, "axes", &n);
+  if (n >= 0) {
+    if (n > rank) return im_fail(im, KILN_ERR_MODEL, "%d axes for rank %d", n, rank);
+    na = n;
+    for (int i = 0; i < n; i++)
+      if ((axes[i] = norm_axis(av[i], rank)) < 0) return bad_axis(im, av[i], rank);
+  } else {
+    for (int i = 0; i < rank; i++) axes[i] = i;
+  }
+  double scale[KILN_MAX_RANK], roi[2 * KILN_MAX_RANK];
+  int64_t out[KILN_MAX_RANK];
+  for (int r = 0; r < rank; r++) scale[r] = 1, out[r] = inshape[r], roi[r] = 0, roi[rank + r] = 1;
+  int sin = up ? 1 : old ? 1 : 2, zin = old ? -1 : 3;
+  const Tensor *st = IN(c, sin) >= 0 ? T(im, IN(c, sin)) : NULL;
+  if (up && !st) {
+    const float *fv = im_attr_floats(im, "scales", &n);
+    if (n != rank) return im_fail(im, KILN_ERR_MODEL, "scales has %d entries for rank %d", n, rank);
+    for (int r = 0; r < rank; r++) scale[r] = fv[r], out[r] = (int64_t)(fv[r] * (double)inshape[r]);
+  } else if (st && st->numel > 0) {
+    if (st->kind != T_CONST && st->kind != T_PARAM) return im_fail(im, KILN_ERR_UNSUPPORTED, "scales must be constant");
+    if (st->numel != na) return im_fail(im, KILN_ERR_MODEL, "scales has %lld entries for %d axes", (long long)st->numel, na);
+    for (int i = 0; i < na; i++) {
+      double v = dtype_load_f64(st->dtype, st->data, i);
+      if (!(v > 0 && v < 1e6)) return im_fail(im, KILN_ERR_MODEL, "scale %g", v);
+      scale[axes[i]] = v, out[axes[i]] = (int64_t)(v * (double)inshape[axes[i]]);
+    }
+  } else if (zin >= 0 && IN(c, zin) >= 0) {
+    int64_t *sz;
+    if ((s = const_ints(im, IN(c, zin), "sizes", &sz, &n))) return s;
+    if (n != na) return im_fail(im, KILN_ERR_MODEL, "sizes has %d entries for %d axes", n, na);
+    const char *pol = im_attr_s(im, "keep_aspect_ratio_policy", "stretch");
+    double keep = strcmp(pol, "not_larger") ? 0 : INFINITY;
+    for (int i = 0; i < na; i++) {
+      if (sz[i] < 0) return im_fail(im, KILN_ERR_MODEL, "negative size");
+      double f = (double)sz[i] / (double)inshape[axes[i]];
+      scale[axes[i]] = f, out[axes[i]] = sz[i];
+      keep = !strcmp(pol, "not_larger") ? fmin(keep, f) : fmax(keep, f);
+    }
+    if (strcmp(pol, "stretch"))
+      for (int i = 0; i < na; i++)
+        scale[axes[i]] = keep, out[axes[i]] = (int64_t)(keep * (double)inshape[axes[i]] + 0.5);
+  } else {
+    return im_fail(im, KILN_ERR_MODEL, "neither scales nor sizes given");
+  }
+  if (!strcmp(o.coord, "tf_crop_and_resize")) {
+    const Tensor *rt = IN(c, 1) >= 0 ? T(im, IN(c, 1)) : NULL;
+    if (!rt || (rt->kind != T_CONST && rt->kind != T_PARAM) || rt->numel != 2 * na)
+      return im_fail(im, KILN_ERR_UNSUPPORTED, "roi must be a constant of %d values", 2 * na);
+    for (int i = 0; i < na; i++)
+      roi[axes[i]] = dtype_load_f64(rt->dtype, rt->data, i), roi[rank + axes[i]] = dtype_load_f64(rt->dtype, rt->data, na + i);
+  }
+  int y = IN(c, 0);
+  for (int r = rank - 1; r >= 0; r--) {  /* innermost first, as the reference nests */
+    if (out[r] == inshape[r] && scale[r] == 1 && strcmp(o.coord, "tf_crop_and_resize")) continue;
+    if ((s = resize_axis(im, &o, y, r, out[r], scale[r], roi[r], roi[rank + r], &y))) return s;
+  }
+  return give(&c->out[0], y);
+}
+
 /* ---- the table ---- */
 
 static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
@@ -1860,7 +2091,7 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "SequenceEmpty", r_sequence, 0 }, { "SequenceConstruct", r_sequence, 0 }, { "SequenceLength", r_sequence, 0 },
   { "SequenceAt", r_sequence, 0 }, { "SequenceInsert", r_sequence, 0 }, { "SequenceErase", r_sequence, 0 },
   { "ConcatFromSequence", r_sequence, 0 }, { "SplitToSequence", r_split_to_sequence, 0 },
-  { "Attention", r_attention, 0 },
+  { "Attention", r_attention, 0 }, { "Resize", r_resize, 0 }, { "Upsample", r_resize, 0 },
 };
 
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {
