@@ -199,7 +199,10 @@ static int sum_to(Ad *a, int x, int rank, const int64_t *shape) {
   KILN_ASSERT(lead >= 0);
   for (int i = 0; i < xr; i++)
     if (i < lead || (shape[i - lead] == 1 && t->shape[i] != 1)) axes[n++] = i;
-  return reshape(a, reduce_sum(a, x, n, axes, 1), rank, shape);
+  /* when only leading axes go, keepdims 0 gives the target shape with no reshape, so a
+   * consumer (a bias update) can share the reduction's iteration space */
+  bool leading_only = n == 0 || axes[n - 1] < lead;
+  return reshape(a, reduce_sum(a, x, n, axes, !leading_only), rank, shape);
 }
 
 static int matmul(Ad *a, int x, int y) { return op2(a, OP_MATMUL, x, y); }
