@@ -27,9 +27,11 @@
  * Index-moving gradients: slice -> flip (for negative steps), zero-interleave through
  * reshape+pad+reshape (for steps > 1), then pad; pooling -> one strided slice per window
  * offset, masked and scattered back through the slice adjoint; conv -> dx is a conv of
- * the zero-interleaved, padded dy with the flipped, group-transposed weights, dw is a
+ * the zero-interleaved, padded dy with the flipped, group-transposed weights; dw is one
+ * matmul over im2col columns built from strided slices (group 1, small kernels), else a
  * conv of x (batch and channels swapped) with dy as the kernel (stride and dilation
- * swapped); gather -> a one-hot (comparison with an iota) matmul.
+ * swapped); gather -> a one-hot (comparison with an iota) matmul. Backward nodes whose
+ * inputs are all constants are folded (graph_fold), so the seed costs no kernel.
  */
 #include "graph.h"
 
