@@ -396,6 +396,10 @@ static void test_conv(void) {
   cur_conv = (kiln_conv_params){.spatial = 1, .strides = {3}, .pads = {2, 1}};
   In c5[2] = {IN(-1, 1, 2, 2, 9), IN(-1, 1, 2, 2, 4)};
   check("conv 1-D stride 3", 2, c5, b_conv, DEFAULT);
+  /* 30 taps: dw through the conv form rather than im2col */
+  cur_conv = (kiln_conv_params){.spatial = 2, .strides = {1, 2}, .pads = {0, 1, 1, 0}};
+  In c7[2] = {IN(-1, 1, 1, 2, 8, 7), IN(-1, 1, 2, 2, 6, 5)};
+  check("conv 6x5 kernel (dw as conv)", 2, c7, b_conv, DEFAULT);
   cur_conv = (kiln_conv_params){.spatial = 3, .strides = {1, 2, 1}, .pads = {0, 1, 0, 0, 0, 1}};
   In c6[2] = {IN(-1, 1, 1, 1, 3, 4, 3), IN(-1, 1, 2, 1, 2, 2, 2)};
   check("conv 3-D", 2, c6, b_conv, DEFAULT);
