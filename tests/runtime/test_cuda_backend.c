@@ -208,10 +208,37 @@ static void test_assign(void) {
   free(w0), free(x), free(w), free(y);
 }
 
+/* The resident API on a backend without device buffers (ref): program.c keeps host copies,
+ * so the same calls work everywhere (this part runs without a GPU too). */
+static void test_resident_host(void) {
+  int64_t n = 100;
+  kiln_graph *g = chain(n, NULL);
+  float *x = rnd(n), *want = malloc((size_t)n * 4), *got = malloc((size_t)n * 4);
+  kiln_options o = kiln_options_default();
+  o.backend = "ref";
+  kiln_program *p = NULL;
+  OK(kiln_program_compile(g, &o, &p));
+  if (p) {
+    FAILS(KILN_ERR_INVALID_ARG, kiln_program_run(p, NULL, NULL));  /* input never set */
+    OK(kiln_program_run(p, (const void *[]){ x }, (void *[]){ want }));
+    FAILS(KILN_ERR_INVALID_ARG, kiln_program_read_output(p, 0, got));  /* went to the caller's buffer */
+    OK(kiln_program_set_input(p, 0, x));
+    OK(kiln_program_run(p, NULL, NULL));
+    OK(kiln_program_read_output(p, 0, got));
+    CHECK(!memcmp(got, want, (size_t)n * 4));
+    FAILS(KILN_ERR_INVALID_ARG, kiln_program_set_input(p, -1, x));
+    FAILS(KILN_ERR_INVALID_ARG, kiln_program_read_output(p, 1, got));
+  }
+  kiln_program_free(p);
+  kiln_graph_free(g);
+  free(x), free(want), free(got);
+}
+
 int main(void) {
+  test_resident_host();
   if (rt_backend_cuda.probe() != KILN_OK) {
     printf("skip: no CUDA driver (%s)\n", kiln_last_error());
-    return 0;
+    TEST_MAIN_END();
   }
   test_pointwise();
   test_rows();

@@ -69,7 +69,7 @@ static kiln_status dev_alloc(CudaExec *x, CUdeviceptr *p, int64_t n, const char 
 }
 
 /* Which stages need a buffer: every stage a kernel reads from memory or stores, every
- * output and every assigned param. */
+ * input, output and param, and both sides of every assign. */
 static bool *needed_buffers(CudaExec *x) {
   const TE *te = x->te;
   bool *need = kiln_calloc((size_t)te->n_stages, sizeof *need);
@@ -82,6 +82,7 @@ static bool *needed_buffers(CudaExec *x) {
   }
   for (int i = 0; i < te->n_outputs; i++) need[te->outputs[i]] = true;
   for (int i = 0; i < te->n_inputs; i++) need[te->inputs[i]] = true;
+  for (int s = 0; s < te->n_stages; s++) need[s] |= te->stages[s].kind == ST_PARAM;  /* read_param */
   for (int i = 0; i < te->n_assigns; i++) need[te->assigns[i].param] = need[te->assigns[i].value] = true;
   return need;
 }
