@@ -146,11 +146,11 @@ static void onnx_slice_axis(int64_t dim, int64_t start, int64_t end, int64_t ste
   if (step > 0) {
     start = clamp64(start, 0, dim);
     end = clamp64(end, 0, dim);
-    *cnt = end > start ? (end - start + step - 1) / step : 0;
+    *cnt = end > start ? (end - start - 1) / step + 1 : 0; /* no overflow for huge steps */
   } else {
     start = clamp64(start, 0, dim - 1);
     end = clamp64(end, -1, dim - 1);
-    *cnt = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    *cnt = start > end ? (start - end - 1) / (-step) + 1 : 0;
   }
   *st = start;
 }
@@ -198,6 +198,10 @@ static void slice_cases(void) {
   { int64_t b[3] = {2, 3, 4}, e[3] = {0, 0, 0}, p[3] = {-1, -2, -3};
     slice_case("negative steps on all axes, exclusive ends", 3, s345, 3, b, e, NULL, p); }
   { int64_t b[1] = {1}, e[1] = {2}; int ax[1] = {0}; slice_case("single row", 2, s56, 1, b, e, ax, NULL); }
+  { int64_t b[2] = {0, -1}, e[2] = {5, INT64_MIN}, p[2] = {10, -10};
+    slice_case("steps longer than the dims", 2, s56, 2, b, e, NULL, p); }
+  { int64_t b[1] = {-2}, e[1] = {INT64_MAX}, p[1] = {INT64_MAX}; int ax[1] = {-1};
+    slice_case("step INT64_MAX", 3, s345, 1, b, e, ax, p); }
   {
     Case c;
     cs_begin(&c, "slice errors");
