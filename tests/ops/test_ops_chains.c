@@ -173,6 +173,41 @@ static void matmul_batched_large(void) {
   free(a), free(b), free(w);
 }
 
+/* half-precision matmul and sum with a long reduction: the accumulator must be wider than
+ * the dtype (an f16 accumulator over 512 terms is off by many ulps) */
+static void half_long_reductions(void) {
+  static const kiln_dtype ts[2] = {KILN_F16, KILN_BF16};
+  for (int d = 0; d < 2; d++) {
+    kiln_dtype t = ts[d];
+    Case c;
+    cs_begin(&c, "matmul [8,512]x[512,8] and sum over 2048 in %s", ou_dt(t));
+    int64_t M = 8, K = 512, N = 8, as[2] = {8, 512}, bs[2] = {512, 8}, os[2] = {8, 8}, ls[1] = {2048};
+    double *a = dalloc(M * K), *b = dalloc(K * N), *w = dalloc(M * N), *l = dalloc(2048), ws = 0;
+    unsigned long long seed = 21;
+    for (int64_t i = 0; i < M * K; i++) a[i] = ou_as(t, test_rand(&seed));
+    for (int64_t i = 0; i < K * N; i++) b[i] = ou_as(t, test_rand(&seed));
+    for (int64_t i = 0; i < 2048; i++) l[i] = ou_as(t, 0.75 + 0.25 * test_rand(&seed)), ws += l[i];
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        double s = 0;
+        for (int64_t k = 0; k < K; k++) s += a[i * K + k] * b[k * N + j];
+        w[i * N + j] = ou_round_to(t, s);
+      }
+    ws = ou_round_to(t, ws);
+    kiln_tensor at = cs_in(&c, t, 2, as, a), bt = cs_in(&c, t, 2, bs, b), lt = cs_in(&c, t, 1, ls, l), o[2] = {-1, -1};
+    COK(&c, kiln_graph_matmul(c.g, at, bt, &o[0]));
+    COK(&c, kiln_graph_reduce(c.g, KILN_REDUCE_SUM, lt, 0, NULL, 0, &o[1]));
+    if (cs_run(&c, 2, o)) {
+      /* one ulp of the result (plus a little for near-zero dot products) */
+      double ulp = t == KILN_F16 ? 1.0 / 1024 : 1.0 / 128;
+      cs_expect_tol(&c, 0, t, 2, os, w, ulp * 0.1, ulp);
+      cs_expect_tol(&c, 1, t, 0, NULL, &ws, 0, ulp);
+    }
+    cs_end(&c);
+    free(a), free(b), free(w), free(l);
+  }
+}
+
 /* softmax denominators: sum(exp(x - max(x, 1, keep)), 1) over rows of 1031 */
 static void reduce_chain_large(void) {
   Case c;
@@ -348,6 +383,7 @@ int main(void) {
   conv_pad_identity();
   matmul_large();
   matmul_batched_large();
+  half_long_reductions();
   reduce_chain_large();
   arg_large();
   elementwise_large();
