@@ -114,6 +114,8 @@ static kiln_status slice1(Importer *im, int x, int axis, int64_t start, int64_t 
   return add(im, OP_SLICE, 1, &x, &a, out);
 }
 
+static kiln_status insert_dim(Importer *im, int x, int at, int *out);
+
 /* A reshape of a rank-1 [C] tensor to [1, C, 1, ...] for broadcasting over NCHW. */
 static kiln_status per_channel(Importer *im, int v, int rank, int *out) {
   int64_t shape[KILN_MAX_RANK];
@@ -1069,6 +1071,103 @@ static kiln_status r_pool(Importer *im, Call *c) {
     return cast(im, t, dt, &c->out[0]);
   }
   return add(im, maxp ? OP_MAX_POOL : OP_AVG_POOL, 1, c->in, &a, &c->out[0]);
+}
+
+/* ConvTranspose as a convolution: the input with stride-1 zeros between its elements,
+ * padded by the kernel's reach less the pads, convolved with the flipped kernel whose
+ * in/out channel roles are swapped within each group. */
+static kiln_status r_conv_transpose(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  Tensor *x = T(im, IN(c, 0)), *w = T(im, IN(c, 1));
+  int rank = x->rank, sp = rank - 2;
+  if (sp < 1 || sp > 3 || w->rank != rank) return im_fail(im, KILN_ERR_UNSUPPORTED, "input rank %d, weight rank %d", rank, w->rank);
+  int64_t G = im_attr_i(im, "group", 1), xs[KILN_MAX_RANK], ws[KILN_MAX_RANK];
+  memcpy(xs, x->shape, sizeof xs);
+  memcpy(ws, w->shape, sizeof ws);
+  if (G <= 0 || xs[1] != ws[0] || ws[0] % G) return im_fail(im, KILN_ERR_MODEL, "channels %lld, weight %lld, group %lld",
+                                                           (long long)xs[1], (long long)ws[0], (long long)G);
+  int64_t st[3], dil[3], op[3], pb[3], pe[3], k[3];
+  int n;
+  const int64_t *v;
+  for (int i = 0; i < sp; i++) st[i] = dil[i] = 1, op[i] = pb[i] = pe[i] = 0, k[i] = ws[2 + i];
+#define INTS(name, arr, len)                                                                     \
+  if ((v = im_attr_ints(im, name, &n)) && n >= 0) {                                             \
+    if (n != (len)) return im_fail(im, KILN_ERR_MODEL, "%s has %d entries", name, n);          \
+    for (int i = 0; i < n; i++) arr[i] = v[i];                                                   \
+  }
+  INTS("strides", st, sp) INTS("dilations", dil, sp) INTS("output_padding", op, sp)
+  int64_t pads[6] = { 0 };
+  INTS("pads", pads, 2 * sp)
+#undef INTS
+  for (int i = 0; i < sp; i++) {
+    pb[i] = pads[i], pe[i] = pads[sp + i];
+    if (st[i] <= 0 || st[i] > 4096 || dil[i] <= 0 || dil[i] > 4096 || k[i] <= 0 || op[i] < 0 || op[i] >= 4096)
+      return im_fail(im, KILN_ERR_MODEL, "strides, dilations and kernel must be positive");
+  }
+  const char *ap = im_attr_s(im, "auto_pad", "NOTSET");
+  const int64_t *os = im_attr_ints(im, "output_shape", &n);
+  if (n >= 0 || !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+    if (n >= 0 && n != sp) return im_fail(im, KILN_ERR_MODEL, "output_shape has %d entries", n);
+    for (int i = 0; i < sp; i++) {
+      int64_t want = n >= 0 ? os[i] : xs[2 + i] * st[i];
+      int64_t total = st[i] * (xs[2 + i] - 1) + op[i] + (k[i] - 1) * dil[i] + 1 - want;
+      /* a negative total extends the output; halves round down, as ONNX's reference does */
+      int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      bool upper = !strcmp(ap, "SAME_UPPER");
+      pb[i] = upper ? half : total - half;
+      pe[i] = upper ? total - half : half;
+    }
+  } else if (!strcmp(ap, "VALID")) {
+    for (int i = 0; i < sp; i++) pb[i] = pe[i] = 0;
+  }
+  int y = IN(c, 0), wt = IN(c, 1);
+  /* zeros between input elements: [.., L, ..] -> [.., L, s, ..] padded -> [.., L*s, ..] -> first (L-1)*s+1 */
+  for (int i = 0; i < sp; i++) {
+    if (st[i] == 1) continue;
+    int ax = 2 + i, r = T(im, y)->rank;
+    int64_t L = T(im, y)->shape[ax], sh[KILN_MAX_RANK], m[KILN_MAX_RANK];
+    if (r + 1 > KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "rank too large");
+    memcpy(sh, T(im, y)->shape, sizeof sh);
+    Attr pa = { 0 };
+    pa.pads[r + 1 + ax + 1] = st[i] - 1;
+    pa.pad_mode = KILN_PAD_CONSTANT;
+    for (int q = 0; q < r; q++) m[q] = sh[q];
+    m[ax] = L * st[i];
+    if ((s = insert_dim(im, y, ax + 1, &y)) || (s = add(im, OP_PAD, 1, &y, &pa, &y)) || (s = reshape(im, y, r, m, &y)) ||
+        (s = slice1(im, y, ax, 0, L ? (L - 1) * st[i] + 1 : 0, 1, &y)))
+      return s;
+  }
+  Attr pa = { 0 };
+  pa.pad_mode = KILN_PAD_CONSTANT;
+  for (int i = 0; i < sp; i++) {
+    int64_t reach = (k[i] - 1) * dil[i];
+    pa.pads[2 + i] = reach - pb[i];
+    pa.pads[rank + 2 + i] = reach - pe[i] + op[i];
+  }
+  if ((s = add(im, OP_PAD, 1, &y, &pa, &y))) return s;
+  /* the kernel: flipped in space, [C, M/G, k..] -> [M, C/G, k..] */
+  for (int i = 0; i < sp; i++)
+    if (k[i] > 1 && (s = slice1(im, wt, 2 + i, k[i] - 1, k[i], -1, &wt))) return s;
+  int64_t g5[KILN_MAX_RANK], m5[KILN_MAX_RANK];
+  int perm[KILN_MAX_RANK];
+  g5[0] = G, g5[1] = ws[0] / G, g5[2] = ws[1];
+  m5[0] = ws[1] * G, m5[1] = ws[0] / G;
+  perm[0] = 0, perm[1] = 2, perm[2] = 1;
+  for (int i = 0; i < sp; i++) g5[3 + i] = k[i], m5[2 + i] = k[i], perm[3 + i] = 3 + i;
+  if (rank + 1 > KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "rank too large");
+  if ((s = reshape(im, wt, rank + 1, g5, &wt)) || (s = transpose(im, wt, perm, &wt)) || (s = reshape(im, wt, rank, m5, &wt)))
+    return s;
+  Attr a = { 0 };
+  a.conv.spatial = sp;
+  a.conv.group = G;
+  for (int i = 0; i < sp; i++) a.conv.strides[i] = 1, a.conv.dilations[i] = dil[i];
+  if ((s = add(im, OP_CONV, 2, (int[]){ y, wt }, &a, &y))) return s;
+  if (IN(c, 2) >= 0) {
+    int b;
+    if ((s = per_channel(im, IN(c, 2), rank, &b)) || (s = bin(im, OP_ADD, y, b, &y))) return s;
+  }
+  return give(&c->out[0], y);
 }
 
 /* ---- normalisations ---- */
@@ -2092,6 +2191,7 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "SequenceAt", r_sequence, 0 }, { "SequenceInsert", r_sequence, 0 }, { "SequenceErase", r_sequence, 0 },
   { "ConcatFromSequence", r_sequence, 0 }, { "SplitToSequence", r_split_to_sequence, 0 },
   { "Attention", r_attention, 0 }, { "Resize", r_resize, 0 }, { "Upsample", r_resize, 0 },
+  { "ConvTranspose", r_conv_transpose, 0 },
 };
 
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {
