@@ -19,6 +19,7 @@
 #include "../runtime.h"
 #include "../../codegen/codegen.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -264,6 +265,20 @@ static kiln_status bind_launches(CudaExec *x) {
   return KILN_OK;
 }
 
+/* The kernel whose source holds the first line NVRTC complains about ("kiln.cu(123): error"),
+ * found from the renderer's "kernel N:" comment above that line; -1 if none. */
+static int kernel_at_error(const char *src, const char *log) {
+  const char *at = strstr(log, "kiln.cu(");
+  if (!at) return -1;
+  long line = strtol(at + 8, NULL, 10), n = 1;
+  int k = -1;
+  for (const char *p = src; *p && n <= line; p++) {
+    if (*p == '\n') n++;
+    else if (p[0] == '/' && p[1] == '*' && !strncmp(p, "/* kernel ", 10)) k = atoi(p + 10);
+  }
+  return k;
+}
+
 static kiln_status render_and_load(CudaExec *x, const kiln_options *o, kiln_census *c) {
   StrBuf src = {0};
   kiln_status st = cg_render_plan(x->plan, &cg_dialect_cuda, &src);
@@ -278,7 +293,12 @@ static kiln_status render_and_load(CudaExec *x, const kiln_options *o, kiln_cens
   void *cubin = NULL;
   size_t size = 0;
   bool hit = false;
-  if ((st = cuda_compile(x->source, arch, n_opts, opts, &cubin, &size, &hit))) return st;
+  if ((st = cuda_compile(x->source, arch, n_opts, opts, &cubin, &size, &hit))) {
+    int k = kernel_at_error(x->source, kiln_last_error());
+    if (k >= 0 && k < x->plan->n_kernels)
+      kiln_error_prefix("kernel kiln_k%d (anchor stage %d): ", k, x->plan->kernels[k].anchor);
+    return st;
+  }
   c->cache_hit = hit;
   st = cuda_check(x->d->cuModuleLoadData(&x->mod, cubin), "cuModuleLoadData", "the plan's kernels");
   kiln_free(cubin);
