@@ -97,7 +97,7 @@ static kiln_status map_put(Arena *a, NameMap *m, const char *key, int val) {
     const char **keys = arena_alloc(a, sizeof *keys * (size_t)cap);
     int *vals = arena_alloc(a, sizeof *vals * (size_t)cap);
     if (!keys || !vals) return kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory (name table)");
-    NameMap nm = { keys, vals, cap, 0 };
+    NameMap nm = { keys, vals, cap, 0, m->parent };
     for (int i = 0; i < m->cap; i++)
       if (m->keys[i]) {
         size_t h = name_hash(m->keys[i]) & (size_t)(cap - 1);
@@ -116,12 +116,15 @@ static kiln_status map_put(Arena *a, NameMap *m, const char *key, int val) {
   return KILN_OK;
 }
 
+/* The value of key in m or, failing that, in its enclosing scopes; -1 if none. */
 static int map_get(const NameMap *m, const char *key) {
-  if (!m->cap) return -1;
-  size_t h = name_hash(key) & (size_t)(m->cap - 1);
-  while (m->keys[h]) {
-    if (!strcmp(m->keys[h], key)) return m->vals[h];
-    h = (h + 1) & (size_t)(m->cap - 1);
+  for (; m; m = m->parent) {
+    if (!m->cap) continue;
+    size_t h = name_hash(key) & (size_t)(m->cap - 1);
+    while (m->keys[h]) {
+      if (!strcmp(m->keys[h], key)) return m->vals[h];
+      h = (h + 1) & (size_t)(m->cap - 1);
+    }
   }
   return -1;
 }
@@ -485,6 +488,7 @@ static bool is_shape_operand(const char *op, size_t i) {
     { "ReduceLogSumExp", 2 }, { "OneHot", 2 }, { "Trilu", 2 }, { "CenterCropPad", 2 }, { "Resize", 14 },
     { "Upsample", 2 }, { "TopK", 2 }, { "EyeLike", 0 }, { "CumSum", 2 }, { "Dropout", 6 },
     { "SequenceInsert", 4 }, { "SequenceErase", 2 }, { "SequenceAt", 2 }, { "SplitToSequence", 2 },
+    { "If", 1 }, { "Loop", 3 },
   };
   for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
     if (!strcmp(op, t[k].op)) return i < 32 && (t[k].mask >> i & 1);
@@ -493,14 +497,25 @@ static bool is_shape_operand(const char *op, size_t i) {
 
 /* The names whose values import rules read, directly or through the nodes computing
  * them (Shape and Size read only their input's shape). One pass in reverse node order
- * suffices: nodes come in topological order. */
-static kiln_status mark_needed(Importer *im, const Onnx__GraphProto *gp, NameMap *need) {
+ * suffices: nodes come in topological order. Subgraphs (If branches, Loop and Scan
+ * bodies) are walked where they sit: their outputs are needed when the node's are, and
+ * what they need from the enclosing graph is marked in the same table (names are
+ * unique across a model). */
+static kiln_status mark_needed(Importer *im, size_t n_node, Onnx__NodeProto *const *nodes, NameMap *need, int depth) {
   kiln_status s;
-  for (size_t n = gp->n_node; n-- > 0;) {
-    const Onnx__NodeProto *nd = gp->node[n];
+  if (depth > MAX_INLINE_DEPTH) return KILN_OK;
+  for (size_t n = n_node; n-- > 0;) {
+    const Onnx__NodeProto *nd = nodes[n];
     const char *op = nd->op_type ? nd->op_type : "";
     bool out_needed = false;
     for (size_t i = 0; i < nd->n_output; i++) out_needed |= nd->output[i] && map_get(need, nd->output[i]) >= 0;
+    for (size_t a = 0; a < nd->n_attribute; a++) {
+      const Onnx__GraphProto *body = nd->attribute[a]->g;
+      if (!body) continue;
+      for (size_t i = 0; out_needed && i < body->n_output; i++)
+        if (body->output[i]->name && *body->output[i]->name && (s = map_put(&im->tmp, need, body->output[i]->name, 1))) return s;
+      if ((s = mark_needed(im, body->n_node, body->node, need, depth + 1))) return s;
+    }
     bool shape_only = !strcmp(op, "Shape") || !strcmp(op, "Size");
     for (size_t i = 0; i < nd->n_input; i++) {
       if (!nd->input[i] || !*nd->input[i]) continue;
@@ -548,11 +563,42 @@ static kiln_status inline_function(Importer *im, const Onnx__FunctionProto *f, c
   int v = opset_of(f->n_opset_import, f->opset_import, "");
   if (v > 0) sub.opset = v;
   kiln_status s = import_nodes(&sub, f->n_node, f->node);
-  im->tmp = sub.tmp;  /* the arena may have grown */
+  im->tmp = sub.tmp;  /* the arena and the sequence table may have grown */
+  im->seqs = sub.seqs, im->n_seqs = sub.n_seqs, im->cap_seqs = sub.cap_seqs;
   if (s) return s;
   for (size_t i = 0; i < n_out; i++) {
     outs[i] = i < f->n_output && f->output[i] ? map_get(&local, f->output[i]) : -1;
     if (outs[i] == -1) return im_fail(im, KILN_ERR_MODEL, "function '%s' does not produce output %zu", f->name, i);
+  }
+  return KILN_OK;
+}
+
+kiln_status im_subgraph(Importer *im, const Onnx__GraphProto *body, int n_in, const int *ins, int n_out, int *outs) {
+  if (!body) return im_fail(im, KILN_ERR_MODEL, "subgraph attribute is missing");
+  if (im->depth >= MAX_INLINE_DEPTH) return im_fail(im, KILN_ERR_UNSUPPORTED, "subgraphs nest more than %d deep", MAX_INLINE_DEPTH);
+  if ((int)body->n_input != n_in || (int)body->n_output != n_out)
+    return im_fail(im, KILN_ERR_MODEL, "subgraph '%s' has %zu inputs and %zu outputs, the node gives %d and wants %d",
+                   body->name ? body->name : "", body->n_input, body->n_output, n_in, n_out);
+  NameMap local = { 0 };
+  local.parent = im->scope;
+  kiln_status s = KILN_OK;
+  for (int i = 0; i < n_in && !s; i++)
+    if (body->input[i]->name && *body->input[i]->name) s = map_put(&im->tmp, &local, body->input[i]->name, ins[i]);
+  Importer sub = *im;
+  sub.scope = &local;
+  sub.depth = im->depth + 1;
+  const Onnx__NodeProto *node = im->node;
+  const char *node_name = im->node_name;
+  for (size_t i = 0; i < body->n_initializer && !s; i++) s = add_initializer(&sub, body->initializer[i]);
+  if (!s) s = import_nodes(&sub, body->n_node, body->node);
+  im->tmp = sub.tmp;
+  im->seqs = sub.seqs, im->n_seqs = sub.n_seqs, im->cap_seqs = sub.cap_seqs;
+  im->node = node, im->node_name = node_name, im->g->node_name = node_name;
+  if (s) return s;
+  for (int i = 0; i < n_out; i++) {
+    const char *nm = body->output[i]->name;
+    if ((outs[i] = nm && *nm ? map_get(&local, nm) : -1) == -1)
+      return im_fail(im, KILN_ERR_MODEL, "subgraph output '%s' is not produced", nm ? nm : "");
   }
   return KILN_OK;
 }
@@ -634,7 +680,7 @@ static kiln_status import_graph(Importer *im, const Onnx__GraphProto *gp) {
   kiln_status s;
   int pos = 0;
   NameMap need = { 0 };
-  if ((s = mark_needed(im, gp, &need))) return s;
+  if ((s = mark_needed(im, gp->n_node, gp->node, &need, 0))) return s;
   for (size_t i = 0; i < gp->n_input; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
     if (vi->name && is_initializer(gp, vi->name)) continue;  /* a default value, not an input */

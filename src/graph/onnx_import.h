@@ -10,7 +10,10 @@
 #include "onnx.pb-c.h"
 
 /* Name -> tensor id, open addressing; keys live in the importer's arena. */
-typedef struct NameMap { const char **keys; int *vals; int cap, n; } NameMap;
+typedef struct NameMap {
+  const char **keys; int *vals; int cap, n;
+  const struct NameMap *parent;  /* enclosing scope a subgraph may read (NULL: none) */
+} NameMap;
 
 typedef struct Importer {
   Graph *g;
@@ -61,6 +64,9 @@ kiln_status im_const_i64(Importer *im, int rank, const int64_t *shape, const int
 /* Imports one node of the default domain: ins[i] = tensor id or -1 for a missing
  * optional input; writes outs[0..n_out-1] (-1: output not produced). */
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs);
+/* Imports a subgraph (If branch, Loop/Scan body) with its inputs bound to ins; it sees
+ * the enclosing names. outs[i]: the ids of its outputs. */
+kiln_status im_subgraph(Importer *im, const Onnx__GraphProto *body, int n_in, const int *ins, int n_out, int *outs);
 /* ai.onnx.preview.training Gradient, through graph_grad. */
 kiln_status im_gradient(Importer *im, int n_in, const int *ins, int n_out, int *outs);
 

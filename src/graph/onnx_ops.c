@@ -2141,6 +2141,134 @@ static kiln_status r_resize(Importer *im, Call *c) {
   return give(&c->out[0], y);
 }
 
+/* ---- control flow, unrolled at import: conditions and trip counts must be constant ---- */
+
+#define MAX_UNROLL 4096  /* iterations of one Loop or Scan */
+
+static kiln_status r_if(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  Tensor *cond = T(im, IN(c, 0));
+  if (cond->kind != T_CONST || cond->numel != 1)
+    return im_fail(im, KILN_ERR_UNSUPPORTED, "the condition '%s' is computed at run time (only constant conditions are unrolled)",
+                   cond->name);
+  bool take = dtype_load_f64(cond->dtype, cond->data, 0) != 0;
+  const Onnx__AttributeProto *a = im_attr(im, take ? "then_branch" : "else_branch");
+  return im_subgraph(im, a ? a->g : NULL, 0, NULL, c->n_out, c->out);
+}
+
+/* Stacks per-iteration values along a new axis (reversed order when rev). */
+static kiln_status stack(Importer *im, int *ids, int n, int64_t axis0, bool rev, int *out) {
+  if (n == 0) return im_fail(im, KILN_ERR_UNSUPPORTED, "a scan output of zero iterations has no known shape");
+  int rank = T(im, ids[0])->rank + 1, axis = norm_axis(axis0, rank);
+  kiln_status s;
+  if (axis < 0) return bad_axis(im, axis0, rank);
+  for (int i = 0; i < n; i++)
+    if ((s = insert_dim(im, ids[i], axis, &ids[i]))) return s;
+  if (rev)
+    for (int i = 0; i < n / 2; i++) { int t = ids[i]; ids[i] = ids[n - 1 - i], ids[n - 1 - i] = t; }
+  if (n == 1) return give(out, ids[0]);
+  Attr a = { 0 };
+  a.axis = axis;
+  return add(im, OP_CONCAT, n, ids, &a, out);
+}
+
+static kiln_status r_loop(Importer *im, Call *c) {
+  const Onnx__AttributeProto *ba = im_attr(im, "body");
+  const Onnx__GraphProto *body = ba ? ba->g : NULL;
+  if (!body) return im_fail(im, KILN_ERR_MODEL, "no body");
+  int n_carry = c->n_in - 2, n_scan = c->n_out - n_carry;
+  if (n_carry < 0 || n_scan < 0 || n_carry + 2 > 64) return im_fail(im, KILN_ERR_MODEL, "%d inputs, %d outputs", c->n_in, c->n_out);
+  kiln_status s;
+  int64_t trips = MAX_UNROLL + 1;
+  double v;
+  if (IN(c, 0) >= 0) {
+    if ((s = const_f64(im, IN(c, 0), "trip count M", &v))) return s;
+    trips = v < 0 ? 0 : v > MAX_UNROLL ? MAX_UNROLL + 1 : (int64_t)v;
+  }
+  bool cond = true;
+  if (IN(c, 1) >= 0) {
+    if ((s = const_f64(im, IN(c, 1), "cond", &v))) return s;
+    cond = v != 0;
+  }
+  int carry[64], ins[66], outs[130];
+  int *scans = arena_alloc(&im->tmp, sizeof(int) * (size_t)(n_scan + 1) * MAX_UNROLL);
+  if (!scans) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  if (c->n_out > 128) return im_fail(im, KILN_ERR_UNSUPPORTED, "%d outputs", c->n_out);
+  for (int i = 0; i < n_carry; i++) {
+    if ((s = need_in(im, c, 2 + i))) return s;
+    carry[i] = IN(c, 2 + i);
+  }
+  int64_t it = 0;
+  for (; it < trips && cond; it++) {
+    if (it == MAX_UNROLL) return im_fail(im, KILN_ERR_UNSUPPORTED, "more than %d iterations", MAX_UNROLL);
+    uint8_t cb = 1;
+    if ((s = im_const_i64(im, 0, NULL, &it, &ins[0])) || (s = im_const(im, KILN_BOOL, 0, NULL, &cb, &ins[1]))) return s;
+    memcpy(ins + 2, carry, sizeof(int) * (size_t)n_carry);
+    if ((s = im_subgraph(im, body, 2 + n_carry, ins, 1 + n_carry + n_scan, outs))) return s;
+    Tensor *co = outs[0] >= 0 ? T(im, outs[0]) : NULL;
+    if (!co || co->kind != T_CONST || co->numel != 1)
+      return im_fail(im, KILN_ERR_UNSUPPORTED, "the loop condition is computed at run time (only constant ones are unrolled)");
+    cond = dtype_load_f64(co->dtype, co->data, 0) != 0;
+    memcpy(carry, outs + 1, sizeof(int) * (size_t)n_carry);
+    for (int k = 0; k < n_scan; k++) scans[k * MAX_UNROLL + it] = outs[1 + n_carry + k];
+  }
+  for (int i = 0; i < n_carry; i++) c->out[i] = carry[i];
+  for (int k = 0; k < n_scan; k++)
+    if ((s = stack(im, scans + k * MAX_UNROLL, (int)it, 0, false, &c->out[n_carry + k]))) return s;
+  return KILN_OK;
+}
+
+static kiln_status r_scan(Importer *im, Call *c) {
+  if (im->opset < 9) return im_fail(im, KILN_ERR_UNSUPPORTED, "Scan before opset 9 (batched, with sequence_lens)");
+  const Onnx__AttributeProto *ba = im_attr(im, "body");
+  const Onnx__GraphProto *body = ba ? ba->g : NULL;
+  int m = (int)im_attr_i(im, "num_scan_inputs", 0), n = c->n_in - m, k = c->n_out - n, na;
+  if (!body || m <= 0 || n < 0 || k < 0 || c->n_in > 64 || c->n_out > 64)
+    return im_fail(im, KILN_ERR_MODEL, "bad body or num_scan_inputs");
+  const int64_t *in_ax = im_attr_ints(im, "scan_input_axes", &na), *in_dir, *out_ax, *out_dir;
+  if (na >= 0 && na != m) return im_fail(im, KILN_ERR_MODEL, "scan_input_axes has %d entries", na);
+  int nd, noa, nod;
+  in_dir = im_attr_ints(im, "scan_input_directions", &nd);
+  out_ax = im_attr_ints(im, "scan_output_axes", &noa);
+  out_dir = im_attr_ints(im, "scan_output_directions", &nod);
+  if ((nd >= 0 && nd != m) || (noa >= 0 && noa != k) || (nod >= 0 && nod != k))
+    return im_fail(im, KILN_ERR_MODEL, "scan axes/directions lengths differ from the inputs/outputs");
+  kiln_status s;
+  int state[64], ins[64], outs[64], axis[64];
+  int64_t len = -1;
+  for (int i = 0; i < c->n_in; i++)
+    if ((s = need_in(im, c, i))) return s;
+  for (int i = 0; i < n; i++) state[i] = IN(c, i);
+  for (int j = 0; j < m; j++) {
+    Tensor *x = T(im, IN(c, n + j));
+    int64_t a0 = na >= 0 ? in_ax[j] : 0;
+    if ((axis[j] = norm_axis(a0, x->rank)) < 0) return bad_axis(im, a0, x->rank);
+    if (len >= 0 && x->shape[axis[j]] != len) return im_fail(im, KILN_ERR_MODEL, "scan inputs differ in length");
+    len = x->shape[axis[j]];
+  }
+  if (len > MAX_UNROLL) return im_fail(im, KILN_ERR_UNSUPPORTED, "%lld iterations exceed %d", (long long)len, MAX_UNROLL);
+  int *scans = arena_alloc(&im->tmp, sizeof(int) * (size_t)(k + 1) * (size_t)(len + 1));
+  if (!scans) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t t = 0; t < len; t++) {
+    memcpy(ins, state, sizeof(int) * (size_t)n);
+    for (int j = 0; j < m; j++) {  /* slice t of each scan input, its axis dropped */
+      int x = IN(c, n + j), r = T(im, x)->rank;
+      int64_t at = nd >= 0 && in_dir[j] ? len - 1 - t : t, sh[KILN_MAX_RANK];
+      for (int q = 0, w = 0; q < r; q++)
+        if (q != axis[j]) sh[w++] = T(im, x)->shape[q];
+      if ((s = slice1(im, x, axis[j], at, 1, 1, &x)) || (s = reshape(im, x, r - 1, sh, &ins[n + j]))) return s;
+    }
+    if ((s = im_subgraph(im, body, n + m, ins, n + k, outs))) return s;
+    memcpy(state, outs, sizeof(int) * (size_t)n);
+    for (int q = 0; q < k; q++) scans[q * (len + 1) + t] = outs[n + q];
+  }
+  for (int i = 0; i < n; i++) c->out[i] = state[i];
+  for (int q = 0; q < k; q++)
+    if ((s = stack(im, scans + q * (len + 1), (int)len, noa >= 0 ? out_ax[q] : 0, nod >= 0 && out_dir[q], &c->out[n + q]))) return s;
+  return KILN_OK;
+}
+
 /* ---- the table ---- */
 
 static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
@@ -2191,7 +2319,7 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "SequenceAt", r_sequence, 0 }, { "SequenceInsert", r_sequence, 0 }, { "SequenceErase", r_sequence, 0 },
   { "ConcatFromSequence", r_sequence, 0 }, { "SplitToSequence", r_split_to_sequence, 0 },
   { "Attention", r_attention, 0 }, { "Resize", r_resize, 0 }, { "Upsample", r_resize, 0 },
-  { "ConvTranspose", r_conv_transpose, 0 },
+  { "ConvTranspose", r_conv_transpose, 0 }, { "If", r_if, 0 }, { "Loop", r_loop, 0 }, { "Scan", r_scan, 0 },
 };
 
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {
