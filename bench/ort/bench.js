@@ -1,12 +1,14 @@
 #!/usr/bin/env node
-// bench/ort/bench.js MODEL_DIR... [--runs N] [--warmup N] [--threads N]
+// bench/ort/bench.js MODEL_DIR... [--runs N] [--warmup N] [--threads N] [--no-spin]
 //
 // The ONNX Runtime side of bench/run-cpu-vs-ort. For each MODEL_DIR (holding model.onnx
 // and test_data_set_0/input_K.pb, output_K.pb) it opens an ORT session on the CPU
 // execution provider with intraOpNumThreads N (default 2) and one inter-op thread, feeds
 // the test inputs, checks the outputs against output_K.pb, times `runs` calls of
 // session.run after `warmup` untimed ones, and prints one JSON line:
-//   {"model":..,"ort_version":..,"threads":2,"runs":..,"median_ms":..,"min_ms":..,"max_abs_err":..}
+//   {"model":..,"ort_version":..,"threads":2,"spin":true,"runs":..,"median_ms":..,"min_ms":..,"max_abs_err":..}
+// --no-spin turns off the spin-waiting of ORT's thread pools (session.intra_op.allow_spinning
+// and inter_op 0), the counterpart of OMP_WAIT_POLICY=passive on the kiln side.
 // The .pb files are TensorProto messages; the reader below decodes just the fields that
 // test data uses (dims, data_type, name, raw_data and the typed repeated fields).
 'use strict';
@@ -159,6 +161,7 @@ async function benchModel(dir, opt) {
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
+    ...(opt.spin ? {} : { extra: { session: { intra_op: { allow_spinning: '0' }, inter_op: { allow_spinning: '0' } } } }),
   });
   const ins = readSet(dataDir, 'input'), refs = readSet(dataDir, 'output');
   if (ins.length !== session.inputNames.length)
@@ -178,13 +181,13 @@ async function benchModel(dir, opt) {
   await session.release();
   return {
     model: path.basename(path.dirname(model)), ort_version: ort.env.versions.node, threads: opt.threads,
-    runs: opt.runs, median_ms: +median(times).toFixed(4), min_ms: +Math.min(...times).toFixed(4),
+    spin: opt.spin, runs: opt.runs, median_ms: +median(times).toFixed(4), min_ms: +Math.min(...times).toFixed(4),
     max_abs_err: err,
   };
 }
 
 async function main() {
-  const opt = { runs: 50, warmup: 5, threads: 2 }, dirs = [];
+  const opt = { runs: 50, warmup: 5, threads: 2, spin: true }, dirs = [];
   const argv = process.argv.slice(2);
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -192,11 +195,13 @@ async function main() {
       const v = parseInt(argv[++i], 10);
       if (!(v >= (a === '--warmup' ? 0 : 1))) throw new Error(`bad value for ${a}`);
       opt[a.slice(2)] = v;
+    } else if (a === '--no-spin') {
+      opt.spin = false;
     } else if (a.startsWith('-')) {
-      throw new Error(`usage: bench.js MODEL_DIR... [--runs N] [--warmup N] [--threads N]`);
+      throw new Error(`usage: bench.js MODEL_DIR... [--runs N] [--warmup N] [--threads N] [--no-spin]`);
     } else dirs.push(a);
   }
-  if (!dirs.length) throw new Error('usage: bench.js MODEL_DIR... [--runs N] [--warmup N] [--threads N]');
+  if (!dirs.length) throw new Error('usage: bench.js MODEL_DIR... [--runs N] [--warmup N] [--threads N] [--no-spin]');
   for (const d of dirs) console.log(JSON.stringify(await benchModel(d, opt)));
 }
 
