@@ -21,6 +21,7 @@
 
 #define MAX_NESTING 48        /* message nesting accepted in a file */
 #define MAX_INLINE_DEPTH 8    /* functions calling functions */
+#define NODE_BUDGET (1L << 20) /* ONNX nodes imported, after unrolling and inlining */
 
 /* ---- errors and the allocation hook ---- */
 
@@ -612,6 +613,8 @@ static kiln_status import_node(Importer *im, const Onnx__NodeProto *nd) {
   im->node_name = nd->name && *nd->name ? nd->name : (nd->n_output && nd->output[0] && *nd->output[0] ? nd->output[0] : op);
   im->g->node_name = im->node_name;
   if (!*op) return im_fail(im, KILN_ERR_MODEL, "node without an op_type");
+  if (--*im->budget < 0)  /* nested loops and functions could otherwise multiply without end */
+    return im_fail(im, KILN_ERR_UNSUPPORTED, "the model unrolls to more than %ld nodes", (long)NODE_BUDGET);
   if (nd->n_input > MAX_IO || nd->n_output > MAX_IO)
     return im_fail(im, KILN_ERR_UNSUPPORTED, "%zu inputs and %zu outputs: at most %d each", nd->n_input, nd->n_output, MAX_IO);
   int ins[MAX_IO], outs[MAX_IO];
@@ -702,6 +705,8 @@ kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *bas
   if (s) return s;
   Importer im = { 0 };
   NameMap top = { 0 };
+  long budget = NODE_BUDGET;
+  im.budget = &budget;
   im.base_dir = base_dir, im.model = m, im.bind = bind, im.n_bind = n_bind, im.scope = &top;
   im.opset = opset_of(m->n_opset_import, m->opset_import, "");
   if (!m->graph) s = kiln_fail(KILN_ERR_MODEL, "onnx: the model has no graph");

@@ -24,6 +24,7 @@ typedef struct Importer {
   NameMap *scope;                /* the names visible to the nodes being imported */
   int opset;                     /* version of the default domain in the current scope */
   int depth;                     /* function-inlining depth */
+  long *budget;                  /* nodes left to import (unrolling and inlining included), shared */
   /* the node being imported, for error messages */
   const Onnx__NodeProto *node;
   const char *node_name;

@@ -5,7 +5,8 @@
  * Models are written here byte by byte with a tiny protobuf writer, so each hostile
  * field is exactly what the test says: truncations at every cut point, flipped bytes,
  * huge and negative dims, raw data shorter than declared, external data outside the
- * model folder (absolute, "..", a symlink), missing inputs, unknown ops, deep nesting.
+ * model folder (absolute, "..", a symlink), missing inputs, unknown ops, deep nesting,
+ * loops that would unroll without end.
  * A well-formed model built the same way must load and compute, so the writer itself
  * is checked.
  */
@@ -235,6 +236,101 @@ static void test_external_data(void) {
   rmdir(dir);
 }
 
+/* vi with a rank-0 or rank-1 shape of one element */
+static void small_vi(Buf *out, int field, const char *name, int dtype, int rank) {
+  Buf shape = { .n = 0 }, tt = { .n = 0 }, tp = { .n = 0 }, vi = { .n = 0 }, d = { .n = 0 };
+  f_int(&d, 1, 1);
+  if (rank) f_msg(&shape, 1, &d);
+  f_int(&tt, 1, dtype);
+  f_msg(&tt, 2, &shape);
+  f_msg(&tp, 1, &tt);
+  f_str(&vi, 1, name);
+  f_msg(&vi, 2, &tp);
+  f_msg(out, field, &vi);
+}
+
+static void identity(Buf *g, const char *in, const char *out) {
+  Buf n = { .n = 0 };
+  f_str(&n, 1, in);
+  f_str(&n, 2, out);
+  f_str(&n, 4, "Identity");
+  f_msg(g, 1, &n);
+}
+
+/* Loop M times over an identity body (M an int64 initializer); nested `depth` deep. */
+static void loop_model(Buf *m, int64_t trips, int depth) {
+  Buf body = { .n = 0 };
+  f_str(&body, 2, "body");
+  small_vi(&body, 11, "i", 7, 0);
+  small_vi(&body, 11, "c", 9, 0);
+  small_vi(&body, 11, "v", 1, 1);
+  identity(&body, "c", "c_out");
+  identity(&body, "v", "v_out");
+  small_vi(&body, 12, "c_out", 9, 0);
+  small_vi(&body, 12, "v_out", 1, 1);
+  for (int k = 0; k < depth; k++) {  /* wrap: the body itself runs a loop over v */
+    Buf outer = { .n = 0 }, node = { .n = 0 }, at = { .n = 0 };
+    f_str(&outer, 2, "body");
+    small_vi(&outer, 11, "i", 7, 0);
+    small_vi(&outer, 11, "c", 9, 0);
+    small_vi(&outer, 11, "v", 1, 1);
+    identity(&outer, "c", "c_out");
+    f_str(&at, 1, "body");
+    f_int(&at, 20, 5);
+    f_msg(&at, 6, &body);
+    f_str(&node, 1, "M");
+    f_str(&node, 1, "");
+    f_str(&node, 1, "v");
+    f_str(&node, 2, "v_out");
+    f_str(&node, 4, "Loop");
+    f_msg(&node, 5, &at);
+    f_msg(&outer, 1, &node);
+    small_vi(&outer, 12, "c_out", 9, 0);
+    small_vi(&outer, 12, "v_out", 1, 1);
+    body = outer;
+  }
+  Buf g = { .n = 0 }, node = { .n = 0 }, at = { .n = 0 }, t = { .n = 0 }, ops = { .n = 0 };
+  f_str(&at, 1, "body");
+  f_int(&at, 20, 5);
+  f_msg(&at, 6, &body);
+  f_str(&node, 1, "M");
+  f_str(&node, 1, "");
+  f_str(&node, 1, "x");
+  f_str(&node, 2, "y");
+  f_str(&node, 3, "the_loop");
+  f_str(&node, 4, "Loop");
+  f_msg(&node, 5, &at);
+  f_msg(&g, 1, &node);
+  f_str(&g, 2, "g");
+  f_int(&t, 2, 7);
+  f_str(&t, 8, "M");
+  f_bytes(&t, 9, &trips, sizeof trips);
+  f_msg(&g, 5, &t);
+  small_vi(&g, 11, "x", 1, 1);
+  small_vi(&g, 12, "y", 1, 1);
+  f_int(m, 1, 8);
+  f_str(&ops, 1, "");
+  f_int(&ops, 2, 13);
+  f_msg(m, 8, &ops);
+  f_msg(m, 7, &g);
+}
+
+static void test_unrolling_limits(void) {
+  Buf m = { .n = 0 };
+  Graph *g = NULL;
+  loop_model(&m, 3, 0);  /* small: unrolls to identities */
+  OK(graph_load_onnx(m.b, m.n, NULL, &g));
+  graph_free(g);
+  m.n = 0;
+  loop_model(&m, 1000000000, 0);
+  CHECK(graph_load_onnx(m.b, m.n, NULL, &g) == KILN_ERR_UNSUPPORTED && g == NULL);
+  CHECK(strstr(kiln_last_error(), "the_loop") != NULL);
+  m.n = 0;
+  loop_model(&m, 4000, 3);  /* 4000^4 iterations if nothing stopped it */
+  CHECK(graph_load_onnx(m.b, m.n, NULL, &g) == KILN_ERR_UNSUPPORTED && g == NULL);
+  CHECK(strstr(kiln_last_error(), "nodes") != NULL);
+}
+
 static void test_alloc_failures(void) {
   Buf m = { .n = 0 };
   build(&m, &good);
@@ -254,6 +350,7 @@ int main(void) {
   test_bad_tensors();
   test_graph_errors();
   test_external_data();
+  test_unrolling_limits();
   test_alloc_failures();
   TEST_MAIN_END();
 }
