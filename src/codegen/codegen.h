@@ -38,7 +38,7 @@ typedef struct Dialect {
   long long min_parallel_work;    /* loop: points below which a kernel runs on one thread */
   const char *parallel_for_simd;  /* loop: the same for a flat loop that also vectorises */
   const char *simd;               /* loop: pragma before a vectorisable inner loop */
-  const char *simd_sum;           /* loop: pragma with "%s" for a sum-reduction variable list */
+  const char *simd_sum;           /* loop: vectorising pragma; "%s" gets OpenMP reduction clauses */
   bool trampoline;                /* emit void kiln_eN(void *const *a) calling kernel N */
   const char *vec4_type;          /* 16-byte vector of f32 (NULL: none) */
   const char *block_bounds;       /* grid: attribute fixing a kernel's block size ("%d"), or NULL */

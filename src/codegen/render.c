@@ -399,6 +399,12 @@ static void int_min_max(kiln_dtype t, bool max, char *o, size_t n) {
   snprintf(o, n, "%s", s ? s : "0");
 }
 
+/* Float max/min keep NaN in a flag, so the comparison itself is a plain max/min that
+ * vectorises (an OpenMP max reduction). */
+static bool nan_flag(const Stage *S, kiln_dtype bt) {
+  return (S->rop == RO_MAX || S->rop == RO_MIN) && dtype_is_float(bt);
+}
+
 static void acc_init(R *r, const Item *it) {
   const Stage *S = &r->p->te->stages[it->stage];
   kiln_dtype bt = it->body->dtype;
@@ -415,27 +421,31 @@ static void acc_init(R *r, const Item *it) {
   }
   line(r, "%s a%d = %s;", A, it->stage, init);
   if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN) line(r, "int64_t ai%d = -1;", it->stage);
+  if (nan_flag(S, bt)) line(r, "int an%d = 0;", it->stage);  /* a NaN seen: the result is NaN */
 }
 
 static void acc_update(R *r, const Item *it, const char *v) {
   const Stage *S = &r->p->te->stages[it->stage];
   kiln_dtype bt = it->body->dtype;
   int s = it->stage;
-  bool f = dtype_is_float(bt), d = bt == KILN_F64;
+  bool f = dtype_is_float(bt);
   switch (S->rop) {
   case RO_SUM: line(r, f ? "a%d += (double)%s;" : "a%d += (uint64_t)%s;", s, v); break;
   case RO_PROD: line(r, f ? "a%d *= (double)%s;" : "a%d *= (uint64_t)%s;", s, v); break;
   case RO_MAX:
-    if (f) line(r, "a%d = %s(a%d, %s);", s, d ? "k_maxd" : "k_maxf", s, v);
-    else line(r, "a%d = %s > a%d ? %s : a%d;", s, v, s, v, s);
+    line(r, "a%d = %s > a%d ? %s : a%d;", s, v, s, v, s);
+    if (f) line(r, "an%d |= %s != %s;", s, v, v);
     break;
   case RO_MIN:
-    if (f) line(r, "a%d = %s(a%d, %s);", s, d ? "k_mind" : "k_minf", s, v);
-    else line(r, "a%d = %s < a%d ? %s : a%d;", s, v, s, v, s);
+    line(r, "a%d = %s < a%d ? %s : a%d;", s, v, s, v, s);
+    if (f) line(r, "an%d |= %s != %s;", s, v, v);
     break;
   case RO_ARGMAX: case RO_ARGMIN: {
     const char *op = S->rop == RO_ARGMAX ? (S->select_last ? ">=" : ">") : (S->select_last ? "<=" : "<");
-    line(r, "if (ai%d < 0 || %s %s a%d) { a%d = %s; ai%d = r; }", s, v, op, s, s, v, s);
+    if (f)  /* as ref: NaN is the extreme, the first NaN wins (the last with select_last) */
+      line(r, "if (ai%d < 0 || (%s != %s && (a%d == a%d || %d)) || (a%d == a%d && %s %s a%d)) { a%d = %s; ai%d = r; }", s, v, v,
+           s, s, S->select_last, s, s, v, op, s, s, v, s);
+    else line(r, "if (ai%d < 0 || %s %s a%d) { a%d = %s; ai%d = r; }", s, v, op, s, s, v, s);
     break;
   }
   }
@@ -445,6 +455,9 @@ static void acc_final(R *r, const Item *it, const char *acc) {
   const Stage *S = &r->p->te->stages[it->stage];
   char text[128];
   if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN) snprintf(text, sizeof text, "ai%d", it->stage);
+  else if (nan_flag(S, it->body->dtype))
+    snprintf(text, sizeof text, "an%d ? (%s)%s : (%s)%s", it->stage, vt(r, S->dtype),
+             S->dtype == KILN_F64 ? r->d->nan_f64 : r->d->nan_f32, vt(r, S->dtype), acc);
   else {
     snprintf(text, sizeof text, "(%s)%s", vt(r, S->dtype), acc);
     wrap_small(r, S->dtype, text, sizeof text);
@@ -484,16 +497,20 @@ static void close_block(R *r) { r->indent--; line(r, "}"); }
 
 static void inner_loop(R *r, int step) {
   const Kernel *k = r->k;
-  char sums[256] = "";
-  bool all_sum = true;
+  char clauses[512] = "";
+  bool simd = true;
+  size_t used = 0;
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->step != step || it->kind != IT_ACC) continue;
     acc_init(r, it);
-    if (r->p->te->stages[it->stage].rop != RO_SUM) all_sum = false;
-    else if (strlen(sums) < 200) snprintf(sums + strlen(sums), sizeof sums - strlen(sums), "%sa%d", sums[0] ? "," : "", it->stage);
+    const Stage *S = &r->p->te->stages[it->stage];
+    static const char *const red[] = { [RO_SUM] = "+", [RO_PROD] = "*", [RO_MAX] = "max", [RO_MIN] = "min" };
+    if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN || used > sizeof clauses - 64) { simd = false; continue; }
+    used += (size_t)snprintf(clauses + used, sizeof clauses - used, " reduction(%s:a%d)", red[S->rop], it->stage);
+    if (nan_flag(S, it->body->dtype)) used += (size_t)snprintf(clauses + used, sizeof clauses - used, " reduction(|:an%d)", it->stage);
   }
-  if (!r->d->grid && all_sum && sums[0]) line(r, r->d->simd_sum, sums);
+  if (!r->d->grid && simd && clauses[0] && r->d->simd_sum && r->d->simd_sum[0]) line(r, r->d->simd_sum, clauses);
   line(r, "for (int64_t r = 0; r < INT64_C(%lld); r++) {", (long long)k->inner_numel);
   r->indent++;
   push(r);
