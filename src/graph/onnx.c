@@ -489,7 +489,9 @@ static bool is_shape_operand(const char *op, size_t i) {
     { "ReduceLogSumExp", 2 }, { "OneHot", 2 }, { "Trilu", 2 }, { "CenterCropPad", 2 }, { "Resize", 14 },
     { "Upsample", 2 }, { "TopK", 2 }, { "EyeLike", 0 }, { "CumSum", 2 }, { "Dropout", 6 },
     { "SequenceInsert", 4 }, { "SequenceErase", 2 }, { "SequenceAt", 2 }, { "SplitToSequence", 2 },
-    { "If", 1 }, { "Loop", 3 },
+    { "If", 1 }, { "Loop", 3 }, { "ScatterElements", 2 }, { "Scatter", 2 }, { "ScatterND", 2 }, { "GatherND", 2 },
+    { "Compress", 2 }, { "HannWindow", 1 }, { "HammingWindow", 1 }, { "BlackmanWindow", 1 }, { "AffineGrid", 2 },
+    { "CumProd", 2 },
   };
   for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
     if (!strcmp(op, t[k].op)) return i < 32 && (t[k].mask >> i & 1);

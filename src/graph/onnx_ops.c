@@ -1476,10 +1476,11 @@ static kiln_status r_cumsum(Importer *im, Call *c) {
   for (int r = 0; r <= rank; r++) sh[r] = r == axis || r == axis + 1 ? n : 1;
   int mask, xu, zero, sel, ax = axis;
   kiln_dtype dt = x->dtype;
+  bool prod = !strcmp(c->name, "CumProd");  /* the same triangle, multiplying (1 where masked) */
   if ((s = im_const(im, KILN_BOOL, rank + 1, sh, m, &mask)) || (s = insert_dim(im, IN(c, 0), axis + 1, &xu)) ||
-      (s = scalar(im, dt, 0, &zero)) || (s = where(im, mask, xu, zero, &sel)))
+      (s = scalar(im, dt, prod, &zero)) || (s = where(im, mask, xu, zero, &sel)))
     return s;
-  return graph_reduce(im->g, KILN_REDUCE_SUM, sel, 1, &ax, 0, &c->out[0]);
+  return graph_reduce(im->g, prod ? KILN_REDUCE_PROD : KILN_REDUCE_SUM, sel, 1, &ax, 0, &c->out[0]);
 }
 
 /* ---- quantisation ---- */
@@ -2269,6 +2270,238 @@ static kiln_status r_scan(Importer *im, Call *c) {
   return KILN_OK;
 }
 
+/* ---- scatter and gather with constant indices: index maps computed here ---- */
+
+/* data flattened, gathered at constant flat positions src (an output of rank/shape). */
+static kiln_status flat_gather(Importer *im, int data, int rank, const int64_t *shape, const int64_t *src, int *out) {
+  int64_t n = T(im, data)->numel;
+  int flat, ix;
+  kiln_status s;
+  if ((s = reshape(im, data, 1, &n, &flat)) || (s = im_const_i64(im, rank, shape, src, &ix))) return s;
+  Attr a = { 0 };
+  return add(im, OP_GATHER, 2, (int[]){ flat, ix }, &a, out);
+}
+
+/* data with updates[src[i]] written (or combined by red) at flat position tgt[i], in
+ * order: one where() per layer of writers, so duplicates reduce or the last one wins. */
+static kiln_status scatter_pairs(Importer *im, int data, int updates, int64_t n, const int64_t *tgt, const int64_t *src,
+                                 const char *red, int *out) {
+  Tensor *d = T(im, data);
+  int64_t D = d->numel, shape[KILN_MAX_RANK];
+  int rank = d->rank;
+  memcpy(shape, d->shape, sizeof shape);
+  OpKind op;
+  if (!strcmp(red, "none")) op = OP_COUNT;
+  else if (!strcmp(red, "add")) op = OP_ADD;
+  else if (!strcmp(red, "mul")) op = OP_MUL;
+  else if (!strcmp(red, "max")) op = OP_MAX;
+  else if (!strcmp(red, "min")) op = OP_MIN;
+  else return im_fail(im, KILN_ERR_MODEL, "reduction '%s' is unknown", red);
+  int32_t *seen = arena_alloc(&im->tmp, sizeof(int32_t) * (size_t)(D + 1));
+  int64_t *map = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(D + 1));
+  uint8_t *mask = arena_alloc(&im->tmp, (size_t)(D + 1));
+  if (!seen || !map || !mask) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  int layers = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (++seen[tgt[i]] > layers) layers = seen[tgt[i]];
+  if (layers > 64) return im_fail(im, KILN_ERR_UNSUPPORTED, "%d updates to one element", layers);
+  int acc = data;
+  kiln_status s;
+  for (int k = 0; k < layers; k++) {
+    memset(seen, 0, sizeof(int32_t) * (size_t)D);
+    memset(mask, 0, (size_t)D);
+    for (int64_t p = 0; p < D; p++) map[p] = 0;
+    for (int64_t i = 0; i < n; i++)  /* the k-th writer of each position */
+      if (seen[tgt[i]]++ == k) map[tgt[i]] = src[i], mask[tgt[i]] = 1;
+    int g, m, v;
+    if ((s = flat_gather(im, updates, rank, shape, map, &g)) || (s = im_const(im, KILN_BOOL, rank, shape, mask, &m))) return s;
+    if (op != OP_COUNT && (s = bin(im, op, acc, g, &g))) return s;
+    if ((s = where(im, m, g, acc, &v))) return s;
+    acc = v;
+  }
+  return give(out, acc);
+}
+
+static kiln_status r_scatter(Importer *im, Call *c) {
+  kiln_status s;
+  for (int i = 0; i < 3; i++)
+    if ((s = need_in(im, c, i))) return s;
+  Tensor *d = T(im, IN(c, 0)), *u = T(im, IN(c, 2));
+  int64_t *ix;
+  int n, rank = d->rank;
+  if ((s = const_ints(im, IN(c, 1), "indices", &ix, &n))) return s;
+  const char *red = im_attr_s(im, "reduction", "none");
+  int64_t D = d->numel, dsh[KILN_MAX_RANK], ush[KILN_MAX_RANK], ish[KILN_MAX_RANK];
+  int urank = u->rank, irank = T(im, IN(c, 1))->rank;
+  memcpy(dsh, d->shape, sizeof dsh), memcpy(ush, u->shape, sizeof ush), memcpy(ish, T(im, IN(c, 1))->shape, sizeof ish);
+  int64_t *tgt = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(u->numel + 1) * 1),
+          *src = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(u->numel + 1));
+  if (!tgt || !src) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  int64_t np = 0, idx[KILN_MAX_RANK];
+  if (!strcmp(c->name, "ScatterND")) {
+    int64_t k = irank ? ish[irank - 1] : 0, inner = 1, tuples = 1;
+    if (irank < 1 || k > rank || k < 1) return im_fail(im, KILN_ERR_MODEL, "indices' last dim %lld for data rank %d", (long long)k, rank);
+    for (int r = (int)k; r < rank; r++) inner *= dsh[r];
+    for (int r = 0; r < irank - 1; r++) tuples *= ish[r];
+    if (tuples * inner != u->numel) return im_fail(im, KILN_ERR_MODEL, "updates have %lld elements, expected %lld",
+                                                   (long long)u->numel, (long long)(tuples * inner));
+    for (int64_t t = 0; t < tuples; t++) {
+      int64_t base = 0;
+      for (int r = 0; r < k; r++) {
+        int64_t v = ix[t * k + r];
+        if (v < 0) v += dsh[r];
+        if (v < 0 || v >= dsh[r]) return im_fail(im, KILN_ERR_MODEL, "index %lld out of range", (long long)ix[t * k + r]);
+        base = base * dsh[r] + v;
+      }
+      for (int64_t e = 0; e < inner; e++) tgt[np] = base * inner + e, src[np] = t * inner + e, np++;
+    }
+  } else {  /* ScatterElements, Scatter */
+    int64_t axis0 = im_attr_i(im, "axis", 0);
+    int axis = norm_axis(axis0, rank);
+    if (axis < 0) return bad_axis(im, axis0, rank);
+    if (irank != rank || urank != rank || n != u->numel) return im_fail(im, KILN_ERR_MODEL, "indices and updates must match in shape");
+    for (int64_t q = 0; q < n; q++) {
+      int64_t rem = q, pos = 0;
+      for (int r = rank - 1; r >= 0; r--) idx[r] = rem % ush[r], rem /= ush[r];
+      int64_t v = ix[q] < 0 ? ix[q] + dsh[axis] : ix[q];
+      if (v < 0 || v >= dsh[axis]) return im_fail(im, KILN_ERR_MODEL, "index %lld out of range", (long long)ix[q]);
+      idx[axis] = v;
+      for (int r = 0; r < rank; r++) {
+        if (idx[r] >= dsh[r]) return im_fail(im, KILN_ERR_MODEL, "updates exceed data");
+        pos = pos * dsh[r] + idx[r];
+      }
+      tgt[np] = pos, src[np] = q, np++;
+    }
+  }
+  (void)D;
+  return scatter_pairs(im, IN(c, 0), IN(c, 2), np, tgt, src, red, &c->out[0]);
+}
+
+static kiln_status r_gather_nd(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  Tensor *d = T(im, IN(c, 0)), *it = T(im, IN(c, 1));
+  int64_t *ix, dsh[KILN_MAX_RANK], ish[KILN_MAX_RANK], osh[KILN_MAX_RANK];
+  int n, rank = d->rank, irank = it->rank, b = (int)im_attr_i(im, "batch_dims", 0);
+  memcpy(dsh, d->shape, sizeof dsh), memcpy(ish, it->shape, sizeof ish);
+  if ((s = const_ints(im, IN(c, 1), "indices", &ix, &n))) return s;
+  int64_t k = irank ? ish[irank - 1] : 0;
+  if (irank < 1 || b < 0 || b >= irank || k < 1 || b + k > rank) return im_fail(im, KILN_ERR_MODEL, "indices do not fit the data");
+  int orank = 0;
+  int64_t tuples = 1, inner = 1, batch_inner = 1;
+  for (int r = 0; r < irank - 1; r++) osh[orank++] = ish[r], tuples *= ish[r];
+  for (int r = b + (int)k; r < rank; r++) osh[orank++] = dsh[r], inner *= dsh[r];
+  for (int r = b; r < irank - 1; r++) batch_inner *= ish[r];  /* tuples per batch entry */
+  if (orank > KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "output rank too large");
+  int64_t *src = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(tuples * inner + 1));
+  if (!src) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  int64_t per_batch = 1;
+  for (int r = b; r < rank; r++) per_batch *= dsh[r];
+  for (int64_t t = 0; t < tuples; t++) {
+    int64_t bi = batch_inner ? t / batch_inner : 0, base = 0;
+    for (int r = 0; r < k; r++) {
+      int64_t v = ix[t * k + r], dim = dsh[b + r];
+      if (v < 0) v += dim;
+      if (v < 0 || v >= dim) return im_fail(im, KILN_ERR_MODEL, "index %lld out of range", (long long)ix[t * k + r]);
+      base = base * dim + v;
+    }
+    for (int64_t e = 0; e < inner; e++) src[t * inner + e] = bi * per_batch + base * inner + e;
+  }
+  return flat_gather(im, IN(c, 0), orank, osh, src, &c->out[0]);
+}
+
+static kiln_status r_compress(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  int64_t *cond;
+  int n, x = IN(c, 0);
+  if ((s = const_ints(im, IN(c, 1), "condition", &cond, &n))) return s;
+  const Onnx__AttributeProto *aa = im_attr(im, "axis");
+  int axis = 0;
+  if (aa && aa->has_i) {
+    if ((axis = norm_axis(aa->i, T(im, x)->rank)) < 0) return bad_axis(im, aa->i, T(im, x)->rank);
+  } else {
+    int64_t all = T(im, x)->numel;
+    if ((s = reshape(im, x, 1, &all, &x))) return s;
+  }
+  int64_t dim = T(im, x)->shape[axis], k = 0;
+  if (n > dim) return im_fail(im, KILN_ERR_MODEL, "condition longer than the axis");
+  int64_t *sel = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(n + 1));
+  if (!sel) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int i = 0; i < n; i++)
+    if (cond[i]) sel[k++] = i;
+  if (k == 0) return im_fail(im, KILN_ERR_UNSUPPORTED, "nothing selected (an empty result)");
+  int ix;
+  Attr a = { 0 };
+  a.axis = axis;
+  if ((s = im_const_i64(im, 1, &k, sel, &ix))) return s;
+  return add(im, OP_GATHER, 2, (int[]){ x, ix }, &a, &c->out[0]);
+}
+
+/* ---- generated constants ---- */
+
+static kiln_status r_window(Importer *im, Call *c) {
+  kiln_status s = need_in(im, c, 0);
+  if (s) return s;
+  double size;
+  kiln_dtype t;
+  if ((s = const_f64(im, IN(c, 0), "size", &size)) ||
+      (s = onnx_elem_type((int32_t)im_attr_i(im, "output_datatype", 1), "output_datatype", &t)))
+    return s;
+  if (!(size >= 0 && size <= (1 << 20))) return im_fail(im, KILN_ERR_MODEL, "size %g", size);
+  int64_t n = (int64_t)size;
+  double N = im_attr_i(im, "periodic", 1) ? (double)n : (double)n - 1, a0, a1, a2 = 0;
+  if (!strcmp(c->name, "HannWindow")) a0 = 0.5, a1 = 0.5;
+  else if (!strcmp(c->name, "HammingWindow")) a0 = 25.0 / 46, a1 = 21.0 / 46;
+  else a0 = 0.42, a1 = 0.5, a2 = 0.08;
+  void *v = arena_alloc(&im->tmp, (size_t)n * kiln_dtype_size(t) + 1);
+  if (!v) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t i = 0; i < n; i++) {
+    double x = 2 * M_PI * (double)i / N;
+    dtype_store_f64(t, v, i, a0 - a1 * cos(x) + a2 * cos(2 * x));
+  }
+  return im_const(im, t, 1, &n, v, &c->out[0]);
+}
+
+/* AffineGrid: the normalised base grid (x, y[, z], 1) times theta transposed. */
+static kiln_status r_affine_grid(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  int64_t *sz;
+  int n;
+  if ((s = const_ints(im, IN(c, 1), "size", &sz, &n))) return s;
+  if (n != 4 && n != 5) return im_fail(im, KILN_ERR_MODEL, "size has %d entries", n);
+  int sp = n - 2;  /* spatial dims: H, W or D, H, W */
+  bool align = im_attr_i(im, "align_corners", 0) != 0;
+  int64_t cnt = 1;
+  for (int i = 2; i < n; i++) {
+    if (sz[i] <= 0 || sz[i] > 4096) return im_fail(im, KILN_ERR_UNSUPPORTED, "grid size %lld", (long long)sz[i]);
+    cnt *= sz[i];
+  }
+  if (cnt > (1 << 22)) return im_fail(im, KILN_ERR_UNSUPPORTED, "grid too large");
+  kiln_dtype t = T(im, IN(c, 0))->dtype;
+  void *base = arena_alloc(&im->tmp, (size_t)(cnt * (sp + 1)) * kiln_dtype_size(t) + 1);
+  if (!base) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t p = 0; p < cnt; p++) {
+    int64_t rem = p;
+    for (int d = sp - 1; d >= 0; d--) {  /* d: spatial dim from the last (x) to the first */
+      int64_t L = sz[2 + d], i = rem % L;
+      rem /= L;
+      double v = align ? (L > 1 ? -1 + 2.0 * (double)i / (double)(L - 1) : -1) : (2.0 * (double)i + 1) / (double)L - 1;
+      dtype_store_f64(t, base, p * (sp + 1) + (sp - 1 - d), v);  /* x first */
+    }
+    dtype_store_f64(t, base, p * (sp + 1) + sp, 1);
+  }
+  int64_t bsh[3] = { 1, cnt, sp + 1 }, osh[KILN_MAX_RANK];
+  int b, th, g, perm[3] = { 0, 2, 1 };
+  osh[0] = sz[0];
+  for (int i = 0; i < sp; i++) osh[1 + i] = sz[2 + i];
+  osh[1 + sp] = sp;
+  if ((s = im_const(im, t, 3, bsh, base, &b)) || (s = transpose(im, IN(c, 0), perm, &th)) || (s = bin(im, OP_MATMUL, b, th, &g)))
+    return s;
+  return reshape(im, g, sp + 2, osh, &c->out[0]);
+}
+
 /* ---- the table ---- */
 
 static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
@@ -2320,6 +2553,10 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "ConcatFromSequence", r_sequence, 0 }, { "SplitToSequence", r_split_to_sequence, 0 },
   { "Attention", r_attention, 0 }, { "Resize", r_resize, 0 }, { "Upsample", r_resize, 0 },
   { "ConvTranspose", r_conv_transpose, 0 }, { "If", r_if, 0 }, { "Loop", r_loop, 0 }, { "Scan", r_scan, 0 },
+  { "ScatterElements", r_scatter, 0 }, { "Scatter", r_scatter, 0 }, { "ScatterND", r_scatter, 0 },
+  { "GatherND", r_gather_nd, 0 }, { "Compress", r_compress, 0 }, { "HannWindow", r_window, 0 },
+  { "HammingWindow", r_window, 0 }, { "BlackmanWindow", r_window, 0 }, { "AffineGrid", r_affine_grid, 0 },
+  { "CumProd", r_cumsum, 0 },
 };
 
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {
