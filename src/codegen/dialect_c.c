@@ -40,7 +40,8 @@ static const char prelude[] =
    * tanh from a polynomial below 0.625, else 1 - 2/(exp(2|x|)+1), <= 1.21 ulp. */
   "KI float k_bitsf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }\n"
   "KI float k_expf(float x) {\n"
-  "  float xc = fminf(fmaxf(x, -104.0f), 89.0f);\n"
+  "  float xc = x > -104.0f ? x : -104.0f;\n"
+  "  xc = xc < 89.0f ? xc : 89.0f;  /* ternaries, not fminf: they inline as minps/maxps */\n"
   "  float k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;\n"
   "  float r = xc - k * 0.693359375f;\n"
   "  r = r + k * 2.12194440e-4f;\n"
@@ -64,7 +65,7 @@ static const char prelude[] =
   "  p = p * z + 1.33314422036e-1f;\n"
   "  p = p * z - 3.33332819422e-1f;\n"
   "  float small = p * z * x + x;\n"
-  "  float e = k_expf(2.0f * fminf(a, 20.0f));\n"
+  "  float e = k_expf(2.0f * (a < 20.0f ? a : 20.0f));\n"
   "  float big = 1.0f - 2.0f / (e + 1.0f);\n"
   "  big = x < 0 ? -big : big;\n"
   "  return a < 0.625f ? small : big;\n"

@@ -510,7 +510,10 @@ static void inner_loop(R *r, int step) {
     used += (size_t)snprintf(clauses + used, sizeof clauses - used, " reduction(%s:a%d)", red[S->rop], it->stage);
     if (nan_flag(S, it->body->dtype)) used += (size_t)snprintf(clauses + used, sizeof clauses - used, " reduction(|:an%d)", it->stage);
   }
-  if (!r->d->grid && simd && clauses[0] && r->d->simd_sum && r->d->simd_sum[0]) line(r, r->d->simd_sum, clauses);
+  /* every inner loop vectorises: its points are independent (stores hit distinct elements,
+   * reads come from memory or from earlier steps); the pragma also restores what OpenMP's
+   * outlining hides from the compiler (restrict) */
+  if (!r->d->grid && simd && r->d->simd_sum && r->d->simd_sum[0]) line(r, r->d->simd_sum, clauses);
   line(r, "for (int64_t r = 0; r < INT64_C(%lld); r++) {", (long long)k->inner_numel);
   r->indent++;
   push(r);
