@@ -358,6 +358,9 @@ static kiln_status new_kernel(Ctx *c, int s, const char *why) {
     it.step = 1;
   }
   k->nodes = count_nodes(it.body, NULL);
+  LoadList ll = { 0 };
+  if (loads_of(it.body, &ll) == KILN_OK) k->n_ins = distinct_stages(&ll, c->te);  /* budget estimate */
+  kiln_free(ll.l);
   p->kernel_of[s] = k->id;
   p->n_kernels++;
   return push_item(p, k, it);
