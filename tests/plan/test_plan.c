@@ -1,0 +1,108 @@
+/*
+ * test_plan.c — the planner on its own (no compiling): boundary reasons, KILN_CSE,
+ * the memory plan's reuse by liveness, plan_check, the printer and the dot writer.
+ */
+#include "test.h"
+
+#include "../../bench/workloads.c"
+#include "plan/plan.h"
+
+static Plan *plan_of(Workload *w, int fuse, int cse, TE **te) {
+  Plan *p = NULL;
+  *te = NULL;
+  OK(te_lower(&w->g->g, te));
+  if (!*te) return NULL;
+  kiln_options o = kiln_options_default();
+  o.fuse = fuse;
+  o.cse = cse;
+  PlanOptions po = plan_options(&o);
+  OK(plan_build(*te, &po, &p));
+  if (p) OK(plan_check(p));
+  return p;
+}
+
+static bool printed_has(const Plan *p, const char *needle) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  plan_print(p, f);
+  fclose(f);
+  bool found = buf && strstr(buf, needle);
+  free(buf);
+  return found;
+}
+
+/* Default: softmax recomputes exp in one kernel; KILN_CSE=1 materialises it. */
+static void cse(void) {
+  Workload w;
+  OK(wl_build("softmax_32x64", &w));
+  TE *te;
+  Plan *p = plan_of(&w, 1, 0, &te);
+  CHECK(p && p->n_kernels == 1 && p->arena_bytes == 0);
+  plan_free(p);
+  te_free(te);
+  p = plan_of(&w, 1, 1, &te);
+  CHECK_MSG(p && p->n_kernels == 2, "cse softmax: %d kernels", p ? p->n_kernels : -1);
+  if (p) {
+    CHECK(p->arena_bytes >= 32 * 64 * 4);  /* the shared exp crosses a boundary */
+    CHECK(printed_has(p, "(cse)"));
+    CHECK(printed_has(p, "read by kernel"));
+  }
+  plan_free(p);
+  te_free(te);
+  wl_free(&w);
+}
+
+/* Eager mlp: intermediates reuse memory once dead, so the peak is below their sum. */
+static void liveness(void) {
+  Workload w;
+  OK(wl_build("mlp_fwd_b8", &w));
+  TE *te;
+  Plan *p = plan_of(&w, 0, 0, &te);
+  if (p) {
+    int64_t sum = 0;
+    for (int s = 0; s < te->n_stages; s++)
+      if (p->offset[s] >= 0) sum += (te->stages[s].numel * 4 + 63) & ~63;
+    CHECK(p->n_kernels == 8);
+    CHECK_MSG(p->arena_bytes < sum, "peak %lld, sum of intermediates %lld", (long long)p->arena_bytes, (long long)sum);
+    /* no two intermediates live at once share bytes */
+    for (int a = 0; a < te->n_stages; a++)
+      for (int b = a + 1; b < te->n_stages; b++) {
+        if (p->offset[a] < 0 || p->offset[b] < 0) continue;
+        int ka = p->kernel_of[a], kb = p->kernel_of[b], la = ka, lb = kb;
+        for (int k = 0; k < p->n_kernels; k++)
+          for (int i = 0; i < p->kernels[k].n_ins; i++) {
+            if (p->kernels[k].ins[i] == a && k > la) la = k;
+            if (p->kernels[k].ins[i] == b && k > lb) lb = k;
+          }
+        bool live_together = ka <= lb && kb <= la;
+        bool overlap = p->offset[a] < p->offset[b] + te->stages[b].numel * 4 && p->offset[b] < p->offset[a] + te->stages[a].numel * 4;
+        CHECK_MSG(!(live_together && overlap), "t%d and t%d overlap while both live", a, b);
+      }
+    CHECK(printed_has(p, "eager"));
+  }
+  plan_free(p);
+  te_free(te);
+  /* fused: the relu outputs cross kernels with their reason */
+  p = plan_of(&w, 1, 0, &te);
+  CHECK(p && p->n_kernels == 3);
+  if (p) CHECK(printed_has(p, "recomputed"));
+  if (p) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    plan_dot(p, f);
+    fclose(f);
+    CHECK(buf && strstr(buf, "subgraph cluster_2") && !strstr(buf, "cluster_3"));
+    free(buf);
+  }
+  plan_free(p);
+  te_free(te);
+  wl_free(&w);
+}
+
+int main(void) {
+  cse();
+  liveness();
+  TEST_MAIN_END();
+}
