@@ -146,6 +146,34 @@ static void budget(void) {
   kiln_graph_free(g);
 }
 
+/* Outputs that are an input, a parameter, or one stage twice are copies; an empty
+ * tensor runs no iterations. */
+static void passthrough(void) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t n = 5, z[2] = { 0, 3 };
+  float pd[5] = { 1, 2, 3, 4, 5 }, in[5] = { -1, -2, -3, -4, -5 };
+  kiln_tensor x, w, y, e, ez;
+  OK(kiln_graph_input(g, "x", KILN_F32, 1, &n, &x));
+  OK(kiln_graph_param(g, "w", KILN_F32, 1, &n, pd, &w));
+  OK(kiln_graph_binary(g, KILN_ADD, x, w, &y));
+  OK(kiln_graph_input(g, "e", KILN_F32, 2, z, &e));
+  OK(kiln_graph_unary(g, KILN_EXP, e, &ez));
+  OK(kiln_graph_output(g, x, "x"));
+  OK(kiln_graph_output(g, w, "w"));
+  OK(kiln_graph_output(g, y, "y"));
+  OK(kiln_graph_output(g, y, "y again"));
+  OK(kiln_graph_output(g, ez, "empty"));
+  float o[4][5] = { { 0 } }, empty[1];
+  CHECK(kernels_of(g, 1, (const void *const[]){ in, empty }, (void *const[]){ o[0], o[1], o[2], o[3], empty }) >= 1);
+  for (int i = 0; i < 5; i++) {
+    CHECK(o[0][i] == in[i]);
+    CHECK(o[1][i] == pd[i]);
+    CHECK(o[2][i] == 0 && o[3][i] == 0);
+  }
+  kiln_graph_free(g);
+}
+
 int main(void) {
   if (!mkdtemp(cache_dir)) return 1;
   setenv("XDG_CACHE_HOME", cache_dir, 1);
@@ -159,6 +187,7 @@ int main(void) {
   pin("mlp_train_b8", -1, -1, 0, 1e-3);
   siblings();
   budget();
+  passthrough();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", cache_dir);
   if (system(cmd)) {}
