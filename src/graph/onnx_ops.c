@@ -2502,6 +2502,161 @@ static kiln_status r_affine_grid(Importer *im, Call *c) {
   return reshape(im, g, sp + 2, osh, &c->out[0]);
 }
 
+/* ---- GridSample: data-dependent taps as gathers with computed indices ---- */
+
+#define TRY(e) do { if ((s = (e))) return s; } while (0)
+
+/* Reflects x into [lo, hi] off the nearer border, as many times as it takes. */
+static kiln_status reflect_f(Importer *im, int x, double lo, double hi, int *out) {
+  kiln_status s;
+  double rng = hi - lo;
+  if (rng <= 0) {  /* a one-pixel axis with corners aligned: everything maps to lo */
+    int z;
+    TRY(binc(im, OP_MUL, x, 0, &z));
+    return binc(im, OP_ADD, z, lo, out);
+  }
+  int below, above, dx, n, r, even, a, b, lowside, highside, t;
+  TRY(binc(im, OP_LT, x, lo, &below)); TRY(binc(im, OP_GT, x, hi, &above));
+  /* dx: distance past the border crossed */
+  TRY(cbin(im, OP_SUB, lo, x, &a)); TRY(binc(im, OP_SUB, x, hi, &b)); TRY(where(im, below, a, b, &dx));
+  TRY(binc(im, OP_DIV, dx, rng, &n)); TRY(un(im, OP_FLOOR, n, &n));
+  TRY(binc(im, OP_MUL, n, rng, &r)); TRY(bin(im, OP_SUB, dx, r, &r));
+  TRY(binc(im, OP_FMOD, n, 2, &even)); TRY(binc(im, OP_EQ, even, 0, &even));
+  TRY(cbin(im, OP_ADD, lo, r, &lowside)); TRY(cbin(im, OP_SUB, hi, r, &highside));
+  TRY(where(im, even, lowside, highside, &a));   /* below: even -> lo + r, odd -> hi - r */
+  TRY(where(im, even, highside, lowside, &b));   /* above: even -> hi - r, odd -> lo + r */
+  TRY(where(im, above, b, x, &t));
+  return where(im, below, a, t, out);
+}
+
+/* Truncation toward zero. */
+static kiln_status trunc_f(Importer *im, int x, int *out) {
+  kiln_status s;
+  int neg, f, c;
+  TRY(binc(im, OP_LT, x, 0, &neg)); TRY(un(im, OP_FLOOR, x, &f)); TRY(un(im, OP_CEIL, x, &c));
+  return where(im, neg, c, f, out);
+}
+
+typedef struct GsTap { int idx, w; } GsTap;  /* i64 index along one dim, float weight (or -1: 1) */
+
+static kiln_status r_grid_sample(Importer *im, Call *c) {
+  kiln_status s;
+  TRY(need_in(im, c, 0)); TRY(need_in(im, c, 1));
+  Tensor *xt = T(im, IN(c, 0)), *gt = T(im, IN(c, 1));
+  int rank = xt->rank, S = rank - 2;
+  if (S < 1 || S > 3 || gt->rank != rank || gt->shape[rank - 1] != S)
+    return im_fail(im, KILN_ERR_MODEL, "X rank %d and grid rank %d do not fit", rank, gt->rank);
+  int64_t xs[KILN_MAX_RANK], gs[KILN_MAX_RANK], N = xt->shape[0], C = xt->shape[1], vol = 1;
+  memcpy(xs, xt->shape, sizeof xs), memcpy(gs, gt->shape, sizeof gs);
+  kiln_dtype dt = xt->dtype, ct = gt->dtype == KILN_F64 ? KILN_F64 : KILN_F32;
+  if (!dtype_is_float(dt) || !dtype_is_float(gt->dtype)) return im_fail(im, KILN_ERR_MODEL, "X and grid must be float");
+  for (int i = 0; i < S; i++) vol *= xs[2 + i];
+  const char *mode = im_attr_s(im, "mode", "linear"), *pad = im_attr_s(im, "padding_mode", "zeros");
+  if (!strcmp(mode, "bilinear")) mode = "linear";
+  if (!strcmp(mode, "bicubic")) mode = "cubic";
+  bool align = im_attr_i(im, "align_corners", 0) != 0, zeros = !strcmp(pad, "zeros"), border = !strcmp(pad, "border");
+  bool nearest = !strcmp(mode, "nearest"), cubic = !strcmp(mode, "cubic");
+  if (!nearest && !cubic && strcmp(mode, "linear")) return im_fail(im, KILN_ERR_MODEL, "mode '%s' is unknown", mode);
+  if (!zeros && !border && strcmp(pad, "reflection")) return im_fail(im, KILN_ERR_MODEL, "padding_mode '%s' is unknown", pad);
+  int nt = nearest ? 1 : cubic ? 4 : 2;
+  GsTap taps[3][4];
+  int valid_all = -1, osh_rank = rank - 1;
+  int64_t osh[KILN_MAX_RANK];  /* [N, O...] */
+  for (int r = 0; r < osh_rank; r++) osh[r] = gs[r];
+  int grid;
+  TRY(cast(im, IN(c, 1), ct, &grid));
+  for (int i = 0; i < S; i++) {
+    double L = (double)xs[2 + i], lo = align ? 0 : -0.5, hi = align ? L - 1 : L - 0.5;
+    int g, x, oob, cl;
+    TRY(slice1(im, grid, rank - 1, S - 1 - i, 1, 1, &g)); TRY(reshape(im, g, osh_rank, osh, &g));
+    /* denormalise */
+    TRY(binc(im, OP_ADD, g, 1, &x));
+    if (align) { TRY(binc(im, OP_MUL, x, (L - 1) / 2, &x)); }
+    else { TRY(binc(im, OP_MUL, x, L, &x)); TRY(binc(im, OP_SUB, x, 1, &x)); TRY(binc(im, OP_MUL, x, 0.5, &x)); }
+    if (nearest) TRY(un(im, OP_ROUND, x, &x));  /* half to even (the test data's rule, 2-D and 3-D) */
+    if (!zeros) {  /* coordinates outside the borders move in */
+      int a, b;
+      TRY(binc(im, OP_LT, x, lo, &a)); TRY(binc(im, OP_GT, x, hi, &b)); TRY(bin(im, OP_OR, a, b, &oob));
+      if (border) { TRY(binc(im, OP_MAX, x, 0, &cl)); TRY(binc(im, OP_MIN, cl, L - 1, &cl)); }
+      else TRY(reflect_f(im, x, lo, hi, &cl));
+      TRY(where(im, oob, cl, x, &x));
+    }
+    int x0, fr;
+    if (nearest) { TRY(trunc_f(im, x, &x0)); fr = -1; }
+    else { TRY(un(im, OP_FLOOR, x, &x0)); TRY(bin(im, OP_SUB, x, x0, &fr)); }
+    for (int k = 0; k < nt; k++) {
+      int ti, w = -1, ok;
+      TRY(binc(im, OP_ADD, x0, nearest ? 0 : cubic ? k - 1 : k, &ti));
+      if (!nearest) {  /* tap weight from the fraction */
+        double A = -0.75;
+        if (!cubic) {
+          if (k == 0) TRY(cbin(im, OP_SUB, 1, fr, &w));
+          else w = fr;
+        } else {
+          int d, d2, d3;  /* distance of tap k from the point: |k - 1 - fr| */
+          TRY(binc(im, OP_SUB, fr, (double)(k - 1), &d)); TRY(un(im, OP_ABS, d, &d));
+          TRY(bin(im, OP_MUL, d, d, &d2)); TRY(bin(im, OP_MUL, d2, d, &d3));
+          int p1, p2, p3, q;
+          if (k == 1 || k == 2) {  /* (A+2)|d|^3 - (A+3)|d|^2 + 1 */
+            TRY(binc(im, OP_MUL, d3, A + 2, &p1)); TRY(binc(im, OP_MUL, d2, A + 3, &p2)); TRY(bin(im, OP_SUB, p1, p2, &q));
+            TRY(binc(im, OP_ADD, q, 1, &w));
+          } else {  /* A|d|^3 - 5A|d|^2 + 8A|d| - 4A */
+            TRY(binc(im, OP_MUL, d3, A, &p1)); TRY(binc(im, OP_MUL, d2, 5 * A, &p2)); TRY(bin(im, OP_SUB, p1, p2, &q));
+            TRY(binc(im, OP_MUL, d, 8 * A, &p3)); TRY(bin(im, OP_ADD, q, p3, &q)); TRY(binc(im, OP_SUB, q, 4 * A, &w));
+          }
+        }
+      }
+      /* the tap's pixel under the padding mode */
+      if (zeros) {
+        int a, b, z;
+        TRY(binc(im, OP_GE, ti, 0, &a)); TRY(binc(im, OP_LE, ti, L - 1, &b)); TRY(bin(im, OP_AND, a, b, &ok));
+        if (w < 0) TRY(scalar(im, ct, 1, &w));
+        TRY(scalar(im, ct, 0, &z)); TRY(where(im, ok, w, z, &w));
+      } else if (!border) {
+        TRY(reflect_f(im, ti, lo, hi, &ti)); TRY(trunc_f(im, ti, &ti));
+      }
+      TRY(binc(im, OP_MAX, ti, 0, &ti)); TRY(binc(im, OP_MIN, ti, L - 1, &ti));  /* border, and safe gathers */
+      TRY(cast(im, ti, KILN_I64, &ti));
+      taps[i][k] = (GsTap){ ti, w };
+    }
+  }
+  (void)valid_all;
+  /* X as [C, N * vol]; each combination of taps is one gather at n * vol + sum idx_i * stride_i */
+  int xr, perm[KILN_MAX_RANK], acc = -1, boff;
+  for (int r = 0; r < rank; r++) perm[r] = r;
+  perm[0] = 1, perm[1] = 0;
+  int64_t flat[2] = { C, N * vol }, bsh[KILN_MAX_RANK], *bv = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(N + 1));
+  if (!bv) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t n = 0; n < N; n++) bv[n] = n * vol;
+  for (int r = 0; r < osh_rank; r++) bsh[r] = r == 0 ? N : 1;
+  TRY(transpose(im, IN(c, 0), perm, &xr)); TRY(reshape(im, xr, 2, flat, &xr)); TRY(im_const_i64(im, osh_rank, bsh, bv, &boff));
+  int combos = 1;
+  for (int i = 0; i < S; i++) combos *= nt;
+  for (int cb = 0; cb < combos; cb++) {
+    int idx = boff, w = -1, rem = cb;
+    int64_t stride = vol;
+    for (int i = 0; i < S; i++) {
+      int k = rem % nt, t;
+      rem /= nt;
+      stride /= xs[2 + i];
+      TRY(binc(im, OP_MUL, taps[i][k].idx, (double)stride, &t)); TRY(bin(im, OP_ADD, idx, t, &idx));
+      if (taps[i][k].w >= 0) {
+        if (w < 0) w = taps[i][k].w;
+        else TRY(bin(im, OP_MUL, w, taps[i][k].w, &w));
+      }
+    }
+    int gth;
+    Attr ga = { 0 };
+    ga.axis = 1;
+    TRY(add(im, OP_GATHER, 2, (int[]){ xr, idx }, &ga, &gth));  /* [C, N, O...] */
+    if (w >= 0) { TRY(cast(im, w, dt, &w)); TRY(bin(im, OP_MUL, gth, w, &gth)); }
+    if (acc < 0) acc = gth;
+    else TRY(bin(im, OP_ADD, acc, gth, &acc));
+  }
+  return transpose(im, acc, perm, &c->out[0]);
+}
+#undef TRY
+
 /* ---- the table ---- */
 
 static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
@@ -2556,7 +2711,7 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "ScatterElements", r_scatter, 0 }, { "Scatter", r_scatter, 0 }, { "ScatterND", r_scatter, 0 },
   { "GatherND", r_gather_nd, 0 }, { "Compress", r_compress, 0 }, { "HannWindow", r_window, 0 },
   { "HammingWindow", r_window, 0 }, { "BlackmanWindow", r_window, 0 }, { "AffineGrid", r_affine_grid, 0 },
-  { "CumProd", r_cumsum, 0 },
+  { "CumProd", r_cumsum, 0 }, { "GridSample", r_grid_sample, 0 },
 };
 
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {
