@@ -34,7 +34,7 @@ typedef struct R {
   int marks[32]; int depth;
   int tmp;
   int *param_of;       /* stage -> parameter number, -1 if none */
-  int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
+  int64_t lo[6 * KILN_MAX_RANK], hi[6 * KILN_MAX_RANK];  /* kernel vars, then unrolled copies of the inner ones */
   int nv;
   const char *guard;   /* grid dialects: condition on stores of per-row values (one thread writes) */
   /* block rows: values of a row point (loads, unary ops) that a later inner loop needs again
@@ -618,6 +618,39 @@ static bool rowacc_fits(const Kernel *k, const TE *te) {
   return true;
 }
 
+/* Unroll the reduction by 4 for f32 sums over a multiple of 4 points: the row of f64
+ * accumulators is then read and written once per four products. */
+static int rowacc_unroll(R *r) {
+  const Kernel *k = r->k;
+  int nacc = 0;
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].kind == IT_ACC) {
+      if (k->items[i].body->dtype != KILN_F32) return 1;
+      nacc++;
+    }
+  if (nacc > 8 || k->inner_numel % 4 || k->rank + 4 * k->n_red > 6 * KILN_MAX_RANK) return 1;
+  for (int u = 1; u < 4; u++)
+    for (int i = 0; i < k->n_red; i++) {
+      r->lo[k->rank + k->n_red * u + i] = 0;
+      r->hi[k->rank + k->n_red * u + i] = k->red_shape[i] - 1;
+    }
+  r->nv = k->rank + 4 * k->n_red;
+  return 4;
+}
+
+/* body with the inner vars renamed to the unrolled copy starting at var first. */
+static const Expr *unrolled_body(R *r, Expr *body, int first) {
+  TE *te = r->p->te;
+  const Kernel *k = r->k;
+  Expr *map[2 * KILN_MAX_RANK];
+  for (int i = 0; i < k->rank; i++) map[i] = te_var(te, i);
+  for (int i = 0; i < k->n_red; i++) map[k->rank + i] = te_var(te, first + i);
+  Expr *e = te_substitute(te, body, map, k->rank + k->n_red);
+  if (e) e = te_simplify(te, e, r->lo, r->hi, r->nv);
+  if (!e) r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
+  return e ? e : body;
+}
+
 static void render_rowacc(R *r) {
   const Kernel *k = r->k;
   int jv = k->rank - 1;
@@ -631,25 +664,40 @@ static void render_rowacc(R *r) {
     line(r, "double a%d[%lld];", it->stage, (long long)J);  /* as ref: products in f32, sums in f64 */
     line(r, "for (int64_t j = 0; j < %lld; j++) a%d[j] = 0;", (long long)J, it->stage);
   }
-  line(r, "for (int64_t r = 0; r < INT64_C(%lld); r++) {", (long long)k->inner_numel);
+  int unroll = rowacc_unroll(r);
+  line(r, "for (int64_t r = 0; r < INT64_C(%lld); r += %d) {", (long long)k->inner_numel, unroll);
   r->indent++;
   push(r);
-  decompose(r, "r", k->rank, k->n_red, k->red_shape);
+  const Expr *body[4][8];  /* [unrolled step][item] */
+  for (int u = 0; u < unroll; u++) {
+    char flat[32];
+    snprintf(flat, sizeof flat, "q%d", u);
+    line(r, "const int64_t q%d = r + %d;", u, u);
+    int first = u == 0 ? k->rank : k->rank + k->n_red * u;
+    decompose(r, flat, first, k->n_red, k->red_shape);
+    for (int i = 0, n = 0; i < k->n_items; i++)
+      if (k->items[i].kind == IT_ACC) body[u][n++] = u == 0 ? k->items[i].body : unrolled_body(r, k->items[i].body, first);
+  }
   Memo *seen = NULL;
-  int ns = 0, cs = 0;
-  for (int i = 0; i < k->n_items; i++)
-    if (k->items[i].kind == IT_ACC) hoist(r, k->items[i].body, jv, &seen, &ns, &cs);
+  int ns = 0, cs = 0, nacc = 0;
+  for (int i = 0; i < k->n_items; i++) nacc += k->items[i].kind == IT_ACC;
+  for (int u = 0; u < unroll; u++)
+    for (int i = 0; i < nacc; i++)
+      if (body[u][i]) hoist(r, body[u][i], jv, &seen, &ns, &cs);
   kiln_free(seen);
   line(r, "%s", r->d->simd);
   line(r, "for (int64_t v%d = 0; v%d < INT64_C(%lld); v%d++) {", jv, jv, (long long)J, jv);
   r->indent++;
   push(r);
-  for (int i = 0; i < k->n_items; i++) {
+  for (int i = 0, n = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->kind != IT_ACC) continue;
-    char v[256];
-    emit(r, it->body, v, sizeof v);
-    line(r, "a%d[v%d] += (double)%s;", it->stage, jv, v);
+    char v[4][64];
+    for (int u = 0; u < unroll; u++) emit(r, body[u][n], v[u], sizeof v[u]);
+    n++;
+    /* unrolled: four f32 products summed pairwise in f32, then into the f64 row */
+    if (unroll == 4) line(r, "a%d[v%d] += (double)((%s + %s) + (%s + %s));", it->stage, jv, v[0], v[1], v[2], v[3]);
+    else line(r, "a%d[v%d] += (double)%s;", it->stage, jv, v[0]);
   }
   pop(r);
   close_block(r);
