@@ -2657,6 +2657,333 @@ static kiln_status r_grid_sample(Importer *im, Call *c) {
 }
 #undef TRY
 
+/* ---- transforms and windows over constant geometry ---- */
+
+#define TRY(e) do { if ((s = (e))) return s; } while (0)
+
+/* Moves axis a of a rank-r tensor to the end (or back, with back set). */
+static kiln_status axis_to_end(Importer *im, int x, int a, bool back, int *out) {
+  int r = T(im, x)->rank, perm[KILN_MAX_RANK], k = 0;
+  if (!back) {
+    for (int i = 0; i < r; i++)
+      if (i != a) perm[k++] = i;
+    perm[r - 1] = a;
+  } else {
+    for (int i = 0; i < r; i++) perm[i] = i < a ? i : i == a ? r - 1 : i - 1;
+  }
+  return transpose(im, x, perm, out);
+}
+
+/* Real output of an inverse DFT from bins 0..n-1 of a Hermitian spectrum:
+ * x[j] = (1/L) sum_k w_k (re_k cos - im_k sin)(2 pi j k / L), w_k = 2 except at 0 and L/2. */
+static kiln_status irfft(Importer *im, Call *c, int axis, int64_t n, int64_t L) {
+  kiln_status s;
+  Tensor *x = T(im, IN(c, 0));
+  int rank = x->rank, comp = (int)x->shape[rank - 1];
+  kiln_dtype dt = x->dtype;
+  int64_t sh[KILN_MAX_RANK];
+  memcpy(sh, x->shape, sizeof sh);
+  if (L < 1 || L > 4096) return im_fail(im, KILN_ERR_UNSUPPORTED, "dft_length %lld", (long long)L);
+  void *cm = arena_alloc(&im->tmp, (size_t)(n * L) * kiln_dtype_size(dt) + 1), *sm = arena_alloc(&im->tmp, (size_t)(n * L) * kiln_dtype_size(dt) + 1);
+  if (!cm || !sm) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t k = 0; k < n; k++)
+    for (int64_t j = 0; j < L; j++) {
+      double w = k > L / 2 ? 0 : (k == 0 || 2 * k == L) ? 1 : 2, th = 2 * M_PI * (double)((j * k) % L) / (double)L;
+      dtype_store_f64(dt, cm, k * L + j, w * cos(th) / (double)L);
+      dtype_store_f64(dt, sm, k * L + j, -w * sin(th) / (double)L);
+    }
+  int64_t msh[2] = { n, L };
+  int part, C, Sn, y, t;
+  TRY(slice1(im, IN(c, 0), rank - 1, 0, 1, 1, &part)); TRY(reshape(im, part, rank - 1, sh, &part));
+  TRY(axis_to_end(im, part, axis, false, &part));
+  TRY(im_const(im, dt, 2, msh, cm, &C)); TRY(bin(im, OP_MATMUL, part, C, &y));
+  if (comp == 2) {
+    TRY(slice1(im, IN(c, 0), rank - 1, 1, 1, 1, &part)); TRY(reshape(im, part, rank - 1, sh, &part));
+    TRY(axis_to_end(im, part, axis, false, &part));
+    TRY(im_const(im, dt, 2, msh, sm, &Sn)); TRY(bin(im, OP_MATMUL, part, Sn, &t)); TRY(bin(im, OP_ADD, y, t, &y));
+  }
+  TRY(axis_to_end(im, y, axis, true, &y));
+  return insert_dim(im, y, rank - 1, &c->out[0]);
+}
+
+/* DFT as two matmuls with constant cos and sin matrices along the signal axis. */
+static kiln_status r_dft(Importer *im, Call *c) {
+  kiln_status s;
+  TRY(need_in(im, c, 0));
+  Tensor *x = T(im, IN(c, 0));
+  int rank = x->rank;
+  int64_t comp = rank ? x->shape[rank - 1] : 0, a0 = im->opset >= 20 ? -2 : im_attr_i(im, "axis", 1), *v;
+  int n;
+  if (rank < 2 || (comp != 1 && comp != 2) || !dtype_is_float(x->dtype))
+    return im_fail(im, KILN_ERR_MODEL, "input must be float [..., 1 or 2]");
+  if (im->opset >= 20 && IN(c, 2) >= 0) {
+    TRY(const_ints(im, IN(c, 2), "axis", &v, &n));
+    if (n != 1) return im_fail(im, KILN_ERR_MODEL, "axis must hold one element");
+    a0 = v[0];
+  }
+  int axis = norm_axis(a0, rank);
+  if (axis < 0 || axis == rank - 1) return bad_axis(im, a0, rank - 1);
+  int64_t len = x->shape[axis], L = len, sh[KILN_MAX_RANK];
+  if (IN(c, 1) >= 0) {
+    TRY(const_ints(im, IN(c, 1), "dft_length", &v, &n));
+    if (n != 1 || v[0] < 1) return im_fail(im, KILN_ERR_MODEL, "dft_length must be one positive value");
+    L = v[0];
+  }
+  bool inv = im_attr_i(im, "inverse", 0) != 0, one = im_attr_i(im, "onesided", 0) != 0;
+  if (inv && one) {  /* the inverse of a one-sided spectrum: a real signal of dft_length */
+    if (IN(c, 1) < 0) L = 2 * (len - 1);
+    return irfft(im, c, axis, len, L);
+  }
+  int64_t K = one ? L / 2 + 1 : L;
+  if (L > 4096) return im_fail(im, KILN_ERR_UNSUPPORTED, "dft_length %lld", (long long)L);
+  kiln_dtype dt = x->dtype;
+  memcpy(sh, x->shape, sizeof sh);
+  int part[2] = { -1, -1 };
+  for (int k = 0; k < comp; k++) {  /* real and imaginary parts, each [..., len, ...] */
+    TRY(slice1(im, IN(c, 0), rank - 1, k, 1, 1, &part[k]));
+    TRY(reshape(im, part[k], rank - 1, sh, &part[k]));
+    if (L < len) TRY(slice1(im, part[k], axis, 0, L, 1, &part[k]));
+    if (L > len) {
+      Attr pa = { 0 };
+      pa.pads[(rank - 1) + axis] = L - len;
+      TRY(add(im, OP_PAD, 1, &part[k], &pa, &part[k]));
+    }
+    TRY(axis_to_end(im, part[k], axis, false, &part[k]));
+  }
+  void *cm = arena_alloc(&im->tmp, (size_t)(L * K) * kiln_dtype_size(dt) + 1), *sm = arena_alloc(&im->tmp, (size_t)(L * K) * kiln_dtype_size(dt) + 1);
+  if (!cm || !sm) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t j = 0; j < L; j++)
+    for (int64_t k = 0; k < K; k++) {
+      double th = 2 * M_PI * (double)((j * k) % L) / (double)L, sc = inv ? 1.0 / (double)L : 1;
+      dtype_store_f64(dt, cm, j * K + k, cos(th) * sc);
+      dtype_store_f64(dt, sm, j * K + k, (inv ? sin(th) : -sin(th)) * sc);
+    }
+  int64_t msh[2] = { L, K };
+  int C, Sn, re, im_, t;
+  TRY(im_const(im, dt, 2, msh, cm, &C)); TRY(im_const(im, dt, 2, msh, sm, &Sn));
+  /* (re + i im)(cos + i sin'), sin' = -sin forward and +sin inverse */
+  TRY(bin(im, OP_MATMUL, part[0], C, &re)); TRY(bin(im, OP_MATMUL, part[0], Sn, &im_));
+  if (part[1] >= 0) {
+    TRY(bin(im, OP_MATMUL, part[1], Sn, &t)); TRY(bin(im, OP_SUB, re, t, &re));
+    TRY(bin(im, OP_MATMUL, part[1], C, &t)); TRY(bin(im, OP_ADD, im_, t, &im_));
+  }
+  TRY(axis_to_end(im, re, axis, true, &re)); TRY(axis_to_end(im, im_, axis, true, &im_));
+  TRY(insert_dim(im, re, rank - 1, &re)); TRY(insert_dim(im, im_, rank - 1, &im_));
+  Attr a = { 0 };
+  a.axis = rank - 1;
+  return add(im, OP_CONCAT, 2, (int[]){ re, im_ }, &a, &c->out[0]);
+}
+
+/* Col2Im: each column entry added at its image position (a constant map, scatter-add). */
+static kiln_status r_col2im(Importer *im, Call *c) {
+  kiln_status s;
+  TRY(need_in(im, c, 0)); TRY(need_in(im, c, 1)); TRY(need_in(im, c, 2));
+  int64_t *img, *blk, xs[3];
+  int ni, nb, n;
+  TRY(const_ints(im, IN(c, 1), "image_shape", &img, &ni)); TRY(const_ints(im, IN(c, 2), "block_shape", &blk, &nb));
+  Tensor *x = T(im, IN(c, 0));
+  if (x->rank != 3 || ni != nb || ni < 1 || ni > 3) return im_fail(im, KILN_ERR_MODEL, "input [N, C*K, L] and matching shapes expected");
+  memcpy(xs, x->shape, sizeof xs);
+  int sp = ni;
+  int64_t st[3], dl[3], pb[3], pe[3], K = 1, HW = 1, nbk[3], Lb = 1;
+  const int64_t *v;
+  for (int i = 0; i < sp; i++) st[i] = dl[i] = 1, pb[i] = pe[i] = 0;
+  if ((v = im_attr_ints(im, "strides", &n)) && n == sp) for (int i = 0; i < sp; i++) st[i] = v[i];
+  if ((v = im_attr_ints(im, "dilations", &n)) && n == sp) for (int i = 0; i < sp; i++) dl[i] = v[i];
+  if ((v = im_attr_ints(im, "pads", &n)) && n == 2 * sp) for (int i = 0; i < sp; i++) pb[i] = v[i], pe[i] = v[sp + i];
+  for (int i = 0; i < sp; i++) {
+    if (blk[i] < 1 || img[i] < 1 || st[i] < 1 || dl[i] < 1 || img[i] > 4096 || blk[i] > 64)
+      return im_fail(im, KILN_ERR_MODEL, "bad geometry");
+    K *= blk[i], HW *= img[i];
+    nbk[i] = (img[i] + pb[i] + pe[i] - (dl[i] * (blk[i] - 1) + 1)) / st[i] + 1;
+    if (nbk[i] < 1) return im_fail(im, KILN_ERR_MODEL, "no blocks fit");
+    Lb *= nbk[i];
+  }
+  if (xs[1] % K || xs[2] != Lb) return im_fail(im, KILN_ERR_MODEL, "input does not match the block geometry");
+  int64_t N = xs[0], C = xs[1] / K, total = x->numel, np = 0, osh[5];
+  if (total > (1 << 22)) return im_fail(im, KILN_ERR_UNSUPPORTED, "too large");
+  int64_t *tgt = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(total + 1)), *src = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(total + 1));
+  if (!tgt || !src) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t e = 0; e < total; e++) {
+    int64_t l = e % Lb, ck = (e / Lb) % (C * K), b = e / (Lb * C * K), ch = ck / K, k = ck % K, pos = 0;
+    bool ok = true;
+    int64_t kr = k, lrem = l, coord[3];
+    for (int i = sp - 1; i >= 0; i--) {
+      int64_t ki = kr % blk[i], li = lrem % nbk[i];
+      kr /= blk[i], lrem /= nbk[i];
+      coord[i] = li * st[i] - pb[i] + ki * dl[i];
+      if (coord[i] < 0 || coord[i] >= img[i]) ok = false;
+    }
+    if (!ok) continue;
+    for (int i = 0; i < sp; i++) pos = pos * img[i] + coord[i];
+    tgt[np] = (b * C + ch) * HW + pos, src[np] = e, np++;
+  }
+  osh[0] = N, osh[1] = C;
+  for (int i = 0; i < sp; i++) osh[2 + i] = img[i];
+  int zero;
+  TRY(filled(im, x->dtype, 0, 2 + sp, osh, &zero));
+  return scatter_pairs(im, zero, IN(c, 0), np, tgt, src, "add", &c->out[0]);
+}
+
+/* LRN: x / (bias + alpha/size * sum of squares over neighbouring channels)^beta. */
+static kiln_status r_lrn(Importer *im, Call *c) {
+  kiln_status s;
+  TRY(need_in(im, c, 0));
+  int x = IN(c, 0), rank = T(im, x)->rank, sq, acc = -1, t;
+  int64_t size = im_attr_i(im, "size", 0), C = rank >= 2 ? T(im, x)->shape[1] : 0;
+  if (rank < 2 || size < 1 || size > 1024) return im_fail(im, KILN_ERR_MODEL, "needs rank >= 2 and size >= 1");
+  double alpha = im_attr_f(im, "alpha", 1e-4f), beta = im_attr_f(im, "beta", 0.75f), bias = im_attr_f(im, "bias", 1);
+  Attr pa = { 0 };
+  pa.pads[1] = (size - 1) / 2, pa.pads[rank + 1] = size - 1 - (size - 1) / 2;
+  TRY(bin(im, OP_MUL, x, x, &sq)); TRY(add(im, OP_PAD, 1, &sq, &pa, &sq));
+  for (int64_t k = 0; k < size; k++) {
+    TRY(slice1(im, sq, 1, k, C, 1, &t));
+    if (acc < 0) acc = t;
+    else TRY(bin(im, OP_ADD, acc, t, &acc));
+  }
+  TRY(binc(im, OP_MUL, acc, alpha / (double)size, &acc)); TRY(binc(im, OP_ADD, acc, bias, &acc)); TRY(binc(im, OP_POW, acc, beta, &acc));
+  return bin(im, OP_DIV, x, acc, &c->out[0]);
+}
+
+static kiln_status r_reverse_sequence(Importer *im, Call *c) {
+  kiln_status s;
+  TRY(need_in(im, c, 0)); TRY(need_in(im, c, 1));
+  Tensor *x = T(im, IN(c, 0));
+  int64_t *lens, sh[KILN_MAX_RANK];
+  int n, rank = x->rank, ba = (int)im_attr_i(im, "batch_axis", 1), ta = (int)im_attr_i(im, "time_axis", 0);
+  TRY(const_ints(im, IN(c, 1), "sequence_lens", &lens, &n));
+  if (rank < 2 || (ba != 0 && ba != 1) || (ta != 0 && ta != 1) || ba == ta || n != x->shape[ba])
+    return im_fail(im, KILN_ERR_MODEL, "batch/time axes or sequence_lens do not fit");
+  memcpy(sh, x->shape, sizeof sh);
+  int64_t total = x->numel, idx[KILN_MAX_RANK];
+  int64_t *src = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(total + 1));
+  if (!src) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t e = 0; e < total; e++) {
+    int64_t rem = e, p = 0;
+    for (int r = rank - 1; r >= 0; r--) idx[r] = rem % sh[r], rem /= sh[r];
+    int64_t L = lens[idx[ba]];
+    if (L < 0 || L > sh[ta]) return im_fail(im, KILN_ERR_MODEL, "sequence length %lld", (long long)L);
+    if (idx[ta] < L) idx[ta] = L - 1 - idx[ta];
+    for (int r = 0; r < rank; r++) p = p * sh[r] + idx[r];
+    src[e] = p;
+  }
+  return flat_gather(im, IN(c, 0), rank, sh, src, &c->out[0]);
+}
+
+/* Einsum: every operand laid over one index space (diagonals taken first), multiplied
+ * with broadcasting, summed over the letters the output drops, transposed to it. */
+static kiln_status r_einsum(Importer *im, Call *c) {
+  kiln_status s;
+  const char *eq = im_attr_s(im, "equation", NULL);
+  if (!eq) return im_fail(im, KILN_ERR_MODEL, "no equation");
+  char terms[16][16], out[16];
+  int nt = 0, len[16] = { 0 }, nout = 0;
+  bool explicit_out = false;
+  int ell_rank = -1;
+  const char *p = eq;
+  for (; *p && nt < 16; p++) {  /* parse "ab,bc->ac"; "..." becomes the letters 'A'.. */
+    if (*p == ' ') continue;
+    if (*p == ',') { nt++; continue; }
+    if (*p == '-' && p[1] == '>') { explicit_out = true; p += 2; break; }
+    if (nt >= c->n_in) return im_fail(im, KILN_ERR_MODEL, "equation has more terms than inputs");
+    if (*p == '.' && p[1] == '.' && p[2] == '.') {
+      int r, er = 0;  /* letters after the ellipsis in this term */
+      for (const char *q = p + 3; *q && *q != ',' && *q != '-'; q++) er += *q != ' ';
+      r = T(im, IN(c, nt))->rank - len[nt] - er;
+      if (r < 0 || (ell_rank >= 0 && r != ell_rank)) return im_fail(im, KILN_ERR_UNSUPPORTED, "ellipsis ranks differ");
+      ell_rank = r;
+      for (int k = 0; k < r && len[nt] < 15; k++) terms[nt][len[nt]++] = (char)('A' + k);
+      p += 2;
+      continue;
+    }
+    if (!(*p >= 'a' && *p <= 'z') || len[nt] >= 15) return im_fail(im, KILN_ERR_MODEL, "bad equation '%s'", eq);
+    terms[nt][len[nt]++] = *p;
+  }
+  nt++;
+  if (nt != c->n_in) return im_fail(im, KILN_ERR_MODEL, "equation has %d terms for %d inputs", nt, c->n_in);
+  for (; explicit_out && *p && nout < 15; p++) {
+    if (*p == ' ') continue;
+    if (*p == '.' && p[1] == '.' && p[2] == '.') {
+      for (int k = 0; k < (ell_rank > 0 ? ell_rank : 0); k++) out[nout++] = (char)('A' + k);
+      p += 2;
+      continue;
+    }
+    out[nout++] = *p;
+  }
+  char all[32];
+  int na = 0, count[128] = { 0 };
+  int64_t dim[128];
+  for (int t = 0; t < nt; t++) {
+    Tensor *x = T(im, IN(c, t));
+    if (x->rank != len[t]) return im_fail(im, KILN_ERR_MODEL, "term %d has %d letters for rank %d", t, len[t], x->rank);
+    for (int k = 0; k < len[t]; k++) {
+      unsigned char ch = (unsigned char)terms[t][k];
+      if (!count[ch]++) all[na++] = (char)ch, dim[ch] = x->shape[k];
+      else if (dim[ch] != x->shape[k] && x->shape[k] != 1 && dim[ch] != 1)
+        return im_fail(im, KILN_ERR_MODEL, "letter %c has sizes %lld and %lld", ch, (long long)dim[ch], (long long)x->shape[k]);
+      else if (dim[ch] == 1) dim[ch] = x->shape[k];
+    }
+  }
+  if (!explicit_out) {  /* implicit: ellipsis letters, then the letters seen once, sorted */
+    for (int k = 0; k < na; k++)
+      if (all[k] >= 'A' && all[k] <= 'Z') out[nout++] = all[k];
+    for (int ch = 'a'; ch <= 'z'; ch++)
+      if (count[ch] == 1) out[nout++] = (char)ch;
+  }
+  if (na > KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "%d distinct letters exceed rank %d", na, KILN_MAX_RANK);
+  int prod = -1;
+  for (int t = 0; t < nt; t++) {
+    int x = IN(c, t), l = len[t];
+    char term[16];
+    memcpy(term, terms[t], 16);
+    for (int a = 0; a < l; a++)  /* a repeated letter: keep the diagonal */
+      for (int b = a + 1; b < l; b++) {
+        if (term[a] != term[b]) continue;
+        int64_t n = T(im, x)->shape[a], sh[KILN_MAX_RANK];
+        uint8_t *eye = arena_alloc(&im->tmp, (size_t)(n * n + 1));
+        if (!eye) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+        for (int64_t i = 0; i < n * n; i++) eye[i] = i / n == i % n;
+        for (int r = 0; r < l; r++) sh[r] = r == a || r == b ? n : 1;
+        int e, z, ax = b;
+        TRY(im_const(im, KILN_BOOL, l, sh, eye, &e)); TRY(scalar(im, T(im, x)->dtype, 0, &z)); TRY(where(im, e, x, z, &x));
+        TRY(graph_reduce(im->g, KILN_REDUCE_SUM, x, 1, &ax, 0, &x));
+        memmove(term + b, term + b + 1, (size_t)(l - b - 1));
+        l--, b--;
+      }
+    /* transpose into the order of `all`, then ones for the letters it lacks */
+    int perm[KILN_MAX_RANK], k = 0;
+    int64_t sh[KILN_MAX_RANK];
+    for (int q = 0; q < na; q++)
+      for (int r = 0; r < l; r++)
+        if (term[r] == all[q]) perm[k++] = r;
+    TRY(transpose(im, x, perm, &x));
+    for (int q = 0, r = 0; q < na; q++) {
+      bool has = memchr(term, all[q], (size_t)l) != NULL;
+      sh[q] = has ? T(im, x)->shape[r++] : 1;
+    }
+    TRY(reshape(im, x, na, sh, &x));
+    if (prod < 0) prod = x;
+    else TRY(bin(im, OP_MUL, prod, x, &prod));
+  }
+  int red[KILN_MAX_RANK], nr = 0;
+  for (int q = 0; q < na; q++)
+    if (!memchr(out, all[q], (size_t)nout)) red[nr++] = q;
+  if (nr) TRY(graph_reduce(im->g, KILN_REDUCE_SUM, prod, nr, red, 0, &prod));
+  char kept[32];
+  int nk = 0, perm[KILN_MAX_RANK];
+  for (int q = 0; q < na; q++)
+    if (memchr(out, all[q], (size_t)nout)) kept[nk++] = all[q];
+  if (nk != nout) return im_fail(im, KILN_ERR_MODEL, "output letters not in the inputs");
+  for (int o = 0; o < nout; o++)
+    for (int q = 0; q < nk; q++)
+      if (kept[q] == out[o]) perm[o] = q;
+  if (T(im, prod)->rank != nk) {  /* broadcast size-1 dims the output keeps */
+    return im_fail(im, KILN_ERR_UNSUPPORTED, "einsum shape mismatch");
+  }
+  return transpose(im, prod, perm, &c->out[0]);
+}
+#undef TRY
+
 /* ---- the table ---- */
 
 static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
@@ -2711,7 +3038,8 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "ScatterElements", r_scatter, 0 }, { "Scatter", r_scatter, 0 }, { "ScatterND", r_scatter, 0 },
   { "GatherND", r_gather_nd, 0 }, { "Compress", r_compress, 0 }, { "HannWindow", r_window, 0 },
   { "HammingWindow", r_window, 0 }, { "BlackmanWindow", r_window, 0 }, { "AffineGrid", r_affine_grid, 0 },
-  { "CumProd", r_cumsum, 0 }, { "GridSample", r_grid_sample, 0 },
+  { "CumProd", r_cumsum, 0 }, { "GridSample", r_grid_sample, 0 }, { "DFT", r_dft, 0 }, { "Col2Im", r_col2im, 0 },
+  { "LRN", r_lrn, 0 }, { "ReverseSequence", r_reverse_sequence, 0 }, { "Einsum", r_einsum, 0 },
 };
 
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {
