@@ -14,11 +14,13 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 static CudaDriver drv;
 static kiln_status drv_status;
 static char drv_why[512];
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+static pid_t drv_pid;               /* the process that set the driver up */
 
 static CudaNvrtc rtc;
 static kiln_status rtc_status;
@@ -118,6 +120,7 @@ static kiln_status open_device(void) {
 
 static void load_driver(void) {
   const char *missing = NULL;
+  drv_pid = getpid();
   drv.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!drv.lib) {
     const char *e = dlerror();
@@ -133,6 +136,9 @@ static void load_driver(void) {
 kiln_status cuda_driver(CudaDriver **out) {
   pthread_once(&drv_once, load_driver);
   if (drv_status) return kiln_fail(drv_status, "%s", drv_why);
+  if (getpid() != drv_pid)
+    return kiln_fail(KILN_ERR_DEVICE, "cuda: this process was forked after its parent set CUDA up, and CUDA "
+                     "cannot be used in such a child (set the backend up after the fork, or exec)");
   /* The primary context is current only on the thread that loaded it; make it so here. */
   kiln_status st = cuda_check(drv.cuCtxSetCurrent(drv.ctx), "cuCtxSetCurrent", "device 0");
   if (st) return st;
