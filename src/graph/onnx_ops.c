@@ -2984,6 +2984,184 @@ static kiln_status r_einsum(Importer *im, Call *c) {
 }
 #undef TRY
 
+/* ---- recurrent layers, unrolled over the (static) sequence ---- */
+
+#define TRY(e) do { if ((s = (e))) return s; } while (0)
+
+static kiln_status rnn_act(Importer *im, const char *name, int x, int *out) {
+  if (!strcmp(name, "Sigmoid")) return un(im, OP_SIGMOID, x, out);
+  if (!strcmp(name, "Tanh")) return un(im, OP_TANH, x, out);
+  if (!strcmp(name, "Relu")) return un(im, OP_RELU, x, out);
+  return im_fail(im, KILN_ERR_UNSUPPORTED, "activation %s is not supported", name);
+}
+
+/* Slice k of size n along axis (a gate block, a direction, a time step), that axis dropped. */
+static kiln_status take(Importer *im, int x, int axis, int64_t k, int64_t n, bool drop, int *out) {
+  kiln_status s;
+  int r = T(im, x)->rank;
+  int64_t sh[KILN_MAX_RANK];
+  TRY(slice1(im, x, axis, k * n, n, 1, out));
+  if (!drop) return KILN_OK;
+  for (int q = 0, w = 0; q < r; q++)
+    if (q != axis) sh[w++] = T(im, *out)->shape[q];
+  return reshape(im, *out, r - 1, sh, out);
+}
+
+/* RNN (G=1), GRU (G=3, gates z r h), LSTM (G=4, gates i o f c). */
+static kiln_status r_rnn(Importer *im, Call *c) {
+  kiln_status s;
+  TRY(need_in(im, c, 0)); TRY(need_in(im, c, 1)); TRY(need_in(im, c, 2));
+  const char *op = c->name;
+  int G = !strcmp(op, "LSTM") ? 4 : !strcmp(op, "GRU") ? 3 : 1;
+  bool lstm = G == 4, gru = G == 3, batchwise = im_attr_i(im, "layout", 0) != 0;
+  const char *dir = im_attr_s(im, "direction", "forward");
+  int D = !strcmp(dir, "bidirectional") ? 2 : 1;
+  bool reverse_only = !strcmp(dir, "reverse");
+  int64_t H = im_attr_i(im, "hidden_size", 0);
+  double clip = im_attr_f(im, "clip", 0);
+  if (im_attr_i(im, "input_forget", 0)) return im_fail(im, KILN_ERR_UNSUPPORTED, "input_forget=1 is not supported");
+  if (im_attr_floats(im, "activation_alpha", &(int){ 0 }) || im_attr_floats(im, "activation_beta", &(int){ 0 }))
+    return im_fail(im, KILN_ERR_UNSUPPORTED, "activation_alpha/beta are not supported");
+  const char *acts[6] = { "Sigmoid", "Tanh", "Tanh", "Sigmoid", "Tanh", "Tanh" };
+  if (G == 1) acts[0] = acts[3] = "Tanh";
+  const Onnx__AttributeProto *aa = im_attr(im, "activations");
+  int per = G == 1 ? 1 : G == 3 ? 2 : 3;
+  if (aa && aa->n_strings) {
+    if ((int)aa->n_strings != per * D) return im_fail(im, KILN_ERR_MODEL, "%zu activations for %d directions", aa->n_strings, D);
+    for (int i = 0; i < per * D; i++) {
+      char *nm = arena_alloc(&im->tmp, 32);
+      if (!nm) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+      snprintf(nm, 32, "%.*s", (int)(aa->strings[i].len < 31 ? aa->strings[i].len : 31), (const char *)aa->strings[i].data);
+      acts[i] = nm;
+    }
+  } else if (D == 2) {
+    for (int i = 0; i < per; i++) acts[per + i] = acts[i];
+  }
+  int x = IN(c, 0), W = IN(c, 1), R = IN(c, 2), perm3[3] = { 1, 0, 2 };
+  if (T(im, x)->rank != 3 || T(im, W)->rank != 3 || T(im, R)->rank != 3) return im_fail(im, KILN_ERR_MODEL, "X, W, R must be rank 3");
+  if (batchwise) TRY(transpose(im, x, perm3, &x));
+  int64_t S = T(im, x)->shape[0], B = T(im, x)->shape[1];
+  if (H <= 0 || T(im, W)->shape[0] != D || T(im, W)->shape[1] != G * H || T(im, R)->shape[2] != H)
+    return im_fail(im, KILN_ERR_MODEL, "W/R shapes do not match hidden_size %lld and %d directions", (long long)H, D);
+  if (S > MAX_UNROLL) return im_fail(im, KILN_ERR_UNSUPPORTED, "sequence of %lld steps", (long long)S);
+  if (IN(c, 4) >= 0) {  /* sequence_lens: only the full length is supported */
+    int64_t *lens;
+    int n;
+    TRY(const_ints(im, IN(c, 4), "sequence_lens", &lens, &n));
+    for (int i = 0; i < n; i++)
+      if (lens[i] != S) return im_fail(im, KILN_ERR_UNSUPPORTED, "sequence_lens shorter than the sequence");
+  }
+  kiln_dtype dt = T(im, x)->dtype;
+  int ys[2], yh[2], yc[2];
+  int *hs = arena_alloc(&im->tmp, sizeof(int) * (size_t)(S + 1));
+  if (!hs) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int d = 0; d < D; d++) {
+    bool rev = reverse_only || d == 1;
+    int w, r, wb = -1, rb = -1, xw, h, cst = -1, p = -1, perm2[2] = { 1, 0 };
+    const char **act = acts + d * per;
+    TRY(take(im, W, 0, d, 1, true, &w)); TRY(transpose(im, w, perm2, &w));   /* [I, G*H] */
+    TRY(take(im, R, 0, d, 1, true, &r)); TRY(transpose(im, r, perm2, &r));   /* [H, G*H] */
+    if (IN(c, 3) >= 0) {
+      int b;
+      TRY(take(im, IN(c, 3), 0, d, 1, true, &b));
+      TRY(take(im, b, 0, 0, G * H, false, &wb)); TRY(take(im, b, 0, 1, G * H, false, &rb));
+    }
+    TRY(bin(im, OP_MATMUL, x, w, &xw));  /* every step's input projection at once: [S, B, G*H] */
+    if (wb >= 0) TRY(bin(im, OP_ADD, xw, wb, &xw));
+    if (IN(c, 5) >= 0) {
+      int h0 = IN(c, 5);
+      if (batchwise) TRY(transpose(im, h0, perm3, &h0));
+      TRY(take(im, h0, 0, d, 1, true, &h));
+    } else {
+      int64_t sh[2] = { B, H };
+      TRY(filled(im, dt, 0, 2, sh, &h));
+    }
+    if (lstm) {
+      if (IN(c, 6) >= 0) {
+        int c0 = IN(c, 6);
+        if (batchwise) TRY(transpose(im, c0, perm3, &c0));
+        TRY(take(im, c0, 0, d, 1, true, &cst));
+      } else {
+        int64_t sh[2] = { B, H };
+        TRY(filled(im, dt, 0, 2, sh, &cst));
+      }
+      if (IN(c, 7) >= 0) TRY(take(im, IN(c, 7), 0, d, 1, true, &p));
+    }
+    bool lbr = im_attr_i(im, "linear_before_reset", 0) != 0;
+    for (int64_t k = 0; k < S; k++) {
+      int64_t t = rev ? S - 1 - k : k;
+      int xt, hr, g[4], gr = -1;
+      TRY(take(im, xw, 0, t, 1, true, &xt));
+      TRY(bin(im, OP_MATMUL, h, r, &hr));
+      if (rb >= 0) TRY(bin(im, OP_ADD, hr, rb, &hr));
+      for (int q = 0; q < G; q++) {
+        int xq, hq;
+        TRY(take(im, xt, 1, q, H, false, &xq)); TRY(take(im, hr, 1, q, H, false, &hq));
+        if (gru && q == 2) { g[q] = xq, gr = hq; continue; }  /* the candidate mixes in the reset gate below */
+        TRY(bin(im, OP_ADD, xq, hq, &g[q]));
+      }
+      if (clip > 0)
+        for (int q = 0; q < G; q++)
+          if (!(gru && q == 2)) { TRY(binc(im, OP_MAX, g[q], -clip, &g[q])); TRY(binc(im, OP_MIN, g[q], clip, &g[q])); }
+      if (G == 1) {
+        TRY(rnn_act(im, act[0], g[0], &h));
+      } else if (gru) {
+        int z, rs, cand, t1, t2;
+        TRY(rnn_act(im, act[0], g[0], &z)); TRY(rnn_act(im, act[0], g[1], &rs));
+        if (lbr) {
+          TRY(bin(im, OP_MUL, rs, gr, &t1));
+        } else {  /* (r * h) R_h^T + Rb_h */
+          int rh, rhh;
+          TRY(bin(im, OP_MUL, rs, h, &rh)); TRY(take(im, r, 1, 2, H, false, &rhh)); TRY(bin(im, OP_MATMUL, rh, rhh, &t1));
+          if (rb >= 0) { int rbh; TRY(take(im, rb, 0, 2, H, false, &rbh)); TRY(bin(im, OP_ADD, t1, rbh, &t1)); }
+        }
+        TRY(bin(im, OP_ADD, g[2], t1, &cand));
+        if (clip > 0) { TRY(binc(im, OP_MAX, cand, -clip, &cand)); TRY(binc(im, OP_MIN, cand, clip, &cand)); }
+        TRY(rnn_act(im, act[1], cand, &cand));
+        TRY(cbin(im, OP_SUB, 1, z, &t1)); TRY(bin(im, OP_MUL, t1, cand, &t1)); TRY(bin(im, OP_MUL, z, h, &t2));
+        TRY(bin(im, OP_ADD, t1, t2, &h));
+      } else {  /* LSTM: i o f c */
+        int it, ft, ot, ct, t1;
+        if (p >= 0) {
+          int pi, pf;
+          TRY(take(im, p, 0, 0, H, false, &pi)); TRY(take(im, p, 0, 2, H, false, &pf));
+          TRY(bin(im, OP_MUL, pi, cst, &t1)); TRY(bin(im, OP_ADD, g[0], t1, &g[0]));
+          TRY(bin(im, OP_MUL, pf, cst, &t1)); TRY(bin(im, OP_ADD, g[2], t1, &g[2]));
+        }
+        TRY(rnn_act(im, act[0], g[0], &it)); TRY(rnn_act(im, act[0], g[2], &ft)); TRY(rnn_act(im, act[1], g[3], &ct));
+        TRY(bin(im, OP_MUL, ft, cst, &cst)); TRY(bin(im, OP_MUL, it, ct, &t1)); TRY(bin(im, OP_ADD, cst, t1, &cst));
+        if (p >= 0) { int po; TRY(take(im, p, 0, 1, H, false, &po)); TRY(bin(im, OP_MUL, po, cst, &t1)); TRY(bin(im, OP_ADD, g[1], t1, &g[1])); }
+        TRY(rnn_act(im, act[0], g[1], &ot)); TRY(rnn_act(im, act[2], cst, &t1)); TRY(bin(im, OP_MUL, ot, t1, &h));
+      }
+      hs[t] = h;
+    }
+    TRY(stack(im, hs, (int)S, 0, false, &ys[d]));  /* [S, B, H] in time order */
+    yh[d] = h, yc[d] = cst;
+  }
+  /* Y [S, D, B, H], Y_h and Y_c [D, B, H]; batch first with layout 1 */
+  int y, fh, fc = -1;
+  Attr a = { 0 };
+  for (int d = 0; d < D; d++) {
+    TRY(insert_dim(im, ys[d], 1, &ys[d])); TRY(insert_dim(im, yh[d], 0, &yh[d]));
+    if (lstm) TRY(insert_dim(im, yc[d], 0, &yc[d]));
+  }
+  a.axis = 1;
+  if (D == 2) TRY(add(im, OP_CONCAT, 2, ys, &a, &y)); else y = ys[0];
+  a.axis = 0;
+  if (D == 2) TRY(add(im, OP_CONCAT, 2, yh, &a, &fh)); else fh = yh[0];
+  if (lstm) { if (D == 2) TRY(add(im, OP_CONCAT, 2, yc, &a, &fc)); else fc = yc[0]; }
+  if (batchwise) {
+    int p4[4] = { 2, 0, 1, 3 };
+    TRY(transpose(im, y, p4, &y)); TRY(transpose(im, fh, perm3, &fh));
+    if (lstm) TRY(transpose(im, fc, perm3, &fc));
+  }
+  if (c->n_out > 0) c->out[0] = y;
+  if (c->n_out > 1) c->out[1] = fh;
+  if (c->n_out > 2 && lstm) c->out[2] = fc;
+  return KILN_OK;
+}
+#undef TRY
+
 /* ---- the table ---- */
 
 static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
@@ -3040,6 +3218,7 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "HammingWindow", r_window, 0 }, { "BlackmanWindow", r_window, 0 }, { "AffineGrid", r_affine_grid, 0 },
   { "CumProd", r_cumsum, 0 }, { "GridSample", r_grid_sample, 0 }, { "DFT", r_dft, 0 }, { "Col2Im", r_col2im, 0 },
   { "LRN", r_lrn, 0 }, { "ReverseSequence", r_reverse_sequence, 0 }, { "Einsum", r_einsum, 0 },
+  { "RNN", r_rnn, 0 }, { "GRU", r_rnn, 0 }, { "LSTM", r_rnn, 0 },
 };
 
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {
