@@ -168,7 +168,9 @@ typedef struct OnnxTensor {
   char *name; kiln_dtype dtype; int rank; int64_t shape[KILN_MAX_RANK]; int64_t numel; void *data;
 } OnnxTensor;
 /* As graph_load_onnx, with values for graph inputs: they fix shapes the model leaves
- * symbolic, and an input used as a shape operand (Reshape's shape, ...) becomes a constant. */
+ * symbolic, and an input used as a shape operand (Reshape's shape, ...) becomes a constant.
+ * A value matches by name, or when unnamed by position among the graph inputs that are not
+ * initializers. Tensor k of the graph is that k-th input (T_INPUT, or T_CONST if it became one). */
 kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *base_dir,
                                   const OnnxTensor *bind, int n_bind, Graph **out);
 /* Reads one serialized TensorProto; name and data come from kiln_malloc (onnx_tensor_clear). */
