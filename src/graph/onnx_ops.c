@@ -593,6 +593,7 @@ static kiln_status r_split(Importer *im, Call *c) {
   else if (IN(c, 1) >= 0 && (s = const_ints(im, IN(c, 1), "split", &sp, &n))) return s;
   int64_t d = x->shape[axis], start = 0;
   int parts = c->n_out;
+  if (parts < 1) return im_fail(im, KILN_ERR_MODEL, "no outputs");
   if (n >= 0 && n != parts) return im_fail(im, KILN_ERR_MODEL, "split has %d sizes for %d outputs", n, parts);
   int64_t chunk = parts ? (d + parts - 1) / parts : 0;
   if (n < 0 && im->opset < 18 && d % parts) return im_fail(im, KILN_ERR_MODEL, "%lld does not split into %d equal parts", (long long)d, parts);
@@ -793,7 +794,7 @@ static kiln_status r_depth_space(Importer *im, Call *c) {
   if (s) return s;
   Tensor *x = T(im, IN(c, 0));
   int64_t b = im_attr_i(im, "blocksize", 0);
-  if (x->rank != 4 || b <= 0) return im_fail(im, KILN_ERR_MODEL, "needs a rank-4 input and blocksize > 0");
+  if (x->rank != 4 || b <= 0 || b > 4096) return im_fail(im, KILN_ERR_MODEL, "needs a rank-4 input and blocksize in 1..4096");
   int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
   int t;
   if (!strcmp(c->name, "DepthToSpace")) {
@@ -1786,7 +1787,9 @@ static kiln_status attention_bias(Importer *im, const Call *c, kiln_dtype dt, in
   kiln_status s;
   int mask = IN(c, 3), nonpad = IN(c, 6), zero, ninf;
   bool causal = im_attr_i(im, "is_causal", 0) != 0;
+  int64_t cells;
   *bias = -1;
+  if (!size_mul(Sq, Skv, &cells) || cells > (1 << 24)) return im_fail(im, KILN_ERR_UNSUPPORTED, "attention of %lld x %lld", (long long)Sq, (long long)Skv);
   if ((s = scalar(im, dt, 0, &zero)) || (s = scalar(im, dt, -INFINITY, &ninf))) return s;
   if (mask >= 0) {
     Tensor *m = T(im, mask);
@@ -2550,7 +2553,10 @@ static kiln_status r_grid_sample(Importer *im, Call *c) {
   memcpy(xs, xt->shape, sizeof xs), memcpy(gs, gt->shape, sizeof gs);
   kiln_dtype dt = xt->dtype, ct = gt->dtype == KILN_F64 ? KILN_F64 : KILN_F32;
   if (!dtype_is_float(dt) || !dtype_is_float(gt->dtype)) return im_fail(im, KILN_ERR_MODEL, "X and grid must be float");
-  for (int i = 0; i < S; i++) vol *= xs[2 + i];
+  for (int i = 0; i < S; i++)
+    if (xs[2 + i] < 1 || !size_mul(vol, xs[2 + i], &vol)) return im_fail(im, KILN_ERR_UNSUPPORTED, "empty or oversized input");
+  int64_t nvol;
+  if (!size_mul(N, vol, &nvol) || N > (1 << 20)) return im_fail(im, KILN_ERR_UNSUPPORTED, "input too large");
   const char *mode = im_attr_s(im, "mode", "linear"), *pad = im_attr_s(im, "padding_mode", "zeros");
   if (!strcmp(mode, "bilinear")) mode = "linear";
   if (!strcmp(mode, "bicubic")) mode = "cubic";
