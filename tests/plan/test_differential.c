@@ -162,10 +162,19 @@ static void step_float(Gen *G, Io *io) {
     int ax = rnd(G, rank);
     OK(kiln_graph_reduce(G->g, r[rnd(G, 4)], a, 1, &ax, rnd(G, 2), &out));
   } break;
-  case 10: if (rank == 2) {  /* matmul with a new [k, n] input */
-    int64_t ws[2] = { s[1], 1 + rnd(G, 6) };
+  case 10: if (rank == 2) {  /* matmul with a new [k, n] input; n >= 8 takes the row-of-accumulators loop */
+    static const int64_t ns[] = { 1, 2, 3, 5, 8, 9, 16, 24 };
+    int64_t ws[2] = { s[1], ns[rnd(G, 8)] };
     kiln_tensor w = new_input(G, io, dt, 2, ws);
     OK(kiln_graph_matmul(G->g, a, w, &out));
+  } else {  /* a fresh dense layer: relu(X @ W + b), k a multiple of 4 or not, m a multiple of 4 or not */
+    static const int64_t ks[] = { 3, 4, 8, 12 }, ms[] = { 1, 4, 5, 8, 12 };
+    int64_t xs[2] = { ms[rnd(G, 5)], ks[rnd(G, 4)] }, ws[2] = { xs[1], rnd(G, 2) ? 8 : 16 };
+    kiln_tensor x = new_input(G, io, KILN_F32, 2, xs), w = new_input(G, io, KILN_F32, 2, ws);
+    kiln_tensor b = new_input(G, io, KILN_F32, 1, &ws[1]), mm, sum;
+    OK(kiln_graph_matmul(G->g, x, w, &mm));
+    OK(kiln_graph_binary(G->g, KILN_ADD, mm, b, &sum));
+    OK(kiln_graph_unary(G->g, KILN_RELU, sum, &out));
   } break;
   case 11: if (rank >= 1) OK(kiln_graph_softmax(G->g, a, -1, &out)); break;
   case 12: if (rank >= 1) {  /* concat with itself */
