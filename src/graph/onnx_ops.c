@@ -3168,6 +3168,58 @@ static kiln_status r_rnn(Importer *im, Call *c) {
 }
 #undef TRY
 
+/* RotaryEmbedding (opset 23): rotate pairs of each head's first rotary_embedding_dim
+ * features by the cached cos/sin of their position. */
+static kiln_status r_rotary(Importer *im, Call *c) {
+  kiln_status s;
+#define TRY(e) do { if ((s = (e))) return s; } while (0)
+  TRY(need_in(im, c, 0)); TRY(need_in(im, c, 1)); TRY(need_in(im, c, 2));
+  int x = IN(c, 0), rank = T(im, x)->rank, p4[4] = { 0, 2, 1, 3 };
+  int64_t xs[KILN_MAX_RANK], H = im_attr_i(im, "num_heads", 0);
+  memcpy(xs, T(im, x)->shape, sizeof xs);
+  bool inter = im_attr_i(im, "interleaved", 0) != 0;
+  if (rank == 4) {
+    TRY(transpose(im, x, p4, &x));  /* [B, S, H, D] */
+  } else if (rank == 3) {
+    if (H <= 0 || xs[2] % H) return im_fail(im, KILN_ERR_MODEL, "num_heads %lld does not divide %lld", (long long)H, (long long)xs[2]);
+    int64_t sh[4] = { xs[0], xs[1], H, xs[2] / H };
+    TRY(reshape(im, x, 4, sh, &x));
+  } else {
+    return im_fail(im, KILN_ERR_MODEL, "input rank %d, expected 3 or 4", rank);
+  }
+  int64_t B = T(im, x)->shape[0], S = T(im, x)->shape[1], D = T(im, x)->shape[3], rot = im_attr_i(im, "rotary_embedding_dim", 0);
+  if (rot == 0) rot = D;
+  if (rot < 2 || rot > D || rot % 2) return im_fail(im, KILN_ERR_MODEL, "rotary_embedding_dim %lld for head size %lld", (long long)rot, (long long)D);
+  int cs = IN(c, 1), sn = IN(c, 2), xr, xp = -1, x1, x2, t1, t2, re, imv, y;
+  if (IN(c, 3) >= 0) {
+    Attr a = { 0 };
+    TRY(add(im, OP_GATHER, 2, (int[]){ cs, IN(c, 3) }, &a, &cs)); TRY(add(im, OP_GATHER, 2, (int[]){ sn, IN(c, 3) }, &a, &sn));
+  }
+  if (T(im, cs)->rank != 3 || T(im, cs)->shape[2] < rot / 2) return im_fail(im, KILN_ERR_MODEL, "cos/sin caches must be [B, S, >= rot/2]");
+  TRY(take(im, cs, 2, 0, rot / 2, false, &cs)); TRY(take(im, sn, 2, 0, rot / 2, false, &sn));
+  TRY(insert_dim(im, cs, 2, &cs)); TRY(insert_dim(im, sn, 2, &sn));  /* [B, S, 1, rot/2] */
+  TRY(take(im, x, 3, 0, rot, false, &xr));
+  if (rot < D) TRY(slice1(im, x, 3, rot, D - rot, 1, &xp));
+  if (inter) { TRY(slice1(im, xr, 3, 0, rot / 2, 2, &x1)); TRY(slice1(im, xr, 3, 1, rot / 2, 2, &x2)); }
+  else { TRY(take(im, xr, 3, 0, rot / 2, false, &x1)); TRY(take(im, xr, 3, 1, rot / 2, false, &x2)); }
+  TRY(bin(im, OP_MUL, cs, x1, &t1)); TRY(bin(im, OP_MUL, sn, x2, &t2)); TRY(bin(im, OP_SUB, t1, t2, &re));
+  TRY(bin(im, OP_MUL, sn, x1, &t1)); TRY(bin(im, OP_MUL, cs, x2, &t2)); TRY(bin(im, OP_ADD, t1, t2, &imv));
+  Attr a = { 0 };
+  if (inter) {  /* pairs back side by side: [.., rot/2, 2] -> [.., rot] */
+    int64_t sh[4] = { B, S, T(im, re)->shape[2], rot };
+    TRY(insert_dim(im, re, 4, &re)); TRY(insert_dim(im, imv, 4, &imv));
+    a.axis = 4;
+    TRY(add(im, OP_CONCAT, 2, (int[]){ re, imv }, &a, &y)); TRY(reshape(im, y, 4, sh, &y));
+  } else {
+    a.axis = 3;
+    TRY(add(im, OP_CONCAT, 2, (int[]){ re, imv }, &a, &y));
+  }
+  if (xp >= 0) { a.axis = 3; TRY(add(im, OP_CONCAT, 2, (int[]){ y, xp }, &a, &y)); }
+  if (rank == 4) return transpose(im, y, p4, &c->out[0]);
+  return reshape(im, y, 3, xs, &c->out[0]);
+#undef TRY
+}
+
 /* ---- the table ---- */
 
 static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
@@ -3224,7 +3276,7 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "HammingWindow", r_window, 0 }, { "BlackmanWindow", r_window, 0 }, { "AffineGrid", r_affine_grid, 0 },
   { "CumProd", r_cumsum, 0 }, { "GridSample", r_grid_sample, 0 }, { "DFT", r_dft, 0 }, { "Col2Im", r_col2im, 0 },
   { "LRN", r_lrn, 0 }, { "ReverseSequence", r_reverse_sequence, 0 }, { "Einsum", r_einsum, 0 },
-  { "RNN", r_rnn, 0 }, { "GRU", r_rnn, 0 }, { "LSTM", r_rnn, 0 },
+  { "RNN", r_rnn, 0 }, { "GRU", r_rnn, 0 }, { "LSTM", r_rnn, 0 }, { "RotaryEmbedding", r_rotary, 0 },
 };
 
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {
