@@ -3220,6 +3220,76 @@ static kiln_status r_rotary(Importer *im, Call *c) {
 #undef TRY
 }
 
+/* ---- integer and quantised contractions, computed exactly in f64 ---- */
+
+#define TRY(e) do { if ((s = (e))) return s; } while (0)
+
+/* f64 of x minus its zero point (zp -1: none); a 1-D zero point of more than one entry
+ * lies along axis (rows of a matrix, output channels of a kernel). */
+static kiln_status centred(Importer *im, int x, int zp, int axis, int *out) {
+  kiln_status s;
+  int rank = T(im, x)->rank;
+  TRY(cast(im, x, KILN_F64, &x));
+  if (zp < 0) return give(out, x);
+  TRY(cast(im, zp, KILN_F64, &zp));
+  if (T(im, zp)->rank == 1 && T(im, zp)->numel > 1 && axis >= 0) TRY(along_axis(im, zp, rank, axis, &zp));
+  return bin(im, OP_SUB, x, zp, out);
+}
+
+/* round(acc * scale / y_scale) + y_zp, saturated to y_zp's type (u8 when absent). */
+static kiln_status requantise(Importer *im, int acc, int scale, int ysc, int yzp, int *out) {
+  kiln_status s;
+  kiln_dtype to = yzp >= 0 ? T(im, yzp)->dtype : KILN_U8;
+  double lo, hi;
+  switch (to) {
+  case KILN_U8: lo = 0, hi = 255; break;
+  case KILN_I8: lo = -128, hi = 127; break;
+  default: return im_fail(im, KILN_ERR_UNSUPPORTED, "quantised output of %s", kiln_dtype_name(to));
+  }
+  TRY(bin(im, OP_MUL, acc, scale, &acc)); TRY(cast(im, ysc, KILN_F64, &ysc)); TRY(bin(im, OP_DIV, acc, ysc, &acc));
+  TRY(un(im, OP_ROUND, acc, &acc));
+  if (yzp >= 0) { int z; TRY(cast(im, yzp, KILN_F64, &z)); TRY(bin(im, OP_ADD, acc, z, &acc)); }
+  TRY(binc(im, OP_MAX, acc, lo, &acc)); TRY(binc(im, OP_MIN, acc, hi, &acc));
+  return cast(im, acc, to, out);
+}
+
+static kiln_status r_matmul_integer(Importer *im, Call *c) {
+  kiln_status s;
+  bool q = !strcmp(c->name, "QLinearMatMul");
+  int ia = 0, ib = q ? 3 : 1, iaz = 2, ibz = q ? 5 : 3, a, b, y;
+  TRY(need_in(im, c, ia)); TRY(need_in(im, c, ib));
+  int ar = T(im, IN(c, ia))->rank;
+  TRY(centred(im, IN(c, ia), IN(c, iaz), ar - 2, &a)); TRY(centred(im, IN(c, ib), IN(c, ibz), -1, &b));
+  TRY(bin(im, OP_MATMUL, a, b, &y));
+  if (!q) return cast(im, y, KILN_I32, &c->out[0]);
+  int as, bs, sc;
+  TRY(need_in(im, c, 1)); TRY(need_in(im, c, 4)); TRY(need_in(im, c, 6));  /* the scales */
+  TRY(cast(im, IN(c, 1), KILN_F64, &as)); TRY(cast(im, IN(c, 4), KILN_F64, &bs));
+  if (T(im, as)->rank == 1 && T(im, as)->numel > 1) TRY(along_axis(im, as, ar, ar - 2, &as));
+  TRY(bin(im, OP_MUL, as, bs, &sc));
+  return requantise(im, y, sc, IN(c, 6), IN(c, 7), &c->out[0]);
+}
+
+static kiln_status r_conv_integer(Importer *im, Call *c) {
+  kiln_status s;
+  bool q = !strcmp(c->name, "QLinearConv");
+  int ix = 0, iw = q ? 3 : 1, ixz = 2, iwz = q ? 5 : 3, ins[3] = { -1, -1, -1 }, y;
+  TRY(need_in(im, c, ix)); TRY(need_in(im, c, iw));
+  TRY(centred(im, IN(c, ix), IN(c, ixz), -1, &ins[0])); TRY(centred(im, IN(c, iw), IN(c, iwz), 0, &ins[1]));
+  if (q && IN(c, 8) >= 0) TRY(cast(im, IN(c, 8), KILN_F64, &ins[2]));  /* int32 bias, in units of xs * ws */
+  Call c2 = *c;
+  c2.in = ins, c2.n_in = 3, c2.n_out = 1, c2.out = &y;
+  TRY(r_conv(im, &c2));
+  if (!q) return cast(im, y, KILN_I32, &c->out[0]);
+  int xs, ws, sc;
+  TRY(need_in(im, c, 1)); TRY(need_in(im, c, 4)); TRY(need_in(im, c, 6));
+  TRY(cast(im, IN(c, 1), KILN_F64, &xs)); TRY(cast(im, IN(c, 4), KILN_F64, &ws));
+  if (T(im, ws)->rank == 1 && T(im, ws)->numel > 1) TRY(per_channel(im, ws, T(im, y)->rank, &ws));
+  TRY(bin(im, OP_MUL, xs, ws, &sc));
+  return requantise(im, y, sc, IN(c, 6), IN(c, 7), &c->out[0]);
+}
+#undef TRY
+
 /* ---- the table ---- */
 
 static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
@@ -3277,6 +3347,8 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "CumProd", r_cumsum, 0 }, { "GridSample", r_grid_sample, 0 }, { "DFT", r_dft, 0 }, { "Col2Im", r_col2im, 0 },
   { "LRN", r_lrn, 0 }, { "ReverseSequence", r_reverse_sequence, 0 }, { "Einsum", r_einsum, 0 },
   { "RNN", r_rnn, 0 }, { "GRU", r_rnn, 0 }, { "LSTM", r_rnn, 0 }, { "RotaryEmbedding", r_rotary, 0 },
+  { "MatMulInteger", r_matmul_integer, 0 }, { "QLinearMatMul", r_matmul_integer, 0 },
+  { "ConvInteger", r_conv_integer, 0 }, { "QLinearConv", r_conv_integer, 0 },
 };
 
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {
