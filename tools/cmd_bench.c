@@ -133,15 +133,18 @@ static kiln_status load(Bench *b) {
   return s;
 }
 
-/* Host buffers for the run: inputs from the test data in graph order, outputs allocated. */
+/* Host buffers for the run: inputs from the test data, outputs allocated. Tensor k of an
+ * imported graph is its k-th input (a constant when the importer folded it), so the value
+ * of input tensor t is test datum t. */
 static kiln_status bind(Bench *b) {
   Graph *g = b->g;
   int ni = 0;
   for (int t = 0; t < g->n_tensors; t++) {
     const Tensor *x = &g->tensors[t];
     if (x->kind != T_INPUT) continue;
-    if (ni >= b->n_in) return kiln_fail(KILN_ERR_INVALID_ARG, "bench: no test data for input '%s'", x->name);
-    const OnnxTensor *v = &b->ins[ni];
+    if (t >= b->n_in || ni >= MAX_FILES)
+      return kiln_fail(KILN_ERR_INVALID_ARG, "bench: no test data for input '%s'", x->name);
+    const OnnxTensor *v = &b->ins[t];
     if (v->dtype != x->dtype || v->numel != x->numel)
       return kiln_fail(KILN_ERR_INVALID_ARG, "bench: input '%s': test data is %s of %lld elements, the model wants %s of %lld",
                        x->name, kiln_dtype_name(v->dtype), (long long)v->numel, kiln_dtype_name(x->dtype),
