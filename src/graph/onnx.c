@@ -492,6 +492,7 @@ static bool is_shape_operand(const char *op, size_t i) {
     { "If", 1 }, { "Loop", 3 }, { "ScatterElements", 2 }, { "Scatter", 2 }, { "ScatterND", 2 }, { "GatherND", 2 },
     { "Compress", 2 }, { "HannWindow", 1 }, { "HammingWindow", 1 }, { "BlackmanWindow", 1 }, { "AffineGrid", 2 },
     { "CumProd", 2 }, { "DFT", 6 }, { "Col2Im", 6 }, { "ReverseSequence", 2 }, { "RNN", 16 }, { "GRU", 16 }, { "LSTM", 16 },
+    { "MaxUnpool", 6 }, { "TensorScatter", 4 },
   };
   for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
     if (!strcmp(op, t[k].op)) return i < 32 && (t[k].mask >> i & 1);

@@ -3290,6 +3290,125 @@ static kiln_status r_conv_integer(Importer *im, Call *c) {
 }
 #undef TRY
 
+/* ---- small compositions of newer opsets ---- */
+
+#define TRY(e) do { if ((s = (e))) return s; } while (0)
+
+static kiln_status swiglu(Importer *im, Call *c) {
+  kiln_status s;
+  int t;
+  TRY(need_in(im, c, 0)); TRY(need_in(im, c, 1));
+  TRY(binc(im, OP_MUL, IN(c, 0), im_attr_f(im, "alpha", 1), &t)); TRY(un(im, OP_SIGMOID, t, &t));
+  TRY(bin(im, OP_MUL, IN(c, 0), t, &t));
+  return bin(im, OP_MUL, t, IN(c, 1), &c->out[0]);
+}
+
+static kiln_status r_swiglu(Importer *im, Call *c) { return upcast_half(im, c, swiglu); }
+
+/* Det of [..., n, n] for n <= 3, by cofactors. */
+static kiln_status r_det(Importer *im, Call *c) {
+  kiln_status s;
+  TRY(need_in(im, c, 0));
+  int x = IN(c, 0), r = T(im, x)->rank, e[3][3];
+  int64_t n = r >= 2 ? T(im, x)->shape[r - 1] : 0;
+  if (r < 2 || T(im, x)->shape[r - 2] != n || n < 1 || n > 3) return im_fail(im, KILN_ERR_UNSUPPORTED, "determinant of other than 1x1 to 3x3 matrices");
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      TRY(take(im, x, r - 2, i, 1, true, &e[i][j])); TRY(take(im, e[i][j], r - 2, j, 1, true, &e[i][j]));
+    }
+  if (n == 1) return give(&c->out[0], e[0][0]);
+  int a, b, d = -1;
+  if (n == 2) {
+    TRY(bin(im, OP_MUL, e[0][0], e[1][1], &a)); TRY(bin(im, OP_MUL, e[0][1], e[1][0], &b));
+    return bin(im, OP_SUB, a, b, &c->out[0]);
+  }
+  for (int j = 0; j < 3; j++) {  /* expansion along the first row */
+    int j1 = (j + 1) % 3, j2 = (j + 2) % 3, m;
+    TRY(bin(im, OP_MUL, e[1][j1], e[2][j2], &a)); TRY(bin(im, OP_MUL, e[1][j2], e[2][j1], &b)); TRY(bin(im, OP_SUB, a, b, &m));
+    TRY(bin(im, OP_MUL, e[0][j], m, &m));
+    if (d < 0) d = m;
+    else TRY(bin(im, OP_ADD, d, m, &d));
+  }
+  return give(&c->out[0], d);
+}
+
+/* MaxUnpool: X's values put back at the flat output positions MaxPool reported. */
+static kiln_status r_max_unpool(Importer *im, Call *c) {
+  kiln_status s;
+  TRY(need_in(im, c, 0)); TRY(need_in(im, c, 1));
+  Tensor *x = T(im, IN(c, 0));
+  int rank = x->rank, sp = rank - 2, n, nk;
+  int64_t *ix, osh[KILN_MAX_RANK], total = 1;
+  TRY(const_ints(im, IN(c, 1), "indices", &ix, &n));
+  if (sp < 1 || n != x->numel) return im_fail(im, KILN_ERR_MODEL, "indices must match X");
+  const int64_t *k = im_attr_ints(im, "kernel_shape", &nk), *st, *pd;
+  int ns, np;
+  st = im_attr_ints(im, "strides", &ns), pd = im_attr_ints(im, "pads", &np);
+  if (nk != sp) return im_fail(im, KILN_ERR_MODEL, "kernel_shape has %d entries", nk);
+  osh[0] = x->shape[0], osh[1] = x->shape[1];
+  for (int i = 0; i < sp; i++)  /* the shape MaxPool's input had; indices are flat into it */
+    osh[2 + i] = (x->shape[2 + i] - 1) * (ns == sp ? st[i] : 1) + k[i] - (np == 2 * sp ? pd[i] + pd[sp + i] : 0);
+  Attr grow = { 0 };
+  bool padded = false;
+  if (IN(c, 2) >= 0) {  /* a larger requested output: zeros after the end of each axis */
+    int64_t *o;
+    int no;
+    TRY(const_ints(im, IN(c, 2), "output_shape", &o, &no));
+    if (no != rank) return im_fail(im, KILN_ERR_MODEL, "output_shape has %d entries", no);
+    for (int i = 0; i < rank; i++) {
+      if (o[i] < osh[i] || o[i] > osh[i] + (1 << 20)) return im_fail(im, KILN_ERR_UNSUPPORTED, "output_shape smaller than the pooled input");
+      grow.pads[rank + i] = o[i] - osh[i], padded |= o[i] != osh[i];
+    }
+  }
+  for (int i = 0; i < rank; i++)
+    if (osh[i] < 0 || !size_mul(total, osh[i], &total) || total > (1 << 24)) return im_fail(im, KILN_ERR_UNSUPPORTED, "output too large");
+  int64_t *src = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(n + 1));
+  if (!src) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int i = 0; i < n; i++) {
+    if (ix[i] < 0 || ix[i] >= total) return im_fail(im, KILN_ERR_MODEL, "index %lld outside the output", (long long)ix[i]);
+    src[i] = i;
+  }
+  int zero, y;
+  TRY(filled(im, x->dtype, 0, rank, osh, &zero));
+  TRY(scatter_pairs(im, zero, IN(c, 0), n, ix, src, "none", &y));
+  if (!padded) return give(&c->out[0], y);
+  return add(im, OP_PAD, 1, &y, &grow, &c->out[0]);
+}
+
+/* TensorScatter: each batch entry's update written into the cache at its write index
+ * along axis (wrapping round in circular mode). */
+static kiln_status r_tensor_scatter(Importer *im, Call *c) {
+  kiln_status s;
+  TRY(need_in(im, c, 0)); TRY(need_in(im, c, 1));
+  Tensor *cache = T(im, IN(c, 0)), *u = T(im, IN(c, 1));
+  int rank = cache->rank, nw = 0;
+  int64_t a0 = im_attr_i(im, "axis", -2), *wi = NULL, cs[KILN_MAX_RANK], us[KILN_MAX_RANK];
+  int axis = norm_axis(a0, rank);
+  if (axis <= 0 || u->rank != rank) return bad_axis(im, a0, rank);
+  memcpy(cs, cache->shape, sizeof cs), memcpy(us, u->shape, sizeof us);
+  if (IN(c, 2) >= 0) TRY(const_ints(im, IN(c, 2), "write_indices", &wi, &nw));
+  if (wi && nw != cs[0]) return im_fail(im, KILN_ERR_MODEL, "write_indices has %d entries for batch %lld", nw, (long long)cs[0]);
+  bool circ = !strcmp(im_attr_s(im, "mode", "linear"), "circular");
+  int64_t n = u->numel, idx[KILN_MAX_RANK];
+  int64_t *tgt = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(n + 1)), *src = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(n + 1));
+  if (!tgt || !src) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t e = 0; e < n; e++) {
+    int64_t rem = e, pos = 0;
+    for (int r = rank - 1; r >= 0; r--) idx[r] = rem % us[r], rem /= us[r];
+    int64_t at = idx[axis] + (wi ? wi[idx[0]] : 0);
+    if (circ && cs[axis] > 0) at %= cs[axis];
+    if (at < 0 || at >= cs[axis]) return im_fail(im, KILN_ERR_MODEL, "write position %lld outside the cache", (long long)at);
+    idx[axis] = at;
+    for (int r = 0; r < rank; r++) {
+      if (idx[r] >= cs[r]) return im_fail(im, KILN_ERR_MODEL, "update larger than the cache");
+      pos = pos * cs[r] + idx[r];
+    }
+    tgt[e] = pos, src[e] = e;
+  }
+  return scatter_pairs(im, IN(c, 0), IN(c, 1), n, tgt, src, "none", &c->out[0]);
+}
+#undef TRY
+
 /* ---- the table ---- */
 
 static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
@@ -3349,6 +3468,7 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "RNN", r_rnn, 0 }, { "GRU", r_rnn, 0 }, { "LSTM", r_rnn, 0 }, { "RotaryEmbedding", r_rotary, 0 },
   { "MatMulInteger", r_matmul_integer, 0 }, { "QLinearMatMul", r_matmul_integer, 0 },
   { "ConvInteger", r_conv_integer, 0 }, { "QLinearConv", r_conv_integer, 0 },
+  { "SwiGLU", r_swiglu, 0 }, { "Det", r_det, 0 }, { "MaxUnpool", r_max_unpool, 0 }, { "TensorScatter", r_tensor_scatter, 0 },
 };
 
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {
