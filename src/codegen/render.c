@@ -34,7 +34,7 @@ typedef struct R {
   int marks[32]; int depth;
   int tmp;
   int *param_of;       /* stage -> parameter number, -1 if none */
-  int64_t lo[6 * KILN_MAX_RANK], hi[6 * KILN_MAX_RANK];  /* kernel vars, then unrolled copies of the inner ones */
+  int64_t lo[12 * KILN_MAX_RANK], hi[12 * KILN_MAX_RANK];  /* kernel vars, then unrolled/blocked copies */
   int nv;
   const char *guard;   /* grid dialects: condition on stores of per-row values (one thread writes) */
   /* block rows: values of a row point (loads, unary ops) that a later inner loop needs again
@@ -380,7 +380,7 @@ static void value_item(R *r, const Item *it) {
 static const char *acc_type(const R *r, const Stage *S, kiln_dtype body_t) {
   switch (S->rop) {
   case RO_SUM: case RO_PROD:
-    if (dtype_is_float(body_t)) return "double";
+    if (dtype_is_float(body_t)) return body_t == KILN_F32 && r->d->acc_f32 ? "float" : "double";
     return "uint64_t";
   default: return vt(r, body_t);
   }
@@ -430,8 +430,8 @@ static void acc_update(R *r, const Item *it, const char *v) {
   int s = it->stage;
   bool f = dtype_is_float(bt);
   switch (S->rop) {
-  case RO_SUM: line(r, f ? "a%d += (double)%s;" : "a%d += (uint64_t)%s;", s, v); break;
-  case RO_PROD: line(r, f ? "a%d *= (double)%s;" : "a%d *= (uint64_t)%s;", s, v); break;
+  case RO_SUM: line(r, "a%d += (%s)%s;", s, acc_type(r, S, bt), v); break;
+  case RO_PROD: line(r, "a%d *= (%s)%s;", s, acc_type(r, S, bt), v); break;
   case RO_MAX:
     line(r, "a%d = %s > a%d ? %s : a%d;", s, v, s, v, s);
     if (f) line(r, "an%d |= %s != %s;", s, v, v);
@@ -628,62 +628,112 @@ static int rowacc_unroll(R *r) {
       if (k->items[i].body->dtype != KILN_F32) return 1;
       nacc++;
     }
-  if (nacc > 8 || k->inner_numel % 4 || k->rank + 4 * k->n_red > 6 * KILN_MAX_RANK) return 1;
+  if (nacc > 8 || k->inner_numel % 4) return 1;
   for (int u = 1; u < 4; u++)
     for (int i = 0; i < k->n_red; i++) {
       r->lo[k->rank + k->n_red * u + i] = 0;
       r->hi[k->rank + k->n_red * u + i] = k->red_shape[i] - 1;
     }
-  r->nv = k->rank + 4 * k->n_red;
   return 4;
 }
 
-/* body with the inner vars renamed to the unrolled copy starting at var first. */
-static const Expr *unrolled_body(R *r, Expr *body, int first) {
+/* Var ids of the copies: the inner vars of unrolled step u (u >= 1) start at inner_first,
+ * the prefix vars (outer but the last) of blocked row w at row_first. */
+static int inner_first(const Kernel *k, int u) { return u ? k->rank + k->n_red * u : k->rank; }
+static int row_first(const Kernel *k, int w) { return k->rank + 4 * k->n_red + w * (k->rank - 1); }
+
+/* Four rows of the outer prefix per iteration share each load of the j-contiguous
+ * operand (B[k, j] of a matmul) across four rows of accumulators. */
+static int row_block(R *r, int64_t prefix) {
+  const Kernel *k = r->k;
+  if (prefix % 4 || prefix < 8 || k->n_items > 8 || k->rank < 2) return 1;
+  for (int w = 0; w < 4; w++)
+    for (int i = 0; i < k->rank - 1; i++) {
+      r->lo[row_first(k, w) + i] = 0;
+      r->hi[row_first(k, w) + i] = k->shape[i] - 1;
+    }
+  return 4;
+}
+
+/* e with prefix vars renamed to row copy w (w < 0: kept) and inner vars to step u's. */
+static Expr *renamed(R *r, Expr *e, int w, int u) {
   TE *te = r->p->te;
   const Kernel *k = r->k;
+  if (!e || (w < 0 && u == 0)) return e;
   Expr *map[2 * KILN_MAX_RANK];
-  for (int i = 0; i < k->rank; i++) map[i] = te_var(te, i);
-  for (int i = 0; i < k->n_red; i++) map[k->rank + i] = te_var(te, first + i);
-  Expr *e = te_substitute(te, body, map, k->rank + k->n_red);
-  if (e) e = te_simplify(te, e, r->lo, r->hi, r->nv);
-  if (!e) r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
-  return e ? e : body;
+  for (int i = 0; i < k->rank; i++) map[i] = te_var(te, w >= 0 && i < k->rank - 1 ? row_first(k, w) + i : i);
+  for (int i = 0; i < k->n_red; i++) map[k->rank + i] = te_var(te, inner_first(k, u) + i);
+  Expr *x = te_substitute(te, e, map, k->rank + k->n_red);
+  if (x) x = te_simplify(te, x, r->lo, r->hi, r->nv);
+  if (!x) r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
+  return x ? x : e;
+}
+
+static void rowacc_epilogue(R *r, int rows, int64_t J) {
+  const Kernel *k = r->k;
+  int jv = k->rank - 1;
+  for (int w = 0; w < rows; w++) {
+    line(r, "for (int64_t v%d = 0; v%d < INT64_C(%lld); v%d++) {", jv, jv, (long long)J, jv);
+    r->indent++;
+    push(r);
+    for (int i = 0; i < k->n_items; i++) {
+      Item it = k->items[i];
+      it.body = renamed(r, it.body, rows > 1 ? w : -1, 0);
+      it.offset = renamed(r, it.offset, rows > 1 ? w : -1, 0);
+      char acc[48];
+      snprintf(acc, sizeof acc, "a%d_%d[v%d]", it.stage, w, jv);
+      if (it.kind == IT_ACC) acc_final(r, &it, acc);
+      else value_item(r, &it);
+    }
+    pop(r);
+    close_block(r);
+  }
 }
 
 static void render_rowacc(R *r) {
   const Kernel *k = r->k;
   int jv = k->rank - 1;
-  int64_t J = k->shape[jv];
-  open_outer(r, k->outer_numel / J, k->outer_numel * k->inner_numel, false);
+  int64_t J = k->shape[jv], prefix = k->outer_numel / J;
+  int unroll = rowacc_unroll(r), rows = row_block(r, prefix);
+  r->nv = row_first(k, 4);
+  open_outer(r, prefix / rows, k->outer_numel * k->inner_numel, false);
   push(r);
-  decompose(r, "o", 0, k->rank - 1, k->shape);
+  if (rows == 1) decompose(r, "o", 0, k->rank - 1, k->shape);
+  for (int w = 0; w < rows && rows > 1; w++) {
+    char flat[16];
+    snprintf(flat, sizeof flat, "p%d", w);
+    line(r, "const int64_t p%d = o * %d + %d;", w, rows, w);
+    decompose(r, flat, row_first(k, w), k->rank - 1, k->shape);
+  }
+  int nacc = 0;
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->kind != IT_ACC) continue;
-    line(r, "double a%d[%lld];", it->stage, (long long)J);  /* as ref: products in f32, sums in f64 */
-    line(r, "for (int64_t j = 0; j < %lld; j++) a%d[j] = 0;", (long long)J, it->stage);
+    nacc++;
+    for (int w = 0; w < rows; w++) {  /* as ref: products in f32, sums in f64 */
+      line(r, "double a%d_%d[%lld];", it->stage, w, (long long)J);
+      line(r, "for (int64_t j = 0; j < %lld; j++) a%d_%d[j] = 0;", (long long)J, it->stage, w);
+    }
   }
-  int unroll = rowacc_unroll(r);
   line(r, "for (int64_t r = 0; r < INT64_C(%lld); r += %d) {", (long long)k->inner_numel, unroll);
   r->indent++;
   push(r);
-  const Expr *body[4][8];  /* [unrolled step][item] */
+  const Expr *body[4][4][8];  /* [row][unrolled step][acc item] */
+  Memo *seen = NULL;
+  int ns = 0, cs = 0;
   for (int u = 0; u < unroll; u++) {
-    char flat[32];
+    char flat[16];
     snprintf(flat, sizeof flat, "q%d", u);
     line(r, "const int64_t q%d = r + %d;", u, u);
-    int first = u == 0 ? k->rank : k->rank + k->n_red * u;
-    decompose(r, flat, first, k->n_red, k->red_shape);
-    for (int i = 0, n = 0; i < k->n_items; i++)
-      if (k->items[i].kind == IT_ACC) body[u][n++] = u == 0 ? k->items[i].body : unrolled_body(r, k->items[i].body, first);
+    decompose(r, flat, inner_first(k, u), k->n_red, k->red_shape);
   }
-  Memo *seen = NULL;
-  int ns = 0, cs = 0, nacc = 0;
-  for (int i = 0; i < k->n_items; i++) nacc += k->items[i].kind == IT_ACC;
-  for (int u = 0; u < unroll; u++)
-    for (int i = 0; i < nacc; i++)
-      if (body[u][i]) hoist(r, body[u][i], jv, &seen, &ns, &cs);
+  for (int w = 0; w < rows; w++)
+    for (int u = 0; u < unroll; u++)
+      for (int i = 0, n = 0; i < k->n_items; i++)
+        if (k->items[i].kind == IT_ACC) {
+          body[w][u][n] = renamed(r, k->items[i].body, rows > 1 ? w : -1, u);
+          hoist(r, body[w][u][n++], jv, &seen, &ns, &cs);
+        }
   kiln_free(seen);
   line(r, "%s", r->d->simd);
   line(r, "for (int64_t v%d = 0; v%d < INT64_C(%lld); v%d++) {", jv, jv, (long long)J, jv);
@@ -692,29 +742,21 @@ static void render_rowacc(R *r) {
   for (int i = 0, n = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->kind != IT_ACC) continue;
-    char v[4][64];
-    for (int u = 0; u < unroll; u++) emit(r, body[u][n], v[u], sizeof v[u]);
+    for (int w = 0; w < rows; w++) {
+      char v[4][64];
+      for (int u = 0; u < unroll; u++) emit(r, body[w][u][n], v[u], sizeof v[u]);
+      /* unrolled: four f32 products summed pairwise in f32, then into the f64 row */
+      if (unroll == 4) line(r, "a%d_%d[v%d] += (double)((%s + %s) + (%s + %s));", it->stage, w, jv, v[0], v[1], v[2], v[3]);
+      else line(r, "a%d_%d[v%d] += (double)%s;", it->stage, w, jv, v[0]);
+    }
     n++;
-    /* unrolled: four f32 products summed pairwise in f32, then into the f64 row */
-    if (unroll == 4) line(r, "a%d[v%d] += (double)((%s + %s) + (%s + %s));", it->stage, jv, v[0], v[1], v[2], v[3]);
-    else line(r, "a%d[v%d] += (double)%s;", it->stage, jv, v[0]);
   }
+  (void)nacc;
   pop(r);
   close_block(r);
   pop(r);
   close_block(r);
-  line(r, "for (int64_t v%d = 0; v%d < INT64_C(%lld); v%d++) {", jv, jv, (long long)J, jv);
-  r->indent++;
-  push(r);
-  for (int i = 0; i < k->n_items; i++) {
-    const Item *it = &k->items[i];
-    char acc[48];
-    snprintf(acc, sizeof acc, "a%d[v%d]", it->stage, jv);
-    if (it->kind == IT_ACC) acc_final(r, it, acc);
-    else value_item(r, it);
-  }
-  pop(r);
-  close_block(r);
+  rowacc_epilogue(r, rows, J);
   pop(r);
   close_block(r);
 }
@@ -737,6 +779,7 @@ int cg_gpu_block(const Kernel *k) {
 }
 
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k) {
+  if (cg_gemm_match(p, k, NULL)) return CG_GPU_GEMM;
   if (k->kind == KN_ROW || (k->kind == KN_REDUCE && k->inner_numel >= 64 && k->outer_numel < 32768))
     return CG_GPU_BLOCK_ROWS;
   if (k->kind != KN_POINTWISE || k->outer_numel % 4 || k->outer_numel < 4096) return CG_GPU_POINTS;
@@ -964,6 +1007,30 @@ static void render_vec4(R *r) {
   close_block(r);
 }
 
+/* What gemm_cuda.c borrows from the renderer to render the tiled contraction shape. */
+static void hk_put(void *r, const char *s) { line(r, "%s", s); }
+static void hk_indent(void *r, int d) { ((R *)r)->indent += d; }
+static void hk_emit(void *r, const Expr *e, char *o, size_t n) { emit(r, e, o, n); }
+static void hk_push(void *r) { push(r); }
+static void hk_pop(void *r) { pop(r); }
+static void hk_items(void *rv, int step, const char *acc) {
+  R *r = rv;
+  for (int i = 0; i < r->k->n_items; i++) {
+    const Item *it = &r->k->items[i];
+    if (it->kind == IT_ACC) acc_final(r, it, acc);
+    else if (it->step == step) value_item(r, it);
+  }
+}
+
+static void render_gemm(R *r) {
+  CgGemm g;
+  bool ok = cg_gemm_match(r->p, r->k, &g);  /* cg_gpu_shape said so */
+  KILN_ASSERT(ok);
+  if (!ok) return;
+  CgEmit em = { r, hk_put, hk_indent, hk_emit, hk_push, hk_pop, hk_items };
+  cg_render_gemm(r->p, r->k, &g, &em);
+}
+
 /* ---- kernels ---- */
 
 int cg_kernel_params(const Plan *p, const Kernel *k, int *stages) {
@@ -1000,8 +1067,9 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   char name[32];
   cg_kernel_name(ki, false, name);
   sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
-  if (d->grid && d->block_bounds && cg_gpu_shape(p, k) == CG_GPU_BLOCK_ROWS) {
-    sb_printf(out, d->block_bounds, cg_gpu_block(k));
+  CgGpuShape gs0 = d->grid ? cg_gpu_shape(p, k) : CG_GPU_POINTS;
+  if (d->block_bounds && (gs0 == CG_GPU_BLOCK_ROWS || gs0 == CG_GPU_GEMM)) {
+    sb_printf(out, d->block_bounds, gs0 == CG_GPU_GEMM ? (int)CG_GEMM_THREADS : cg_gpu_block(k));
     sb_puts(out, " ");
   }
   sb_printf(out, "%s(", name);
@@ -1013,7 +1081,8 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   sb_puts(out, ") {\n");
   r.indent = 1;
   CgGpuShape gs = d->grid ? cg_gpu_shape(p, k) : CG_GPU_POINTS;
-  if (d->grid && gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
+  if (d->grid && gs == CG_GPU_GEMM) render_gemm(&r);
+  else if (d->grid && gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
   else if (d->grid && gs == CG_GPU_VEC4 && d->vec4_type) render_vec4(&r);
   else if (k->kind == KN_POINTWISE) render_pointwise(&r);
   else if (!d->grid && rowacc_fits(k, te)) render_rowacc(&r);
