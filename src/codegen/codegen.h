@@ -42,6 +42,7 @@ typedef struct Dialect {
   bool trampoline;                /* emit void kiln_eN(void *const *a) calling kernel N */
   const char *vec4_type;          /* 16-byte vector of f32 (NULL: none) */
   const char *block_bounds;       /* grid: attribute fixing a kernel's block size ("%d"), or NULL */
+  bool acc_f32;                   /* f32 sums/products accumulate in f32 (not f64) */
 } Dialect;
 
 /* -- dialect_c.c -- */
@@ -67,9 +68,43 @@ kiln_status cg_render_plan(const Plan *p, const Dialect *d, StrBuf *out);
  * POINTS one thread per outer point, grid-stride; VEC4 four points per thread, 16-byte f32
  * vectors (outer_numel/4 threads' worth); BLOCK_ROWS one block per outer point, any block
  * size that is a multiple of 32, up to 1024. */
-typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS } CgGpuShape;
+typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS, CG_GPU_GEMM } CgGpuShape;
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k);
 /* BLOCK_ROWS: the block size the kernel was rendered for (launch exactly this many threads). */
 int cg_gpu_block(const Kernel *k);
+
+/* -- gemm_cuda.c: the tiled contraction shape (CG_GPU_GEMM) of a grid dialect --
+ * A reduce-sum kernel whose accumulated body is a product of two factors, one free of
+ * some outer vars (M), the other free of others (N), both possibly sharing batch vars:
+ * matmul, batched matmul, conv as implicit GEMM. Each block computes one BM x BN tile of
+ * one batch point, staging both factors through shared memory (read through their own
+ * index maps: transposes, broadcasts, padding), then runs the kernel's epilogue items on
+ * each of its outputs. */
+enum { CG_GEMM_THREADS = 256 };
+typedef struct CgGemm {
+  const Expr *a, *b;               /* the two factors (A: no N var, B: no M var) */
+  int role[KILN_MAX_RANK];         /* per outer var: 0 batch, 1 M, 2 N */
+  int64_t M, N, K, batch;
+  int bm, bn, bk, tm, tn;          /* tile and per-thread sub-tile */
+  bool a_kfast, b_kfast;           /* global reads of a tile run along k (else along m / n) */
+  int acc_item;                    /* index of the IT_ACC item */
+} CgGemm;
+/* Does kernel k take the tiled shape? Fills g (may be NULL) when it does. */
+bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *g);
+/* Blocks to launch (CG_GEMM_THREADS threads each). */
+int64_t cg_gemm_blocks(const CgGemm *g);
+/* What the renderer lends gemm_cuda.c: text lines at its indent, expressions emitted as
+ * locals (memoised inside push/pop scopes), and the kernel's epilogue items of a step
+ * with the accumulator's value given as text. */
+typedef struct CgEmit {
+  void *r;
+  void (*put)(void *r, const char *line);
+  void (*indent)(void *r, int delta);
+  void (*emit)(void *r, const Expr *e, char *out, size_t n);
+  void (*push)(void *r);
+  void (*pop)(void *r);
+  void (*items)(void *r, int step, const char *acc);
+} CgEmit;
+void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em);
 
 #endif

@@ -178,4 +178,5 @@ const Dialect cg_dialect_cuda = {
   .trampoline = false,
   .vec4_type = "float4",
   .block_bounds = "__launch_bounds__(%d)",
+  .acc_f32 = true,  /* f32 sums in f32: no f32->f64 conversion per term (slow on GPUs) */
 };

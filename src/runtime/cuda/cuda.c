@@ -211,7 +211,8 @@ static void cuda_free(void *exec);
 /* Threads and blocks for one kernel, from the shape render.c gave it (cg_gpu_shape):
  * grid-stride kernels get 256 threads and a block per 256 points (up to 2^20 blocks, then
  * they stride); block-row kernels one block per row (grid-strided past 2^20 rows) of
- * exactly the size they were rendered for (cg_gpu_block). */
+ * exactly the size they were rendered for (cg_gpu_block); tiled contractions one block
+ * of CG_GEMM_THREADS per output tile. */
 static kiln_status launch_shape(CudaExec *x, const Plan *p, const Kernel *k, CudaLaunch *l) {
   int max_threads = 1024;
   kiln_status st = cuda_check(x->d->cuFuncGetAttribute(&max_threads, CUDRV_FUNC_ATTR_MAX_THREADS, l->fn),
@@ -220,6 +221,16 @@ static kiln_status launch_shape(CudaExec *x, const Plan *p, const Kernel *k, Cud
   max_threads &= ~31;
   l->smem = 0;
   CgGpuShape g = cg_gpu_shape(p, k);
+  if (g == CG_GPU_GEMM) {  /* one block per output tile (gemm_cuda.c), tile-strided past 2^20 */
+    CgGemm gm;
+    if (!cg_gemm_match(p, k, &gm)) return kiln_fail(KILN_ERR_DEVICE, "cuda: kernel %d lost its GEMM shape", k->id);
+    if (max_threads < CG_GEMM_THREADS)
+      return kiln_fail(KILN_ERR_DEVICE, "cuda: kernel %d needs %d threads per block, the compiled code allows %d", k->id,
+                       (int)CG_GEMM_THREADS, max_threads);
+    l->block = CG_GEMM_THREADS;
+    l->grid = (unsigned)cg_gemm_blocks(&gm);
+    return KILN_OK;
+  }
   if (g == CG_GPU_BLOCK_ROWS) {
     int t = cg_gpu_block(k);  /* the kernel's unrolled row loops assume exactly this */
     if (t > max_threads)

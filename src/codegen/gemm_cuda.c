@@ -1,0 +1,282 @@
+/*
+ * gemm_cuda.c — the tiled contraction shape of grid dialects (CG_GPU_GEMM). Takes a plan
+ * kernel whose one accumulation is a sum over the inner domain of a product of two
+ * factors, produces the body of a CUDA kernel that computes it as a GEMM:
+ *
+ *   - the outer vars split into batch vars (both factors read them), M vars (only the
+ *     first factor A reads them) and N vars (only B); M, N, K are the products of their
+ *     extents, K the inner domain. So matmul, batched matmul (attention) and convolution
+ *     (implicit GEMM: A is the input window, B the weights) are one case;
+ *   - a block of CG_GEMM_THREADS threads computes one BM x BN tile of one batch point;
+ *     each thread a TM x TN sub-tile at rows ty + i*BM/TM and columns tx + j*BN/TN (so a
+ *     warp's shared-memory reads and its global stores run along consecutive addresses);
+ *   - both factors go through shared memory BK reduction points at a time. Each tile
+ *     element is the factor's expression evaluated by the renderer at the element's vars,
+ *     so transposes, broadcasts, slices and padding selects inlined into the factors are
+ *     read through their index maps; consecutive threads walk the operand along whichever
+ *     of k or m (n) has unit stride in memory, so global reads coalesce;
+ *   - products accumulate in f32 registers with fused multiply-adds (__fmaf_rn: one
+ *     rounding per step, more accurate than a separate multiply and add, and unaffected
+ *     by --fmad=false);
+ *   - after the reduction the renderer's epilogue items (bias, activation, residual, the
+ *     stores) run on each output of the sub-tile, guarded by the M/N bounds.
+ *
+ * The tile size follows the problem: 128x128 (8x8 per thread) when that still gives a
+ * block per multiprocessor, else 64x64 (4x4), else 32x32 (2x2), so small layers still
+ * spread over the chip.
+ */
+#include "codegen.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+enum { ROLE_BATCH, ROLE_M, ROLE_N };
+enum { ENOUGH_BLOCKS = 128 };  /* about one per multiprocessor of an H100/H200 (132) */
+
+static bool uses_var(const Expr *e, int v) {
+  if (e->kind == EX_VAR) return e->var == v;
+  for (int i = 0; i < e->n_args; i++)
+    if (uses_var(e->args[i], v)) return true;
+  return false;
+}
+
+static bool has_memory_load(const Plan *p, const Kernel *k, const Expr *e) {
+  if (e->kind == EX_LOAD) return p->kernel_of[e->src] != k->id && !plan_is_baked(p->te, e->src);
+  for (int i = 0; i < e->n_args; i++)
+    if (has_memory_load(p, k, e->args[i])) return true;
+  return false;
+}
+
+/* The first memory load in e (depth first), or NULL. */
+static const Expr *first_load(const Plan *p, const Kernel *k, const Expr *e) {
+  if (e->kind == EX_LOAD) return p->kernel_of[e->src] != k->id && !plan_is_baked(p->te, e->src) ? e : NULL;
+  for (int i = 0; i < e->n_args; i++) {
+    const Expr *l = first_load(p, k, e->args[i]);
+    if (l) return l;
+  }
+  return NULL;
+}
+
+/* Element offset of load L with every var at 0 except var v at 1 (v < 0: none); false if
+ * the offset cannot be evaluated exactly. */
+static bool offset_at(const Plan *p, const Expr *L, int nv, int v, int64_t *out) {
+  const Stage *S = &p->te->stages[L->src];
+  int64_t lo[2 * KILN_MAX_RANK] = { 0 }, off = 0;
+  if (v >= 0) lo[v] = 1;
+  for (int i = 0; i < L->n_args; i++) {
+    int64_t mn, mx, stride = 1;
+    if (!te_range(L->args[i], lo, lo, nv, &mn, &mx) || mn != mx) return false;
+    for (int j = i + 1; j < S->rank; j++) stride *= S->shape[j];
+    off += mn * stride;
+  }
+  *out = off;
+  return true;
+}
+
+/* Does the operand's (first) load move by one element when the last inner var moves by
+ * one? Then a tile is read along k; else along its own last var (last M or N var). */
+static bool reads_along_k(const Plan *p, const Kernel *k, const Expr *x, const CgGemm *g, int own) {
+  const Expr *L = first_load(p, k, x);
+  int nv = k->rank + k->n_red, last_k = -1, last_own = -1;
+  for (int i = k->n_red - 1; i >= 0 && last_k < 0; i--)
+    if (k->red_shape[i] > 1) last_k = k->rank + i;
+  for (int i = k->rank - 1; i >= 0 && last_own < 0; i--)
+    if (g->role[i] == own && k->shape[i] > 1) last_own = i;
+  int64_t o0, ok, oo;
+  if (!L || last_k < 0 || !offset_at(p, L, nv, -1, &o0)) return false;
+  bool k1 = offset_at(p, L, nv, last_k, &ok) && ok - o0 == 1;
+  bool own1 = last_own >= 0 && offset_at(p, L, nv, last_own, &oo) && oo - o0 == 1;
+  return k1 && !own1;
+}
+
+static void pick_tile(CgGemm *g) {
+  static const int cfg[3][5] = { { 128, 128, 8, 8, 8 }, { 64, 64, 16, 4, 4 }, { 32, 32, 32, 2, 2 } };
+  int c = 0;
+  for (; c < 2; c++) {
+    int64_t blocks = ((g->M + cfg[c][0] - 1) / cfg[c][0]) * ((g->N + cfg[c][1] - 1) / cfg[c][1]) * g->batch;
+    if (blocks >= ENOUGH_BLOCKS) break;
+  }
+  g->bm = cfg[c][0], g->bn = cfg[c][1], g->bk = cfg[c][2], g->tm = cfg[c][3], g->tn = cfg[c][4];
+}
+
+bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *out) {
+  if (k->kind != KN_REDUCE || k->n_steps > 2 || k->rank < 1 || k->n_red < 1) return false;
+  CgGemm g = { .acc_item = -1 };
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind == IT_ACC) {
+      if (g.acc_item >= 0 || it->step != 0) return false;
+      g.acc_item = i;
+    } else if (it->kind != IT_OUTER || it->step != 1) return false;
+  }
+  if (g.acc_item < 0) return false;
+  const Item *acc = &k->items[g.acc_item];
+  const Stage *S = &p->te->stages[acc->stage];
+  const Expr *body = acc->body;
+  if (S->rop != RO_SUM || body->dtype != KILN_F32 || S->dtype != KILN_F32) return false;
+  if (body->kind != EX_BINARY || body->op != TB_MUL) return false;
+  g.a = body->args[0], g.b = body->args[1];
+  if (!has_memory_load(p, k, g.a) || !has_memory_load(p, k, g.b)) return false;
+  g.M = g.N = g.batch = 1;
+  for (int v = 0; v < k->rank; v++) {
+    bool ua = uses_var(g.a, v), ub = uses_var(g.b, v);
+    if (ua && ub) g.role[v] = ROLE_BATCH, g.batch *= k->shape[v];
+    else if (ub) g.role[v] = ROLE_N, g.N *= k->shape[v];
+    else g.role[v] = ROLE_M, g.M *= k->shape[v];
+  }
+  int first = 0;  /* M holds the first outer var that is not a batch var (the rows of x @ w) */
+  while (first < k->rank && (g.role[first] == ROLE_BATCH || k->shape[first] == 1)) first++;
+  if (first < k->rank && g.role[first] == ROLE_N) {
+    const Expr *t = g.a; g.a = g.b; g.b = t;
+    for (int v = 0; v < k->rank; v++) g.role[v] = g.role[v] == ROLE_N ? ROLE_M : g.role[v] == ROLE_M ? ROLE_N : ROLE_BATCH;
+    int64_t m = g.M; g.M = g.N; g.N = m;
+  }
+  g.K = k->inner_numel;
+  /* worth a tile: both sides at least 8 wide, and either enough small tiles to spread over
+   * the chip or a shape the one-block-per-output reduction does not take */
+  if (g.M < 8 || g.N < 8 || g.K < 4) return false;
+  int64_t small_tiles = ((g.M + 31) / 32) * ((g.N + 31) / 32) * g.batch;
+  bool block_rows = k->inner_numel >= 64 && k->outer_numel < 32768;
+  if (small_tiles < 16 && block_rows) return false;
+  pick_tile(&g);
+  g.a_kfast = reads_along_k(p, k, g.a, &g, ROLE_M);
+  g.b_kfast = reads_along_k(p, k, g.b, &g, ROLE_N);
+  if (out) *out = g;
+  return true;
+}
+
+int64_t cg_gemm_blocks(const CgGemm *g) {
+  int64_t t = ((g->M + g->bm - 1) / g->bm) * ((g->N + g->bn - 1) / g->bn) * g->batch;
+  return t < ((int64_t)1 << 20) ? t : ((int64_t)1 << 20);
+}
+
+/* ---- rendering ---- */
+
+static void put(const CgEmit *em, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static void put(const CgEmit *em, const char *f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  em->put(em->r, buf);
+}
+
+static void open_(const CgEmit *em, const char *f, const char *a) {
+  put(em, f, a);
+  em->indent(em->r, 1);
+}
+
+static void close_(const CgEmit *em) {
+  em->indent(em->r, -1);
+  put(em, "}");
+}
+
+/* const int64_t v<i> = digit of flat over the vars of kernel k with role `role` (outer),
+ * or over the inner vars (role < 0). */
+static void decompose(const CgEmit *em, const Kernel *k, const CgGemm *g, int role, const char *flat) {
+  int64_t stride = 1;
+  int first = role < 0 ? k->rank : 0, n = role < 0 ? k->n_red : k->rank;
+  const int64_t *shape = role < 0 ? k->red_shape : k->shape;
+  int64_t total = role < 0 ? g->K : role == ROLE_M ? g->M : role == ROLE_N ? g->N : g->batch;
+  for (int i = n - 1; i >= 0; i--) {
+    if (role >= 0 && g->role[i] != role) continue;
+    int v = first + i;
+    if (shape[i] == 1) put(em, "const int64_t v%d = 0;", v);
+    else if (stride * shape[i] == total && stride == 1) put(em, "const int64_t v%d = %s;", v, flat);
+    else if (stride * shape[i] == total) put(em, "const int64_t v%d = %s / INT64_C(%lld);", v, flat, (long long)stride);
+    else if (stride == 1) put(em, "const int64_t v%d = %s %% INT64_C(%lld);", v, flat, (long long)shape[i]);
+    else put(em, "const int64_t v%d = (%s / INT64_C(%lld)) %% INT64_C(%lld);", v, flat, (long long)stride, (long long)shape[i]);
+    stride *= shape[i];
+  }
+}
+
+/* Loads one factor's BK x B<side> tile into sh[kk][x] (zero outside the problem). */
+static void load_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const Expr *x, int role, const char *sh,
+                      int width, bool kfast) {
+  int per = g->bk * width / CG_GEMM_THREADS;
+  const char *base = role == ROLE_M ? "tm0" : "tn0";
+  int64_t limit = role == ROLE_M ? g->M : g->N;
+  put(em, "#pragma unroll");
+  open_(em, "for (int l = 0; l < %s; l++) {", per == 1 ? "1" : per == 2 ? "2" : per == 4 ? "4" : "8");
+  put(em, "const int e = threadIdx.x + l * %d;", CG_GEMM_THREADS);
+  if (kfast) put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
+  else put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
+  put(em, "const int64_t mq = %s + xx, kq = k0 + kk;", base);
+  put(em, "float val = 0.0f;");
+  char cond[128];
+  snprintf(cond, sizeof cond, "if (mq < INT64_C(%lld) && kq < INT64_C(%lld)) {", (long long)limit, (long long)g->K);
+  open_(em, "%s", cond);
+  em->push(em->r);
+  decompose(em, k, g, role, "mq");
+  decompose(em, k, g, -1, "kq");
+  char v[256];
+  em->emit(em->r, x, v, sizeof v);
+  put(em, "val = %s;", v);
+  em->pop(em->r);
+  close_(em);
+  put(em, "%s[kk][xx] = val;", sh);
+  close_(em);
+}
+
+void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em) {
+  (void)p;
+  int64_t mt = (g->M + g->bm - 1) / g->bm, nt = (g->N + g->bn - 1) / g->bn;
+  int rows = g->bm / g->tm, cols = g->bn / g->tn;  /* threads along m and n; rows*cols = CG_GEMM_THREADS */
+  /* +4 floats per row: the k-fast stores of a tile (consecutive threads, consecutive kk)
+   * land in distinct banks */
+  put(em, "__shared__ float As[%d][%d];", g->bk, g->bm + 4);
+  put(em, "__shared__ float Bs[%d][%d];", g->bk, g->bn + 4);
+  put(em, "const int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;", cols, cols);
+  char loop[160];
+  snprintf(loop, sizeof loop, "for (int64_t tile = blockIdx.x; tile < INT64_C(%lld); tile += gridDim.x) {",
+           (long long)(mt * nt * g->batch));
+  open_(em, "%s", loop);
+  put(em, "const int64_t tn0 = (tile %% INT64_C(%lld)) * %d;", (long long)nt, g->bn);
+  put(em, "const int64_t tm0 = ((tile / INT64_C(%lld)) %% INT64_C(%lld)) * %d;", (long long)nt, (long long)mt, g->bm);
+  put(em, "const int64_t bz = tile / INT64_C(%lld);", (long long)(nt * mt));
+  em->push(em->r);
+  decompose(em, k, g, ROLE_BATCH, "bz");
+  put(em, "float acc[%d][%d];", g->tm, g->tn);
+  put(em, "#pragma unroll");
+  put(em, "for (int i = 0; i < %d; i++)", g->tm);
+  put(em, "#pragma unroll");
+  put(em, "  for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;", g->tn);
+  snprintf(loop, sizeof loop, "for (int64_t k0 = 0; k0 < INT64_C(%lld); k0 += %d) {", (long long)g->K, g->bk);
+  open_(em, "%s", loop);
+  load_tile(em, k, g, g->a, ROLE_M, "As", g->bm, g->a_kfast);
+  load_tile(em, k, g, g->b, ROLE_N, "Bs", g->bn, g->b_kfast);
+  put(em, "__syncthreads();");
+  put(em, "#pragma unroll");
+  open_(em, "for (int kk = 0; kk < %s; kk++) {", g->bk == 8 ? "8" : g->bk == 16 ? "16" : "32");
+  put(em, "float ra[%d], rb[%d];", g->tm, g->tn);
+  put(em, "#pragma unroll");
+  put(em, "for (int i = 0; i < %d; i++) ra[i] = As[kk][ty + i * %d];", g->tm, rows);
+  put(em, "#pragma unroll");
+  put(em, "for (int j = 0; j < %d; j++) rb[j] = Bs[kk][tx + j * %d];", g->tn, cols);
+  put(em, "#pragma unroll");
+  put(em, "for (int i = 0; i < %d; i++)", g->tm);
+  put(em, "#pragma unroll");
+  put(em, "  for (int j = 0; j < %d; j++) acc[i][j] = __fmaf_rn(ra[i], rb[j], acc[i][j]);", g->tn);
+  close_(em);
+  put(em, "__syncthreads();");
+  close_(em);
+  /* epilogue: every output of the sub-tile, in the kernel's own vars */
+  put(em, "#pragma unroll");
+  open_(em, "for (int i = 0; i < %s; i++) {", g->tm == 8 ? "8" : g->tm == 4 ? "4" : "2");
+  put(em, "#pragma unroll");
+  open_(em, "for (int j = 0; j < %s; j++) {", g->tn == 8 ? "8" : g->tn == 4 ? "4" : "2");
+  put(em, "const int64_t mq = tm0 + ty + i * %d, nq = tn0 + tx + j * %d;", rows, cols);
+  snprintf(loop, sizeof loop, "if (mq < INT64_C(%lld) && nq < INT64_C(%lld)) {", (long long)g->M, (long long)g->N);
+  open_(em, "%s", loop);
+  em->push(em->r);
+  decompose(em, k, g, ROLE_M, "mq");
+  decompose(em, k, g, ROLE_N, "nq");
+  em->items(em->r, 1, "acc[i][j]");
+  em->pop(em->r);
+  close_(em);
+  close_(em);
+  close_(em);
+  em->pop(em->r);
+  close_(em);
+}
