@@ -75,7 +75,7 @@ static void bench_one(const char *name, const char *backend, int runs) {
     printf("{\"name\":\"%s\",\"error\":\"%s: %s\"}\n", name, kiln_status_name(st), kiln_last_error());
     return;
   }
-  void *ref[8] = { 0 }, *outs[8] = { 0 }, *first[8] = { 0 };
+  void *ref[16] = { 0 }, *outs[16] = { 0 }, *first[16] = { 0 };
   for (int i = 0; i < w.n_outputs; i++) outs[i] = calloc(1, w.output_bytes[i] + 1), first[i] = calloc(1, w.output_bytes[i] + 1);
   size_t in_bytes = 0;
   for (int i = 0; i < w.n_inputs; i++) in_bytes += w.input_bytes[i];

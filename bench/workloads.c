@@ -14,7 +14,7 @@
 const char *const wl_standard[] = {
   "chain10_16M", "softmax_4096x128", "softmax_4096x1024", "softmax_4096x4096", "softmax_32768x512",
   "softmax_256x32768", "layernorm_4096x768", "layernorm_16384x1024", "layernorm_8192x4096",
-  "mlp_fwd_b128", "mlp_fwd_b4096", "mlp_train_b32", "mlp_train_b1024",
+  "mlp_fwd_b128", "mlp_fwd_b4096", "mlp_train_b32", "mlp_train_b1024", "cnn_train_b32", "bert_layer_b8s128",
 };
 const int wl_n_standard = sizeof wl_standard / sizeof wl_standard[0];
 
@@ -175,6 +175,110 @@ static kiln_status mlp_train(Workload *w, int64_t b) {
   return KILN_OK;
 }
 
+
+static kiln_status dense3(Workload *w, kiln_tensor x, int64_t k, int64_t n, const char *name, kiln_tensor *out) {
+  int64_t ws[2] = { k, n };
+  kiln_tensor wt, b, mm;
+  TRY(add_param(w, name, 2, ws, (float)(1.0 / sqrt((double)k)), &wt));
+  TRY(add_param(w, name, 1, &n, 0.1f, &b));
+  TRY(kiln_graph_matmul(w->g, x, wt, &mm));
+  return bin(w, KILN_ADD, mm, b, out);
+}
+
+/* [B,S,H*D] -> [B,H,S,D] */
+static kiln_status heads(Workload *w, kiln_tensor x, int64_t b, int64_t s, kiln_tensor *out) {
+  int64_t sh[4] = { b, s, 12, 64 };
+  int perm[4] = { 0, 2, 1, 3 };
+  kiln_tensor r;
+  TRY(kiln_graph_reshape(w->g, x, 4, sh, &r));
+  return kiln_graph_transpose(w->g, r, perm, out);
+}
+
+/* Post-norm transformer encoder layer of WORKLOADS.md (12 heads of 64, FFN 3072). */
+static kiln_status bert_layer(Workload *w, int64_t b, int64_t s) {
+  int64_t xs[3] = { b, s, 768 }, c = 768;
+  kiln_tensor x, qkv, q, k, v, qh, kh, vh, kt, sc, scale, sm, o, ot, oc, proj, res, g1, b1, h, f1, f, f2, res2, g2, b2, y;
+  TRY(add_input(w, "x", 3, xs, &x));
+  TRY(dense3(w, x, 768, 2304, "qkv", &qkv));
+  int ax = 2;
+  for (int i = 0; i < 3; i++) {
+    int64_t st = 768 * i, en = 768 * (i + 1);
+    TRY(kiln_graph_slice(w->g, qkv, 1, &st, &en, &ax, NULL, i == 0 ? &q : i == 1 ? &k : &v));
+  }
+  TRY(heads(w, q, b, s, &qh)); TRY(heads(w, k, b, s, &kh)); TRY(heads(w, v, b, s, &vh));
+  int pk[4] = { 0, 1, 3, 2 }, po[4] = { 0, 2, 1, 3 };
+  TRY(kiln_graph_transpose(w->g, kh, pk, &kt));
+  TRY(kiln_graph_matmul(w->g, qh, kt, &sc));
+  TRY(scalar(w, 0.125, &scale));
+  TRY(bin(w, KILN_MUL, sc, scale, &sm));
+  TRY(kiln_graph_softmax(w->g, sm, -1, &sm));
+  TRY(kiln_graph_matmul(w->g, sm, vh, &o));
+  TRY(kiln_graph_transpose(w->g, o, po, &ot));
+  TRY(kiln_graph_reshape(w->g, ot, 3, xs, &oc));
+  TRY(dense3(w, oc, 768, 768, "o", &proj));
+  TRY(bin(w, KILN_ADD, x, proj, &res));
+  TRY(add_param(w, "ln1.g", 1, &c, 1.0f, &g1)); TRY(add_param(w, "ln1.b", 1, &c, 0.1f, &b1));
+  TRY(kiln_graph_layernorm(w->g, res, g1, b1, -1, 1e-5, &h));
+  TRY(dense3(w, h, 768, 3072, "ffn1", &f1));
+  TRY(kiln_graph_unary(w->g, KILN_GELU_TANH, f1, &f));
+  TRY(dense3(w, f, 3072, 768, "ffn2", &f2));
+  TRY(bin(w, KILN_ADD, h, f2, &res2));
+  TRY(add_param(w, "ln2.g", 1, &c, 1.0f, &g2)); TRY(add_param(w, "ln2.b", 1, &c, 0.1f, &b2));
+  TRY(kiln_graph_layernorm(w->g, res2, g2, b2, -1, 1e-5, &y));
+  w->flops = 2.0 * (double)(b * s) * 768.0 * (2304 + 768 + 2 * 3072) + 4.0 * (double)(b * 12) * (double)(s * s) * 64;
+  return add_output(w, y, "y");
+}
+
+/* One SGD step of the LeNet-like net of WORKLOADS.md (cnn_train_b32). */
+static kiln_status cnn_train(Workload *w, int64_t b) {
+  int64_t xs[4] = { b, 1, 28, 28 }, ys[2] = { b, 10 };
+  int64_t w1s[4] = { 16, 1, 3, 3 }, w2s[4] = { 32, 16, 3, 3 }, c1 = 16, c2 = 32, flat[2] = { b, 1568 };
+  kiln_tensor x, y, w1, bb1, w2, bb2, h1, r1, p1, h2, r2, p2, fl, d1, r3, logits, lsm, prod, sum, negb, loss;
+  TRY(add_input(w, "x", 4, xs, &x));
+  TRY(kiln_graph_input(w->g, "y", KILN_F32, 2, ys, &y));
+  float *oh = calloc((size_t)(b * 10), sizeof *oh);
+  if (!oh) return KILN_ERR_NO_MEMORY;
+  for (int64_t i = 0; i < b; i++) oh[i * 10 + (int64_t)(uniform01() * 10) % 10] = 1.0f;
+  w->inputs[w->n_inputs] = oh;
+  w->input_bytes[w->n_inputs++] = (size_t)(b * 10) * sizeof(float);
+  TRY(add_param(w, "c1.w", 4, w1s, 1.0f / 3.0f, &w1)); TRY(add_param(w, "c1.b", 1, &c1, 0.1f, &bb1));
+  TRY(add_param(w, "c2.w", 4, w2s, 1.0f / 12.0f, &w2)); TRY(add_param(w, "c2.b", 1, &c2, 0.1f, &bb2));
+  kiln_conv_params cp = { .spatial = 2, .pads = { 1, 1, 1, 1 } };
+  kiln_pool_params pp = { .spatial = 2, .kernel = { 2, 2 }, .strides = { 2, 2 } };
+  TRY(kiln_graph_conv(w->g, x, w1, bb1, &cp, &h1));
+  TRY(kiln_graph_unary(w->g, KILN_RELU, h1, &r1));
+  TRY(kiln_graph_pool(w->g, KILN_POOL_MAX, r1, &pp, &p1));
+  TRY(kiln_graph_conv(w->g, p1, w2, bb2, &cp, &h2));
+  TRY(kiln_graph_unary(w->g, KILN_RELU, h2, &r2));
+  TRY(kiln_graph_pool(w->g, KILN_POOL_MAX, r2, &pp, &p2));
+  TRY(kiln_graph_reshape(w->g, p2, 2, flat, &fl));
+  TRY(dense(w, fl, 1568, 128, true, 3, &r3));
+  (void)d1;
+  TRY(dense(w, r3, 128, 10, false, 4, &logits));
+  TRY(kiln_graph_log_softmax(w->g, logits, -1, &lsm));
+  TRY(bin(w, KILN_MUL, lsm, y, &prod));
+  TRY(kiln_graph_reduce(w->g, KILN_REDUCE_SUM, prod, 0, NULL, 0, &sum));
+  TRY(scalar(w, -1.0 / (double)b, &negb));
+  TRY(bin(w, KILN_MUL, sum, negb, &loss));
+  kiln_tensor params[8], upd[8];
+  int found = 0;
+  for (kiln_tensor t = 0; found < 8 && t < 64; t++) {
+    int rank;
+    int64_t sh[KILN_MAX_RANK];
+    if (kiln_tensor_shape(w->g, t, &rank, sh)) break;
+    bool is_param = (rank == 4 && (sh[0] == 16 || sh[0] == 32) && sh[2] == 3) ||
+                    (rank == 1 && (sh[0] == 16 || sh[0] == 32 || sh[0] == 128 || sh[0] == 10)) ||
+                    (rank == 2 && ((sh[0] == 1568 && sh[1] == 128) || (sh[0] == 128 && sh[1] == 10)));
+    if (is_param && t != x && t != y) params[found++] = t;
+  }
+  if (found != 8) return KILN_ERR_INVALID_ARG;
+  TRY(kiln_graph_sgd(w->g, loss, 8, params, 0.01, 0.0, upd));
+  w->flops = 3 * 2.0 * (double)b * (28.0 * 28 * 16 * 9 + 14.0 * 14 * 32 * 16 * 9 + 1568.0 * 128 + 1280.0);
+  TRY(add_output(w, loss, "loss"));
+  for (int i = 0; i < 8; i++) TRY(add_output(w, upd[i], "param"));
+  return KILN_OK;
+}
+
 static int64_t count(const char *s, const char **end) {
   char *e;
   long long v = strtoll(s, &e, 10);
@@ -200,6 +304,8 @@ kiln_status wl_build(const char *name, Workload *w) {
     st = linear_relu(w, a, b, c);
   else if (sscanf(name, "mlp_fwd_b%lld", (long long *)&a) == 1) st = mlp_fwd(w, a);
   else if (sscanf(name, "mlp_train_b%lld", (long long *)&a) == 1) st = mlp_train(w, a);
+  else if (sscanf(name, "cnn_train_b%lld", (long long *)&a) == 1) st = cnn_train(w, a);
+  else if (sscanf(name, "bert_layer_b%llds%lld", (long long *)&a, (long long *)&b) == 2) st = bert_layer(w, a, b);
   else st = KILN_ERR_INVALID_ARG;
   if (st) wl_free(w);
   return st;

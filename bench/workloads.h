@@ -3,7 +3,7 @@
  * public C API, shared by the benchmark (bench/bench.c), `kiln plan` and the tests.
  * A name picks the workload and its shape: chain10_<N>[K|M], softmax_<R>x<C>,
  * logsoftmax_<R>x<C>, layernorm_<R>x<C>, linear_relu_<M>x<K>x<N>, mlp_fwd_b<B>,
- * mlp_train_b<B>. Inputs are filled with deterministic standard-normal data.
+ * mlp_train_b<B>, cnn_train_b<B>, bert_layer_b<B>s<S>. Inputs are filled with deterministic standard-normal data.
  */
 #ifndef KILN_WORKLOADS_H
 #define KILN_WORKLOADS_H
@@ -16,8 +16,8 @@ typedef struct Workload {
   int n_inputs, n_outputs;
   void *inputs[8];
   size_t input_bytes[8];
-  size_t output_bytes[8];
-  kiln_dtype output_dtype[8];
+  size_t output_bytes[16];
+  kiln_dtype output_dtype[16];
   double flops;              /* multiply-adds x 2 of the contractions */
 } Workload;
 

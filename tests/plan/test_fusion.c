@@ -42,7 +42,7 @@ static void pin(const char *name, int fused, int eager, int bytes_floor, double 
   Workload w;
   OK(wl_build(name, &w));
   if (!w.g) { test_failures++; return; }
-  void *ref[8] = { 0 }, *f[8] = { 0 }, *e[8] = { 0 };
+  void *ref[16] = { 0 }, *f[16] = { 0 }, *e[16] = { 0 };
   run_on(&w, "ref", 1, ref);
   kiln_census cf = run_on(&w, "cpu", 1, f);
   kiln_census ce = run_on(&w, "cpu", 0, e);
