@@ -607,6 +607,27 @@ static kiln_status r_split(Importer *im, Call *c) {
   return KILN_OK;
 }
 
+/* Wrap padding: each axis becomes [x[d-b:], x, x[:e]] (negative pads crop). */
+static kiln_status pad_wrap(Importer *im, int x, const Attr *a, int *out) {
+  kiln_status s;
+  int rank = T(im, x)->rank;
+  for (int r = 0; r < rank; r++) {
+    int64_t d = T(im, x)->shape[r], b = a->pads[r], e = a->pads[rank + r];
+    if (b < 0) { if ((s = slice1(im, x, r, -b, d + b > 0 ? d + b : 0, 1, &x))) return s; d += b, b = 0; }
+    if (e < 0) { if ((s = slice1(im, x, r, 0, d + e > 0 ? d + e : 0, 1, &x))) return s; d += e, e = 0; }
+    if (!b && !e) continue;
+    if (b > d || e > d) return im_fail(im, KILN_ERR_UNSUPPORTED, "wrap padding wider than the axis");
+    int parts[3], n = 0;
+    Attr ca = { 0 };
+    ca.axis = r;
+    if (b && (s = slice1(im, x, r, d - b, b, 1, &parts[n++]))) return s;
+    parts[n++] = x;
+    if (e && (s = slice1(im, x, r, 0, e, 1, &parts[n++]))) return s;
+    if ((s = add(im, OP_CONCAT, n, parts, &ca, &x))) return s;
+  }
+  return give(out, x);
+}
+
 static kiln_status r_pad(Importer *im, Call *c) {
   kiln_status s = need_in(im, c, 0);
   if (s) return s;
@@ -635,6 +656,7 @@ static kiln_status r_pad(Importer *im, Call *c) {
   if (!strcmp(mode, "constant")) a.pad_mode = KILN_PAD_CONSTANT;
   else if (!strcmp(mode, "reflect")) a.pad_mode = KILN_PAD_REFLECT;
   else if (!strcmp(mode, "edge")) a.pad_mode = KILN_PAD_EDGE;
+  else if (!strcmp(mode, "wrap")) return pad_wrap(im, c->in[0], &a, &c->out[0]);
   else return im_fail(im, KILN_ERR_UNSUPPORTED, "mode '%s' is not supported", mode);
   a.value = value;
   return add(im, OP_PAD, 1, c->in, &a, &c->out[0]);
