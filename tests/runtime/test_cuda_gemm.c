@@ -12,6 +12,7 @@
 #include "codegen/codegen.h"
 #include "runtime/runtime.h"
 #include "runtime/cuda/cudadrv.h"
+#include "runtime/cuda/cublaslt.h"
 
 static unsigned long long seed = 29;
 
@@ -197,6 +198,45 @@ static void test_shapes(void) {
   kiln_graph_free(gr);
 }
 
+/* Which kernels go to cuBLASLt, and how their operands map (no GPU needed). */
+static void test_library_match(void) {
+  CudaLtCall c;
+  kiln_graph *gr = dense(4096, 512, 256, false);
+  Plans r = plan_of(gr);
+  int n = 0;
+  for (int i = 0; r.p && i < r.p->n_kernels; i++)
+    if (cuda_lt_match(r.p, &r.p->kernels[i], &c)) {
+      n++;
+      CHECK(c.M == 4096 && c.N == 256 && c.K == 512 && c.batch == 1);
+      CHECK(!c.a_t && c.lda == 512 && !c.b_t && c.ldb == 256 && c.ldd == 256);
+      CHECK(c.relu && c.bias_stage >= 0 && c.bias_off == 0 && c.a_off == 0 && c.d_off == 0);
+    }
+  CHECK_MSG(n == 1, "dense 4096: %d library GEMMs, expected 1", n);
+  plans_free(&r);
+  kiln_graph_free(gr);
+
+  gr = dense(1024, 512, 256, true);  /* x stored [k, m]: the library reads A transposed */
+  r = plan_of(gr);
+  n = 0;
+  for (int i = 0; r.p && i < r.p->n_kernels; i++)
+    if (cuda_lt_match(r.p, &r.p->kernels[i], &c)) n++, CHECK(c.a_t && c.lda == 1024 && !c.b_t);
+  CHECK_MSG(n == 1, "x^T w: %d library GEMMs, expected 1", n);
+  plans_free(&r);
+  kiln_graph_free(gr);
+
+  gr = dense(128, 784, 512, false);  /* 51 M multiply-adds: under the cost rule */
+  r = plan_of(gr);
+  for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(!cuda_lt_match(r.p, &r.p->kernels[i], &c));
+  plans_free(&r);
+  kiln_graph_free(gr);
+
+  gr = conv(32, 64, 32, 32, 64);  /* implicit GEMM: the window is no strided matrix */
+  r = plan_of(gr);
+  for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(!cuda_lt_match(r.p, &r.p->kernels[i], &c));
+  plans_free(&r);
+  kiln_graph_free(gr);
+}
+
 /* ---- with a GPU: values against ref ---- */
 
 static kiln_program *compile_on(kiln_graph *g, const char *be, int fuse, int replay) {
@@ -249,8 +289,8 @@ static void check_values(const char *what, kiln_graph *g, int n_in, const int64_
 
 static void test_values(void) {
   int64_t dims[][4] = { { 128, 784, 512, 0 }, { 33, 65, 17, 0 }, { 64, 4096, 96, 0 }, { 1000, 40, 300, 0 },
-                        { 300, 64, 96, 1 }, { 257, 129, 130, 1 } };
-  for (int i = 0; i < 6; i++) {
+                        { 300, 64, 96, 1 }, { 257, 129, 130, 1 }, { 1024, 256, 256, 0 }, { 512, 512, 256, 1 } };
+  for (int i = 0; i < 8; i++) {
     int64_t m = dims[i][0], k = dims[i][1], n = dims[i][2], ni = m * k, no = m * n;
     kiln_graph *g = dense(m, k, n, dims[i][3] != 0);
     check_values(dims[i][3] ? "relu(x^T@w+b)" : "relu(x@w+b)", g, 1, &ni, 1, &no);
@@ -278,6 +318,7 @@ static void test_values(void) {
 
 int main(void) {
   test_shapes();
+  test_library_match();
   if (rt_backend_cuda.probe() != KILN_OK) {
     printf("skip: no CUDA driver (%s)\n", kiln_last_error());
     TEST_MAIN_END();

@@ -16,6 +16,7 @@
  * (an error with options.strict) and turns graph replay off for that program.
  */
 #include "cudadrv.h"
+#include "cublaslt.h"
 #include "../runtime.h"
 #include "../../codegen/codegen.h"
 
@@ -29,6 +30,7 @@ typedef struct CudaLaunch {
   unsigned grid, block, smem;
   CUdeviceptr *args;           /* pointer values, bound once */
   void **argp;                 /* &args[i], then &numel: what cuLaunchKernel takes */
+  CudaLtCall *lt;              /* the kernel runs as a cuBLASLt GEMM instead (cublaslt.c) */
 } CudaLaunch;
 
 typedef struct CudaExec {
@@ -47,6 +49,9 @@ typedef struct CudaExec {
   bool strict;
   int n_host;                  /* KN_HOST kernels (fallbacks) */
   char *source;                /* generated CUDA C, kept for print */
+  CUdeviceptr lt_ws;           /* cuBLASLt workspace, shared by the program's library GEMMs */
+  bool tf32;
+  int n_lt;
   Arena arena_host;            /* launch argument tables */
 } CudaExec;
 
@@ -124,7 +129,10 @@ static kiln_status place_buffers(CudaExec *x) {
 
 /* -- launching -- */
 
+enum { LT_WORKSPACE = 32 << 20 };
+
 static kiln_status launch_one(CudaExec *x, const CudaLaunch *l) {
+  if (l->lt) return cuda_lt_enqueue(l->lt, x->stream, x->lt_ws, LT_WORKSPACE);
   char what[64];
   snprintf(what, sizeof what, "kernel k%d", l->k->id);
   return cuda_check(x->d->cuLaunchKernel(l->fn, l->grid, 1, 1, l->block, 1, 1, l->smem, x->stream, l->argp, NULL),
@@ -247,6 +255,28 @@ static kiln_status launch_shape(CudaExec *x, const Plan *p, const Kernel *k, Cud
   return KILN_OK;
 }
 
+/* A plain GEMM the cost rule gives to cuBLASLt (cublaslt.c): planned once, then run once
+ * here, outside any capture, so that the library's lazy set-up does not happen while the
+ * schedule is captured. Where the library is missing or declines, the generated kernel
+ * stays. KILN_CUBLASLT=0 keeps every generated kernel (comparisons, debugging). */
+static kiln_status try_library(CudaExec *x, const Kernel *k, CudaLaunch *l) {
+  const char *env = getenv("KILN_CUBLASLT");
+  CudaLtCall c;
+  if ((env && !strcmp(env, "0")) || !cuda_lt_match(x->plan, k, &c) || cuda_lt_load() != KILN_OK) return KILN_OK;
+  if (!x->lt_ws) {
+    kiln_status st = dev_alloc(x, &x->lt_ws, LT_WORKSPACE, "cuBLASLt workspace");
+    if (st) return st;
+  }
+  if (cuda_lt_prepare(&c, x->buf, x->tf32, LT_WORKSPACE) != KILN_OK) return KILN_OK;
+  l->lt = arena_alloc(&x->arena_host, sizeof *l->lt);
+  if (!l->lt) { cuda_lt_release(&c); return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a GEMM call"); }
+  *l->lt = c;
+  x->n_lt++;
+  kiln_status st = cuda_lt_enqueue(l->lt, x->stream, x->lt_ws, LT_WORKSPACE);
+  if (!st) st = cuda_check(x->d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "cuBLASLt warm-up");
+  return st;
+}
+
 static kiln_status bind_launches(CudaExec *x) {
   const Plan *p = x->plan;
   x->launch = kiln_calloc((size_t)(p->n_kernels ? p->n_kernels : 1), sizeof *x->launch);
@@ -272,6 +302,7 @@ static kiln_status bind_launches(CudaExec *x) {
     kiln_status st = cuda_check(x->d->cuModuleGetFunction(&l->fn, x->mod, name), "cuModuleGetFunction", name);
     if (st) return st;
     if ((st = launch_shape(x, p, k, l))) return st;
+    if ((st = try_library(x, k, l))) return st;
   }
   return KILN_OK;
 }
@@ -324,6 +355,7 @@ static kiln_status cuda_compile_te(const TE *te, const kiln_options *o, void **e
   x->te = te;
   x->replay = o->graph_replay != 0;
   x->strict = o->strict != 0;
+  x->tf32 = o->tf32 != 0;
   CudaNvrtc *r;
   kiln_status st = cuda_driver(&x->d);
   if (!st) st = cuda_nvrtc(&r);
@@ -404,7 +436,7 @@ static kiln_status cuda_read_param(void *exec, int stage, void *dst) {
 static kiln_status cuda_print(void *exec, FILE *f) {
   CudaExec *x = exec;
   plan_print(x->plan, f);
-  fprintf(f, "cuda: %s, %d kernels, %s\n", x->d->name, x->n_launch,
+  fprintf(f, "cuda: %s, %d kernels (%d of them cuBLASLt GEMMs), %s\n", x->d->name, x->n_launch, x->n_lt,
           x->replay ? "one CUDA graph per run" : "kernel by kernel");
   return KILN_OK;
 }
@@ -436,6 +468,9 @@ static void cuda_free(void *exec) {
   if (d) {
     if (x->stream) d->cuStreamSynchronize(x->stream);
     if (x->gexec) d->cuGraphExecDestroy(x->gexec);
+    for (int i = 0; x->launch && i < x->n_launch; i++)
+      if (x->launch[i].lt) cuda_lt_release(x->launch[i].lt);
+    if (x->lt_ws) d->cuMemFree(x->lt_ws);
     if (x->graph) d->cuGraphDestroy(x->graph);
     for (int s = 0; x->buf && s < x->te->n_stages; s++)
       if (x->owned[s]) d->cuMemFree(x->buf[s]);
