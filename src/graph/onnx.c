@@ -618,6 +618,8 @@ static kiln_status import_node(Importer *im, const Onnx__NodeProto *nd) {
   if (!*op) return im_fail(im, KILN_ERR_MODEL, "node without an op_type");
   if (--*im->budget < 0)  /* nested loops and functions could otherwise multiply without end */
     return im_fail(im, KILN_ERR_UNSUPPORTED, "the model unrolls to more than %ld nodes", (long)NODE_BUDGET);
+  if (im->g->arena.used + im->tmp.used > im->mem_limit)  /* nor constants multiply beyond the file's size */
+    return im_fail(im, KILN_ERR_UNSUPPORTED, "importing needs more than %zu MiB beyond the weights", im->mem_limit >> 20);
   if (nd->n_input > MAX_IO || nd->n_output > MAX_IO)
     return im_fail(im, KILN_ERR_UNSUPPORTED, "%zu inputs and %zu outputs: at most %d each", nd->n_input, nd->n_output, MAX_IO);
   int ins[MAX_IO], outs[MAX_IO];
@@ -695,6 +697,8 @@ static kiln_status import_graph(Importer *im, const Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_initializer; i++)
     if ((s = add_initializer(im, gp->initializer[i]))) return s;
   if (gp->n_sparse_initializer) return kiln_fail(KILN_ERR_UNSUPPORTED, "onnx: sparse initializers are not supported");
+  /* constants the nodes create (folded shapes, index maps) may grow to 4x the file plus 512 MiB */
+  im->mem_limit = im->g->arena.used + im->tmp.used + 4 * im->file_size + ((size_t)512 << 20);
   if ((s = import_nodes(im, gp->n_node, gp->node))) return s;
   return mark_outputs(im, gp);
 }
@@ -710,6 +714,8 @@ kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *bas
   NameMap top = { 0 };
   long budget = NODE_BUDGET;
   im.budget = &budget;
+  im.file_size = size;
+  im.mem_limit = SIZE_MAX;
   im.base_dir = base_dir, im.model = m, im.bind = bind, im.n_bind = n_bind, im.scope = &top;
   im.opset = opset_of(m->n_opset_import, m->opset_import, "");
   if (!m->graph) s = kiln_fail(KILN_ERR_MODEL, "onnx: the model has no graph");

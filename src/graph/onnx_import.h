@@ -25,6 +25,7 @@ typedef struct Importer {
   int opset;                     /* version of the default domain in the current scope */
   int depth;                     /* function-inlining depth */
   long *budget;                  /* nodes left to import (unrolling and inlining included), shared */
+  size_t file_size, mem_limit;   /* bytes of the model; arena bytes allowed while importing nodes */
   /* the node being imported, for error messages */
   const Onnx__NodeProto *node;
   const char *node_name;

@@ -87,6 +87,7 @@ static kiln_status cast(Importer *im, int x, kiln_dtype to, int *out) {
 
 static kiln_status reshape(Importer *im, int x, int rank, const int64_t *shape, int *out) {
   Tensor *t = T(im, x);
+  if (rank < 0 || rank > KILN_MAX_RANK) return im_fail(im, KILN_ERR_MODEL, "reshape to rank %d", rank);
   if (t->rank == rank && (!rank || !memcmp(t->shape, shape, sizeof(int64_t) * (size_t)rank))) { *out = x; return KILN_OK; }
   Attr a = { 0 };
   a.shape_rank = rank;
@@ -107,6 +108,7 @@ static kiln_status transpose(Importer *im, int x, const int *perm, int *out) {
 /* x[start:start+n*step:step] along axis (bounds already valid). */
 static kiln_status slice1(Importer *im, int x, int axis, int64_t start, int64_t n, int64_t step, int *out) {
   Tensor *t = T(im, x);
+  if (axis < 0 || axis >= t->rank) return im_fail(im, KILN_ERR_MODEL, "input '%s' has rank %d, no axis %d", t->name, t->rank, axis);
   Attr a = { 0 };
   a.shape_rank = t->rank;
   for (int r = 0; r < t->rank; r++) a.shape[r] = t->shape[r], a.steps[r] = 1;
@@ -1331,6 +1333,7 @@ static kiln_status insert_dim(Importer *im, int x, int at, int *out) {
   Tensor *t = T(im, x);
   int64_t sh[KILN_MAX_RANK];
   if (t->rank + 1 > KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "rank %d too large", t->rank + 1);
+  if (at < 0 || at > t->rank) return im_fail(im, KILN_ERR_MODEL, "no position %d in rank %d", at, t->rank);
   for (int r = 0, k = 0; r <= t->rank; r++) sh[r] = r == at ? 1 : t->shape[k++];
   return reshape(im, x, t->rank + 1, sh, out);
 }
@@ -1815,8 +1818,8 @@ static kiln_status attention_bias(Importer *im, const Call *c, kiln_dtype dt, in
   if ((s = scalar(im, dt, 0, &zero)) || (s = scalar(im, dt, -INFINITY, &ninf))) return s;
   if (mask >= 0) {
     Tensor *m = T(im, mask);
-    int64_t padw = Skv - m->shape[m->rank - 1];
     if (m->rank < 1) return im_fail(im, KILN_ERR_MODEL, "attn_mask is a scalar");
+    int64_t padw = Skv - m->shape[m->rank - 1];
     if (padw > 0) {  /* a short mask is padded with "masked out" */
       Attr a = { 0 };
       a.pads[2 * m->rank - 1] = padw;
@@ -2218,9 +2221,10 @@ static kiln_status r_loop(Importer *im, Call *c) {
     cond = v != 0;
   }
   int carry[64], ins[66], outs[130];
-  int *scans = arena_alloc(&im->tmp, sizeof(int) * (size_t)(n_scan + 1) * MAX_UNROLL);
-  if (!scans) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
   if (c->n_out > 128) return im_fail(im, KILN_ERR_UNSUPPORTED, "%d outputs", c->n_out);
+  int64_t room = trips < MAX_UNROLL ? trips + 1 : MAX_UNROLL + 1;  /* iterations the scan outputs can hold */
+  int *scans = n_scan ? arena_alloc(&im->tmp, sizeof(int) * (size_t)n_scan * (size_t)room) : NULL;
+  if (n_scan && !scans) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
   for (int i = 0; i < n_carry; i++) {
     if ((s = need_in(im, c, 2 + i))) return s;
     carry[i] = IN(c, 2 + i);
@@ -2237,11 +2241,11 @@ static kiln_status r_loop(Importer *im, Call *c) {
       return im_fail(im, KILN_ERR_UNSUPPORTED, "the loop condition is computed at run time (only constant ones are unrolled)");
     cond = dtype_load_f64(co->dtype, co->data, 0) != 0;
     memcpy(carry, outs + 1, sizeof(int) * (size_t)n_carry);
-    for (int k = 0; k < n_scan; k++) scans[k * MAX_UNROLL + it] = outs[1 + n_carry + k];
+    for (int k = 0; k < n_scan; k++) scans[k * room + it] = outs[1 + n_carry + k];
   }
   for (int i = 0; i < n_carry; i++) c->out[i] = carry[i];
   for (int k = 0; k < n_scan; k++)
-    if ((s = stack(im, scans + k * MAX_UNROLL, (int)it, 0, false, &c->out[n_carry + k]))) return s;
+    if ((s = stack(im, scans + k * room, (int)it, 0, false, &c->out[n_carry + k]))) return s;
   return KILN_OK;
 }
 
@@ -2904,8 +2908,10 @@ static kiln_status r_einsum(Importer *im, Call *c) {
   kiln_status s;
   const char *eq = im_attr_s(im, "equation", NULL);
   if (!eq) return im_fail(im, KILN_ERR_MODEL, "no equation");
-  char terms[16][16], out[16];
+  char terms[16][16], out[64];
   int nt = 0, len[16] = { 0 }, nout = 0;
+  for (int i = 0; i < c->n_in; i++)
+    if ((s = need_in(im, c, i))) return s;
   bool explicit_out = false;
   int ell_rank = -1;
   const char *p = eq;
@@ -2932,13 +2938,13 @@ static kiln_status r_einsum(Importer *im, Call *c) {
   for (; explicit_out && *p && nout < 15; p++) {
     if (*p == ' ') continue;
     if (*p == '.' && p[1] == '.' && p[2] == '.') {
-      for (int k = 0; k < (ell_rank > 0 ? ell_rank : 0); k++) out[nout++] = (char)('A' + k);
+      for (int k = 0; k < (ell_rank > 0 ? ell_rank : 0) && nout < 32; k++) out[nout++] = (char)('A' + k);
       p += 2;
       continue;
     }
     out[nout++] = *p;
   }
-  char all[32];
+  char all[64];
   int na = 0, count[128] = { 0 };
   int64_t dim[128];
   for (int t = 0; t < nt; t++) {
@@ -2953,9 +2959,9 @@ static kiln_status r_einsum(Importer *im, Call *c) {
     }
   }
   if (!explicit_out) {  /* implicit: ellipsis letters, then the letters seen once, sorted */
-    for (int k = 0; k < na; k++)
+    for (int k = 0; k < na && nout < 63; k++)
       if (all[k] >= 'A' && all[k] <= 'Z') out[nout++] = all[k];
-    for (int ch = 'a'; ch <= 'z'; ch++)
+    for (int ch = 'a'; ch <= 'z' && nout < 63; ch++)
       if (count[ch] == 1) out[nout++] = (char)ch;
   }
   if (na > KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "%d distinct letters exceed rank %d", na, KILN_MAX_RANK);
@@ -2997,7 +3003,7 @@ static kiln_status r_einsum(Importer *im, Call *c) {
   for (int q = 0; q < na; q++)
     if (!memchr(out, all[q], (size_t)nout)) red[nr++] = q;
   if (nr) TRY(graph_reduce(im->g, KILN_REDUCE_SUM, prod, nr, red, 0, &prod));
-  char kept[32];
+  char kept[64];
   int nk = 0, perm[KILN_MAX_RANK];
   for (int q = 0; q < na; q++)
     if (memchr(out, all[q], (size_t)nout)) kept[nk++] = all[q];
@@ -3028,6 +3034,7 @@ static kiln_status take(Importer *im, int x, int axis, int64_t k, int64_t n, boo
   kiln_status s;
   int r = T(im, x)->rank;
   int64_t sh[KILN_MAX_RANK];
+  if (axis < 0 || axis >= r) return im_fail(im, KILN_ERR_MODEL, "input '%s' has rank %d, no axis %d", T(im, x)->name, r, axis);
   TRY(slice1(im, x, axis, k * n, n, 1, out));
   if (!drop) return KILN_OK;
   for (int q = 0, w = 0; q < r; q++)
@@ -3410,6 +3417,7 @@ static kiln_status r_tensor_scatter(Importer *im, Call *c) {
   memcpy(cs, cache->shape, sizeof cs), memcpy(us, u->shape, sizeof us);
   if (IN(c, 2) >= 0) TRY(const_ints(im, IN(c, 2), "write_indices", &wi, &nw));
   if (wi && nw != cs[0]) return im_fail(im, KILN_ERR_MODEL, "write_indices has %d entries for batch %lld", nw, (long long)cs[0]);
+  if (us[0] != cs[0]) return im_fail(im, KILN_ERR_MODEL, "update batch %lld differs from the cache's %lld", (long long)us[0], (long long)cs[0]);
   bool circ = !strcmp(im_attr_s(im, "mode", "linear"), "circular");
   int64_t n = u->numel, idx[KILN_MAX_RANK];
   int64_t *tgt = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(n + 1)), *src = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(n + 1));
