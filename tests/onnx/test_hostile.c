@@ -6,13 +6,14 @@
  * field is exactly what the test says: truncations at every cut point, flipped bytes,
  * huge and negative dims, raw data shorter than declared, external data outside the
  * model folder (absolute, "..", a symlink), missing inputs, unknown ops, deep nesting,
- * loops that would unroll without end.
+ * loops that would unroll without end, and every input the fuzzer ever crashed on.
  * A well-formed model built the same way must load and compute, so the writer itself
  * is checked.
  */
 #include "onnx_util.h"
 #include "pbwrite.h"
 
+#include <dirent.h>
 #include <unistd.h>
 
 /* ValueInfo "name": float tensor of the given dims (dim < 0 writes dim_param "N"). */
@@ -344,6 +345,34 @@ static void test_alloc_failures(void) {
   }
 }
 
+/* Inputs the fuzzer once crashed on (fuzz/regressions): each must now load or fail cleanly. */
+static void test_fuzz_regressions(void) {
+  const char *src = getenv("KILN_SOURCE_DIR");
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/fuzz/regressions", src && *src ? src : ".");
+  DIR *d = opendir(dir);
+  CHECK_MSG(d != NULL, "%s is missing", dir);
+  int n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[PATH_MAX + 256];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    void *data;
+    size_t size;
+    OK(onnx_read_file(path, &data, &size));
+    Graph *g = NULL;
+    kiln_status s = graph_load_onnx(data, size, NULL, &g);
+    if (s == KILN_OK) CHECK(graph_check(g) == KILN_OK);
+    else CHECK_MSG(g == NULL && kiln_last_error()[0], "%s: failed without a message", e->d_name);
+    graph_free(g);
+    kiln_free(data);
+    n++;
+  }
+  if (d) closedir(d);
+  CHECK(n >= 3);
+}
+
 int main(void) {
   test_good_model();
   test_truncations_and_flips();
@@ -351,6 +380,7 @@ int main(void) {
   test_graph_errors();
   test_external_data();
   test_unrolling_limits();
+  test_fuzz_regressions();
   test_alloc_failures();
   TEST_MAIN_END();
 }
