@@ -10,7 +10,8 @@
  *   - a block of CG_GEMM_THREADS threads computes one BM x BN tile of one batch point;
  *     each thread a TM x TN sub-tile at rows ty + i*BM/TM and columns tx + j*BN/TN (so a
  *     warp's shared-memory reads and its global stores run along consecutive addresses);
- *   - both factors go through shared memory BK reduction points at a time. Each tile
+ *   - both factors go through shared memory BK reduction points at a time, the next
+ *     tile's reads issued into registers before the current tile is multiplied. Each tile
  *     element is the factor's expression evaluated by the renderer at the element's vars,
  *     so transposes, broadcasts, slices and padding selects inlined into the factors are
  *     read through their index maps; consecutive threads walk the operand along whichever
@@ -191,19 +192,20 @@ static void decompose(const CgEmit *em, const Kernel *k, const CgGemm *g, int ro
   }
 }
 
-/* Loads one factor's BK x B<side> tile into sh[kk][x] (zero outside the problem). */
-static void load_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const Expr *x, int role, const char *sh,
-                      int width, bool kfast) {
-  int per = g->bk * width / CG_GEMM_THREADS;
+/* Reads one factor's share of the BK x width tile starting at reduction point kb into
+ * registers pf[l] (zero outside the problem), so the reads of the next tile are in
+ * flight while the current one is multiplied. */
+static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const Expr *x, int role, const char *pf,
+                       int width, bool kfast) {
   const char *base = role == ROLE_M ? "tm0" : "tn0";
   int64_t limit = role == ROLE_M ? g->M : g->N;
   put(em, "#pragma unroll");
-  open_(em, "for (int l = 0; l < %s; l++) {", per == 1 ? "1" : per == 2 ? "2" : per == 4 ? "4" : "8");
+  open_(em, "for (int l = 0; l < %s; l++) {", g->bk * width / CG_GEMM_THREADS == 4 ? "4" : "8");
   put(em, "const int e = threadIdx.x + l * %d;", CG_GEMM_THREADS);
   if (kfast) put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
   else put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
-  put(em, "const int64_t mq = %s + xx, kq = k0 + kk;", base);
-  put(em, "float val = 0.0f;");
+  put(em, "const int64_t mq = %s + xx, kq = kb + kk;", base);
+  put(em, "%s[l] = 0.0f;", pf);
   char cond[128];
   snprintf(cond, sizeof cond, "if (mq < INT64_C(%lld) && kq < INT64_C(%lld)) {", (long long)limit, (long long)g->K);
   open_(em, "%s", cond);
@@ -212,10 +214,26 @@ static void load_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const 
   decompose(em, k, g, -1, "kq");
   char v[256];
   em->emit(em->r, x, v, sizeof v);
-  put(em, "val = %s;", v);
+  put(em, "%s[l] = %s;", pf, v);
   em->pop(em->r);
   close_(em);
-  put(em, "%s[kk][xx] = val;", sh);
+  close_(em);
+}
+
+/* Registers pf[l] into the shared tile sh[kk][xx]. */
+static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const char *sh, int width, bool kfast) {
+  put(em, "#pragma unroll");
+  open_(em, "for (int l = 0; l < %s; l++) {", g->bk * width / CG_GEMM_THREADS == 4 ? "4" : "8");
+  put(em, "const int e = threadIdx.x + l * %d;", CG_GEMM_THREADS);
+  if (kfast) put(em, "%s[e %% %d][e / %d] = %s[l];", sh, g->bk, g->bk, pf);
+  else put(em, "%s[e / %d][e %% %d] = %s[l];", sh, width, width, pf);
+  close_(em);
+}
+
+static void fetch_both(const CgEmit *em, const Kernel *k, const CgGemm *g, const char *kb) {
+  open_(em, "{ const int64_t kb = %s;", kb);
+  fetch_tile(em, k, g, g->a, ROLE_M, "pfa", g->bm, g->a_kfast);
+  fetch_tile(em, k, g, g->b, ROLE_N, "pfb", g->bn, g->b_kfast);
   close_(em);
 }
 
@@ -223,10 +241,10 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   (void)p;
   int64_t mt = (g->M + g->bm - 1) / g->bm, nt = (g->N + g->bn - 1) / g->bn;
   int rows = g->bm / g->tm, cols = g->bn / g->tn;  /* threads along m and n; rows*cols = CG_GEMM_THREADS */
-  /* +4 floats per row: the k-fast stores of a tile (consecutive threads, consecutive kk)
-   * land in distinct banks */
-  put(em, "__shared__ float As[%d][%d];", g->bk, g->bm + 4);
-  put(em, "__shared__ float Bs[%d][%d];", g->bk, g->bn + 4);
+  /* rows padded by 32/BK floats: the k-fast stores of a tile (a warp covers BK values of
+   * kk times 32/BK of xx) land in 32 distinct banks */
+  put(em, "__shared__ float As[%d][%d];", g->bk, g->bm + 32 / g->bk);
+  put(em, "__shared__ float Bs[%d][%d];", g->bk, g->bn + 32 / g->bk);
   put(em, "const int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;", cols, cols);
   char loop[160];
   snprintf(loop, sizeof loop, "for (int64_t tile = blockIdx.x; tile < INT64_C(%lld); tile += gridDim.x) {",
@@ -242,11 +260,18 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   put(em, "for (int i = 0; i < %d; i++)", g->tm);
   put(em, "#pragma unroll");
   put(em, "  for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;", g->tn);
+  put(em, "float pfa[%d], pfb[%d];", g->bk * g->bm / CG_GEMM_THREADS, g->bk * g->bn / CG_GEMM_THREADS);
+  fetch_both(em, k, g, "0");
   snprintf(loop, sizeof loop, "for (int64_t k0 = 0; k0 < INT64_C(%lld); k0 += %d) {", (long long)g->K, g->bk);
   open_(em, "%s", loop);
-  load_tile(em, k, g, g->a, ROLE_M, "As", g->bm, g->a_kfast);
-  load_tile(em, k, g, g->b, ROLE_N, "Bs", g->bn, g->b_kfast);
+  stash_tile(em, g, "pfa", "As", g->bm, g->a_kfast);
+  stash_tile(em, g, "pfb", "Bs", g->bn, g->b_kfast);
   put(em, "__syncthreads();");
+  snprintf(loop, sizeof loop, "if (k0 + %d < INT64_C(%lld))", g->bk, (long long)g->K);
+  put(em, "%s", loop);
+  char next[32];
+  snprintf(next, sizeof next, "k0 + %d", g->bk);
+  fetch_both(em, k, g, next);
   put(em, "#pragma unroll");
   open_(em, "for (int kk = 0; kk < %s; kk++) {", g->bk == 8 ? "8" : g->bk == 16 ? "16" : "32");
   put(em, "float ra[%d], rb[%d];", g->tm, g->tn);

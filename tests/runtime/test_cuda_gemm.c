@@ -44,6 +44,24 @@ static kiln_graph *dense(int64_t m, int64_t k, int64_t n, bool xt) {
   return g;
 }
 
+/* gelu_tanh(x @ w + b), x [m, k] input, w [k, n] param. */
+static kiln_graph *dense_gelu(int64_t m, int64_t k, int64_t n) {
+  int64_t xs[2] = { m, k }, ws[2] = { k, n };
+  float *w = rnd(k * n), *b = rnd(n);
+  kiln_graph *g;
+  kiln_tensor x, wt, bt, y, z, u;
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
+  OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wt));
+  OK(kiln_graph_param(g, "b", KILN_F32, 1, &n, b, &bt));
+  OK(kiln_graph_matmul(g, x, wt, &y));
+  OK(kiln_graph_binary(g, KILN_ADD, y, bt, &z));
+  OK(kiln_graph_unary(g, KILN_GELU_TANH, z, &u));
+  OK(kiln_graph_output(g, u, "u"));
+  free(w), free(b);
+  return g;
+}
+
 /* Attention scores: q [b, h, s, d] @ transpose(kk [b, h, t, d]) -> [b, h, s, t], then * 0.125. */
 static kiln_graph *scores(int64_t b, int64_t h, int64_t s, int64_t t, int64_t d) {
   int64_t qs[4] = { b, h, s, d }, ks[4] = { b, h, t, d };
@@ -230,6 +248,17 @@ static void test_library_match(void) {
   plans_free(&r);
   kiln_graph_free(gr);
 
+  {  /* a tanh GELU epilogue maps to the library's GELU_BIAS */
+    gr = dense_gelu(512, 512, 256);
+    r = plan_of(gr);
+    n = 0;
+    for (int i = 0; r.p && i < r.p->n_kernels; i++)
+      if (cuda_lt_match(r.p, &r.p->kernels[i], &c)) n++, CHECK(c.gelu && !c.relu && c.bias_stage >= 0);
+    CHECK_MSG(n == 1, "gelu(x@w+b): %d library GEMMs, expected 1", n);
+    plans_free(&r);
+    kiln_graph_free(gr);
+  }
+
   gr = conv(32, 64, 32, 32, 64);  /* implicit GEMM: the window is no strided matrix */
   r = plan_of(gr);
   for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(!cuda_lt_match(r.p, &r.p->kernels[i], &c));
@@ -294,6 +323,12 @@ static void test_values(void) {
     int64_t m = dims[i][0], k = dims[i][1], n = dims[i][2], ni = m * k, no = m * n;
     kiln_graph *g = dense(m, k, n, dims[i][3] != 0);
     check_values(dims[i][3] ? "relu(x^T@w+b)" : "relu(x@w+b)", g, 1, &ni, 1, &no);
+    kiln_graph_free(g);
+  }
+  for (int i = 0; i < 2; i++) {  /* the library's GELU_BIAS, then the tile kernel's gelu */
+    int64_t m = i ? 200 : 512, ni = m * 512, no = m * 256;
+    kiln_graph *g = dense_gelu(m, 512, 256);
+    check_values("gelu(x@w+b)", g, 1, &ni, 1, &no);
     kiln_graph_free(g);
   }
   {

@@ -3,8 +3,8 @@
  * (libcublasLt.so.13, .so.12, .so; no NVIDIA header is included, the few types and
  * constants are declared here with CUDA 13's values). Takes a plan kernel that
  * gemm_cuda.c would tile; produces a library call when the kernel is a plain strided
- * (batched) product whose result, optionally plus a bias over n and through a relu,
- * is the one thing the kernel stores, and the cost rule says the library wins
+ * (batched) product whose result, optionally plus a bias over n and through a relu or
+ * tanh GELU, is the one thing the kernel stores, and the cost rule says the library wins
  * (M*N*K*batch >= 2^26: below that the generated tile kernel is as fast and saves the
  * library's fixed cost).
  *
@@ -39,7 +39,7 @@ enum {
   LT_COMPUTE_32F_FAST_TF32 = 77,
   LT_OP_N = 0, LT_OP_T = 1,
   LT_DESC_TRANSA = 3, LT_DESC_TRANSB = 4, LT_DESC_EPILOGUE = 7, LT_DESC_BIAS_POINTER = 8,
-  LT_EPI_DEFAULT = 1, LT_EPI_RELU = 2, LT_EPI_BIAS = 4, LT_EPI_RELU_BIAS = 6,
+  LT_EPI_DEFAULT = 1, LT_EPI_RELU = 2, LT_EPI_BIAS = 4, LT_EPI_GELU = 32,
   LT_LAYOUT_BATCH_COUNT = 5, LT_LAYOUT_BATCH_OFFSET = 6,
   LT_PREF_MAX_WORKSPACE = 1,
 };
@@ -181,11 +181,38 @@ static bool is_acc(const Plan *p, const Kernel *k, const Expr *e, int acc_stage)
   return k->rank == e->n_args;
 }
 
-/* The stored item's body: [relu](acc [+ bias[n]]), in either operand order. */
+/* y when e is kiln's tanh GELU of y (te/lower.c's OP_GELU_TANH), else NULL: the candidate y
+ * is read off e's x/2 factor, the GELU of it rebuilt, and hash-consing makes equal
+ * expressions one node. cuBLASLt's GELU epilogue is the same tanh form. */
+static const Expr *gelu_of(TE *te, const Expr *e) {
+  if (e->kind != EX_BINARY || e->op != TB_MUL || e->dtype != KILN_F32) return NULL;
+  for (int s = 0; s < 2; s++) {
+    const Expr *h = e->args[s];
+    if (h->kind != EX_BINARY || h->op != TB_MUL) continue;
+    for (int u = 0; u < 2; u++) {
+      const Expr *half = h->args[u];
+      Expr *y = h->args[1 - u];
+      if (half->kind != EX_CONST || half->c.f != 0.5) continue;
+      Expr *x3 = te_binary(te, TB_MUL, te_binary(te, TB_MUL, y, y), y);
+      Expr *in = x3 ? te_binary(te, TB_ADD, y, te_binary(te, TB_MUL, x3, te_const_f(te, KILN_F32, 0.044715))) : NULL;
+      Expr *th = in ? te_unary(te, TU_TANH, te_binary(te, TB_MUL, in, te_const_f(te, KILN_F32, 0.7978845608028654))) : NULL;
+      Expr *hh = te_binary(te, TB_MUL, y, te_const_f(te, KILN_F32, 0.5));
+      Expr *g = th && hh ? te_binary(te, TB_MUL, hh, te_binary(te, TB_ADD, th, te_const_f(te, KILN_F32, 1.0))) : NULL;
+      if (g == e) return y;
+    }
+  }
+  return NULL;
+}
+
+/* The stored item's body: [relu|gelu](acc [+ bias[n]]), in either operand order. */
 static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const Expr *e, int acc_stage, CudaLtCall *c) {
+  const Expr *y;
   if (e->kind == EX_BINARY && e->op == TB_MAX && e->args[1]->kind == EX_CONST && e->args[1]->c.f == 0) {
     c->relu = true;
     e = e->args[0];
+  } else if ((y = gelu_of(p->te, e))) {
+    c->gelu = true;
+    e = y;
   }
   if (is_acc(p, k, e, acc_stage)) return true;
   if (e->kind != EX_BINARY || e->op != TB_ADD) return false;
@@ -259,7 +286,8 @@ kiln_status cuda_lt_prepare(CudaLtCall *c, const CUdeviceptr *buf, bool tf32, si
                             "cublasLtMatmulDescCreate", "GEMM");
   /* library view: D^T [N x M] = op(B^T) [N x K] * op(A^T) [K x M] */
   int32_t ta = c->b_t ? LT_OP_T : LT_OP_N, tb = c->a_t ? LT_OP_T : LT_OP_N;
-  int32_t epi = c->bias_stage >= 0 ? (c->relu ? LT_EPI_RELU_BIAS : LT_EPI_BIAS) : (c->relu ? LT_EPI_RELU : LT_EPI_DEFAULT);
+  int32_t epi = (c->bias_stage >= 0 ? LT_EPI_BIAS : 0) | (c->relu ? LT_EPI_RELU : 0) | (c->gelu ? LT_EPI_GELU : 0);
+  if (!epi) epi = LT_EPI_DEFAULT;
   if (!st) st = lt_check(lt.desc_set(c->desc, LT_DESC_TRANSA, &ta, sizeof ta), "cublasLtMatmulDescSetAttribute", "transa");
   if (!st) st = lt_check(lt.desc_set(c->desc, LT_DESC_TRANSB, &tb, sizeof tb), "cublasLtMatmulDescSetAttribute", "transb");
   if (!st) st = lt_check(lt.desc_set(c->desc, LT_DESC_EPILOGUE, &epi, sizeof epi), "cublasLtMatmulDescSetAttribute", "epilogue");

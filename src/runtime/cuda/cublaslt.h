@@ -9,14 +9,14 @@
 #include "../../plan/plan.h"
 
 typedef struct CudaLtCall {
-  /* from the plan: kiln's D[m, n] (+ bias[n], relu) = sum_k A[m, k] B[k, n], per batch */
+  /* from the plan: kiln's D[m, n] (+ bias[n], relu or gelu) = sum_k A[m, k] B[k, n], per batch */
   int a_stage, b_stage, d_stage, bias_stage;   /* bias_stage -1: none */
   int64_t M, N, K, batch;
   int64_t a_off, b_off, d_off, bias_off;       /* element offsets into the stages */
   int64_t lda, ldb, ldd;                       /* leading dimensions (elements) */
   int64_t a_sb, b_sb, d_sb;                    /* batch strides (elements) */
   bool a_t, b_t;                               /* A stored along m (k strided), B along k */
-  bool relu;
+  bool relu, gelu;
   /* the library's objects */
   void *desc, *la, *lb, *ld;
   uint64_t algo[8];
