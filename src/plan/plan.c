@@ -382,6 +382,18 @@ static bool at_outer_point(const Kernel *k, const Expr *L) {
   return true;
 }
 
+/* Does some item of k already load stage d (so joining adds no input)? */
+static bool kernel_reads(const Kernel *k, int d) {
+  LoadList ll = { 0 };
+  bool found = false;
+  for (int i = 0; i < k->n_items && !found; i++) {
+    if (loads_of(k->items[i].body, &ll)) break;
+    for (int j = 0; j < ll.n && !found; j++) found = ll.l[j]->src == d;
+  }
+  kiln_free(ll.l);
+  return found;
+}
+
 /* Tries to place stage s in kernel k; on failure returns false and sets *why. */
 static bool try_join(Ctx *c, Kernel *k, int s, const char **why, kiln_status *st) {
   Plan *p = c->p;
@@ -421,7 +433,9 @@ static bool try_join(Ctx *c, Kernel *k, int s, const char **why, kiln_status *st
     int d = L->src;
     if (p->kernel_of[d] != k->id) {
       if (p->kernel_of[d] > k->id) { *why = fmt(p, "t%d: reads a later kernel", s); ok = false; }
-      new_ins++;
+      bool dup = plan_is_baked(te, d);
+      for (int j = 0; j < i && !dup; j++) dup = ll.l[j]->src == d;
+      if (!dup && !kernel_reads(k, d)) new_ins++;
       continue;
     }
     Item *di = kernel_item(p, k, d);
