@@ -3447,6 +3447,7 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "Sigmoid", r_unary, OP_SIGMOID }, { "Relu", r_unary, OP_RELU }, { "Erf", r_unary, OP_ERF },
   { "Sin", r_unary, OP_SIN }, { "Cos", r_unary, OP_COS }, { "Floor", r_unary, OP_FLOOR }, { "Ceil", r_unary, OP_CEIL },
   { "Round", r_unary, OP_ROUND }, { "Sign", r_unary, OP_SIGN }, { "IsNaN", r_unary, OP_ISNAN }, { "Not", r_unary, OP_NOT },
+  { "BitwiseNot", r_unary, OP_NOT },  /* kiln's not is bitwise on integers */
   { "Add", r_binary, OP_ADD }, { "Sub", r_binary, OP_SUB }, { "Mul", r_binary, OP_MUL }, { "Div", r_binary, OP_DIV },
   { "Pow", r_binary, OP_POW }, { "Mod", r_binary, OP_MOD }, { "BitShift", r_binary, OP_SHL },
   { "Equal", r_binary, OP_EQ }, { "Less", r_binary, OP_LT }, { "Greater", r_binary, OP_GT },
