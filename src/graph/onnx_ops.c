@@ -399,6 +399,26 @@ static kiln_status activation(Importer *im, Call *c) {
     TRY(un(im, OP_LOG, t, &t));
     return binc(im, OP_MUL, t, 0.5, y);
   }
+  if (!strcmp(op, "Atan") || !strcmp(op, "Asin") || !strcmp(op, "Acos")) {
+    /* atan z = 2 atan(z / (1 + sqrt(1 + z^2))): three halvings bring |z| under tan(pi/16),
+     * where the odd series to z^11 is good to 1e-10 relative; asin x = 2 atan(x / (1 + sqrt(1 - x^2))) */
+    int z = x, z2, q, term, sum;
+    bool tan_in = op[1] == 't';
+    for (int k = 0; k < 3; k++) {  /* for asin, the first step is asin's half-angle, two atan ones follow */
+      TRY(bin(im, OP_MUL, z, z, &z2));
+      if (!tan_in && k == 0) TRY(cbin(im, OP_SUB, 1, z2, &q)); else TRY(binc(im, OP_ADD, z2, 1, &q));
+      TRY(un(im, OP_SQRT, q, &q)); TRY(binc(im, OP_ADD, q, 1, &q)); TRY(bin(im, OP_DIV, z, q, &z));
+    }
+    TRY(bin(im, OP_MUL, z, z, &z2));
+    TRY(scalar(im, T(im, z)->dtype, -1.0 / 11, &sum));
+    for (int n = 9; n >= 1; n -= 2) {  /* Horner in z^2: 1 - z^2/3 + z^4/5 - ... */
+      TRY(bin(im, OP_MUL, sum, z2, &term));
+      TRY(binc(im, OP_ADD, term, ((n - 1) / 2 % 2 ? -1.0 : 1.0) / n, &sum));
+    }
+    TRY(bin(im, OP_MUL, sum, z, &sum)); TRY(binc(im, OP_MUL, sum, 8, &sum));
+    if (strcmp(op, "Acos")) return give(y, sum);
+    return cbin(im, OP_SUB, M_PI / 2, sum, y);
+  }
   if (!strcmp(op, "IsInf")) {
     bool pos = im_attr_i(im, "detect_positive", 1) != 0, neg = im_attr_i(im, "detect_negative", 1) != 0;
     TRY(un(im, OP_ISINF, x, &t));
@@ -3439,6 +3459,36 @@ static kiln_status r_tensor_scatter(Importer *im, Call *c) {
 }
 #undef TRY
 
+/* DynamicQuantizeLinear: u8 with the scale and zero point that map [min(x, 0), max(x, 0)]
+ * onto 0..255. */
+static kiln_status r_dynamic_quantize(Importer *im, Call *c) {
+  kiln_status s;
+#define TRY(e) do { if ((s = (e))) return s; } while (0)
+  TRY(need_in(im, c, 0));
+  int x = IN(c, 0), rank = T(im, x)->rank, all[KILN_MAX_RANK], lo, hi, sc, y, z;
+  if (T(im, x)->dtype != KILN_F32) return im_fail(im, KILN_ERR_MODEL, "input must be f32");
+  for (int r = 0; r < rank; r++) all[r] = r;
+  if (rank) {
+    TRY(graph_reduce(im->g, KILN_REDUCE_MIN, x, rank, all, 0, &lo)); TRY(graph_reduce(im->g, KILN_REDUCE_MAX, x, rank, all, 0, &hi));
+  } else {
+    lo = hi = x;
+  }
+  TRY(binc(im, OP_MIN, lo, 0, &lo)); TRY(binc(im, OP_MAX, hi, 0, &hi));
+  TRY(bin(im, OP_SUB, hi, lo, &sc)); TRY(binc(im, OP_DIV, sc, 255, &sc));
+  /* zero point: saturate(round(-min / scale)); a zero scale (all zeros) maps to 0 */
+  int safe, isz, one;
+  TRY(binc(im, OP_EQ, sc, 0, &isz)); TRY(scalar(im, KILN_F32, 1, &one)); TRY(where(im, isz, one, sc, &safe));
+  TRY(un(im, OP_NEG, lo, &z)); TRY(bin(im, OP_DIV, z, safe, &z)); TRY(un(im, OP_ROUND, z, &z));
+  TRY(binc(im, OP_MAX, z, 0, &z)); TRY(binc(im, OP_MIN, z, 255, &z));
+  TRY(bin(im, OP_DIV, x, safe, &y)); TRY(un(im, OP_ROUND, y, &y)); TRY(bin(im, OP_ADD, y, z, &y));
+  TRY(binc(im, OP_MAX, y, 0, &y)); TRY(binc(im, OP_MIN, y, 255, &y));
+  TRY(cast(im, y, KILN_U8, &c->out[0]));
+  if (c->n_out > 1) c->out[1] = sc;
+  if (c->n_out > 2) TRY(cast(im, z, KILN_U8, &c->out[2]));
+  return KILN_OK;
+#undef TRY
+}
+
 /* ---- the table ---- */
 
 static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
@@ -3462,7 +3512,8 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "ThresholdedRelu", r_activation, 0 }, { "Celu", r_activation, 0 }, { "Shrink", r_activation, 0 },
   { "Swish", r_activation, 0 }, { "Gelu", r_activation, 0 }, { "Tan", r_activation, 0 }, { "Sinh", r_activation, 0 },
   { "Cosh", r_activation, 0 }, { "Asinh", r_activation, 0 }, { "Acosh", r_activation, 0 },
-  { "Atanh", r_activation, 0 }, { "IsInf", r_activation, 0 },
+  { "Atanh", r_activation, 0 }, { "IsInf", r_activation, 0 }, { "Atan", r_activation, 0 }, { "Asin", r_activation, 0 },
+  { "Acos", r_activation, 0 },
   { "Reshape", r_reshape, 0 }, { "Flatten", r_flatten, 0 }, { "Squeeze", r_squeeze, 0 }, { "Unsqueeze", r_squeeze, 0 },
   { "Transpose", r_transpose, 0 }, { "Slice", r_slice, 0 }, { "Concat", r_concat, 0 }, { "Split", r_split, 0 },
   { "Pad", r_pad, 0 }, { "Expand", r_expand, 0 }, { "Gather", r_gather, 0 }, { "Tile", r_tile, 0 },
@@ -3499,7 +3550,7 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "RNN", r_rnn, 0 }, { "GRU", r_rnn, 0 }, { "LSTM", r_rnn, 0 }, { "RotaryEmbedding", r_rotary, 0 },
   { "MatMulInteger", r_matmul_integer, 0 }, { "QLinearMatMul", r_matmul_integer, 0 },
   { "ConvInteger", r_conv_integer, 0 }, { "QLinearConv", r_conv_integer, 0 },
-  { "SwiGLU", r_swiglu, 0 }, { "Det", r_det, 0 }, { "MaxUnpool", r_max_unpool, 0 }, { "TensorScatter", r_tensor_scatter, 0 },
+  { "DynamicQuantizeLinear", r_dynamic_quantize, 0 }, { "SwiGLU", r_swiglu, 0 }, { "Det", r_det, 0 }, { "MaxUnpool", r_max_unpool, 0 }, { "TensorScatter", r_tensor_scatter, 0 },
 };
 
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {
