@@ -163,8 +163,15 @@ static void put(const CgEmit *em, const char *f, ...) {
   em->put(em->r, buf);
 }
 
-static void open_(const CgEmit *em, const char *f, const char *a) {
-  put(em, f, a);
+/* A line that opens a block; the lines after it are indented. */
+static void open_(const CgEmit *em, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static void open_(const CgEmit *em, const char *f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  em->put(em->r, buf);
   em->indent(em->r, 1);
 }
 
@@ -200,15 +207,13 @@ static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const
   const char *base = role == ROLE_M ? "tm0" : "tn0";
   int64_t limit = role == ROLE_M ? g->M : g->N;
   put(em, "#pragma unroll");
-  open_(em, "for (int l = 0; l < %s; l++) {", g->bk * width / CG_GEMM_THREADS == 4 ? "4" : "8");
+  open_(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
   put(em, "const int e = threadIdx.x + l * %d;", CG_GEMM_THREADS);
   if (kfast) put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
   else put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
   put(em, "const int64_t mq = %s + xx, kq = kb + kk;", base);
   put(em, "%s[l] = 0.0f;", pf);
-  char cond[128];
-  snprintf(cond, sizeof cond, "if (mq < INT64_C(%lld) && kq < INT64_C(%lld)) {", (long long)limit, (long long)g->K);
-  open_(em, "%s", cond);
+  open_(em, "if (mq < INT64_C(%lld) && kq < INT64_C(%lld)) {", (long long)limit, (long long)g->K);
   em->push(em->r);
   decompose(em, k, g, role, "mq");
   decompose(em, k, g, -1, "kq");
@@ -223,7 +228,7 @@ static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const
 /* Registers pf[l] into the shared tile sh[kk][xx]. */
 static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const char *sh, int width, bool kfast) {
   put(em, "#pragma unroll");
-  open_(em, "for (int l = 0; l < %s; l++) {", g->bk * width / CG_GEMM_THREADS == 4 ? "4" : "8");
+  open_(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
   put(em, "const int e = threadIdx.x + l * %d;", CG_GEMM_THREADS);
   if (kfast) put(em, "%s[e %% %d][e / %d] = %s[l];", sh, g->bk, g->bk, pf);
   else put(em, "%s[e / %d][e %% %d] = %s[l];", sh, width, width, pf);
@@ -246,10 +251,7 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   put(em, "__shared__ float As[%d][%d];", g->bk, g->bm + 32 / g->bk);
   put(em, "__shared__ float Bs[%d][%d];", g->bk, g->bn + 32 / g->bk);
   put(em, "const int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;", cols, cols);
-  char loop[160];
-  snprintf(loop, sizeof loop, "for (int64_t tile = blockIdx.x; tile < INT64_C(%lld); tile += gridDim.x) {",
-           (long long)(mt * nt * g->batch));
-  open_(em, "%s", loop);
+  open_(em, "for (int64_t tile = blockIdx.x; tile < INT64_C(%lld); tile += gridDim.x) {", (long long)(mt * nt * g->batch));
   put(em, "const int64_t tn0 = (tile %% INT64_C(%lld)) * %d;", (long long)nt, g->bn);
   put(em, "const int64_t tm0 = ((tile / INT64_C(%lld)) %% INT64_C(%lld)) * %d;", (long long)nt, (long long)mt, g->bm);
   put(em, "const int64_t bz = tile / INT64_C(%lld);", (long long)(nt * mt));
@@ -262,18 +264,16 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   put(em, "  for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;", g->tn);
   put(em, "float pfa[%d], pfb[%d];", g->bk * g->bm / CG_GEMM_THREADS, g->bk * g->bn / CG_GEMM_THREADS);
   fetch_both(em, k, g, "0");
-  snprintf(loop, sizeof loop, "for (int64_t k0 = 0; k0 < INT64_C(%lld); k0 += %d) {", (long long)g->K, g->bk);
-  open_(em, "%s", loop);
+  open_(em, "for (int64_t k0 = 0; k0 < INT64_C(%lld); k0 += %d) {", (long long)g->K, g->bk);
   stash_tile(em, g, "pfa", "As", g->bm, g->a_kfast);
   stash_tile(em, g, "pfb", "Bs", g->bn, g->b_kfast);
   put(em, "__syncthreads();");
-  snprintf(loop, sizeof loop, "if (k0 + %d < INT64_C(%lld))", g->bk, (long long)g->K);
-  put(em, "%s", loop);
+  put(em, "if (k0 + %d < INT64_C(%lld))", g->bk, (long long)g->K);
   char next[32];
   snprintf(next, sizeof next, "k0 + %d", g->bk);
   fetch_both(em, k, g, next);
   put(em, "#pragma unroll");
-  open_(em, "for (int kk = 0; kk < %s; kk++) {", g->bk == 8 ? "8" : g->bk == 16 ? "16" : "32");
+  open_(em, "for (int kk = 0; kk < %d; kk++) {", g->bk);
   put(em, "float ra[%d], rb[%d];", g->tm, g->tn);
   put(em, "#pragma unroll");
   put(em, "for (int i = 0; i < %d; i++) ra[i] = As[kk][ty + i * %d];", g->tm, rows);
@@ -288,12 +288,11 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   close_(em);
   /* epilogue: every output of the sub-tile, in the kernel's own vars */
   put(em, "#pragma unroll");
-  open_(em, "for (int i = 0; i < %s; i++) {", g->tm == 8 ? "8" : g->tm == 4 ? "4" : "2");
+  open_(em, "for (int i = 0; i < %d; i++) {", g->tm);
   put(em, "#pragma unroll");
-  open_(em, "for (int j = 0; j < %s; j++) {", g->tn == 8 ? "8" : g->tn == 4 ? "4" : "2");
+  open_(em, "for (int j = 0; j < %d; j++) {", g->tn);
   put(em, "const int64_t mq = tm0 + ty + i * %d, nq = tn0 + tx + j * %d;", rows, cols);
-  snprintf(loop, sizeof loop, "if (mq < INT64_C(%lld) && nq < INT64_C(%lld)) {", (long long)g->M, (long long)g->N);
-  open_(em, "%s", loop);
+  open_(em, "if (mq < INT64_C(%lld) && nq < INT64_C(%lld)) {", (long long)g->M, (long long)g->N);
   em->push(em->r);
   decompose(em, k, g, ROLE_M, "mq");
   decompose(em, k, g, ROLE_N, "nq");
