@@ -603,6 +603,39 @@ static void hoist(R *r, const Expr *e, int v, Memo **seen, int *n, int *cap) {
 }
 
 /* Reductions with a long last outer dim: a row of accumulators (matmul i-k-j order). */
+typedef struct StrideCheck { R *r; int var; bool ok; } StrideCheck;
+
+/* Element stride of load L's offset along var v, or INT64_MIN when not a constant (a
+ * clamped index of a padded read: mostly contiguous). */
+static int64_t load_stride(R *r, const Expr *L, int v) {
+  TE *te = r->p->te;
+  Expr *off = load_offset(r, L);
+  Expr *map[12 * KILN_MAX_RANK];
+  if (!off || v >= 12 * KILN_MAX_RANK) return INT64_MIN;
+  for (int i = 0; i <= v; i++) map[i] = te_var(te, i);
+  map[v] = te_binary(te, TB_ADD, te_var(te, v), te_const_i(te, KILN_I64, 1));
+  Expr *d = te_binary(te, TB_SUB, te_substitute(te, off, map, v + 1), off);
+  d = d ? te_simplify(te, d, r->lo, r->hi, r->nv) : NULL;
+  return d && d->kind == EX_CONST ? d->c.i : INT64_MIN;
+}
+
+static void check_stride(const Expr *L, void *ctx) {
+  StrideCheck *c = ctx;
+  if (c->r->p->kernel_of[L->src] == c->r->k->id || c->r->p->te->stages[L->src].numel <= 1) return;
+  int64_t st = load_stride(c->r, L, c->var);
+  if (st != INT64_MIN && (st > 1 || st < -1)) c->ok = false;
+}
+
+/* The row loop runs along the last outer dim: worth it only when every load moves by 0 or 1
+ * element along it. A weight stored [out, in] (x @ W^T) is read down a column that way;
+ * the plain reduction loop reads it along its rows instead (a contiguous dot product). */
+static bool rows_contiguous(R *r) {
+  StrideCheck c = { r, r->k->rank - 1, true };
+  for (int i = 0; i < r->k->n_items && c.ok; i++)
+    if (r->k->items[i].kind == IT_ACC) te_visit_loads(r->k->items[i].body, check_stride, &c);
+  return c.ok;
+}
+
 static bool rowacc_fits(const Kernel *k, const TE *te) {
   if (k->kind != KN_REDUCE || k->rank < 1 || k->inner_numel < 2) return false;
   int64_t J = k->shape[k->rank - 1];
@@ -1085,7 +1118,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   else if (d->grid && gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
   else if (d->grid && gs == CG_GPU_VEC4 && d->vec4_type) render_vec4(&r);
   else if (k->kind == KN_POINTWISE) render_pointwise(&r);
-  else if (!d->grid && rowacc_fits(k, te)) render_rowacc(&r);
+  else if (!d->grid && rowacc_fits(k, te) && rows_contiguous(&r)) render_rowacc(&r);
   else render_general(&r, false);
   sb_puts(out, "}\n");
   if (d->trampoline) {
