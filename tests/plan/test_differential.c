@@ -170,7 +170,13 @@ static void step_float(Gen *G, Io *io) {
   } else {  /* a fresh dense layer: relu(X @ W + b), k a multiple of 4 or not, m a multiple of 4 or not */
     static const int64_t ks[] = { 3, 4, 8, 12 }, ms[] = { 1, 4, 5, 8, 12 };
     int64_t xs[2] = { ms[rnd(G, 5)], ks[rnd(G, 4)] }, ws[2] = { xs[1], rnd(G, 2) ? 8 : 16 };
-    kiln_tensor x = new_input(G, io, KILN_F32, 2, xs), w = new_input(G, io, KILN_F32, 2, ws);
+    kiln_tensor x = new_input(G, io, KILN_F32, 2, xs), w;
+    if (rnd(G, 2)) w = new_input(G, io, KILN_F32, 2, ws);
+    else {  /* x @ W^T with W stored [out, in], as ONNX Linear exports it */
+      int64_t wt[2] = { ws[1], ws[0] };
+      int perm[2] = { 1, 0 };
+      OK(kiln_graph_transpose(G->g, new_input(G, io, KILN_F32, 2, wt), perm, &w));
+    }
     kiln_tensor b = new_input(G, io, KILN_F32, 1, &ws[1]), mm, sum;
     OK(kiln_graph_matmul(G->g, x, w, &mm));
     OK(kiln_graph_binary(G->g, KILN_ADD, mm, b, &sum));
