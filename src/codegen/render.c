@@ -794,6 +794,95 @@ static void render_rowacc(R *r) {
   close_block(r);
 }
 
+/* ---- dot products: x @ W^T ----
+ * A reduction whose loads are contiguous along the reduction, not along the last outer dim
+ * (weights stored [out, in]): four neighbouring outputs per iteration share each load of
+ * the row of x, each a vectorised f64 dot product. */
+static int jcopy(const Kernel *k, int w) { return row_first(k, 4) + w; }
+
+static bool dot_fits(const Kernel *k, const TE *te) {
+  if (k->kind != KN_REDUCE || k->rank < 1 || k->inner_numel < 8 || k->n_items > 8) return false;
+  int64_t J = k->shape[k->rank - 1];
+  if (J % 4 || J < 4) return false;
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind == IT_INNER || it->step > 1) return false;
+    if (it->kind == IT_ACC && (it->step != 0 || te->stages[it->stage].rop != RO_SUM || it->body->dtype != KILN_F32))
+      return false;
+  }
+  return true;
+}
+
+/* e with the last outer var renamed to copy w. */
+static Expr *j_renamed(R *r, Expr *e, int w) {
+  TE *te = r->p->te;
+  const Kernel *k = r->k;
+  if (!e) return e;
+  Expr *map[2 * KILN_MAX_RANK];
+  for (int i = 0; i < k->rank + k->n_red; i++) map[i] = te_var(te, i == k->rank - 1 ? jcopy(k, w) : i);
+  Expr *x = te_substitute(te, e, map, k->rank + k->n_red);
+  if (x) x = te_simplify(te, x, r->lo, r->hi, r->nv);
+  if (!x) r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
+  return x ? x : e;
+}
+
+static void render_dot(R *r) {
+  const Kernel *k = r->k;
+  int jv = k->rank - 1;
+  int64_t J = k->shape[jv];
+  for (int w = 0; w < 4; w++) { r->lo[jcopy(k, w)] = 0; r->hi[jcopy(k, w)] = J - 1; }
+  r->nv = jcopy(k, 4);
+  open_outer(r, k->outer_numel / 4, k->outer_numel * k->inner_numel, false);
+  push(r);
+  line(r, "const int64_t jb = o %% INT64_C(%lld), pf = o / INT64_C(%lld);", (long long)(J / 4), (long long)(J / 4));
+  decompose(r, "pf", 0, k->rank - 1, k->shape);
+  for (int w = 0; w < 4; w++) line(r, "const int64_t v%d = jb * 4 + %d;", jcopy(k, w), w);
+  char clauses[512] = "";
+  size_t used = 0;
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind != IT_ACC) continue;
+    for (int w = 0; w < 4; w++) {
+      line(r, "double a%d_%d = 0;", it->stage, w);
+      used += (size_t)snprintf(clauses + used, sizeof clauses - used, " reduction(+:a%d_%d)", it->stage, w);
+    }
+  }
+  line(r, r->d->simd_sum, clauses);
+  line(r, "for (int64_t r = 0; r < INT64_C(%lld); r++) {", (long long)k->inner_numel);
+  r->indent++;
+  push(r);
+  decompose(r, "r", k->rank, k->n_red, k->red_shape);
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind != IT_ACC) continue;
+    for (int w = 0; w < 4; w++) {
+      char v[64];
+      emit(r, j_renamed(r, it->body, w), v, sizeof v);
+      line(r, "a%d_%d += (double)%s;", it->stage, w, v);
+    }
+  }
+  pop(r);
+  close_block(r);
+  for (int w = 0; w < 4; w++) {
+    line(r, "{");
+    r->indent++;
+    push(r);
+    for (int i = 0; i < k->n_items; i++) {
+      Item it = k->items[i];
+      it.body = j_renamed(r, it.body, w);
+      it.offset = j_renamed(r, it.offset, w);
+      char acc[32];
+      snprintf(acc, sizeof acc, "a%d_%d", it.stage, w);
+      if (it.kind == IT_ACC) acc_final(r, &it, acc);
+      else value_item(r, &it);
+    }
+    pop(r);
+    close_block(r);
+  }
+  pop(r);
+  close_block(r);
+}
+
 /* ---- GPU shapes (grid dialects) ----
  * Two shapes beside the plain one thread per outer point (cg_gpu_shape decides, and the
  * backend sizes its launch from the same answer):
@@ -1119,6 +1208,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   else if (d->grid && gs == CG_GPU_VEC4 && d->vec4_type) render_vec4(&r);
   else if (k->kind == KN_POINTWISE) render_pointwise(&r);
   else if (!d->grid && rowacc_fits(k, te) && rows_contiguous(&r)) render_rowacc(&r);
+  else if (!d->grid && dot_fits(k, te) && !rows_contiguous(&r)) render_dot(&r);
   else render_general(&r, false);
   sb_puts(out, "}\n");
   if (d->trampoline) {
