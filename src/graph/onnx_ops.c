@@ -1246,15 +1246,16 @@ static kiln_status r_layernorm(Importer *im, Call *c) {
   int axis = norm_axis(axis0, rank);
   if (axis < 0) return bad_axis(im, axis0, rank);
   double eps = im_attr_f(im, "epsilon", 1e-5f);
-  if (c->n_out <= 1) return graph_layernorm(im->g, IN(c, 0), IN(c, 1), IN(c, 2), axis, eps, &c->out[0]);
-  /* Mean and InvStdDev wanted too: spelled out, statistics in f32 (stash_type 1) */
+  /* The primitives of graph_layernorm, spelled out here because ONNX also wants Mean and
+   * InvStdDev, with statistics in f32 for f16/bf16 input (stash_type 1). (It also keeps
+   * import clear of a stale tensor pointer in graph_layernorm that the fuzzer hit.) */
   int x = IN(c, 0), ax[KILN_MAX_RANK], n = 0, m, d, v, y;
   kiln_dtype dt = T(im, x)->dtype;
   for (int r = axis; r < rank; r++) ax[n++] = r;
   if ((s = cast(im, x, dtype_is_float(dt) && dt != KILN_F64 ? KILN_F32 : dt, &x))) return s;
   if ((s = graph_reduce(im->g, KILN_REDUCE_MEAN, x, n, ax, 1, &m)) || (s = bin(im, OP_SUB, x, m, &d)) ||
       (s = bin(im, OP_MUL, d, d, &v)) || (s = graph_reduce(im->g, KILN_REDUCE_MEAN, v, n, ax, 1, &v)) ||
-      (s = binc(im, OP_ADD, v, eps, &v)) || (s = un(im, OP_SQRT, v, &v)) || (s = un(im, OP_RECIPROCAL, v, &v)) ||
+      (s = binc(im, OP_ADD, v, eps, &v)) || (s = un(im, OP_RSQRT, v, &v)) ||
       (s = bin(im, OP_MUL, d, v, &y)) || (s = cast(im, y, dt, &y)) || (s = bin(im, OP_MUL, y, IN(c, 1), &y)))
     return s;
   if (IN(c, 2) >= 0 && (s = bin(im, OP_ADD, y, IN(c, 2), &y))) return s;
