@@ -10,7 +10,13 @@
  * Outputs are checked against the ref backend (or, where ref would take minutes, fused
  * against eager, and the line says so). One JSON line per workload on stdout.
  *
- *   kiln_gpubench [--backend cuda] [--only NAME,...] [--cse-race] [--no-check]
+ *   kiln_gpubench [--backend cuda] [--only NAME,...] [--cse-race] [--row-race] [--no-check]
+ *
+ * --row-race: the cuda block-row variants (KILN_CUDA_ROW, codegen.h's cg_gpu_rows) on the
+ * softmax and layernorm workloads, plus a tiny softmax whose time is the launch-and-wait
+ * overhead; per shape each variant's median, base timed again last (the spread between the
+ * two base runs is the noise), the best variant and best/base, and each variant's largest
+ * norm-wise error against base (base itself is checked against ref by the plain run).
  */
 #include "kiln.h"
 
@@ -412,17 +418,62 @@ static void cse_race(const char *backend) {
     }
 }
 
+/* The names KILN_CUDA_ROW takes (src/codegen/render.c); base first, the default. */
+static const char *const row_variants[] = { "base", "warp", "vec", "wvec", "p16", "p16vec" };
+enum { N_ROWV = sizeof row_variants / sizeof row_variants[0] };
+
+static void row_race(const char *backend) {
+  static const int64_t shapes[][3] = {  /* kind (0 softmax, 1 layernorm), rows, cols */
+    { 0, 8, 128 },     { 0, 4096, 128 },   { 0, 4096, 1024 },   { 0, 4096, 4096 }, { 0, 32768, 512 },
+    { 0, 256, 32768 }, { 1, 4096, 768 },   { 1, 16384, 1024 }, { 1, 8192, 4096 },
+  };
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    Work w;
+    if (shapes[s][0] == 0) softmax(&w, shapes[s][1], shapes[s][2]);
+    else layernorm(&w, shapes[s][1], shapes[s][2]);
+    Result r[N_ROWV + 1];
+    for (int v = 0; v <= N_ROWV; v++) {
+      setenv("KILN_CUDA_ROW", row_variants[v % N_ROWV], 1);  /* base again last: the noise */
+      r[v] = measure(&w, backend, 1, 0, true, v < N_ROWV);
+    }
+    unsetenv("KILN_CUDA_ROW");
+    printf("{\"row_race\": \"%s\", \"min_bytes\": %.0f", w.name, w.min_bytes);
+    int best = -1;
+    double err = 0;
+    for (int v = 0; v <= N_ROWV; v++) {
+      print_time(v < N_ROWV ? row_variants[v] : "base2", &r[v]);
+      if (v < N_ROWV && !r[v].st && honest(&r[v].c) && (best < 0 || r[v].ms < r[best].ms)) best = v;
+      if (v > 0 && v < N_ROWV && !r[v].st && !r[0].st) {
+        double e = rel_err(&w, &r[v], &r[0]);
+        printf(", \"%s_err\": %.3g", row_variants[v], e);
+        if (!(e <= err)) err = e;  /* NaN stays */
+      }
+    }
+    if (best >= 0 && !r[0].st) printf(", \"best\": \"%s\", \"best_over_base\": %.3f", row_variants[best], r[best].ms / r[0].ms);
+    printf(", \"max_err_vs_base\": %.3g}\n", err);
+    fflush(stdout);
+    for (int v = 0; v <= N_ROWV; v++) result_free(&r[v]);
+    kiln_graph_free(w.g);
+    for (int i = 0; i < w.n_in; i++) free(w.in[i]);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *backend = "cuda", *only = "";
-  bool race = false, check = true;
+  bool race = false, check = true, rrace = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--cse-race")) race = true;
+    else if (!strcmp(argv[i], "--row-race")) rrace = true;
     else if (!strcmp(argv[i], "--no-check")) check = false;
-    else { fprintf(stderr, "usage: kiln_gpubench [--backend B] [--only NAME,...] [--cse-race] [--no-check]\n"); return 2; }
+    else {
+      fprintf(stderr, "usage: kiln_gpubench [--backend B] [--only NAME,...] [--cse-race] [--row-race] [--no-check]\n");
+      return 2;
+    }
   }
   if (race) { cse_race(backend); return 0; }
+  if (rrace) { row_race(backend); return 0; }
   static const int64_t sm[5][2] = { { 4096, 128 }, { 4096, 1024 }, { 4096, 4096 }, { 32768, 512 }, { 256, 32768 } };
   static const int64_t lnr[3][2] = { { 4096, 768 }, { 16384, 1024 }, { 8192, 4096 } };
   for (int k = 0; k < 15; k++) {

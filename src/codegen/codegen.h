@@ -43,6 +43,9 @@ typedef struct Dialect {
   const char *vec4_type;          /* 16-byte vector of f32 (NULL: none) */
   const char *block_bounds;       /* grid: attribute fixing a kernel's block size ("%d"), or NULL */
   bool acc_f32;                   /* f32 sums/products accumulate in f32 (not f64) */
+  /* grid: block-row variant (cg_gpu_rows; 0 = the default shape). The cuda backend sets it
+   * from KILN_CUDA_ROW on its own copy of cg_dialect_cuda. */
+  int row_variant;
 } Dialect;
 
 /* -- dialect_c.c -- */
@@ -72,6 +75,23 @@ typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS, CG_GPU_GEMM } CgGp
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k);
 /* BLOCK_ROWS: the block size the kernel was rendered for (launch exactly this many threads). */
 int cg_gpu_block(const Kernel *k);
+/* BLOCK_ROWS under a row variant: `threads` per row (a power of two, 32..1024), `rows` rows
+ * per block (threads * rows <= 1024; > 1 only with 32 threads, one warp per row, reduced
+ * with shuffles alone), `vec` 4 when the row's flat f32 loads and stores go as 16-byte
+ * vectors (a thread's points then come in runs of 4). Variants (cg_row_variant parses):
+ *   0 base   ~8 points per thread, one row per block (cg_gpu_block)
+ *   1 warp   rows of <= 1024 points: one warp per row, 8 rows per block; longer rows as base
+ *   2 vec    base block sizes, 16-byte loads/stores where the row allows
+ *   3 wvec   warp, and vec for the rows it leaves to blocks and for its own rows
+ *   4 p16    ~16 points per thread (blocks half the size of base)
+ *   5 p16vec p16 and vec */
+typedef struct CgRows { int threads, rows, vec; } CgRows;
+enum { CG_ROW_VARIANTS = 6 };
+CgRows cg_gpu_rows(const Kernel *k, int variant);
+/* Variant number of a name ("base", "warp", ...; NULL or "" is 0), -1 if unknown; and the
+ * name of a number. */
+int cg_row_variant(const char *name);
+const char *cg_row_variant_name(int variant);
 
 /* -- gemm_cuda.c: the tiled contraction shape (CG_GPU_GEMM) of a grid dialect --
  * A reduce-sum kernel whose accumulated body is a product of two factors, one free of

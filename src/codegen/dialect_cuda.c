@@ -112,6 +112,15 @@ static const char prelude[] =
   "  for (int i = 1; i < nw; i++) v = f(v, sh[i]);\n"
   "  return v;\n"
   "}\n"
+  /* A warp per row (block-row variants with several rows per block): the butterfly alone,
+   * every lane of the warp ends with the same value; no shared memory, no barrier. */
+  "template <class T> KI T k_lane0(T v) { return (T)__shfl_sync(0xffffffffu, (long long)v, 0); }\n"
+  "KI float k_lane0(float v) { return __shfl_sync(0xffffffffu, v, 0); }\n"
+  "KI double k_lane0(double v) { return __shfl_sync(0xffffffffu, v, 0); }\n"
+  "template <class T, class F> KI T k_warp(T v, F f) {\n"
+  "  for (int d = 16; d > 0; d >>= 1) v = f(v, k_shfl(v, d));\n"
+  "  return k_lane0(v);  /* max(+0, -0) depends on the order: one value for the whole warp */\n"
+  "}\n"
   /* arg-reductions: the better (value, index) pair; ties go to the first index, or the last. */
   "template <class T> KI bool k_argbetter(T v2, int64_t i2, T v, int64_t i, int mx, int last) {\n"
   "  if (i2 < 0) return false; if (i < 0) return true;\n"
@@ -132,6 +141,13 @@ static const char prelude[] =
   "  v = sv[0]; i = si[0];\n"
   "  for (int w = 1; w < nw; w++) if (k_argbetter(sv[w], si[w], v, i, mx, last)) { v = sv[w]; i = si[w]; }\n"
   "  return i;\n"
+  "}\n"
+  "template <class T> KI int64_t k_warp_arg(T v, int64_t i, int mx, int last) {\n"
+  "  for (int d = 16; d > 0; d >>= 1) {\n"
+  "    T v2 = k_shfl(v, d); int64_t i2 = k_shfl(i, d);\n"
+  "    if (k_argbetter(v2, i2, v, i, mx, last)) { v = v2; i = i2; }\n"
+  "  }\n"
+  "  return k_lane0(i);\n"
   "}\n";
 
 const Dialect cg_dialect_cuda = {

@@ -40,6 +40,9 @@ typedef struct R {
   /* block rows: values of a row point (loads, unary ops) that a later inner loop needs again
    * are kept in registers c<i>[j], captured in the first loop computing them */
   const Expr *cached[8]; int cap_step[8]; int n_cached;
+  char cidx[24];       /* index of the current point in the c<i> arrays ("j", "4 * j + 1") */
+  CgRows ro;           /* block rows: threads per row, rows per block, vector width */
+  const char *kt;      /* block rows: this thread's index within its row's threads */
   int step;            /* the inner loop being rendered (-1 outside one) */
   kiln_status st;
 } R;
@@ -302,7 +305,7 @@ static void declare(R *r, const Expr *e, const char *text, char *out, size_t n) 
   memo_add(r, e, id);
   snprintf(out, n, "t%d", id);
   for (int i = 0; i < r->n_cached; i++)
-    if (r->cached[i] == e && r->cap_step[i] == r->step) line(r, "c%d[j] = t%d;", i, id);
+    if (r->cached[i] == e && r->cap_step[i] == r->step) line(r, "c%d[%s] = t%d;", i, r->cidx, id);
 }
 
 static void emit_load(R *r, const Expr *e, char *out, size_t n) {
@@ -900,6 +903,37 @@ int cg_gpu_block(const Kernel *k) {
   return t;
 }
 
+/* Block-row variants raced by kiln_gpubench --row-race (codegen.h lists them). */
+static const struct { const char *name; bool warp, vec; int ppt; } row_variants[CG_ROW_VARIANTS] = {
+  { "base", false, false, 8 }, { "warp", true, false, 8 }, { "vec", false, true, 8 },
+  { "wvec", true, true, 8 },   { "p16", false, false, 16 }, { "p16vec", false, true, 16 },
+};
+
+int cg_row_variant(const char *name) {
+  if (!name || !name[0]) return 0;
+  for (int i = 0; i < CG_ROW_VARIANTS; i++)
+    if (!strcmp(name, row_variants[i].name)) return i;
+  return -1;
+}
+
+const char *cg_row_variant_name(int variant) {
+  return variant >= 0 && variant < CG_ROW_VARIANTS ? row_variants[variant].name : "?";
+}
+
+CgRows cg_gpu_rows(const Kernel *k, int variant) {
+  if (variant < 0 || variant >= CG_ROW_VARIANTS) variant = 0;
+  CgRows ro = { cg_gpu_block(k), 1, 1 };
+  /* a warp per row keeps short rows (4..32 points per thread) off __syncthreads and puts
+   * 8 rows in each block, so an SM holds many rows in their different phases */
+  if (row_variants[variant].warp && k->inner_numel <= 1024) ro.threads = 32, ro.rows = 8;
+  else if (row_variants[variant].ppt != 8) {
+    ro.threads = 32;
+    while (ro.threads < 1024 && (int64_t)ro.threads * row_variants[variant].ppt < k->inner_numel) ro.threads *= 2;
+  }
+  if (row_variants[variant].vec && k->inner_numel % 4 == 0) ro.vec = 4;
+  return ro;
+}
+
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k) {
   if (cg_gemm_match(p, k, NULL)) return CG_GPU_GEMM;
   if (k->kind == KN_ROW || (k->kind == KN_REDUCE && k->inner_numel >= 64 && k->outer_numel < 32768))
@@ -914,9 +948,10 @@ static void block_combine(R *r, const Item *it) {
   const Stage *S = &r->p->te->stages[it->stage];
   static const char *const fn[] = { [RO_SUM] = "k_add()", [RO_PROD] = "k_mul()", [RO_MAX] = "k_max()", [RO_MIN] = "k_min()" };
   int s = it->stage;
+  const char *w = r->ro.rows > 1 ? "warp" : "block";  /* a warp per row: shuffles only */
   if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN)
-    line(r, "ai%d = k_block_arg(a%d, ai%d, %d, %d);", s, s, s, S->rop == RO_ARGMAX, S->select_last != 0);
-  else line(r, "a%d = k_block(a%d, %s);", s, s, fn[S->rop]);
+    line(r, "ai%d = k_%s_arg(a%d, ai%d, %d, %d);", s, w, s, s, S->rop == RO_ARGMAX, S->select_last != 0);
+  else line(r, "a%d = k_%s(a%d, %s);", s, w, s, fn[S->rop]);
 }
 
 /* Memory loads in e (not of this kernel's stages), each once; seen is a DAG walk's list. */
@@ -958,7 +993,8 @@ static bool in_list(const Expr *const *l, int n, const Expr *e) {
  * computes it (at most 8 arrays, 96 registers). */
 static int row_cache(R *r) {
   const Kernel *k = r->k;
-  int64_t per = (k->inner_numel + cg_gpu_block(k) - 1) / cg_gpu_block(k);
+  int64_t tv = (int64_t)r->ro.threads * r->ro.vec;  /* points a row's threads cover per step */
+  int64_t per = (k->inner_numel + tv - 1) / tv * r->ro.vec;
   r->n_cached = 0;
   if (k->n_steps < 3 || per > 32 || per < 1) return 0;
   enum { MAXN = 128 };
@@ -980,45 +1016,176 @@ static int row_cache(R *r) {
   return r->n_cached ? (int)per : 0;
 }
 
-static void block_inner_loop(R *r, int step, int per) {
-  const Kernel *k = r->k;
-  for (int i = 0; i < k->n_items; i++)
-    if (k->items[i].step == step && k->items[i].kind == IT_ACC) acc_init(r, &k->items[i]);
-  bool guarded = !per || k->inner_numel % cg_gpu_block(k) != 0;
-  if (per) {
-    line(r, "#pragma unroll");
-    line(r, "for (int j = 0; j < %d; j++) {", per);
-    r->indent++;
-    line(r, "const int64_t r = threadIdx.x + (int64_t)j * %d;", cg_gpu_block(k));
-    if (guarded) line(r, "if (r < INT64_C(%lld)) {", (long long)k->inner_numel);
-    else line(r, "{");  /* the row is a whole number of blocks: no bound check between the loads */
-  } else {
-    line(r, "for (int64_t r = threadIdx.x; r < INT64_C(%lld); r += blockDim.x) {", (long long)k->inner_numel);
+/* The flat index over n vars from `first` of sizes shape, as an Expr simplified like load
+ * offsets; vars of size 1 are left out (always 0, and the simplifier keeps them). */
+static Expr *vars_flat(R *r, int first, int n, const int64_t *shape) {
+  TE *te = r->p->te;
+  Expr *f = te_const_i(te, KILN_I64, 0);
+  int64_t stride = 1;
+  for (int i = n - 1; i >= 0 && f; i--) {
+    if (shape[i] > 1)
+      f = te_binary(te, TB_ADD, f, te_binary(te, TB_MUL, te_var(te, first + i), te_const_i(te, KILN_I64, stride)));
+    stride *= shape[i];
   }
-  r->indent++;
-  push(r);
-  const char *guard = r->guard;
-  r->guard = NULL;  /* each thread stores its own inner points */
-  decompose(r, "r", k->rank, k->n_red, k->red_shape);
-  r->step = per ? step : -1;
+  return f ? te_simplify(te, f, r->lo, r->hi, r->nv) : NULL;
+}
+
+/* a and b are the same index (their difference simplifies to the constant 0). */
+static bool same_index(R *r, Expr *a, Expr *b) {
+  if (!a || !b) return false;
+  if (a == b) return true;
+  Expr *d = te_simplify(r->p->te, te_binary(r->p->te, TB_SUB, a, b), r->lo, r->hi, r->nv);
+  return d && d->kind == EX_CONST && d->c.i == 0;
+}
+
+/* vec rows: what goes as 16-byte vectors in inner loop `step`. Loads of f32 memory read at
+ * the row's flat index (x[o, r]: kind 0) or at the inner index (gamma[r]: kind 1), unless
+ * an earlier loop keeps them in registers; stores of f32 items at the row's flat index. */
+typedef struct VecStep {
+  Expr *rowf, *inf;
+  const Expr *ld[16]; int kind[16]; int n_ld;
+  bool st[64];
+} VecStep;
+
+static void vec_step(R *r, int step, VecStep *v) {
+  const Kernel *k = r->k;
+  TE *te = r->p->te;
+  Expr *of = vars_flat(r, 0, k->rank, k->shape);
+  v->inf = vars_flat(r, k->rank, k->n_red, k->red_shape);
+  v->rowf = of && v->inf ? te_binary(te, TB_ADD, te_binary(te, TB_MUL, of, te_const_i(te, KILN_I64, k->inner_numel)), v->inf) : NULL;
+  v->rowf = v->rowf ? te_simplify(te, v->rowf, r->lo, r->hi, r->nv) : NULL;
+  v->n_ld = 0;
+  memset(v->st, 0, sizeof v->st);
+  if (!v->rowf || !v->inf) return;
+  enum { MAXN = 128 };
+  const Expr *nodes[MAXN];
+  int nn = 0;
+  step_nodes(r, step, nodes, &nn, MAXN);
+  for (int i = 0; i < nn && v->n_ld < 16; i++) {
+    const Expr *e = nodes[i];
+    bool before = false;
+    for (int c = 0; c < r->n_cached; c++) before |= r->cached[c] == e && r->cap_step[c] < step;
+    if (e->kind != EX_LOAD || before || te->stages[e->src].dtype != KILN_F32 || te->stages[e->src].numel <= 1) continue;
+    Expr *off = load_offset(r, e);
+    bool row = same_index(r, off, v->rowf), in = !row && same_index(r, off, v->inf);
+    if (row || in) v->kind[v->n_ld] = in, v->ld[v->n_ld++] = e;
+  }
+  for (int i = 0; i < k->n_items && i < 64; i++) {
+    const Item *it = &k->items[i];
+    v->st[i] = it->step == step && it->kind != IT_ACC && it->store && te->stages[it->stage].dtype == KILN_F32 &&
+               same_index(r, te_simplify(te, it->offset, r->lo, r->hi, r->nv), v->rowf);
+  }
+}
+
+/* The items of inner loop `step` at one point (r and the kernel vars already declared);
+ * vector lane `lane` (-1: none) takes its vec loads from w<i> and puts vec stores in y<i>. */
+static void block_point(R *r, int step, int per, const VecStep *v, int lane) {
+  static const char lc[4] = { 'x', 'y', 'z', 'w' };
+  const Kernel *k = r->k;
   for (int i = 0; per && i < r->n_cached; i++) {
     if (r->cap_step[i] >= step) continue;
     int id = r->tmp++;
-    line(r, "const %s t%d = c%d[j];", vt(r, r->cached[i]->dtype), id, i);
+    line(r, "const %s t%d = c%d[%s];", vt(r, r->cached[i]->dtype), id, i, r->cidx);
     memo_add(r, r->cached[i], id);
+  }
+  for (int i = 0; lane >= 0 && i < v->n_ld; i++) {
+    int id = r->tmp++;
+    line(r, "const float t%d = w%d.%c;", id, i, lc[lane]);
+    memo_add(r, v->ld[i], id);
+    for (int c = 0; c < r->n_cached; c++)
+      if (r->cached[c] == v->ld[i] && r->cap_step[c] == step) line(r, "c%d[%s] = t%d;", c, r->cidx, id);
   }
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->step != step) continue;
+    char val[256];
     if (it->kind == IT_ACC) {
-      char v[256];
-      emit(r, it->body, v, sizeof v);
-      acc_update(r, it, v);
+      emit(r, it->body, val, sizeof val);
+      acc_update(r, it, val);
+    } else if (lane >= 0 && i < 64 && v->st[i]) {
+      emit(r, it->body, val, sizeof val);
+      line(r, "const float s%d = %s;", it->stage, val);
+      line(r, "y%d.%c = s%d;", i, lc[lane], it->stage);
     } else value_item(r, it);
+  }
+}
+
+/* One inner loop of a block row. The row's threads (r->ro.threads, this one r->kt) stride
+ * it; with a row cache (per > 0) the loop is unrolled over the per points of a thread, in
+ * runs of 4 when vectors are on (points 4q..4q+3 of vector q = kt + j * threads). */
+static void block_inner_loop(R *r, int step, int per) {
+  const Kernel *k = r->k;
+  const int T = r->ro.threads;
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].step == step && k->items[i].kind == IT_ACC) acc_init(r, &k->items[i]);
+  VecStep v = { 0 };
+  bool vec = per && r->ro.vec == 4;
+  if (vec) vec_step(r, step, &v);
+  int64_t span = (int64_t)T * (vec ? 4 : 1);
+  bool guarded = !per || k->inner_numel % span != 0;
+  const char *guard = r->guard;
+  r->guard = NULL;  /* each thread stores its own inner points */
+  snprintf(r->cidx, sizeof r->cidx, "j");
+  if (per) {
+    line(r, "#pragma unroll");
+    line(r, "for (int j = 0; j < %d; j++) {", vec ? per / 4 : per);
+    r->indent++;
+    if (vec) {
+      line(r, "const int64_t q = %s + (int64_t)j * %d;", r->kt, T);
+      if (guarded) line(r, "if (q < INT64_C(%lld)) {", (long long)(k->inner_numel / 4));
+      else line(r, "{");
+    } else {
+      line(r, "const int64_t r = %s + (int64_t)j * %d;", r->kt, T);
+      if (guarded) line(r, "if (r < INT64_C(%lld)) {", (long long)k->inner_numel);
+      else line(r, "{");  /* the row is a whole number of blocks: no bound check between the loads */
+    }
+  } else {
+    line(r, "for (int64_t r = %s; r < INT64_C(%lld); r += %s) {", r->kt, (long long)k->inner_numel,
+         r->ro.rows > 1 ? "32" : "blockDim.x");
+  }
+  r->indent++;
+  r->step = per ? step : -1;
+  if (!vec) {
+    push(r);
+    decompose(r, "r", k->rank, k->n_red, k->red_shape);
+    block_point(r, step, per, &v, -1);
+    pop(r);
+  } else {
+    bool any_st = false;
+    for (int i = 0; i < v.n_ld; i++) line(r, "float4 w%d;", i);
+    for (int i = 0; i < k->n_items && i < 64; i++)
+      if (v.st[i]) line(r, "float4 y%d;", i), any_st = true;
+    if (v.n_ld || any_st) {
+      line(r, "int64_t vq;  /* the row's flat index of point 4q */");
+      line(r, "{");
+      r->indent++;
+      push(r);
+      line(r, "const int64_t r = 4 * q;");
+      decompose(r, "r", k->rank, k->n_red, k->red_shape);
+      char t[256];
+      emit(r, v.rowf, t, sizeof t);
+      line(r, "vq = %s;", t);
+      pop(r);
+      close_block(r);
+    }
+    for (int i = 0; i < v.n_ld; i++)
+      line(r, "w%d = ((const float4 *)b%d)[%s];", i, r->param_of[v.ld[i]->src], v.kind[i] ? "q" : "vq >> 2");
+    for (int l = 0; l < 4; l++) {
+      line(r, "{");
+      r->indent++;
+      push(r);
+      line(r, "const int64_t r = 4 * q + %d;", l);
+      snprintf(r->cidx, sizeof r->cidx, "4 * j + %d", l);
+      decompose(r, "r", k->rank, k->n_red, k->red_shape);
+      block_point(r, step, per, &v, l);
+      pop(r);
+      close_block(r);
+    }
+    for (int i = 0; i < k->n_items && i < 64; i++)
+      if (v.st[i]) line(r, "((float4 *)b%d)[vq >> 2] = y%d;", r->param_of[k->items[i].stage], i);
   }
   r->guard = guard;
   r->step = -1;
-  pop(r);
   close_block(r);
   if (per) close_block(r);
   for (int i = 0; i < k->n_items; i++) {
@@ -1031,14 +1198,27 @@ static void block_inner_loop(R *r, int step, int per) {
   }
 }
 
+/* Block rows: one row per block (ro.rows == 1, the text of the default variant), or a warp
+ * per row and ro.rows rows per block (a warp past the last row skips the loop: nothing in it
+ * waits on the block). */
 static void render_block_rows(R *r) {
   const Kernel *k = r->k;
-  line(r, "for (int64_t o = blockIdx.x; o < INT64_C(%lld); o += gridDim.x) {", (long long)k->outer_numel);
+  r->ro = cg_gpu_rows(k, r->d->row_variant);
+  if (r->ro.rows > 1) {
+    line(r, "const int kt = threadIdx.x & 31;");
+    line(r, "for (int64_t o = (int64_t)blockIdx.x * %d + (threadIdx.x >> 5); o < INT64_C(%lld); o += (int64_t)gridDim.x * %d) {",
+         r->ro.rows, (long long)k->outer_numel, r->ro.rows);
+    r->kt = "kt";
+    r->guard = "kt == 0";
+  } else {
+    line(r, "for (int64_t o = blockIdx.x; o < INT64_C(%lld); o += gridDim.x) {", (long long)k->outer_numel);
+    r->kt = "threadIdx.x";
+    r->guard = "threadIdx.x == 0";
+  }
   r->indent++;
   push(r);
   decompose(r, "o", 0, k->rank, k->shape);
   int per = row_cache(r);
-  r->guard = "threadIdx.x == 0";
   for (int step = 0; step < k->n_steps; step++) {
     if (!(step & 1)) { block_inner_loop(r, step, per); continue; }
     for (int i = 0; i < k->n_items; i++)
@@ -1171,7 +1351,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   const Kernel *k = &p->kernels[ki];
   const TE *te = p->te;
   if (k->kind == KN_HOST) return KILN_OK;
-  R r = { .p = p, .k = k, .d = d, .sb = out };
+  R r = { .p = p, .k = k, .d = d, .sb = out, .cidx = "j" };
   int *params = kiln_calloc((size_t)(k->n_ins + k->n_items + 1), sizeof *params);
   r.param_of = kiln_calloc((size_t)te->n_stages + 1, sizeof *r.param_of);
   if (!params || !r.param_of) {
@@ -1191,7 +1371,8 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
   CgGpuShape gs0 = d->grid ? cg_gpu_shape(p, k) : CG_GPU_POINTS;
   if (d->block_bounds && (gs0 == CG_GPU_BLOCK_ROWS || gs0 == CG_GPU_GEMM)) {
-    sb_printf(out, d->block_bounds, gs0 == CG_GPU_GEMM ? (int)CG_GEMM_THREADS : cg_gpu_block(k));
+    CgRows ro = cg_gpu_rows(k, d->row_variant);
+    sb_printf(out, d->block_bounds, gs0 == CG_GPU_GEMM ? (int)CG_GEMM_THREADS : ro.threads * ro.rows);
     sb_puts(out, " ");
   }
   sb_printf(out, "%s(", name);

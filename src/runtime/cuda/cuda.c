@@ -51,6 +51,7 @@ typedef struct CudaExec {
   char *source;                /* generated CUDA C, kept for print */
   CUdeviceptr lt_ws;           /* cuBLASLt workspace, shared by the program's library GEMMs */
   bool tf32;
+  int row_variant;             /* block-row variant (KILN_CUDA_ROW, cg_gpu_rows) */
   int n_lt;
   Arena arena_host;            /* launch argument tables */
 } CudaExec;
@@ -240,12 +241,14 @@ static kiln_status launch_shape(CudaExec *x, const Plan *p, const Kernel *k, Cud
     return KILN_OK;
   }
   if (g == CG_GPU_BLOCK_ROWS) {
-    int t = cg_gpu_block(k);  /* the kernel's unrolled row loops assume exactly this */
+    CgRows ro = cg_gpu_rows(k, x->row_variant);  /* the kernel's unrolled row loops assume exactly this */
+    int t = ro.threads * ro.rows;
     if (t > max_threads)
       return kiln_fail(KILN_ERR_DEVICE, "cuda: kernel %d needs %d threads per block, the compiled code allows %d", k->id,
                        t, max_threads);
+    int64_t blocks = (k->outer_numel + ro.rows - 1) / ro.rows;
     l->block = (unsigned)t;
-    l->grid = (unsigned)(k->outer_numel < (1 << 20) ? k->outer_numel : (1 << 20));
+    l->grid = (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20));
     return KILN_OK;
   }
   int64_t work = g == CG_GPU_VEC4 ? k->outer_numel / 4 : k->outer_numel;
@@ -323,7 +326,9 @@ static int kernel_at_error(const char *src, const char *log) {
 
 static kiln_status render_and_load(CudaExec *x, const kiln_options *o, kiln_census *c) {
   StrBuf src = {0};
-  kiln_status st = cg_render_plan(x->plan, &cg_dialect_cuda, &src);
+  Dialect d = cg_dialect_cuda;
+  d.row_variant = x->row_variant;
+  kiln_status st = cg_render_plan(x->plan, &d, &src);
   if (st) { sb_free(&src); return st; }
   if (o->debug >= 2) fprintf(stderr, "-- cuda source --\n%s\n", src.s);
   x->source = src.s;
@@ -356,8 +361,13 @@ static kiln_status cuda_compile_te(const TE *te, const kiln_options *o, void **e
   x->replay = o->graph_replay != 0;
   x->strict = o->strict != 0;
   x->tf32 = o->tf32 != 0;
+  /* KILN_CUDA_ROW=base|warp|vec|wvec|p16|p16vec: the block-row shape (kiln_gpubench
+   * --row-race races them; the default stays base until the race says otherwise) */
+  const char *rv = getenv("KILN_CUDA_ROW");
+  x->row_variant = cg_row_variant(rv);
   CudaNvrtc *r;
-  kiln_status st = cuda_driver(&x->d);
+  kiln_status st = x->row_variant < 0 ? kiln_fail(KILN_ERR_INVALID_ARG, "cuda: KILN_CUDA_ROW names no row variant (base, warp, vec, wvec, p16, p16vec)") : KILN_OK;
+  if (!st) st = cuda_driver(&x->d);
   if (!st) st = cuda_nvrtc(&r);
   PlanOptions po = plan_options(o);
   if (!st) st = plan_build((TE *)te, &po, &x->plan);  /* the plan adds expressions to te's arena */

@@ -1,0 +1,175 @@
+/*
+ * test_cuda_rows.c — every block-row variant of the cuda backend (KILN_CUDA_ROW, see
+ * cg_gpu_rows) on row kernels: softmax, log-softmax, layernorm, argmax and a row sum, at
+ * shapes that are not multiples of anything a variant assumes (1 column, 33, 32769, rows
+ * that leave a block's warps without a row, rows whose length is a multiple of 4 but not of
+ * a vector block). Without a GPU: each variant's source is rendered and compiled for sm_90
+ * with NVRTC and checked for the shape it promises (warp reductions, 16-byte vectors, block
+ * size); with a GPU, values against ref with the outputs poisoned before each run.
+ */
+#include "test.h"
+#include "codegen/codegen.h"
+#include "runtime/runtime.h"
+#include "runtime/cuda/cudadrv.h"
+
+#include <unistd.h>
+
+enum { SOFTMAX, LOGSOFTMAX, LAYERNORM, ARGMAX, ROWSUM, N_KINDS };
+static const char *const kind_name[N_KINDS] = { "softmax", "log_softmax", "layernorm", "argmax", "rowsum" };
+
+static unsigned long long seed = 29;
+
+static kiln_graph *row_graph(int kind, int64_t rows, int64_t cols) {
+  kiln_graph *g;
+  kiln_tensor x, y, gm, bt;
+  int64_t s[2] = { rows, cols };
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_input(g, "x", KILN_F32, 2, s, &x));
+  if (kind == SOFTMAX) OK(kiln_graph_softmax(g, x, 1, &y));
+  else if (kind == LOGSOFTMAX) OK(kiln_graph_log_softmax(g, x, 1, &y));
+  else if (kind == LAYERNORM) {
+    OK(kiln_graph_input(g, "g", KILN_F32, 1, &cols, &gm));
+    OK(kiln_graph_input(g, "b", KILN_F32, 1, &cols, &bt));
+    OK(kiln_graph_layernorm(g, x, gm, bt, 1, 1e-5, &y));
+  } else if (kind == ARGMAX) {
+    kiln_tensor a;
+    OK(kiln_graph_argmax(g, x, 1, 0, 0, &a));
+    OK(kiln_graph_cast(g, a, KILN_F32, &y));  /* compared as floats like the others */
+  } else OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, x, 1, (int[]){ 1 }, 0, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  return g;
+}
+
+/* Without a GPU: the source each variant renders compiles for sm_90 and has its shape. */
+static void test_render(void) {
+  CudaNvrtc *nv;
+  if (cuda_nvrtc(&nv) != KILN_OK) {
+    printf("skip (render): no NVRTC (%s)\n", kiln_last_error());
+    return;
+  }
+  static const int64_t shapes[][2] = { { 64, 1024 }, { 7, 33 }, { 3, 32769 }, { 9, 4100 }, { 5, 768 } };
+  for (int v = 0; v < CG_ROW_VARIANTS; v++)
+    for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
+      for (int kind = 0; kind < N_KINDS; kind++) {
+        kiln_graph *g = row_graph(kind, shapes[s][0], shapes[s][1]);
+        TE *te = NULL;
+        Plan *p = NULL;
+        StrBuf src = {0};
+        kiln_options o = kiln_options_default();
+        PlanOptions po = plan_options(&o);
+        Dialect d = cg_dialect_cuda;
+        d.row_variant = v;
+        OK(te_lower(&g->g, &te));
+        if (te) OK(plan_build(te, &po, &p));
+        if (p) OK(cg_render_plan(p, &d, &src));
+        const char *vn = cg_row_variant_name(v);
+        CHECK(cg_row_variant(vn) == v);
+        for (int k = 0; p && src.s && k < p->n_kernels; k++) {
+          const Kernel *kn = &p->kernels[k];
+          if (cg_gpu_shape(p, kn) != CG_GPU_BLOCK_ROWS) continue;
+          CgRows ro = cg_gpu_rows(kn, v);
+          char bounds[48];
+          snprintf(bounds, sizeof bounds, "__launch_bounds__(%d) kiln_k%d(", ro.threads * ro.rows, k);
+          CHECK_MSG(strstr(src.s, bounds), "%s %s %lldx%lld: no %s", vn, kind_name[kind], (long long)shapes[s][0],
+                    (long long)shapes[s][1], bounds);
+          bool warp = !strcmp(vn, "warp") || !strcmp(vn, "wvec");
+          CHECK_MSG((ro.rows > 1) == (warp && kn->inner_numel <= 1024), "%s: rows per block %d at %lld points", vn,
+                    ro.rows, (long long)kn->inner_numel);
+          if (ro.rows > 1) CHECK(strstr(src.s, " = k_warp") && !strstr(src.s, " = k_block"));  /* calls, not the prelude */
+          else CHECK(!strstr(src.s, " = k_warp"));
+        }
+        /* a row of 1024 or 4100 f32 (a multiple of 4) under a vec variant reads x as float4 */
+        bool vec = strstr(vn, "vec") && shapes[s][1] % 4 == 0 && kind != ROWSUM && kind != ARGMAX;
+        if (src.s && vec) CHECK_MSG(strstr(src.s, "((const float4 *)b0)"), "%s %s: no vector load", vn, kind_name[kind]);
+        if (src.s && !strstr(vn, "vec")) CHECK(!strstr(src.s, "float4"));
+        if (src.s) {
+          void *bin = NULL;
+          size_t n = 0;
+          bool hit;
+          kiln_status st = cuda_compile(src.s, "sm_90", 0, NULL, &bin, &n, &hit);
+          CHECK_MSG(st == KILN_OK, "%s %s %lldx%lld: %s", vn, kind_name[kind], (long long)shapes[s][0],
+                    (long long)shapes[s][1], kiln_last_error());
+          kiln_free(bin);
+        }
+        sb_free(&src);
+        plan_free(p);
+        te_free(te);
+        kiln_graph_free(g);
+      }
+}
+
+/* Largest |a - b| over the largest |b| (1e-3 at least); NaN propagates. */
+static double max_rel(const float *a, const float *b, int64_t n) {
+  double m = 0, scale = 1e-3;
+  for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)b[i]));
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs((double)a[i] - b[i]) / scale;
+    if (!(d <= m)) m = d;
+  }
+  return m;
+}
+
+static void run(kiln_graph *g, const char *be, int n_in, const void *const *in, float *out) {
+  kiln_options o = kiln_options_default();
+  o.backend = be, o.strict = strcmp(be, "ref") != 0;
+  kiln_program *p = NULL;
+  void *outs[1] = { out };
+  OK(kiln_program_compile(g, &o, &p));
+  (void)n_in;
+  if (p) OK(kiln_program_run(p, in, outs));
+  kiln_program_free(p);
+}
+
+/* With a GPU: every variant against ref, poisoned outputs, fresh inputs per shape. */
+static void test_values(void) {
+  static const int64_t shapes[][2] = { { 5, 1 },    { 7, 33 },   { 3, 32769 }, { 13, 128 }, { 9, 4100 },
+                                       { 37, 1000 }, { 11, 768 }, { 2, 1024 },  { 3, 2052 } };
+  for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
+    for (int kind = 0; kind < N_KINDS; kind++) {
+      int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
+      int64_t n_out = kind >= ARGMAX ? rows : n;
+      kiln_graph *g = row_graph(kind, rows, cols);
+      float *x = malloc((size_t)n * sizeof *x), *gm = malloc((size_t)cols * sizeof *gm);
+      float *bt = malloc((size_t)cols * sizeof *bt), *want = malloc((size_t)n_out * sizeof *want);
+      float *got = malloc((size_t)n_out * sizeof *got);
+      if (!x || !gm || !bt || !want || !got) { CHECK(!"out of memory"); return; }
+      for (int64_t i = 0; i < n; i++) x[i] = (float)(3 * test_rand(&seed));
+      for (int64_t i = 0; i < cols; i++) gm[i] = (float)(1 + test_rand(&seed)), bt[i] = (float)test_rand(&seed);
+      const void *in[3] = { x, gm, bt };
+      run(g, "ref", 3, in, want);
+      for (int v = 0; v < CG_ROW_VARIANTS; v++) {
+        setenv("KILN_CUDA_ROW", cg_row_variant_name(v), 1);
+        for (int64_t i = 0; i < n_out; i++) got[i] = NAN;  /* poison: an unwritten element fails */
+        run(g, "cuda", 3, in, got);
+        double e = max_rel(got, want, n_out);
+        CHECK_MSG(e < (kind == ARGMAX ? 1e-7 : 1e-4), "%s %s %lldx%lld: max rel error %g", cg_row_variant_name(v),
+                  kind_name[kind], (long long)rows, (long long)cols, e);
+      }
+      unsetenv("KILN_CUDA_ROW");
+      free(x), free(gm), free(bt), free(want), free(got);
+      kiln_graph_free(g);
+    }
+  /* an unknown variant is refused, by name */
+  setenv("KILN_CUDA_ROW", "no-such-variant", 1);
+  kiln_graph *g = row_graph(SOFTMAX, 2, 8);
+  kiln_options o = kiln_options_default();
+  o.backend = "cuda";
+  kiln_program *p = NULL;
+  CHECK(kiln_program_compile(g, &o, &p) == KILN_ERR_INVALID_ARG && strstr(kiln_last_error(), "KILN_CUDA_ROW"));
+  kiln_program_free(p);
+  kiln_graph_free(g);
+  unsetenv("KILN_CUDA_ROW");
+}
+
+int main(void) {
+  char dir[128];
+  snprintf(dir, sizeof dir, "/tmp/kiln-test-cudarows-%ld", (long)getpid());
+  setenv("KILN_CACHE_DIR", dir, 1);
+  test_render();
+  if (rt_backend_cuda.probe() != KILN_OK) printf("skip (values): no CUDA driver (%s)\n", kiln_last_error());
+  else test_values();
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  TEST_MAIN_END();
+}
