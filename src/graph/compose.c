@@ -262,11 +262,12 @@ kiln_status graph_layernorm(Graph *g, int x, int scale, int bias, int axis, doub
   if ((s = check_affine(g, what, t, scale, "scale")) || (s = check_affine(g, what, t, bias, "bias"))) return s;
   int axes[KILN_MAX_RANK], n = 0;
   for (int r = axis; r < t->rank; r++) axes[n++] = r;
+  const kiln_dtype dt = t->dtype;  /* t dangles once nodes are added (g->tensors may move) */
   int nt = g->n_tensors, nn = g->n_nodes;
   int mean, xc, sq, var, ep, ve, inv, y;
   if ((s = graph_reduce(g, KILN_REDUCE_MEAN, x, n, axes, 1, &mean)) || (s = bin(g, OP_SUB, x, mean, &xc)) ||
       (s = bin(g, OP_MUL, xc, xc, &sq)) || (s = graph_reduce(g, KILN_REDUCE_MEAN, sq, n, axes, 1, &var)) ||
-      (s = graph_scalar(g, t->dtype, eps, &ep)) || (s = bin(g, OP_ADD, var, ep, &ve)) ||
+      (s = graph_scalar(g, dt, eps, &ep)) || (s = bin(g, OP_ADD, var, ep, &ve)) ||
       (s = un(g, OP_RSQRT, ve, &inv)) || (s = bin(g, OP_MUL, xc, inv, &y)))
     goto fail;
   if (scale != -1 && (s = bin(g, OP_MUL, y, scale, &y))) goto fail;
