@@ -46,6 +46,8 @@ typedef struct Dialect {
   /* grid: block-row variant (cg_gpu_rows; 0 = the default shape). The cuda backend sets it
    * from KILN_CUDA_ROW on its own copy of cg_dialect_cuda. */
   int row_variant;
+  const char *block_bounds_min;   /* grid: the same with a minimum of blocks per SM ("%d, %d") */
+  const char *dyn_shared;         /* grid: declaration of the f32 dynamic shared array k_dyn */
 } Dialect;
 
 /* -- dialect_c.c -- */
@@ -84,9 +86,14 @@ int cg_gpu_block(const Kernel *k);
  *   2 vec    base block sizes, 16-byte loads/stores where the row allows
  *   3 wvec   warp, and vec for the rows it leaves to blocks and for its own rows
  *   4 p16    ~16 points per thread (blocks half the size of base)
- *   5 p16vec p16 and vec */
-typedef struct CgRows { int threads, rows, vec; } CgRows;
-enum { CG_ROW_VARIANTS = 6 };
+ *   5 p16vec p16 and vec
+ *   6 long   base, and rows of 16K..32K points (1024 threads, 17..32 points each) keep
+ *            only their loads, the first `reg_points` of each thread in registers and the
+ *            rest in dynamic shared memory (`smem` bytes), so that two blocks fit an SM
+ *            (`min_blocks`): 256 rows of 32768 run in one wave instead of two
+ *   7 wveclong  wvec, and long rows as long */
+typedef struct CgRows { int threads, rows, vec, reg_points, smem, min_blocks; } CgRows;
+enum { CG_ROW_VARIANTS = 8 };
 CgRows cg_gpu_rows(const Kernel *k, int variant);
 /* Variant number of a name ("base", "warp", ...; NULL or "" is 0), -1 if unknown; and the
  * name of a number. */

@@ -194,5 +194,7 @@ const Dialect cg_dialect_cuda = {
   .trampoline = false,
   .vec4_type = "float4",
   .block_bounds = "__launch_bounds__(%d)",
+  .block_bounds_min = "__launch_bounds__(%d, %d)",
+  .dyn_shared = "extern __shared__ float k_dyn[];",
   .acc_f32 = true,  /* f32 sums in f32: no f32->f64 conversion per term (slow on GPUs) */
 };

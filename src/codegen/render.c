@@ -298,6 +298,22 @@ static void unary_text(R *r, const Expr *e, const char *a, char *o, size_t n) {
   }
 }
 
+/* Row cache c<i> at the current point: registers, or (a long row, ro.reg_points > 0, one
+ * array) the points past reg_points in the dynamic shared array, a thread's points strided
+ * by the block so that a warp's accesses take 32 banks. The point index is a constant
+ * after unrolling, so the choice costs nothing at run time. */
+static void cache_get(const R *r, int i, char *out, size_t n) {
+  if (!r->ro.reg_points) { snprintf(out, n, "c%d[%s]", i, r->cidx); return; }
+  snprintf(out, n, "(%s < %d ? c%d[%s] : k_dyn[(%s - %d) * %d + %s])", r->cidx, r->ro.reg_points, i, r->cidx,
+           r->cidx, r->ro.reg_points, r->ro.threads, r->kt);
+}
+
+static void cache_put(R *r, int i, int id) {
+  if (!r->ro.reg_points) { line(r, "c%d[%s] = t%d;", i, r->cidx, id); return; }
+  line(r, "if (%s < %d) c%d[%s] = t%d; else k_dyn[(%s - %d) * %d + %s] = t%d;", r->cidx, r->ro.reg_points, i, r->cidx,
+       id, r->cidx, r->ro.reg_points, r->ro.threads, r->kt, id);
+}
+
 /* Declares t<N> = text and memoises e as it (and keeps it in its row cache, if any). */
 static void declare(R *r, const Expr *e, const char *text, char *out, size_t n) {
   int id = r->tmp++;
@@ -305,7 +321,7 @@ static void declare(R *r, const Expr *e, const char *text, char *out, size_t n) 
   memo_add(r, e, id);
   snprintf(out, n, "t%d", id);
   for (int i = 0; i < r->n_cached; i++)
-    if (r->cached[i] == e && r->cap_step[i] == r->step) line(r, "c%d[%s] = t%d;", i, r->cidx, id);
+    if (r->cached[i] == e && r->cap_step[i] == r->step) cache_put(r, i, id);
 }
 
 static void emit_load(R *r, const Expr *e, char *out, size_t n) {
@@ -673,6 +689,17 @@ static int rowacc_unroll(R *r) {
   return 4;
 }
 
+/* f32 sums over at most this many points accumulate in f32 (as ONNX Runtime's MLAS does): twice
+ * the vector width of f64 and no conversion per product. The rounding error of a sum of K terms
+ * grows like K * 2^-24 at worst (sqrt(K) * 2^-24 typically): <= 2.4e-4 relative for K = 4096,
+ * ~1e-6 on the ONNX models here. Longer sums (column sums over many rows) keep the f64 rows. */
+#define CPU_F32_SUM_MAX 4096
+static bool sums_f32(const Kernel *k) {
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].kind == IT_ACC && k->items[i].body->dtype != KILN_F32) return false;
+  return k->inner_numel <= CPU_F32_SUM_MAX;
+}
+
 /* Var ids of the copies: the inner vars of unrolled step u (u >= 1) start at inner_first,
  * the prefix vars (outer but the last) of blocked row w at row_first. */
 static int inner_first(const Kernel *k, int u) { return u ? k->rank + k->n_red * u : k->rank; }
@@ -731,6 +758,7 @@ static void render_rowacc(R *r) {
   int jv = k->rank - 1;
   int64_t J = k->shape[jv], prefix = k->outer_numel / J;
   int unroll = rowacc_unroll(r), rows = row_block(r, prefix);
+  const char *sacc = sums_f32(k) ? "float" : "double";
   r->nv = row_first(k, 4);
   open_outer(r, prefix / rows, k->outer_numel * k->inner_numel, false);
   push(r);
@@ -746,8 +774,8 @@ static void render_rowacc(R *r) {
     const Item *it = &k->items[i];
     if (it->kind != IT_ACC) continue;
     nacc++;
-    for (int w = 0; w < rows; w++) {  /* as ref: products in f32, sums in f64 */
-      line(r, "double a%d_%d[%lld];", it->stage, w, (long long)J);
+    for (int w = 0; w < rows; w++) {  /* products in f32, sums in f32 or (as ref) f64 */
+      line(r, "%s a%d_%d[%lld];", sacc, it->stage, w, (long long)J);
       line(r, "for (int64_t j = 0; j < %lld; j++) a%d_%d[j] = 0;", (long long)J, it->stage, w);
     }
   }
@@ -782,8 +810,8 @@ static void render_rowacc(R *r) {
       char v[4][64];
       for (int u = 0; u < unroll; u++) emit(r, body[w][u][n], v[u], sizeof v[u]);
       /* unrolled: four f32 products summed pairwise in f32, then into the f64 row */
-      if (unroll == 4) line(r, "a%d_%d[v%d] += (double)((%s + %s) + (%s + %s));", it->stage, w, jv, v[0], v[1], v[2], v[3]);
-      else line(r, "a%d_%d[v%d] += (double)%s;", it->stage, w, jv, v[0]);
+      if (unroll == 4) line(r, "a%d_%d[v%d] += (%s)((%s + %s) + (%s + %s));", it->stage, w, jv, sacc, v[0], v[1], v[2], v[3]);
+      else line(r, "a%d_%d[v%d] += (%s)%s;", it->stage, w, jv, sacc, v[0]);
     }
     n++;
   }
@@ -835,6 +863,7 @@ static void render_dot(R *r) {
   int64_t J = k->shape[jv];
   for (int w = 0; w < 4; w++) { r->lo[jcopy(k, w)] = 0; r->hi[jcopy(k, w)] = J - 1; }
   r->nv = jcopy(k, 4);
+  const char *sacc = sums_f32(k) ? "float" : "double";
   open_outer(r, k->outer_numel / 4, k->outer_numel * k->inner_numel, false);
   push(r);
   line(r, "const int64_t jb = o %% INT64_C(%lld), pf = o / INT64_C(%lld);", (long long)(J / 4), (long long)(J / 4));
@@ -846,7 +875,7 @@ static void render_dot(R *r) {
     const Item *it = &k->items[i];
     if (it->kind != IT_ACC) continue;
     for (int w = 0; w < 4; w++) {
-      line(r, "double a%d_%d = 0;", it->stage, w);
+      line(r, "%s a%d_%d = 0;", sacc, it->stage, w);
       used += (size_t)snprintf(clauses + used, sizeof clauses - used, " reduction(+:a%d_%d)", it->stage, w);
     }
   }
@@ -861,7 +890,7 @@ static void render_dot(R *r) {
     for (int w = 0; w < 4; w++) {
       char v[64];
       emit(r, j_renamed(r, it->body, w), v, sizeof v);
-      line(r, "a%d_%d += (double)%s;", it->stage, w, v);
+      line(r, "a%d_%d += (%s)%s;", it->stage, w, sacc, v);
     }
   }
   pop(r);
@@ -904,10 +933,12 @@ int cg_gpu_block(const Kernel *k) {
 }
 
 /* Block-row variants raced by kiln_gpubench --row-race (codegen.h lists them). */
-static const struct { const char *name; bool warp, vec; int ppt; } row_variants[CG_ROW_VARIANTS] = {
-  { "base", false, false, 8 }, { "warp", true, false, 8 }, { "vec", false, true, 8 },
-  { "wvec", true, true, 8 },   { "p16", false, false, 16 }, { "p16vec", false, true, 16 },
+static const struct { const char *name; bool warp, vec; int ppt; bool split; } row_variants[CG_ROW_VARIANTS] = {
+  { "base", false, false, 8, false }, { "warp", true, false, 8, false },  { "vec", false, true, 8, false },
+  { "wvec", true, true, 8, false },   { "p16", false, false, 16, false }, { "p16vec", false, true, 16, false },
+  { "long", false, false, 8, true },  { "wveclong", true, true, 8, true },
 };
+enum { SPLIT_REG = 8 };  /* points of a long row a thread keeps in registers (<= 32 in all) */
 
 int cg_row_variant(const char *name) {
   if (!name || !name[0]) return 0;
@@ -922,7 +953,7 @@ const char *cg_row_variant_name(int variant) {
 
 CgRows cg_gpu_rows(const Kernel *k, int variant) {
   if (variant < 0 || variant >= CG_ROW_VARIANTS) variant = 0;
-  CgRows ro = { cg_gpu_block(k), 1, 1 };
+  CgRows ro = { cg_gpu_block(k), 1, 1, 0, 0, 1 };
   /* a warp per row keeps short rows (4..32 points per thread) off __syncthreads and puts
    * 8 rows in each block, so an SM holds many rows in their different phases */
   if (row_variants[variant].warp && k->inner_numel <= 1024) ro.threads = 32, ro.rows = 8;
@@ -931,6 +962,14 @@ CgRows cg_gpu_rows(const Kernel *k, int variant) {
     while (ro.threads < 1024 && (int64_t)ro.threads * row_variants[variant].ppt < k->inner_numel) ro.threads *= 2;
   }
   if (row_variants[variant].vec && k->inner_numel % 4 == 0) ro.vec = 4;
+  /* a 32K-point row is 128 KB: in registers alone (63 per thread) only one 1024-thread block
+   * fits an SM; 12 points in registers and the rest in shared memory let two */
+  int64_t per = (k->inner_numel + 4095) / 4096 * 4;  /* points per thread at 1024 threads, vec or not */
+  if (row_variants[variant].split && k->kind == KN_ROW && ro.rows == 1 && ro.threads == 1024 && per > 16 && per <= 32) {
+    ro.reg_points = SPLIT_REG;
+    ro.smem = (int)(per - SPLIT_REG) * 1024 * 4;
+    ro.min_blocks = 2;
+  }
   return ro;
 }
 
@@ -1008,6 +1047,9 @@ static int row_cache(R *r) {
       for (int b = 0; b < a && !earlier; b++) earlier = in_list(nodes[b], nn[b], e);
       for (int b = a + 1; b < n_loops && !later; b++) later = in_list(nodes[b], nn[b], e);
       if (earlier || !later || r->n_cached >= 8 || (r->n_cached + 1) * per > 96) continue;
+      /* a long row split with shared memory keeps its f32 loads only (one array; what
+       * derives from them, exp, is computed again) */
+      if (r->ro.reg_points && (e->kind != EX_LOAD || e->dtype != KILN_F32 || r->n_cached >= 1)) continue;
       r->cap_step[r->n_cached] = 2 * a;
       r->cached[r->n_cached++] = e;
     }
@@ -1085,7 +1127,9 @@ static void block_point(R *r, int step, int per, const VecStep *v, int lane) {
   for (int i = 0; per && i < r->n_cached; i++) {
     if (r->cap_step[i] >= step) continue;
     int id = r->tmp++;
-    line(r, "const %s t%d = c%d[%s];", vt(r, r->cached[i]->dtype), id, i, r->cidx);
+    char c[200];
+    cache_get(r, i, c, sizeof c);
+    line(r, "const %s t%d = %s;", vt(r, r->cached[i]->dtype), id, c);
     memo_add(r, r->cached[i], id);
   }
   for (int i = 0; lane >= 0 && i < v->n_ld; i++) {
@@ -1093,7 +1137,7 @@ static void block_point(R *r, int step, int per, const VecStep *v, int lane) {
     line(r, "const float t%d = w%d.%c;", id, i, lc[lane]);
     memo_add(r, v->ld[i], id);
     for (int c = 0; c < r->n_cached; c++)
-      if (r->cached[c] == v->ld[i] && r->cap_step[c] == step) line(r, "c%d[%s] = t%d;", c, r->cidx, id);
+      if (r->cached[c] == v->ld[i] && r->cap_step[c] == step) cache_put(r, c, id);
   }
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
@@ -1211,6 +1255,7 @@ static void render_block_rows(R *r) {
     r->kt = "kt";
     r->guard = "kt == 0";
   } else {
+    if (r->ro.smem) line(r, "%s", r->d->dyn_shared);
     line(r, "for (int64_t o = blockIdx.x; o < INT64_C(%lld); o += gridDim.x) {", (long long)k->outer_numel);
     r->kt = "threadIdx.x";
     r->guard = "threadIdx.x == 0";
@@ -1372,7 +1417,9 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   CgGpuShape gs0 = d->grid ? cg_gpu_shape(p, k) : CG_GPU_POINTS;
   if (d->block_bounds && (gs0 == CG_GPU_BLOCK_ROWS || gs0 == CG_GPU_GEMM)) {
     CgRows ro = cg_gpu_rows(k, d->row_variant);
-    sb_printf(out, d->block_bounds, gs0 == CG_GPU_GEMM ? (int)CG_GEMM_THREADS : ro.threads * ro.rows);
+    if (gs0 == CG_GPU_BLOCK_ROWS && ro.min_blocks > 1 && d->block_bounds_min)
+      sb_printf(out, d->block_bounds_min, ro.threads * ro.rows, ro.min_blocks);
+    else sb_printf(out, d->block_bounds, gs0 == CG_GPU_GEMM ? (int)CG_GEMM_THREADS : ro.threads * ro.rows);
     sb_puts(out, " ");
   }
   sb_printf(out, "%s(", name);

@@ -47,7 +47,7 @@ static void test_render(void) {
     printf("skip (render): no NVRTC (%s)\n", kiln_last_error());
     return;
   }
-  static const int64_t shapes[][2] = { { 64, 1024 }, { 7, 33 }, { 3, 32769 }, { 9, 4100 }, { 5, 768 } };
+  static const int64_t shapes[][2] = { { 64, 1024 }, { 7, 33 }, { 3, 32769 }, { 9, 4100 }, { 5, 768 }, { 2, 32768 }, { 3, 30000 } };
   for (int v = 0; v < CG_ROW_VARIANTS; v++)
     for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
       for (int kind = 0; kind < N_KINDS; kind++) {
@@ -68,11 +68,19 @@ static void test_render(void) {
           const Kernel *kn = &p->kernels[k];
           if (cg_gpu_shape(p, kn) != CG_GPU_BLOCK_ROWS) continue;
           CgRows ro = cg_gpu_rows(kn, v);
-          char bounds[48];
-          snprintf(bounds, sizeof bounds, "__launch_bounds__(%d) kiln_k%d(", ro.threads * ro.rows, k);
+          char bounds[64];
+          if (ro.min_blocks > 1) snprintf(bounds, sizeof bounds, "__launch_bounds__(%d, %d) kiln_k%d(", ro.threads * ro.rows, ro.min_blocks, k);
+          else snprintf(bounds, sizeof bounds, "__launch_bounds__(%d) kiln_k%d(", ro.threads * ro.rows, k);
           CHECK_MSG(strstr(src.s, bounds), "%s %s %lldx%lld: no %s", vn, kind_name[kind], (long long)shapes[s][0],
                     (long long)shapes[s][1], bounds);
-          bool warp = !strcmp(vn, "warp") || !strcmp(vn, "wvec");
+          bool warp = vn[0] == 'w';
+          /* long rows (17..32 points a thread at 1024 threads) of a row kernel: split cache */
+          bool split = strstr(vn, "long") && kn->kind == KN_ROW && kn->inner_numel > 16384 && kn->inner_numel <= 32768;
+          CHECK_MSG((ro.reg_points > 0) == split && (ro.smem > 0) == split && (ro.min_blocks == 2) == split,
+                    "%s %s %lld points: split %d/%d/%d", vn, kind_name[kind], (long long)kn->inner_numel, ro.reg_points,
+                    ro.smem, ro.min_blocks);
+          CHECK(!split || (strstr(src.s, "extern __shared__ float k_dyn[];") && strstr(src.s, "k_dyn[(")));
+          CHECK(!split || ro.smem <= 112 * 1024);  /* two blocks an SM: 228 KB of shared memory */
           CHECK_MSG((ro.rows > 1) == (warp && kn->inner_numel <= 1024), "%s: rows per block %d at %lld points", vn,
                     ro.rows, (long long)kn->inner_numel);
           if (ro.rows > 1) CHECK(strstr(src.s, " = k_warp") && !strstr(src.s, " = k_block"));  /* calls, not the prelude */
@@ -122,8 +130,8 @@ static void run(kiln_graph *g, const char *be, int n_in, const void *const *in, 
 
 /* With a GPU: every variant against ref, poisoned outputs, fresh inputs per shape. */
 static void test_values(void) {
-  static const int64_t shapes[][2] = { { 5, 1 },    { 7, 33 },   { 3, 32769 }, { 13, 128 }, { 9, 4100 },
-                                       { 37, 1000 }, { 11, 768 }, { 2, 1024 },  { 3, 2052 } };
+  static const int64_t shapes[][2] = { { 5, 1 },    { 7, 33 },   { 3, 32769 }, { 13, 128 }, { 9, 4100 },  { 37, 1000 },
+                                       { 11, 768 }, { 2, 1024 }, { 3, 2052 },  { 2, 32768 }, { 3, 30000 }, { 5, 20004 } };
   for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
     for (int kind = 0; kind < N_KINDS; kind++) {
       int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;

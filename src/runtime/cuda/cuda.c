@@ -247,6 +247,12 @@ static kiln_status launch_shape(CudaExec *x, const Plan *p, const Kernel *k, Cud
       return kiln_fail(KILN_ERR_DEVICE, "cuda: kernel %d needs %d threads per block, the compiled code allows %d", k->id,
                        t, max_threads);
     int64_t blocks = (k->outer_numel + ro.rows - 1) / ro.rows;
+    if (ro.smem > 0) {  /* a long row's cache in dynamic shared memory: over 48 KB needs the opt-in */
+      st = cuda_check(x->d->cuFuncSetAttribute(l->fn, CUDRV_FUNC_ATTR_MAX_DYN_SMEM, ro.smem), "cuFuncSetAttribute",
+                      "dynamic shared memory of a long-row kernel");
+      if (st) return st;
+      l->smem = (unsigned)ro.smem;
+    }
     l->block = (unsigned)t;
     l->grid = (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20));
     return KILN_OK;
@@ -361,12 +367,12 @@ static kiln_status cuda_compile_te(const TE *te, const kiln_options *o, void **e
   x->replay = o->graph_replay != 0;
   x->strict = o->strict != 0;
   x->tf32 = o->tf32 != 0;
-  /* KILN_CUDA_ROW=base|warp|vec|wvec|p16|p16vec: the block-row shape (kiln_gpubench
+  /* KILN_CUDA_ROW=base|warp|vec|wvec|p16|p16vec|long|wveclong: the block-row shape (kiln_gpubench
    * --row-race races them; the default stays base until the race says otherwise) */
   const char *rv = getenv("KILN_CUDA_ROW");
   x->row_variant = cg_row_variant(rv);
   CudaNvrtc *r;
-  kiln_status st = x->row_variant < 0 ? kiln_fail(KILN_ERR_INVALID_ARG, "cuda: KILN_CUDA_ROW names no row variant (base, warp, vec, wvec, p16, p16vec)") : KILN_OK;
+  kiln_status st = x->row_variant < 0 ? kiln_fail(KILN_ERR_INVALID_ARG, "cuda: KILN_CUDA_ROW names no row variant (base, warp, vec, wvec, p16, p16vec, long, wveclong)") : KILN_OK;
   if (!st) st = cuda_driver(&x->d);
   if (!st) st = cuda_nvrtc(&r);
   PlanOptions po = plan_options(o);
