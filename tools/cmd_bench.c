@@ -85,38 +85,10 @@ static kiln_status resolve_paths(Bench *b) {
   return KILN_OK;
 }
 
-static kiln_status read_pb(const char *path, OnnxTensor *t) {
-  void *data;
-  size_t size;
-  kiln_status s = onnx_read_file(path, &data, &size);
-  if (s) return s;
-  char dir[PATH_MAX];
-  onnx_dirname(path, dir, sizeof dir);
-  s = onnx_read_tensor(data, size, dir, t);
-  kiln_free(data);
-  if (s) kiln_error_prefix("%s: ", path);
-  return s;
-}
-
-/* DIR/PREFIX_0.pb, DIR/PREFIX_1.pb, ... until one is missing. */
-static kiln_status read_set(const char *dir, const char *prefix, OnnxTensor *ts, int *n) {
-  *n = 0;
-  for (int i = 0; i < MAX_FILES; i++) {
-    char path[PATH_MAX];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/%s_%d.pb", dir, prefix, i);
-    if (stat(path, &st) != 0) break;
-    kiln_status s = read_pb(path, &ts[i]);
-    if (s) return s;
-    *n = i + 1;
-  }
-  return KILN_OK;
-}
-
 /* Loads test data and model (inputs bound by position, as the ONNX test runner does). */
 static kiln_status load(Bench *b) {
-  kiln_status s = read_set(b->data_dir, "input", b->ins, &b->n_in);
-  if (!s) s = read_set(b->data_dir, "output", b->refs, &b->n_ref);
+  kiln_status s = onnx_read_tensor_set(b->data_dir, "input", MAX_FILES, b->ins, &b->n_in);
+  if (!s) s = onnx_read_tensor_set(b->data_dir, "output", MAX_FILES, b->refs, &b->n_ref);
   if (s) return s;
   if (!b->n_in) return kiln_fail(KILN_ERR_IO, "bench: no input_0.pb in '%s'", b->data_dir);
   for (int i = 0; i < b->n_in; i++) {

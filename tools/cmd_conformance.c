@@ -38,33 +38,6 @@ static bool exists(const char *path) {
   return stat(path, &st) == 0;
 }
 
-static kiln_status read_pb(const char *path, OnnxTensor *t) {
-  void *data;
-  size_t size;
-  kiln_status s = onnx_read_file(path, &data, &size);
-  if (s) return s;
-  char dir[PATH_MAX];
-  onnx_dirname(path, dir, sizeof dir);
-  s = onnx_read_tensor(data, size, dir, t);
-  kiln_free(data);
-  if (s) kiln_error_prefix("%s: ", path);
-  return s;
-}
-
-/* Reads DIR/PREFIX_0.pb, DIR/PREFIX_1.pb, ... until one is missing. */
-static kiln_status read_pbs(const char *dir, const char *prefix, OnnxTensor *ts, int *n) {
-  *n = 0;
-  for (int i = 0; i < MAX_FILES; i++) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s_%d.pb", dir, prefix, i);
-    if (!exists(path)) break;
-    kiln_status s = read_pb(path, &ts[i]);
-    if (s) return s;
-    *n = i + 1;
-  }
-  return KILN_OK;
-}
-
 /* Compares got (dtype/shape of expected) with want; fills max errors; false on mismatch. */
 static bool compare(const void *got, const OnnxTensor *want, double rtol, double atol, double *max_abs, double *max_rel,
                     int64_t *bad_at) {
@@ -186,15 +159,15 @@ void onnx_run_test(const OnnxTestSpec *spec, TestResult *r) {
   size_t size = 0;
   Graph *g = NULL;
   kiln_status s = KILN_OK;
-  if (spec->data_dir && (s = read_pbs(spec->data_dir, "input", ins, &n_in)) == KILN_OK)
-    s = read_pbs(spec->data_dir, "output", outs, &n_out);
+  if (spec->data_dir && (s = onnx_read_tensor_set(spec->data_dir, "input", MAX_FILES, ins, &n_in)) == KILN_OK)
+    s = onnx_read_tensor_set(spec->data_dir, "output", MAX_FILES, outs, &n_out);
   for (int i = 0; i < n_in; i++) {  /* test data is positional */
     kiln_free(ins[i].name);
     ins[i].name = NULL;
   }
   for (int i = 0; !s && i < spec->n_named; i++) {
     if (n_in >= MAX_FILES) { s = kiln_fail(KILN_ERR_INVALID_ARG, "too many inputs"); break; }
-    if (!(s = read_pb(spec->named_files[i], &ins[n_in]))) {
+    if (!(s = onnx_read_tensor_file(spec->named_files[i], &ins[n_in]))) {
       kiln_free(ins[n_in].name);
       ins[n_in].name = kiln_strdup(spec->named[i]);
       n_in++;

@@ -179,5 +179,10 @@ void onnx_tensor_clear(OnnxTensor *t);
 /* A whole file into kiln_malloc memory; the folder part of a path ("." for none). */
 kiln_status onnx_read_file(const char *path, void **data, size_t *size);
 void onnx_dirname(const char *path, char *buf, size_t cap);
+/* A TensorProto file (external data beside it); a failure's message starts with the path. */
+kiln_status onnx_read_tensor_file(const char *path, OnnxTensor *t);
+/* DIR/PREFIX_0.pb, DIR/PREFIX_1.pb, ... until one is missing (at most max) into ts; *n read.
+ * On failure ts[0..*n) hold what was read (the caller clears them). */
+kiln_status onnx_read_tensor_set(const char *dir, const char *prefix, int max, OnnxTensor *ts, int *n);
 
 #endif

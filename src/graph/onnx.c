@@ -778,6 +778,34 @@ void onnx_dirname(const char *path, char *buf, size_t cap) {
   else snprintf(buf, cap, "%.*s", (int)(slash - path), path);
 }
 
+kiln_status onnx_read_tensor_file(const char *path, OnnxTensor *t) {
+  void *data;
+  size_t size;
+  kiln_status s = onnx_read_file(path, &data, &size);
+  if (s) return s;
+  char dir[PATH_MAX];
+  onnx_dirname(path, dir, sizeof dir);
+  s = onnx_read_tensor(data, size, dir, t);
+  kiln_free(data);
+  if (s) kiln_error_prefix("%s: ", path);
+  return s;
+}
+
+kiln_status onnx_read_tensor_set(const char *dir, const char *prefix, int max, OnnxTensor *ts, int *n) {
+  *n = 0;
+  for (int i = 0; i < max; i++) {
+    char path[PATH_MAX];
+    struct stat st;
+    if ((size_t)snprintf(path, sizeof path, "%s/%s_%d.pb", dir, prefix, i) >= sizeof path)
+      return kiln_fail(KILN_ERR_INVALID_ARG, "test data folder path too long: '%s'", dir);
+    if (stat(path, &st) != 0) break;
+    kiln_status s = onnx_read_tensor_file(path, &ts[i]);
+    if (s) return s;
+    *n = i + 1;
+  }
+  return KILN_OK;
+}
+
 kiln_status kiln_graph_load_onnx(const char *path, kiln_graph **out) {
   if (!path || !out) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_load_onnx: %s is NULL", path ? "out" : "path");
   *out = NULL;
