@@ -248,8 +248,12 @@ static kiln_status launch_shape(CudaExec *x, const Plan *p, const Kernel *k, Cud
                        t, max_threads);
     int64_t blocks = (k->outer_numel + ro.rows - 1) / ro.rows;
     if (ro.smem > 0) {  /* a long row's cache in dynamic shared memory: over 48 KB needs the opt-in */
+      enum { ATTR_PREFERRED_SMEM_CARVEOUT = 9 };  /* CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent */
       st = cuda_check(x->d->cuFuncSetAttribute(l->fn, CUDRV_FUNC_ATTR_MAX_DYN_SMEM, ro.smem), "cuFuncSetAttribute",
                       "dynamic shared memory of a long-row kernel");
+      /* all of L1 as shared memory, so that ro.min_blocks blocks of ro.smem each fit an SM */
+      if (!st) st = cuda_check(x->d->cuFuncSetAttribute(l->fn, ATTR_PREFERRED_SMEM_CARVEOUT, 100), "cuFuncSetAttribute",
+                               "shared memory carveout of a long-row kernel");
       if (st) return st;
       l->smem = (unsigned)ro.smem;
     }
