@@ -122,25 +122,19 @@ static int where(Ad *a, int c, int x, int y) {
   return add_node(a, OP_WHERE, 3, in, &at);
 }
 
-static int reshape(Ad *a, int x, int rank, const int64_t *shape) {
+/* x given a new shape by op (reshape or expand); x itself when it already has it. */
+static int reshaped(Ad *a, OpKind op, int x, int rank, const int64_t *shape) {
   if (x < 0) return -1;
   const Tensor *t = tensor(a, x);
   if (t->rank == rank && !memcmp(t->shape, shape, (size_t)rank * sizeof *shape)) return x;
   Attr at = {0};
   at.shape_rank = rank;
   memcpy(at.shape, shape, (size_t)rank * sizeof *shape);
-  return add_node(a, OP_RESHAPE, 1, &x, &at);
+  return add_node(a, op, 1, &x, &at);
 }
 
-static int expand(Ad *a, int x, int rank, const int64_t *shape) {
-  if (x < 0) return -1;
-  const Tensor *t = tensor(a, x);
-  if (t->rank == rank && !memcmp(t->shape, shape, (size_t)rank * sizeof *shape)) return x;
-  Attr at = {0};
-  at.shape_rank = rank;
-  memcpy(at.shape, shape, (size_t)rank * sizeof *shape);
-  return add_node(a, OP_EXPAND, 1, &x, &at);
-}
+static int reshape(Ad *a, int x, int rank, const int64_t *shape) { return reshaped(a, OP_RESHAPE, x, rank, shape); }
+static int expand(Ad *a, int x, int rank, const int64_t *shape) { return reshaped(a, OP_EXPAND, x, rank, shape); }
 
 static int transpose(Ad *a, int x, int rank, const int *perm) {
   bool identity = true;
