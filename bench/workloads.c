@@ -46,6 +46,18 @@ static kiln_status add_input(Workload *w, const char *name, int rank, const int6
   return KILN_OK;
 }
 
+/* Input "y" of shape ys = [b, 10]: one-hot rows of random classes. */
+static kiln_status add_onehot(Workload *w, const int64_t ys[2], kiln_tensor *y) {
+  kiln_status st = kiln_graph_input(w->g, "y", KILN_F32, 2, ys, y);
+  if (st) return st;
+  float *oh = calloc((size_t)(ys[0] * ys[1]), sizeof *oh);
+  if (!oh) return KILN_ERR_NO_MEMORY;
+  for (int64_t i = 0; i < ys[0]; i++) oh[i * ys[1] + (int64_t)(uniform01() * (double)ys[1]) % ys[1]] = 1.0f;
+  w->inputs[w->n_inputs] = oh;
+  w->input_bytes[w->n_inputs++] = (size_t)(ys[0] * ys[1]) * sizeof(float);
+  return KILN_OK;
+}
+
 static kiln_status add_param(Workload *w, const char *name, int rank, const int64_t *shape, float scale, kiln_tensor *t) {
   int64_t n = 1;
   for (int i = 0; i < rank; i++) n *= shape[i];
@@ -144,12 +156,7 @@ static kiln_status mlp_train(Workload *w, int64_t b) {
   int64_t xs[2] = { b, 784 }, ys[2] = { b, 10 };
   kiln_tensor x, y, h, logits, lsm, prod, sum, loss, negb, params[4], upd[4];
   TRY(add_input(w, "x", 2, xs, &x));
-  TRY(kiln_graph_input(w->g, "y", KILN_F32, 2, ys, &y));
-  float *oh = calloc((size_t)(b * 10), sizeof *oh);
-  if (!oh) return KILN_ERR_NO_MEMORY;
-  for (int64_t i = 0; i < b; i++) oh[i * 10 + (int64_t)(uniform01() * 10) % 10] = 1.0f;
-  w->inputs[w->n_inputs] = oh;
-  w->input_bytes[w->n_inputs++] = (size_t)(b * 10) * sizeof(float);
+  TRY(add_onehot(w, ys, &y));
   TRY(dense(w, x, 784, 128, true, 1, &h));
   TRY(dense(w, h, 128, 10, false, 2, &logits));
   TRY(kiln_graph_log_softmax(w->g, logits, -1, &lsm));
@@ -235,12 +242,7 @@ static kiln_status cnn_train(Workload *w, int64_t b) {
   int64_t w1s[4] = { 16, 1, 3, 3 }, w2s[4] = { 32, 16, 3, 3 }, c1 = 16, c2 = 32, flat[2] = { b, 1568 };
   kiln_tensor x, y, w1, bb1, w2, bb2, h1, r1, p1, h2, r2, p2, fl, d1, r3, logits, lsm, prod, sum, negb, loss;
   TRY(add_input(w, "x", 4, xs, &x));
-  TRY(kiln_graph_input(w->g, "y", KILN_F32, 2, ys, &y));
-  float *oh = calloc((size_t)(b * 10), sizeof *oh);
-  if (!oh) return KILN_ERR_NO_MEMORY;
-  for (int64_t i = 0; i < b; i++) oh[i * 10 + (int64_t)(uniform01() * 10) % 10] = 1.0f;
-  w->inputs[w->n_inputs] = oh;
-  w->input_bytes[w->n_inputs++] = (size_t)(b * 10) * sizeof(float);
+  TRY(add_onehot(w, ys, &y));
   TRY(add_param(w, "c1.w", 4, w1s, 1.0f / 3.0f, &w1)); TRY(add_param(w, "c1.b", 1, &c1, 0.1f, &bb1));
   TRY(add_param(w, "c2.w", 4, w2s, 1.0f / 12.0f, &w2)); TRY(add_param(w, "c2.b", 1, &c2, 0.1f, &bb2));
   kiln_conv_params cp = { .spatial = 2, .pads = { 1, 1, 1, 1 } };
