@@ -44,6 +44,8 @@ typedef struct R {
   CgRows ro;           /* block rows: threads per row, rows per block, vector width */
   const char *kt;      /* block rows: this thread's index within its row's threads */
   int step;            /* the inner loop being rendered (-1 outside one) */
+  int bdim;            /* cpu row blocks: the prefix dim whose copies are the rows (-1: flat blocks) */
+  bool in_simd;        /* cpu: inside a vector loop over outer points (no nested simd pragma) */
   kiln_status st;
 } R;
 
@@ -532,7 +534,7 @@ static void inner_loop(R *r, int step) {
   /* every inner loop vectorises: its points are independent (stores hit distinct elements,
    * reads come from memory or from earlier steps); the pragma also restores what OpenMP's
    * outlining hides from the compiler (restrict) */
-  if (!r->d->grid && simd && r->d->simd_sum && r->d->simd_sum[0]) line(r, r->d->simd_sum, clauses);
+  if (!r->d->grid && !r->in_simd && simd && r->d->simd_sum && r->d->simd_sum[0]) line(r, r->d->simd_sum, clauses);
   line(r, "for (int64_t r = 0; r < INT64_C(%lld); r++) {", (long long)k->inner_numel);
   r->indent++;
   push(r);
@@ -567,6 +569,38 @@ static void render_general(R *r, bool simd) {
     for (int i = 0; i < k->n_items; i++)
       if (k->items[i].step == step) value_item(r, &k->items[i]);
   }
+  pop(r);
+  close_block(r);
+}
+
+/* Reductions over a few points each (pooling windows) with a long last outer dim: the outer
+ * loop runs over the prefix and a vector loop over the last dim holds each lane's own
+ * accumulator, the short reduction loop inside it (unrolled by the compiler, so its index
+ * division folds). Any reduction op works this way, max with its NaN flag included. */
+static bool rowsmall_fits(const Kernel *k) {
+  return k->kind == KN_REDUCE && k->rank >= 2 && k->shape[k->rank - 1] >= 8 && k->inner_numel <= 16 &&
+         k->outer_numel / k->shape[k->rank - 1] >= 2;
+}
+
+static void render_rowsmall(R *r) {
+  const Kernel *k = r->k;
+  int64_t J = k->shape[k->rank - 1];
+  open_outer(r, k->outer_numel / J, k->outer_numel * k->inner_numel, false);
+  push(r);
+  decompose(r, "o", 0, k->rank - 1, k->shape);
+  line(r, "%s", r->d->simd);
+  line(r, "for (int64_t v%d = 0; v%d < INT64_C(%lld); v%d++) {", k->rank - 1, k->rank - 1, (long long)J, k->rank - 1);
+  r->indent++;
+  push(r);
+  r->in_simd = true;
+  for (int step = 0; step < k->n_steps; step++) {
+    if (!(step & 1)) { inner_loop(r, step); continue; }
+    for (int i = 0; i < k->n_items; i++)
+      if (k->items[i].step == step) value_item(r, &k->items[i]);
+  }
+  r->in_simd = false;
+  pop(r);
+  close_block(r);
   pop(r);
   close_block(r);
 }
@@ -705,11 +739,51 @@ static bool sums_f32(const Kernel *k) {
 static int inner_first(const Kernel *k, int u) { return u ? k->rank + k->n_red * u : k->rank; }
 static int row_first(const Kernel *k, int w) { return k->rank + 4 * k->n_red + w * (k->rank - 1); }
 
-/* Four rows of the outer prefix per iteration share each load of the j-contiguous
- * operand (B[k, j] of a matmul) across four rows of accumulators. */
+/* Var id of row w's copy of the blocked prefix dim (dim blocks). */
+static int brow_var(const Kernel *k, int w) { return row_first(k, 4) + w; }
+
+typedef struct DimCheck { R *r; int dim; Memo *seen; int n, cap; bool ok; } DimCheck;
+
+/* A load that moves along the row must not depend on the blocked dim: then every row of the
+ * block reads the same value (one load for all the rows' products). */
+static void check_dim(const Expr *L, void *ctx) {
+  DimCheck *c = ctx;
+  if (!c->ok || c->r->p->kernel_of[L->src] == c->r->k->id || c->r->p->te->stages[L->src].numel <= 1) return;
+  if (load_stride(c->r, L, c->r->k->rank - 1) != 0 && depends(L, c->dim, &c->seen, &c->n, &c->cap)) c->ok = false;
+}
+
+/* The prefix dim to block rows over: the last one that the row-varying loads ignore (a
+ * matmul's row i, a convolution's output channel) and that splits into whole blocks. */
+static int block_dim(R *r, int *rows) {
+  const Kernel *k = r->k;
+  int64_t J = k->shape[k->rank - 1];
+  for (int d = k->rank - 2; d >= 0; d--) {
+    int R8 = J <= 32 && k->shape[d] % 8 == 0 ? 8 : k->shape[d] % 4 == 0 ? 4 : 0;
+    if (!R8) continue;
+    DimCheck c = { r, d, NULL, 0, 0, true };
+    for (int i = 0; i < k->n_items && c.ok; i++)
+      if (k->items[i].kind == IT_ACC) te_visit_loads(k->items[i].body, check_dim, &c);
+    kiln_free(c.seen);
+    if (c.ok) { *rows = R8; return d; }
+  }
+  return -1;
+}
+
+/* Rows of the outer prefix per iteration share each load of the j-contiguous operand (B[k, j]
+ * of a matmul, the input row of a convolution) across rows of accumulators: copies of one
+ * prefix dim that those loads ignore when there is one, else four consecutive prefix points. */
 static int row_block(R *r, int64_t prefix) {
   const Kernel *k = r->k;
-  if (prefix % 4 || prefix < 8 || k->n_items > 8 || k->rank < 2) return 1;
+  r->bdim = -1;
+  if (k->n_items > 8 || k->rank < 2) return 1;
+  int rows = 1, d = block_dim(r, &rows);
+  if (d >= 0) {
+    r->bdim = d;
+    r->hi[d] = k->shape[d] / rows - 1;
+    for (int w = 0; w < rows; w++) { r->lo[brow_var(k, w)] = 0; r->hi[brow_var(k, w)] = k->shape[d] - 1; }
+    return rows;
+  }
+  if (prefix % 4 || prefix < 8) return 1;
   for (int w = 0; w < 4; w++)
     for (int i = 0; i < k->rank - 1; i++) {
       r->lo[row_first(k, w) + i] = 0;
@@ -724,7 +798,8 @@ static Expr *renamed(R *r, Expr *e, int w, int u) {
   const Kernel *k = r->k;
   if (!e || (w < 0 && u == 0)) return e;
   Expr *map[2 * KILN_MAX_RANK];
-  for (int i = 0; i < k->rank; i++) map[i] = te_var(te, w >= 0 && i < k->rank - 1 ? row_first(k, w) + i : i);
+  for (int i = 0; i < k->rank; i++)
+    map[i] = te_var(te, w < 0 || i >= k->rank - 1 ? i : r->bdim < 0 ? row_first(k, w) + i : i == r->bdim ? brow_var(k, w) : i);
   for (int i = 0; i < k->n_red; i++) map[k->rank + i] = te_var(te, inner_first(k, u) + i);
   Expr *x = te_substitute(te, e, map, k->rank + k->n_red);
   if (x) x = te_simplify(te, x, r->lo, r->hi, r->nv);
@@ -759,11 +834,18 @@ static void render_rowacc(R *r) {
   int64_t J = k->shape[jv], prefix = k->outer_numel / J;
   int unroll = rowacc_unroll(r), rows = row_block(r, prefix);
   const char *sacc = sums_f32(k) ? "float" : "double";
-  r->nv = row_first(k, 4);
+  r->nv = brow_var(k, 8);
   open_outer(r, prefix / rows, k->outer_numel * k->inner_numel, false);
   push(r);
+  if (r->bdim >= 0) {  /* o over the prefix with the blocked dim counted in blocks */
+    int64_t sh[KILN_MAX_RANK];
+    memcpy(sh, k->shape, sizeof sh);
+    sh[r->bdim] /= rows;
+    decompose(r, "o", 0, k->rank - 1, sh);
+    for (int w = 0; w < rows; w++) line(r, "const int64_t v%d = v%d * %d + %d;", brow_var(k, w), r->bdim, rows, w);
+  }
   if (rows == 1) decompose(r, "o", 0, k->rank - 1, k->shape);
-  for (int w = 0; w < rows && rows > 1; w++) {
+  for (int w = 0; w < rows && rows > 1 && r->bdim < 0; w++) {
     char flat[16];
     snprintf(flat, sizeof flat, "p%d", w);
     line(r, "const int64_t p%d = o * %d + %d;", w, rows, w);
@@ -782,7 +864,7 @@ static void render_rowacc(R *r) {
   line(r, "for (int64_t r = 0; r < INT64_C(%lld); r += %d) {", (long long)k->inner_numel, unroll);
   r->indent++;
   push(r);
-  const Expr *body[4][4][8];  /* [row][unrolled step][acc item] */
+  const Expr *body[8][4][8];  /* [row][unrolled step][acc item] */
   Memo *seen = NULL;
   int ns = 0, cs = 0;
   for (int u = 0; u < unroll; u++) {
@@ -829,7 +911,15 @@ static void render_rowacc(R *r) {
  * A reduction whose loads are contiguous along the reduction, not along the last outer dim
  * (weights stored [out, in]): four neighbouring outputs per iteration share each load of
  * the row of x, each a vectorised f64 dot product. */
+typedef struct LoadList { const Expr *l[32]; int n; } LoadList;
+static void collect_load(const Expr *L, void *ctx) {
+  LoadList *ll = ctx;
+  if (ll->n < 32) ll->l[ll->n++] = L;
+  else ll->n = 32;
+}
+
 static int jcopy(const Kernel *k, int w) { return row_first(k, 4) + w; }
+static int icopy(const Kernel *k, int w) { return row_first(k, 4) + 4 + w; }
 
 static bool dot_fits(const Kernel *k, const TE *te) {
   if (k->kind != KN_REDUCE || k->rank < 1 || k->inner_numel < 8 || k->n_items > 8) return false;
@@ -844,13 +934,43 @@ static bool dot_fits(const Kernel *k, const TE *te) {
   return true;
 }
 
-/* e with the last outer var renamed to copy w. */
-static Expr *j_renamed(R *r, Expr *e, int w) {
+/* A prefix dim with a multiple of 4 points that no j-varying load depends on (the row i of
+ * x @ W^T): four copies of it and four of j make a 4 x 4 tile of dot products, each row of x
+ * and each row of W loaded once per reduction step for four products. -1: none. */
+static int dot_row_dim(R *r) {
+  const Kernel *k = r->k;
+  int nacc = 0;
+  for (int i = 0; i < k->n_items; i++) nacc += k->items[i].kind == IT_ACC;
+  if (nacc != 1) return -1;
+  for (int d = k->rank - 2; d >= 0; d--) {
+    if (k->shape[d] % 4) continue;
+    bool ok = true;
+    for (int i = 0; i < k->n_items && ok; i++) {
+      if (k->items[i].kind != IT_ACC) continue;
+      Memo *seen = NULL;
+      int n = 0, cap = 0;
+      DimCheck c = { r, d, NULL, 0, 0, true };
+      LoadList ll = { { 0 }, 0 };
+      te_visit_loads(k->items[i].body, collect_load, &ll);
+      for (int l = 0; l < ll.n && ok; l++)
+        if (depends(ll.l[l], k->rank - 1, &seen, &n, &cap) && depends(ll.l[l], d, &c.seen, &c.n, &c.cap)) ok = false;
+      if (ll.n >= 32) ok = false;
+      kiln_free(seen);
+      kiln_free(c.seen);
+    }
+    if (ok) return d;
+  }
+  return -1;
+}
+
+/* e with the last outer var renamed to copy wj and (wi >= 0) the tile's row dim to copy wi. */
+static Expr *j_renamed(R *r, Expr *e, int wi, int wj) {
   TE *te = r->p->te;
   const Kernel *k = r->k;
   if (!e) return e;
   Expr *map[2 * KILN_MAX_RANK];
-  for (int i = 0; i < k->rank + k->n_red; i++) map[i] = te_var(te, i == k->rank - 1 ? jcopy(k, w) : i);
+  for (int i = 0; i < k->rank + k->n_red; i++)
+    map[i] = te_var(te, i == k->rank - 1 ? jcopy(k, wj) : wi >= 0 && i == r->bdim ? icopy(k, wi) : i);
   Expr *x = te_substitute(te, e, map, k->rank + k->n_red);
   if (x) x = te_simplify(te, x, r->lo, r->hi, r->nv);
   if (!x) r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
@@ -861,20 +981,30 @@ static void render_dot(R *r) {
   const Kernel *k = r->k;
   int jv = k->rank - 1;
   int64_t J = k->shape[jv];
+  r->bdim = dot_row_dim(r);
+  int RI = r->bdim >= 0 ? 4 : 1;
   for (int w = 0; w < 4; w++) { r->lo[jcopy(k, w)] = 0; r->hi[jcopy(k, w)] = J - 1; }
-  r->nv = jcopy(k, 4);
+  int64_t sh[KILN_MAX_RANK];
+  memcpy(sh, k->shape, sizeof sh);
+  if (RI > 1) {
+    sh[r->bdim] /= RI;
+    r->hi[r->bdim] = sh[r->bdim] - 1;
+    for (int w = 0; w < 4; w++) { r->lo[icopy(k, w)] = 0; r->hi[icopy(k, w)] = k->shape[r->bdim] - 1; }
+  }
+  r->nv = icopy(k, 4);
   const char *sacc = sums_f32(k) ? "float" : "double";
-  open_outer(r, k->outer_numel / 4, k->outer_numel * k->inner_numel, false);
+  open_outer(r, k->outer_numel / 4 / RI, k->outer_numel * k->inner_numel, false);
   push(r);
   line(r, "const int64_t jb = o %% INT64_C(%lld), pf = o / INT64_C(%lld);", (long long)(J / 4), (long long)(J / 4));
-  decompose(r, "pf", 0, k->rank - 1, k->shape);
+  decompose(r, "pf", 0, k->rank - 1, sh);
   for (int w = 0; w < 4; w++) line(r, "const int64_t v%d = jb * 4 + %d;", jcopy(k, w), w);
-  char clauses[512] = "";
+  for (int w = 0; w < 4 && RI > 1; w++) line(r, "const int64_t v%d = v%d * 4 + %d;", icopy(k, w), r->bdim, w);
+  char clauses[1024] = "";
   size_t used = 0;
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->kind != IT_ACC) continue;
-    for (int w = 0; w < 4; w++) {
+    for (int w = 0; w < 4 * RI && used < sizeof clauses - 64; w++) {
       line(r, "%s a%d_%d = 0;", sacc, it->stage, w);
       used += (size_t)snprintf(clauses + used, sizeof clauses - used, " reduction(+:a%d_%d)", it->stage, w);
     }
@@ -887,22 +1017,22 @@ static void render_dot(R *r) {
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->kind != IT_ACC) continue;
-    for (int w = 0; w < 4; w++) {
+    for (int w = 0; w < 4 * RI; w++) {
       char v[64];
-      emit(r, j_renamed(r, it->body, w), v, sizeof v);
+      emit(r, j_renamed(r, it->body, RI > 1 ? w / 4 : -1, w % 4), v, sizeof v);
       line(r, "a%d_%d += (%s)%s;", it->stage, w, sacc, v);
     }
   }
   pop(r);
   close_block(r);
-  for (int w = 0; w < 4; w++) {
+  for (int w = 0; w < 4 * RI; w++) {
     line(r, "{");
     r->indent++;
     push(r);
     for (int i = 0; i < k->n_items; i++) {
       Item it = k->items[i];
-      it.body = j_renamed(r, it.body, w);
-      it.offset = j_renamed(r, it.offset, w);
+      it.body = j_renamed(r, it.body, RI > 1 ? w / 4 : -1, w % 4);
+      it.offset = j_renamed(r, it.offset, RI > 1 ? w / 4 : -1, w % 4);
       char acc[32];
       snprintf(acc, sizeof acc, "a%d_%d", it.stage, w);
       if (it.kind == IT_ACC) acc_final(r, &it, acc);
@@ -1437,6 +1567,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   else if (k->kind == KN_POINTWISE) render_pointwise(&r);
   else if (!d->grid && rowacc_fits(k, te) && rows_contiguous(&r)) render_rowacc(&r);
   else if (!d->grid && dot_fits(k, te) && !rows_contiguous(&r)) render_dot(&r);
+  else if (!d->grid && rowsmall_fits(k)) render_rowsmall(&r);
   else render_general(&r, false);
   sb_puts(out, "}\n");
   if (d->trampoline) {
