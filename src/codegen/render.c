@@ -828,6 +828,90 @@ static void rowacc_epilogue(R *r, int rows, int64_t J) {
   }
 }
 
+/* renamed, and simplified under the current var ranges even when nothing is renamed. */
+static Expr *resimplified(R *r, Expr *e, int w, int u) {
+  Expr *x = renamed(r, e, w, u);
+  Expr *y = x ? te_simplify(r->p->te, x, r->lo, r->hi, r->nv) : NULL;
+  if (x && !y) r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
+  return y ? y : x;
+}
+
+/* Guards along the row in e: selects on a j-dependent condition and integer compares and
+ * clamps of j-dependent indices (the padding of a convolution). */
+static int row_guards(R *r, const Expr *e, Memo **seen, int *n, int *cap, Memo **dseen, int *dn, int *dcap) {
+  for (int i = 0; i < *n; i++)
+    if ((*seen)[i].e == e) return 0;
+  if (*n == *cap) {
+    int nc = *cap ? 2 * *cap : 64;
+    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
+    if (!m) return 1;  /* conservative: no split */
+    *seen = m, *cap = nc;
+  }
+  (*seen)[(*n)++] = (Memo){ e, 0 };
+  int jv = r->k->rank - 1, g = 0;
+  if (e->kind == EX_SELECT && depends(e->args[0], jv, dseen, dn, dcap)) g = 1;
+  if (e->kind == EX_BINARY && e->n_args == 2 && !dtype_is_float(e->args[0]->dtype) &&
+      (e->op == TB_MAX || e->op == TB_MIN || e->op == TB_LT || e->op == TB_LE || e->op == TB_GT || e->op == TB_GE) &&
+      depends(e, jv, dseen, dn, dcap))
+    g = 1;
+  for (int i = 0; i < e->n_args; i++) g += row_guards(r, e->args[i], seen, n, cap, dseen, dn, dcap);
+  return g;
+}
+
+static int rowacc_guards(R *r, int unroll) {
+  Memo *seen = NULL, *dseen = NULL;
+  int n = 0, cap = 0, dn = 0, dcap = 0, g = 0;
+  for (int u = 0; u < unroll; u++)
+    for (int i = 0; i < r->k->n_items; i++)
+      if (r->k->items[i].kind == IT_ACC) g += row_guards(r, resimplified(r, r->k->items[i].body, -1, u), &seen, &n, &cap, &dseen, &dn, &dcap);
+  kiln_free(seen);
+  kiln_free(dseen);
+  return g;
+}
+
+/* Padding guards along the row (a convolution's taps past the image edge) vanish from the
+ * bodies where j keeps every tap inside: the row loop is split into border, interior and
+ * border, the interior without masks or clamps. The margin m is the smallest that clears all
+ * guards (0: no split). */
+static int interior_margin(R *r, int rows, int unroll) {
+  const Kernel *k = r->k;
+  int jv = k->rank - 1;
+  int64_t J = k->shape[jv], lo = r->lo[jv], hi = r->hi[jv];
+  (void)rows;
+  if (!rowacc_guards(r, unroll)) return 0;
+  int found = 0;
+  for (int m = 1; m <= 3 && J - 2 * m >= 8 && !found; m++) {
+    r->lo[jv] = m, r->hi[jv] = J - 1 - m;
+    if (!rowacc_guards(r, unroll)) found = m;
+    r->lo[jv] = lo, r->hi[jv] = hi;
+  }
+  return found;
+}
+
+/* One run [from, to) of the row loop: each row's products added into its accumulators. */
+static void rowacc_loop(R *r, const Expr *(*body)[4][8], int64_t from, int64_t to, int rows, int unroll, const char *sacc) {
+  const Kernel *k = r->k;
+  int jv = k->rank - 1;
+  line(r, "%s", r->d->simd);
+  line(r, "for (int64_t v%d = %lld; v%d < INT64_C(%lld); v%d++) {", jv, (long long)from, jv, (long long)to, jv);
+  r->indent++;
+  push(r);
+  for (int i = 0, n = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind != IT_ACC) continue;
+    for (int w = 0; w < rows; w++) {
+      char v[4][64];
+      for (int u = 0; u < unroll; u++) emit(r, body[w][u][n], v[u], sizeof v[u]);
+      /* unrolled: four f32 products summed pairwise in f32, then into the row */
+      if (unroll == 4) line(r, "a%d_%d[v%d] += (%s)((%s + %s) + (%s + %s));", it->stage, w, jv, sacc, v[0], v[1], v[2], v[3]);
+      else line(r, "a%d_%d[v%d] += (%s)%s;", it->stage, w, jv, sacc, v[0]);
+    }
+    n++;
+  }
+  pop(r);
+  close_block(r);
+}
+
 static void render_rowacc(R *r) {
   const Kernel *k = r->k;
   int jv = k->rank - 1;
@@ -864,7 +948,7 @@ static void render_rowacc(R *r) {
   line(r, "for (int64_t r = 0; r < INT64_C(%lld); r += %d) {", (long long)k->inner_numel, unroll);
   r->indent++;
   push(r);
-  const Expr *body[8][4][8];  /* [row][unrolled step][acc item] */
+  const Expr *body[2][8][4][8];  /* [border, interior][row][unrolled step][acc item] */
   Memo *seen = NULL;
   int ns = 0, cs = 0;
   for (int u = 0; u < unroll; u++) {
@@ -873,33 +957,29 @@ static void render_rowacc(R *r) {
     line(r, "const int64_t q%d = r + %d;", u, u);
     decompose(r, flat, inner_first(k, u), k->n_red, k->red_shape);
   }
-  for (int w = 0; w < rows; w++)
-    for (int u = 0; u < unroll; u++)
-      for (int i = 0, n = 0; i < k->n_items; i++)
-        if (k->items[i].kind == IT_ACC) {
-          body[w][u][n] = renamed(r, k->items[i].body, rows > 1 ? w : -1, u);
-          hoist(r, body[w][u][n++], jv, &seen, &ns, &cs);
-        }
+  int m = interior_margin(r, rows, unroll);
+  int64_t lo = r->lo[jv], hi = r->hi[jv];
+  for (int pass = 0; pass < (m ? 2 : 1); pass++) {  /* pass 1: the interior's bodies */
+    if (pass) r->lo[jv] = m, r->hi[jv] = J - 1 - m;
+    for (int w = 0; w < rows; w++)
+      for (int u = 0; u < unroll; u++)
+        for (int i = 0, n = 0; i < k->n_items; i++)
+          if (k->items[i].kind == IT_ACC) {
+            body[pass][w][u][n] = resimplified(r, k->items[i].body, rows > 1 ? w : -1, u);
+            hoist(r, body[pass][w][u][n++], jv, &seen, &ns, &cs);
+          }
+    r->lo[jv] = lo, r->hi[jv] = hi;
+  }
   kiln_free(seen);
-  line(r, "%s", r->d->simd);
-  line(r, "for (int64_t v%d = 0; v%d < INT64_C(%lld); v%d++) {", jv, jv, (long long)J, jv);
-  r->indent++;
-  push(r);
-  for (int i = 0, n = 0; i < k->n_items; i++) {
-    const Item *it = &k->items[i];
-    if (it->kind != IT_ACC) continue;
-    for (int w = 0; w < rows; w++) {
-      char v[4][64];
-      for (int u = 0; u < unroll; u++) emit(r, body[w][u][n], v[u], sizeof v[u]);
-      /* unrolled: four f32 products summed pairwise in f32, then into the f64 row */
-      if (unroll == 4) line(r, "a%d_%d[v%d] += (%s)((%s + %s) + (%s + %s));", it->stage, w, jv, sacc, v[0], v[1], v[2], v[3]);
-      else line(r, "a%d_%d[v%d] += (%s)%s;", it->stage, w, jv, sacc, v[0]);
-    }
-    n++;
+  if (!m) rowacc_loop(r, body[0], 0, J, rows, unroll, sacc);
+  else {
+    rowacc_loop(r, body[0], 0, m, rows, unroll, sacc);
+    r->lo[jv] = m, r->hi[jv] = J - 1 - m;
+    rowacc_loop(r, body[1], m, J - m, rows, unroll, sacc);
+    r->lo[jv] = lo, r->hi[jv] = hi;
+    rowacc_loop(r, body[0], J - m, J, rows, unroll, sacc);
   }
   (void)nacc;
-  pop(r);
-  close_block(r);
   pop(r);
   close_block(r);
   rowacc_epilogue(r, rows, J);
@@ -937,13 +1017,16 @@ static bool dot_fits(const Kernel *k, const TE *te) {
 /* A prefix dim with a multiple of 4 points that no j-varying load depends on (the row i of
  * x @ W^T): four copies of it and four of j make a 4 x 4 tile of dot products, each row of x
  * and each row of W loaded once per reduction step for four products. -1: none. */
+/* Rows of x per tile: 4 x 4 dot products (16 accumulators, 8 loads per 16 products) measured
+ * best of 2, 4 rows on the encoder; mlp liked 2 by ~10%. */
+#define DOT_ROWS 4
 static int dot_row_dim(R *r) {
   const Kernel *k = r->k;
   int nacc = 0;
   for (int i = 0; i < k->n_items; i++) nacc += k->items[i].kind == IT_ACC;
   if (nacc != 1) return -1;
   for (int d = k->rank - 2; d >= 0; d--) {
-    if (k->shape[d] % 4) continue;
+    if (k->shape[d] % DOT_ROWS) continue;
     bool ok = true;
     for (int i = 0; i < k->n_items && ok; i++) {
       if (k->items[i].kind != IT_ACC) continue;
@@ -982,23 +1065,23 @@ static void render_dot(R *r) {
   int jv = k->rank - 1;
   int64_t J = k->shape[jv];
   r->bdim = dot_row_dim(r);
-  int RI = r->bdim >= 0 ? 4 : 1;
+  int RI = r->bdim >= 0 ? DOT_ROWS : 1;
   for (int w = 0; w < 4; w++) { r->lo[jcopy(k, w)] = 0; r->hi[jcopy(k, w)] = J - 1; }
   int64_t sh[KILN_MAX_RANK];
   memcpy(sh, k->shape, sizeof sh);
   if (RI > 1) {
     sh[r->bdim] /= RI;
     r->hi[r->bdim] = sh[r->bdim] - 1;
-    for (int w = 0; w < 4; w++) { r->lo[icopy(k, w)] = 0; r->hi[icopy(k, w)] = k->shape[r->bdim] - 1; }
+    for (int w = 0; w < RI; w++) { r->lo[icopy(k, w)] = 0; r->hi[icopy(k, w)] = k->shape[r->bdim] - 1; }
   }
-  r->nv = icopy(k, 4);
+  r->nv = icopy(k, 8);
   const char *sacc = sums_f32(k) ? "float" : "double";
   open_outer(r, k->outer_numel / 4 / RI, k->outer_numel * k->inner_numel, false);
   push(r);
   line(r, "const int64_t jb = o %% INT64_C(%lld), pf = o / INT64_C(%lld);", (long long)(J / 4), (long long)(J / 4));
   decompose(r, "pf", 0, k->rank - 1, sh);
   for (int w = 0; w < 4; w++) line(r, "const int64_t v%d = jb * 4 + %d;", jcopy(k, w), w);
-  for (int w = 0; w < 4 && RI > 1; w++) line(r, "const int64_t v%d = v%d * 4 + %d;", icopy(k, w), r->bdim, w);
+  for (int w = 0; w < RI && RI > 1; w++) line(r, "const int64_t v%d = v%d * %d + %d;", icopy(k, w), r->bdim, RI, w);
   char clauses[1024] = "";
   size_t used = 0;
   for (int i = 0; i < k->n_items; i++) {
