@@ -1,0 +1,170 @@
+/*
+ * test_cpu_shapes.c — the cpu renderer's special loop shapes against the ref backend.
+ * Each graph is sized to take one shape of render.c: a convolution wide enough for the
+ * border / interior split of the row loop (pads 1 and 2, asymmetric, dilated, strided),
+ * with output channels in blocks of 8 and of 4 and none; x @ W^T as the 4 x 4 tile of dot
+ * products and without the tile (rows not a multiple of 4); a sum over more terms than f32
+ * accumulation takes (the f64 rows); max and average pooling vectorised over the output
+ * row, with a NaN that max pooling must keep. Inputs are a fixed pseudo-random sequence;
+ * outputs must agree with ref within f32 rounding of the sums.
+ */
+#include "test.h"
+
+#include <stdint.h>
+
+static uint32_t rng = 12345u;
+static float next_f(void) {  /* uniform in [-1, 1), a fixed LCG sequence */
+  rng = rng * 1664525u + 1013904223u;
+  return (float)((rng >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static int64_t numel(int rank, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= shape[i];
+  return n;
+}
+
+/* Runs g on ref and on cpu with inputs in[0..n_in-1]; compares output 0 (n_out floats). */
+static void compare(const char *what, kiln_graph *g, int n_in, void *const *in, int64_t n_out, double tol) {
+  float *y[2] = { calloc((size_t)n_out, sizeof(float)), calloc((size_t)n_out, sizeof(float)) };
+  const char *be[2] = { "ref", "cpu" };
+  CHECK(y[0] && y[1]);
+  for (int b = 0; b < 2 && y[0] && y[1]; b++) {
+    kiln_options o = kiln_options_default();
+    o.backend = be[b];
+    kiln_program *p = NULL;
+    OK(kiln_program_compile(g, &o, &p));
+    if (!p) continue;
+    (void)n_in;
+    OK(kiln_program_run(p, (const void *const *)in, (void *const[]){ y[b] }));
+    if (b == 1) {
+      kiln_census c = { 0 };
+      OK(kiln_program_census(p, &c));
+      CHECK_MSG(c.host_fallbacks == 0, "%s: %lld host fallbacks", what, (long long)c.host_fallbacks);
+    }
+    kiln_program_free(p);
+  }
+  int bad = 0;
+  for (int64_t i = 0; i < n_out && y[0] && y[1] && bad < 3; i++) {
+    double a = y[1][i], r = y[0][i];
+    int same = (a != a && r != r) || fabs(a - r) <= tol * (1 + fabs(r));
+    if (!same) {
+      bad++;
+      test_failures++;
+      fprintf(stderr, "%s: element %lld: cpu %.9g, ref %.9g\n", what, (long long)i, a, r);
+    }
+  }
+  free(y[0]);
+  free(y[1]);
+}
+
+static float *filled(int64_t n) {
+  float *x = malloc((size_t)n * sizeof *x);
+  for (int64_t i = 0; x && i < n; i++) x[i] = next_f();
+  return x;
+}
+
+/* conv2d, x [N, C, H, W], weight [M, C, kh, kw] a param. */
+static void conv_case(const char *what, int64_t M, int64_t H, int64_t W, int64_t k, int64_t stride, int64_t dil,
+                      int64_t pb, int64_t pe) {
+  kiln_graph *g = NULL;
+  OK(kiln_graph_create(&g));
+  if (!g) return;
+  int64_t xs[4] = { 2, 3, H, W }, ws[4] = { M, 3, k, k };
+  float *wd = filled(numel(4, ws)), *xd = filled(numel(4, xs));
+  kiln_tensor x, w, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+  OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, wd, &w));
+  kiln_conv_params cp = { .spatial = 2, .strides = { stride, stride }, .dilations = { dil, dil },
+                          .pads = { pb, pb, pe, pe } };
+  OK(kiln_graph_conv(g, x, w, -1, &cp, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  int r = 0;
+  int64_t ys[KILN_MAX_RANK];
+  OK(kiln_tensor_shape(g, y, &r, ys));
+  compare(what, g, 1, (void *const[]){ xd }, numel(r, ys), 2e-5);
+  free(wd);
+  free(xd);
+  kiln_graph_free(g);
+}
+
+/* relu(x @ W^T + b), W [J, K] a param read transposed. */
+static void dense_case(const char *what, int64_t I, int64_t J, int64_t K) {
+  kiln_graph *g = NULL;
+  OK(kiln_graph_create(&g));
+  if (!g) return;
+  int64_t xs[2] = { I, K }, ws[2] = { J, K }, bs[1] = { J };
+  float *xd = filled(I * K), *wd = filled(J * K), *bd = filled(J);
+  kiln_tensor x, w, b, wt, m, s, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
+  OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, wd, &w));
+  OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bd, &b));
+  OK(kiln_graph_transpose(g, w, (const int[]){ 1, 0 }, &wt));
+  OK(kiln_graph_matmul(g, x, wt, &m));
+  OK(kiln_graph_binary(g, KILN_ADD, m, b, &s));
+  OK(kiln_graph_unary(g, KILN_RELU, s, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  compare(what, g, 1, (void *const[]){ xd }, I * J, 2e-5);
+  free(xd);
+  free(wd);
+  free(bd);
+  kiln_graph_free(g);
+}
+
+/* A long sum: x [I, K] @ y [K, J] with K past the f32 accumulation limit, values of one
+ * sign so that f32 rounding would show; the f64 rows keep it within 1e-6. */
+static void long_sum_case(void) {
+  const int64_t I = 8, K = 20000, J = 16;
+  kiln_graph *g = NULL;
+  OK(kiln_graph_create(&g));
+  if (!g) return;
+  int64_t as[2] = { I, K }, bs[2] = { K, J };
+  float *ad = filled(I * K), *bd = filled(K * J);
+  for (int64_t i = 0; ad && i < I * K; i++) ad[i] = 1.0f + 0.25f * ad[i];
+  for (int64_t i = 0; bd && i < K * J; i++) bd[i] = 1.0f + 0.25f * bd[i];
+  kiln_tensor a, b, y;
+  OK(kiln_graph_input(g, "a", KILN_F32, 2, as, &a));
+  OK(kiln_graph_input(g, "b", KILN_F32, 2, bs, &b));
+  OK(kiln_graph_matmul(g, a, b, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  compare("matmul K=20000 (f64 rows)", g, 2, (void *const[]){ ad, bd }, I * J, 1e-6);
+  free(ad);
+  free(bd);
+  kiln_graph_free(g);
+}
+
+static void pool_case(const char *what, kiln_pool_kind kind, int64_t k, int64_t stride, int64_t pad, int nan) {
+  kiln_graph *g = NULL;
+  OK(kiln_graph_create(&g));
+  if (!g) return;
+  int64_t xs[4] = { 2, 3, 20, 20 };
+  float *xd = filled(numel(4, xs));
+  if (nan && xd) xd[2 * 20 + 5] = NAN;  /* row 2, column 5 of the first image */
+  kiln_tensor x, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+  kiln_pool_params pp = { .spatial = 2, .kernel = { k, k }, .strides = { stride, stride },
+                          .pads = { pad, pad, pad, pad } };
+  OK(kiln_graph_pool(g, kind, x, &pp, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  int r = 0;
+  int64_t ys[KILN_MAX_RANK];
+  OK(kiln_tensor_shape(g, y, &r, ys));
+  compare(what, g, 1, (void *const[]){ xd }, numel(r, ys), 1e-6);
+  free(xd);
+  kiln_graph_free(g);
+}
+
+int main(void) {
+  conv_case("conv 3x3 pad 1, 8 channels", 8, 16, 16, 3, 1, 1, 1, 1);
+  conv_case("conv 5x5 pad 2, 16 channels", 16, 14, 14, 5, 1, 1, 2, 2);
+  conv_case("conv 3x3 pads 0/2, 4 channels", 4, 14, 14, 3, 1, 1, 0, 2);
+  conv_case("conv 3x3 dilation 2 pad 2, 12 channels", 12, 15, 15, 3, 1, 2, 2, 2);
+  conv_case("conv 3x3 stride 2 pad 1, 5 channels", 5, 30, 30, 3, 2, 1, 1, 1);
+  dense_case("x @ W^T 4x4 tiles", 12, 20, 67);
+  dense_case("x @ W^T rows not a multiple of 4", 6, 8, 33);
+  long_sum_case();
+  pool_case("max pool 2x2 stride 2 with NaN", KILN_POOL_MAX, 2, 2, 0, 1);
+  pool_case("max pool 3x3 stride 1 pad 1", KILN_POOL_MAX, 3, 1, 1, 0);
+  pool_case("avg pool 3x3 stride 1 pad 1", KILN_POOL_AVG, 3, 1, 1, 0);
+  TEST_MAIN_END();
+}
