@@ -1060,6 +1060,44 @@ static Expr *j_renamed(R *r, Expr *e, int wi, int wj) {
   return x ? x : e;
 }
 
+/* A divisor C of the reduction index inside the bodies (r / C, r % C: a read through a
+ * reshape of heads, [.., h, d] -> [.., h * d]) that divides the reduction: the loop is then
+ * split into r = q * C + s, s innermost, so the vector loop has no division. 0: none. */
+static int64_t red_divisor(R *r, const Expr *e, Memo **seen, int *n, int *cap, Memo **dseen, int *dn, int *dcap) {
+  for (int i = 0; i < *n; i++)
+    if ((*seen)[i].e == e) return 0;
+  if (*n == *cap) {
+    int nc = *cap ? 2 * *cap : 64;
+    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
+    if (!m) return 0;
+    *seen = m, *cap = nc;
+  }
+  (*seen)[(*n)++] = (Memo){ e, 0 };
+  const Kernel *k = r->k;
+  if (e->kind == EX_BINARY && (e->op == TB_FLOORDIV || e->op == TB_MOD || e->op == TB_DIV) &&
+      e->args[1]->kind == EX_CONST && !dtype_is_float(e->dtype) && e->args[1]->c.i > 1 &&
+      e->args[1]->c.i < k->inner_numel && k->inner_numel % e->args[1]->c.i == 0 && depends(e->args[0], k->rank, dseen, dn, dcap))
+    return e->args[1]->c.i;
+  for (int i = 0; i < e->n_args; i++) {
+    int64_t c = red_divisor(r, e->args[i], seen, n, cap, dseen, dn, dcap);
+    if (c) return c;
+  }
+  return 0;
+}
+
+static int64_t dot_split(R *r) {
+  const Kernel *k = r->k;
+  if (k->n_red != 1) return 0;
+  Memo *seen = NULL, *dseen = NULL;
+  int n = 0, cap = 0, dn = 0, dcap = 0;
+  int64_t c = 0;
+  for (int i = 0; i < k->n_items && !c; i++)
+    if (k->items[i].kind == IT_ACC) c = red_divisor(r, k->items[i].body, &seen, &n, &cap, &dseen, &dn, &dcap);
+  kiln_free(seen);
+  kiln_free(dseen);
+  return c;
+}
+
 static void render_dot(R *r) {
   const Kernel *k = r->k;
   int jv = k->rank - 1;
@@ -1075,6 +1113,17 @@ static void render_dot(R *r) {
     for (int w = 0; w < RI; w++) { r->lo[icopy(k, w)] = 0; r->hi[icopy(k, w)] = k->shape[r->bdim] - 1; }
   }
   r->nv = icopy(k, 8);
+  int64_t C = dot_split(r);
+  int qv = icopy(k, 8), sv = qv + 1;  /* r = q * C + s */
+  Expr *rmap[2 * KILN_MAX_RANK];
+  if (C) {
+    TE *te = r->p->te;
+    r->lo[qv] = 0, r->hi[qv] = k->inner_numel / C - 1;
+    r->lo[sv] = 0, r->hi[sv] = C - 1;
+    r->nv = sv + 1;
+    for (int i = 0; i < k->rank + k->n_red; i++) rmap[i] = te_var(te, i);
+    rmap[k->rank] = te_binary(te, TB_ADD, te_binary(te, TB_MUL, te_var(te, qv), te_const_i(te, KILN_I64, C)), te_var(te, sv));
+  }
   const char *sacc = sums_f32(k) ? "float" : "double";
   open_outer(r, k->outer_numel / 4 / RI, k->outer_numel * k->inner_numel, false);
   push(r);
@@ -1092,22 +1141,38 @@ static void render_dot(R *r) {
       used += (size_t)snprintf(clauses + used, sizeof clauses - used, " reduction(+:a%d_%d)", it->stage, w);
     }
   }
+  if (C) {
+    line(r, "for (int64_t rq = 0; rq < INT64_C(%lld); rq++) {", (long long)(k->inner_numel / C));
+    r->indent++;
+    push(r);
+    line(r, "const int64_t v%d = rq;", qv);
+  }
   line(r, r->d->simd_sum, clauses);
-  line(r, "for (int64_t r = 0; r < INT64_C(%lld); r++) {", (long long)k->inner_numel);
+  line(r, "for (int64_t r = 0; r < INT64_C(%lld); r++) {", (long long)(C ? C : k->inner_numel));
   r->indent++;
   push(r);
-  decompose(r, "r", k->rank, k->n_red, k->red_shape);
+  if (C) line(r, "const int64_t v%d = r;", sv);
+  else decompose(r, "r", k->rank, k->n_red, k->red_shape);
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->kind != IT_ACC) continue;
+    Expr *b = it->body;
+    if (C) {
+      b = te_substitute(r->p->te, b, rmap, k->rank + k->n_red);
+      if (!b) { r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory"); b = it->body; }
+    }
     for (int w = 0; w < 4 * RI; w++) {
       char v[64];
-      emit(r, j_renamed(r, it->body, RI > 1 ? w / 4 : -1, w % 4), v, sizeof v);
+      emit(r, j_renamed(r, b, RI > 1 ? w / 4 : -1, w % 4), v, sizeof v);
       line(r, "a%d_%d += (%s)%s;", it->stage, w, sacc, v);
     }
   }
   pop(r);
   close_block(r);
+  if (C) {
+    pop(r);
+    close_block(r);
+  }
   for (int w = 0; w < 4 * RI; w++) {
     line(r, "{");
     r->indent++;
@@ -1149,12 +1214,27 @@ int cg_gpu_block(const Kernel *k) {
 static const struct { const char *name; bool warp, vec; int ppt; bool split; } row_variants[CG_ROW_VARIANTS] = {
   { "base", false, false, 8, false }, { "warp", true, false, 8, false },  { "vec", false, true, 8, false },
   { "wvec", true, true, 8, false },   { "p16", false, false, 16, false }, { "p16vec", false, true, 16, false },
-  { "long", false, false, 8, true },  { "wveclong", true, true, 8, true },
+  { "long", false, false, 8, true },  { "wveclong", true, true, 8, true }, { "auto", false, false, 0, false },
 };
+enum { ROW_WARP = 1, ROW_P16 = 4, ROW_LONG = 6, ROW_AUTO = 8 };
+
+/* The default ("auto"): each row length gets the variant that won its shapes in the row race
+ * on the H200 (bench/results/2026-11-30-h200-final.md): a warp per row up to 128 points
+ * (softmax 4096x128 0.0085 ms against base 0.0104), 16K..32K-point rows split between
+ * registers and shared memory (256x32768 0.0328 against 0.0357), ~16 points per thread
+ * otherwise (softmax 4096x4096 0.0413 against 0.0473, layernorm 8192x4096 0.0730 against
+ * 0.0821; never slower than base beyond the base/base2 spread). */
+int cg_row_variant_resolve(const Kernel *k, int variant) {
+  if (variant < 0 || variant >= CG_ROW_VARIANTS) variant = ROW_AUTO;
+  if (variant != ROW_AUTO) return variant;
+  if (k->inner_numel <= 128) return ROW_WARP;
+  if (k->inner_numel > 16384 && k->inner_numel <= 32768) return ROW_LONG;
+  return ROW_P16;
+}
 enum { SPLIT_REG = 8 };  /* points of a long row a thread keeps in registers (<= 32 in all) */
 
 int cg_row_variant(const char *name) {
-  if (!name || !name[0]) return 0;
+  if (!name || !name[0]) return ROW_AUTO;
   for (int i = 0; i < CG_ROW_VARIANTS; i++)
     if (!strcmp(name, row_variants[i].name)) return i;
   return -1;
@@ -1165,7 +1245,7 @@ const char *cg_row_variant_name(int variant) {
 }
 
 CgRows cg_gpu_rows(const Kernel *k, int variant) {
-  if (variant < 0 || variant >= CG_ROW_VARIANTS) variant = 0;
+  variant = cg_row_variant_resolve(k, variant);
   CgRows ro = { cg_gpu_block(k), 1, 1, 0, 0, 1 };
   /* a warp per row keeps short rows (4..32 points per thread) off __syncthreads and puts
    * 8 rows in each block, so an SM holds many rows in their different phases */

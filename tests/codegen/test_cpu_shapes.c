@@ -3,7 +3,8 @@
  * Each graph is sized to take one shape of render.c: a convolution wide enough for the
  * border / interior split of the row loop (pads 1 and 2, asymmetric, dilated, strided),
  * with output channels in blocks of 8 and of 4 and none; x @ W^T as the 4 x 4 tile of dot
- * products and without the tile (rows not a multiple of 4); a sum over more terms than f32
+ * products and without the tile (rows not a multiple of 4), and with its reduction loop split
+ * where it reads merged heads; a sum over more terms than f32
  * accumulation takes (the f64 rows); max and average pooling vectorised over the output
  * row, with a NaN that max pooling must keep. Inputs are a fixed pseudo-random sequence;
  * outputs must agree with ref within f32 rounding of the sums.
@@ -111,6 +112,29 @@ static void dense_case(const char *what, int64_t I, int64_t J, int64_t K) {
   kiln_graph_free(g);
 }
 
+/* Heads merged before a dense layer, as after attention: a [H, I, D] -> [I, H, D] -> [I, H*D],
+ * then @ W^T: the reduction index reads a through r / D and r % D (the split reduction loop). */
+static void heads_case(void) {
+  const int64_t H = 3, I = 8, D = 24, J = 12;
+  kiln_graph *g = NULL;
+  OK(kiln_graph_create(&g));
+  if (!g) return;
+  int64_t as[3] = { H, I, D }, ws[2] = { J, H * D }, ms[2] = { I, H * D };
+  float *ad = filled(H * I * D), *wd = filled(J * H * D);
+  kiln_tensor a, w, at, am, wt, y;
+  OK(kiln_graph_input(g, "a", KILN_F32, 3, as, &a));
+  OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, wd, &w));
+  OK(kiln_graph_transpose(g, a, (const int[]){ 1, 0, 2 }, &at));
+  OK(kiln_graph_reshape(g, at, 2, ms, &am));
+  OK(kiln_graph_transpose(g, w, (const int[]){ 1, 0 }, &wt));
+  OK(kiln_graph_matmul(g, am, wt, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  compare("heads merged @ W^T (split reduction)", g, 1, (void *const[]){ ad }, I * J, 2e-5);
+  free(ad);
+  free(wd);
+  kiln_graph_free(g);
+}
+
 /* A long sum: x [I, K] @ y [K, J] with K past the f32 accumulation limit, values of one
  * sign so that f32 rounding would show; the f64 rows keep it within 1e-6. */
 static void long_sum_case(void) {
@@ -162,6 +186,7 @@ int main(void) {
   conv_case("conv 3x3 stride 2 pad 1, 5 channels", 5, 30, 30, 3, 2, 1, 1, 1);
   dense_case("x @ W^T 4x4 tiles", 12, 20, 67);
   dense_case("x @ W^T rows not a multiple of 4", 6, 8, 33);
+  heads_case();
   long_sum_case();
   pool_case("max pool 2x2 stride 2 with NaN", KILN_POOL_MAX, 2, 2, 0, 1);
   pool_case("max pool 3x3 stride 1 pad 1", KILN_POOL_MAX, 3, 1, 1, 0);
