@@ -419,7 +419,7 @@ static void cse_race(const char *backend) {
 }
 
 /* The names KILN_CUDA_ROW takes (src/codegen/render.c); base first, the default. */
-static const char *const row_variants[] = { "base", "warp", "vec", "wvec", "p16", "p16vec", "long", "wveclong" };
+static const char *const row_variants[] = { "base", "warp", "vec", "wvec", "p16", "p16vec", "long", "wveclong", "auto" };
 enum { N_ROWV = sizeof row_variants / sizeof row_variants[0] };
 
 static void row_race(const char *backend) {

@@ -91,11 +91,14 @@ int cg_gpu_block(const Kernel *k);
  *            only their loads, the first `reg_points` of each thread in registers and the
  *            rest in dynamic shared memory (`smem` bytes), so that two blocks fit an SM
  *            (`min_blocks`): 256 rows of 32768 run in one wave instead of two
- *   7 wveclong  wvec, and long rows as long */
+ *   7 wveclong  wvec, and long rows as long
+ *   8 auto   the default (KILN_CUDA_ROW unset): per row length, the race's winner (render.c) */
 typedef struct CgRows { int threads, rows, vec, reg_points, smem, min_blocks; } CgRows;
-enum { CG_ROW_VARIANTS = 8 };
+enum { CG_ROW_VARIANTS = 9 };
 CgRows cg_gpu_rows(const Kernel *k, int variant);
-/* Variant number of a name ("base", "warp", ...; NULL or "" is 0), -1 if unknown; and the
+/* The concrete variant (never auto) that cg_gpu_rows uses for kernel k. */
+int cg_row_variant_resolve(const Kernel *k, int variant);
+/* Variant number of a name ("base", "warp", ...; NULL or "" is auto), -1 if unknown; and the
  * name of a number. */
 int cg_row_variant(const char *name);
 const char *cg_row_variant_name(int variant);

@@ -1214,12 +1214,27 @@ int cg_gpu_block(const Kernel *k) {
 static const struct { const char *name; bool warp, vec; int ppt; bool split; } row_variants[CG_ROW_VARIANTS] = {
   { "base", false, false, 8, false }, { "warp", true, false, 8, false },  { "vec", false, true, 8, false },
   { "wvec", true, true, 8, false },   { "p16", false, false, 16, false }, { "p16vec", false, true, 16, false },
-  { "long", false, false, 8, true },  { "wveclong", true, true, 8, true },
+  { "long", false, false, 8, true },  { "wveclong", true, true, 8, true }, { "auto", false, false, 0, false },
 };
+enum { ROW_WARP = 1, ROW_P16 = 4, ROW_LONG = 6, ROW_AUTO = 8 };
+
+/* The default ("auto"): each row length gets the variant that won its shapes in the row race
+ * on the H200 (bench/results/2026-11-30-h200-final.md): a warp per row up to 128 points
+ * (softmax 4096x128 0.0085 ms against base 0.0104), 16K..32K-point rows split between
+ * registers and shared memory (256x32768 0.0328 against 0.0357), ~16 points per thread
+ * otherwise (softmax 4096x4096 0.0413 against 0.0473, layernorm 8192x4096 0.0730 against
+ * 0.0821; never slower than base beyond the base/base2 spread). */
+int cg_row_variant_resolve(const Kernel *k, int variant) {
+  if (variant < 0 || variant >= CG_ROW_VARIANTS) variant = ROW_AUTO;
+  if (variant != ROW_AUTO) return variant;
+  if (k->inner_numel <= 128) return ROW_WARP;
+  if (k->inner_numel > 16384 && k->inner_numel <= 32768) return ROW_LONG;
+  return ROW_P16;
+}
 enum { SPLIT_REG = 8 };  /* points of a long row a thread keeps in registers (<= 32 in all) */
 
 int cg_row_variant(const char *name) {
-  if (!name || !name[0]) return 0;
+  if (!name || !name[0]) return ROW_AUTO;
   for (int i = 0; i < CG_ROW_VARIANTS; i++)
     if (!strcmp(name, row_variants[i].name)) return i;
   return -1;
@@ -1230,7 +1245,7 @@ const char *cg_row_variant_name(int variant) {
 }
 
 CgRows cg_gpu_rows(const Kernel *k, int variant) {
-  if (variant < 0 || variant >= CG_ROW_VARIANTS) variant = 0;
+  variant = cg_row_variant_resolve(k, variant);
   CgRows ro = { cg_gpu_block(k), 1, 1, 0, 0, 1 };
   /* a warp per row keeps short rows (4..32 points per thread) off __syncthreads and puts
    * 8 rows in each block, so an SM holds many rows in their different phases */

@@ -73,9 +73,10 @@ static void test_render(void) {
           else snprintf(bounds, sizeof bounds, "__launch_bounds__(%d) kiln_k%d(", ro.threads * ro.rows, k);
           CHECK_MSG(strstr(src.s, bounds), "%s %s %lldx%lld: no %s", vn, kind_name[kind], (long long)shapes[s][0],
                     (long long)shapes[s][1], bounds);
-          bool warp = vn[0] == 'w';
+          const char *rn = cg_row_variant_name(cg_row_variant_resolve(kn, v));  /* auto: what it chose */
+          bool warp = rn[0] == 'w';
           /* long rows (17..32 points a thread at 1024 threads) of a row kernel: split cache */
-          bool split = strstr(vn, "long") && kn->kind == KN_ROW && kn->inner_numel > 16384 && kn->inner_numel <= 32768;
+          bool split = strstr(rn, "long") && kn->kind == KN_ROW && kn->inner_numel > 16384 && kn->inner_numel <= 32768;
           CHECK_MSG((ro.reg_points > 0) == split && (ro.smem > 0) == split && (ro.min_blocks == 2) == split,
                     "%s %s %lld points: split %d/%d/%d", vn, kind_name[kind], (long long)kn->inner_numel, ro.reg_points,
                     ro.smem, ro.min_blocks);

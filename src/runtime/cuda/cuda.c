@@ -376,7 +376,7 @@ static kiln_status cuda_compile_te(const TE *te, const kiln_options *o, void **e
   const char *rv = getenv("KILN_CUDA_ROW");
   x->row_variant = cg_row_variant(rv);
   CudaNvrtc *r;
-  kiln_status st = x->row_variant < 0 ? kiln_fail(KILN_ERR_INVALID_ARG, "cuda: KILN_CUDA_ROW names no row variant (base, warp, vec, wvec, p16, p16vec, long, wveclong)") : KILN_OK;
+  kiln_status st = x->row_variant < 0 ? kiln_fail(KILN_ERR_INVALID_ARG, "cuda: KILN_CUDA_ROW names no row variant (base, warp, vec, wvec, p16, p16vec, long, wveclong, auto)") : KILN_OK;
   if (!st) st = cuda_driver(&x->d);
   if (!st) st = cuda_nvrtc(&r);
   PlanOptions po = plan_options(o);
