@@ -17,7 +17,9 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_NESTING 48        /* message nesting accepted in a file */
 #define MAX_INLINE_DEPTH 8    /* functions calling functions */
@@ -250,6 +252,43 @@ static kiln_status external_path(const char *dir, const char *loc, const char *w
   return KILN_OK;
 }
 
+/* Opens a regular file for reading; never blocks on a FIFO or device (O_NONBLOCK) and
+ * checks the type of what was opened, not of what a path named a moment earlier.
+ * -1 with errno set (EINVAL: not a regular file). */
+static int open_regular(const char *path, int extra_flags, struct stat *st) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | extra_flags);
+  if (fd < 0) return -1;
+  if (fstat(fd, st) || !S_ISREG(st->st_mode)) {
+    close(fd);
+    errno = EINVAL;
+    return -1;
+  }
+  return fd;
+}
+
+/* n bytes at offset into dst; false on an error or a file shorter than that. */
+static bool read_at(int fd, int64_t offset, void *dst, size_t n) {
+  for (size_t done = 0; done < n;) {
+    ssize_t got = pread(fd, (char *)dst + done, n - done, (off_t)offset + (off_t)done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    done += (size_t)got;
+  }
+  return true;
+}
+
+/* A size in decimal digits only (no sign, space or empty string); false if not or too big. */
+static bool parse_size(const char *v, int64_t *out) {
+  if (!*v) return false;
+  int64_t x = 0;
+  for (const char *c = v; *c; c++) {
+    if (*c < '0' || *c > '9' || x > (INT64_MAX - (*c - '0')) / 10) return false;
+    x = x * 10 + (*c - '0');
+  }
+  *out = x;
+  return true;
+}
+
 /* Reads external data into a buffer from a, allocated only once the file is known to hold it. */
 static kiln_status read_external(const Onnx__TensorProto *t, const char *dir, const char *what, int64_t bytes, Arena *a,
                                  void **out) {
@@ -258,13 +297,10 @@ static kiln_status read_external(const Onnx__TensorProto *t, const char *dir, co
   for (size_t i = 0; i < t->n_external_data; i++) {
     const char *k = t->external_data[i]->key, *v = t->external_data[i]->value;
     if (!k || !v) continue;
-    char *end;
     if (!strcmp(k, "location")) loc = v;
     else if (!strcmp(k, "offset") || !strcmp(k, "length")) {
-      errno = 0;
-      long long x = strtoll(v, &end, 10);
-      if (errno || *end || x < 0) return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data %s '%s' is not a size", what, k, v);
-      *(!strcmp(k, "offset") ? &offset : &length) = x;
+      if (!parse_size(v, !strcmp(k, "offset") ? &offset : &length))
+        return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data %s '%s' is not a size", what, k, v);
     }
   }
   if (!loc) return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data without a location", what);
@@ -274,19 +310,22 @@ static kiln_status read_external(const Onnx__TensorProto *t, const char *dir, co
   char path[PATH_MAX];
   kiln_status s = external_path(dir, loc, what, path, sizeof path);
   if (s) return s;
+  /* path is resolved: a symlink in its place now would be a swap after the check. */
   struct stat st;
-  if (stat(path, &st) || !S_ISREG(st.st_mode))
-    return kiln_fail(KILN_ERR_IO, "tensor '%s': external data '%s' is not a regular file", what, loc);
+  int fd = open_regular(path, O_NOFOLLOW, &st);
+  if (fd < 0)
+    return kiln_fail(KILN_ERR_IO, "tensor '%s': external data '%s': %s", what, loc,
+                     errno == EINVAL ? "not a regular file" : strerror(errno));
   int64_t need;
-  if (!size_add(offset, bytes, &need) || need > (int64_t)st.st_size)
+  if (!size_add(offset, bytes, &need) || need > (int64_t)st.st_size) {
+    close(fd);
     return kiln_fail(KILN_ERR_MODEL, "tensor '%s': external data '%s' holds %lld bytes, needs %lld at offset %lld", what,
                      loc, (long long)st.st_size, (long long)bytes, (long long)offset);
+  }
   void *dst = *out = arena_alloc(a, (size_t)bytes + 1);
+  bool ok = dst && read_at(fd, offset, dst, (size_t)bytes);
+  close(fd);
   if (!dst) return kiln_fail(KILN_ERR_NO_MEMORY, "tensor '%s': cannot allocate %lld bytes", what, (long long)bytes);
-  FILE *f = fopen(path, "rb");
-  if (!f) return kiln_fail(KILN_ERR_IO, "tensor '%s': cannot open external data '%s': %s", what, loc, strerror(errno));
-  bool ok = fseeko(f, (off_t)offset, SEEK_SET) == 0 && fread(dst, 1, (size_t)bytes, f) == (size_t)bytes;
-  fclose(f);
   return ok ? KILN_OK : kiln_fail(KILN_ERR_IO, "tensor '%s': short read from external data '%s'", what, loc);
 }
 
@@ -747,26 +786,23 @@ kiln_status kiln_graph_load_onnx_buffer(const void *data, size_t size, const cha
 /* Reads a whole file into kiln_malloc memory. */
 kiln_status onnx_read_file(const char *path, void **data, size_t *size) {
   *data = NULL, *size = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) return kiln_fail(KILN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-  long n = -1;
-  if (!fseek(f, 0, SEEK_END)) n = ftell(f);
-  if (n < 0 || fseek(f, 0, SEEK_SET)) {
-    fclose(f);
-    return kiln_fail(KILN_ERR_IO, "cannot read '%s'", path);
-  }
-  void *buf = kiln_malloc((size_t)n);
+  struct stat st;
+  int fd = open_regular(path, 0, &st);
+  if (fd < 0)
+    return kiln_fail(KILN_ERR_IO, "cannot open '%s': %s", path, errno == EINVAL ? "not a regular file" : strerror(errno));
+  size_t n = (size_t)st.st_size;
+  void *buf = kiln_malloc(n ? n : 1);
   if (!buf) {
-    fclose(f);
-    return kiln_fail(KILN_ERR_NO_MEMORY, "'%s': cannot allocate %ld bytes", path, n);
+    close(fd);
+    return kiln_fail(KILN_ERR_NO_MEMORY, "'%s': cannot allocate %zu bytes", path, n);
   }
-  size_t got = fread(buf, 1, (size_t)n, f);
-  fclose(f);
-  if (got != (size_t)n) {
+  bool ok = read_at(fd, 0, buf, n);
+  close(fd);
+  if (!ok) {
     kiln_free(buf);
     return kiln_fail(KILN_ERR_IO, "short read from '%s'", path);
   }
-  *data = buf, *size = (size_t)n;
+  *data = buf, *size = n;
   return KILN_OK;
 }
 
