@@ -70,6 +70,41 @@ static const char prelude[] =
   "  float t = copysignf(a < 0.625f ? small : big, x);  /* odd: keeps the sign of -0 */\n"
   "  return x != x ? x : t;\n"
   "}\n"
+  /* erf in f32, branch-free so GELU's loops vectorise (glibc's erff is a scalar call, ~9%
+   * of encoder4_d256 on one thread): |x| < 1 as |x| P(x^2), beyond as 1 - exp(-x^2) R(|x|)
+   * with R = erfc(x) exp(x^2) on [1, 4]; both Chebyshev interpolants (degrees 7 and 12)
+   * rewritten as monomials in the centred variable. Measured against double erf on every
+   * 7th f32 in [0, 10]: <= 2.0 ulp, <= 1.0e-7 absolute; keeps NaN, -0 and +-inf -> +-1. */
+  "KI float k_erff(float x) {\n"
+  "  float a = fabsf(x), z = x * x;\n"
+  "  float u = 2.0f * z - 1.0f;  /* |x| < 1: erf = |x| P(x^2), P on [0, 1] in u = 2x^2 - 1 */\n"
+  "  float p = -7.5523795218e-08f;\n"
+  "  p = p * u + 1.2316395890e-06f;\n"
+  "  p = p * u - 1.7536914157e-05f;\n"
+  "  p = p * u + 2.1751199063e-04f;\n"
+  "  p = p * u - 2.2854856122e-03f;\n"
+  "  p = p * u + 1.9852497722e-02f;\n"
+  "  p = p * u - 1.4053608902e-01f;\n"
+  "  p = p * u + 9.6546873864e-01f;\n"
+  "  float b = a < 4.0f ? a : 4.0f;  /* erfc(4) = 1.5e-8: erf rounds to 1 beyond */\n"
+  "  float s = (b - 2.5f) * (1.0f / 1.5f);  /* |x| >= 1: erfc = exp(-x^2) R(|x|), R on [1, 4] */\n"
+  "  float r = 1.3365836026e-05f;\n"
+  "  r = r * s - 3.6888910623e-05f;\n"
+  "  r = r * s + 5.6303575917e-05f;\n"
+  "  r = r * s - 1.4405779312e-04f;\n"
+  "  r = r * s + 4.1298692297e-04f;\n"
+  "  r = r * s - 1.0170089401e-03f;\n"
+  "  r = r * s + 2.4024874305e-03f;\n"
+  "  r = r * s - 5.5673803229e-03f;\n"
+  "  r = r * s + 1.2489520418e-02f;\n"
+  "  r = r * s - 2.7005716871e-02f;\n"
+  "  r = r * s + 5.6110488190e-02f;\n"
+  "  r = r * s - 1.1152100511e-01f;\n"
+  "  r = r * s + 2.1080636406e-01f;\n"
+  "  float big = 1.0f - k_expf(-b * b) * r;\n"
+  "  float e = copysignf(a < 1.0f ? a * p : big, x);\n"
+  "  return x != x ? x : e;\n"
+  "}\n"
   "KI float k_maxf(float a, float b) { return a != a || b != b ? NAN : a > b ? a : b; }\n"
   "KI float k_minf(float a, float b) { return a != a || b != b ? NAN : a < b ? a : b; }\n"
   "KI double k_maxd(double a, double b) { return a != a || b != b ? NAN : a > b ? a : b; }\n"
@@ -133,7 +168,7 @@ const Dialect cg_dialect_c = {
   .inf_f32 = "INFINITY", .inf_f64 = "((double)INFINITY)", .nan_f32 = "NAN", .nan_f64 = "((double)NAN)",
   .unary_f32 = {
     [TU_ABS] = "fabsf", [TU_EXP] = "k_expf", [TU_LOG] = "logf", [TU_SQRT] = "sqrtf", [TU_TANH] = "k_tanhf",
-    [TU_SIGMOID] = "k_sigf", [TU_ERF] = "erff", [TU_SIN] = "sinf", [TU_COS] = "cosf",
+    [TU_SIGMOID] = "k_sigf", [TU_ERF] = "k_erff", [TU_SIN] = "sinf", [TU_COS] = "cosf",
     [TU_FLOOR] = "floorf", [TU_CEIL] = "ceilf", [TU_ROUND] = "nearbyintf", [TU_SIGN] = "k_signf",
   },
   .unary_f64 = {

@@ -6,7 +6,7 @@
  * products and without the tile (rows not a multiple of 4), and with its reduction loop split
  * where it reads merged heads; a sum over more terms than f32
  * accumulation takes (the f64 rows); max and average pooling vectorised over the output
- * row, with a NaN that max pooling must keep. Inputs are a fixed pseudo-random sequence;
+ * row, with a NaN that max pooling must keep; the prelude's vectorisable erf. Inputs are a fixed pseudo-random sequence;
  * outputs must agree with ref within f32 rounding of the sums.
  */
 #include "test.h"
@@ -178,6 +178,27 @@ static void pool_case(const char *what, kiln_pool_kind kind, int64_t k, int64_t 
   kiln_graph_free(g);
 }
 
+/* erf (the C prelude's k_erff, vectorised in GELU's loops) across [-6, 6] and the
+ * specials, to within 1.5e-7 of ref's double erf rounded to f32. */
+static void erf_case(void) {
+  const int64_t n = 24006;
+  kiln_graph *g = NULL;
+  OK(kiln_graph_create(&g));
+  if (!g) return;
+  float *xd = malloc((size_t)n * sizeof *xd);
+  if (!xd) { kiln_graph_free(g); CHECK(xd); return; }
+  for (int64_t i = 0; i < n - 6; i++) xd[i] = -6.0f + 12.0f * (float)i / (float)(n - 7);
+  const float sp[6] = { 0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-30f };
+  memcpy(xd + n - 6, sp, sizeof sp);
+  kiln_tensor x, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 1, &n, &x));
+  OK(kiln_graph_unary(g, KILN_ERF, x, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  compare("erf over [-6, 6] and specials", g, 1, (void *const[]){ xd }, n, 1.5e-7);
+  free(xd);
+  kiln_graph_free(g);
+}
+
 int main(void) {
   conv_case("conv 3x3 pad 1, 8 channels", 8, 16, 16, 3, 1, 1, 1, 1);
   conv_case("conv 5x5 pad 2, 16 channels", 16, 14, 14, 5, 1, 1, 2, 2);
@@ -188,6 +209,7 @@ int main(void) {
   dense_case("x @ W^T rows not a multiple of 4", 6, 8, 33);
   heads_case();
   long_sum_case();
+  erf_case();
   pool_case("max pool 2x2 stride 2 with NaN", KILN_POOL_MAX, 2, 2, 0, 1);
   pool_case("max pool 3x3 stride 1 pad 1", KILN_POOL_MAX, 3, 1, 1, 0);
   pool_case("avg pool 3x3 stride 1 pad 1", KILN_POOL_AVG, 3, 1, 1, 0);
