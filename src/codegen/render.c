@@ -13,6 +13,11 @@
  *     the loop over the row is contiguous and vectorises, and the j-invariant part
  *     of the body (A[i,k] of a matmul) is hoisted out of it. The epilogue then runs
  *     over the finished row.
+ * On the CPU three more: rows of accumulators in blocks over a dim the row's loads ignore
+ * (a conv's output channels), the row loop split into border / interior / border where
+ * the interior's padding guards simplify away; x @ W^T (weights [out, in]) as a 4 x 4 tile
+ * of dot products; short reductions (pooling) vectorised over the last outer dim. f32 sums
+ * of at most CPU_F32_SUM_MAX terms accumulate in f32 there, longer ones in f64 like ref.
  * Names in the output are numbers only: buffers b<param>, vars v<n>, stage values
  * s<stage id>, accumulators a<stage id>, temporaries t<n>.
  */
