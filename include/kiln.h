@@ -134,7 +134,8 @@ typedef struct kiln_pool_params {
 typedef enum kiln_pool_kind { KILN_POOL_MAX, KILN_POOL_AVG } kiln_pool_kind;
 
 kiln_status kiln_graph_unary(kiln_graph *g, kiln_unary_op op, kiln_tensor x, kiln_tensor *out);
-/* NumPy broadcasting; operands must share a dtype (bool for and/or/xor; comparisons give bool). */
+/* NumPy broadcasting; operands must share a dtype (and/or/xor: bool, logical, or an integer dtype,
+ * bitwise; comparisons give bool). */
 kiln_status kiln_graph_binary(kiln_graph *g, kiln_binary_op op, kiln_tensor a, kiln_tensor b, kiln_tensor *out);
 kiln_status kiln_graph_where(kiln_graph *g, kiln_tensor cond, kiln_tensor a, kiln_tensor b, kiln_tensor *out);
 kiln_status kiln_graph_cast(kiln_graph *g, kiln_tensor x, kiln_dtype to, kiln_tensor *out);

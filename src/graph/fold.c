@@ -119,9 +119,10 @@ static bool fold_binary_i(OpKind op, int64_t a, int64_t b, int64_t *y) {
   case OP_LE: *y = a <= b; return true;
   case OP_GT: *y = a > b; return true;
   case OP_GE: *y = a >= b; return true;
-  case OP_AND: *y = a && b; return true;
-  case OP_OR: *y = a || b; return true;
-  case OP_XOR: *y = !a != !b; return true;
+  /* bitwise: on bool's 0/1 the same as logical; on sign-extended ints it stays in the dtype */
+  case OP_AND: *y = a & b; return true;
+  case OP_OR: *y = a | b; return true;
+  case OP_XOR: *y = a ^ b; return true;
   default: return false;
   }
 }

@@ -251,7 +251,7 @@ static int unary_class(OpKind op) {
 static int binary_class(OpKind op) {
   switch (op) {
   case OP_EQ: case OP_NE: return D_NUM | D_BOOL;
-  case OP_AND: case OP_OR: case OP_XOR: return D_BOOL;
+  case OP_AND: case OP_OR: case OP_XOR: return D_BOOL | D_INT;  /* bool: logical; ints: bitwise */
   case OP_SHL: case OP_SHR: return D_INT;
   default: return D_NUM;
   }

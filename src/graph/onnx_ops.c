@@ -3504,6 +3504,7 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "Equal", r_binary, OP_EQ }, { "Less", r_binary, OP_LT }, { "Greater", r_binary, OP_GT },
   { "LessOrEqual", r_binary, OP_LE }, { "GreaterOrEqual", r_binary, OP_GE },
   { "And", r_binary, OP_AND }, { "Or", r_binary, OP_OR }, { "Xor", r_binary, OP_XOR },
+  { "BitwiseAnd", r_binary, OP_AND }, { "BitwiseOr", r_binary, OP_OR }, { "BitwiseXor", r_binary, OP_XOR },
   { "Sum", r_variadic, -1 }, { "Mean", r_variadic, -1 }, { "Max", r_variadic, OP_MAX }, { "Min", r_variadic, OP_MIN },
   { "Where", r_where, 0 }, { "Cast", r_cast, 0 }, { "CastLike", r_cast, 0 },
   { "Identity", r_identity, 0 }, { "Dropout", r_identity, 0 }, { "Clip", r_clip, 0 },

@@ -83,7 +83,9 @@ static void test_elementwise(void) {
   BAD("(mul): input 0 'f' has dtype f32 but input 1 'i' has dtype i32", kiln_graph_binary(G, KILN_MUL, f, i, &y));
   BAD("(add): input 0 'b' has dtype bool", kiln_graph_binary(G, KILN_ADD, b, b, &y));
   BAD("(lt): input 0 'b' has dtype bool", kiln_graph_binary(G, KILN_LT, b, b, &y));
-  BAD("(and): input 0 'f' has dtype f32, expected bool", kiln_graph_binary(G, KILN_AND, f, f, &y));
+  BAD("(and): input 0 'f' has dtype f32, expected bool or an integer dtype", kiln_graph_binary(G, KILN_AND, f, f, &y));
+  BAD("(xor): input 0 'f' has dtype f32, expected bool or an integer dtype", kiln_graph_binary(G, KILN_XOR, f, f, &y));
+  OK(kiln_graph_binary(G, KILN_OR, i, i, &y));  /* ints: bitwise */
   BAD("(shl): input 0 'f' has dtype f32, expected an integer", kiln_graph_binary(G, KILN_SHL, f, f, &y));
   /* literals that do not fit the other operand: no constant is left behind */
   kiln_tensor half, big, two;
