@@ -34,7 +34,7 @@ test-asan: deps
 # include(CTest), so the checker is named here. The cpu backend compiles through
 # scripts/cc-valgrind (SSE only: valgrind cannot run AVX-512 and gets AVX NaN compares
 # wrong). VALGRIND_TESTS picks tests by regex (ctest -R); valgrind-quick is a
-# representative subset that runs in about a minute.
+# representative subset that runs in under a minute.
 VALGRIND ?= $(shell command -v valgrind)
 VALGRIND_TESTS ?= .
 VALGRIND_QUICK = te/|graph/test_shapes|runtime/test_ref|plan/test_plan$$|onnx/test_import
