@@ -814,13 +814,19 @@ void onnx_dirname(const char *path, char *buf, size_t cap) {
   else snprintf(buf, cap, "%.*s", (int)(slash - path), path);
 }
 
+/* The bytes of path and its folder (where its external data lives). */
+static kiln_status read_with_dir(const char *path, void **data, size_t *size, char dir[PATH_MAX]) {
+  kiln_status s = onnx_read_file(path, data, size);
+  if (!s) onnx_dirname(path, dir, PATH_MAX);
+  return s;
+}
+
 kiln_status onnx_read_tensor_file(const char *path, OnnxTensor *t) {
   void *data;
   size_t size;
-  kiln_status s = onnx_read_file(path, &data, &size);
-  if (s) return s;
   char dir[PATH_MAX];
-  onnx_dirname(path, dir, sizeof dir);
+  kiln_status s = read_with_dir(path, &data, &size, dir);
+  if (s) return s;
   s = onnx_read_tensor(data, size, dir, t);
   kiln_free(data);
   if (s) kiln_error_prefix("%s: ", path);
@@ -847,10 +853,9 @@ kiln_status kiln_graph_load_onnx(const char *path, kiln_graph **out) {
   *out = NULL;
   void *data;
   size_t size;
-  kiln_status s = onnx_read_file(path, &data, &size);
-  if (s) return s;
   char dir[PATH_MAX];
-  onnx_dirname(path, dir, sizeof dir);
+  kiln_status s = read_with_dir(path, &data, &size, dir);
+  if (s) return s;
   s = kiln_graph_load_onnx_buffer(data, size, dir, out);
   kiln_free(data);
   return s;
