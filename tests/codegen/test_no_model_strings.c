@@ -222,22 +222,6 @@ static void test_api_names(int rot) {
   kiln_graph_free(g);
 }
 
-/* ValueInfo: a float tensor of shape [2, 3]. */
-static void value_info(Buf *out, int field, const char *name) {
-  Buf shape = { .n = 0 }, tt = { .n = 0 }, tp = { .n = 0 }, vi = { .n = 0 };
-  for (int i = 0; i < 2; i++) {
-    Buf d = { .n = 0 };
-    f_int(&d, 1, i ? 3 : 2);
-    f_msg(&shape, 1, &d);
-  }
-  f_int(&tt, 1, 1);
-  f_msg(&tt, 2, &shape);
-  f_msg(&tp, 1, &tt);
-  f_str(&vi, 1, name);
-  f_msg(&vi, 2, &tp);
-  f_msg(out, field, &vi);
-}
-
 static void node(Buf *g, const char *op, const char *name, const char *in0, const char *in1, const char *out) {
   Buf n = { .n = 0 };
   f_str(&n, 1, in0);
@@ -264,8 +248,8 @@ static void test_onnx_names(void) {
   f_str(&t, 8, nw);
   f_bytes(&t, 9, w, sizeof w);
   f_msg(&g, 5, &t);
-  value_info(&g, 11, nx);
-  value_info(&g, 12, ny);
+  f_float_value_info(&g, 11, nx, 2, (const int64_t[]){ 2, 3 });
+  f_float_value_info(&g, 12, ny, 2, (const int64_t[]){ 2, 3 });
   f_int(&m, 1, 8);
   f_str(&m, 2, hostile[2]);  /* producer name */
   f_str(&ops, 1, "");

@@ -21,5 +21,20 @@ static inline void f_bytes(Buf *w, int field, const void *p, size_t n) {
 }
 static inline void f_str(Buf *w, int field, const char *s) { f_bytes(w, field, s, strlen(s)); }
 static inline void f_msg(Buf *w, int field, const Buf *m) { f_bytes(w, field, m->b, m->n); }
+/* ValueInfoProto `name` (field of out): a float tensor of the given dims. */
+static inline void f_float_value_info(Buf *out, int field, const char *name, int rank, const int64_t *dims) {
+  Buf shape = { .n = 0 }, tt = { .n = 0 }, tp = { .n = 0 }, vi = { .n = 0 };
+  for (int i = 0; i < rank; i++) {
+    Buf d = { .n = 0 };
+    f_int(&d, 1, dims[i]);
+    f_msg(&shape, 1, &d);
+  }
+  f_int(&tt, 1, 1);  /* FLOAT */
+  f_msg(&tt, 2, &shape);
+  f_msg(&tp, 1, &tt);
+  f_str(&vi, 1, name);
+  f_msg(&vi, 2, &tp);
+  f_msg(out, field, &vi);
+}
 
 #endif

@@ -35,21 +35,6 @@ static void ext_tensor(Buf *t, const Entry *es, int n, int64_t d0) {
   f_int(t, 14, 1);
 }
 
-static void value_info(Buf *g, int field, const char *name) {
-  Buf shape = { .n = 0 }, tt = { .n = 0 }, tp = { .n = 0 }, vi = { .n = 0 };
-  for (int i = 0; i < 2; i++) {
-    Buf d = { .n = 0 };
-    f_int(&d, 1, i ? 3 : 2);
-    f_msg(&shape, 1, &d);
-  }
-  f_int(&tt, 1, 1);
-  f_msg(&tt, 2, &shape);
-  f_msg(&tp, 1, &tt);
-  f_str(&vi, 1, name);
-  f_msg(&vi, 2, &tp);
-  f_msg(g, field, &vi);
-}
-
 /* y = x + w, w [d0, 3] external. */
 static void model_d0(Buf *m, const Entry *es, int n, int64_t d0) {
   Buf g = { .n = 0 }, node = { .n = 0 }, ops = { .n = 0 }, t = { .n = 0 };
@@ -61,8 +46,8 @@ static void model_d0(Buf *m, const Entry *es, int n, int64_t d0) {
   f_str(&g, 2, "g");
   ext_tensor(&t, es, n, d0);
   f_msg(&g, 5, &t);
-  value_info(&g, 11, "x");
-  value_info(&g, 12, "y");
+  f_float_value_info(&g, 11, "x", 2, (const int64_t[]){ 2, 3 });
+  f_float_value_info(&g, 12, "y", 2, (const int64_t[]){ 2, 3 });
   f_int(m, 1, 8);
   f_str(&ops, 1, "");
   f_int(&ops, 2, 13);
