@@ -332,6 +332,7 @@ static void declare(R *r, const Expr *e, const char *text, char *out, size_t n) 
 }
 
 static void emit_load(R *r, const Expr *e, char *out, size_t n) {
+  snprintf(out, n, "0");  /* what callers print if a failure below returns early */
   int src = e->src;
   if (r->p->kernel_of[src] == r->k->id) { snprintf(out, n, "s%d", src); return; }
   const Stage *S = &r->p->te->stages[src];
