@@ -639,8 +639,8 @@ static kiln_status infer(const Ctx *c, int n_in, const Attr *a, Out *o) {
   case OP_CONV:
     if ((s = same_dtype(c, 0, 1)) || (s = need_class(c, 0, D_FLOAT))) return s;
     return infer_conv(c, a, o);
-  case OP_MAX_POOL: case OP_AVG_POOL:
-    if ((s = need_class(c, 0, D_FLOAT))) return s;
+  case OP_MAX_POOL: case OP_AVG_POOL:  /* a max is exact on any numeric dtype (ONNX MaxPool-12: int8, uint8) */
+    if ((s = need_class(c, 0, op == OP_MAX_POOL ? D_NUM : D_FLOAT))) return s;
     return infer_pool(c, a, o);
   case OP_COUNT: break;
   }

@@ -1099,7 +1099,6 @@ static kiln_status r_pool(Importer *im, Call *c) {
     a.pool.kernel[i] = win.k[i], a.pool.strides[i] = win.st[i], a.pool.dilations[i] = win.dil[i];
     a.pool.pads[i] = win.pads[i], a.pool.pads[win.sp + i] = win.pads[win.sp + i];
   }
-  kiln_dtype dt = x->dtype;
   if (!strcmp(c->name, "LpPool")) {  /* (sum over the window of |x|^p)^(1/p), through an average */
     double p = (double)im_attr_i(im, "p", 2), k = 1;
     int t;
@@ -1109,11 +1108,6 @@ static kiln_status r_pool(Importer *im, Call *c) {
         (s = binc(im, OP_MUL, t, k, &t)))
       return s;
     return binc(im, OP_POW, t, 1 / p, &c->out[0]);
-  }
-  if (maxp && (dtype_is_int(dt) && dt != KILN_I64 && dt != KILN_U64)) {  /* exact in f64 */
-    int t;
-    if ((s = cast(im, IN(c, 0), KILN_F64, &t)) || (s = add(im, OP_MAX_POOL, 1, &t, &a, &t))) return s;
-    return cast(im, t, dt, &c->out[0]);
   }
   return add(im, maxp ? OP_MAX_POOL : OP_AVG_POOL, 1, c->in, &a, &c->out[0]);
 }

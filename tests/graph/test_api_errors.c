@@ -234,7 +234,9 @@ static void test_contractions(void) {
   BAD("pads for spatial dim 1 are negative", kiln_graph_pool(G, KILN_POOL_MAX, x, &q, &y));
   kiln_tensor xi = input("xi", KILN_I8, DIMS(1, 1, 4, 4));
   q.pads[3] = 0;
-  BAD("(max_pool): input 0 'xi' has dtype i8", kiln_graph_pool(G, KILN_POOL_MAX, xi, &q, &y));
+  BAD("(avg_pool): input 0 'xi' has dtype i8", kiln_graph_pool(G, KILN_POOL_AVG, xi, &q, &y)); /* max takes ints */
+  kiln_tensor xb = input("xb", KILN_BOOL, DIMS(1, 1, 4, 4));
+  BAD("(max_pool): input 0 'xb' has dtype bool", kiln_graph_pool(G, KILN_POOL_MAX, xb, &q, &y));
   BAD("'a' has rank 2; global pooling needs", kiln_graph_global_pool(G, KILN_POOL_AVG, a, &y));
 }
 

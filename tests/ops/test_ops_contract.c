@@ -3,7 +3,8 @@
  * matmul (2-D, batched, broadcast batch dims, 1-D operands, float and int dtypes) vs a
  * triple loop; conv (1, 2 and 3 spatial dims; stride, padding, dilation, groups including
  * depthwise; bias) vs nested loops over every output and kernel tap; max / avg pooling
- * (ceil mode, count_include_pad both ways, padding, dilation for max) vs explicit windows;
+ * (ceil mode, count_include_pad both ways, padding, dilation for max; integer max pooling
+ * with values at the dtype's extremes, so a wrong padding value shows) vs explicit windows;
  * global pooling. Shapes are small; values pseudo-random in [-1, 1]. Bad arguments fail
  * with a message.
  */
@@ -257,14 +258,29 @@ typedef struct PoolSpec {
   int ceil_mode, include_pad;
 } PoolSpec;
 
-/* graph.c takes pools on float dtypes only */
-#define MAXPOOL_INT_BUG "kiln_graph_pool(KILN_POOL_MAX) refuses int8/uint8 (ONNX MaxPool-12 accepts them)"
-static const char *pool_known_bug;
+/* set: integer inputs mostly at the dtype's lowest value, some at its highest */
+static int pool_extremes;
+
+/* The dtype's lowest and (near-)highest values, both exact in a double: 64-bit maxima are
+ * not, so those take the largest double below them. */
+static double int_lo(kiln_dtype t) { return ou_is_unsigned(t) ? 0 : -ldexp(1, ou_bits(t) - 1); }
+static double int_hi(kiln_dtype t) {
+  int b = ou_bits(t) - !ou_is_unsigned(t);
+  return b <= 32 ? ldexp(1, b) - 1 : ldexp(1, b) - ldexp(1, b - 53);
+}
+
+/* Integers where a wrong padding value shows: a window whose in-range taps all hold the
+ * lowest value must give exactly that, not the padding's value. */
+static void rnd_extremes(kiln_dtype t, double *v, int64_t n, unsigned long long seed) {
+  for (int64_t i = 0; i < n; i++) {
+    double x = test_rand(&seed);
+    v[i] = x < 0.2 ? int_lo(t) : x < 0.5 ? int_hi(t) : x < 0.7 ? int_lo(t) + 1 : v[i];
+  }
+}
 
 static void pool_case(const char *what, kiln_pool_kind kind, kiln_dtype t, PoolSpec p) {
   Case c;
   cs_begin(&c, "%s pool %s %s", kind == KILN_POOL_MAX ? "max" : "avg", what, ou_dt(t));
-  if (pool_known_bug) cs_known_bug(&c, pool_known_bug);
   int64_t in[3], k[3], s[3], d[3], pb[3], pe[3], od[3];
   for (int i = 0; i < 3; i++) {
     int on = i < p.sp;
@@ -280,13 +296,14 @@ static void pool_case(const char *what, kiln_pool_kind kind, kiln_dtype t, PoolS
   for (int i = 0; i < p.sp; i++) xs[2 + i] = in[i], os[2 + i] = od[i];
   static double x[MAXN], out[MAXN];
   rnd(t, x, ou_numel(p.sp + 2, xs), 9);
-  int64_t nc = p.N * p.C;
+  if (pool_extremes) rnd_extremes(t, x, ou_numel(p.sp + 2, xs), 17);
+  int64_t nc = p.N * p.C, padded_at_lo = 0, at_hi = 0;
   for (int64_t q = 0; q < nc; q++)
     for (int64_t o0 = 0; o0 < od[0]; o0++)
       for (int64_t o1 = 0; o1 < od[1]; o1++)
         for (int64_t o2 = 0; o2 < od[2]; o2++) {
           double mx = -INFINITY, sum = 0;
-          int64_t valid = 0, counted = 0;
+          int64_t valid = 0, counted = 0, taps = 0;
           for (int64_t k0 = 0; k0 < k[0]; k0++)
             for (int64_t k1 = 0; k1 < k[1]; k1++)
               for (int64_t k2 = 0; k2 < k[2]; k2++) {
@@ -294,6 +311,7 @@ static void pool_case(const char *what, kiln_pool_kind kind, kiln_dtype t, PoolS
                 int64_t i2 = o2 * s[2] - pb[2] + k2 * d[2];
                 /* count_include_pad counts taps inside the padded extent, not past it (ceil mode) */
                 if (i0 < in[0] + pe[0] && i1 < in[1] + pe[1] && i2 < in[2] + pe[2]) counted++;
+                taps++;
                 if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2]) continue;
                 double v = x[((q * in[0] + i0) * in[1] + i1) * in[2] + i2];
                 mx = v > mx ? v : mx;
@@ -301,6 +319,7 @@ static void pool_case(const char *what, kiln_pool_kind kind, kiln_dtype t, PoolS
                 valid++;
               }
           double r = kind == KILN_POOL_MAX ? mx : sum / (double)(p.include_pad ? counted : valid);
+          if (pool_extremes) padded_at_lo += valid < taps && r == int_lo(t), at_hi += r == int_hi(t);
           out[((q * od[0] + o0) * od[1] + o1) * od[2] + o2] = r;
         }
   kiln_pool_params pp;
@@ -315,6 +334,9 @@ static void pool_case(const char *what, kiln_pool_kind kind, kiln_dtype t, PoolS
     pp.pads[i] = p.pb[i];
     pp.pads[p.sp + i] = p.pe[i];
   }
+  /* the case itself must be able to catch a wrong padding value or a wrapped maximum */
+  if (pool_extremes && (!padded_at_lo || !at_hi)) cs_fail(&c, "test data: %lld padded windows at the lowest value, %lld at the highest",
+                                                      (long long)padded_at_lo, (long long)at_hi);
   kiln_tensor xt = cs_in(&c, t, p.sp + 2, xs, x), y = -1;
   COK(&c, kiln_graph_pool(c.g, kind, xt, &pp, &y));
   if (cs_run1(&c, y)) {
@@ -349,11 +371,32 @@ static void pool_cases(void) {
             (PoolSpec){2, 1, 2, {7, 7}, {3, 3}, {1, 1}, {2, 2}, {0}, {0}, 0, 0});
   pool_case("2d dilation (2,3) stride 2 pads ceil", KILN_POOL_MAX, KILN_F32,
             (PoolSpec){2, 1, 1, {9, 10}, {2, 3}, {2, 2}, {2, 3}, {1, 1}, {1, 2}, 1, 0});
-  /* ONNX MaxPool (opset 12+) takes int8 and uint8 too */
-  pool_known_bug = MAXPOOL_INT_BUG;
+  /* ONNX MaxPool (opset 12+) takes int8 and uint8 too; kiln takes every integer dtype */
   pool_case("1d dilation 3", KILN_POOL_MAX, KILN_I8, (PoolSpec){1, 1, 2, {10}, {3}, {1}, {3}, {0}, {0}, 0, 0});
   pool_case("2d", KILN_POOL_MAX, KILN_U8, (PoolSpec){2, 1, 1, {4, 4}, {2, 2}, {2, 2}, {0}, {0}, {0}, 0, 0});
-  pool_known_bug = NULL;
+  pool_extremes = 1;
+  for (int d = 0; d < 8; d++) {
+    kiln_dtype t = ou_int_dtypes[d];
+    pool_case("2d k3 s2 pads 1 ceil, extremes", KILN_POOL_MAX, t,
+              (PoolSpec){2, 2, 2, {6, 7}, {3, 3}, {2, 2}, {0}, {1, 1}, {1, 1}, 1, 0});
+    pool_case("1d k3 s2 begin pad, ceil, extremes", KILN_POOL_MAX, t,
+              (PoolSpec){1, 2, 3, {9}, {3}, {2}, {0}, {1}, {0}, 1, 0});
+  }
+  pool_extremes = 0;
+  {
+    Case c;
+    cs_begin(&c, "avg pool refuses integers");
+    int64_t xs[4] = {1, 1, 4, 4};
+    kiln_tensor x = cs_in(&c, KILN_I8, 4, xs, NULL), y = -1;
+    kiln_pool_params p;
+    memset(&p, 0, sizeof p);
+    p.spatial = 2;
+    p.kernel[0] = p.kernel[1] = 2;
+    CERR(&c, KILN_ERR_INVALID_ARG, kiln_graph_pool(c.g, KILN_POOL_AVG, x, &p, &y));
+    x = cs_in(&c, KILN_BOOL, 4, xs, NULL);
+    CERR(&c, KILN_ERR_INVALID_ARG, kiln_graph_pool(c.g, KILN_POOL_MAX, x, &p, &y));
+    cs_end(&c);
+  }
   {
     Case c;
     cs_begin(&c, "pool errors");
