@@ -168,6 +168,7 @@ kiln_status kiln_graph_matmul(kiln_graph *g, kiln_tensor a, kiln_tensor b, kiln_
 /* x: [N, C, spatial...], w: [M, C/group, kernel...], bias: [M] or -1 for none. */
 kiln_status kiln_graph_conv(kiln_graph *g, kiln_tensor x, kiln_tensor w, kiln_tensor bias,
                             const kiln_conv_params *p, kiln_tensor *out);
+/* Max pooling takes any numeric dtype (integers pad with the dtype's lowest value); average pooling floats. */
 kiln_status kiln_graph_pool(kiln_graph *g, kiln_pool_kind kind, kiln_tensor x, const kiln_pool_params *p,
                             kiln_tensor *out);
 kiln_status kiln_graph_global_pool(kiln_graph *g, kiln_pool_kind kind, kiln_tensor x, kiln_tensor *out);
