@@ -508,11 +508,12 @@ static int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p
   if (span < ek) return -1;
   span -= ek;
   int64_t n = span / s + 1;
-  if (ceil_mode && span % s) { /* n <= span/2 + 2 here (s >= 2): no overflow */
+  if (ceil_mode) {
     int64_t start;
-    n++;
-    /* the last window must start inside the input or the begin pad (in + pb fits: checked above) */
-    if (__builtin_mul_overflow(n - 1, s, &start) || start >= in + pb) n--;
+    if (span % s) n++; /* n <= span/2 + 2 here (s >= 2): no overflow */
+    /* the last window must start inside the input or the begin pad (in + pb fits: checked
+     * above); also when floor and ceil agree, as ONNX and PyTorch drop it then too */
+    if (n > 1 && (__builtin_mul_overflow(n - 1, s, &start) || start >= in + pb)) n--;
   }
   return n;
 }
