@@ -6,42 +6,24 @@
  * compile cleanly, name no model tensor, and hold one extern "C" kernel per
  * non-host kernel of the plan. Without NVRTC: "skip: no NVRTC" and pass.
  */
-#include "test.h"
-#include "codegen/codegen.h"
-#include "runtime/cuda/cudadrv.h"
-
-#include <unistd.h>
+#include "cuda_render.h"
 
 static int n_checked;
 
 static void check(const char *what, kiln_graph *g, int fuse) {
-  TE *te = NULL;
-  Plan *p = NULL;
-  StrBuf src = {0};
-  kiln_options o = kiln_options_default();
-  o.fuse = fuse;
-  PlanOptions po = plan_options(&o);
-  OK(te_lower(&g->g, &te));
-  if (te) OK(plan_build(te, &po, &p));
-  if (p) OK(cg_render_plan(p, &cg_dialect_cuda, &src));
-  if (p && src.s) {
+  CudaRender r;
+  if (cr_render(g, fuse, &r)) {
     int kernels = 0;
-    for (int i = 0; i < p->n_kernels; i++) kernels += p->kernels[i].kind != KN_HOST;
+    for (int i = 0; i < r.p->n_kernels; i++) kernels += r.p->kernels[i].kind != KN_HOST;
     int found = 0;
-    for (const char *s = src.s; (s = strstr(s, "extern \"C\" __global__")); s++) found++;
+    for (const char *s = r.src.s; (s = strstr(s, "extern \"C\" __global__")); s++) found++;
     CHECK_MSG(found == kernels, "%s: %d kernels in source, %d in plan", what, found, kernels);
-    CHECK_MSG(!strstr(src.s, "secret_name"), "%s: a model name reached the source", what);
-    void *bin = NULL;
-    size_t n = 0;
-    bool hit;
-    kiln_status st = cuda_compile(src.s, "sm_90", 0, NULL, &bin, &n, &hit);
-    CHECK_MSG(st == KILN_OK, "%s (fuse=%d): %s\n%s", what, fuse, kiln_last_error(), src.s);
-    kiln_free(bin);
+    CHECK_MSG(!strstr(r.src.s, "secret_name"), "%s: a model name reached the source", what);
+    kiln_status st = cr_compile(&r);
+    CHECK_MSG(st == KILN_OK, "%s (fuse=%d): %s\n%s", what, fuse, kiln_last_error(), r.src.s);
     n_checked++;
   }
-  sb_free(&src);
-  plan_free(p);
-  te_free(te);
+  cr_free(&r);
 }
 
 static void both(const char *what, kiln_graph *g) {
@@ -124,14 +106,8 @@ static kiln_graph *half_graph(void) {
 }
 
 int main(void) {
-  CudaNvrtc *r;
-  if (cuda_nvrtc(&r) != KILN_OK) {
-    printf("skip: no NVRTC (%s)\n", kiln_last_error());
-    return 0;
-  }
   char dir[128];
-  snprintf(dir, sizeof dir, "/tmp/kiln-test-cudacg-%ld", (long)getpid());
-  setenv("KILN_CACHE_DIR", dir, 1);
+  if (!cr_begin("cudacg", dir, sizeof dir)) return 0;
   both("f32 chain", unary_graph(KILN_F32, 1000));
   both("i64 chain", unary_graph(KILN_I64, 7));
   both("u8 chain", unary_graph(KILN_U8, 33));
@@ -140,8 +116,6 @@ int main(void) {
   both("training step", mlp_train_graph());
   both("half floats", half_graph());
   printf("%d plans rendered and compiled for sm_90\n", n_checked);
-  char cmd[200];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  cr_end(dir);
   TEST_MAIN_END();
 }

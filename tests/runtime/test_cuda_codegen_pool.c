@@ -7,12 +7,7 @@
  * NaN flag); the same graphs in f32 must name both, so that check can fail. Fused and
  * unfused plans. Without NVRTC: "skip: no NVRTC" and pass.
  */
-#include "test.h"
-#include "codegen/codegen.h"
-#include "runtime/cuda/cudadrv.h"
-
-#include <string.h>
-#include <unistd.h>
+#include "cuda_render.h"
 
 static int n_checked;
 
@@ -54,43 +49,24 @@ static kiln_graph *pools(kiln_dtype t) {
 
 static void check(kiln_dtype t, kiln_graph *g, int fuse) {
   const char *nm = kiln_dtype_name(t);
-  TE *te = NULL;
-  Plan *p = NULL;
-  StrBuf src = {0};
-  kiln_options o = kiln_options_default();
-  o.fuse = fuse;
-  PlanOptions po = plan_options(&o);
-  OK(te_lower(&g->g, &te));
-  if (te) OK(plan_build(te, &po, &p));
-  if (p) OK(cg_render_plan(p, &cg_dialect_cuda, &src));
-  const char *k = src.s ? strstr(src.s, "extern \"C\" __global__") : NULL;  /* kernels, past the helpers */
-  CHECK_MSG(!p || k, "%s (fuse=%d): no kernel in the source", nm, fuse);
-  if (p && k) {
+  CudaRender r;
+  bool ok = cr_render(g, fuse, &r);
+  const char *k = ok ? strstr(r.src.s, "extern \"C\" __global__") : NULL;  /* kernels, past the helpers */
+  CHECK_MSG(!r.p || k, "%s (fuse=%d): no kernel in the source", nm, fuse);
+  if (ok && k) {
     bool fl = t == KILN_F32, inf = strstr(k, "K_INF") != NULL, nan = strstr(k, "K_NAN") != NULL;
     CHECK_MSG(inf == fl && nan == fl, "%s (fuse=%d): kernels %s infinity, %s NaN\n%s", nm, fuse, inf ? "name" : "lack",
               nan ? "name" : "lack", k);
-    void *bin = NULL;
-    size_t n = 0;
-    bool hit;
-    kiln_status st = cuda_compile(src.s, "sm_90", 0, NULL, &bin, &n, &hit);
-    CHECK_MSG(st == KILN_OK, "%s (fuse=%d): %s\n%s", nm, fuse, kiln_last_error(), src.s);
-    kiln_free(bin);
+    kiln_status st = cr_compile(&r);
+    CHECK_MSG(st == KILN_OK, "%s (fuse=%d): %s\n%s", nm, fuse, kiln_last_error(), r.src.s);
     n_checked++;
   }
-  sb_free(&src);
-  plan_free(p);
-  te_free(te);
+  cr_free(&r);
 }
 
 int main(void) {
-  CudaNvrtc *r;
-  if (cuda_nvrtc(&r) != KILN_OK) {
-    printf("skip: no NVRTC (%s)\n", kiln_last_error());
-    return 0;
-  }
   char dir[128];
-  snprintf(dir, sizeof dir, "/tmp/kiln-test-cudapool-%ld", (long)getpid());
-  setenv("KILN_CACHE_DIR", dir, 1);
+  if (!cr_begin("cudapool", dir, sizeof dir)) return 0;
   static const kiln_dtype ts[9] = {KILN_I8, KILN_I16, KILN_I32, KILN_I64, KILN_U8,
                                    KILN_U16, KILN_U32, KILN_U64, KILN_F32};
   for (int i = 0; i < 9; i++) {
@@ -100,8 +76,6 @@ int main(void) {
     kiln_graph_free(g);
   }
   printf("%d plans rendered and compiled for sm_90\n", n_checked);
-  char cmd[200];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  cr_end(dir);
   TEST_MAIN_END();
 }
