@@ -1,9 +1,14 @@
 /*
  * kiln demo — builds a small MLP (64-128-128-10, softmax) through the C API, runs it on the
  * default backend and on ref, and prints the plan, the outputs, the agreement with ref and
- * the census. The weights are deterministic pseudo-random numbers, never zeros.
+ * the census. The weights are deterministic pseudo-random numbers, never zeros. Then, when
+ * ../shared is there ($KILN_SHARED_DIR), a real model: LeNet exported from PyTorch, loaded from
+ * ONNX, run on the default backend and compared with PyTorch's stored output.
  */
 #include "tools.h"
+#include "graph/graph.h"
+
+#include <unistd.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -44,6 +49,60 @@ static kiln_status dense(kiln_graph *g, kiln_tensor x, int in, int out, unsigned
     return st;
   if (!relu) { *y = sum; return KILN_OK; }
   return kiln_graph_unary(g, KILN_RELU, sum, y);
+}
+
+/* LeNet from ONNX on the default backend against PyTorch's output; 0 when it matches or
+ * the model is absent, 1 otherwise. */
+static int demo_onnx(void) {
+  const char *shared = getenv("KILN_SHARED_DIR");
+  char model[1024], in[1024], ref[1024];
+  snprintf(model, sizeof model, "%s/models/lenet/model.onnx", shared && *shared ? shared : "../shared");
+  snprintf(in, sizeof in, "%s/models/lenet/test_data_set_0/input_0.pb", shared && *shared ? shared : "../shared");
+  snprintf(ref, sizeof ref, "%s/models/lenet/test_data_set_0/output_0.pb", shared && *shared ? shared : "../shared");
+  if (access(model, R_OK) != 0) {
+    printf("\n(no %s: the ONNX part of the demo is skipped)\n", model);
+    return 0;
+  }
+  int rc = 1;
+  kiln_graph *g = NULL;
+  kiln_program *p = NULL;
+  OnnxTensor x = {0}, want = {0};
+  float *y = NULL;
+  TRY(kiln_graph_load_onnx(model, &g));
+  TRY(onnx_read_tensor_file(in, &x));
+  TRY(onnx_read_tensor_file(ref, &want));
+  if (g->g.n_outputs != 1 || want.dtype != KILN_F32 || g->g.tensors[g->g.outputs[0].tensor].numel != want.numel) {
+    fprintf(stderr, "kiln demo: %s: unexpected outputs\n", model);
+    goto done;
+  }
+  if (!(y = malloc((size_t)want.numel * sizeof *y))) goto done;
+  kiln_options o = kiln_options_default();
+  TRY(kiln_program_compile(g, &o, &p));
+  TRY(kiln_program_run(p, (const void *[]){ x.data }, (void *[]){ y }));
+  double err = 0, scale = 0;
+  for (int64_t i = 0; i < want.numel; i++) {
+    double r = ((const float *)want.data)[i];
+    err = fmax(err, fabs(y[i] - r));
+    scale = fmax(scale, fabs(r));
+  }
+  kiln_census c;
+  TRY(kiln_program_census(p, &c));
+  char shape[128];
+  graph_shape_str(x.rank, x.shape, shape, sizeof shape);
+  printf("\n== a real model: %s (LeNet, PyTorch export), input %s\n", model, shape);
+  printf("  %lld kernels, %lld host fallbacks, read %lld B, write %lld B, compile %.1f ms (%s)\n",
+         (long long)c.kernels_launched, (long long)c.host_fallbacks, (long long)c.bytes_read,
+         (long long)c.bytes_written, c.compile_ms, c.cache_hit ? "cache hit" : "compiled");
+  printf("  max |y - PyTorch| = %.3g (largest |y| %.3g)\n", err, scale);
+  rc = err <= 1e-5 + 1e-3 * scale && c.host_fallbacks == 0 ? 0 : 1;
+  if (rc) fprintf(stderr, "kiln demo: LeNet disagrees with PyTorch's output or fell back to the host\n");
+done:
+  kiln_program_free(p);
+  kiln_graph_free(g);
+  onnx_tensor_clear(&x);
+  onnx_tensor_clear(&want);
+  free(y);
+  return rc;
 }
 
 int cmd_demo(int argc, char **argv) {
@@ -97,6 +156,7 @@ int cmd_demo(int argc, char **argv) {
   printf("  compile            %.1f ms (%s)\n", c.compile_ms, c.cache_hit ? "cache hit" : "compiled");
   rc = max_err < 1e-5 ? 0 : 1;
   if (rc) fprintf(stderr, "kiln demo: result disagrees with ref\n");
+  else rc = demo_onnx();
 done:
   kiln_program_free(p);
   kiln_program_free(r);
