@@ -12,6 +12,19 @@
 
 #include "../plan/plan.h"
 
+/* C and CUDA C name each dtype's types alike (<stdint.h> names; f16/bf16 compute in float
+ * and are stored as 16-bit words), so both dialect tables take these; GLSL will not. */
+#define CG_C_VALUE_TYPES { \
+    [KILN_F32] = "float", [KILN_F64] = "double", [KILN_F16] = "float", [KILN_BF16] = "float", \
+    [KILN_I64] = "int64_t", [KILN_I32] = "int32_t", [KILN_I16] = "int16_t", [KILN_I8] = "int8_t", \
+    [KILN_U8] = "uint8_t", [KILN_U16] = "uint16_t", [KILN_U32] = "uint32_t", [KILN_U64] = "uint64_t", \
+    [KILN_BOOL] = "uint8_t", }
+#define CG_C_STORE_TYPES { \
+    [KILN_F32] = "float", [KILN_F64] = "double", [KILN_F16] = "uint16_t", [KILN_BF16] = "uint16_t", \
+    [KILN_I64] = "int64_t", [KILN_I32] = "int32_t", [KILN_I16] = "int16_t", [KILN_I8] = "int8_t", \
+    [KILN_U8] = "uint8_t", [KILN_U16] = "uint16_t", [KILN_U32] = "uint32_t", [KILN_U64] = "uint64_t", \
+    [KILN_BOOL] = "uint8_t", }
+
 typedef struct Dialect {
   const char *name;
   const char *prelude;            /* helpers emitted once at the top of a program */
