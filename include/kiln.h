@@ -236,6 +236,9 @@ typedef struct kiln_census {
   double compile_ms;
   int cache_hit;                /* compiled code came from the on-disk cache */
   int64_t kernels_planned;
+  double device_ms;             /* cuda: the last run's schedule between two stream events
+                                   (what CUDA-event timers measure; inputs/outputs copies
+                                   excluded); 0 on backends without a device clock */
 } kiln_census;
 
 kiln_status kiln_program_compile(const kiln_graph *g, const kiln_options *opt, kiln_program **out);

@@ -1,21 +1,26 @@
 /*
- * kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE]
+ * kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda]
  *
  * Lowers a model (an ONNX file, or a workload of bench/workloads.h by name) and prints
  * its plan with plan_print: each kernel, its stages, anchor, buffers, bytes and the
  * reason for every boundary, then totals. Nothing is compiled. --dot writes Graphviz
- * with one cluster per kernel.
+ * with one cluster per kernel. --source prints the generated source of the whole plan in
+ * that dialect (cuda: the block-row variant from KILN_CUDA_ROW, as the cuda backend reads
+ * it), so kernels can be read on a machine without a GPU or compiler.
  */
 #include "tools.h"
 
 #include "../bench/workloads.c"
 #include "plan/plan.h"
+#include "codegen/codegen.h"
+
+#include <stdlib.h>
 
 #include <stdio.h>
 #include <string.h>
 
 static int usage(void) {
-  fprintf(stderr, "usage: kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE]\nworkloads:");
+  fprintf(stderr, "usage: kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda]\nworkloads:");
   for (int i = 0; i < wl_n_standard; i++) fprintf(stderr, " %s", wl_standard[i]);
   fprintf(stderr, "\n  (also chain10_N, softmax_RxC, logsoftmax_RxC, layernorm_RxC, linear_relu_MxKxN, mlp_fwd_bB)\n");
   return 2;
@@ -27,16 +32,24 @@ static int fail(const char *what, kiln_status st) {
 }
 
 int cmd_plan(int argc, char **argv) {
-  const char *model = NULL, *dot = NULL;
+  const char *model = NULL, *dot = NULL, *source = NULL;
   kiln_options o = kiln_options_default();
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--eager")) o.fuse = 0;
     else if (!strcmp(argv[i], "--cse")) o.cse = 1;
     else if (!strcmp(argv[i], "--dot") && i + 1 < argc) dot = argv[++i];
+    else if (!strcmp(argv[i], "--source") && i + 1 < argc) source = argv[++i];
     else if (argv[i][0] == '-' || model) return usage();
     else model = argv[i];
   }
   if (!model) return usage();
+  Dialect dialect;
+  if (source && !strcmp(source, "c")) dialect = cg_dialect_c;
+  else if (source && !strcmp(source, "cuda")) {
+    dialect = cg_dialect_cuda;
+    dialect.row_variant = cg_row_variant(getenv("KILN_CUDA_ROW"));
+    if (dialect.row_variant < 0) { fprintf(stderr, "kiln plan: KILN_CUDA_ROW names no row variant\n"); return 2; }
+  } else if (source) return usage();
   Workload w = { 0 };
   kiln_graph *g = NULL;
   kiln_status st;
@@ -57,6 +70,13 @@ int cmd_plan(int argc, char **argv) {
       FILE *f = fopen(dot, "w");
       if (!f) { fprintf(stderr, "kiln plan: cannot write '%s'\n", dot); st = KILN_ERR_IO; }
       else { plan_dot(p, f); fclose(f); }
+    }
+    if (!st && source) {
+      StrBuf src = { 0 };
+      st = cg_render_plan(p, &dialect, &src);
+      if (!st) fputs(src.s, stdout);
+      else fail("render", st);
+      sb_free(&src);
     }
   } else {
     fail(model, st);
