@@ -1,5 +1,6 @@
 /*
  * kiln conformance DIR... [--backend B] [--expected FILE] [--write-expected FILE] [--every N]
+ *                  [--timeout S] [--in-process]
  *
  * Walks ONNX backend-test folders (a DIR holding model.onnx is one test; otherwise each
  * of its sub-folders is), runs each test's model on test_data_set_0, and compares the
@@ -7,7 +8,10 @@
  * |got - want| <= atol + rtol * |want| with rtol 1e-3, atol 1e-7, NaN equal to NaN.
  * One line per test (pass / fail with the error or reason / skip with the reason),
  * then "N passed, N failed, N skipped". Each test runs in a forked child with a time
- * limit, so a crash or hang is one failed test, not a dead run.
+ * limit, so a crash or hang is one failed test, not a dead run. --in-process runs every
+ * test in this process instead (no isolation, no time limit): on cuda a forked child
+ * cannot share its parent's CUDA context, so each would set one up again; in one process
+ * the driver, context and NVRTC are set up once for the whole walk (tools/gpu-check).
  *
  * With --expected FILE (lines "NAME pass" or "NAME skip REASON"): exits 1 if a test
  * listed as pass does not pass, and lists tests that pass but are not listed as pass.
@@ -320,6 +324,7 @@ int cmd_conformance(int argc, char **argv) {
   spec.rtol = RTOL, spec.atol = ATOL;
   const char *expected = NULL, *write_expected = NULL;
   int every = 1, timeout_s = 60;
+  bool in_process = false;
   Tests ts = { 0 };
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--backend") && i + 1 < argc) spec.backend = argv[++i];
@@ -327,9 +332,10 @@ int cmd_conformance(int argc, char **argv) {
     else if (!strcmp(argv[i], "--write-expected") && i + 1 < argc) write_expected = argv[++i];
     else if (!strcmp(argv[i], "--every") && i + 1 < argc) every = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout_s = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--in-process")) in_process = true;
     else if (argv[i][0] == '-') {
       fprintf(stderr, "usage: kiln conformance DIR... [--backend B] [--expected FILE] [--write-expected FILE] "
-                      "[--every N] [--timeout S]\n");
+                      "[--every N] [--timeout S] [--in-process]\n");
       return 2;
     } else if (collect(argv[i], &ts)) return 2;
   }
@@ -349,7 +355,8 @@ int cmd_conformance(int argc, char **argv) {
     snprintf(data, sizeof data, "%s/test_data_set_0", ts.v[i].dir);
     spec.model = model, spec.data_dir = data;
     TestResult r;
-    run_isolated(&spec, timeout_s, &r);
+    if (in_process) onnx_run_test(&spec, &r);
+    else run_isolated(&spec, timeout_s, &r);
     const char *word = r.status == TEST_PASS ? "pass" : r.status == TEST_SKIP ? "skip" : "fail";
     if (r.status == TEST_PASS) printf("%s pass (max abs err %.3g)\n", ts.v[i].name, r.max_abs);
     else printf("%s %s: %s\n", ts.v[i].name, word, r.reason);
