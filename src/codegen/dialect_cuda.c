@@ -92,8 +92,11 @@ static const char prelude[] =
   "  double f = trunc(v); if (f != f || f <= 0) return 0; if (f >= 18446744073709551616.0) return UINT64_MAX; return (uint64_t)f;\n"
   "}\n"
   /* Block reductions for one-block-per-row kernels (blockDim.x a multiple of 32, <= 1024):
-   * a butterfly within each warp, then every thread folds the warp results in the same
-   * order, so all threads get the same, deterministic value. */
+   * a butterfly within each warp; then, with a power-of-two count of warps, each lane takes
+   * one warp's result and a butterfly over them ends the reduction (5 shuffles, not 31
+   * shared-memory reads in a chain), lane 0's value broadcast so every thread of the block
+   * gets the same, deterministic value (lane 0 of every warp folds in the same order);
+   * other warp counts fold the warp results in order. */
   "template <class T> KI T k_shfl(T v, int d) { return (T)__shfl_xor_sync(0xffffffffu, (long long)v, d); }\n"
   "KI float k_shfl(float v, int d) { return __shfl_xor_sync(0xffffffffu, v, d); }\n"
   "KI double k_shfl(double v, int d) { return __shfl_xor_sync(0xffffffffu, v, d); }\n"
@@ -101,6 +104,9 @@ static const char prelude[] =
   "struct k_mul { template <class T> __device__ T operator()(T a, T b) const { return a * b; } };\n"
   "struct k_max { template <class T> __device__ T operator()(T a, T b) const { return a != a ? a : b != b ? b : a > b ? a : b; } };\n"
   "struct k_min { template <class T> __device__ T operator()(T a, T b) const { return a != a ? a : b != b ? b : a < b ? a : b; } };\n"
+  "template <class T> KI T k_lane0(T v) { return (T)__shfl_sync(0xffffffffu, (long long)v, 0); }\n"
+  "KI float k_lane0(float v) { return __shfl_sync(0xffffffffu, v, 0); }\n"
+  "KI double k_lane0(double v) { return __shfl_sync(0xffffffffu, v, 0); }\n"
   "template <class T, class F> KI T k_block(T v, F f) {\n"
   "  __shared__ T sh[32];\n"
   "  for (int d = 16; d > 0; d >>= 1) v = f(v, k_shfl(v, d));\n"
@@ -108,15 +114,17 @@ static const char prelude[] =
   "  __syncthreads();\n"
   "  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;\n"
   "  __syncthreads();\n"
-  "  v = sh[0];\n"
-  "  for (int i = 1; i < nw; i++) v = f(v, sh[i]);\n"
-  "  return v;\n"
+  "  if (nw & (nw - 1)) {\n"
+  "    v = sh[0];\n"
+  "    for (int i = 1; i < nw; i++) v = f(v, sh[i]);\n"
+  "    return v;\n"
+  "  }\n"
+  "  v = sh[(threadIdx.x & 31) & (nw - 1)];\n"
+  "  for (int d = nw >> 1; d > 0; d >>= 1) v = f(v, k_shfl(v, d));\n"
+  "  return k_lane0(v);\n"
   "}\n"
   /* A warp per row (block-row variants with several rows per block): the butterfly alone,
    * every lane of the warp ends with the same value; no shared memory, no barrier. */
-  "template <class T> KI T k_lane0(T v) { return (T)__shfl_sync(0xffffffffu, (long long)v, 0); }\n"
-  "KI float k_lane0(float v) { return __shfl_sync(0xffffffffu, v, 0); }\n"
-  "KI double k_lane0(double v) { return __shfl_sync(0xffffffffu, v, 0); }\n"
   "template <class T, class F> KI T k_warp(T v, F f) {\n"
   "  for (int d = 16; d > 0; d >>= 1) v = f(v, k_shfl(v, d));\n"
   "  return k_lane0(v);  /* max(+0, -0) depends on the order: one value for the whole warp */\n"
