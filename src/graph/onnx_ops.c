@@ -143,6 +143,7 @@ static kiln_status const_ints(Importer *im, int id, const char *what, int64_t **
 }
 
 static kiln_status const_f64(Importer *im, int id, const char *what, double *v) {
+  *v = 0;  /* written on every path: callers read it only on success, but -O3 cannot tell */
   Tensor *t = T(im, id);
   if (t->kind != T_CONST && t->kind != T_PARAM)
     return im_fail(im, KILN_ERR_UNSUPPORTED, "%s '%s' must be a constant (it is computed at run time)", what, t->name);

@@ -44,7 +44,7 @@ static void matmul_case(const char *what, kiln_dtype t, int ra, const int64_t *s
   else memcpy(pb, sb, sizeof(int64_t) * (size_t)rb);
   int64_t M = pa[rpa - 2], K = pa[rpa - 1], N = pb[rpb - 1];
   int rbat = (rpa > rpb ? rpa : rpb) - 2;
-  int64_t bat[KILN_MAX_RANK];
+  int64_t bat[KILN_MAX_RANK] = { 0 };
   for (int d = 0; d < rbat; d++) {
     int ia = d - (rbat - (rpa - 2)), ib = d - (rbat - (rpb - 2));
     int64_t da = ia >= 0 ? pa[ia] : 1, db = ib >= 0 ? pb[ib] : 1;
