@@ -131,11 +131,16 @@ typedef struct CgGemm {
   int bm, bn, bk, tm, tn;          /* tile and per-thread sub-tile */
   bool a_kfast, b_kfast;           /* global reads of a tile run along k (else along m / n) */
   int acc_item;                    /* index of the IT_ACC item */
+  int splits;                      /* split-K: blocks per tile, each over kspan points of K */
+  int64_t kspan;                   /* (a multiple of bk; 1 split: kspan >= K) */
 } CgGemm;
 /* Does kernel k take the tiled shape? Fills g (may be NULL) when it does. */
 bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *g);
 /* Blocks to launch (CG_GEMM_THREADS threads each). */
 int64_t cg_gemm_blocks(const CgGemm *g);
+/* Module-scope declarations kernel ki's GEMM needs before its function (split-K: the
+ * partial tiles and per-tile arrival counts); nothing when it does not split. */
+void cg_gemm_globals(const CgGemm *g, int ki, StrBuf *out);
 /* What the renderer lends gemm_cuda.c: text lines at its indent, expressions emitted as
  * locals (memoised inside push/pop scopes), and the kernel's epilogue items of a step
  * with the accumulator's value given as text. */

@@ -25,14 +25,25 @@
  * The tile size follows the problem: 128x128 (8x8 per thread) when that still gives a
  * block per multiprocessor, else 64x64 (4x4), else 32x32 (2x2), so small layers still
  * spread over the chip.
+ *
+ * Split-K: when even 32x32 tiles leave most of the chip idle and K is long (a batch-32
+ * layer of 784 inputs is 4 tiles, each a chain of 25 k-steps), each tile is cut along K
+ * into `splits` spans of `kspan` points, one block each. A block stores its partial tile
+ * in a module-scope array and counts itself in at the tile's arrival count; the block
+ * that arrives last sums the partials in span order (so the result does not depend on
+ * which block came last), puts the count back to 0 for the next run, and runs the
+ * epilogue. One kernel, no atomics on data, deterministic. KILN_CUDA_SPLITK=0 turns it off.
  */
 #include "codegen.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { ROLE_BATCH, ROLE_M, ROLE_N };
 enum { ENOUGH_BLOCKS = 128 };  /* about one per multiprocessor of an H100/H200 (132) */
+enum { MAX_SPLITS = 16, MIN_SPAN_TILES = 4 };  /* split-K: at most 16 spans of >= 4 k-tiles */
+#define SPLIT_WS_BYTES (16 << 20)               /* split-K partial tiles of one kernel, at most */
 
 static bool uses_var(const Expr *e, int v) {
   if (e->kind == EX_VAR) return e->var == v;
@@ -98,6 +109,21 @@ static void pick_tile(CgGemm *g) {
     if (blocks >= ENOUGH_BLOCKS) break;
   }
   g->bm = cfg[c][0], g->bn = cfg[c][1], g->bk = cfg[c][2], g->tm = cfg[c][3], g->tn = cfg[c][4];
+  /* split-K when the tiles fill under one block per multiprocessor: aim at two blocks per
+   * multiprocessor, every span at least MIN_SPAN_TILES k-tiles long */
+  int64_t tiles = ((g->M + g->bm - 1) / g->bm) * ((g->N + g->bn - 1) / g->bn) * g->batch;
+  int64_t ktiles = (g->K + g->bk - 1) / g->bk, splits = 1;
+  const char *env = getenv("KILN_CUDA_SPLITK");
+  if (tiles < ENOUGH_BLOCKS && !(env && !strcmp(env, "0"))) {
+    splits = (2 * ENOUGH_BLOCKS + tiles - 1) / tiles;
+    if (splits > ktiles / MIN_SPAN_TILES) splits = ktiles / MIN_SPAN_TILES;
+    if (splits > MAX_SPLITS) splits = MAX_SPLITS;
+    while (splits > 1 && (double)splits * (double)tiles * g->bm * g->bn * 4 > SPLIT_WS_BYTES) splits--;
+    if (splits < 1) splits = 1;
+  }
+  int64_t span_tiles = (ktiles + splits - 1) / splits;
+  g->kspan = span_tiles * g->bk;
+  g->splits = (int)((ktiles + span_tiles - 1) / span_tiles);  /* no empty span */
 }
 
 bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *out) {
@@ -147,8 +173,17 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *out) {
 }
 
 int64_t cg_gemm_blocks(const CgGemm *g) {
-  int64_t t = ((g->M + g->bm - 1) / g->bm) * ((g->N + g->bn - 1) / g->bn) * g->batch;
+  int64_t t = ((g->M + g->bm - 1) / g->bm) * ((g->N + g->bn - 1) / g->bn) * g->batch * g->splits;
   return t < ((int64_t)1 << 20) ? t : ((int64_t)1 << 20);
+}
+
+void cg_gemm_globals(const CgGemm *g, int ki, StrBuf *out) {
+  if (g->splits <= 1) return;
+  int64_t tiles = ((g->M + g->bm - 1) / g->bm) * ((g->N + g->bn - 1) / g->bn) * g->batch;
+  sb_printf(out, "\n/* kernel %d, split-K: partial tiles of its %d spans, and each tile's arrivals (0 at\n"
+                 " * module load; the last block of a tile puts its count back to 0) */\n", ki, g->splits);
+  sb_printf(out, "__device__ float kiln_part%d[%lld];\n", ki, (long long)(g->splits * tiles * g->bm * g->bn));
+  sb_printf(out, "__device__ unsigned int kiln_arrived%d[%lld];\n", ki, (long long)tiles);
 }
 
 /* ---- rendering ---- */
@@ -251,7 +286,18 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   put(em, "__shared__ float As[%d][%d];", g->bk, g->bm + 32 / g->bk);
   put(em, "__shared__ float Bs[%d][%d];", g->bk, g->bn + 32 / g->bk);
   put(em, "const int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;", cols, cols);
-  open_(em, "for (int64_t tile = blockIdx.x; tile < INT64_C(%lld); tile += gridDim.x) {", (long long)(mt * nt * g->batch));
+  int64_t tiles = mt * nt * g->batch;
+  int S = g->splits > 1 ? g->splits : 1;
+  if (S > 1) {
+    put(em, "__shared__ unsigned int last;");
+    open_(em, "for (int64_t w = blockIdx.x; w < INT64_C(%lld); w += gridDim.x) {", (long long)(tiles * S));
+    put(em, "const int64_t tile = w / %d, kbeg = (w %% %d) * INT64_C(%lld);", S, S, (long long)g->kspan);
+    put(em, "const int64_t kend = kbeg + INT64_C(%lld) < INT64_C(%lld) ? kbeg + INT64_C(%lld) : INT64_C(%lld);",
+        (long long)g->kspan, (long long)g->K, (long long)g->kspan, (long long)g->K);
+  } else {
+    open_(em, "for (int64_t tile = blockIdx.x; tile < INT64_C(%lld); tile += gridDim.x) {", (long long)tiles);
+    put(em, "const int64_t kbeg = 0, kend = INT64_C(%lld);", (long long)g->K);
+  }
   put(em, "const int64_t tn0 = (tile %% INT64_C(%lld)) * %d;", (long long)nt, g->bn);
   put(em, "const int64_t tm0 = ((tile / INT64_C(%lld)) %% INT64_C(%lld)) * %d;", (long long)nt, (long long)mt, g->bm);
   put(em, "const int64_t bz = tile / INT64_C(%lld);", (long long)(nt * mt));
@@ -263,12 +309,12 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   put(em, "#pragma unroll");
   put(em, "  for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;", g->tn);
   put(em, "float pfa[%d], pfb[%d];", g->bk * g->bm / CG_GEMM_THREADS, g->bk * g->bn / CG_GEMM_THREADS);
-  fetch_both(em, k, g, "0");
-  open_(em, "for (int64_t k0 = 0; k0 < INT64_C(%lld); k0 += %d) {", (long long)g->K, g->bk);
+  fetch_both(em, k, g, "kbeg");
+  open_(em, "for (int64_t k0 = kbeg; k0 < kend; k0 += %d) {", g->bk);
   stash_tile(em, g, "pfa", "As", g->bm, g->a_kfast);
   stash_tile(em, g, "pfb", "Bs", g->bn, g->b_kfast);
   put(em, "__syncthreads();");
-  put(em, "if (k0 + %d < INT64_C(%lld))", g->bk, (long long)g->K);
+  put(em, "if (k0 + %d < kend)", g->bk);
   char next[32];
   snprintf(next, sizeof next, "k0 + %d", g->bk);
   fetch_both(em, k, g, next);
@@ -286,6 +332,33 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   close_(em);
   put(em, "__syncthreads();");
   close_(em);
+  if (S > 1) {
+    /* partial tile out; the last block of the tile sums every span's partial in order */
+    int ki = k->id, bmn = g->bm * g->bn;
+    put(em, "float *part = kiln_part%d + (w %% %d) * INT64_C(%lld) + tile * %d;", ki, S, (long long)(tiles * bmn), bmn);
+    put(em, "#pragma unroll");
+    put(em, "for (int i = 0; i < %d; i++)", g->tm);
+    put(em, "#pragma unroll");
+    put(em, "  for (int j = 0; j < %d; j++) part[(ty + i * %d) * %d + tx + j * %d] = acc[i][j];", g->tn, rows, g->bn, cols);
+    put(em, "__threadfence();");
+    put(em, "__syncthreads();");
+    put(em, "if (threadIdx.x == 0) last = atomicAdd(&kiln_arrived%d[tile], 1u) == %du;", ki, S - 1);
+    put(em, "__syncthreads();");
+    put(em, "if (!last) continue;");
+    put(em, "__threadfence();");
+    put(em, "const float *tp = kiln_part%d + tile * %d;", ki, bmn);
+    put(em, "#pragma unroll");
+    open_(em, "for (int i = 0; i < %d; i++) {", g->tm);
+    put(em, "#pragma unroll");
+    open_(em, "for (int j = 0; j < %d; j++) {", g->tn);
+    put(em, "float s = 0.0f;");
+    put(em, "for (int q = 0; q < %d; q++) s += __ldcg(tp + q * INT64_C(%lld) + (ty + i * %d) * %d + tx + j * %d);", S,
+        (long long)(tiles * bmn), rows, g->bn, cols);
+    put(em, "acc[i][j] = s;");
+    close_(em);
+    close_(em);
+    put(em, "if (threadIdx.x == 0) kiln_arrived%d[tile] = 0u;", ki);
+  }
   /* epilogue: every output of the sub-tile, in the kernel's own vars */
   put(em, "#pragma unroll");
   open_(em, "for (int i = 0; i < %d; i++) {", g->tm);

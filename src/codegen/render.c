@@ -1714,8 +1714,10 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   r.step = -1;
   char name[32];
   cg_kernel_name(ki, false, name);
-  sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
   CgGpuShape gs0 = d->grid ? cg_gpu_shape(p, k) : CG_GPU_POINTS;
+  CgGemm gemm;
+  if (gs0 == CG_GPU_GEMM && cg_gemm_match(p, k, &gemm)) cg_gemm_globals(&gemm, ki, out);
+  sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
   if (d->block_bounds && (gs0 == CG_GPU_BLOCK_ROWS || gs0 == CG_GPU_GEMM)) {
     CgRows ro = cg_gpu_rows(k, d->row_variant);
     if (gs0 == CG_GPU_BLOCK_ROWS && ro.min_blocks > 1 && d->block_bounds_min)

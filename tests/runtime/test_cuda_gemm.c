@@ -176,14 +176,32 @@ static void test_shapes(void) {
     CHECK(g.M == 128 && g.N == 512 && g.K == 784 && g.batch == 1);
     CHECK(g.a_kfast && !g.b_kfast);       /* x [m, k] along k, w [k, n] along n */
     CHECK(g.bm == 32 && g.bn == 32);      /* 4 x 16 tiles of 64: too few for the chip */
+    /* 64 tiles: split-K into 4 spans of 7 k-tiles (224 points; the last one 112) */
+    CHECK_MSG(g.splits == 4 && g.kspan == 224, "splits %d, kspan %lld", g.splits, (long long)g.kspan);
+    CHECK(cg_gemm_blocks(&g) == 256);
   }
   compiles(&r, "dense");
+  plans_free(&r);
+  setenv("KILN_CUDA_SPLITK", "0", 1);  /* off: one block per tile over all of K */
+  r = plan_of(gr);
+  if (only_gemm(&r, &g, "dense, split-K off")) CHECK(g.splits == 1 && g.kspan >= g.K && cg_gemm_blocks(&g) == 64);
+  plans_free(&r);
+  unsetenv("KILN_CUDA_SPLITK");
+  kiln_graph_free(gr);
+
+  gr = dense(100, 2000, 300, false);  /* 40 ragged tiles of 63 k-tiles: 7 spans of 9 */
+  r = plan_of(gr);
+  if (only_gemm(&r, &g, "dense ragged")) {
+    CHECK_MSG(g.splits == 7 && g.kspan == 288, "splits %d, kspan %lld", g.splits, (long long)g.kspan);
+    CHECK(g.splits * g.kspan >= g.K && (g.splits - 1) * g.kspan < g.K && g.kspan % g.bk == 0);
+  }
+  compiles(&r, "dense ragged");
   plans_free(&r);
   kiln_graph_free(gr);
 
   gr = dense(4096, 512, 512, false);
   r = plan_of(gr);
-  if (only_gemm(&r, &g, "dense 4096")) CHECK(g.bm == 128 && g.bn == 128);
+  if (only_gemm(&r, &g, "dense 4096")) CHECK(g.bm == 128 && g.bn == 128 && g.splits == 1);
   plans_free(&r);
   kiln_graph_free(gr);
 
@@ -302,6 +320,16 @@ static void check_values(const char *what, kiln_graph *g, int n_in, const int64_
     kiln_program *p = compile_on(g, "cuda", fuse, fuse);
     if (!p) continue;
     OK(kiln_program_run(p, (const void *const *)in, (void *const *)got));
+    /* a second run gives the same bits (split-K: the arrival counts are back at 0, and the
+     * spans are summed in a fixed order) */
+    for (int i = 0; i < n_out; i++) {
+      float *again = malloc((size_t)out_n[i] * 4);
+      void *outs[MAXIO] = { 0 };
+      outs[i] = again;
+      OK(kiln_program_run(p, (const void *const *)in, outs));
+      CHECK_MSG(!memcmp(again, got[i], (size_t)out_n[i] * 4), "%s fuse=%d output %d: a second run differs", what, fuse, i);
+      free(again);
+    }
     kiln_census c;
     OK(kiln_program_census(p, &c));
     CHECK_MSG(c.host_fallbacks == 0, "%s: %lld fallbacks", what, (long long)c.host_fallbacks);
@@ -318,8 +346,9 @@ static void check_values(const char *what, kiln_graph *g, int n_in, const int64_
 
 static void test_values(void) {
   int64_t dims[][4] = { { 128, 784, 512, 0 }, { 33, 65, 17, 0 }, { 64, 4096, 96, 0 }, { 1000, 40, 300, 0 },
-                        { 300, 64, 96, 1 }, { 257, 129, 130, 1 }, { 1024, 256, 256, 0 }, { 512, 512, 256, 1 } };
-  for (int i = 0; i < 8; i++) {
+                        { 300, 64, 96, 1 }, { 257, 129, 130, 1 }, { 1024, 256, 256, 0 }, { 512, 512, 256, 1 },
+                        { 100, 2000, 300, 0 }, { 100, 2000, 300, 1 } };  /* the last two split K */
+  for (int i = 0; i < 10; i++) {
     int64_t m = dims[i][0], k = dims[i][1], n = dims[i][2], ni = m * k, no = m * n;
     kiln_graph *g = dense(m, k, n, dims[i][3] != 0);
     check_values(dims[i][3] ? "relu(x^T@w+b)" : "relu(x@w+b)", g, 1, &ni, 1, &no);
