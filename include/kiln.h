@@ -56,6 +56,7 @@ typedef enum kiln_dtype {
   KILN_I64, KILN_I32, KILN_I16, KILN_I8,
   KILN_U8, KILN_U16, KILN_U32, KILN_U64,
   KILN_BOOL,
+  KILN_STRING,  /* text; see "String tensors" below */
   KILN_DTYPE_COUNT
 } kiln_dtype;
 
@@ -183,6 +184,48 @@ kiln_status kiln_graph_layernorm(kiln_graph *g, kiln_tensor x, kiln_tensor scale
 kiln_status kiln_graph_batchnorm(kiln_graph *g, kiln_tensor x, kiln_tensor scale, kiln_tensor bias,
                                  kiln_tensor mean, kiln_tensor var, double eps, kiln_tensor *out);
 
+/* ---- strings ----------------------------------------------------------------
+ *
+ * A KILN_STRING element is a `const char *` to NUL-terminated bytes (UTF-8 by convention;
+ * kiln neither checks nor decodes it), so a string tensor's host buffer is an array of numel
+ * pointers (kiln_dtype_size(KILN_STRING) == sizeof(char *)).
+ *  - Constants and parameters: the graph copies every string; a NULL element is refused.
+ *  - Inputs: kiln_program_run reads the caller's strings during the call and keeps no pointer
+ *    to them (kiln_program_set_input copies them). A NULL element is KILN_ERR_INVALID_ARG.
+ *  - Outputs: kiln_program_run fills the caller's array with pointers to strings the program
+ *    owns, valid until the next kiln_program_run of that program or kiln_program_free (also
+ *    what kiln_program_read_output hands back). Do not free or write through them; copy what
+ *    must outlive the next run.
+ * String tensors live on the host and every op on them runs there: on cpu each such op is a
+ * host fallback in the census, named by op (strict mode refuses it); backends without host
+ * string support (cuda) refuse a graph holding strings at compile, KILN_ERR_UNSUPPORTED.
+ * What takes strings: reshape, transpose, slice, concat, expand, gather, tile, where,
+ * KILN_EQ / KILN_NE (byte-wise), and the ops below. Everything else (arithmetic, reductions,
+ * casts to or from numbers, pad, parameters that are assigned) is KILN_ERR_INVALID_ARG when the
+ * node is added. Letter case is ASCII only: other bytes, UTF-8 sequences included, pass through.
+ */
+typedef enum kiln_case_change { KILN_CASE_NONE, KILN_CASE_LOWER, KILN_CASE_UPPER } kiln_case_change;
+
+/* ONNX StringNormalizer: x is [C] or [1, C]. Drops every stopword (compared byte for byte when
+ * case_sensitive, else with ASCII letters folded), then changes the case. With stopwords the
+ * output length depends on the values, so x must be a constant (else KILN_ERR_UNSUPPORTED: shapes
+ * are static); when every string is dropped the output is one empty string ([1] or [1, 1]). */
+kiln_status kiln_graph_string_normalize(kiln_graph *g, kiln_tensor x, kiln_case_change change, int case_sensitive,
+                                        int n_stopwords, const char *const *stopwords, kiln_tensor *out);
+/* Elementwise a then b, NumPy broadcasting. */
+kiln_status kiln_graph_string_concat(kiln_graph *g, kiln_tensor a, kiln_tensor b, kiln_tensor *out);
+/* bool: whether all of each string matches pattern (ONNX RegexFullMatch, RE2 syntax). kiln runs
+ * it with POSIX extended regexes: it takes the RE2 subset that translates exactly (literals, .,
+ * brackets, \w \d \s and their negations, \b, groups, |, quantifiers incl. lazy ones) and refuses
+ * the rest (flags, \p{..}, backreferences, ...) with KILN_ERR_UNSUPPORTED naming it. One
+ * difference remains: '.' matches one byte (RE2: one UTF-8 character), newlines included. */
+kiln_status kiln_graph_regex_full_match(kiln_graph *g, kiln_tensor x, const char *pattern, kiln_tensor *out);
+/* ai.onnx.ml LabelEncoder: each element equal to keys[i] becomes values[i], any other dflt (one
+ * element). key_t is x's dtype; key_t and val_t are KILN_STRING, KILN_I64 or KILN_F32. The graph
+ * copies the tables. */
+kiln_status kiln_graph_label_encode(kiln_graph *g, kiln_tensor x, kiln_dtype key_t, kiln_dtype val_t, int64_t n,
+                                    const void *keys, const void *values, const void *dflt, kiln_tensor *out);
+
 /* Prints the graph, one node per line. */
 void kiln_graph_print(const kiln_graph *g, FILE *f);
 
@@ -242,7 +285,8 @@ typedef struct kiln_census {
 } kiln_census;
 
 kiln_status kiln_program_compile(const kiln_graph *g, const kiln_options *opt, kiln_program **out);
-/* inputs: one host buffer per graph input, in creation order; outputs: one per marked output. */
+/* inputs: one host buffer per graph input, in creation order; outputs: one per marked output.
+ * String tensors: see "strings" above (outputs stay valid until the next run). */
 kiln_status kiln_program_run(kiln_program *p, const void *const *inputs, void *const *outputs);
 kiln_status kiln_program_census(const kiln_program *p, kiln_census *out);
 /* Prints the plan: each kernel, its ops, anchor, buffers, bytes and boundary reasons. */

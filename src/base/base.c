@@ -126,6 +126,13 @@ char *arena_strdup(Arena *a, const char *s) {
   return d;
 }
 
+const char **arena_strings(Arena *a, const char *const *src, int64_t n) {
+  const char **d = arena_alloc(a, sizeof *d * (size_t)(n > 0 ? n : 1));
+  for (int64_t i = 0; d && i < n; i++)
+    if (!(d[i] = arena_strdup(a, src[i] ? src[i] : ""))) return NULL;
+  return d;
+}
+
 void arena_free(Arena *a) {
   for (ArenaBlock *b = a->head, *next; b; b = next) {
     next = b->next;
@@ -158,10 +165,10 @@ bool shape_numel(int rank, const int64_t *shape, int64_t *out) {
 /* ---- dtypes ---- */
 
 static const char *const dtype_names[KILN_DTYPE_COUNT] = {
-  "f32", "f64", "f16", "bf16", "i64", "i32", "i16", "i8", "u8", "u16", "u32", "u64", "bool",
+  "f32", "f64", "f16", "bf16", "i64", "i32", "i16", "i8", "u8", "u16", "u32", "u64", "bool", "string",
 };
-static const size_t dtype_sizes[KILN_DTYPE_COUNT] = { 4, 8, 2, 2, 8, 4, 2, 1, 1, 2, 4, 8, 1 };
-_Static_assert(KILN_DTYPE_COUNT == 13, "update dtype_names and dtype_sizes");
+static const size_t dtype_sizes[KILN_DTYPE_COUNT] = { 4, 8, 2, 2, 8, 4, 2, 1, 1, 2, 4, 8, 1, sizeof(const char *) };
+_Static_assert(KILN_DTYPE_COUNT == 14, "update dtype_names and dtype_sizes");
 
 bool dtype_valid(int t) { return t >= 0 && t < KILN_DTYPE_COUNT; }
 const char *kiln_dtype_name(kiln_dtype t) { return dtype_valid(t) ? dtype_names[t] : "?"; }
@@ -185,6 +192,7 @@ double dtype_load_f64(kiln_dtype t, const void *p, int64_t i) {
   case KILN_U32: return ((const uint32_t *)p)[i];
   case KILN_U64: return (double)((const uint64_t *)p)[i];
   case KILN_BOOL: return ((const uint8_t *)p)[i] != 0;
+  case KILN_STRING: return 0;  /* not a number: callers check for strings first */
   default: KILN_ASSERT(!"bad dtype");
   }
   return 0;
@@ -209,6 +217,7 @@ int64_t dtype_load_i64(kiln_dtype t, const void *p, int64_t i) {
   case KILN_U16: return ((const uint16_t *)p)[i];
   case KILN_U32: return ((const uint32_t *)p)[i];
   case KILN_BOOL: return ((const uint8_t *)p)[i] != 0;
+  case KILN_STRING: return (int64_t)(intptr_t)((const char *const *)p)[i];  /* the pointer, moved as a value */
   default: return f64_to_i64(dtype_load_f64(t, p, i));
   }
 }
@@ -220,6 +229,7 @@ void dtype_store_f64(kiln_dtype t, void *p, int64_t i, double v) {
   case KILN_F16: ((uint16_t *)p)[i] = float_to_half((float)v); return;
   case KILN_BF16: ((uint16_t *)p)[i] = float_to_bf16((float)v); return;
   case KILN_BOOL: ((uint8_t *)p)[i] = v != 0; return;
+  case KILN_STRING: ((const char **)p)[i] = NULL; return;  /* no number is a string */
   case KILN_U64:
     ((uint64_t *)p)[i] = v != v || v <= 0 ? 0 : v >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)v;
     return;
@@ -238,6 +248,7 @@ void dtype_store_i64(kiln_dtype t, void *p, int64_t i, int64_t v) {
   case KILN_U16: ((uint16_t *)p)[i] = (uint16_t)v; return;
   case KILN_U32: ((uint32_t *)p)[i] = (uint32_t)v; return;
   case KILN_BOOL: ((uint8_t *)p)[i] = v != 0; return;
+  case KILN_STRING: ((const char **)p)[i] = (const char *)(intptr_t)v; return;
   default: dtype_store_f64(t, p, i, (double)v); return;
   }
 }

@@ -44,6 +44,10 @@ typedef struct ArenaBlock ArenaBlock;
 typedef struct Arena { ArenaBlock *head; size_t used; } Arena;
 void *arena_alloc(Arena *a, size_t n);  /* NULL when out of memory */
 char *arena_strdup(Arena *a, const char *s);
+/* A string tensor's elements (n pointers and their bytes) copied into the arena; NULL
+ * elements become "" (callers refuse them first where they are an error). NULL when out
+ * of memory. The caller checks n * sizeof(char *) for overflow. */
+const char **arena_strings(Arena *a, const char *const *src, int64_t n);
 void arena_free(Arena *a);
 
 /* Checked arithmetic: false on overflow (or a negative operand). */

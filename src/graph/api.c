@@ -126,6 +126,7 @@ kiln_status kiln_graph_scalar(kiln_graph *kg, kiln_dtype t, double value, kiln_t
   GRAPH(kg);
   OUTPTR(out);
   NEED(dtype_valid((int)t), "%s: dtype %d is not a kiln_dtype", __func__, (int)t);
+  NEED(t != KILN_STRING, "%s: a number is not a string (make string constants with kiln_graph_const)", __func__);
   int o;
   kiln_status s = graph_scalar(g, t, value, &o);
   if (!s) *out = o;
@@ -232,7 +233,7 @@ static kiln_status coerce(Graph *g, const char *fn, int *x, kiln_dtype to) {
 /* Operands of different dtypes where one is a one-element constant: convert that one. */
 static kiln_status coerce_pair(Graph *g, const char *fn, int *a, int *b) {
   kiln_dtype ta = T(g, *a)->dtype, tb = T(g, *b)->dtype;
-  if (ta == tb) return KILN_OK;
+  if (ta == tb || ta == KILN_STRING || tb == KILN_STRING) return KILN_OK;  /* no number is a string */
   if (is_literal(g, *b)) return coerce(g, fn, b, ta);
   if (is_literal(g, *a)) return coerce(g, fn, a, tb);
   return KILN_OK; /* graph_add names the mismatch */
@@ -660,4 +661,59 @@ kiln_status kiln_graph_batchnorm(kiln_graph *kg, kiln_tensor x, kiln_tensor scal
   kiln_status s = graph_batchnorm(g, x, scale, bias, mean, var, eps, &o);
   if (!s) *out = o;
   return s;
+}
+
+/* ---- strings ---- */
+
+kiln_status kiln_graph_string_normalize(kiln_graph *kg, kiln_tensor x, kiln_case_change change, int case_sensitive,
+                                        int n_stopwords, const char *const *stopwords, kiln_tensor *out) {
+  GRAPH(kg);
+  TENSOR(x);
+  OUTPTR(out);
+  NEED((unsigned)change <= KILN_CASE_UPPER, "%s: change %d is not a kiln_case_change", __func__, (int)change);
+  NEED(n_stopwords >= 0 && (n_stopwords == 0 || stopwords), "%s: %d stopwords and the list is %s", __func__,
+       n_stopwords, stopwords ? "given" : "NULL");
+  for (int i = 0; i < n_stopwords; i++) NEED(stopwords[i], "%s: stopword %d is NULL", __func__, i);
+  StrAttr sa = { .case_change = (int)change, .case_sensitive = case_sensitive != 0, .n_words = n_stopwords,
+                 .words = (const char **)stopwords };
+  Attr a = { 0 };
+  a.str = &sa;
+  int in[1] = { x };
+  return add(g, OP_STR_NORMALIZE, 1, in, &a, out);
+}
+
+kiln_status kiln_graph_string_concat(kiln_graph *kg, kiln_tensor a, kiln_tensor b, kiln_tensor *out) {
+  GRAPH(kg);
+  TENSOR(a);
+  TENSOR(b);
+  OUTPTR(out);
+  int in[2] = { a, b };
+  return add(g, OP_STR_CONCAT, 2, in, NULL, out);
+}
+
+kiln_status kiln_graph_regex_full_match(kiln_graph *kg, kiln_tensor x, const char *pattern, kiln_tensor *out) {
+  GRAPH(kg);
+  TENSOR(x);
+  OUTPTR(out);
+  NEED(pattern, "%s: pattern is NULL", __func__);
+  StrAttr sa = { .pattern = pattern };
+  Attr a = { 0 };
+  a.str = &sa;
+  int in[1] = { x };
+  return add(g, OP_REGEX_MATCH, 1, in, &a, out);
+}
+
+kiln_status kiln_graph_label_encode(kiln_graph *kg, kiln_tensor x, kiln_dtype key_t, kiln_dtype val_t, int64_t n,
+                                    const void *keys, const void *values, const void *dflt, kiln_tensor *out) {
+  GRAPH(kg);
+  TENSOR(x);
+  OUTPTR(out);
+  NEED(n >= 0 && (n == 0 || (keys && values)), "%s: %lld keys and %s", __func__, (long long)n,
+       keys ? "values are NULL" : "keys are NULL");
+  NEED(dflt, "%s: dflt is NULL", __func__);
+  StrAttr sa = { .key_t = key_t, .val_t = val_t, .n_keys = n, .keys = keys, .values = values, .dflt = dflt };
+  Attr a = { 0 };
+  a.str = &sa;
+  int in[1] = { x };
+  return add(g, OP_LABEL_ENCODE, 1, in, &a, out);
 }

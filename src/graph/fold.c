@@ -300,8 +300,13 @@ kiln_status graph_fold(Graph *g, int t) {
   Tensor *y = &g->tensors[t];
   if (y->kind != T_VALUE || y->node != g->n_nodes - 1 || y->numel > FOLD_LIMIT) return KILN_OK;
   const Node *n = &g->nodes[y->node];
-  for (int i = 0; i < n->n_in; i++)
+  bool strings = y->dtype == KILN_STRING;
+  for (int i = 0; i < n->n_in; i++) {
     if (g->tensors[n->in[i]].kind != T_CONST) return KILN_OK;
+    strings |= g->tensors[n->in[i]].dtype == KILN_STRING;
+  }
+  /* String movement copies pointers into the graph arena; string ops run in the program. */
+  if (strings && !(n->op >= OP_RESHAPE && n->op <= OP_TILE)) return KILN_OK;
   size_t bytes = (size_t)y->numel * kiln_dtype_size(y->dtype);
   void *out = arena_alloc(&g->arena, bytes ? bytes : 1);
   if (!out) return graph_node_error(g, n->op, KILN_ERR_NO_MEMORY, "out of memory while folding");

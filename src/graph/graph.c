@@ -38,7 +38,7 @@ const OpExprKind op_expr_kind[OP_COUNT] = {
 
 /* A new op must also get a case in infer() below (the switch has no default, so
  * -Wswitch reports a missing one) and a lowering in te. */
-_Static_assert(OP_COUNT == 62, "ops.def changed: update infer() and the te lowering");
+_Static_assert(OP_COUNT == 66, "ops.def changed: update infer() and the te lowering");
 
 /* ---- small helpers ---- */
 
@@ -159,7 +159,13 @@ kiln_status graph_leaf(Graph *g, TensorKind kind, const char *name, kiln_dtype t
   int id = g->n_tensors;
   const char *tn = tensor_name(g, name, id);
   void *copy = NULL;
-  if (kind != T_INPUT && bytes > 0) {
+  if (kind != T_INPUT && t == KILN_STRING) {  /* the pointers and the bytes they point at */
+    for (int64_t i = 0; i < numel; i++)
+      if (!((const char *const *)data)[i])
+        return kiln_fail(KILN_ERR_INVALID_ARG, "%s '%s': string element %lld is NULL", what, nm, (long long)i);
+    if (numel > 0 && !(copy = (void *)arena_strings(&g->arena, data, numel)))
+      return kiln_fail(KILN_ERR_NO_MEMORY, "%s '%s': out of memory for %lld strings", what, nm, (long long)numel);
+  } else if (kind != T_INPUT && bytes > 0) {
     if ((uint64_t)bytes > SIZE_MAX / 2 || !(copy = arena_alloc(&g->arena, (size_t)bytes)))
       return kiln_fail(KILN_ERR_NO_MEMORY, "%s '%s': out of memory for %lld bytes of data", what, nm,
                        (long long)bytes);
@@ -204,9 +210,11 @@ static kiln_status fail(const Ctx *c, const char *fmt, ...) {
 static const Tensor *inp(const Ctx *c, int i) { return &c->g->tensors[c->in[i]]; }
 
 /* dtype classes for the rules below */
-enum { D_FLOAT = 1, D_SINT = 2, D_UINT = 4, D_BOOL = 8, D_NUM = D_FLOAT | D_SINT | D_UINT, D_INT = D_SINT | D_UINT };
+enum { D_FLOAT = 1, D_SINT = 2, D_UINT = 4, D_BOOL = 8, D_STR = 16, D_NUM = D_FLOAT | D_SINT | D_UINT,
+       D_INT = D_SINT | D_UINT };
 
 static int dclass(kiln_dtype t) {
+  if (t == KILN_STRING) return D_STR;
   if (dtype_is_float(t)) return D_FLOAT;
   if (t == KILN_BOOL) return D_BOOL;
   return dtype_is_signed(t) ? D_SINT : D_UINT;
@@ -220,7 +228,9 @@ static const char *class_desc(int mask) {
   case D_BOOL: return "bool";
   case D_BOOL | D_INT: return "bool or an integer dtype";
   case D_INT: return "an integer dtype";
-  case D_FLOAT | D_INT | D_BOOL: return "any dtype";
+  case D_FLOAT | D_INT | D_BOOL: return "any dtype but string";
+  case D_NUM | D_BOOL | D_STR: return "any dtype";
+  case D_STR: return "string";
   }
   return "another dtype";
 }
@@ -250,7 +260,7 @@ static int unary_class(OpKind op) {
 
 static int binary_class(OpKind op) {
   switch (op) {
-  case OP_EQ: case OP_NE: return D_NUM | D_BOOL;
+  case OP_EQ: case OP_NE: return D_NUM | D_BOOL | D_STR;  /* strings: byte-wise equality */
   case OP_AND: case OP_OR: case OP_XOR: return D_BOOL | D_INT;  /* bool: logical; ints: bitwise */
   case OP_SHL: case OP_SHR: return D_INT;
   default: return D_NUM;
@@ -588,6 +598,53 @@ static kiln_status infer_pool(const Ctx *c, const Attr *a, Out *o) {
   return KILN_OK;
 }
 
+/* StringNormalizer: [C] or [1, C]; stopwords shorten it, so with stopwords the input must
+ * be constant; when every string goes the output is one empty string (ONNX). */
+static kiln_status infer_normalize(const Ctx *c, const Attr *a, Out *o) {
+  const Tensor *x = inp(c, 0);
+  kiln_status s = need_class(c, 0, D_STR);
+  if (s) return s;
+  const StrAttr *sa = a->str;
+  if (!sa) return fail(c, "no attributes");
+  if (sa->case_change < 0 || sa->case_change > 2) return fail(c, "case_change is %d (0, 1 or 2)", sa->case_change);
+  if (sa->n_words < 0 || (sa->n_words && !sa->words)) return fail(c, "%d stopwords, NULL list", sa->n_words);
+  for (int i = 0; i < sa->n_words; i++)
+    if (!sa->words[i]) return fail(c, "stopword %d is NULL", i);
+  if (x->rank != 1 && !(x->rank == 2 && x->shape[0] == 1))
+    return fail(c, "input '%s' has rank %d; StringNormalizer takes [C] or [1, C]", x->name, x->rank);
+  if (!sa->n_words) return KILN_OK;
+  if (x->kind != T_CONST)
+    return graph_node_error(c->g, c->op, KILN_ERR_UNSUPPORTED,
+                            "with stopwords the output length depends on the values of '%s', which must be "
+                            "constant (kiln's shapes are static)", x->name);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < x->numel; i++) kept += str_keep(sa, ((const char *const *)x->data)[i]);
+  o->shape[x->rank - 1] = kept ? kept : 1;
+  return KILN_OK;
+}
+
+static bool label_dtype(kiln_dtype t) { return t == KILN_STRING || t == KILN_I64 || t == KILN_F32; }
+
+static kiln_status infer_label(const Ctx *c, const Attr *a, Out *o) {
+  const StrAttr *sa = a->str;
+  if (!sa) return fail(c, "no attributes");
+  if (!label_dtype(sa->key_t) || !label_dtype(sa->val_t))
+    return fail(c, "keys %s -> values %s: LabelEncoder takes string, i64 and f32", kiln_dtype_name(sa->key_t),
+                kiln_dtype_name(sa->val_t));
+  if (inp(c, 0)->dtype != sa->key_t)
+    return fail(c, "input '%s' has dtype %s but the keys are %s", inp(c, 0)->name, kiln_dtype_name(inp(c, 0)->dtype),
+                kiln_dtype_name(sa->key_t));
+  if (sa->n_keys < 0 || (sa->n_keys && (!sa->keys || !sa->values)) || !sa->dflt)
+    return fail(c, "%lld keys: keys, values and the default must be given", (long long)sa->n_keys);
+  for (int64_t i = 0; sa->key_t == KILN_STRING && i < sa->n_keys; i++)
+    if (!((const char *const *)sa->keys)[i]) return fail(c, "key %lld is NULL", (long long)i);
+  for (int64_t i = 0; sa->val_t == KILN_STRING && i < sa->n_keys; i++)
+    if (!((const char *const *)sa->values)[i]) return fail(c, "value %lld is NULL", (long long)i);
+  if (sa->val_t == KILN_STRING && !*(const char *const *)sa->dflt) return fail(c, "the default string is NULL");
+  o->dtype = sa->val_t;
+  return KILN_OK;
+}
+
 /* Checks one node and computes its output dtype and shape. Pure: reads g, changes nothing. */
 static kiln_status infer(const Ctx *c, int n_in, const Attr *a, Out *o) {
   OpKind op = c->op;
@@ -618,13 +675,18 @@ static kiln_status infer(const Ctx *c, int n_in, const Attr *a, Out *o) {
     return broadcast_inputs(c, 3, o);
   case OP_CAST:
     if (!dtype_valid((int)a->to)) return fail(c, "target dtype %d is not a kiln_dtype", (int)a->to);
+    if ((x->dtype == KILN_STRING) != (a->to == KILN_STRING))
+      return fail(c, "cast of '%s' from %s to %s: strings do not convert to or from numbers", x->name,
+                  kiln_dtype_name(x->dtype), kiln_dtype_name(a->to));
     o->dtype = a->to;
     return KILN_OK;
   case OP_RESHAPE: return infer_reshape(c, a, o);
   case OP_TRANSPOSE: return infer_transpose(c, a, o);
   case OP_SLICE: return infer_slice(c, a, o);
   case OP_CONCAT: return infer_concat(c, n_in, a, o);
-  case OP_PAD: return infer_pad(c, a, o);
+  case OP_PAD:
+    if ((s = need_class(c, 0, D_NUM | D_BOOL))) return s;  /* a string has no pad value */
+    return infer_pad(c, a, o);
   case OP_EXPAND: return infer_expand(c, a, o);
   case OP_GATHER: return infer_gather(c, a, o);
   case OP_TILE: return infer_tile(c, a, o);
@@ -643,6 +705,24 @@ static kiln_status infer(const Ctx *c, int n_in, const Attr *a, Out *o) {
   case OP_MAX_POOL: case OP_AVG_POOL:  /* a max is exact on any numeric dtype (ONNX MaxPool-12: int8, uint8) */
     if ((s = need_class(c, 0, op == OP_MAX_POOL ? D_NUM : D_FLOAT))) return s;
     return infer_pool(c, a, o);
+  case OP_STR_NORMALIZE: return infer_normalize(c, a, o);
+  case OP_STR_CONCAT:
+    if ((s = need_class(c, 0, D_STR)) || (s = need_class(c, 1, D_STR))) return s;
+    return broadcast_inputs(c, 2, o);
+  case OP_REGEX_MATCH:
+    if ((s = need_class(c, 0, D_STR))) return s;
+    if (!a->str || !a->str->pattern) return fail(c, "no pattern");
+    {
+      regex_t re;
+      if ((s = str_regex_compile(a->str->pattern, &re))) {
+        kiln_error_prefix("node '%s' (%s): ", c->name, op_names[op]);
+        return s;
+      }
+      regfree(&re);
+    }
+    o->dtype = KILN_BOOL;
+    return KILN_OK;
+  case OP_LABEL_ENCODE: return infer_label(c, a, o);
   case OP_COUNT: break;
   }
   KILN_ASSERT(!"unknown op");
@@ -686,6 +766,8 @@ kiln_status graph_add(Graph *g, OpKind op, int n_in, const int *in, const Attr *
   const char *nn = g->node_name ? arena_strdup(&g->arena, g->node_name) : op_names[op];
   if (!ins || !tn || !nn) return graph_node_error(g, op, KILN_ERR_NO_MEMORY, "out of memory");
   memcpy(ins, in, sizeof(int) * (size_t)n_in);
+  const StrAttr *str = a->str ? str_attr_copy(&g->arena, a->str) : NULL;
+  if (a->str && !str) return graph_node_error(g, op, KILN_ERR_NO_MEMORY, "out of memory");
   Node *n = &g->nodes[g->n_nodes];
   memset(n, 0, sizeof *n);
   n->op = op;
@@ -693,6 +775,7 @@ kiln_status graph_add(Graph *g, OpKind op, int n_in, const int *in, const Attr *
   n->in = ins;
   n->out = id;
   n->attr = *a;
+  n->attr.str = str;
   n->name = nn;
   Tensor *t = &g->tensors[id];
   memset(t, 0, sizeof *t);
@@ -730,6 +813,8 @@ kiln_status graph_assign(Graph *g, int param, int value) {
   char b1[240], b2[240];
   if (p->kind != T_PARAM)
     return kiln_fail(KILN_ERR_INVALID_ARG, "assign: '%s' is a %s, not a param", p->name, kind_names[p->kind]);
+  if (p->dtype == KILN_STRING)  /* a run's strings die with the next run; a param outlives it */
+    return kiln_fail(KILN_ERR_INVALID_ARG, "assign: param '%s' holds strings, which cannot be assigned", p->name);
   if (p->dtype != v->dtype || p->rank != v->rank ||
       memcmp(p->shape, v->shape, sizeof(int64_t) * (size_t)p->rank) != 0)
     return kiln_fail(KILN_ERR_INVALID_ARG, "assign: param '%s' is %s but value '%s' is %s", p->name,

@@ -13,6 +13,8 @@
 
 #include "../base/base.h"
 
+#include <regex.h>
+
 typedef enum {
 #define OP(name, str, arity, kind) OP_##name,
 #include "ops.def"
@@ -56,10 +58,30 @@ typedef enum {
  *   MATMUL          numpy.matmul: 1-D operands promoted then squeezed, batch dims broadcast
  *   CONV            in: x [N,C,spatial..], w [M,C/group,kernel..]; conv (strides/dilations/group
  *                   never 0); bias is added by the builder as a separate ADD
+ *   STR_NORMALIZE   str: case_change, case_sensitive, words (stopwords, removed); in and out
+ *                   string, rank 1 [C] or 2 [1,C]; with stopwords the input must be constant
+ *                   (the output length depends on it); all removed gives [1] / [1,1] of ""
+ *   STR_CONCAT      two strings, broadcast; elementwise concatenation
+ *   REGEX_MATCH     str: pattern (POSIX extended, whole string); string in, bool out
+ *   LABEL_ENCODE    str: keys -> values (key_t/val_t: string, i64 or f32), dflt; same shape
+ *   EQ/NE, WHERE and the movement ops (not PAD) also take strings; nothing else does
  *   MAX_POOL/AVG_POOL  pool (strides/dilations never 0); output spatial dim =
  *                   floor_or_ceil((in + pb + pe - ((k-1)*d + 1)) / s) + 1, and in ceil mode a last
  *                   window starting beyond in + pb is dropped (ONNX rule)
  */
+/* Attributes of the string ops; lives in the graph arena (graph_add copies it). */
+typedef struct StrAttr {
+  int case_change;               /* STR_NORMALIZE: 0 none, 1 lower, 2 upper (ASCII letters only) */
+  int case_sensitive;            /* STR_NORMALIZE: stopwords match exactly, else ASCII-case-folded */
+  int n_words;                   /* STR_NORMALIZE: stopwords */
+  const char **words;
+  const char *pattern;           /* REGEX_MATCH */
+  kiln_dtype key_t, val_t;       /* LABEL_ENCODE: dtypes of keys and values */
+  int64_t n_keys;
+  const void *keys, *values;     /* n_keys elements each */
+  const void *dflt;              /* one element of val_t */
+} StrAttr;
+
 typedef struct Attr {
   int axis;                      /* concat, gather, argmax/argmin (normalised, >= 0) */
   int keepdims;                  /* reductions */
@@ -77,6 +99,7 @@ typedef struct Attr {
   kiln_dtype to;                 /* cast */
   kiln_conv_params conv;         /* conv */
   kiln_pool_params pool;         /* pools */
+  const StrAttr *str;            /* string ops */
 } Attr;
 
 typedef struct Tensor {
@@ -146,6 +169,25 @@ kiln_status graph_layernorm(Graph *g, int x, int scale, int bias, int axis, doub
 kiln_status graph_batchnorm(Graph *g, int x, int scale, int bias, int mean, int var, double eps, int *out);
 kiln_status graph_reduce(Graph *g, kiln_reduce_op op, int x, int n_axes, const int *axes, int keepdims, int *out);
 kiln_status graph_scalar(Graph *g, kiln_dtype t, double v, int *out);
+
+/* -- strings.c: the scalar semantics of the string ops (graph inference and ref share them) -- */
+
+/* StringNormalizer: whether s survives the stopwords; its case-mapped copy into buf
+ * (strlen(s) + 1 bytes). ASCII letters change case; every other byte passes through. */
+bool str_keep(const StrAttr *a, const char *s);
+void str_case(const StrAttr *a, const char *s, char *buf);
+/* LabelEncoder: index of key element i of src (dtype a->key_t) in a->keys, or -1. */
+int64_t str_label_find(const StrAttr *a, const void *src, int64_t i);
+/* RegexFullMatch: compiles an RE2-syntax pattern to a POSIX extended regex anchored at
+ * both ends (regfree it). The RE2 subset kiln takes: literals, . [] [^] ranges, \w \W \d
+ * \D \s \S (ASCII classes, also inside brackets except the negated ones), \b \B, escaped
+ * punctuation, ^ $, groups ( ) and (?: ), |, * + ? {m,n}, lazy quantifiers (the same full
+ * matches). Refused (KILN_ERR_UNSUPPORTED, naming the construct): flags, named groups,
+ * \p{..}, \Q..\E, hex/octal escapes, backreferences. Differences that remain: . matches
+ * one byte (RE2: one UTF-8 character) and also a newline (RE2: not). */
+kiln_status str_regex_compile(const char *pattern, regex_t *re);
+/* Copies a into the arena (words, pattern, tables); NULL when out of memory. */
+StrAttr *str_attr_copy(Arena *arena, const StrAttr *a);
 
 /* -- fold.c: constant folding (ONNX shape sub-graphs) -- */
 

@@ -21,6 +21,8 @@ struct kiln_program {
    * the host copies that stand in for device buffers. */
   bool *in_set;
   void **in_copy, **out_copy;
+  Arena *in_strings;     /* per input: the strings of a resident string input (set_input) */
+  Arena out_strings;     /* the strings of the last run's string outputs (kiln.h) */
 };
 
 /* Every backend built into this tree; a backend adds its row here. */
@@ -84,6 +86,10 @@ kiln_status kiln_program_compile(const kiln_graph *g, const kiln_options *opt, k
     fprintf(stderr, "> te (%d stages) for backend %s:\n", p->te->n_stages, be->name);
     te_print(p->te, stderr);
   }
+  for (int s = 0; st == KILN_OK && !be->strings && s < p->te->n_stages; s++)
+    if (p->te->stages[s].dtype == KILN_STRING)
+      st = kiln_fail(KILN_ERR_UNSUPPORTED, "backend '%s' does not run string tensors ('%s'); use cpu or ref", be->name,
+                     p->te->stages[s].name);
   if (st == KILN_OK) st = be->compile(p->te, &p->opt, &p->exec, &p->census);
   if (st != KILN_OK) {
     kiln_program_free(p);
@@ -94,9 +100,38 @@ kiln_status kiln_program_compile(const kiln_graph *g, const kiln_options *opt, k
   return KILN_OK;
 }
 
+/* A string tensor's elements must all point at text. */
+static kiln_status check_strings(const char *fn, const Stage *S, int i, const void *src) {
+  for (int64_t k = 0; S->dtype == KILN_STRING && k < S->numel; k++)
+    if (!((const char *const *)src)[k])
+      return kiln_fail(KILN_ERR_INVALID_ARG, "%s: input %d ('%s') string element %lld is NULL", fn, i, S->name,
+                       (long long)k);
+  return KILN_OK;
+}
+
+/* String outputs point into the backend's run storage, the caller's inputs or constants;
+ * each string is copied into the program's own storage, so every output string lives
+ * exactly until the next run (kiln.h). */
+static kiln_status own_strings(kiln_program *p, void *const *out) {
+  const TE *te = p->te;
+  for (int i = 0; i < te->n_outputs; i++) {
+    const Stage *S = &te->stages[te->outputs[i]];
+    const char **v = out[i];
+    for (int64_t k = 0; S->dtype == KILN_STRING && k < S->numel; k++)
+      if (!(v[k] = arena_strdup(&p->out_strings, v[k] ? v[k] : "")))
+        return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_run: out of memory copying the strings of output %d", i);
+  }
+  return KILN_OK;
+}
+
 kiln_status kiln_program_run(kiln_program *p, const void *const *inputs, void *const *outputs) {
   if (!p) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: program is NULL");
   const TE *te = p->te;
+  for (int i = 0; inputs && i < te->n_inputs; i++) {
+    kiln_status st = inputs[i] ? check_strings("kiln_program_run", &te->stages[te->inputs[i]], i, inputs[i]) : KILN_OK;
+    if (st) return st;
+  }
+  arena_free(&p->out_strings);
   /* A NULL array or entry means the resident tensor (kiln_program_set_input). */
   for (int i = 0; i < te->n_inputs; i++)
     if ((!inputs || !inputs[i]) && te->stages[te->inputs[i]].numel && !(p->in_set && p->in_set[i]))
@@ -117,6 +152,7 @@ kiln_status kiln_program_run(kiln_program *p, const void *const *inputs, void *c
       if (!(out[i] = p->out_copy[i])) st = kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_run: out of memory");
     }
     if (!st) st = p->be->run(p->exec, in, out, &p->census);
+    if (!st) st = own_strings(p, out);
     kiln_free(in);
     kiln_free(out);
   } else {
@@ -167,10 +203,22 @@ kiln_status kiln_program_set_input(kiln_program *p, int i, const void *src) {
   } else {
     const Stage *S = &te->stages[te->inputs[i]];
     size_t n = (size_t)S->numel * kiln_dtype_size(S->dtype);
+    if ((st = check_strings("kiln_program_set_input", S, i, src))) return st;
     if (!p->in_copy && !(p->in_copy = kiln_calloc((size_t)te->n_inputs, sizeof *p->in_copy)))
       return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory");
     if (!p->in_copy[i] && !(p->in_copy[i] = kiln_malloc(n + 1)))
       return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory");
+    if (S->dtype == KILN_STRING) {  /* the caller's strings need not outlive this call */
+      if (!p->in_strings && !(p->in_strings = kiln_calloc((size_t)te->n_inputs, sizeof *p->in_strings)))
+        return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory");
+      arena_free(&p->in_strings[i]);
+      const char **v = arena_strings(&p->in_strings[i], src, S->numel);
+      if (!v && S->numel) {
+        p->in_set[i] = false;
+        return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory copying strings");
+      }
+      src = v;
+    }
     memcpy(p->in_copy[i], src, n);
   }
   if (!st) p->in_set[i] = true;
@@ -195,6 +243,9 @@ void kiln_program_free(kiln_program *p) {
   if (!p) return;
   for (int i = 0; p->in_copy && i < p->te->n_inputs; i++) kiln_free(p->in_copy[i]);
   for (int i = 0; p->out_copy && i < p->te->n_outputs; i++) kiln_free(p->out_copy[i]);
+  for (int i = 0; p->in_strings && i < p->te->n_inputs; i++) arena_free(&p->in_strings[i]);
+  kiln_free(p->in_strings);
+  arena_free(&p->out_strings);
   kiln_free(p->in_copy);
   kiln_free(p->out_copy);
   kiln_free(p->in_set);

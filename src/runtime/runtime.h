@@ -17,6 +17,11 @@
  * loads from bufs[stage] (host memory, dense row-major, of that stage's dtype).
  * Float sums accumulate in double; ints in int64. */
 kiln_status ref_eval_stage(const TE *te, int s, const void *const *bufs, void *out);
+/* The same, with strings: an op that makes new strings (normalize with a case change,
+ * concat) draws them from the arena strings, which the caller owns and empties between
+ * runs; ref_eval_stage refuses such a stage (KILN_ERR_UNSUPPORTED). String stages run
+ * on one thread. */
+kiln_status ref_eval_stage_strings(const TE *te, int s, const void *const *bufs, void *out, Arena *strings);
 /* Evaluates every stage; bufs[s] must be allocated for every non-source stage and set for
  * every source stage (inputs/params/consts). */
 kiln_status ref_eval_all(const TE *te, void **bufs);
@@ -49,6 +54,9 @@ typedef struct Backend {
    * these NULL is given host buffers for every run, and program.c keeps the copies. */
   kiln_status (*set_input)(void *exec, int i, const void *src);   /* host -> input i, kept */
   kiln_status (*read_output)(void *exec, int i, void *dst);       /* output i of the last run */
+  /* Runs string stages (ref_eval_stage_strings with storage it empties each run). A backend
+   * without it is refused programs with string tensors at compile (KILN_ERR_UNSUPPORTED). */
+  bool strings;
 } Backend;
 
 extern const Backend rt_backend_ref;   /* ref/ref.c: the oracle; its census counts 0 kernels, 0 fallbacks */

@@ -253,7 +253,19 @@ static TeValue eval_binary_signed(TeBinary op, kiln_dtype t, int64_t a, int64_t 
   return te_wrap(t, r);
 }
 
+/* Strings (pointers carried as values): EQ and NE compare the bytes; NULL reads as "". */
+static TeValue eval_binary_string(TeBinary op, TeValue a, TeValue b) {
+  const char *x = (const char *)(intptr_t)a.i, *y = (const char *)(intptr_t)b.i;
+  TeValue r = { .i = 0 };
+  bool eq = !strcmp(x ? x : "", y ? y : "");
+  if (op == TB_EQ) r.i = eq;
+  else if (op == TB_NE) r.i = !eq;
+  else KILN_ASSERT(!"arithmetic on strings (graph_add refuses it)");
+  return r;
+}
+
 TeValue te_eval_binary(TeBinary op, kiln_dtype t, TeValue a, TeValue b) {
+  if (t == KILN_STRING) return eval_binary_string(op, a, b);
   if (dtype_is_float(t)) return eval_binary_float(op, t, a.f, b.f);
   if (is_unsigned(t)) return eval_binary_unsigned(op, t, (uint64_t)a.i, (uint64_t)b.i);
   return eval_binary_signed(op, t, a.i, b.i);

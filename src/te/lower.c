@@ -469,6 +469,34 @@ static int lower_pool(Lower *L, const Node *n) {
   return q ? emit(L, n, ST_INJECTIVE, o->dtype, q, 0, NULL, RO_SUM, 0, NULL) : -1;
 }
 
+/* ---- strings: host ops ---- */
+
+/* A string op: an opaque stage whose body only names what it reads (element 0 of each
+ * operand), for the plan; ref runs the op on src[]. */
+static int lower_string_op(Lower *L, const Node *n) {
+  TE *te = L->te;
+  Expr *body = NULL, *zero[KILN_MAX_RANK];
+  for (int d = 0; d < KILN_MAX_RANK; d++) zero[d] = I(L, 0);
+  for (int i = 0; i < n->n_in; i++) {
+    Expr *x = load(L, n->in[i], zero);
+    body = body ? te_binary(te, TB_EQ, body, x) : x;
+  }
+  StrAttr *str = n->attr.str ? str_attr_copy(&te->arena, n->attr.str) : NULL;
+  if (!body || (n->attr.str && !str)) return -1;
+  int id = emit(L, n, ST_OPAQUE, tensor(L, n->out)->dtype, body, 0, NULL, RO_SUM, 0, NULL);
+  if (id < 0) return -1;
+  te->stages[id].str = str;
+  for (int i = 0; i < n->n_in; i++) te->stages[id].src[i] = stage_of(L, n->in[i]);
+  return id;
+}
+
+/* Strings live on the host: a stage of strings, or one reading strings, is opaque. */
+static bool touches_strings(Lower *L, const Node *n) {
+  bool s = tensor(L, n->out)->dtype == KILN_STRING;
+  for (int i = 0; i < n->n_in; i++) s |= tensor(L, n->in[i])->dtype == KILN_STRING;
+  return s;
+}
+
 /* ---- driver ---- */
 
 static kiln_status lower_node(Lower *L, const Node *n) {
@@ -481,10 +509,14 @@ static kiln_status lower_node(Lower *L, const Node *n) {
   case OP_MATMUL: id = lower_matmul(L, n); break;
   case OP_CONV: id = lower_conv(L, n); break;
   case OP_MAX_POOL: case OP_AVG_POOL: id = lower_pool(L, n); break;
+  case OP_STR_NORMALIZE: case OP_STR_CONCAT: case OP_REGEX_MATCH: case OP_LABEL_ENCODE:
+    id = lower_string_op(L, n);
+    break;
   default: {
     if (op_expr_kind[n->op] != EXPR_INJ) return node_fail(n, KILN_ERR_UNSUPPORTED, "no lowering for this op");
     Expr *body = injective_body(L, n);
-    id = body ? emit(L, n, ST_INJECTIVE, tensor(L, n->out)->dtype, body, 0, NULL, RO_SUM, 0, NULL) : -1;
+    StageKind k = touches_strings(L, n) ? ST_OPAQUE : ST_INJECTIVE;
+    id = body ? emit(L, n, k, tensor(L, n->out)->dtype, body, 0, NULL, RO_SUM, 0, NULL) : -1;
     break;
   }
   }
@@ -504,9 +536,10 @@ static kiln_status lower_source(Lower *L, const Tensor *t) {
     int64_t bytes;
     if (!size_mul(t->numel, (int64_t)kiln_dtype_size(t->dtype), &bytes))
       return kiln_fail(KILN_ERR_NO_MEMORY, "tensor '%s' is too large", t->name);
-    void *d = arena_alloc(&te->arena, (size_t)bytes);
+    void *d = t->dtype == KILN_STRING && t->numel ? (void *)arena_strings(&te->arena, t->data, t->numel)
+                                                  : arena_alloc(&te->arena, (size_t)bytes);
     if (!d) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory copying tensor '%s'", t->name);
-    if (bytes) memcpy(d, t->data, (size_t)bytes);
+    if (bytes && t->dtype != KILN_STRING) memcpy(d, t->data, (size_t)bytes);
     s.data = d;
   }
   int id = te_add_stage(te, &s);

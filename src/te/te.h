@@ -3,7 +3,12 @@
  *
  *   injective  out[i] = body(i)                  body loads other stages at index maps of i
  *   reduction  out[i] = (+)_r body(i, r)         (+) in sum/prod/max/min/argmax/argmin
- *   opaque     a hand-written kernel per backend (none yet; a fusion barrier)
+ *   opaque     a host op (a fusion barrier, run by ref_eval_stage on every backend): every
+ *              stage of dtype string or reading one. Movement, where and equality of
+ *              strings keep their injective body (the ref interpreter moves string
+ *              pointers as values, compares strings by bytes); the string ops (op
+ *              STR_*, REGEX_MATCH, LABEL_ENCODE) read their operands src[] directly and
+ *              their body is only the loads, so the plan sees what they read.
  *
  * plus source stages for inputs, parameters and constants. A body is a DAG of Exprs
  * over index variables: vars 0..rank-1 are the output index, vars rank..rank+n_red-1
@@ -102,6 +107,8 @@ typedef struct Stage {
   int tensor;                 /* graph tensor this stage computes, or -1 for an internal stage */
   OpKind op;                  /* graph op it lowers (census, debug); sources: -1 */
   const char *name;           /* debug name; never emitted into generated source */
+  const StrAttr *str;         /* string ops: attributes (TE arena) */
+  int src[2];                 /* string ops: operand stages, in order */
 } Stage;
 
 typedef struct TE {
@@ -145,7 +152,7 @@ bool te_is_float(const Expr *e);
  * t is the operands' dtype; comparisons give bool 0/1, ISNAN/ISINF too. Ints: DIV
  * truncates, MOD takes the divisor's sign, FMOD the dividend's, FLOORDIV floors;
  * division by zero gives 0; shifts by >= 64 or < 0 give 0 (SHR of a negative signed
- * value: -1). Float MAX/MIN propagate NaN. */
+ * value: -1). Float MAX/MIN propagate NaN. Strings: EQ/NE only, by bytes. */
 TeValue te_eval_unary(TeUnary op, kiln_dtype t, TeValue a);
 TeValue te_eval_binary(TeBinary op, kiln_dtype t, TeValue a, TeValue b);
 /* ONNX Cast: float->int truncates and saturates (NaN -> 0), int->int wraps, ->bool is

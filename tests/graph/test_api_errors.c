@@ -56,7 +56,7 @@ static void test_leaves(void) {
   BAD("data is NULL", kiln_graph_const(G, KILN_F32, 1, (int64_t[]){ 4 }, NULL, &x));
   OK(kiln_graph_const(G, KILN_F32, 1, (int64_t[]){ 0 }, NULL, &x)); /* empty: no data needed */
   OK(kiln_graph_param(G, "w", KILN_F32, 2, (int64_t[]){ 2, 2 }, data, &x));
-  BAD("dtype 13", kiln_graph_scalar(G, KILN_DTYPE_COUNT, 1.0, &x));
+  BAD("dtype 14", kiln_graph_scalar(G, KILN_DTYPE_COUNT, 1.0, &x));
   /* shapes with a zero dim and a huge one are fine (nothing to store) */
   OK(kiln_graph_input(G, "z", KILN_F32, 2, (int64_t[]){ 0, 1ll << 62 }, &x));
 }
@@ -287,7 +287,7 @@ static void test_graph_add(void) {
   int in[2] = { x, c };
   BAD("node 'add' (add): 1 inputs, expected 2", graph_add(g, OP_ADD, 1, in, NULL, &y));
   BAD("(concat): 0 inputs, expected at least 1", graph_add(g, OP_CONCAT, 0, in, NULL, &y));
-  BAD("op 62", graph_add(g, OP_COUNT, 1, in, NULL, &y));
+  BAD("op 66", graph_add(g, OP_COUNT, 1, in, NULL, &y));
   int bad[2] = { x, 100000 };
   BAD("input 1 is tensor 100000", graph_add(g, OP_ADD, 2, bad, NULL, &y));
   g->node_name = "Conv_12";

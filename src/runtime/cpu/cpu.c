@@ -8,8 +8,9 @@
  * since assigns update them; constants are read where the TE keeps them;
  * intermediates live in one arena placed by the plan's memory plan. Assigns are
  * applied after every kernel of the run has finished, so no kernel ever reads a
- * half-updated parameter. A stage no kernel can compute (opaque) runs through
- * ref_eval_stage and is counted as a host fallback (an error in strict mode).
+ * half-updated parameter. A stage no kernel can compute (opaque: every string op)
+ * runs through ref_eval_stage_strings and is counted as a host fallback (an error in
+ * strict mode); the strings it makes live in x->strings until the next run.
  */
 #include "cpu.h"
 
@@ -34,6 +35,7 @@ typedef struct Cpu {
   void **args;             /* scratch: one kernel's argument list */
   unsigned char *arena;    /* intermediates */
   void **param_data;       /* param stage -> owned copy */
+  Arena strings;           /* strings made by host string ops in this run */
   kiln_options opt;
   int64_t launches;
   bool cache_hit;
@@ -63,6 +65,7 @@ static void cpu_free(void *exec) {
   kiln_free(x->args);
   kiln_free(x->arena);
   kiln_free(x->param_data);
+  arena_free(&x->strings);
   plan_free(x->plan);
   kiln_free(x);
 }
@@ -187,11 +190,13 @@ static kiln_status cpu_run(void *exec, const void *const *inputs, void *const *o
   c->host_fallbacks = 0;
   c->largest_fallback_bytes = 0;
   c->fallback_ops[0] = 0;
+  arena_free(&x->strings);  /* the last run's strings: program.c has copied its outputs */
   for (int k = 0; k < p->n_kernels; k++) {
     const Kernel *K = &p->kernels[k];
     if (K->kind == KN_HOST) {
       const Stage *S = &te->stages[K->anchor];
-      kiln_status st = ref_eval_stage(te, K->anchor, (const void *const *)x->bufs, x->bufs[K->anchor]);
+      kiln_status st =
+          ref_eval_stage_strings(te, K->anchor, (const void *const *)x->bufs, x->bufs[K->anchor], &x->strings);
       if (st) return st;
       note_fallback(c, S);
       continue;
@@ -247,5 +252,6 @@ const Backend rt_backend_cpu = {
   .print = cpu_print,
   .free = cpu_free,
   .set_input = NULL,    /* host memory already: program.c hands host buffers every run */
+  .strings = true,
   .read_output = NULL,
 };

@@ -14,6 +14,7 @@
 #include "../runtime.h"
 
 #include <math.h>
+#include <regex.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -252,7 +253,7 @@ static bool eval_range(const Stage *s, const Tape *t, TeValue *v, void *out, int
   }
   kiln_dtype bt = s->body->dtype;
   for (int64_t o = begin; o < end; o++, next_index(vars, s->shape, s->rank)) {
-    if (s->kind == ST_INJECTIVE) {
+    if (s->kind != ST_REDUCE) {  /* injective, or an opaque string stage with an index form */
       if (!tape_run(t, v, vars)) return false;
       TeValue r = v[t->n - 1];
       if (dtype_is_float(s->dtype)) dtype_store_f64(s->dtype, out, o, r.f);
@@ -298,13 +299,121 @@ static kiln_status eval_points(const Stage *s, const Tape *t, void *out) {
   return bad ? out_of_range(s) : KILN_OK;
 }
 
-kiln_status ref_eval_stage(const TE *te, int s, const void *const *bufs, void *out) {
+/* ---- strings ---- */
+
+/* Flat index into operand a of output point o of stage st (NumPy broadcasting). */
+static int64_t bcast_at(const Stage *a, const Stage *st, int64_t o) {
+  int64_t idx[KILN_MAX_RANK], flat = 0, rest = o;
+  for (int d = st->rank - 1; d >= 0; d--) {
+    idx[d] = st->shape[d] ? rest % st->shape[d] : 0;
+    rest = st->shape[d] ? rest / st->shape[d] : 0;
+  }
+  for (int d = 0; d < a->rank; d++) {
+    int64_t k = idx[st->rank - a->rank + d];
+    flat = flat * a->shape[d] + (a->shape[d] == 1 ? 0 : k);
+  }
+  return flat;
+}
+
+static const char *str_at(const void *buf, int64_t i) {
+  const char *s = ((const char *const *)buf)[i];
+  return s ? s : "";
+}
+
+/* n bytes for a new string of this run, from the caller's string storage. */
+static char *new_string(const Stage *st, Arena *strings, size_t n, kiln_status *rc) {
+  char *p = strings ? arena_alloc(strings, n) : NULL;
+  if (!strings)
+    *rc = kiln_fail(KILN_ERR_UNSUPPORTED, "ref: op %s (t%d '%s') makes strings, and this backend gives no string storage",
+                    op_names[st->op], st->id, st->name);
+  else if (!p)
+    *rc = kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory for the strings of '%s'", st->name);
+  return p;
+}
+
+/* StringNormalizer: drop stopwords, map case; the graph fixed how many remain. */
+static kiln_status eval_normalize(const TE *te, const Stage *st, const void *const *bufs, const char **out,
+                                  Arena *strings) {
+  const Stage *x = &te->stages[st->src[0]];
+  const StrAttr *a = st->str;
+  kiln_status rc = KILN_OK;
+  int64_t k = 0;
+  for (int64_t i = 0; i < x->numel && !rc; i++) {
+    const char *s = str_at(bufs[x->id], i);
+    if (!str_keep(a, s)) continue;
+    if (k == st->numel) { k++; break; }
+    if (a->case_change) {
+      char *c = new_string(st, strings, strlen(s) + 1, &rc);
+      if (c) str_case(a, s, c);
+      s = c;
+    }
+    out[k++] = s;
+  }
+  if (rc) return rc;
+  if (k == 0 && st->numel == 1) out[k++] = "";  /* all removed: one empty string (ONNX) */
+  if (k != st->numel)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "ref: '%s' keeps %s%lld strings, the graph was built for %lld", st->name,
+                     k > st->numel ? "more than " : "", (long long)(k > st->numel ? st->numel : k), (long long)st->numel);
+  return KILN_OK;
+}
+
+static kiln_status eval_concat(const TE *te, const Stage *st, const void *const *bufs, const char **out,
+                               Arena *strings) {
+  const Stage *a = &te->stages[st->src[0]], *b = &te->stages[st->src[1]];
+  kiln_status rc = KILN_OK;
+  for (int64_t o = 0; o < st->numel && !rc; o++) {
+    const char *x = str_at(bufs[a->id], bcast_at(a, st, o)), *y = str_at(bufs[b->id], bcast_at(b, st, o));
+    size_t nx = strlen(x), ny = strlen(y);
+    char *c = new_string(st, strings, nx + ny + 1, &rc);
+    if (!c) break;
+    memcpy(c, x, nx);
+    memcpy(c + nx, y, ny + 1);
+    out[o] = c;
+  }
+  return rc;
+}
+
+static kiln_status eval_regex(const TE *te, const Stage *st, const void *const *bufs, uint8_t *out) {
+  const Stage *x = &te->stages[st->src[0]];
+  regex_t re;
+  kiln_status rc = str_regex_compile(st->str->pattern, &re);
+  if (rc) return rc;
+  for (int64_t i = 0; i < st->numel; i++) out[i] = regexec(&re, str_at(bufs[x->id], i), 0, NULL, 0) == 0;
+  regfree(&re);
+  return KILN_OK;
+}
+
+static kiln_status eval_label(const TE *te, const Stage *st, const void *const *bufs, void *out) {
+  const Stage *x = &te->stages[st->src[0]];
+  const StrAttr *a = st->str;
+  size_t es = kiln_dtype_size(a->val_t);
+  for (int64_t i = 0; i < st->numel; i++) {
+    int64_t k = str_label_find(a, bufs[x->id], i);
+    const char *v = k >= 0 ? (const char *)a->values + (size_t)k * es : a->dflt;
+    memcpy((char *)out + (size_t)i * es, v, es);
+  }
+  return KILN_OK;
+}
+
+static kiln_status eval_string_op(const TE *te, const Stage *st, const void *const *bufs, void *out, Arena *strings) {
+  switch (st->op) {
+  case OP_STR_NORMALIZE: return eval_normalize(te, st, bufs, out, strings);
+  case OP_STR_CONCAT: return eval_concat(te, st, bufs, out, strings);
+  case OP_REGEX_MATCH: return eval_regex(te, st, bufs, out);
+  case OP_LABEL_ENCODE: return eval_label(te, st, bufs, out);
+  default: return kiln_fail(KILN_ERR_UNSUPPORTED, "ref: opaque stage s%d '%s' has no host op", st->id, st->name);
+  }
+}
+
+kiln_status ref_eval_stage_strings(const TE *te, int s, const void *const *bufs, void *out, Arena *strings) {
   const Stage *st = &te->stages[s];
   if (st->kind == ST_PARAM || st->kind == ST_CONST) {
     if (st->numel) memcpy(out, st->data, (size_t)st->numel * kiln_dtype_size(st->dtype));
     return KILN_OK;
   }
-  if (st->kind != ST_INJECTIVE && st->kind != ST_REDUCE)
+  if (st->kind == ST_OPAQUE && st->op >= OP_STR_NORMALIZE && st->op < OP_COUNT)
+    return eval_string_op(te, st, bufs, out, strings);
+  if (st->kind == ST_INPUT || (st->kind == ST_OPAQUE && !st->body))
     return kiln_fail(KILN_ERR_UNSUPPORTED, "ref: stage s%d '%s' (%s) cannot be evaluated", s, st->name ? st->name : "",
                      st->kind == ST_INPUT ? "an input" : "opaque");
   Tape t;
@@ -314,18 +423,24 @@ kiln_status ref_eval_stage(const TE *te, int s, const void *const *bufs, void *o
   return rc;
 }
 
-kiln_status ref_eval_all(const TE *te, void **bufs) {
+kiln_status ref_eval_stage(const TE *te, int s, const void *const *bufs, void *out) {
+  return ref_eval_stage_strings(te, s, bufs, out, NULL);
+}
+
+static kiln_status ref_eval_all_strings(const TE *te, void **bufs, Arena *strings) {
   for (int s = 0; s < te->n_stages; s++) {
     const Stage *st = &te->stages[s];
     if (st->kind <= ST_CONST) {
       if (!bufs[s] && st->numel) return kiln_fail(KILN_ERR_INVALID_ARG, "ref: source stage s%d '%s' has no buffer", s, st->name);
       continue;
     }
-    kiln_status rc = ref_eval_stage(te, s, (const void *const *)bufs, bufs[s]);
+    kiln_status rc = ref_eval_stage_strings(te, s, (const void *const *)bufs, bufs[s], strings);
     if (rc != KILN_OK) return rc;
   }
   return KILN_OK;
 }
+
+kiln_status ref_eval_all(const TE *te, void **bufs) { return ref_eval_all_strings(te, bufs, NULL); }
 
 /* ---- the ref backend ---- */
 
@@ -333,6 +448,7 @@ typedef struct RefExec {
   const TE *te;
   void **bufs;     /* per stage: inputs point at the caller's buffers during a run */
   bool *owned;     /* bufs[s] was allocated here */
+  Arena strings;   /* strings made by this run's string ops; emptied when the next run starts */
 } RefExec;
 
 static size_t stage_bytes(const Stage *s) { return (size_t)s->numel * kiln_dtype_size(s->dtype); }
@@ -344,6 +460,7 @@ static void ref_free(void *exec) {
     if (x->owned[s]) kiln_free(x->bufs[s]);
   kiln_free(x->bufs);
   kiln_free(x->owned);
+  arena_free(&x->strings);
   kiln_free(x);
 }
 
@@ -397,7 +514,8 @@ static kiln_status ref_run(void *exec, const void *const *inputs, void *const *o
   RefExec *x = exec;
   const TE *te = x->te;
   for (int i = 0; i < te->n_inputs; i++) x->bufs[te->inputs[i]] = (void *)inputs[i];
-  kiln_status rc = ref_eval_all(te, x->bufs);
+  arena_free(&x->strings);
+  kiln_status rc = ref_eval_all_strings(te, x->bufs, &x->strings);
   for (int i = 0; rc == KILN_OK && i < te->n_outputs; i++) {
     size_t n = stage_bytes(&te->stages[te->outputs[i]]);
     if (n) memcpy(outputs[i], x->bufs[te->outputs[i]], n);
@@ -438,4 +556,5 @@ const Backend rt_backend_ref = {
   .read_param = ref_read_param,
   .print = ref_print,
   .free = ref_free,
+  .strings = true,
 };
