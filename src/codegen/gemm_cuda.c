@@ -42,7 +42,7 @@
 
 enum { ROLE_BATCH, ROLE_M, ROLE_N };
 enum { ENOUGH_BLOCKS = 128 };  /* about one per multiprocessor of an H100/H200 (132) */
-enum { MAX_SPLITS = 16, MIN_SPAN_TILES = 4 };  /* split-K: at most 16 spans of >= 4 k-tiles */
+enum { MAX_SPLITS = 16, MIN_SPAN_TILES = 2 };  /* split-K: at most 16 spans of >= 2 k-tiles */
 #define SPLIT_WS_BYTES (16 << 20)               /* split-K partial tiles of one kernel, at most */
 
 static bool uses_var(const Expr *e, int v) {
@@ -162,10 +162,12 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *out) {
   /* worth a tile: both sides at least 8 wide, and either enough small tiles to spread over
    * the chip or a shape the one-block-per-output reduction does not take */
   if (g.M < 8 || g.N < 8 || g.K < 4) return false;
+  pick_tile(&g);
+  /* few tiles: one block per output row-reduces instead, unless split-K gives the tiles
+   * enough blocks (a batch-32 layer of 784 inputs: 4 tiles x 9 spans) */
   int64_t small_tiles = ((g.M + 31) / 32) * ((g.N + 31) / 32) * g.batch;
   bool block_rows = k->inner_numel >= 64 && k->outer_numel < 32768;
-  if (small_tiles < 16 && block_rows) return false;
-  pick_tile(&g);
+  if (small_tiles < 16 && small_tiles * g.splits < 32 && block_rows) return false;
   g.a_kfast = reads_along_k(p, k, g.a, &g, ROLE_M);
   g.b_kfast = reads_along_k(p, k, g.b, &g, ROLE_N);
   if (out) *out = g;

@@ -1262,6 +1262,10 @@ CgRows cg_gpu_rows(const Kernel *k, int variant) {
     ro.threads = 32;
     while (ro.threads < 1024 && (int64_t)ro.threads * row_variants[variant].ppt < k->inner_numel) ro.threads *= 2;
   }
+  /* a handful of rows (a loss summed to one value) leave the chip idle: spread each row
+   * over up to 1024 threads, ~2 points each, rather than wait on long per-thread chains */
+  if (ro.rows == 1 && k->outer_numel < 32)
+    while (ro.threads < 1024 && (int64_t)ro.threads * 2 < k->inner_numel) ro.threads *= 2;
   if (row_variants[variant].vec && k->inner_numel % 4 == 0) ro.vec = 4;
   /* a 32K-point row is 128 KB: in registers alone (63 per thread) only one 1024-thread block
    * fits an SM; 12 points in registers and the rest in shared memory let two */

@@ -199,6 +199,16 @@ static void test_shapes(void) {
   plans_free(&r);
   kiln_graph_free(gr);
 
+  gr = dense(32, 784, 128, false);  /* mlp_train_b32's first layer: 4 tiles, 9 spans of 3 k-tiles */
+  r = plan_of(gr);
+  if (only_gemm(&r, &g, "dense b32")) {
+    CHECK_MSG(g.splits == 9 && g.kspan == 96, "splits %d, kspan %lld", g.splits, (long long)g.kspan);
+    CHECK(g.splits * g.kspan >= g.K && (g.splits - 1) * g.kspan < g.K && g.kspan % g.bk == 0);
+  }
+  compiles(&r, "dense b32");
+  plans_free(&r);
+  kiln_graph_free(gr);
+
   gr = dense(4096, 512, 512, false);
   r = plan_of(gr);
   if (only_gemm(&r, &g, "dense 4096")) CHECK(g.bm == 128 && g.bn == 128 && g.splits == 1);
@@ -347,8 +357,8 @@ static void check_values(const char *what, kiln_graph *g, int n_in, const int64_
 static void test_values(void) {
   int64_t dims[][4] = { { 128, 784, 512, 0 }, { 33, 65, 17, 0 }, { 64, 4096, 96, 0 }, { 1000, 40, 300, 0 },
                         { 300, 64, 96, 1 }, { 257, 129, 130, 1 }, { 1024, 256, 256, 0 }, { 512, 512, 256, 1 },
-                        { 100, 2000, 300, 0 }, { 100, 2000, 300, 1 } };  /* the last two split K */
-  for (int i = 0; i < 10; i++) {
+                        { 100, 2000, 300, 0 }, { 100, 2000, 300, 1 }, { 32, 784, 128, 0 } };  /* the last 3 split K */
+  for (int i = 0; i < 11; i++) {
     int64_t m = dims[i][0], k = dims[i][1], n = dims[i][2], ni = m * k, no = m * n;
     kiln_graph *g = dense(m, k, n, dims[i][3] != 0);
     check_values(dims[i][3] ? "relu(x^T@w+b)" : "relu(x@w+b)", g, 1, &ni, 1, &no);
