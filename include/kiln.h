@@ -221,8 +221,9 @@ kiln_status kiln_graph_string_concat(kiln_graph *g, kiln_tensor a, kiln_tensor b
  * difference remains: '.' matches one byte (RE2: one UTF-8 character), newlines included. */
 kiln_status kiln_graph_regex_full_match(kiln_graph *g, kiln_tensor x, const char *pattern, kiln_tensor *out);
 /* ai.onnx.ml LabelEncoder: each element equal to keys[i] becomes values[i], any other dflt (one
- * element). key_t is x's dtype; key_t and val_t are KILN_STRING, KILN_I64 or KILN_F32. The graph
- * copies the tables. */
+ * element). key_t is x's dtype; key_t and val_t are any dtype but bool. Strings compare by bytes,
+ * numbers by their bits (a NaN key finds that NaN; -0.0 and 0.0 differ). The graph copies the
+ * tables. */
 kiln_status kiln_graph_label_encode(kiln_graph *g, kiln_tensor x, kiln_dtype key_t, kiln_dtype val_t, int64_t n,
                                     const void *keys, const void *values, const void *dflt, kiln_tensor *out);
 

@@ -5,7 +5,8 @@
  * Walks ONNX backend-test folders (a DIR holding model.onnx is one test; otherwise each
  * of its sub-folders is), runs each test's model on test_data_set_0, and compares the
  * outputs the way the ONNX runner does: same dtype and shape, then
- * |got - want| <= atol + rtol * |want| with rtol 1e-3, atol 1e-7, NaN equal to NaN.
+ * |got - want| <= atol + rtol * |want| with rtol 1e-3, atol 1e-7, NaN equal to NaN;
+ * strings must be equal byte for byte.
  * One line per test (pass / fail with the error or reason / skip with the reason),
  * then "N passed, N failed, N skipped". Each test runs in a forked child with a time
  * limit, so a crash or hang is one failed test, not a dead run. --in-process runs every
@@ -46,6 +47,11 @@ static bool exists(const char *path) {
 static bool compare(const void *got, const OnnxTensor *want, double rtol, double atol, double *max_abs, double *max_rel,
                     int64_t *bad_at) {
   *bad_at = -1;
+  for (int64_t i = 0; want->dtype == KILN_STRING && i < want->numel && *bad_at < 0; i++) {
+    const char *a = ((const char *const *)got)[i], *b = ((const char *const *)want->data)[i];
+    if (!a || strcmp(a, b)) *bad_at = i;
+  }
+  if (want->dtype == KILN_STRING) return *bad_at < 0;
   for (int64_t i = 0; i < want->numel; i++) {
     double a = dtype_load_f64(want->dtype, got, i), b = dtype_load_f64(want->dtype, want->data, i);
     if (!dtype_is_float(want->dtype)) {
@@ -136,7 +142,12 @@ static void run_and_check(const OnnxTestSpec *spec, Graph *g, OnnxTensor *ins, i
       shape_str(y->rank, y->shape, sh, sizeof sh);
       double ma = 0, mr = 0;
       int64_t bad = -1;
-      if (i < n_out && !compare(outputs[i], &outs[i], spec->rtol, spec->atol, &ma, &mr, &bad) && r->status == TEST_PASS)
+      if (i < n_out && !compare(outputs[i], &outs[i], spec->rtol, spec->atol, &ma, &mr, &bad) && r->status == TEST_PASS &&
+          y->dtype == KILN_STRING) {
+        const char *got = ((const char *const *)outputs[i])[bad];
+        result(r, TEST_FAIL, "output %d '%s': element %lld is \"%.60s\", expected \"%.60s\"", i, g->outputs[i].name,
+               (long long)bad, got ? got : "(null)", ((const char *const *)outs[i].data)[bad]);
+      } else if (i < n_out && bad >= 0 && r->status == TEST_PASS)
         result(r, TEST_FAIL, "output %d '%s': element %lld is %.9g, expected %.9g (max abs err %.3g, max rel err %.3g)", i,
                g->outputs[i].name, (long long)bad, dtype_load_f64(y->dtype, outputs[i], bad),
                dtype_load_f64(y->dtype, outs[i].data, bad), ma, mr);

@@ -623,13 +623,13 @@ static kiln_status infer_normalize(const Ctx *c, const Attr *a, Out *o) {
   return KILN_OK;
 }
 
-static bool label_dtype(kiln_dtype t) { return t == KILN_STRING || t == KILN_I64 || t == KILN_F32; }
+static bool label_dtype(kiln_dtype t) { return dtype_valid((int)t) && t != KILN_BOOL; }
 
 static kiln_status infer_label(const Ctx *c, const Attr *a, Out *o) {
   const StrAttr *sa = a->str;
   if (!sa) return fail(c, "no attributes");
   if (!label_dtype(sa->key_t) || !label_dtype(sa->val_t))
-    return fail(c, "keys %s -> values %s: LabelEncoder takes string, i64 and f32", kiln_dtype_name(sa->key_t),
+    return fail(c, "keys %s -> values %s: LabelEncoder takes strings and numbers (not bool)", kiln_dtype_name(sa->key_t),
                 kiln_dtype_name(sa->val_t));
   if (inp(c, 0)->dtype != sa->key_t)
     return fail(c, "input '%s' has dtype %s but the keys are %s", inp(c, 0)->name, kiln_dtype_name(inp(c, 0)->dtype),

@@ -63,7 +63,7 @@ typedef enum {
  *                   (the output length depends on it); all removed gives [1] / [1,1] of ""
  *   STR_CONCAT      two strings, broadcast; elementwise concatenation
  *   REGEX_MATCH     str: pattern (POSIX extended, whole string); string in, bool out
- *   LABEL_ENCODE    str: keys -> values (key_t/val_t: string, i64 or f32), dflt; same shape
+ *   LABEL_ENCODE    str: keys -> values (key_t/val_t: any dtype but bool), dflt; same shape
  *   EQ/NE, WHERE and the movement ops (not PAD) also take strings; nothing else does
  *   MAX_POOL/AVG_POOL  pool (strides/dilations never 0); output spatial dim =
  *                   floor_or_ceil((in + pb + pe - ((k-1)*d + 1)) / s) + 1, and in ceil mode a last
@@ -176,7 +176,8 @@ kiln_status graph_scalar(Graph *g, kiln_dtype t, double v, int *out);
  * (strlen(s) + 1 bytes). ASCII letters change case; every other byte passes through. */
 bool str_keep(const StrAttr *a, const char *s);
 void str_case(const StrAttr *a, const char *s, char *buf);
-/* LabelEncoder: index of key element i of src (dtype a->key_t) in a->keys, or -1. */
+/* LabelEncoder: index of element i of src (dtype a->key_t) in a->keys, or -1. Strings
+ * compare by bytes, numbers by bits. */
 int64_t str_label_find(const StrAttr *a, const void *src, int64_t i);
 /* RegexFullMatch: compiles an RE2-syntax pattern to a POSIX extended regex anchored at
  * both ends (regfree it). The RE2 subset kiln takes: literals, . [] [^] ranges, \w \W \d
@@ -215,7 +216,8 @@ typedef struct OnnxTensor {
  * initializers. Tensor k of the graph is that k-th input (T_INPUT, or T_CONST if it became one). */
 kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *base_dir,
                                   const OnnxTensor *bind, int n_bind, Graph **out);
-/* Reads one serialized TensorProto; name and data come from kiln_malloc (onnx_tensor_clear). */
+/* Reads one serialized TensorProto; name and data come from kiln_malloc (onnx_tensor_clear).
+ * A string tensor's data is one block: numel char pointers, then the strings they point at. */
 kiln_status onnx_read_tensor(const void *data, size_t size, const char *base_dir, OnnxTensor *out);
 void onnx_tensor_clear(OnnxTensor *t);
 /* A whole file into kiln_malloc memory; the folder part of a path ("." for none). */

@@ -204,6 +204,7 @@ static bool onnx_dtype(int32_t t, kiln_dtype *out) {
   case 5: *out = KILN_I16; return true;
   case 6: *out = KILN_I32; return true;
   case 7: *out = KILN_I64; return true;
+  case 8: *out = KILN_STRING; return true;
   case 9: *out = KILN_BOOL; return true;
   case 10: *out = KILN_F16; return true;
   case 11: *out = KILN_F64; return true;
@@ -359,6 +360,46 @@ static void typed_data(const Onnx__TensorProto *t, kiln_dtype dt, int64_t numel,
   }
 }
 
+/* string_data -> one arena block: numel pointers, then each string's bytes and a NUL.
+ * Strings stay inside the protobuf's own bytes, so the block is at most a little larger
+ * than what the file holds; a string holding a NUL byte cannot be a C string. */
+static kiln_status decode_strings(const Onnx__TensorProto *t, const char *what, Arena *a, OnnxTensor *out) {
+  bool external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  if (external || t->has_raw_data)
+    return kiln_fail(KILN_ERR_MODEL, "tensor '%s': strings must be in string_data, not %s", what,
+                     external ? "external data" : "raw_data");
+  if ((uint64_t)t->n_string_data != (uint64_t)out->numel)
+    return kiln_fail(KILN_ERR_MODEL, "tensor '%s': %lld strings declared, %zu present", what, (long long)out->numel,
+                     t->n_string_data);
+  int64_t bytes = out->numel * (int64_t)sizeof(char *);  /* numel <= n_string_data: no overflow */
+  for (size_t i = 0; i < t->n_string_data; i++) {
+    const ProtobufCBinaryData *d = &t->string_data[i];
+    if (d->len && memchr(d->data, 0, d->len))
+      return kiln_fail(KILN_ERR_UNSUPPORTED, "tensor '%s': string %zu holds a NUL byte (kiln strings are C strings)",
+                       what, i);
+    if (!size_add(bytes, (int64_t)d->len + 1, &bytes) || bytes > ((int64_t)1 << 40))
+      return kiln_fail(KILN_ERR_MODEL, "tensor '%s': strings too large", what);
+  }
+  char **v = out->data = arena_alloc(a, (size_t)bytes + 1);
+  if (!v) return kiln_fail(KILN_ERR_NO_MEMORY, "tensor '%s': cannot allocate %lld bytes of strings", what, (long long)bytes);
+  char *p = (char *)(v + out->numel);
+  for (int64_t i = 0; i < out->numel; i++) {
+    const ProtobufCBinaryData *d = &t->string_data[i];
+    v[i] = p;
+    if (d->len) memcpy(p, d->data, d->len);
+    p[d->len] = 0;
+    p += d->len + 1;
+  }
+  return KILN_OK;
+}
+
+/* A host string tensor's size as one block (pointers, then bytes), as decode_strings lays it out. */
+static int64_t strings_block_bytes(const OnnxTensor *t) {
+  int64_t n = t->numel * (int64_t)sizeof(char *);
+  for (int64_t i = 0; i < t->numel; i++) n += (int64_t)strlen(((char **)t->data)[i]) + 1;
+  return n;
+}
+
 /* TensorProto -> dtype, shape and a host copy of its data (from alloc). */
 static kiln_status tensor_decode(const Onnx__TensorProto *t, const char *dir, Arena *a, OnnxTensor *out) {
   const char *what = t->name && *t->name ? t->name : "(unnamed)";
@@ -379,6 +420,7 @@ static kiln_status tensor_decode(const Onnx__TensorProto *t, const char *dir, Ar
   if (!shape_numel(out->rank, out->shape, &out->numel) || !size_mul(out->numel, (int64_t)kiln_dtype_size(out->dtype), &bytes) ||
       bytes > ((int64_t)1 << 40))
     return kiln_fail(KILN_ERR_MODEL, "tensor '%s': size overflows", what);
+  if (out->dtype == KILN_STRING) return decode_strings(t, what, a, out);
   bool external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
   /* The data must be present before the buffer is allocated, so a huge declared shape
    * with no bytes behind it fails cleanly instead of allocating. */
@@ -413,13 +455,22 @@ kiln_status onnx_read_tensor(const void *data, size_t size, const char *base_dir
   OnnxTensor tmp;
   kiln_status s = tensor_decode(t, base_dir, &a, &tmp);
   if (!s) {
-    int64_t bytes = tmp.numel * (int64_t)kiln_dtype_size(tmp.dtype);
+    bool str = tmp.dtype == KILN_STRING;
+    int64_t bytes = str ? strings_block_bytes(&tmp) : tmp.numel * (int64_t)kiln_dtype_size(tmp.dtype);
     *out = tmp;
     out->name = kiln_strdup(t->name ? t->name : "");
-    out->data = kiln_malloc((size_t)bytes);
+    out->data = kiln_malloc((size_t)bytes + 1);
     if (!out->name || !out->data) {
       onnx_tensor_clear(out);
       s = kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory reading a tensor");
+    } else if (str) {  /* one block the caller frees at once: pointers re-aimed into the copy */
+      char **v = out->data, *p = (char *)(v + tmp.numel);
+      for (int64_t i = 0; i < tmp.numel; i++) {
+        size_t n = strlen(((char **)tmp.data)[i]) + 1;
+        memcpy(p, ((char **)tmp.data)[i], n);
+        v[i] = p;
+        p += n;
+      }
     } else if (bytes) {
       memcpy(out->data, tmp.data, (size_t)bytes);
     }
@@ -538,6 +589,18 @@ static bool is_shape_operand(const char *op, size_t i) {
   return false;
 }
 
+/* Inputs whose values decide an output's length: StringSplit's strings (the most pieces),
+ * StringNormalizer's strings when stopwords may remove some. */
+static bool decides_length(const Onnx__NodeProto *nd, size_t i) {
+  const char *op = nd->op_type ? nd->op_type : "";
+  if (i != 0) return false;
+  if (!strcmp(op, "StringSplit")) return true;
+  if (strcmp(op, "StringNormalizer")) return false;
+  for (size_t a = 0; a < nd->n_attribute; a++)
+    if (nd->attribute[a]->name && !strcmp(nd->attribute[a]->name, "stopwords") && nd->attribute[a]->n_strings) return true;
+  return false;
+}
+
 /* The names whose values import rules read, directly or through the nodes computing
  * them (Shape and Size read only their input's shape). One pass in reverse node order
  * suffices: nodes come in topological order. Subgraphs (If branches, Loop and Scan
@@ -562,7 +625,8 @@ static kiln_status mark_needed(Importer *im, size_t n_node, Onnx__NodeProto *con
     bool shape_only = !strcmp(op, "Shape") || !strcmp(op, "Size");
     for (size_t i = 0; i < nd->n_input; i++) {
       if (!nd->input[i] || !*nd->input[i]) continue;
-      if (((out_needed && !shape_only) || is_shape_operand(op, i)) && (s = map_put(&im->tmp, need, nd->input[i], 1)))
+      if (((out_needed && !shape_only) || is_shape_operand(op, i) || decides_length(nd, i)) &&
+          (s = map_put(&im->tmp, need, nd->input[i], 1)))
         return s;
     }
   }
@@ -675,6 +739,8 @@ static kiln_status import_node(Importer *im, const Onnx__NodeProto *nd) {
   if (f) s = inline_function(im, f, ins, nd->n_input, outs, nd->n_output);
   else if (!strcmp(domain, "ai.onnx.preview.training") && !strcmp(op, "Gradient"))
     s = im_gradient(im, (int)nd->n_input, ins, (int)nd->n_output, outs);
+  else if (!strcmp(domain, "ai.onnx.ml") && !strcmp(op, "LabelEncoder"))
+    s = im_label_encoder(im, (int)nd->n_input, ins, (int)nd->n_output, outs);
   else if (*domain && strcmp(domain, "ai.onnx"))
     return im_fail(im, KILN_ERR_UNSUPPORTED, "operator domain '%s' is not supported", domain);
   else if (im->opset < 0)

@@ -69,6 +69,8 @@ kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int 
 /* Imports a subgraph (If branch, Loop/Scan body) with its inputs bound to ins; it sees
  * the enclosing names. outs[i]: the ids of its outputs. */
 kiln_status im_subgraph(Importer *im, const Onnx__GraphProto *body, int n_in, const int *ins, int n_out, int *outs);
+/* ai.onnx.ml LabelEncoder (the one ai.onnx.ml op kiln imports). */
+kiln_status im_label_encoder(Importer *im, int n_in, const int *ins, int n_out, int *outs);
 /* ai.onnx.preview.training Gradient, through graph_grad. */
 kiln_status im_gradient(Importer *im, int n_in, const int *ins, int n_out, int *outs);
 

@@ -3485,6 +3485,218 @@ static kiln_status r_dynamic_quantize(Importer *im, Call *c) {
 #undef TRY
 }
 
+/* ---- strings ---- */
+
+/* A strings attribute as C strings in the import arena; n = -1 when absent. */
+static kiln_status attr_strings(Importer *im, const char *name, const char ***out, int *n) {
+  const Onnx__AttributeProto *a = im_attr(im, name);
+  *out = NULL;
+  *n = -1;
+  if (!a) return KILN_OK;
+  if (a->n_strings > (1 << 24)) return im_fail(im, KILN_ERR_UNSUPPORTED, "attribute %s holds %zu strings", name, a->n_strings);
+  const char **v = arena_alloc(&im->tmp, sizeof *v * (a->n_strings + 1));
+  if (!v) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (size_t i = 0; i < a->n_strings; i++) {
+    const ProtobufCBinaryData *d = &a->strings[i];
+    if (d->len && memchr(d->data, 0, d->len))
+      return im_fail(im, KILN_ERR_UNSUPPORTED, "attribute %s: string %zu holds a NUL byte", name, i);
+    char *c = arena_alloc(&im->tmp, d->len + 1);
+    if (!c) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+    if (d->len) memcpy(c, d->data, d->len);
+    v[i] = c;
+  }
+  *out = v;
+  *n = (int)a->n_strings;
+  return KILN_OK;
+}
+
+/* StringNormalizer (opset 10). The locale attribute is not applied: case mapping is ASCII. */
+static kiln_status r_string_normalizer(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0))) return s;
+  const char *act = im_attr_s(im, "case_change_action", "NONE");
+  StrAttr sa = { .case_sensitive = im_attr_i(im, "is_case_sensitive", 0) != 0 };
+  if (!strcmp(act, "LOWER")) sa.case_change = 1;
+  else if (!strcmp(act, "UPPER")) sa.case_change = 2;
+  else if (strcmp(act, "NONE")) return im_fail(im, KILN_ERR_MODEL, "case_change_action '%s' is not LOWER, UPPER or NONE", act);
+  if ((s = attr_strings(im, "stopwords", &sa.words, &sa.n_words))) return s;
+  if (sa.n_words < 0) sa.n_words = 0;
+  Attr a = { 0 };
+  a.str = &sa;
+  return add(im, OP_STR_NORMALIZE, 1, &c->in[0], &a, &c->out[0]);
+}
+
+static kiln_status r_string_concat(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0)) || (s = need_in(im, c, 1))) return s;
+  return bin(im, OP_STR_CONCAT, IN(c, 0), IN(c, 1), &c->out[0]);
+}
+
+static kiln_status r_regex_full_match(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0))) return s;
+  const Onnx__AttributeProto *pa = im_attr(im, "pattern");
+  if (!pa || !pa->has_s) return im_fail(im, KILN_ERR_MODEL, "no pattern");
+  if (pa->s.len && memchr(pa->s.data, 0, pa->s.len)) return im_fail(im, KILN_ERR_UNSUPPORTED, "the pattern holds a NUL byte");
+  StrAttr sa = { .pattern = im_attr_s(im, "pattern", "") };
+  Attr a = { 0 };
+  a.str = &sa;
+  return add(im, OP_REGEX_MATCH, 1, &c->in[0], &a, &c->out[0]);
+}
+
+static bool split_space(char ch) { return ch == ' ' || (ch >= '\t' && ch <= '\r'); }
+
+/* Python's str.split: with a delimiter, every occurrence splits (empty pieces kept); without
+ * one, runs of ASCII whitespace split and the ends are trimmed. At most maxsplit splits
+ * (< 0: no limit); the rest is the last piece. Calls piece() for each; returns the count. */
+static int64_t split_one(const char *s, const char *delim, int64_t maxsplit,
+                         void (*piece)(void *ctx, const char *p, size_t n), void *ctx) {
+  int64_t n = 0;
+  size_t dl = strlen(delim);
+  if (dl) {
+    for (const char *q; maxsplit < 0 || n < maxsplit; s = q + dl, n++) {
+      if (!(q = strstr(s, delim))) break;
+      if (piece) piece(ctx, s, (size_t)(q - s));
+    }
+    if (piece) piece(ctx, s, strlen(s));
+    return n + 1;
+  }
+  while (*s) {
+    while (split_space(*s)) s++;
+    if (!*s) break;
+    if (maxsplit >= 0 && n == maxsplit) {  /* the rest, leading whitespace gone, trailing kept */
+      if (piece) piece(ctx, s, strlen(s));
+      return n + 1;
+    }
+    const char *e = s;
+    while (*e && !split_space(*e)) e++;
+    if (piece) piece(ctx, s, (size_t)(e - s));
+    n++;
+    s = e;
+  }
+  return n;
+}
+
+typedef struct SplitOut { Arena *a; const char **v; bool oom; } SplitOut;
+
+static void split_store(void *ctx, const char *p, size_t n) {
+  SplitOut *o = ctx;
+  char *c = arena_alloc(o->a, n + 1);
+  if (!c) { o->oom = true; *o->v++ = ""; return; }
+  memcpy(c, p, n);
+  *o->v++ = c;
+}
+
+/* StringSplit (opset 20). The pieces' count is the output's last dim, so the strings must
+ * be known when the graph is built: the split happens here, into constants. */
+static kiln_status r_string_split(Importer *im, Call *c) {
+  kiln_status s;
+  if ((s = need_in(im, c, 0))) return s;
+  const Tensor *x = T(im, IN(c, 0));
+  if (x->dtype != KILN_STRING) return im_fail(im, KILN_ERR_MODEL, "input '%s' is %s, not string", x->name, kiln_dtype_name(x->dtype));
+  if (x->kind != T_CONST)
+    return im_fail(im, KILN_ERR_UNSUPPORTED, "the output shape depends on the strings of '%s', which must be constant "
+                   "(kiln's shapes are static)", x->name);
+  if (x->rank >= KILN_MAX_RANK) return im_fail(im, KILN_ERR_UNSUPPORTED, "input rank %d leaves no room for the pieces", x->rank);
+  const char *delim = im_attr_s(im, "delimiter", "");
+  const Onnx__AttributeProto *ma = im_attr(im, "maxsplit");
+  int64_t maxsplit = ma && ma->has_i ? ma->i : -1;
+  if (ma && ma->has_i && maxsplit < 0) return im_fail(im, KILN_ERR_MODEL, "maxsplit %lld is negative", (long long)maxsplit);
+  const char *const *xs = x->data;
+  int64_t n = x->numel, most = 0, total;
+  int64_t *counts = arena_alloc(&im->tmp, sizeof(int64_t) * (size_t)(n + 1));
+  if (!counts) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t i = 0; i < n; i++) {
+    counts[i] = split_one(xs[i], delim, maxsplit, NULL, NULL);
+    if (counts[i] > most) most = counts[i];
+  }
+  int64_t shape[KILN_MAX_RANK];
+  memcpy(shape, x->shape, sizeof shape);
+  shape[x->rank] = most;
+  if (!size_mul(n, most, &total) || total > ((int64_t)1 << 26))
+    return im_fail(im, KILN_ERR_UNSUPPORTED, "%lld strings of up to %lld pieces are too many", (long long)n, (long long)most);
+  const char **v = arena_alloc(&im->tmp, sizeof *v * (size_t)(total + 1));
+  if (!v) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  for (int64_t i = 0; i < total; i++) v[i] = "";
+  SplitOut o = { &im->tmp, NULL, false };
+  for (int64_t i = 0; i < n; i++) {
+    o.v = v + i * most;
+    split_one(xs[i], delim, maxsplit, split_store, &o);
+  }
+  if (o.oom) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  if ((s = im_const(im, KILN_STRING, x->rank + 1, shape, v, &c->out[0]))) return s;
+  return c->n_out > 1 ? im_const_i64(im, x->rank, x->shape, counts, &c->out[1]) : KILN_OK;
+}
+
+/* LabelEncoder's keys or values: a TensorProto attribute NAME_tensor, else one of the typed
+ * lists NAME_strings / NAME_int64s / NAME_floats. */
+static kiln_status label_table(Importer *im, const char *name, kiln_dtype *t, int64_t *n, const void **data) {
+  char an[64];
+  snprintf(an, sizeof an, "%s_tensor", name);
+  const Onnx__AttributeProto *a = im_attr(im, an);
+  if (a && a->t) {
+    OnnxTensor v;
+    kiln_status s = im_tensor(im, a->t, &v);
+    if (s) return s;
+    *t = v.dtype, *n = v.numel, *data = v.data;
+    return KILN_OK;
+  }
+  int k;
+  const char **strs;
+  snprintf(an, sizeof an, "%s_strings", name);
+  kiln_status s = attr_strings(im, an, &strs, &k);
+  if (s) return s;
+  if (k >= 0) { *t = KILN_STRING, *n = k, *data = strs; return KILN_OK; }
+  snprintf(an, sizeof an, "%s_int64s", name);
+  const int64_t *ints = im_attr_ints(im, an, &k);
+  if (k >= 0) { *t = KILN_I64, *n = k, *data = ints; return KILN_OK; }
+  snprintf(an, sizeof an, "%s_floats", name);
+  const float *fl = im_attr_floats(im, an, &k);
+  if (k >= 0) { *t = KILN_F32, *n = k, *data = fl; return KILN_OK; }
+  return im_fail(im, KILN_ERR_MODEL, "no %s (%s_tensor, _strings, _int64s or _floats)", name, name);
+}
+
+kiln_status im_label_encoder(Importer *im, int n_in, const int *ins, int n_out, int *outs) {
+  if (n_in != 1 || ins[0] < 0 || n_out != 1) return im_fail(im, KILN_ERR_MODEL, "expects one input and one output");
+  StrAttr sa = { 0 };
+  int64_t nv;
+  kiln_status s;
+  if ((s = label_table(im, "keys", &sa.key_t, &sa.n_keys, &sa.keys)) ||
+      (s = label_table(im, "values", &sa.val_t, &nv, &sa.values)))
+    return s;
+  if (nv != sa.n_keys) return im_fail(im, KILN_ERR_MODEL, "%lld keys but %lld values", (long long)sa.n_keys, (long long)nv);
+  /* the default: default_tensor, else default_<type> by the values' type, else ONNX's */
+  static const char *const unused = "_Unused";
+  static const int64_t minus_one = -1;
+  static const float neg_zero = -0.0f;
+  const Onnx__AttributeProto *da = im_attr(im, "default_tensor");
+  OnnxTensor dv;
+  float f;
+  int64_t i;
+  if (da && da->t) {
+    if ((s = im_tensor(im, da->t, &dv))) return s;
+    if (dv.numel != 1 || dv.dtype != sa.val_t)
+      return im_fail(im, KILN_ERR_MODEL, "default_tensor must be one %s", kiln_dtype_name(sa.val_t));
+    sa.dflt = dv.data;
+  } else if (sa.val_t == KILN_STRING) {
+    const char **d = arena_alloc(&im->tmp, sizeof *d);
+    if (!d) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+    *d = im_attr_s(im, "default_string", unused);
+    sa.dflt = d;
+  } else if (sa.val_t == KILN_I64) {
+    i = im_attr_i(im, "default_int64", minus_one);
+    sa.dflt = &i;
+  } else if (sa.val_t == KILN_F32) {
+    f = im_attr_f(im, "default_float", neg_zero);
+    sa.dflt = &f;
+  } else {
+    return im_fail(im, KILN_ERR_MODEL, "values of %s need a default_tensor", kiln_dtype_name(sa.val_t));
+  }
+  Attr a = { 0 };
+  a.str = &sa;
+  return add(im, OP_LABEL_ENCODE, 1, ins, &a, &outs[0]);
+}
+
 /* ---- the table ---- */
 
 static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
@@ -3548,6 +3760,8 @@ static const struct Rule { const char *name; RuleFn fn; int op; } rules[] = {
   { "MatMulInteger", r_matmul_integer, 0 }, { "QLinearMatMul", r_matmul_integer, 0 },
   { "ConvInteger", r_conv_integer, 0 }, { "QLinearConv", r_conv_integer, 0 },
   { "DynamicQuantizeLinear", r_dynamic_quantize, 0 }, { "SwiGLU", r_swiglu, 0 }, { "Det", r_det, 0 }, { "MaxUnpool", r_max_unpool, 0 }, { "TensorScatter", r_tensor_scatter, 0 },
+  { "StringNormalizer", r_string_normalizer, 0 }, { "StringConcat", r_string_concat, 0 },
+  { "StringSplit", r_string_split, 0 }, { "RegexFullMatch", r_regex_full_match, 0 },
 };
 
 kiln_status im_node(Importer *im, const char *op, int n_in, const int *ins, int n_out, int *outs) {

@@ -37,19 +37,17 @@ void str_case(const StrAttr *a, const char *s, char *buf) {
   buf[i] = 0;
 }
 
-/* Keys of every dtype compare by value; f32 keys by bits, so NaN finds NaN (ONNX). */
+/* Strings compare by bytes, numbers by their bits (so a NaN key finds the same NaN, and
+ * -0.0 and 0.0 are different keys). Linear: tables are small. */
 int64_t str_label_find(const StrAttr *a, const void *src, int64_t i) {
+  size_t es = kiln_dtype_size(a->key_t);
+  const char *x = (const char *)src + (size_t)i * es;
   for (int64_t k = 0; k < a->n_keys; k++) {
-    switch (a->key_t) {
-    case KILN_STRING:
-      if (!strcmp(((const char *const *)a->keys)[k], ((const char *const *)src)[i])) return k;
-      break;
-    case KILN_F32:
-      if (!memcmp((const float *)a->keys + k, (const float *)src + i, sizeof(float))) return k;
-      break;
-    default:
-      if (((const int64_t *)a->keys)[k] == ((const int64_t *)src)[i]) return k;
-      break;
+    if (a->key_t == KILN_STRING) {
+      const char *s = ((const char *const *)src)[i];
+      if (!strcmp(((const char *const *)a->keys)[k], s ? s : "")) return k;
+    } else if (!memcmp((const char *)a->keys + (size_t)k * es, x, es)) {
+      return k;
     }
   }
   return -1;

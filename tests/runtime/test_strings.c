@@ -315,7 +315,7 @@ static void misuse(void) {
   FAILS(KILN_ERR_INVALID_ARG, kiln_graph_regex_full_match(g, x, "a(b", &y));
   int64_t k = 1, v = 2;
   FAILS(KILN_ERR_INVALID_ARG, kiln_graph_label_encode(g, x, KILN_I64, KILN_I64, 1, &k, &v, &v, &y));   /* key dtype */
-  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_label_encode(g, f, KILN_F32, KILN_U8, 1, &k, &v, &v, &y));    /* value dtype */
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_label_encode(g, f, KILN_F32, KILN_BOOL, 1, &k, &v, &v, &y));  /* value dtype */
   const char *nul[2] = { "a", NULL };
   FAILS(KILN_ERR_INVALID_ARG, kiln_graph_const(g, KILN_STRING, 1, s, nul, &y));
   kiln_tensor sp;
