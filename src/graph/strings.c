@@ -93,7 +93,7 @@ static const char *class_item(char c) {
  * brackets have no escapes: a ']' goes first, a '-' last, a backslash is literal. */
 static const char *rx_bracket(Rx *r, const char *p) {
   StrBuf items = { 0 };
-  bool neg = *p == '^', dash = false, close = false;
+  bool neg = *p == '^', dash = false, close = false, caret = false;
   if (neg) p++;
   for (bool first = true; *p && (first || *p != ']'); first = false) {
     char c = *p++;
@@ -104,7 +104,8 @@ static const char *rx_bracket(Rx *r, const char *p) {
       p = e + 2;
       continue;
     }
-    if (c == '\\') {
+    bool esc = c == '\\';
+    if (esc) {
       char e = *p++;
       if (!e) { r->why = "a trailing backslash"; break; }
       if (class_item(e)) { sb_puts(&items, class_item(e)); continue; }
@@ -115,14 +116,17 @@ static const char *rx_bracket(Rx *r, const char *p) {
         break;
       } else c = e;
     }
-    if (c == '-' && (*p == ']' || first || (p[-2] == '\\' && p[-1] == '-'))) { dash = true; continue; }
-    if (c == '-' && p[-2] == '\\') { dash = true; continue; }
+    if (c == '-' && (*p == ']' || first || esc)) { dash = true; continue; }  /* a literal '-' */
     if (c == ']') { close = true; continue; }
+    if (c == '^') { caret = true; continue; }  /* first it would negate: it goes last */
     if (c == '[') { sb_puts(&items, "["); continue; }
     sb_printf(&items, "%c", c);
   }
   if (!r->why && *p != ']') r->why = "an unterminated [";
-  if (!r->why) sb_printf(&r->out, "[%s%s%s%s]", neg ? "^" : "", close ? "]" : "", items.s ? items.s : "", dash ? "-" : "");
+  if (!r->why && !close && !items.len && caret && !dash) sb_printf(&r->out, "%s", neg ? "[^^]" : "\\^");
+  else if (!r->why)
+    sb_printf(&r->out, "[%s%s%s%s%s]", neg ? "^" : "", close ? "]" : "", items.s ? items.s : "", caret ? "^" : "",
+              dash ? "-" : "");
   sb_free(&items);
   return r->why ? NULL : p + 1;
 }

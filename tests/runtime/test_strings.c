@@ -237,6 +237,33 @@ static void regex_label(const char *be) {
   kiln_graph_free(g);
 }
 
+/* RE2 constructs and their POSIX translations: each pattern against a string it fully
+ * matches and one it does not (worked out by hand from RE2's syntax). */
+static void regex_translation(const char *be) {
+  static const struct { const char *re, *yes, *no; } t[] = {
+    { "[^\\d]+", "abc", "a1" },       { "(?:ab)+", "abab", "aba" },   { "a+?b", "aaab", "b" },
+    { "\\d{2,3}", "12", "1234" },      { "[a\\-z]+", "a-z", "b" },    { "[\\]x]+", "]x]", "y" },
+    { "[\\^a]+", "^a^", "b" },          { "\\w+@\\w+\\.com", "me@x.com", "me@x.org" },
+    { "x|y", "y", "xy" },               { "\\s*\\S+", "  ab", "a b" }, { "[\\w.]+", "a.b_c", "a-b" },
+    { "colou?r", "color", "colouur" },
+  };
+  for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
+    kiln_graph *g;
+    OK(kiln_graph_create(&g));
+    kiln_tensor x, m;
+    int64_t s[1] = { 2 };
+    OK(kiln_graph_input(g, "x", KILN_STRING, 1, s, &x));
+    OK(kiln_graph_regex_full_match(g, x, t[k].re, &m));
+    OK(kiln_graph_output(g, m, "m"));
+    kiln_program *p = compile(g, be);
+    uint8_t mo[2] = { 9, 9 };
+    if (p) OK(kiln_program_run(p, (const void *[]){ (const char *[]){ t[k].yes, t[k].no } }, (void *[]){ mo }));
+    CHECK_MSG(mo[0] == 1 && mo[1] == 0, "%s: /%s/ on '%s' %d, on '%s' %d", be, t[k].re, t[k].yes, mo[0], t[k].no, mo[1]);
+    kiln_program_free(p);
+    kiln_graph_free(g);
+  }
+}
+
 /* Outputs stay valid until the next run; a run replaces them; inputs are not kept. */
 static void ownership(const char *be) {
   kiln_graph *g;
@@ -345,6 +372,7 @@ int main(void) {
     concat_equal(backends[b]);
     movement(backends[b]);
     regex_label(backends[b]);
+    regex_translation(backends[b]);
     ownership(backends[b]);
   }
   misuse();
