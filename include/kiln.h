@@ -196,9 +196,10 @@ kiln_status kiln_graph_batchnorm(kiln_graph *g, kiln_tensor x, kiln_tensor scale
  *    owns, valid until the next kiln_program_run of that program or kiln_program_free (also
  *    what kiln_program_read_output hands back). Do not free or write through them; copy what
  *    must outlive the next run.
- * String tensors live on the host and every op on them runs there: on cpu each such op is a
- * host fallback in the census, named by op (strict mode refuses it); backends without host
- * string support (cuda) refuse a graph holding strings at compile, KILN_ERR_UNSUPPORTED.
+ * String tensors live on the host and every op on them runs there: on cpu and cuda each such
+ * op is a host fallback in the census, named by op (strict mode refuses it; on cuda a program
+ * with host work runs kernel by kernel, not as one CUDA graph); a backend without host string
+ * support would refuse a graph holding strings at compile, KILN_ERR_UNSUPPORTED.
  * What takes strings: reshape, transpose, slice, concat, expand, gather, tile, where,
  * KILN_EQ / KILN_NE (byte-wise), and the ops below. Everything else (arithmetic, reductions,
  * casts to or from numbers, pad, parameters that are assigned) is KILN_ERR_INVALID_ARG when the

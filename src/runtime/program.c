@@ -117,6 +117,7 @@ static kiln_status own_strings(kiln_program *p, void *const *out) {
   for (int i = 0; i < te->n_outputs; i++) {
     const Stage *S = &te->stages[te->outputs[i]];
     const char **v = out[i];
+    if (!v) continue;  /* not asked for this run (a resident output) */
     for (int64_t k = 0; S->dtype == KILN_STRING && k < S->numel; k++)
       if (!(v[k] = arena_strdup(&p->out_strings, v[k] ? v[k] : "")))
         return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_run: out of memory copying the strings of output %d", i);
@@ -157,6 +158,7 @@ kiln_status kiln_program_run(kiln_program *p, const void *const *inputs, void *c
     kiln_free(out);
   } else {
     st = p->be->run(p->exec, inputs, outputs, &p->census);
+    if (!st && outputs) st = own_strings(p, outputs);
   }
   if (st == KILN_OK) p->census.runs++;
   return st;

@@ -237,6 +237,66 @@ static void test_resident_host(void) {
   free(x), free(want), free(got);
 }
 
+/* Strings on cuda: string tensors stay on the host, string ops run there as counted
+ * fallbacks, and a device kernel consumes what a host op made (label_encode -> f32 ->
+ * l*l + 1). Output strings belong to the program (not the caller's input); a resident
+ * string input is copied at set_input. */
+static void test_strings(void) {
+  kiln_graph *g;
+  kiln_tensor x, c, y, k, e, l, l2, one, z, r;
+  int64_t n = 3;
+  const char *cv[3] = { "!", "?", "!" }, *kv[3] = { "a!", "b?", "zz" }, *keys[2] = { "a", "b" };
+  float vals[2] = { 1.5f, 2.5f }, dflt = -1.0f, onev = 1.0f;
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_input(g, "x", KILN_STRING, 1, &n, &x));
+  OK(kiln_graph_const(g, KILN_STRING, 1, &n, cv, &c));
+  OK(kiln_graph_string_concat(g, x, c, &y));
+  OK(kiln_graph_const(g, KILN_STRING, 1, &n, kv, &k));
+  OK(kiln_graph_binary(g, KILN_EQ, y, k, &e));
+  OK(kiln_graph_label_encode(g, x, KILN_STRING, KILN_F32, 2, keys, vals, &dflt, &l));
+  OK(kiln_graph_binary(g, KILN_MUL, l, l, &l2));
+  OK(kiln_graph_const(g, KILN_F32, 0, NULL, &onev, &one));
+  OK(kiln_graph_binary(g, KILN_ADD, l2, one, &z));
+  OK(kiln_graph_reshape(g, x, 1, &n, &r));
+  OK(kiln_graph_output(g, y, "y"));
+  OK(kiln_graph_output(g, e, "e"));
+  OK(kiln_graph_output(g, z, "z"));
+  OK(kiln_graph_output(g, r, "r"));
+  kiln_options o = kiln_options_default();
+  o.backend = "cuda";
+  kiln_program *p = NULL;
+  OK(kiln_program_compile(g, &o, &p));
+  char buf[3][4] = { "a", "b", "c" };
+  const char *xin[3] = { buf[0], buf[1], buf[2] };
+  for (int pass = 0; p && pass < 2; pass++) {
+    const char *yo[3] = { 0 }, *ro[3] = { 0 };
+    bool eo[3] = { 0 };
+    float zo[3] = { 0 };
+    if (pass == 0) OK(kiln_program_run(p, (const void *[]){ xin }, (void *[]){ yo, eo, zo, ro }));
+    else {  /* resident: set, then spoil the caller's strings; the run must not see that */
+      OK(kiln_program_set_input(p, 0, xin));
+      buf[0][0] = 'q';
+      OK(kiln_program_run(p, NULL, (void *[]){ yo, eo, zo, ro }));
+      buf[0][0] = 'a';
+    }
+    CHECK_MSG(yo[0] && !strcmp(yo[0], "a!") && yo[1] && !strcmp(yo[1], "b?") && yo[2] && !strcmp(yo[2], "c!"),
+              "strings pass %d: concat gave '%s' '%s' '%s'", pass, yo[0] ? yo[0] : "-", yo[1] ? yo[1] : "-",
+              yo[2] ? yo[2] : "-");
+    CHECK(eo[0] && eo[1] && !eo[2]);
+    CHECK_MSG(zo[0] == 3.25f && zo[1] == 7.25f && zo[2] == 2.0f, "strings pass %d: z %g %g %g", pass, zo[0], zo[1], zo[2]);
+    CHECK(ro[0] && !strcmp(ro[0], "a") && ro[2] && !strcmp(ro[2], "c"));
+    CHECK(ro[0] != buf[0] && ro[0] != xin[0]);  /* the program's copy, not the caller's */
+    kiln_census cs;
+    OK(kiln_program_census(p, &cs));
+    CHECK_MSG(cs.host_fallbacks >= 3 && strstr(cs.fallback_ops, "string_concat") && strstr(cs.fallback_ops, "label_encode") &&
+                  !strstr(cs.fallback_ops, "mul") && !strstr(cs.fallback_ops, "add"),
+              "strings: fallbacks %lld (%s)", (long long)cs.host_fallbacks, cs.fallback_ops);
+    CHECK_MSG(cs.kernels_launched >= 1, "strings: %lld kernels (l*l + 1 runs on the device)", (long long)cs.kernels_launched);
+  }
+  kiln_program_free(p);
+  kiln_graph_free(g);
+}
+
 int main(void) {
   test_resident_host();
   if (rt_backend_cuda.probe() != KILN_OK) {
@@ -248,5 +308,6 @@ int main(void) {
   test_matmul();
   test_resident();
   test_assign();
+  test_strings();
   TEST_MAIN_END();
 }

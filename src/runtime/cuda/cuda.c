@@ -13,7 +13,9 @@
  * graph, so a run is one graph launch and one wait; options.graph_replay = 0 launches
  * kernel by kernel instead (debugging). A kernel the renderer cannot place on the GPU
  * (KN_HOST) runs on the host through ref_eval_stage, which is a counted fallback
- * (an error with options.strict) and turns graph replay off for that program.
+ * (an error with options.strict) and turns graph replay off for that program. String
+ * tensors never go to the device: each has a host array of pointers, and the string ops
+ * (all KN_HOST) read and write those in place.
  */
 #include "cudadrv.h"
 #include "cublaslt.h"
@@ -55,6 +57,12 @@ typedef struct CudaExec {
   int n_lt;
   Arena arena_host;            /* launch argument tables */
   CUevent ev[2];               /* around the schedule: the census's device_ms */
+  /* String tensors stay on the host (kiln.h): stage -> array of numel `const char *`
+   * (0 in buf), filled by inputs, constants and the host string ops; strings the ops make
+   * live in `strings` until the next run, resident string inputs' copies in in_strings. */
+  const char ***host;
+  Arena strings;
+  Arena *in_strings;
 } CudaExec;
 
 static kiln_status cuda_probe(void) {
@@ -102,7 +110,8 @@ static kiln_status place_buffers(CudaExec *x) {
   bool *need = needed_buffers(x);
   x->buf = kiln_calloc((size_t)te->n_stages, sizeof *x->buf);
   x->owned = kiln_calloc((size_t)te->n_stages, sizeof *x->owned);
-  if (!need || !x->buf || !x->owned) {
+  x->host = kiln_calloc((size_t)te->n_stages, sizeof *x->host);
+  if (!need || !x->buf || !x->owned || !x->host) {
     kiln_free(need);
     return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no host memory for the buffer table");
   }
@@ -113,6 +122,14 @@ static kiln_status place_buffers(CudaExec *x) {
     const Stage *g = &te->stages[s];
     int64_t n = stage_bytes(g);
     if (n < 0) { st = kiln_fail(KILN_ERR_NO_MEMORY, "cuda: tensor '%s' is too large", g->name); break; }
+    if (g->dtype == KILN_STRING) {
+      if (!(x->host[s] = kiln_calloc((size_t)(g->numel > 0 ? g->numel : 1), sizeof(char *)))) {
+        st = kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no host memory for string tensor '%s'", g->name);
+        break;
+      }
+      if (g->data && n > 0) memcpy(x->host[s], g->data, (size_t)n);  /* the TE's strings */
+      continue;
+    }
     if (p->offset && p->offset[s] >= 0 && !plan_is_output(p, s) && g->kind != ST_PARAM && g->kind != ST_INPUT &&
         g->kind != ST_CONST) {
       x->buf[s] = x->arena + (CUdeviceptr)p->offset[s];
@@ -142,18 +159,25 @@ static kiln_status launch_one(CudaExec *x, const CudaLaunch *l) {
 }
 
 /* Host fallback for one KN_HOST kernel: every stage it reads comes to the host, each of
- * its stages is evaluated by ref, stored ones go back. Counted in the census. */
+ * its stages is evaluated by ref, stored ones go back. Counted in the census. String
+ * stages are host-resident: read and written in place, never copied. */
 static kiln_status run_host_kernel(CudaExec *x, const Kernel *k, kiln_census *c) {
   const TE *te = x->te;
   kiln_status st = cuda_check(x->d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "host fallback");
   const void **bufs = kiln_calloc((size_t)te->n_stages, sizeof *bufs);
-  if (!bufs) return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a host fallback");
+  bool *mine = kiln_calloc((size_t)te->n_stages, sizeof *mine);  /* bufs[s] is a temporary */
+  if (!bufs || !mine) {
+    kiln_free(bufs);
+    kiln_free(mine);
+    return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a host fallback");
+  }
   for (int j = 0; j < k->n_ins && !st; j++) {
     int s = k->ins[j];
+    if (x->host[s]) { bufs[s] = x->host[s]; continue; }
     int64_t n = stage_bytes(&te->stages[s]);
     void *h = kiln_malloc((size_t)(n > 0 ? n : 1));
     if (!h) { st = kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a host fallback"); break; }
-    bufs[s] = h;
+    bufs[s] = h, mine[s] = true;
     st = cuda_check(x->d->cuMemcpyDtoHAsync(h, x->buf[s], (size_t)n, x->stream), "cuMemcpyDtoHAsync", "fallback");
     if (!st) st = cuda_check(x->d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "fallback");
     c->d2h_bytes += n, c->d2h_copies++;
@@ -162,24 +186,27 @@ static kiln_status run_host_kernel(CudaExec *x, const Kernel *k, kiln_census *c)
     const Item *it = &k->items[j];
     const Stage *g = &te->stages[it->stage];
     int64_t n = stage_bytes(g);
-    void *h = kiln_malloc((size_t)(n > 0 ? n : 1));
+    bool in_place = x->host[it->stage] != NULL;
+    void *h = in_place ? (void *)x->host[it->stage] : kiln_malloc((size_t)(n > 0 ? n : 1));
     if (!h) { st = kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a host fallback"); break; }
-    st = ref_eval_stage(te, it->stage, bufs, h);
-    bufs[it->stage] = h;
+    st = ref_eval_stage_strings(te, it->stage, bufs, h, &x->strings);
+    bufs[it->stage] = h, mine[it->stage] = !in_place;
     c->host_fallbacks++;
     if (n > c->largest_fallback_bytes) c->largest_fallback_bytes = n;
     size_t used = strlen(c->fallback_ops);
     snprintf(c->fallback_ops + used, sizeof c->fallback_ops - used, "%s%s", used ? " " : "",
              g->op >= 0 && g->op < OP_COUNT ? op_names[g->op] : "stage");
-    if (!st && x->plan->stored[it->stage]) {
+    if (!st && x->plan->stored[it->stage] && !in_place) {
       st = cuda_check(x->d->cuMemcpyHtoDAsync(x->buf[it->stage], h, (size_t)n, x->stream), "cuMemcpyHtoDAsync",
                       "fallback");
       if (!st) st = cuda_check(x->d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "fallback");
       c->h2d_bytes += n, c->h2d_copies++;
     }
   }
-  for (int s = 0; s < te->n_stages; s++) kiln_free((void *)bufs[s]);
+  for (int s = 0; s < te->n_stages; s++)
+    if (mine[s]) kiln_free((void *)bufs[s]);
   kiln_free(bufs);
+  kiln_free(mine);
   return st;
 }
 
@@ -411,6 +438,11 @@ static kiln_status copy_io(CudaExec *x, const void *const *in, void *const *out,
     int s = inputs ? te->inputs[i] : te->outputs[i];
     int64_t bytes = stage_bytes(&te->stages[s]);
     if (bytes <= 0) continue;
+    if (x->host[s]) {  /* strings: pointers in and out; program.c copies output strings */
+      if (inputs && in && in[i]) memcpy(x->host[s], in[i], (size_t)bytes);
+      else if (!inputs && out && out[i]) memcpy(out[i], x->host[s], (size_t)bytes);
+      continue;
+    }
     if (inputs && in && in[i]) {
       st = cuda_check(x->d->cuMemcpyHtoDAsync(x->buf[s], in[i], (size_t)bytes, x->stream), "cuMemcpyHtoDAsync",
                       te->stages[s].name);
@@ -430,6 +462,7 @@ static kiln_status cuda_run(void *exec, const void *const *in, void *const *out,
   c->host_fallbacks = c->largest_fallback_bytes = 0;
   c->fallback_ops[0] = 0;
   c->device_ms = 0;
+  arena_free(&x->strings);  /* the last run's strings: program.c has copied its outputs */
   kiln_status st = copy_io(x, in, out, true, c);
   /* the schedule between two events: device time as CUDA-event timers (peers.py) see it */
   if (!st) st = cuda_check(x->d->cuEventRecord(x->ev[0], x->stream), "cuEventRecord", "run");
@@ -453,6 +486,10 @@ static kiln_status cuda_run(void *exec, const void *const *in, void *const *out,
 
 static kiln_status cuda_read_param(void *exec, int stage, void *dst) {
   CudaExec *x = exec;
+  if (stage >= 0 && stage < x->te->n_stages && x->host[stage]) {  /* strings: valid until the next run */
+    memcpy(dst, x->host[stage], (size_t)stage_bytes(&x->te->stages[stage]));
+    return KILN_OK;
+  }
   if (stage < 0 || stage >= x->te->n_stages || !x->buf[stage])
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda: stage %d has no device buffer", stage);
   int64_t n = stage_bytes(&x->te->stages[stage]);
@@ -477,6 +514,15 @@ static kiln_status cuda_set_input(void *exec, int i, const void *src) {
   int s = x->te->inputs[i];
   int64_t n = stage_bytes(&x->te->stages[s]);
   kiln_status st = KILN_OK;
+  if (x->host[s]) {  /* strings: the caller's need not outlive this call, so copy them */
+    if (!x->in_strings && !(x->in_strings = kiln_calloc((size_t)x->te->n_inputs, sizeof *x->in_strings)))
+      return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for string input %d", i);
+    arena_free(&x->in_strings[i]);
+    const char **v = arena_strings(&x->in_strings[i], src, x->te->stages[s].numel);
+    if (!v && x->te->stages[s].numel) return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for string input %d", i);
+    if (n > 0) memcpy(x->host[s], v, (size_t)n);
+    return KILN_OK;
+  }
   if (n > 0) st = cuda_check(x->d->cuMemcpyHtoDAsync(x->buf[s], src, (size_t)n, x->stream), "cuMemcpyHtoDAsync",
                              x->te->stages[s].name);
   if (!st) st = cuda_check(x->d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "set_input");
@@ -509,6 +555,11 @@ static void cuda_free(void *exec) {
     for (int i = 0; i < 2; i++)
       if (x->ev[i]) d->cuEventDestroy(x->ev[i]);
   }
+  for (int s = 0; x->host && s < x->te->n_stages; s++) kiln_free(x->host[s]);
+  kiln_free(x->host);
+  for (int i = 0; x->in_strings && i < x->te->n_inputs; i++) arena_free(&x->in_strings[i]);
+  kiln_free(x->in_strings);
+  arena_free(&x->strings);
   kiln_free(x->buf);
   kiln_free(x->owned);
   kiln_free(x->launch);
@@ -528,4 +579,5 @@ const Backend rt_backend_cuda = {
   .free = cuda_free,
   .set_input = cuda_set_input,
   .read_output = cuda_read_output,
+  .strings = true,  /* string tensors on the host, their ops as counted host fallbacks */
 };
