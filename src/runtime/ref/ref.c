@@ -7,6 +7,11 @@
  * double, integer ones in 64 bits; max/min let NaN win; argmax/argmin treat NaN as
  * the extreme and break ties by first (or last) index.
  *
+ * Strings: a string element is a pointer, carried through the tape as an int64 value, so
+ * movement, where and equality of strings (opaque stages with a body) run on the tape; the
+ * string ops (normalize, concat, regex, label encode) run below on their operands, and
+ * the strings they make come from the caller's arena (ref_eval_stage_strings).
+ *
  * The ref backend (rt_backend_ref) runs a whole TE this way. It is the oracle, not a
  * fallback: its census reports 0 kernels and 0 host fallbacks. Host fallbacks are
  * what *other* backends count when they call ref_eval_stage for a stage they lack.
