@@ -37,7 +37,7 @@ static inline kiln_status onnx_read_pb(const char *path, OnnxTensor *t) {
 
 /*
  * Loads dir/model.onnx with dir/test_data_set_0's inputs, runs it on backend, compares
- * every output (dtype, shape, |got - want| <= atol + rtol |want|). Returns KILN_OK on a
+ * every output (dtype, shape, |got - want| <= atol + rtol |want|; strings byte for byte). Returns KILN_OK on a
  * match; a failing status with kiln_last_error() saying why otherwise. *max_err: the
  * largest absolute error seen. With run false it stops after compiling.
  */
@@ -81,6 +81,13 @@ static inline kiln_status onnx_check_dir(const char *dir, const char *backend, d
   if (!s && run) s = kiln_program_run(p, inputs, bufs);
   for (int i = 0; !s && run && i < n_out; i++)
     for (int64_t k = 0; k < outs[i].numel; k++) {
+      if (outs[i].dtype == KILN_STRING) {  /* byte for byte */
+        const char *a = ((const char *const *)bufs[i])[k], *b = ((const char *const *)outs[i].data)[k];
+        if (a && !strcmp(a, b)) continue;
+        s = kiln_fail(KILN_ERR_MODEL, "output %d element %lld is \"%s\", expected \"%s\"", i, (long long)k,
+                      a ? a : "(null)", b);
+        break;
+      }
       double a = dtype_load_f64(outs[i].dtype, bufs[i], k), b = dtype_load_f64(outs[i].dtype, outs[i].data, k);
       if ((isnan(a) && isnan(b)) || a == b) continue;
       double d = fabs(a - b);
