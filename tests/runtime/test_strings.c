@@ -154,6 +154,9 @@ static void concat_equal(const char *be) {
     for (int i = 0; i < 6; i++) CHECK_MSG(fo[i] == want_eq[i], "%s: eq %d is %g", be, i, fo[i]);
     check_census(p, be, 2, "string_concat:1");
     check_census(p, be, 2, "eq:1");
+    kiln_census cs;
+    OK(kiln_program_census(p, &cs));
+    if (!strcmp(be, "cpu")) CHECK_MSG(cs.kernels_launched == 1, "the cast is %lld kernels", (long long)cs.kernels_launched);
   }
   kiln_program_free(p);
   kiln_graph_free(g);
