@@ -101,27 +101,38 @@ static bool reads_along_k(const Plan *p, const Kernel *k, const Expr *x, const C
   return k1 && !own1;
 }
 
+static const int tile_cfg[3][5] = { { 128, 128, 8, 8, 8 }, { 64, 64, 16, 4, 4 }, { 32, 32, 32, 2, 2 } };
+
+static int64_t tiles_of(const CgGemm *g, int c) {
+  return ((g->M + tile_cfg[c][0] - 1) / tile_cfg[c][0]) * ((g->N + tile_cfg[c][1] - 1) / tile_cfg[c][1]) * g->batch;
+}
+
+/* Spans for tile config c: two blocks per multiprocessor in all, each span at least
+ * MIN_SPAN_TILES k-tiles long, the partial tiles within SPLIT_WS_BYTES. */
+static int64_t splits_for(const CgGemm *g, int c) {
+  int64_t tiles = tiles_of(g, c), ktiles = (g->K + tile_cfg[c][2] - 1) / tile_cfg[c][2];
+  int64_t splits = (2 * ENOUGH_BLOCKS + tiles - 1) / tiles;
+  if (splits > ktiles / MIN_SPAN_TILES) splits = ktiles / MIN_SPAN_TILES;
+  if (splits > MAX_SPLITS) splits = MAX_SPLITS;
+  while (splits > 1 && (double)splits * (double)tiles * tile_cfg[c][0] * tile_cfg[c][1] * 4 > SPLIT_WS_BYTES) splits--;
+  return splits < 1 ? 1 : splits;
+}
+
+/* The largest tile that gives a block per multiprocessor; else 32x32, split along K when
+ * that still leaves the chip under-filled. KILN_CUDA_SPLITK=wide (being raced): when 32x32
+ * would split, the largest tile whose splits give a block per multiprocessor instead
+ * (fewer, longer-per-thread blocks: 4x4 outputs a thread rather than 2x2). */
 static void pick_tile(CgGemm *g) {
-  static const int cfg[3][5] = { { 128, 128, 8, 8, 8 }, { 64, 64, 16, 4, 4 }, { 32, 32, 32, 2, 2 } };
-  int c = 0;
-  for (; c < 2; c++) {
-    int64_t blocks = ((g->M + cfg[c][0] - 1) / cfg[c][0]) * ((g->N + cfg[c][1] - 1) / cfg[c][1]) * g->batch;
-    if (blocks >= ENOUGH_BLOCKS) break;
-  }
-  g->bm = cfg[c][0], g->bn = cfg[c][1], g->bk = cfg[c][2], g->tm = cfg[c][3], g->tn = cfg[c][4];
-  /* split-K when the tiles fill under one block per multiprocessor: aim at two blocks per
-   * multiprocessor, every span at least MIN_SPAN_TILES k-tiles long */
-  int64_t tiles = ((g->M + g->bm - 1) / g->bm) * ((g->N + g->bn - 1) / g->bn) * g->batch;
-  int64_t ktiles = (g->K + g->bk - 1) / g->bk, splits = 1;
   const char *env = getenv("KILN_CUDA_SPLITK");
-  if (tiles < ENOUGH_BLOCKS && !(env && !strcmp(env, "0"))) {
-    splits = (2 * ENOUGH_BLOCKS + tiles - 1) / tiles;
-    if (splits > ktiles / MIN_SPAN_TILES) splits = ktiles / MIN_SPAN_TILES;
-    if (splits > MAX_SPLITS) splits = MAX_SPLITS;
-    while (splits > 1 && (double)splits * (double)tiles * g->bm * g->bn * 4 > SPLIT_WS_BYTES) splits--;
-    if (splits < 1) splits = 1;
-  }
-  int64_t span_tiles = (ktiles + splits - 1) / splits;
+  bool off = env && !strcmp(env, "0"), wide = env && !strcmp(env, "wide");
+  int c = 0;
+  while (c < 2 && tiles_of(g, c) < ENOUGH_BLOCKS) c++;
+  int64_t splits = tiles_of(g, c) < ENOUGH_BLOCKS && !off ? splits_for(g, c) : 1;
+  if (wide && splits > 1)
+    for (int w = 0; w < 2; w++)
+      if (tiles_of(g, w) * splits_for(g, w) >= ENOUGH_BLOCKS) { c = w, splits = splits_for(g, w); break; }
+  g->bm = tile_cfg[c][0], g->bn = tile_cfg[c][1], g->bk = tile_cfg[c][2], g->tm = tile_cfg[c][3], g->tn = tile_cfg[c][4];
+  int64_t ktiles = (g->K + g->bk - 1) / g->bk, span_tiles = (ktiles + splits - 1) / splits;
   g->kspan = span_tiles * g->bk;
   g->splits = (int)((ktiles + span_tiles - 1) / span_tiles);  /* no empty span */
 }
