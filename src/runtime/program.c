@@ -21,7 +21,8 @@ struct kiln_program {
    * the host copies that stand in for device buffers. */
   bool *in_set;
   void **in_copy, **out_copy;
-  Arena *in_strings;     /* per input: the strings of a resident string input (set_input) */
+  Arena *in_strings;     /* per input: the strings of a resident string input (set_input; every
+                          * backend's resident copy points into them) */
   Arena out_strings;     /* the strings of the last run's string outputs (kiln.h) */
 };
 
@@ -199,28 +200,26 @@ kiln_status kiln_program_set_input(kiln_program *p, int i, const void *src) {
     return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_set_input: input %d does not exist (0..%d)", i, te->n_inputs - 1);
   if (!p->in_set && !(p->in_set = kiln_calloc((size_t)te->n_inputs, sizeof *p->in_set)))
     return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory");
-  kiln_status st = KILN_OK;
+  const Stage *S = &te->stages[te->inputs[i]];
+  kiln_status st = check_strings("kiln_program_set_input", S, i, src);
+  if (st) return st;
+  if (S->dtype == KILN_STRING) {  /* the caller's strings need not outlive this call */
+    if (!p->in_strings && !(p->in_strings = kiln_calloc((size_t)te->n_inputs, sizeof *p->in_strings)))
+      return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory");
+    p->in_set[i] = false;  /* its old strings go now */
+    arena_free(&p->in_strings[i]);
+    const char **v = arena_strings(&p->in_strings[i], src, S->numel);
+    if (!v && S->numel) return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory copying strings");
+    src = v;
+  }
   if (p->be->set_input) {
     st = p->be->set_input(p->exec, i, src);
   } else {
-    const Stage *S = &te->stages[te->inputs[i]];
     size_t n = (size_t)S->numel * kiln_dtype_size(S->dtype);
-    if ((st = check_strings("kiln_program_set_input", S, i, src))) return st;
     if (!p->in_copy && !(p->in_copy = kiln_calloc((size_t)te->n_inputs, sizeof *p->in_copy)))
       return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory");
     if (!p->in_copy[i] && !(p->in_copy[i] = kiln_malloc(n + 1)))
       return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory");
-    if (S->dtype == KILN_STRING) {  /* the caller's strings need not outlive this call */
-      if (!p->in_strings && !(p->in_strings = kiln_calloc((size_t)te->n_inputs, sizeof *p->in_strings)))
-        return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory");
-      arena_free(&p->in_strings[i]);
-      const char **v = arena_strings(&p->in_strings[i], src, S->numel);
-      if (!v && S->numel) {
-        p->in_set[i] = false;
-        return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory copying strings");
-      }
-      src = v;
-    }
     memcpy(p->in_copy[i], src, n);
   }
   if (!st) p->in_set[i] = true;

@@ -59,10 +59,9 @@ typedef struct CudaExec {
   CUevent ev[2];               /* around the schedule: the census's device_ms */
   /* String tensors stay on the host (kiln.h): stage -> array of numel `const char *`
    * (0 in buf), filled by inputs, constants and the host string ops; strings the ops make
-   * live in `strings` until the next run, resident string inputs' copies in in_strings. */
+   * live in `strings` until the next run. */
   const char ***host;
   Arena strings;
-  Arena *in_strings;
 } CudaExec;
 
 static kiln_status cuda_probe(void) {
@@ -514,13 +513,8 @@ static kiln_status cuda_set_input(void *exec, int i, const void *src) {
   int s = x->te->inputs[i];
   int64_t n = stage_bytes(&x->te->stages[s]);
   kiln_status st = KILN_OK;
-  if (x->host[s]) {  /* strings: the caller's need not outlive this call, so copy them */
-    if (!x->in_strings && !(x->in_strings = kiln_calloc((size_t)x->te->n_inputs, sizeof *x->in_strings)))
-      return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for string input %d", i);
-    arena_free(&x->in_strings[i]);
-    const char **v = arena_strings(&x->in_strings[i], src, x->te->stages[s].numel);
-    if (!v && x->te->stages[s].numel) return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for string input %d", i);
-    if (n > 0) memcpy(x->host[s], v, (size_t)n);
+  if (x->host[s]) {  /* strings: pointers into program.c's copy of them */
+    if (n > 0) memcpy(x->host[s], src, (size_t)n);
     return KILN_OK;
   }
   if (n > 0) st = cuda_check(x->d->cuMemcpyHtoDAsync(x->buf[s], src, (size_t)n, x->stream), "cuMemcpyHtoDAsync",
@@ -557,8 +551,6 @@ static void cuda_free(void *exec) {
   }
   for (int s = 0; x->host && s < x->te->n_stages; s++) kiln_free(x->host[s]);
   kiln_free(x->host);
-  for (int i = 0; x->in_strings && i < x->te->n_inputs; i++) arena_free(&x->in_strings[i]);
-  kiln_free(x->in_strings);
   arena_free(&x->strings);
   kiln_free(x->buf);
   kiln_free(x->owned);
