@@ -103,9 +103,11 @@ static bool reads_along_k(const Plan *p, const Kernel *k, const Expr *x, const C
 
 static const int tile_cfg[3][5] = { { 128, 128, 8, 8, 8 }, { 64, 64, 16, 4, 4 }, { 32, 32, 32, 2, 2 } };
 
-static int64_t tiles_of(const CgGemm *g, int c) {
-  return ((g->M + tile_cfg[c][0] - 1) / tile_cfg[c][0]) * ((g->N + tile_cfg[c][1] - 1) / tile_cfg[c][1]) * g->batch;
+static int64_t tiles_at(const CgGemm *g, int bm, int bn) {
+  return ((g->M + bm - 1) / bm) * ((g->N + bn - 1) / bn) * g->batch;
 }
+
+static int64_t tiles_of(const CgGemm *g, int c) { return tiles_at(g, tile_cfg[c][0], tile_cfg[c][1]); }
 
 /* Spans for tile config c: two blocks per multiprocessor in all, each span at least
  * MIN_SPAN_TILES k-tiles long, the partial tiles within SPLIT_WS_BYTES. */
@@ -128,9 +130,10 @@ static void pick_tile(CgGemm *g) {
   int c = 0;
   while (c < 2 && tiles_of(g, c) < ENOUGH_BLOCKS) c++;
   int64_t splits = tiles_of(g, c) < ENOUGH_BLOCKS && !off ? splits_for(g, c) : 1;
-  if (wide && splits > 1)
-    for (int w = 0; w < 2; w++)
-      if (tiles_of(g, w) * splits_for(g, w) >= ENOUGH_BLOCKS) { c = w, splits = splits_for(g, w); break; }
+  for (int w = 0; wide && splits > 1 && w < c; w++) {
+    int64_t ws = splits_for(g, w);
+    if (tiles_of(g, w) * ws >= ENOUGH_BLOCKS) { c = w, splits = ws; break; }
+  }
   g->bm = tile_cfg[c][0], g->bn = tile_cfg[c][1], g->bk = tile_cfg[c][2], g->tm = tile_cfg[c][3], g->tn = tile_cfg[c][4];
   int64_t ktiles = (g->K + g->bk - 1) / g->bk, span_tiles = (ktiles + splits - 1) / splits;
   g->kspan = span_tiles * g->bk;
@@ -176,7 +179,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *out) {
   pick_tile(&g);
   /* few tiles: one block per output row-reduces instead, unless split-K gives the tiles
    * enough blocks (a batch-32 layer of 784 inputs: 4 tiles x 9 spans) */
-  int64_t small_tiles = ((g.M + 31) / 32) * ((g.N + 31) / 32) * g.batch;
+  int64_t small_tiles = tiles_of(&g, 2);
   bool block_rows = k->inner_numel >= 64 && k->outer_numel < 32768;
   if (small_tiles < 16 && small_tiles * g.splits < 32 && block_rows) return false;
   g.a_kfast = reads_along_k(p, k, g.a, &g, ROLE_M);
@@ -186,13 +189,13 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *out) {
 }
 
 int64_t cg_gemm_blocks(const CgGemm *g) {
-  int64_t t = ((g->M + g->bm - 1) / g->bm) * ((g->N + g->bn - 1) / g->bn) * g->batch * g->splits;
+  int64_t t = tiles_at(g, g->bm, g->bn) * g->splits;
   return t < ((int64_t)1 << 20) ? t : ((int64_t)1 << 20);
 }
 
 void cg_gemm_globals(const CgGemm *g, int ki, StrBuf *out) {
   if (g->splits <= 1) return;
-  int64_t tiles = ((g->M + g->bm - 1) / g->bm) * ((g->N + g->bn - 1) / g->bn) * g->batch;
+  int64_t tiles = tiles_at(g, g->bm, g->bn);
   sb_printf(out, "\n/* kernel %d, split-K: partial tiles of its %d spans, and each tile's arrivals (0 at\n"
                  " * module load; the last block of a tile puts its count back to 0) */\n", ki, g->splits);
   sb_printf(out, "__device__ float kiln_part%d[%lld];\n", ki, (long long)(g->splits * tiles * g->bm * g->bn));
