@@ -47,11 +47,13 @@ static bool exists(const char *path) {
 static bool compare(const void *got, const OnnxTensor *want, double rtol, double atol, double *max_abs, double *max_rel,
                     int64_t *bad_at) {
   *bad_at = -1;
-  for (int64_t i = 0; want->dtype == KILN_STRING && i < want->numel && *bad_at < 0; i++) {
-    const char *a = ((const char *const *)got)[i], *b = ((const char *const *)want->data)[i];
-    if (!a || strcmp(a, b)) *bad_at = i;
+  if (want->dtype == KILN_STRING) {
+    for (int64_t i = 0; i < want->numel; i++) {
+      const char *a = ((const char *const *)got)[i], *b = ((const char *const *)want->data)[i];
+      if (!a || strcmp(a, b)) { *bad_at = i; return false; }
+    }
+    return true;
   }
-  if (want->dtype == KILN_STRING) return *bad_at < 0;
   for (int64_t i = 0; i < want->numel; i++) {
     double a = dtype_load_f64(want->dtype, got, i), b = dtype_load_f64(want->dtype, want->data, i);
     if (!dtype_is_float(want->dtype)) {

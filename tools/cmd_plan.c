@@ -14,9 +14,8 @@
 #include "plan/plan.h"
 #include "codegen/codegen.h"
 
-#include <stdlib.h>
-
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int usage(void) {
