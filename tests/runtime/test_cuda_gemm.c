@@ -331,6 +331,7 @@ static void check_values(const char *what, kiln_graph *g, int n_in, const int64_
      * spans are summed in a fixed order) */
     for (int i = 0; i < n_out; i++) {
       float *again = malloc((size_t)out_n[i] * 4);
+      memset(again, 0xff, (size_t)out_n[i] * 4);  /* NaNs: an output the run leaves unwritten shows */
       void *outs[MAXIO] = { 0 };
       outs[i] = again;
       OK(kiln_program_run(p, (const void *const *)in, outs));
