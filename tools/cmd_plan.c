@@ -1,12 +1,15 @@
 /*
- * kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda]
+ * kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda] [--launches]
  *
  * Lowers a model (an ONNX file, or a workload of bench/workloads.h by name) and prints
  * its plan with plan_print: each kernel, its stages, anchor, buffers, bytes and the
  * reason for every boundary, then totals. Nothing is compiled. --dot writes Graphviz
  * with one cluster per kernel. --source prints the generated source of the whole plan in
- * that dialect (cuda: the block-row variant from KILN_CUDA_ROW, as the cuda backend reads
- * it), so kernels can be read on a machine without a GPU or compiler.
+ * that dialect, so kernels can be read on a machine without a GPU or compiler; --launches
+ * prints each kernel's launch as codegen decided it (cg_program_print: grid, block, shared
+ * memory, library GEMM, why), in the --source dialect (cuda when none is given). The codegen
+ * options come from the environment as the backends read it: KILN_CUDA_ROW (block-row
+ * variant), KILN_CUDA_SPLITK (0, wide), KILN_CUBLASLT (0: no library GEMMs).
  */
 #include "tools.h"
 
@@ -19,7 +22,8 @@
 #include <string.h>
 
 static int usage(void) {
-  fprintf(stderr, "usage: kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda]\nworkloads:");
+  fprintf(stderr, "usage: kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda] [--launches]\n"
+                  "workloads:");
   for (int i = 0; i < wl_n_standard; i++) fprintf(stderr, " %s", wl_standard[i]);
   fprintf(stderr, "\n  (also chain10_N, softmax_RxC, logsoftmax_RxC, layernorm_RxC, linear_relu_MxKxN, mlp_fwd_bB)\n");
   return 2;
@@ -30,25 +34,38 @@ static int fail(const char *what, kiln_status st) {
   return 1;
 }
 
+/* The codegen options the environment asks for (as the backends read it); false if one is
+ * not understood. */
+static bool codegen_options(CgOptions *co) {
+  *co = cg_options_default();
+  const char *splitk = getenv("KILN_CUDA_SPLITK"), *lib = getenv("KILN_CUBLASLT");
+  co->row_variant = cg_row_variant(getenv("KILN_CUDA_ROW"));
+  if (co->row_variant < 0) { fprintf(stderr, "kiln plan: KILN_CUDA_ROW names no row variant\n"); return false; }
+  if (splitk && !strcmp(splitk, "0")) co->splitk = CG_SPLITK_OFF;
+  else if (splitk && !strcmp(splitk, "wide")) co->splitk = CG_SPLITK_WIDE;
+  co->library = !(lib && !strcmp(lib, "0"));
+  return true;
+}
+
 int cmd_plan(int argc, char **argv) {
   const char *model = NULL, *dot = NULL, *source = NULL;
+  bool launches = false;
   kiln_options o = kiln_options_default();
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--eager")) o.fuse = 0;
     else if (!strcmp(argv[i], "--cse")) o.cse = 1;
     else if (!strcmp(argv[i], "--dot") && i + 1 < argc) dot = argv[++i];
     else if (!strcmp(argv[i], "--source") && i + 1 < argc) source = argv[++i];
+    else if (!strcmp(argv[i], "--launches")) launches = true;
     else if (argv[i][0] == '-' || model) return usage();
     else model = argv[i];
   }
   if (!model) return usage();
-  Dialect dialect;
-  if (source && !strcmp(source, "c")) dialect = cg_dialect_c;
-  else if (source && !strcmp(source, "cuda")) {
-    dialect = cg_dialect_cuda;
-    dialect.row_variant = cg_row_variant(getenv("KILN_CUDA_ROW"));
-    if (dialect.row_variant < 0) { fprintf(stderr, "kiln plan: KILN_CUDA_ROW names no row variant\n"); return 2; }
-  } else if (source) return usage();
+  const Dialect *dialect = &cg_dialect_cuda;
+  if (source && !strcmp(source, "c")) dialect = &cg_dialect_c;
+  else if (source && strcmp(source, "cuda")) return usage();
+  CgOptions co;
+  if (!codegen_options(&co)) return 2;
   Workload w = { 0 };
   kiln_graph *g = NULL;
   kiln_status st;
@@ -70,12 +87,16 @@ int cmd_plan(int argc, char **argv) {
       if (!f) { fprintf(stderr, "kiln plan: cannot write '%s'\n", dot); st = KILN_ERR_IO; }
       else { plan_dot(p, f); fclose(f); }
     }
-    if (!st && source) {
-      StrBuf src = { 0 };
-      st = cg_render_plan(p, &dialect, &src);
-      if (!st) fputs(src.s, stdout);
-      else fail("render", st);
-      sb_free(&src);
+    if (!st && (source || launches)) {
+      CgProgram *prog = NULL;
+      st = cg_program_build(p, dialect, &co, &prog);
+      if (st) fail("render", st);
+      if (!st && source) fputs(prog->source.s, stdout);
+      if (!st && launches) {
+        printf("launches (%s):\n", dialect->name);
+        cg_program_print(prog, stdout);
+      }
+      cg_program_free(prog);
     }
   } else {
     fail(model, st);

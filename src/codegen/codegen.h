@@ -63,6 +63,66 @@ typedef struct Dialect {
   const char *dyn_shared;         /* grid: declaration of the f32 dynamic shared array k_dyn */
 } Dialect;
 
+/* -- program.c: what codegen hands on (source and launch decisions, as data) -- */
+
+/* Choices a caller makes for a program. The tool layer and the backends read the
+ * environment (KILN_CUDA_ROW, KILN_CUDA_SPLITK, KILN_CUBLASLT) and set these; codegen
+ * reads none of it. */
+typedef enum {
+  CG_SPLITK_ON,    /* split a GEMM's tiles along K when too few tiles fill the chip (default) */
+  CG_SPLITK_OFF,   /* never split (KILN_CUDA_SPLITK=0) */
+  CG_SPLITK_WIDE,  /* split, and prefer the largest tile whose splits still fill the chip ("wide") */
+} CgSplitK;
+typedef struct CgOptions {
+  int row_variant;      /* cg_row_variant(); the default is the "auto" variant */
+  CgSplitK splitk;      /* what KILN_CUDA_SPLITK set: default on, "0" off, "wide" */
+  bool library;         /* offer plain GEMMs to a library (cuBLASLt); KILN_CUBLASLT=0 sets false */
+} CgOptions;
+CgOptions cg_options_default(void);   /* auto rows, split-K on, library on; reads NO environment */
+
+/* A GEMM a library may run instead of the generated kernel (the plan part of today's CudaLtCall):
+ * kiln's row-major D[m, n] (+ bias[n], relu or tanh-gelu) = sum_k A[m, k] B[k, n], per batch. */
+typedef struct CgLibGemm {
+  int a_stage, b_stage, d_stage, bias_stage;   /* bias_stage -1: none */
+  int64_t M, N, K, batch;
+  int64_t a_off, b_off, d_off, bias_off;       /* element offsets into the stages */
+  int64_t lda, ldb, ldd;                       /* leading dimensions (elements) */
+  int64_t a_sb, b_sb, d_sb;                    /* batch strides (elements) */
+  bool a_t, b_t;                               /* A stored along m (k strided), B along k */
+  bool relu, gelu;
+} CgLibGemm;
+
+typedef struct CgLaunch {
+  int kernel;            /* plan kernel index (= position) */
+  bool host;             /* KN_HOST: no source; the runtime evaluates it on the host (a counted fallback) */
+  char name[32];         /* entry symbol: the kernel for grid dialects, the trampoline for loop dialects ("" for host) */
+  int *params; int n_params;   /* stage bound to each parameter b0..b(n-1), in order (cg_kernel_params) */
+  int64_t grid;          /* blocks (already capped as today at 2^20); loop dialects: 1; 0: nothing to run */
+  int block;             /* threads per block; loop dialects: 1 */
+  int smem;              /* dynamic shared memory bytes (a long row's cache), 0 if none */
+  int smem_carveout;     /* percent of L1 as shared memory to request, 0: leave the default */
+  bool library;          /* a library GEMM may replace it (lib is filled); the kernel stays as fallback */
+  CgLibGemm lib;
+  char why[96];          /* what was chosen and why, printable: "gemm 32x32 tiles x 4 K-spans", "block rows p16: 256 threads", ... */
+} CgLaunch;
+
+typedef struct CgProgram {
+  StrBuf source;         /* the whole translation unit (prelude + every non-host kernel) */
+  CgLaunch *launch; int n_launch;   /* one per plan kernel, plan order */
+  Arena arena;           /* params arrays etc. */
+} CgProgram;
+/* Renders the plan in dialect d under options o (NULL: cg_options_default) and decides every
+ * kernel's launch. The source is exactly cg_render_plan_opt's. */
+kiln_status cg_program_build(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram **out);
+void cg_program_free(CgProgram *g);   /* NULL: nothing */
+void cg_program_print(const CgProgram *g, FILE *f);   /* one line per launch: kernel, name, grid x block, smem, library, why */
+
+/* Transitional: the calls of the runtime written before CgProgram, kept source-compatible
+ * until it moves to cg_program_build. Each takes its options as that runtime did: the row
+ * variant from Dialect.row_variant and split-K from KILN_CUDA_SPLITK (the one environment
+ * read left in codegen; it goes with these wrappers). */
+CgOptions cg_options_legacy(const Dialect *d);
+
 /* -- dialect_c.c -- */
 
 extern const Dialect cg_dialect_c;
@@ -79,15 +139,20 @@ int cg_kernel_params(const Plan *p, const Kernel *k, int *stages);
 /* Name of kernel k's function ("kiln_k3") and of its trampoline ("kiln_e3"). */
 void cg_kernel_name(int k, bool trampoline, char buf[32]);
 /* Source of one kernel (appended to out). */
-kiln_status cg_render_kernel(const Plan *p, int k, const Dialect *d, StrBuf *out);
+kiln_status cg_render_kernel(const Plan *p, int k, const Dialect *d, const CgOptions *o, StrBuf *out);
 /* Prelude and every non-host kernel of the plan, as one translation unit. */
-kiln_status cg_render_plan(const Plan *p, const Dialect *d, StrBuf *out);
+kiln_status cg_render_plan_opt(const Plan *p, const Dialect *d, const CgOptions *o, StrBuf *out);
+kiln_status cg_render_plan(const Plan *p, const Dialect *d, StrBuf *out);   /* transitional: cg_options_legacy */
 /* How a grid dialect maps kernel k (the backend sizes its launch from it):
  * POINTS one thread per outer point, grid-stride; VEC4 four points per thread, 16-byte f32
  * vectors (outer_numel/4 threads' worth); BLOCK_ROWS one block per outer point, any block
  * size that is a multiple of 32, up to 1024. */
 typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS, CG_GPU_GEMM } CgGpuShape;
-CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k);
+CgGpuShape cg_gpu_shape_opt(const Plan *p, const Kernel *k, const CgOptions *o);
+CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k);   /* transitional: cg_options_legacy(NULL) */
+/* The shape kernel k is rendered with in dialect d: cg_gpu_shape_opt where the dialect has
+ * the means (VEC4 needs a vector type), CG_GPU_POINTS for loop dialects. */
+CgGpuShape cg_kernel_shape(const Plan *p, const Kernel *k, const Dialect *d, const CgOptions *o);
 /* BLOCK_ROWS: the block size the kernel was rendered for (launch exactly this many threads). */
 int cg_gpu_block(const Kernel *k);
 /* BLOCK_ROWS under a row variant: `threads` per row (a power of two, 32..1024), `rows` rows
@@ -134,8 +199,10 @@ typedef struct CgGemm {
   int splits;                      /* split-K: blocks per tile, each over kspan points of K */
   int64_t kspan;                   /* (a multiple of bk; 1 split: kspan >= K) */
 } CgGemm;
-/* Does kernel k take the tiled shape? Fills g (may be NULL) when it does. */
-bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *g);
+/* Does kernel k take the tiled shape under options o (split-K)? Fills g (may be NULL) when
+ * it does. */
+bool cg_gemm_match_opt(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *g);
+bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *g);   /* transitional: cg_options_legacy(NULL) */
 /* Blocks to launch (CG_GEMM_THREADS threads each). */
 int64_t cg_gemm_blocks(const CgGemm *g);
 /* Module-scope declarations kernel ki's GEMM needs before its function (split-K: the
@@ -154,5 +221,12 @@ typedef struct CgEmit {
   void (*items)(void *r, int step, const char *acc);
 } CgEmit;
 void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em);
+
+/* -- library.c: which GEMMs a library (cuBLASLt) may run -- */
+
+/* Does kernel k (a CG_GPU_GEMM kernel under o) run as a library GEMM? The cost rule
+ * (M*N*K*batch >= 2^26), operands affine in m, n, k and batch, one stored result with an
+ * optional bias[n] and relu or tanh GELU. Fills c when it does. */
+bool cg_library_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibGemm *c);
 
 #endif

@@ -32,7 +32,7 @@
  * in a module-scope array and counts itself in at the tile's arrival count; the block
  * that arrives last sums the partials in span order (so the result does not depend on
  * which block came last), puts the count back to 0 for the next run, and runs the
- * epilogue. One kernel, no atomics on data, deterministic. KILN_CUDA_SPLITK=0 turns it off.
+ * epilogue. One kernel, no atomics on data, deterministic. CgOptions.splitk turns it off.
  */
 #include "codegen.h"
 
@@ -121,12 +121,11 @@ static int64_t splits_for(const CgGemm *g, int c) {
 }
 
 /* The largest tile that gives a block per multiprocessor; else 32x32, split along K when
- * that still leaves the chip under-filled. KILN_CUDA_SPLITK=wide (being raced): when 32x32
+ * that still leaves the chip under-filled. CG_SPLITK_WIDE (being raced): when 32x32
  * would split, the largest tile whose splits give a block per multiprocessor instead
  * (fewer, longer-per-thread blocks: 4x4 outputs a thread rather than 2x2). */
-static void pick_tile(CgGemm *g) {
-  const char *env = getenv("KILN_CUDA_SPLITK");
-  bool off = env && !strcmp(env, "0"), wide = env && !strcmp(env, "wide");
+static void pick_tile(CgGemm *g, CgSplitK splitk) {
+  bool off = splitk == CG_SPLITK_OFF, wide = splitk == CG_SPLITK_WIDE;
   int c = 0;
   while (c < 2 && tiles_of(g, c) < ENOUGH_BLOCKS) c++;
   int64_t splits = tiles_of(g, c) < ENOUGH_BLOCKS && !off ? splits_for(g, c) : 1;
@@ -140,7 +139,7 @@ static void pick_tile(CgGemm *g) {
   g->splits = (int)((ktiles + span_tiles - 1) / span_tiles);  /* no empty span */
 }
 
-bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *out) {
+bool cg_gemm_match_opt(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *out) {
   if (k->kind != KN_REDUCE || k->n_steps > 2 || k->rank < 1 || k->n_red < 1) return false;
   CgGemm g = { .acc_item = -1 };
   for (int i = 0; i < k->n_items; i++) {
@@ -176,7 +175,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *out) {
   /* worth a tile: both sides at least 8 wide, and either enough small tiles to spread over
    * the chip or a shape the one-block-per-output reduction does not take */
   if (g.M < 8 || g.N < 8 || g.K < 4) return false;
-  pick_tile(&g);
+  pick_tile(&g, o->splitk);
   /* few tiles: one block per output row-reduces instead, unless split-K gives the tiles
    * enough blocks (a batch-32 layer of 784 inputs: 4 tiles x 9 spans) */
   int64_t small_tiles = tiles_of(&g, 2);

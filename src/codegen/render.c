@@ -33,6 +33,7 @@ typedef struct R {
   const Plan *p;
   const Kernel *k;
   const Dialect *d;
+  const CgOptions *o;
   StrBuf *sb;
   int indent;
   Memo *memo; int n_memo, cap_memo;
@@ -1278,14 +1279,20 @@ CgRows cg_gpu_rows(const Kernel *k, int variant) {
   return ro;
 }
 
-CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k) {
-  if (cg_gemm_match(p, k, NULL)) return CG_GPU_GEMM;
+CgGpuShape cg_gpu_shape_opt(const Plan *p, const Kernel *k, const CgOptions *o) {
+  if (cg_gemm_match_opt(p, k, o, NULL)) return CG_GPU_GEMM;
   if (k->kind == KN_ROW || (k->kind == KN_REDUCE && k->inner_numel >= 64 && k->outer_numel < 32768))
     return CG_GPU_BLOCK_ROWS;
   if (k->kind != KN_POINTWISE || k->outer_numel % 4 || k->outer_numel < 4096) return CG_GPU_POINTS;
   for (int i = 0; i < k->n_items; i++)
     if (p->te->stages[k->items[i].stage].dtype != KILN_F32) return CG_GPU_POINTS;
   return CG_GPU_VEC4;
+}
+
+CgGpuShape cg_kernel_shape(const Plan *p, const Kernel *k, const Dialect *d, const CgOptions *o) {
+  if (!d->grid) return CG_GPU_POINTS;
+  CgGpuShape s = cg_gpu_shape_opt(p, k, o);
+  return s == CG_GPU_VEC4 && !d->vec4_type ? CG_GPU_POINTS : s;
 }
 
 static void block_combine(R *r, const Item *it) {
@@ -1552,7 +1559,7 @@ static void block_inner_loop(R *r, int step, int per) {
  * waits on the block). */
 static void render_block_rows(R *r) {
   const Kernel *k = r->k;
-  r->ro = cg_gpu_rows(k, r->d->row_variant);
+  r->ro = cg_gpu_rows(k, r->o->row_variant);
   if (r->ro.rows > 1) {
     line(r, "const int kt = threadIdx.x & 31;");
     line(r, "for (int64_t o = (int64_t)blockIdx.x * %d + (threadIdx.x >> 5); o < INT64_C(%lld); o += (int64_t)gridDim.x * %d) {",
@@ -1676,7 +1683,7 @@ static void hk_items(void *rv, int step, const char *acc) {
 
 static void render_gemm(R *r) {
   CgGemm g;
-  bool ok = cg_gemm_match(r->p, r->k, &g);  /* cg_gpu_shape said so */
+  bool ok = cg_gemm_match_opt(r->p, r->k, r->o, &g);  /* cg_gpu_shape said so */
   KILN_ASSERT(ok);
   if (!ok) return;
   CgEmit em = { r, hk_put, hk_indent, hk_emit, hk_push, hk_pop, hk_items };
@@ -1697,11 +1704,11 @@ void cg_kernel_name(int k, bool trampoline, char buf[32]) {
   snprintf(buf, 32, "kiln_%c%d", trampoline ? 'e' : 'k', k);
 }
 
-kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *out) {
+kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOptions *o, StrBuf *out) {
   const Kernel *k = &p->kernels[ki];
   const TE *te = p->te;
   if (k->kind == KN_HOST) return KILN_OK;
-  R r = { .p = p, .k = k, .d = d, .sb = out, .cidx = "j" };
+  R r = { .p = p, .k = k, .d = d, .o = o, .sb = out, .cidx = "j" };
   int *params = kiln_calloc((size_t)(k->n_ins + k->n_items + 1), sizeof *params);
   r.param_of = kiln_calloc((size_t)te->n_stages + 1, sizeof *r.param_of);
   if (!params || !r.param_of) {
@@ -1718,15 +1725,15 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   r.step = -1;
   char name[32];
   cg_kernel_name(ki, false, name);
-  CgGpuShape gs0 = d->grid ? cg_gpu_shape(p, k) : CG_GPU_POINTS;
+  CgGpuShape gs = cg_kernel_shape(p, k, d, o);
   CgGemm gemm;
-  if (gs0 == CG_GPU_GEMM && cg_gemm_match(p, k, &gemm)) cg_gemm_globals(&gemm, ki, out);
+  if (gs == CG_GPU_GEMM && cg_gemm_match_opt(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, out);
   sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
-  if (d->block_bounds && (gs0 == CG_GPU_BLOCK_ROWS || gs0 == CG_GPU_GEMM)) {
-    CgRows ro = cg_gpu_rows(k, d->row_variant);
-    if (gs0 == CG_GPU_BLOCK_ROWS && ro.min_blocks > 1 && d->block_bounds_min)
+  if (d->block_bounds && (gs == CG_GPU_BLOCK_ROWS || gs == CG_GPU_GEMM)) {
+    CgRows ro = cg_gpu_rows(k, o->row_variant);
+    if (gs == CG_GPU_BLOCK_ROWS && ro.min_blocks > 1 && d->block_bounds_min)
       sb_printf(out, d->block_bounds_min, ro.threads * ro.rows, ro.min_blocks);
-    else sb_printf(out, d->block_bounds, gs0 == CG_GPU_GEMM ? (int)CG_GEMM_THREADS : ro.threads * ro.rows);
+    else sb_printf(out, d->block_bounds, gs == CG_GPU_GEMM ? (int)CG_GEMM_THREADS : ro.threads * ro.rows);
     sb_puts(out, " ");
   }
   sb_printf(out, "%s(", name);
@@ -1737,10 +1744,9 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   }
   sb_puts(out, ") {\n");
   r.indent = 1;
-  CgGpuShape gs = d->grid ? cg_gpu_shape(p, k) : CG_GPU_POINTS;
-  if (d->grid && gs == CG_GPU_GEMM) render_gemm(&r);
-  else if (d->grid && gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
-  else if (d->grid && gs == CG_GPU_VEC4 && d->vec4_type) render_vec4(&r);
+  if (gs == CG_GPU_GEMM) render_gemm(&r);
+  else if (gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
+  else if (gs == CG_GPU_VEC4) render_vec4(&r);
   else if (k->kind == KN_POINTWISE) render_pointwise(&r);
   else if (!d->grid && rowacc_fits(k, te) && rows_contiguous(&r)) render_rowacc(&r);
   else if (!d->grid && dot_fits(k, te) && !rows_contiguous(&r)) render_dot(&r);
@@ -1761,10 +1767,10 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, StrBuf *ou
   return r.st;
 }
 
-kiln_status cg_render_plan(const Plan *p, const Dialect *d, StrBuf *out) {
+kiln_status cg_render_plan_opt(const Plan *p, const Dialect *d, const CgOptions *o, StrBuf *out) {
   sb_puts(out, d->prelude);
   for (int k = 0; k < p->n_kernels; k++) {
-    kiln_status st = cg_render_kernel(p, k, d, out);
+    kiln_status st = cg_render_kernel(p, k, d, o, out);
     if (st) return st;
   }
   return out->failed ? kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory") : KILN_OK;

@@ -133,6 +133,19 @@ static int emit_reduce(Lower *L, const Node *n, Expr *body, int n_red, const int
 
 /* ---- elementwise ---- */
 
+/* kiln's tanh GELU, x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), built in this one
+ * order (expression ids follow creation order): OP_GELU_TANH lowers to it, and codegen's
+ * library matcher rebuilds it to recognise the epilogue, so the two cannot drift. */
+Expr *te_gelu_tanh(TE *te, Expr *x) {
+  if (!x) return NULL;
+  kiln_dtype t = x->dtype;
+  Expr *x3 = te_binary(te, TB_MUL, te_binary(te, TB_MUL, x, x), x);
+  Expr *in = te_binary(te, TB_ADD, x, te_binary(te, TB_MUL, x3, te_const_f(te, t, 0.044715)));
+  Expr *th = te_unary(te, TU_TANH, te_binary(te, TB_MUL, in, te_const_f(te, t, 0.7978845608028654)));
+  Expr *h = te_binary(te, TB_MUL, x, te_const_f(te, t, 0.5));
+  return te_binary(te, TB_MUL, h, te_binary(te, TB_ADD, th, te_const_f(te, t, 1.0)));
+}
+
 static Expr *unary_body(Lower *L, OpKind op, Expr *x) {
   TE *te = L->te;
   kiln_dtype t = x->dtype;
@@ -152,13 +165,7 @@ static Expr *unary_body(Lower *L, OpKind op, Expr *x) {
     Expr *h = mul(L, x, te_const_f(te, t, 0.5));
     return mul(L, h, add(L, e, te_const_f(te, t, 1.0)));
   }
-  case OP_GELU_TANH: {  /* x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) */
-    Expr *x3 = mul(L, mul(L, x, x), x);
-    Expr *in = add(L, x, mul(L, x3, te_const_f(te, t, 0.044715)));
-    Expr *th = te_unary(te, TU_TANH, mul(L, in, te_const_f(te, t, 0.7978845608028654)));
-    Expr *h = mul(L, x, te_const_f(te, t, 0.5));
-    return mul(L, h, add(L, th, te_const_f(te, t, 1.0)));
-  }
+  case OP_GELU_TANH: return te_gelu_tanh(te, x);
   case OP_ERF: return te_unary(te, TU_ERF, x);
   case OP_SIN: return te_unary(te, TU_SIN, x);
   case OP_COS: return te_unary(te, TU_COS, x);

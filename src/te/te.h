@@ -170,6 +170,8 @@ void te_free(TE *te);
 /* Adds a stage; returns its id or -1 when out of memory. */
 int te_add_stage(TE *te, const Stage *s);
 kiln_status te_check(const TE *te);
+/* kiln's tanh GELU of x (OP_GELU_TANH's body; hash-consed, so an equal GELU is this node). */
+Expr *te_gelu_tanh(TE *te, Expr *x);
 void te_print(const TE *te, FILE *f);
 void te_print_expr(const Expr *e, FILE *f);
 

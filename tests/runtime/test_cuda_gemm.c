@@ -12,7 +12,6 @@
 #include "codegen/codegen.h"
 #include "runtime/runtime.h"
 #include "runtime/cuda/cudadrv.h"
-#include "runtime/cuda/cublaslt.h"
 
 static unsigned long long seed = 29;
 
@@ -141,16 +140,22 @@ static void plans_free(Plans *r) {
   te_free(r->te);
 }
 
-/* The one GEMM-shaped kernel of a plan (fails if there is not exactly one). */
-static bool only_gemm(const Plans *r, CgGemm *g, const char *what) {
+/* The one GEMM-shaped kernel of a plan under codegen options o (fails if there is not
+ * exactly one). */
+static bool only_gemm_opt(const Plans *r, const CgOptions *o, CgGemm *g, const char *what) {
   int n = 0;
   for (int i = 0; r->p && i < r->p->n_kernels; i++)
-    if (cg_gpu_shape(r->p, &r->p->kernels[i]) == CG_GPU_GEMM) {
+    if (cg_gpu_shape_opt(r->p, &r->p->kernels[i], o) == CG_GPU_GEMM) {
       n++;
-      CHECK(cg_gemm_match(r->p, &r->p->kernels[i], g));
+      CHECK(cg_gemm_match_opt(r->p, &r->p->kernels[i], o, g));
     }
   CHECK_MSG(n == 1, "%s: %d GEMM kernels, expected 1", what, n);
   return n == 1;
+}
+
+static bool only_gemm(const Plans *r, CgGemm *g, const char *what) {
+  CgOptions o = cg_options_default();
+  return only_gemm_opt(r, &o, g, what);
 }
 
 static void compiles(const Plans *r, const char *what) {
@@ -182,11 +187,11 @@ static void test_shapes(void) {
   }
   compiles(&r, "dense");
   plans_free(&r);
-  setenv("KILN_CUDA_SPLITK", "0", 1);  /* off: one block per tile over all of K */
+  CgOptions off = cg_options_default();
+  off.splitk = CG_SPLITK_OFF;  /* off: one block per tile over all of K */
   r = plan_of(gr);
-  if (only_gemm(&r, &g, "dense, split-K off")) CHECK(g.splits == 1 && g.kspan >= g.K && cg_gemm_blocks(&g) == 64);
+  if (only_gemm_opt(&r, &off, &g, "dense, split-K off")) CHECK(g.splits == 1 && g.kspan >= g.K && cg_gemm_blocks(&g) == 64);
   plans_free(&r);
-  unsetenv("KILN_CUDA_SPLITK");
   kiln_graph_free(gr);
 
   /* split spans: 40 ragged tiles of 63 k-tiles -> 7 spans of 9; mlp_train_b32's first layer,
@@ -236,19 +241,21 @@ static void test_shapes(void) {
   /* a row of 10 outputs over a long reduction stays one block per output */
   gr = dense(10, 4096, 10, false);
   r = plan_of(gr);
-  for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(cg_gpu_shape(r.p, &r.p->kernels[i]) != CG_GPU_GEMM);
+  CgOptions dflt = cg_options_default();
+  for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(cg_gpu_shape_opt(r.p, &r.p->kernels[i], &dflt) != CG_GPU_GEMM);
   plans_free(&r);
   kiln_graph_free(gr);
 }
 
 /* Which kernels go to cuBLASLt, and how their operands map (no GPU needed). */
 static void test_library_match(void) {
-  CudaLtCall c;
+  CgLibGemm c;
+  CgOptions o = cg_options_default();
   kiln_graph *gr = dense(4096, 512, 256, false);
   Plans r = plan_of(gr);
   int n = 0;
   for (int i = 0; r.p && i < r.p->n_kernels; i++)
-    if (cuda_lt_match(r.p, &r.p->kernels[i], &c)) {
+    if (cg_library_match(r.p, &r.p->kernels[i], &o, &c)) {
       n++;
       CHECK(c.M == 4096 && c.N == 256 && c.K == 512 && c.batch == 1);
       CHECK(!c.a_t && c.lda == 512 && !c.b_t && c.ldb == 256 && c.ldd == 256);
@@ -262,14 +269,14 @@ static void test_library_match(void) {
   r = plan_of(gr);
   n = 0;
   for (int i = 0; r.p && i < r.p->n_kernels; i++)
-    if (cuda_lt_match(r.p, &r.p->kernels[i], &c)) n++, CHECK(c.a_t && c.lda == 1024 && !c.b_t);
+    if (cg_library_match(r.p, &r.p->kernels[i], &o, &c)) n++, CHECK(c.a_t && c.lda == 1024 && !c.b_t);
   CHECK_MSG(n == 1, "x^T w: %d library GEMMs, expected 1", n);
   plans_free(&r);
   kiln_graph_free(gr);
 
   gr = dense(128, 784, 512, false);  /* 51 M multiply-adds: under the cost rule */
   r = plan_of(gr);
-  for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(!cuda_lt_match(r.p, &r.p->kernels[i], &c));
+  for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(!cg_library_match(r.p, &r.p->kernels[i], &o, &c));
   plans_free(&r);
   kiln_graph_free(gr);
 
@@ -278,7 +285,7 @@ static void test_library_match(void) {
     r = plan_of(gr);
     n = 0;
     for (int i = 0; r.p && i < r.p->n_kernels; i++)
-      if (cuda_lt_match(r.p, &r.p->kernels[i], &c)) n++, CHECK(c.gelu && !c.relu && c.bias_stage >= 0);
+      if (cg_library_match(r.p, &r.p->kernels[i], &o, &c)) n++, CHECK(c.gelu && !c.relu && c.bias_stage >= 0);
     CHECK_MSG(n == 1, "gelu(x@w+b): %d library GEMMs, expected 1", n);
     plans_free(&r);
     kiln_graph_free(gr);
@@ -286,7 +293,7 @@ static void test_library_match(void) {
 
   gr = conv(32, 64, 32, 32, 64);  /* implicit GEMM: the window is no strided matrix */
   r = plan_of(gr);
-  for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(!cuda_lt_match(r.p, &r.p->kernels[i], &c));
+  for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(!cg_library_match(r.p, &r.p->kernels[i], &o, &c));
   plans_free(&r);
   kiln_graph_free(gr);
 }

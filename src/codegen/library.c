@@ -1,0 +1,167 @@
+/*
+ * library.c — which GEMMs a library may run (cuBLASLt on the cuda backend). Takes a plan
+ * kernel that gemm.c would tile; produces a CgLibGemm when the kernel is a plain strided
+ * (batched) product whose result, optionally plus a bias over n and through a relu or
+ * tanh GELU, is the one thing the kernel stores, and the cost rule says the library wins
+ * (M*N*K*batch >= 2^26: below that the generated tile kernel is as fast and saves the
+ * library's fixed cost).
+ *
+ * How a kernel maps: each operand is one load whose element offset is affine in the
+ * flat m (or n), k and batch indices (checked at probe points); the runtime hands kiln's
+ * row-major D[m, n] = A[m, k] B[k, n] to the column-major library as D^T = B^T A^T. The
+ * generated kernel stays in the source as the fallback when the library declines.
+ */
+#include "codegen.h"
+
+#include <string.h>
+
+/* Values of the kernel's vars for flat m, n, k and batch indices (digits of each over the
+ * vars of its role, as gemm_cuda.c decomposes them). */
+static void vars_at(const Kernel *k, const CgGemm *g, int64_t m, int64_t n, int64_t kk, int64_t b, int64_t *v) {
+  int64_t flat[3] = { b, m, n };
+  for (int i = k->rank - 1; i >= 0; i--) {
+    int r = g->role[i];
+    v[i] = flat[r] % k->shape[i];
+    flat[r] /= k->shape[i];
+  }
+  for (int i = k->n_red - 1; i >= 0; i--) {
+    v[k->rank + i] = kk % k->red_shape[i];
+    kk /= k->red_shape[i];
+  }
+}
+
+/* Element offset of load L (or, with L NULL, of expression off) at the given var values. */
+static bool offset_eval(const Plan *p, const Kernel *k, const Expr *L, const Expr *off, const int64_t *v, int64_t *out) {
+  int nv = k->rank + k->n_red;
+  int64_t mn, mx;
+  if (!L) {
+    if (!te_range(off, v, v, nv, &mn, &mx) || mn != mx) return false;
+    *out = mn;
+    return true;
+  }
+  const Stage *S = &p->te->stages[L->src];
+  int64_t o = 0;
+  for (int i = 0; i < L->n_args; i++) {
+    int64_t stride = 1;
+    if (!te_range(L->args[i], v, v, nv, &mn, &mx) || mn != mx) return false;
+    for (int j = i + 1; j < S->rank; j++) stride *= S->shape[j];
+    o += mn * stride;
+  }
+  *out = o;
+  return true;
+}
+
+typedef struct Affine { int64_t base, sm, sn, sk, sb; } Affine;
+
+/* Fits offset = base + sm*m + sn*n + sk*k + sb*b and checks it at probe points. */
+static bool affine(const Plan *p, const Kernel *k, const CgGemm *g, const Expr *L, const Expr *off, Affine *a) {
+  int64_t v[2 * KILN_MAX_RANK], o;
+  int64_t unit[4][4] = { { 1, 0, 0, 0 }, { 0, 1, 0, 0 }, { 0, 0, 1, 0 }, { 0, 0, 0, 1 } };
+  int64_t *st[4] = { &a->sm, &a->sn, &a->sk, &a->sb };
+  int64_t lim[4] = { g->M, g->N, g->K, g->batch };
+  vars_at(k, g, 0, 0, 0, 0, v);
+  if (!offset_eval(p, k, L, off, v, &a->base)) return false;
+  for (int d = 0; d < 4; d++) {
+    *st[d] = 0;
+    if (lim[d] < 2) continue;
+    vars_at(k, g, unit[d][0], unit[d][1], unit[d][2], unit[d][3], v);
+    if (!offset_eval(p, k, L, off, v, &o)) return false;
+    *st[d] = o - a->base;
+  }
+  static const int64_t probe[6][4] = { { 1, 1, 1, 1 }, { -1, -1, -1, -1 }, { 7, 3, 5, 2 }, { -2, 9, -3, 1 },
+                                       { 63, 65, 67, 3 }, { -65, -63, -129, -2 } };
+  for (int i = 0; i < 6; i++) {
+    int64_t q[4];
+    for (int d = 0; d < 4; d++) q[d] = ((probe[i][d] % lim[d]) + lim[d]) % lim[d];  /* negative: from the end */
+    vars_at(k, g, q[0], q[1], q[2], q[3], v);
+    if (!offset_eval(p, k, L, off, v, &o)) return false;
+    if (o != a->base + a->sm * q[0] + a->sn * q[1] + a->sk * q[2] + a->sb * q[3]) return false;
+  }
+  return true;
+}
+
+static bool is_memory_load(const Plan *p, const Kernel *k, const Expr *e) {
+  return e->kind == EX_LOAD && p->kernel_of[e->src] != k->id && !plan_is_baked(p->te, e->src) &&
+         p->te->stages[e->src].dtype == KILN_F32;
+}
+
+/* A load of this kernel's accumulated stage at the current point. */
+static bool is_acc(const Plan *p, const Kernel *k, const Expr *e, int acc_stage) {
+  (void)p;
+  if (e->kind != EX_LOAD || e->src != acc_stage) return false;
+  for (int i = 0; i < e->n_args; i++)
+    if (e->args[i]->kind != EX_VAR || e->args[i]->var != i) return false;
+  return k->rank == e->n_args;
+}
+
+/* y when e is kiln's tanh GELU of y: the candidate y is read off e's x/2 factor and its GELU
+ * built again by te_gelu_tanh (what lowering of OP_GELU_TANH builds); hash-consing makes
+ * equal expressions one node. cuBLASLt's GELU epilogue is the same tanh form. */
+static const Expr *gelu_of(TE *te, const Expr *e) {
+  if (e->kind != EX_BINARY || e->op != TB_MUL || e->dtype != KILN_F32) return NULL;
+  for (int s = 0; s < 2; s++) {
+    const Expr *h = e->args[s];
+    if (h->kind != EX_BINARY || h->op != TB_MUL) continue;
+    for (int u = 0; u < 2; u++) {
+      const Expr *half = h->args[u];
+      Expr *y = h->args[1 - u];
+      if (half->kind == EX_CONST && half->c.f == 0.5 && te_gelu_tanh(te, y) == e) return y;
+    }
+  }
+  return NULL;
+}
+
+/* The stored item's body: [relu|gelu](acc [+ bias[n]]), in either operand order. */
+static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const Expr *e, int acc_stage, CgLibGemm *c) {
+  const Expr *y;
+  if (e->kind == EX_BINARY && e->op == TB_MAX && e->args[1]->kind == EX_CONST && e->args[1]->c.f == 0) {
+    c->relu = true;
+    e = e->args[0];
+  } else if ((y = gelu_of(p->te, e))) {
+    c->gelu = true;
+    e = y;
+  }
+  if (is_acc(p, k, e, acc_stage)) return true;
+  if (e->kind != EX_BINARY || e->op != TB_ADD) return false;
+  const Expr *b = is_acc(p, k, e->args[0], acc_stage) ? e->args[1] : is_acc(p, k, e->args[1], acc_stage) ? e->args[0] : NULL;
+  Affine a;
+  if (!b || !is_memory_load(p, k, b) || !affine(p, k, g, b, NULL, &a)) return false;
+  if (a.sm || a.sk || a.sb || a.sn != 1) return false;  /* bias[n], shared by every row and batch */
+  c->bias_stage = b->src, c->bias_off = a.base;
+  return true;
+}
+
+bool cg_library_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibGemm *c) {
+  CgGemm g;
+  if (!cg_gemm_match_opt(p, k, o, &g)) return false;
+  double work = (double)g.M * (double)g.N * (double)g.K * (double)g.batch;
+  if (work < 67108864.0) return false;  /* 2^26 multiply-adds */
+  if (!is_memory_load(p, k, g.a) || !is_memory_load(p, k, g.b)) return false;
+  memset(c, 0, sizeof *c);
+  c->bias_stage = -1;
+  c->M = g.M, c->N = g.N, c->K = g.K, c->batch = g.batch;
+  const Item *acc = &k->items[g.acc_item], *out = NULL;
+  for (int i = 0; i < k->n_items; i++) {
+    if (!k->items[i].store) continue;
+    if (out) return false;  /* one stored result only */
+    out = &k->items[i];
+  }
+  if (!out || !out->offset) return false;
+  if (out != acc && !epilogue(p, k, &g, out->body, acc->stage, c)) return false;
+  if (out != acc && k->n_items != 2) return false;  /* no other values in between */
+  Affine a, b, d;
+  if (!affine(p, k, &g, g.a, NULL, &a) || !affine(p, k, &g, g.b, NULL, &b) || !affine(p, k, &g, NULL, out->offset, &d))
+    return false;
+  if (a.sn || b.sm || d.sk || d.sn != 1 || d.sm < g.N) return false;
+  /* A [m, k]: along k (library op N on its [K x M] view) or along m (op T on [M x K]) */
+  if (a.sk == 1 && a.sm >= g.K) c->a_t = false, c->lda = a.sm;
+  else if (a.sm == 1 && a.sk >= g.M) c->a_t = true, c->lda = a.sk;
+  else return false;
+  if (b.sn == 1 && b.sk >= g.N) c->b_t = false, c->ldb = b.sk;
+  else if (b.sk == 1 && b.sn >= g.K) c->b_t = true, c->ldb = b.sn;
+  else return false;
+  c->a_stage = g.a->src, c->b_stage = g.b->src, c->d_stage = out->stage;
+  c->a_off = a.base, c->b_off = b.base, c->d_off = d.base;
+  c->a_sb = a.sb, c->b_sb = b.sb, c->d_sb = d.sb, c->ldd = d.sm;
+  return true;
+}

@@ -1,0 +1,158 @@
+/*
+ * test_launches.c — the launch decisions codegen hands on (cg_program_build): for workloads
+ * of bench/workloads.h, each kernel's grid, block and dynamic shared memory in the CUDA
+ * dialect are pinned to the values the cuda backend has always launched with (points: 256
+ * threads, a block per 256 points; block rows: cg_gpu_rows' threads x rows, a block per
+ * `rows` rows, a long row's shared-memory cache with the carveout; GEMM: 256 threads,
+ * cg_gemm_blocks), under the default options and under split-K off and the base row
+ * variant. Library GEMM candidates appear for bert's big projections and not for small
+ * GEMMs, nor when the options turn the library off. A loop dialect gets one call of the
+ * trampoline per kernel. Every launch's parameters are cg_kernel_params' stages, and the
+ * source is exactly cg_render_plan_opt's.
+ */
+#include "codegen/codegen.h"
+#include "graph/graph.h"
+#include "test.h"
+
+#include "../../bench/workloads.c"
+
+typedef struct Built { Workload w; TE *te; Plan *p; CgProgram *g; } Built;
+
+static bool build(const char *name, const Dialect *d, const CgOptions *o, Built *b) {
+  memset(b, 0, sizeof *b);
+  kiln_options ko = kiln_options_default();
+  PlanOptions po = plan_options(&ko);
+  OK(wl_build(name, &b->w));
+  if (b->w.g) OK(te_lower(&b->w.g->g, &b->te));
+  if (b->te) OK(plan_build(b->te, &po, &b->p));
+  if (b->p) OK(cg_program_build(b->p, d, o, &b->g));
+  CHECK_MSG(b->g && b->g->n_launch == b->p->n_kernels, "%s: no program", name);
+  return b->g != NULL;
+}
+
+static void built_free(Built *b) {
+  cg_program_free(b->g);
+  plan_free(b->p);
+  te_free(b->te);
+  wl_free(&b->w);
+}
+
+/* One launch's numbers: grid, block, smem, carveout, library. */
+typedef struct Want { int kernel; int64_t grid; int block, smem, carveout; bool library; } Want;
+
+static void expect(const char *what, const Built *b, const Want *w, int n) {
+  for (int i = 0; i < n; i++) {
+    CHECK_MSG(w[i].kernel < b->g->n_launch, "%s: no kernel %d", what, w[i].kernel);
+    if (w[i].kernel >= b->g->n_launch) continue;
+    const CgLaunch *l = &b->g->launch[w[i].kernel];
+    CHECK_MSG(l->grid == w[i].grid && l->block == w[i].block && l->smem == w[i].smem &&
+                  l->smem_carveout == w[i].carveout && l->library == w[i].library,
+              "%s k%d: grid %lld x %d, smem %d carveout %d, library %d (%s); expected %lld x %d, %d, %d, %d", what,
+              w[i].kernel, (long long)l->grid, l->block, l->smem, l->smem_carveout, l->library, l->why,
+              (long long)w[i].grid, w[i].block, w[i].smem, w[i].carveout, w[i].library);
+  }
+}
+
+/* What holds for every launch: its parameters, its name, and the source. */
+static void common(const char *what, const Built *b, const Dialect *d, const CgOptions *o) {
+  StrBuf src = { 0 };
+  OK(cg_render_plan_opt(b->p, d, o, &src));
+  CHECK_MSG(src.s && b->g->source.s && !strcmp(src.s, b->g->source.s), "%s: program source differs", what);
+  sb_free(&src);
+  for (int i = 0; i < b->g->n_launch; i++) {
+    const CgLaunch *l = &b->g->launch[i];
+    const Kernel *k = &b->p->kernels[i];
+    int st[64];
+    int n = k->n_ins + k->n_items <= 64 ? cg_kernel_params(b->p, k, st) : -1;
+    CHECK(l->kernel == i && l->host == (k->kind == KN_HOST));
+    CHECK_MSG(l->n_params == n && (n <= 0 || !memcmp(l->params, st, sizeof *st * (size_t)n)), "%s k%d: params", what, i);
+    char name[32];
+    cg_kernel_name(i, !d->grid && d->trampoline, name);
+    CHECK_MSG(l->host || !strcmp(l->name, name), "%s k%d: entry %s, expected %s", what, i, l->name, name);
+    CHECK_MSG(l->why[0], "%s k%d: no reason given", what, i);
+    CHECK(!l->library || d->grid);
+  }
+}
+
+static void check(const char *name, const Dialect *d, const CgOptions *o, const Want *w, int n) {
+  Built b;
+  if (build(name, d, o, &b)) {
+    char what[96];
+    snprintf(what, sizeof what, "%s (%s)", name, d->name);
+    common(what, &b, d, o);
+    expect(what, &b, w, n);
+  }
+  built_free(&b);
+}
+
+int main(void) {
+  const Dialect *cu = &cg_dialect_cuda;
+  CgOptions dflt = cg_options_default(), off = dflt, base = dflt, nolib = dflt;
+  off.splitk = CG_SPLITK_OFF;
+  base.row_variant = cg_row_variant("base");
+  nolib.library = false;
+  CHECK(dflt.row_variant == cg_row_variant("auto") && dflt.splitk == CG_SPLITK_ON && dflt.library);
+
+  /* points: 16M f32 as vec4, 4M threads' worth in blocks of 256 */
+  check("chain10_16M", cu, &dflt, (Want[]){ { 0, 16384, 256, 0, 0, false } }, 1);
+  /* block rows: the auto variant keeps 32K-point rows half in shared memory (96 KB, all of L1
+   * asked for) so that two 1024-thread blocks share an SM; base keeps them in registers */
+  check("softmax_256x32768", cu, &dflt, (Want[]){ { 0, 256, 1024, 98304, 100, false } }, 1);
+  check("softmax_256x32768", cu, &base, (Want[]){ { 0, 256, 1024, 0, 0, false } }, 1);
+  /* rows of 128: a warp each, 8 rows a block; base: one 32-thread block a row */
+  check("softmax_4096x128", cu, &dflt, (Want[]){ { 0, 512, 256, 0, 0, false } }, 1);
+  check("softmax_4096x128", cu, &base, (Want[]){ { 0, 4096, 32, 0, 0, false } }, 1);
+  check("layernorm_8192x4096", cu, &dflt, (Want[]){ { 0, 8192, 256, 0, 0, false } }, 1);
+  /* GEMMs of a batch of 128: 64 tiles of 32x32 split into 4 K-spans (256 blocks), the last
+   * layer's 4 tiles into 8; with split-K off one block per tile, and the last layer (too few
+   * tiles unsplit) a block per output row instead */
+  check("mlp_fwd_b128", cu, &dflt,
+        (Want[]){ { 0, 256, 256, 0, 0, false }, { 1, 256, 256, 0, 0, false }, { 2, 32, 256, 0, 0, false } }, 3);
+  check("mlp_fwd_b128", cu, &off,
+        (Want[]){ { 0, 64, 256, 0, 0, false }, { 1, 64, 256, 0, 0, false }, { 2, 1280, 32, 0, 0, false } }, 3);
+  /* bert: the QKV, FFN and output projections and the attention scores go to the library
+   * (>= 2^26 multiply-adds), the rest stays generated */
+  const Want bert[] = {
+    { 0, 144, 256, 0, 0, true },   { 1, 768, 256, 0, 0, false },  { 2, 768, 256, 0, 0, false },
+    { 3, 384, 256, 0, 0, true },   { 4, 1536, 256, 0, 0, false }, { 5, 192, 256, 0, 0, true },
+    { 6, 192, 256, 0, 0, false },  { 7, 1024, 64, 0, 0, false },  { 8, 192, 256, 0, 0, true },
+    { 9, 192, 256, 0, 0, true },   { 10, 1024, 64, 0, 0, false },
+  };
+  check("bert_layer_b8s128", cu, &dflt, bert, 11);
+  Want bert_nolib[11];
+  for (int i = 0; i < 11; i++) bert_nolib[i] = bert[i], bert_nolib[i].library = false;
+  check("bert_layer_b8s128", cu, &nolib, bert_nolib, 11);
+
+  /* the library calls of bert's QKV projection, x [1024, 768] @ w [768, 2304] (its bias is
+   * added where q, k, v are sliced), and of the first FFN layer with bias and tanh GELU (the
+   * epilogue recognised through te_gelu_tanh) */
+  Built b;
+  if (build("bert_layer_b8s128", cu, &dflt, &b) && b.g->n_launch > 8) {
+    const CgLibGemm *l = &b.g->launch[0].lib;
+    CHECK_MSG(l->M == 1024 && l->N == 2304 && l->K == 768 && l->batch == 1, "qkv: %lldx%lldx%lld x%lld", (long long)l->M,
+              (long long)l->N, (long long)l->K, (long long)l->batch);
+    CHECK_MSG(!l->a_t && l->lda == 768 && !l->b_t && l->ldb == 2304 && l->ldd == 2304 && l->bias_stage < 0 && !l->relu &&
+                  !l->gelu,
+              "qkv: a_t %d lda %lld b_t %d ldb %lld ldd %lld bias %d", l->a_t, (long long)l->lda, l->b_t, (long long)l->ldb,
+              (long long)l->ldd, l->bias_stage);
+    l = &b.g->launch[8].lib;
+    CHECK(l->M == 1024 && l->N == 3072 && l->K == 768 && l->gelu && !l->relu && l->bias_stage >= 0 && l->bias_off == 0);
+    l = &b.g->launch[3].lib;  /* attention scores: 96 heads of q [128, 64] @ k^T, k stored [64, 128] */
+    CHECK(l->M == 128 && l->N == 128 && l->K == 64 && l->batch == 96 && !l->a_t && !l->b_t && l->lda == 64 &&
+          l->ldb == 128 && l->a_sb == 8192 && l->b_sb == 8192 && l->d_sb == 16384);
+  }
+  built_free(&b);
+
+  /* a loop dialect: one call per kernel, through the trampoline */
+  const Want loop[] = { { 0, 1, 1, 0, 0, false }, { 1, 1, 1, 0, 0, false }, { 2, 1, 1, 0, 0, false } };
+  check("mlp_fwd_b128", &cg_dialect_c, &dflt, loop, 3);
+  check("softmax_256x32768", &cg_dialect_c, &dflt, loop, 1);
+
+  /* every standard workload: the common invariants in both dialects */
+  for (int i = 0; i < wl_n_standard; i++) {
+    check(wl_standard[i], cu, &dflt, NULL, 0);
+    check(wl_standard[i], &cg_dialect_c, &dflt, NULL, 0);
+  }
+  FAILS(KILN_ERR_INVALID_ARG, cg_program_build(NULL, cu, &dflt, &b.g));
+  TEST_MAIN_END();
+}
