@@ -12,7 +12,7 @@
  *   kiln_graph_param(g, "w", KILN_F32, 2, ws, w_data, &w);
  *   kiln_graph_matmul(g, x, w, &y);
  *   kiln_graph_output(g, y, "y");
- *   kiln_options o = kiln_options_default();      // backend from KILN_BACKEND, else "cpu"
+ *   kiln_options o = kiln_options_default();      // settings from the environment
  *   kiln_program *p;  kiln_program_compile(g, &o, &p);
  *   kiln_program_run(p, (const void *[]){x_data}, (void *[]){y_data});
  *   kiln_census c;  kiln_program_census(p, &c);
@@ -252,16 +252,35 @@ kiln_status kiln_graph_load_onnx_buffer(const void *data, size_t size, const cha
 /* ---- compiling and running ---------------------------------------------------- */
 
 typedef struct kiln_options {
-  const char *backend;  /* "ref", "cpu", "cuda"; NULL: $KILN_BACKEND, else "cpu" */
+  const char *backend;  /* "ref", "cpu", "cuda" ($KILN_BACKEND); NULL: "cpu" */
   int fuse;             /* 1: fuse (default); 0: eager, one kernel per expression ($KILN_FUSE=0) */
   int cse;              /* 1: materialise shared subexpressions ($KILN_CSE=1); default 0 */
-  int strict;           /* 1: any host fallback is an error ($KILN_STRICT=1) */
-  int debug;            /* $KILN_DEBUG: 1 plan with boundary reasons, 2 also generated source */
+  int strict;           /* 1: any host fallback is an error naming the op ($KILN_STRICT=1) */
+  int debug;            /* $KILN_DEBUG: 1 plan with boundary reasons, 2 also generated source, 3 also the TE */
   int graph_replay;     /* cuda: 1 capture the schedule once and replay it (default); 0 launch kernel by kernel */
   int tf32;             /* cuda: allow TF32 tensor cores in contractions (default 0, strict f32) */
+  /* planner budgets per kernel; 0 takes the planner's default */
+  int max_inputs;       /* buffers one kernel may read ($KILN_MAX_INPUTS, default 24) */
+  int max_nodes;        /* expression nodes in one kernel ($KILN_MAX_NODES, default 4000) */
+  /* cuda kernel variants */
+  char cuda_row[16];    /* block-row shape ($KILN_CUDA_ROW): "" auto (the row race's winner per row
+                           length), base, warp, vec, wvec, p16, p16vec, long, wveclong */
+  int cuda_splitk;      /* split-K for contractions with few output tiles ($KILN_CUDA_SPLITK):
+                           1 on (default), 0 off ("0"), 2 wide ("wide": raced, not the default) */
+  int cublaslt;         /* cuda: 1 let cuBLASLt run the plain GEMMs the cost rule gives it (default);
+                           0 generated kernels only ($KILN_CUBLASLT=0) */
+  /* compilers and caches */
+  char cc[256];         /* cpu: the C compiler ($KILN_CC, default "cc") */
+  char cache_dir[1024]; /* compiled kernels ($KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
+                           $HOME/.cache/kiln, else /tmp/kiln) */
+  int no_cache;         /* 1: never read the on-disk cache, compile again ($KILN_NO_CACHE=1) */
+  int omp_dynamic;      /* cpu: 1 size OpenMP teams by the load average (default), 0 fixed teams,
+                           -1 leave OpenMP's own setting (the default when $OMP_DYNAMIC is set) */
 } kiln_options;
 
-/* Defaults with the environment applied ($KILN_BACKEND, $KILN_FUSE, $KILN_CSE, $KILN_STRICT, $KILN_DEBUG). */
+/* Defaults with the environment applied: every variable named above, read when this is
+ * called and nowhere else (a program keeps its own copy of its options, so two programs in
+ * one process may differ). */
 kiln_options kiln_options_default(void);
 
 typedef struct kiln_program kiln_program;

@@ -29,8 +29,8 @@ enum { DEFAULT_MAX_INPUTS = 24, DEFAULT_MAX_NODES = 4000 };
 
 PlanOptions plan_options(const kiln_options *o) {
   PlanOptions p = { .fuse = o ? o->fuse : 1, .cse = o ? o->cse : 0 };
-  p.max_inputs = kiln_env_int("KILN_MAX_INPUTS", DEFAULT_MAX_INPUTS);
-  p.max_nodes = kiln_env_int("KILN_MAX_NODES", DEFAULT_MAX_NODES);
+  p.max_inputs = o && o->max_inputs > 0 ? o->max_inputs : DEFAULT_MAX_INPUTS;
+  p.max_nodes = o && o->max_nodes > 0 ? o->max_nodes : DEFAULT_MAX_NODES;
   return p;
 }
 

@@ -1,9 +1,10 @@
 /*
- * program.c — the public kiln_program_* API on top of the backend table. Compiling
- * takes a graph, lowers it to a TE (te_lower), checks it (te_check, always: it is
- * cheap next to a compile), and hands it to the chosen backend, which builds an
- * executable it owns. The program owns the TE; the TE copies every name and constant
- * it needs, so the graph may be freed right after compiling.
+ * program.c — the public kiln_program_* API and the options. Compiling takes a graph,
+ * lowers it to a TE (te_lower), checks it (te_check, always: it is cheap next to a
+ * compile), and hands it with the chosen backend's hooks to the one pipeline
+ * (schedule.c). The program owns the TE; the TE copies every name and constant it
+ * needs, so the graph may be freed right after compiling. The environment is read in
+ * kiln_options_default and nowhere below it.
  */
 #include "runtime.h"
 
@@ -14,13 +15,10 @@
 struct kiln_program {
   TE *te;
   const Backend *be;
-  void *exec;
+  Schedule *sched;
   kiln_options opt;
   kiln_census census;
-  /* Resident tensors: which inputs were set; for backends without set_input/read_output,
-   * the host copies that stand in for device buffers. */
-  bool *in_set;
-  void **in_copy, **out_copy;
+  bool *in_set;          /* resident inputs (kiln_program_set_input) */
   Arena *in_strings;     /* per input: the strings of a resident string input (set_input; every
                           * backend's resident copy points into them) */
   Arena out_strings;     /* the strings of the last run's string outputs (kiln.h) */
@@ -33,20 +31,40 @@ static const Backend *const backends[] = {
   &rt_backend_cuda,
 };
 
+/* $name as text into out (n bytes), or dflt when unset or empty. */
+static void env_text(const char *name, const char *dflt, char *out, size_t n) {
+  const char *v = getenv(name);
+  snprintf(out, n, "%s", v && *v ? v : dflt);
+}
+
 kiln_options kiln_options_default(void) {
   kiln_options o = {0};
-  o.backend = NULL;  /* resolved at compile: $KILN_BACKEND, else "cpu" */
+  o.backend = getenv("KILN_BACKEND");
+  if (o.backend && !*o.backend) o.backend = NULL;
   o.fuse = kiln_env_int("KILN_FUSE", 1) != 0;
   o.cse = kiln_env_int("KILN_CSE", 0) != 0;
   o.strict = kiln_env_int("KILN_STRICT", 0) != 0;
   o.debug = kiln_env_int("KILN_DEBUG", 0);
   o.graph_replay = 1;
   o.tf32 = 0;
+  o.max_inputs = kiln_env_int("KILN_MAX_INPUTS", 0);
+  o.max_nodes = kiln_env_int("KILN_MAX_NODES", 0);
+  env_text("KILN_CUDA_ROW", "", o.cuda_row, sizeof o.cuda_row);
+  const char *sk = getenv("KILN_CUDA_SPLITK");
+  o.cuda_splitk = sk && !strcmp(sk, "0") ? 0 : sk && !strcmp(sk, "wide") ? 2 : 1;
+  o.cublaslt = kiln_env_int("KILN_CUBLASLT", 1) != 0;
+  env_text("KILN_CC", "cc", o.cc, sizeof o.cc);
+  const char *dir = getenv("KILN_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (dir && *dir) snprintf(o.cache_dir, sizeof o.cache_dir, "%s", dir);
+  else if (xdg && *xdg) snprintf(o.cache_dir, sizeof o.cache_dir, "%s/kiln", xdg);
+  else if (home && *home) snprintf(o.cache_dir, sizeof o.cache_dir, "%s/.cache/kiln", home);
+  else snprintf(o.cache_dir, sizeof o.cache_dir, "/tmp/kiln");
+  o.no_cache = kiln_env_int("KILN_NO_CACHE", 0) != 0;
+  o.omp_dynamic = getenv("OMP_DYNAMIC") ? -1 : 1;
   return o;
 }
 
 const Backend *rt_backend_find(const char *name) {
-  if (!name || !*name) name = getenv("KILN_BACKEND");
   if (!name || !*name) name = "cpu";
   char known[128] = "";
   for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
@@ -87,11 +105,7 @@ kiln_status kiln_program_compile(const kiln_graph *g, const kiln_options *opt, k
     fprintf(stderr, "> te (%d stages) for backend %s:\n", p->te->n_stages, be->name);
     te_print(p->te, stderr);
   }
-  for (int s = 0; st == KILN_OK && !be->strings && s < p->te->n_stages; s++)
-    if (p->te->stages[s].dtype == KILN_STRING)
-      st = kiln_fail(KILN_ERR_UNSUPPORTED, "backend '%s' does not run string tensors ('%s'); use cpu or ref", be->name,
-                     p->te->stages[s].name);
-  if (st == KILN_OK) st = be->compile(p->te, &p->opt, &p->exec, &p->census);
+  if (st == KILN_OK) st = rt_schedule_create(be, p->te, &p->opt, &p->census, &p->sched);
   if (st != KILN_OK) {
     kiln_program_free(p);
     return st;
@@ -139,28 +153,8 @@ kiln_status kiln_program_run(kiln_program *p, const void *const *inputs, void *c
     if ((!inputs || !inputs[i]) && te->stages[te->inputs[i]].numel && !(p->in_set && p->in_set[i]))
       return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: input %d ('%s') is NULL and was never set", i,
                        te->stages[te->inputs[i]].name);
-  kiln_status st = KILN_OK;
-  if (!p->be->set_input && (te->n_inputs || te->n_outputs)) {
-    /* No device buffers: host copies stand in for resident tensors. */
-    const void **in = kiln_calloc((size_t)te->n_inputs + 1, sizeof *in);
-    void **out = kiln_calloc((size_t)te->n_outputs + 1, sizeof *out);
-    if (!p->out_copy) p->out_copy = kiln_calloc((size_t)te->n_outputs + 1, sizeof *p->out_copy);
-    if (!in || !out || !p->out_copy) st = kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_run: out of memory");
-    for (int i = 0; !st && i < te->n_inputs; i++) in[i] = inputs && inputs[i] ? inputs[i] : p->in_copy ? p->in_copy[i] : NULL;
-    for (int i = 0; !st && i < te->n_outputs; i++) {
-      const Stage *S = &te->stages[te->outputs[i]];
-      if (outputs && outputs[i]) { out[i] = outputs[i]; continue; }
-      if (!p->out_copy[i]) p->out_copy[i] = kiln_malloc((size_t)S->numel * kiln_dtype_size(S->dtype) + 1);
-      if (!(out[i] = p->out_copy[i])) st = kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_run: out of memory");
-    }
-    if (!st) st = p->be->run(p->exec, in, out, &p->census);
-    if (!st) st = own_strings(p, out);
-    kiln_free(in);
-    kiln_free(out);
-  } else {
-    st = p->be->run(p->exec, inputs, outputs, &p->census);
-    if (!st && outputs) st = own_strings(p, outputs);
-  }
+  kiln_status st = rt_schedule_run(p->sched, inputs, outputs, &p->census);
+  if (!st && outputs) st = own_strings(p, outputs);
   if (st == KILN_OK) p->census.runs++;
   return st;
 }
@@ -173,11 +167,7 @@ kiln_status kiln_program_census(const kiln_program *p, kiln_census *out) {
 
 kiln_status kiln_program_print(const kiln_program *p, FILE *f) {
   if (!p || !f) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_print: %s is NULL", p ? "file" : "program");
-  if (!p->be->print) {
-    fprintf(f, "backend %s: no plan\n", p->be->name);
-    return KILN_OK;
-  }
-  return p->be->print(p->exec, f);
+  return rt_schedule_print(p->sched, f);
 }
 
 kiln_status kiln_program_read_param(kiln_program *p, kiln_tensor param, void *dst) {
@@ -190,7 +180,7 @@ kiln_status kiln_program_read_param(kiln_program *p, kiln_tensor param, void *ds
   if (te->stages[s].kind != ST_PARAM)
     return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_read_param: tensor %d ('%s') is not a parameter", param,
                      te->stages[s].name);
-  return p->be->read_param(p->exec, s, dst);
+  return rt_schedule_read_param(p->sched, s, dst);
 }
 
 kiln_status kiln_program_set_input(kiln_program *p, int i, const void *src) {
@@ -212,16 +202,7 @@ kiln_status kiln_program_set_input(kiln_program *p, int i, const void *src) {
     if (!v && S->numel) return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory copying strings");
     src = v;
   }
-  if (p->be->set_input) {
-    st = p->be->set_input(p->exec, i, src);
-  } else {
-    size_t n = (size_t)S->numel * kiln_dtype_size(S->dtype);
-    if (!p->in_copy && !(p->in_copy = kiln_calloc((size_t)te->n_inputs, sizeof *p->in_copy)))
-      return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory");
-    if (!p->in_copy[i] && !(p->in_copy[i] = kiln_malloc(n + 1)))
-      return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input: out of memory");
-    memcpy(p->in_copy[i], src, n);
-  }
+  st = rt_schedule_set_input(p->sched, i, src);
   if (!st) p->in_set[i] = true;
   return st;
 }
@@ -232,25 +213,16 @@ kiln_status kiln_program_read_output(kiln_program *p, int i, void *dst) {
   if (i < 0 || i >= te->n_outputs)
     return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_read_output: output %d does not exist (0..%d)", i,
                      te->n_outputs - 1);
-  if (p->be->read_output) return p->be->read_output(p->exec, i, dst);
-  if (!p->out_copy || !p->out_copy[i])
-    return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_read_output: output %d was not kept (no run left it resident)", i);
-  const Stage *S = &te->stages[te->outputs[i]];
-  memcpy(dst, p->out_copy[i], (size_t)S->numel * kiln_dtype_size(S->dtype));
-  return KILN_OK;
+  return rt_schedule_read_output(p->sched, i, dst);
 }
 
 void kiln_program_free(kiln_program *p) {
   if (!p) return;
-  for (int i = 0; p->in_copy && i < p->te->n_inputs; i++) kiln_free(p->in_copy[i]);
-  for (int i = 0; p->out_copy && i < p->te->n_outputs; i++) kiln_free(p->out_copy[i]);
   for (int i = 0; p->in_strings && i < p->te->n_inputs; i++) arena_free(&p->in_strings[i]);
   kiln_free(p->in_strings);
   arena_free(&p->out_strings);
-  kiln_free(p->in_copy);
-  kiln_free(p->out_copy);
   kiln_free(p->in_set);
-  if (p->exec) p->be->free(p->exec);
+  rt_schedule_free(p->sched);
   te_free(p->te);
   kiln_free(p);
 }

@@ -1,15 +1,17 @@
 /*
- * runtime — the last stage. Takes a TE (and, for compiling backends, the plan and
- * the generated source), owns device memory, runs the schedule and keeps the census.
- *
- * A backend is a static const table of function pointers (below); optional slots may
- * be NULL, and the comment says what happens instead. program.c implements the public
- * kiln_program_* API on top of it.
+ * runtime — the last stage. Takes a TE, hands on results and the census. One pipeline
+ * (program.c, schedule.c) does for every backend what a compiled run needs: plan, render
+ * in the backend's dialect, ask the backend to build the source, place buffers, bind
+ * launches, record the schedule, run it, evaluate opaque stages on the host (counted
+ * fallbacks) and keep the census. A backend is only a table of device hooks (below):
+ * memory, copies, building a translation unit, finding and launching a kernel with the
+ * geometry codegen decided, and optionally a library GEMM, a recorded schedule and a
+ * device clock. Adding one is a dialect table (codegen) and a runtime/<name>/ folder.
  */
 #ifndef KILN_RUNTIME_H
 #define KILN_RUNTIME_H
 
-#include "../te/te.h"
+#include "../codegen/codegen.h"
 
 /* -- ref/ref.c: the reference interpreter (the oracle) -- */
 
@@ -28,44 +30,88 @@ kiln_status ref_eval_all(const TE *te, void **bufs);
 
 /* -- backends -- */
 
+/* A buffer on a backend's device: a device address, or on host-memory backends a pointer. */
+typedef unsigned long long RtBuf;  /* the width and type of a CUDA device address */
+
 /*
- * A backend compiles a whole TE into an executable it owns (for cpu/cuda: plan, render,
- * compile, load; for ref: nothing) and runs it. program.c owns the TE (it outlives the
- * executable) and the public API; backends fill the census for what they did.
- * Any stage a backend cannot run itself it evaluates with ref_eval_stage and counts as
- * a host fallback (census.host_fallbacks, fallback_ops, largest_fallback_bytes); with
- * o->strict that is an error (KILN_ERR_FALLBACK) naming the op.
+ * Device hooks. `dev` is the backend's per-program state (open/close). Every hook returns
+ * KILN_OK or a failure naming the call and `what`. Optional hooks may be NULL; the comment
+ * says what the pipeline does instead.
  */
 typedef struct Backend {
   const char *name;
-  /* KILN_OK when the device and its libraries are present; else why not (last error). */
+  /* The dialect kernels are rendered in; NULL: the backend interprets the TE (ref), every
+   * stage evaluated on the host into its own buffer, no kernels. */
+  const Dialect *dialect;
+  /* Buffers are host memory (RtBuf is a pointer): graph inputs and outputs are the caller's
+   * buffers, bound in place every run; constants are read where the TE keeps them. */
+  bool host_memory;
+  /* KILN_OK when the device and its libraries are present; else why not. */
   kiln_status (*probe)(void);
-  kiln_status (*compile)(const TE *te, const kiln_options *o, void **exec, kiln_census *c);
-  /* inputs: host buffers in te->inputs order; outputs: host buffers in te->outputs order.
-   * After the outputs are written, every assign (param <- value) takes effect. */
-  kiln_status (*run)(void *exec, const void *const *inputs, void *const *outputs, kiln_census *c);
-  /* Current value of a param stage into host memory. */
-  kiln_status (*read_param)(void *exec, int stage, void *dst);
-  /* Prints the schedule (kernels, bytes, boundary reasons). Optional: NULL prints "no plan". */
-  kiln_status (*print)(void *exec, FILE *f);
-  void (*free)(void *exec);
-  /* Resident tensors (kiln_program_set_input/read_output). run() may get inputs or outputs
-   * NULL, or NULL entries: that tensor stays where it is. Optional: a backend that leaves
-   * these NULL is given host buffers for every run, and program.c keeps the copies. */
-  kiln_status (*set_input)(void *exec, int i, const void *src);   /* host -> input i, kept */
-  kiln_status (*read_output)(void *exec, int i, void *dst);       /* output i of the last run */
-  /* Runs string stages (ref_eval_stage_strings with storage it empties each run). A backend
-   * without it is refused programs with string tensors at compile (KILN_ERR_UNSUPPORTED). */
-  bool strings;
+  kiln_status (*open)(const kiln_options *o, void **dev);
+  void (*close)(void *dev);
+  kiln_status (*alloc)(void *dev, int64_t bytes, const char *what, RtBuf *out);
+  void (*release)(void *dev, RtBuf b);
+  kiln_status (*upload)(void *dev, RtBuf dst, const void *src, int64_t bytes, const char *what);
+  kiln_status (*download)(void *dev, void *dst, RtBuf src, int64_t bytes, const char *what);
+  kiln_status (*copy)(void *dev, RtBuf dst, RtBuf src, int64_t bytes, const char *what);
+  /* Builds one translation unit (every kernel of the plan) into a module; *hit: it came
+   * from the on-disk cache. A compiler error names the kernel (rt_kernel_at_line). */
+  kiln_status (*build)(void *dev, const char *src, size_t len, const kiln_options *o, void **module, bool *hit);
+  void (*unload)(void *dev, void *module);
+  /* The entry point l->name of module, checked against what the device allows for l's
+   * geometry (threads per block, shared memory), which it also applies. */
+  kiln_status (*lookup)(void *dev, void *module, const CgLaunch *l, void **fn);
+  /* Enqueues fn on l's geometry with args[i] bound to parameter b<i>. */
+  kiln_status (*launch)(void *dev, void *fn, const CgLaunch *l, const RtBuf *args);
+  /* Optional library GEMM (cuBLASLt): prepare binds g to the stage buffers (stage -> RtBuf);
+   * KILN_ERR_UNSUPPORTED declines, and the generated kernel runs instead. NULL: never. */
+  kiln_status (*library_prepare)(void *dev, const CgLibGemm *g, const RtBuf *stage_buf, void **call);
+  kiln_status (*library_run)(void *dev, void *call);
+  void (*library_release)(void *dev, void *call);
+  /* Optional: what is enqueued between record_begin and record_end becomes one
+   * submission, replayed by replay. NULL: every run enqueues kernel by kernel. */
+  kiln_status (*record_begin)(void *dev);
+  kiln_status (*record_end)(void *dev, void **graph);
+  kiln_status (*replay)(void *dev, void *graph);
+  void (*graph_free)(void *dev, void *graph);
+  /* Waits for everything enqueued. NULL: launches are synchronous. */
+  kiln_status (*sync)(void *dev);
+  /* Optional device clock: mark(0) before the schedule, mark(1) after, elapsed after a sync. */
+  kiln_status (*mark)(void *dev, int which);
+  kiln_status (*elapsed)(void *dev, double *ms);
+  /* One line on what compiled and runs the kernels (print). NULL: nothing. */
+  void (*describe)(void *dev, FILE *f);
 } Backend;
 
-extern const Backend rt_backend_ref;   /* ref/ref.c: the oracle; its census counts 0 kernels, 0 fallbacks */
+extern const Backend rt_backend_ref;   /* ref/ref.c: the interpreter, the oracle */
 extern const Backend rt_backend_cpu;   /* cpu/cpu.c */
 extern const Backend rt_backend_cuda;  /* cuda/cuda.c */
 
 /* -- program.c -- */
 
-/* The backend called name, or NULL (with a message listing the known ones). */
+/* The backend called name (NULL or "": cpu), or NULL (with a message listing the known ones). */
 const Backend *rt_backend_find(const char *name);
+
+/* -- schedule.c: the one pipeline, used by program.c -- */
+
+typedef struct Schedule Schedule;
+/* Plans, renders, builds and binds te for backend be under o; the census gets what compiling
+ * decided (kernels planned, cache hit, peak bytes). te must outlive the schedule. */
+kiln_status rt_schedule_create(const Backend *be, TE *te, const kiln_options *o, kiln_census *c, Schedule **out);
+void rt_schedule_free(Schedule *s);
+/* One run. inputs/outputs: host buffers in te order; NULL arrays or entries keep the
+ * tensor resident (rt_schedule_set_input) or leave an output on the device. Assigns take
+ * effect after the outputs are written. */
+kiln_status rt_schedule_run(Schedule *s, const void *const *inputs, void *const *outputs, kiln_census *c);
+/* Resident tensors: host -> input i (kept until set again); output i of the last run -> host;
+ * a param's current value -> host. */
+kiln_status rt_schedule_set_input(Schedule *s, int i, const void *src);
+kiln_status rt_schedule_read_output(Schedule *s, int i, void *dst);
+kiln_status rt_schedule_read_param(Schedule *s, int stage, void *dst);
+kiln_status rt_schedule_print(const Schedule *s, FILE *f);
+/* The kernel whose rendered source holds line `line` (from the renderer's "kernel N:"
+ * comments), -1 if none: for a backend's compiler errors. */
+int rt_kernel_at_line(const char *src, long line);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * cache.c — generated C to a loaded shared object. Takes source text, produces a
- * dlopen handle. The object is cached under $XDG_CACHE_HOME/kiln (else
- * ~/.cache/kiln) as <key>.so with the source beside it as <key>.c; the key hashes
- * the source, the compiler's identity (`cc --version`) and the flags. A hit is
+ * dlopen handle. The object is cached in the program's cache folder (options.cache_dir)
+ * as <key>.so with the source beside it as <key>.c; the key hashes the source, the
+ * compiler's identity (`cc --version` of options.cc) and the flags. A hit is
  * trusted only when the stored source equals the requested one byte for byte; a
  * mismatch (a hash collision, a stale or tampered file) is compiled again.
  * Each compile runs in a private temporary folder inside the cache folder, which is
@@ -29,27 +29,25 @@ static const char *const cc_flags[] = {
 };
 enum { N_FLAGS = sizeof cc_flags / sizeof cc_flags[0] };
 
-static const char *cc_name(void) {
-  const char *cc = getenv("KILN_CC");
-  return cc && *cc ? cc : "cc";
-}
-
 const char *cpu_cc_flags(void) {
   return "-O3 -march=native -fopenmp -fPIC -shared -fno-math-errno -std=gnu11 -w";
 }
 
-static char identity[512];
-static pthread_once_t identity_once = PTHREAD_ONCE_INIT;
+/* `cc --version` per compiler name, read once per process (a handful of names at most). */
+enum { N_IDENTITIES = 8, IDENTITY_N = 512 };
+static struct { char cc[256]; char text[IDENTITY_N]; } identities[N_IDENTITIES];
+static int n_identities;
+static pthread_mutex_t identity_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void read_identity(void) {
+static void read_identity(const char *cc, char *identity) {
   int fd[2];
-  snprintf(identity, sizeof identity, "%s (version unknown)", cc_name());
+  snprintf(identity, IDENTITY_N, "%s (version unknown)", cc);
   if (pipe(fd)) return;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
   posix_spawn_file_actions_addclose(&fa, fd[0]);
-  char *argv[] = { (char *)cc_name(), "--version", NULL };
+  char *argv[] = { (char *)cc, "--version", NULL };
   pid_t pid;
   int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -57,7 +55,7 @@ static void read_identity(void) {
   if (rc == 0) {
     size_t n = 0;
     ssize_t got;
-    char buf[sizeof identity];
+    char buf[IDENTITY_N];
     while (n < sizeof buf - 1 && (got = read(fd[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)got;
     buf[n] = 0;
     int status;
@@ -67,9 +65,18 @@ static void read_identity(void) {
   close(fd[0]);
 }
 
-const char *cpu_cc_identity(void) {
-  pthread_once(&identity_once, read_identity);
-  return identity;
+void cpu_cc_identity(const char *cc, char out[512]) {
+  pthread_mutex_lock(&identity_lock);
+  int i = 0;
+  while (i < n_identities && strcmp(identities[i].cc, cc)) i++;
+  if (i == n_identities) {
+    if (n_identities == N_IDENTITIES) i = N_IDENTITIES - 1;  /* full: the last slot is read again */
+    else n_identities++;
+    snprintf(identities[i].cc, sizeof identities[i].cc, "%s", cc);
+    read_identity(cc, identities[i].text);
+  }
+  memcpy(out, identities[i].text, IDENTITY_N);
+  pthread_mutex_unlock(&identity_lock);
 }
 
 enum { PATH_N = 4200 };
@@ -84,16 +91,15 @@ static void join(char *out, const char *a, const char *b) {
 
 static bool make_dir(const char *path) { return mkdir(path, 0700) == 0 || errno == EEXIST; }
 
-kiln_status cpu_cache_dir(char *out, size_t n) {
-  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  char base[4096];
-  if (xdg && *xdg) snprintf(base, sizeof base, "%s", xdg);
-  else if (home && *home) snprintf(base, sizeof base, "%s/.cache", home);
-  else snprintf(base, sizeof base, "/tmp");
-  if (n > 4000) n = 4000;
-  if ((size_t)snprintf(out, n, "%s/kiln", base) >= n) return kiln_fail(KILN_ERR_IO, "cpu: cache path too long");
-  if (!make_dir(base) || !make_dir(out))
-    return kiln_fail(KILN_ERR_IO, "cpu: cannot create the cache folder '%s': %s", out, strerror(errno));
+/* mkdir -p for the cache folder and its parent (~/.cache/kiln). */
+static kiln_status cache_dir(const char *dir) {
+  char parent[4096];
+  if (!dir[0] || strlen(dir) >= 4000) return kiln_fail(KILN_ERR_IO, "cpu: the cache folder '%.100s' is empty or too long", dir);
+  snprintf(parent, sizeof parent, "%s", dir);
+  char *slash = strrchr(parent, '/');
+  if (slash && slash != parent) *slash = 0;
+  if ((slash && slash != parent && !make_dir(parent)) || !make_dir(dir))
+    return kiln_fail(KILN_ERR_IO, "cpu: cannot create the cache folder '%s': %s", dir, strerror(errno));
   return KILN_OK;
 }
 
@@ -121,14 +127,14 @@ static bool write_file(const char *path, const char *data, size_t len) {
 }
 
 /* Runs cc on dir/k.c into dir/k.so, stderr into dir/cc.log. */
-static kiln_status run_cc(const char *dir) {
+static kiln_status run_cc(const char *cc, const char *dir) {
   char cfile[PATH_N], sofile[PATH_N], log[PATH_N];
   join(cfile, dir, "/k.c");
   join(sofile, dir, "/k.so");
   join(log, dir, "/cc.log");
   char *argv[N_FLAGS + 6];
   int n = 0;
-  argv[n++] = (char *)cc_name();
+  argv[n++] = (char *)cc;
   for (int i = 0; i < N_FLAGS; i++) argv[n++] = (char *)cc_flags[i];
   argv[n++] = "-o";
   argv[n++] = sofile;
@@ -164,7 +170,8 @@ static void remove_tmp(const char *dir) {
   rmdir(dir);
 }
 
-static kiln_status compile_into_cache(const char *cache, const char *key, const char *src, size_t len, void **dl) {
+static kiln_status compile_into_cache(const char *cc, const char *cache, const char *key, const char *src, size_t len,
+                                      void **dl) {
   char dir[PATH_N], final_so[PATH_N], final_c[PATH_N], cfile[PATH_N], sofile[PATH_N], name[64];
   join(dir, cache, "/tmp-XXXXXX");
   if (!mkdtemp(dir)) return kiln_fail(KILN_ERR_IO, "cpu: cannot make a temporary folder in '%s': %s", cache, strerror(errno));
@@ -172,7 +179,7 @@ static kiln_status compile_into_cache(const char *cache, const char *key, const 
   join(sofile, dir, "/k.so");
   kiln_status st = KILN_OK;
   if (!write_file(cfile, src, len)) st = kiln_fail(KILN_ERR_IO, "cpu: cannot write '%s'", cfile);
-  if (!st) st = run_cc(dir);
+  if (!st) st = run_cc(cc, dir);
   if (!st) {
     /* load from the private path: a name this process never loaded, so dlopen cannot hand
      * back an older library that had the same cache name */
@@ -191,13 +198,15 @@ static kiln_status compile_into_cache(const char *cache, const char *key, const 
   return st;
 }
 
-kiln_status cpu_build(const char *src, size_t len, void **dl, bool *hit) {
+kiln_status cpu_build(const char *src, size_t len, const kiln_options *o, void **dl, bool *hit) {
   *dl = NULL;
   *hit = false;
-  char cache[4096];
-  kiln_status st = cpu_cache_dir(cache, sizeof cache);
+  const char *cache = o->cache_dir, *cc = o->cc[0] ? o->cc : "cc";
+  kiln_status st = cache_dir(cache);
   if (st) return st;
-  const char *id = cpu_cc_identity(), *flags = cpu_cc_flags();
+  char id[512];
+  cpu_cc_identity(cc, id);
+  const char *flags = cpu_cc_flags();
   uint64_t h = hash_bytes(id, strlen(id), 0x6b696c6e);
   h = hash_bytes(flags, strlen(flags), h);
   h = hash_bytes(src, len, h);
@@ -208,12 +217,12 @@ kiln_status cpu_build(const char *src, size_t len, void **dl, bool *hit) {
   snprintf(name, sizeof name, "/%s.c", key);
   join(cf, cache, name);
   size_t stored_len = 0;
-  char *stored = read_file(cf, &stored_len);
+  char *stored = o->no_cache ? NULL : read_file(cf, &stored_len);
   bool same = stored && stored_len == len && !memcmp(stored, src, len);
   kiln_free(stored);
   if (same && (*dl = dlopen(so, RTLD_NOW | RTLD_LOCAL))) {
     *hit = true;
     return KILN_OK;
   }
-  return compile_into_cache(cache, key, src, len, dl);
+  return compile_into_cache(cc, cache, key, src, len, dl);
 }

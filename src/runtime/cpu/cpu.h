@@ -11,12 +11,10 @@
 
 /* The flags every kernel library is compiled with, as one string (census, print). */
 const char *cpu_cc_flags(void);
-/* `cc --version`, read once per process. */
-const char *cpu_cc_identity(void);
-/* The cache folder: $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln (created). */
-kiln_status cpu_cache_dir(char *out, size_t n);
-/* Compiles src into a shared object and loads it, or loads the cached one when its
- * stored source equals src. *hit says which. */
-kiln_status cpu_build(const char *src, size_t len, void **dl, bool *hit);
+/* `cc --version` of compiler cc, read once per process and compiler. */
+void cpu_cc_identity(const char *cc, char out[512]);
+/* Compiles src with o->cc into a shared object and loads it, or loads the one cached in
+ * o->cache_dir when its stored source equals src (never with o->no_cache). *hit says which. */
+kiln_status cpu_build(const char *src, size_t len, const kiln_options *o, void **dl, bool *hit);
 
 #endif

@@ -122,13 +122,14 @@ void cuda_arch_name(const CudaDriver *d, char *buf, size_t n);
 /* -- nvrtc.c -- */
 
 /* Compiles src (one translation unit, many kernels) for arch ("sm_90") with opts
- * added to kiln's own, through the on-disk cache: the key hashes source, NVRTC version,
- * flags and arch; the source is stored beside the CUBIN and compared on a hit. The
- * CUBIN is returned in kiln_malloc'ed memory. On a compile error: KILN_ERR_COMPILE
- * with the NVRTC log. *hit says whether it came from the cache. */
+ * added to kiln's own, through the on-disk cache in dir ("" or no_cache: none): the key
+ * hashes source, NVRTC version, flags and arch; the source is stored beside the CUBIN
+ * and compared on a hit. The CUBIN is returned in kiln_malloc'ed memory. On a compile
+ * error: KILN_ERR_COMPILE with the NVRTC log. *hit says whether it came from the cache. */
+kiln_status cuda_compile_cached(const char *src, const char *arch, int n_opts, const char *const *opts,
+                                const char *dir, bool no_cache, void **cubin, size_t *size, bool *hit);
+/* The same in the cache of kiln_options_default() (tests and tools). */
 kiln_status cuda_compile(const char *src, const char *arch, int n_opts, const char *const *opts, void **cubin,
                          size_t *size, bool *hit);
-/* The cache folder ($KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln, ~/.cache/kiln); "" if none. */
-const char *cuda_cache_dir(void);
 
 #endif

@@ -14,16 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char *cuda_cache_dir(void) {
-  static char dir[1024];
-  const char *e = getenv("KILN_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-  if (e && e[0]) snprintf(dir, sizeof dir, "%s", e);
-  else if (x && x[0]) snprintf(dir, sizeof dir, "%s/kiln", x);
-  else if (h && h[0]) snprintf(dir, sizeof dir, "%s/.cache/kiln", h);
-  else dir[0] = 0;
-  return dir;
-}
-
 /* mkdir -p for the cache folder (two levels at most: $HOME/.cache/kiln). */
 static bool make_dir(const char *dir) {
   char parent[1024];
@@ -93,8 +83,8 @@ static kiln_status compile_now(CudaNvrtc *r, const char *src, int n, const char 
   return st;
 }
 
-kiln_status cuda_compile(const char *src, const char *arch, int n_opts, const char *const *opts, void **cubin,
-                         size_t *size, bool *hit) {
+kiln_status cuda_compile_cached(const char *src, const char *arch, int n_opts, const char *const *opts,
+                                const char *dir, bool no_cache, void **cubin, size_t *size, bool *hit) {
   CudaNvrtc *r;
   kiln_status st = cuda_nvrtc(&r);
   if (st) return st;
@@ -115,12 +105,12 @@ kiln_status cuda_compile(const char *src, const char *arch, int n_opts, const ch
   uint64_t h1 = hash_bytes(key.s, key.len, 1), h2 = hash_bytes(src, strlen(src), h1);
   uint64_t h3 = hash_bytes(src, strlen(src), h1 ^ 0x9e3779b97f4a7c15ull);
 
-  const char *dir = cuda_cache_dir();
+  if (!dir) dir = "";
   char cpath[1200], spath[1200];
   snprintf(cpath, sizeof cpath, "%s/cuda-%016llx%016llx.cubin", dir, (unsigned long long)h2, (unsigned long long)h3);
   snprintf(spath, sizeof spath, "%s/cuda-%016llx%016llx.cu", dir, (unsigned long long)h2, (unsigned long long)h3);
   *hit = false;
-  if (dir[0] && !kiln_env_int("KILN_NO_CACHE", 0)) {
+  if (dir[0] && !no_cache) {
     size_t sn = 0, cn = 0;
     char *stored = read_file(spath, &sn);
     /* The stored file is the key header followed by the source. */
@@ -142,4 +132,10 @@ kiln_status cuda_compile(const char *src, const char *arch, int n_opts, const ch
   }
   sb_free(&key);
   return st;
+}
+
+kiln_status cuda_compile(const char *src, const char *arch, int n_opts, const char *const *opts, void **cubin,
+                         size_t *size, bool *hit) {
+  kiln_options o = kiln_options_default();
+  return cuda_compile_cached(src, arch, n_opts, opts, o.cache_dir, o.no_cache != 0, cubin, size, hit);
 }

@@ -12,9 +12,10 @@
  * string ops (normalize, concat, regex, label encode) run below on their operands, and
  * the strings they make come from the caller's arena (ref_eval_stage_strings).
  *
- * The ref backend (rt_backend_ref) runs a whole TE this way. It is the oracle, not a
- * fallback: its census reports 0 kernels and 0 host fallbacks. Host fallbacks are
- * what *other* backends count when they call ref_eval_stage for a stage they lack.
+ * The ref backend (rt_backend_ref) runs a whole TE this way, through the one pipeline
+ * (schedule.c), which interprets a backend without a dialect. Its census reports no
+ * kernels; its host fallbacks are the opaque stages, as on every other backend (they
+ * would run on the host anywhere), so the census and strict mode read alike everywhere.
  */
 #include "../runtime.h"
 
@@ -449,117 +450,13 @@ kiln_status ref_eval_all(const TE *te, void **bufs) { return ref_eval_all_string
 
 /* ---- the ref backend ---- */
 
-typedef struct RefExec {
-  const TE *te;
-  void **bufs;     /* per stage: inputs point at the caller's buffers during a run */
-  bool *owned;     /* bufs[s] was allocated here */
-  Arena strings;   /* strings made by this run's string ops; emptied when the next run starts */
-} RefExec;
-
-static size_t stage_bytes(const Stage *s) { return (size_t)s->numel * kiln_dtype_size(s->dtype); }
-
-static void ref_free(void *exec) {
-  RefExec *x = exec;
-  if (!x) return;
-  for (int s = 0; x->bufs && x->owned && s < x->te->n_stages; s++)
-    if (x->owned[s]) kiln_free(x->bufs[s]);
-  kiln_free(x->bufs);
-  kiln_free(x->owned);
-  arena_free(&x->strings);
-  kiln_free(x);
-}
-
 static kiln_status ref_probe(void) { return KILN_OK; }
 
-static kiln_status ref_compile(const TE *te, const kiln_options *o, void **exec, kiln_census *c) {
-  (void)o;
-  RefExec *x = kiln_calloc(1, sizeof *x);
-  if (!x) return kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory");
-  x->te = te;
-  x->bufs = kiln_calloc((size_t)te->n_stages + 1, sizeof *x->bufs);
-  x->owned = kiln_calloc((size_t)te->n_stages + 1, sizeof *x->owned);
-  if (!x->bufs || !x->owned) { ref_free(x); return kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory"); }
-  for (int s = 0; s < te->n_stages; s++) {
-    const Stage *st = &te->stages[s];
-    int64_t bytes;
-    if (st->kind == ST_INPUT) continue;
-    if (st->kind == ST_CONST) { x->bufs[s] = (void *)st->data; continue; }  /* read only */
-    if (!size_mul(st->numel, (int64_t)kiln_dtype_size(st->dtype), &bytes) || !(x->bufs[s] = kiln_malloc((size_t)bytes))) {
-      ref_free(x);
-      return kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory for stage s%d '%s'", s, st->name);
-    }
-    x->owned[s] = true;
-    if (st->kind == ST_PARAM && bytes) memcpy(x->bufs[s], st->data, (size_t)bytes);
-  }
-  c->kernels_planned = 0;
-  *exec = x;
-  return KILN_OK;
-}
-
-/* Every assign reads its value before any param is written, so p <- q, q <- p swaps. */
-static kiln_status apply_assigns(RefExec *x) {
-  const TE *te = x->te;
-  void **tmp = kiln_calloc((size_t)te->n_assigns + 1, sizeof *tmp);
-  kiln_status rc = tmp ? KILN_OK : kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory");
-  for (int i = 0; rc == KILN_OK && i < te->n_assigns; i++) {
-    size_t n = stage_bytes(&te->stages[te->assigns[i].value]);
-    if (!(tmp[i] = kiln_malloc(n))) rc = kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory");
-    else if (n) memcpy(tmp[i], x->bufs[te->assigns[i].value], n);
-  }
-  for (int i = 0; rc == KILN_OK && i < te->n_assigns; i++) {
-    size_t n = stage_bytes(&te->stages[te->assigns[i].param]);
-    if (n) memcpy(x->bufs[te->assigns[i].param], tmp[i], n);
-  }
-  for (int i = 0; tmp && i < te->n_assigns; i++) kiln_free(tmp[i]);
-  kiln_free(tmp);
-  return rc;
-}
-
-static kiln_status ref_run(void *exec, const void *const *inputs, void *const *outputs, kiln_census *c) {
-  RefExec *x = exec;
-  const TE *te = x->te;
-  for (int i = 0; i < te->n_inputs; i++) x->bufs[te->inputs[i]] = (void *)inputs[i];
-  arena_free(&x->strings);
-  kiln_status rc = ref_eval_all_strings(te, x->bufs, &x->strings);
-  for (int i = 0; rc == KILN_OK && i < te->n_outputs; i++) {
-    size_t n = stage_bytes(&te->stages[te->outputs[i]]);
-    if (n) memcpy(outputs[i], x->bufs[te->outputs[i]], n);
-  }
-  if (rc == KILN_OK) rc = apply_assigns(x);
-  for (int i = 0; i < te->n_inputs; i++) x->bufs[te->inputs[i]] = NULL;
-  /* The oracle launches no kernels and falls back to nothing. */
-  c->kernels_launched = 0;
-  c->submissions = 0;
-  c->bytes_read = c->bytes_written = 0;
-  c->host_fallbacks = 0;
-  c->largest_fallback_bytes = 0;
-  c->fallback_ops[0] = 0;
-  c->h2d_bytes = c->d2h_bytes = c->h2d_copies = c->d2h_copies = 0;
-  return rc;
-}
-
-static kiln_status ref_read_param(void *exec, int stage, void *dst) {
-  RefExec *x = exec;
-  const Stage *s = &x->te->stages[stage];
-  if (s->kind != ST_PARAM) return kiln_fail(KILN_ERR_INVALID_ARG, "ref: stage s%d '%s' is not a parameter", stage, s->name);
-  if (s->numel) memcpy(dst, x->bufs[stage], stage_bytes(s));
-  return KILN_OK;
-}
-
-static kiln_status ref_print(void *exec, FILE *f) {
-  RefExec *x = exec;
-  fprintf(f, "ref: %d stages interpreted on the host, no kernels\n", x->te->n_stages);
-  te_print(x->te, f);
-  return KILN_OK;
-}
-
+/* No dialect: the pipeline (schedule.c) interprets every stage with ref_eval_stage_strings
+ * into host memory of its own. */
 const Backend rt_backend_ref = {
   .name = "ref",
+  .dialect = NULL,
+  .host_memory = true,
   .probe = ref_probe,
-  .compile = ref_compile,
-  .run = ref_run,
-  .read_param = ref_read_param,
-  .print = ref_print,
-  .free = ref_free,
-  .strings = true,
 };

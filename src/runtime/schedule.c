@@ -1,0 +1,602 @@
+/*
+ * schedule.c — the one pipeline. Takes a TE and a backend's hooks, produces a schedule
+ * that runs: the plan (plan_build), the source in the backend's dialect and every launch's
+ * geometry and variant (cg_program_build), the built module, buffers, bound launches and,
+ * where the backend can, the whole schedule recorded once as one submission.
+ *
+ * Buffers. Every stage a kernel reads or stores, every input, output and param, and both
+ * sides of every assign has one. Intermediates share one arena laid out by the plan's
+ * memory plan; params are copied once at compile into buffers the schedule owns (assigns
+ * update them in place); constants are uploaded once (host-memory backends read them where
+ * the TE keeps them). Inputs and outputs have buffers of their own; on host-memory
+ * backends a run binds the caller's buffers in their place, so nothing is copied. String
+ * tensors always live in host memory (an array of `const char *` per stage), on every
+ * backend: only opaque stages read or write them.
+ *
+ * Host fallbacks. A stage no kernel can compute (opaque: every string op) is evaluated by
+ * ref_eval_stage_strings, its operands brought to the host and its result sent back, and
+ * counted in the census by op ("string_concat:1 label_encode:2") with the largest tensor
+ * that crossed; in strict mode compiling fails naming the first such op. The same rule and
+ * the same words hold on every backend, ref included (there every stage runs on the host,
+ * but only opaque ones are fallbacks: they would be on any backend).
+ *
+ * A backend without a dialect (ref) interprets: every stage gets a host buffer and is
+ * evaluated in order, no plan, no kernels.
+ */
+#include "runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct Launch {
+  const CgLaunch *l;
+  void *fn;
+  RtBuf *args;        /* parameter values, from buf[] (host-memory backends: refreshed every run) */
+  void *lib;          /* a library call runs instead of the kernel */
+} Launch;
+
+struct Schedule {
+  const Backend *be;
+  TE *te;
+  kiln_options opt;
+  void *dev;
+  Plan *plan;          /* NULL when interpreting */
+  CgProgram *cg;
+  void *module;
+  RtBuf *buf;          /* stage -> buffer this run (0: none) */
+  RtBuf *own;          /* stage -> buffer the schedule allocated (0: none) */
+  RtBuf arena;         /* intermediates */
+  const char ***str;   /* stage -> host array of a string tensor (NULL: not a string) */
+  Launch *launch; int n_launch;
+  void *graph;         /* the recorded schedule */
+  bool replay, assigns_after_kernels;
+  int n_host, n_library;
+  RtBuf *assign_tmp;   /* per assign: a copy of its value when that value is itself assigned */
+  bool *out_kept;      /* output i of the last run is in own[] (host-memory backends) */
+  Arena strings;       /* strings made by this run's string ops */
+  int fb_count[OP_COUNT];
+  int fb_order[OP_COUNT], n_fb;
+  bool cache_hit;
+  double build_ms;
+};
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int64_t stage_bytes(const Stage *s) {
+  int64_t n = 0;
+  if (!size_mul(s->numel, (int64_t)kiln_dtype_size(s->dtype), &n)) return -1;
+  return n;
+}
+
+static const char *op_name(const Stage *S) { return S->op >= 0 && S->op < OP_COUNT ? op_names[S->op] : "?"; }
+
+static void *host_ptr(RtBuf b) { return (void *)(uintptr_t)b; }
+
+/* ---- memory, through the hooks or (host-memory backends without them) the host ---- */
+
+static kiln_status mem_alloc(Schedule *s, int64_t bytes, const char *what, RtBuf *out) {
+  if (s->be->alloc) return s->be->alloc(s->dev, bytes, what, out);
+  void *p = kiln_malloc((size_t)(bytes > 0 ? bytes : 1));
+  if (!p) return kiln_fail(KILN_ERR_NO_MEMORY, "%s: cannot allocate %lld bytes for %s", s->be->name, (long long)bytes, what);
+  *out = (RtBuf)(uintptr_t)p;
+  return KILN_OK;
+}
+
+static void mem_release(Schedule *s, RtBuf b) {
+  if (!b) return;
+  if (s->be->release) s->be->release(s->dev, b);
+  else kiln_free(host_ptr(b));
+}
+
+static kiln_status mem_upload(Schedule *s, RtBuf dst, const void *src, int64_t n, const char *what, kiln_census *c) {
+  if (n <= 0 || host_ptr(dst) == src) return KILN_OK;
+  if (!s->be->upload) { memcpy(host_ptr(dst), src, (size_t)n); return KILN_OK; }
+  if (c) c->h2d_bytes += n, c->h2d_copies++;
+  return s->be->upload(s->dev, dst, src, n, what);
+}
+
+static kiln_status mem_download(Schedule *s, void *dst, RtBuf src, int64_t n, const char *what, kiln_census *c) {
+  if (n <= 0 || host_ptr(src) == dst) return KILN_OK;
+  if (!s->be->download) { memcpy(dst, host_ptr(src), (size_t)n); return KILN_OK; }
+  if (c) c->d2h_bytes += n, c->d2h_copies++;
+  return s->be->download(s->dev, dst, src, n, what);
+}
+
+static kiln_status mem_copy(Schedule *s, RtBuf dst, RtBuf src, int64_t n, const char *what) {
+  if (n <= 0 || dst == src) return KILN_OK;
+  if (!s->be->copy) { memmove(host_ptr(dst), host_ptr(src), (size_t)n); return KILN_OK; }
+  return s->be->copy(s->dev, dst, src, n, what);
+}
+
+static kiln_status dev_sync(Schedule *s, const char *what) {
+  (void)what;
+  return s->be->sync ? s->be->sync(s->dev) : KILN_OK;
+}
+
+/* ---- the census's fallbacks: one format, one rule ---- */
+
+static void fallbacks_reset(Schedule *s, kiln_census *c) {
+  memset(s->fb_count, 0, sizeof s->fb_count);
+  s->n_fb = 0;
+  c->host_fallbacks = 0;
+  c->largest_fallback_bytes = 0;
+  c->fallback_ops[0] = 0;
+}
+
+static void fallback_note(Schedule *s, const Stage *S, kiln_census *c) {
+  c->host_fallbacks++;
+  int64_t n = stage_bytes(S);
+  if (n > c->largest_fallback_bytes) c->largest_fallback_bytes = n;
+  int op = S->op >= 0 && S->op < OP_COUNT ? S->op : 0;
+  if (!s->fb_count[op]++) s->fb_order[s->n_fb++] = op;
+}
+
+/* "op:N op:N", ops in the order they first ran. */
+static void fallbacks_format(const Schedule *s, kiln_census *c) {
+  size_t used = 0;
+  c->fallback_ops[0] = 0;
+  for (int i = 0; i < s->n_fb && used < sizeof c->fallback_ops; i++) {
+    int op = s->fb_order[i];
+    used += (size_t)snprintf(c->fallback_ops + used, sizeof c->fallback_ops - used, "%s%s:%d", i ? " " : "",
+                             op_names[op], s->fb_count[op]);
+  }
+}
+
+/* Strict mode: the first opaque stage, in stage order, names the op (every backend alike). */
+static kiln_status check_strict(const Schedule *s) {
+  const TE *te = s->te;
+  for (int i = 0; s->opt.strict && i < te->n_stages; i++) {
+    const Stage *S = &te->stages[i];
+    if (S->kind == ST_OPAQUE)
+      return kiln_fail(KILN_ERR_FALLBACK, "op %s (t%d '%s') would run on the host (strict mode)", op_name(S), S->id,
+                       S->name ? S->name : "");
+  }
+  return KILN_OK;
+}
+
+/* ---- buffers ---- */
+
+static bool is_source(const Stage *S) { return S->kind == ST_INPUT || S->kind == ST_PARAM || S->kind == ST_CONST; }
+
+/* Which stages need a buffer: every stage a kernel reads from memory or stores, every
+ * input, output and param, and both sides of every assign (all of them when interpreting). */
+static bool *needed_buffers(const Schedule *s) {
+  const TE *te = s->te;
+  bool *need = kiln_calloc((size_t)te->n_stages + 1, sizeof *need);
+  if (!need) return NULL;
+  for (int i = 0; !s->plan && i < te->n_stages; i++) need[i] = true;
+  for (int i = 0; s->plan && i < s->plan->n_kernels; i++) {
+    const Kernel *k = &s->plan->kernels[i];
+    for (int j = 0; j < k->n_ins; j++) need[k->ins[j]] = true;
+    for (int j = 0; j < k->n_items; j++)
+      if (s->plan->stored[k->items[j].stage]) need[k->items[j].stage] = true;
+  }
+  for (int i = 0; i < te->n_outputs; i++) need[te->outputs[i]] = true;
+  for (int i = 0; i < te->n_inputs; i++) need[te->inputs[i]] = true;
+  for (int i = 0; i < te->n_stages; i++) need[i] |= te->stages[i].kind == ST_PARAM;  /* read_param */
+  for (int i = 0; i < te->n_assigns; i++) need[te->assigns[i].param] = need[te->assigns[i].value] = true;
+  return need;
+}
+
+static kiln_status place_string(Schedule *s, int i) {
+  const Stage *S = &s->te->stages[i];
+  if (!(s->str[i] = kiln_calloc((size_t)(S->numel > 0 ? S->numel : 1), sizeof(char *))))
+    return kiln_fail(KILN_ERR_NO_MEMORY, "%s: no host memory for string tensor '%s'", s->be->name, S->name);
+  if (S->data && S->numel > 0) memcpy(s->str[i], S->data, (size_t)S->numel * sizeof(char *));  /* the TE's strings */
+  return KILN_OK;
+}
+
+/* Gives every needed stage its buffer; uploads params and consts. */
+static kiln_status place_buffers(Schedule *s) {
+  const TE *te = s->te;
+  const Plan *p = s->plan;
+  bool *need = needed_buffers(s);
+  s->buf = kiln_calloc((size_t)te->n_stages + 1, sizeof *s->buf);
+  s->own = kiln_calloc((size_t)te->n_stages + 1, sizeof *s->own);
+  s->str = kiln_calloc((size_t)te->n_stages + 1, sizeof *s->str);
+  if (!need || !s->buf || !s->own || !s->str) {
+    kiln_free(need);
+    return kiln_fail(KILN_ERR_NO_MEMORY, "%s: no host memory for the buffer table", s->be->name);
+  }
+  kiln_status st = KILN_OK;
+  if (p && p->arena_bytes > 0) st = mem_alloc(s, p->arena_bytes, "the intermediate arena", &s->arena);
+  for (int i = 0; i < te->n_stages && !st; i++) {
+    if (!need[i]) continue;
+    const Stage *S = &te->stages[i];
+    int64_t n = stage_bytes(S);
+    if (n < 0) { st = kiln_fail(KILN_ERR_NO_MEMORY, "%s: tensor '%s' is too large", s->be->name, S->name); break; }
+    if (S->dtype == KILN_STRING) { st = place_string(s, i); continue; }
+    if (S->kind == ST_CONST && s->be->host_memory) { s->buf[i] = (RtBuf)(uintptr_t)S->data; continue; }  /* read only */
+    if (p && p->offset && p->offset[i] >= 0 && !plan_is_output(p, i) && !is_source(S)) {
+      s->buf[i] = s->arena + (RtBuf)p->offset[i];
+      continue;
+    }
+    if ((st = mem_alloc(s, n, S->name, &s->own[i]))) break;
+    s->buf[i] = s->own[i];
+    if ((S->kind == ST_PARAM || S->kind == ST_CONST) && S->data) st = mem_upload(s, s->buf[i], S->data, n, S->name, NULL);
+  }
+  kiln_free(need);
+  /* an assign whose value is itself assigned reads a copy, so p <- q, q <- p swaps */
+  s->assign_tmp = kiln_calloc((size_t)te->n_assigns + 1, sizeof *s->assign_tmp);
+  if (!st && !s->assign_tmp) st = kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory", s->be->name);
+  for (int a = 0; a < te->n_assigns && !st; a++)
+    for (int b = 0; b < te->n_assigns && !st; b++)
+      if (b != a && te->assigns[b].param == te->assigns[a].value && !s->assign_tmp[a])
+        st = mem_alloc(s, stage_bytes(&te->stages[te->assigns[a].value]), "an assign's value", &s->assign_tmp[a]);
+  s->out_kept = kiln_calloc((size_t)te->n_outputs + 1, sizeof *s->out_kept);
+  if (!st && !s->out_kept) st = kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory", s->be->name);
+  if (!st) st = dev_sync(s, "parameter upload");
+  return st;
+}
+
+/* ---- launches ---- */
+
+/* Binds every launch to its entry point and buffers; offers library GEMMs to the backend
+ * (planned once, run once here outside any recording, so that the library's lazy set-up
+ * does not happen while the schedule is recorded; declined: the generated kernel stays). */
+static kiln_status bind_launches(Schedule *s) {
+  const CgProgram *g = s->cg;
+  s->launch = kiln_calloc((size_t)g->n_launch + 1, sizeof *s->launch);
+  if (!s->launch) return kiln_fail(KILN_ERR_NO_MEMORY, "%s: no memory for the launch table", s->be->name);
+  s->n_launch = g->n_launch;
+  for (int i = 0; i < g->n_launch; i++) {
+    const CgLaunch *l = &g->launch[i];
+    Launch *L = &s->launch[i];
+    L->l = l;
+    if (l->host) { s->n_host++; continue; }
+    if (!(L->args = kiln_calloc((size_t)l->n_params + 1, sizeof *L->args)))
+      return kiln_fail(KILN_ERR_NO_MEMORY, "%s: no memory for kernel arguments", s->be->name);
+    for (int j = 0; j < l->n_params; j++) {
+      if (!(L->args[j] = s->buf[l->params[j]]))
+        return kiln_fail(KILN_ERR_DEVICE, "%s: kernel %d reads stage %d, which has no buffer", s->be->name, l->kernel,
+                         l->params[j]);
+    }
+    kiln_status st = s->be->lookup(s->dev, s->module, l, &L->fn);
+    if (st) return st;
+    if (!l->library || !s->opt.cublaslt || !s->be->library_prepare) continue;
+    if (s->be->library_prepare(s->dev, &l->lib, s->buf, &L->lib) != KILN_OK) { L->lib = NULL; continue; }
+    s->n_library++;
+    if ((st = s->be->library_run(s->dev, L->lib)) || (st = dev_sync(s, "library warm-up"))) return st;
+  }
+  return KILN_OK;
+}
+
+/* One opaque stage on the host: its operands come to the host, ref evaluates each of its
+ * stages, stored ones go back. Counted in the census. String tensors are read and written
+ * in place. */
+static kiln_status run_host_kernel(Schedule *s, const Kernel *k, kiln_census *c) {
+  const TE *te = s->te;
+  kiln_status st = dev_sync(s, "host fallback");
+  const void **bufs = kiln_calloc((size_t)te->n_stages + 1, sizeof *bufs);
+  bool *mine = kiln_calloc((size_t)te->n_stages + 1, sizeof *mine);  /* bufs[s] is a temporary */
+  if (!bufs || !mine) st = kiln_fail(KILN_ERR_NO_MEMORY, "%s: no memory for a host fallback", s->be->name);
+  for (int i = 0; !st && i < te->n_stages; i++)  /* constants the plan bakes into source have no buffer */
+    if (te->stages[i].kind == ST_CONST) bufs[i] = te->stages[i].data;
+  for (int j = 0; j < k->n_ins && !st; j++) {
+    int i = k->ins[j];
+    int64_t n = stage_bytes(&te->stages[i]);
+    if (s->str[i] || s->be->host_memory) { bufs[i] = s->str[i] ? (void *)s->str[i] : host_ptr(s->buf[i]); continue; }
+    void *h = kiln_malloc((size_t)(n > 0 ? n : 1));
+    if (!h) { st = kiln_fail(KILN_ERR_NO_MEMORY, "%s: no memory for a host fallback", s->be->name); break; }
+    bufs[i] = h, mine[i] = true;
+    st = mem_download(s, h, s->buf[i], n, te->stages[i].name, c);
+    if (!st) st = dev_sync(s, "host fallback");
+  }
+  for (int j = 0; j < k->n_items && !st; j++) {
+    int i = k->items[j].stage;
+    const Stage *S = &te->stages[i];
+    int64_t n = stage_bytes(S);
+    bool in_place = s->str[i] || (s->be->host_memory && s->buf[i]);
+    void *h = s->str[i] ? (void *)s->str[i] : in_place ? host_ptr(s->buf[i]) : kiln_malloc((size_t)(n > 0 ? n : 1));
+    if (!h) { st = kiln_fail(KILN_ERR_NO_MEMORY, "%s: no memory for a host fallback", s->be->name); break; }
+    bufs[i] = h, mine[i] = !in_place;
+    st = ref_eval_stage_strings(te, i, bufs, h, &s->strings);
+    fallback_note(s, S, c);
+    if (!st && !in_place && s->buf[i]) st = mem_upload(s, s->buf[i], h, n, S->name, c);
+    if (!st && !in_place) st = dev_sync(s, "host fallback");
+  }
+  for (int i = 0; mine && i < te->n_stages; i++)
+    if (mine[i]) kiln_free((void *)bufs[i]);
+  kiln_free(bufs);
+  kiln_free(mine);
+  return st;
+}
+
+static kiln_status enqueue_assigns(Schedule *s) {
+  const TE *te = s->te;
+  kiln_status st = KILN_OK;
+  for (int a = 0; a < te->n_assigns && !st; a++)
+    if (s->assign_tmp[a])
+      st = mem_copy(s, s->assign_tmp[a], s->buf[te->assigns[a].value], stage_bytes(&te->stages[te->assigns[a].value]),
+                    te->stages[te->assigns[a].value].name);
+  for (int a = 0; a < te->n_assigns && !st; a++) {
+    const Assign *A = &te->assigns[a];
+    RtBuf from = s->assign_tmp[a] ? s->assign_tmp[a] : s->buf[A->value];
+    st = mem_copy(s, s->buf[A->param], from, stage_bytes(&te->stages[A->param]), te->stages[A->param].name);
+  }
+  return st;
+}
+
+/* Every kernel in plan order (c NULL: while recording, where no host kernel can be). */
+static kiln_status enqueue_kernels(Schedule *s, kiln_census *c) {
+  kiln_status st = KILN_OK;
+  for (int i = 0; i < s->n_launch && !st; i++) {
+    Launch *L = &s->launch[i];
+    if (L->l->host) {
+      if (c) st = run_host_kernel(s, &s->plan->kernels[L->l->kernel], c);
+      continue;
+    }
+    if (L->l->grid <= 0) continue;
+    if (L->lib) { st = s->be->library_run(s->dev, L->lib); continue; }
+    if (s->be->host_memory)  /* the caller's buffers move from run to run */
+      for (int j = 0; j < L->l->n_params; j++) L->args[j] = s->buf[L->l->params[j]];
+    st = s->be->launch(s->dev, L->fn, L->l, L->args);
+  }
+  return st;
+}
+
+/* An output that is an assigned param must be read before the assign: then the assigns
+ * stay out of the recording and run after the outputs are copied. */
+static bool output_is_assigned(const TE *te) {
+  for (int i = 0; i < te->n_outputs; i++)
+    for (int a = 0; a < te->n_assigns; a++)
+      if (te->assigns[a].param == te->outputs[i]) return true;
+  return false;
+}
+
+static kiln_status record(Schedule *s) {
+  kiln_status st = s->be->record_begin(s->dev);
+  if (st) return st;
+  kiln_status est = enqueue_kernels(s, NULL);
+  if (!est && s->assigns_after_kernels) est = enqueue_assigns(s);
+  st = s->be->record_end(s->dev, &s->graph);
+  return est ? est : st;
+}
+
+/* ---- compile ---- */
+
+static kiln_status cg_options_from(const kiln_options *o, CgOptions *g) {
+  *g = cg_options_default();
+  g->row_variant = cg_row_variant(o->cuda_row);
+  if (g->row_variant < 0)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_row ($KILN_CUDA_ROW) '%s' names no row variant (base, warp, vec, wvec, "
+                     "p16, p16vec, long, wveclong, or empty for auto)", o->cuda_row);
+  g->splitk = o->cuda_splitk == 0 ? CG_SPLITK_OFF : o->cuda_splitk == 2 ? CG_SPLITK_WIDE : CG_SPLITK_ON;
+  g->library = o->cublaslt != 0;
+  return KILN_OK;
+}
+
+static kiln_status build_module(Schedule *s) {
+  const CgProgram *g = s->cg;
+  kiln_status st = s->be->build(s->dev, g->source.s, g->source.len, &s->opt, &s->module, &s->cache_hit);
+  return st;
+}
+
+static kiln_status compile_plan(Schedule *s) {
+  CgOptions co;
+  PlanOptions po = plan_options(&s->opt);
+  kiln_status st = cg_options_from(&s->opt, &co);
+  if (!st) st = plan_build(s->te, &po, &s->plan);
+  if (!st && s->opt.debug >= 1) {
+    fprintf(stderr, "> plan (%s):\n", s->be->name);
+    plan_print(s->plan, stderr);
+  }
+  if (!st) st = cg_program_build(s->plan, s->be->dialect, &co, &s->cg);
+  if (!st && s->opt.debug >= 2) fprintf(stderr, "> source (%s):\n%s\n", s->be->dialect->name, s->cg->source.s);
+  if (!st) st = build_module(s);
+  if (!st) st = place_buffers(s);
+  if (!st) st = bind_launches(s);
+  s->replay = !st && s->be->record_begin && s->opt.graph_replay && !s->n_host;  /* host work cannot be recorded */
+  if (s->replay) st = record(s);
+  return st;
+}
+
+kiln_status rt_schedule_create(const Backend *be, TE *te, const kiln_options *o, kiln_census *c, Schedule **out) {
+  *out = NULL;
+  Schedule *s = kiln_calloc(1, sizeof *s);
+  if (!s) return kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory", be->name);
+  s->be = be;
+  s->te = te;
+  s->opt = *o;
+  double t0 = now_ms();
+  s->assigns_after_kernels = !output_is_assigned(te);
+  kiln_status st = check_strict(s);
+  if (!st && be->open) st = be->open(&s->opt, &s->dev);
+  if (!st && be->dialect) st = compile_plan(s);
+  else if (!st) st = place_buffers(s);
+  if (st) { rt_schedule_free(s); return st; }
+  s->build_ms = now_ms() - t0;
+  c->cache_hit = s->cache_hit;
+  c->kernels_planned = s->plan ? s->plan->n_kernels : 0;
+  c->peak_bytes = s->plan ? s->plan->arena_bytes : 0;
+  *out = s;
+  return KILN_OK;
+}
+
+void rt_schedule_free(Schedule *s) {
+  if (!s) return;
+  const TE *te = s->te;
+  if (s->dev && s->be->sync) s->be->sync(s->dev);
+  if (s->graph) s->be->graph_free(s->dev, s->graph);
+  for (int i = 0; s->launch && i < s->n_launch; i++) {
+    if (s->launch[i].lib) s->be->library_release(s->dev, s->launch[i].lib);
+    kiln_free(s->launch[i].args);
+  }
+  kiln_free(s->launch);
+  for (int a = 0; s->assign_tmp && a < te->n_assigns; a++) mem_release(s, s->assign_tmp[a]);
+  for (int i = 0; s->own && i < te->n_stages; i++) mem_release(s, s->own[i]);
+  mem_release(s, s->arena);
+  for (int i = 0; s->str && i < te->n_stages; i++) kiln_free(s->str[i]);
+  if (s->module) s->be->unload(s->dev, s->module);
+  if (s->dev && s->be->close) s->be->close(s->dev);
+  kiln_free(s->assign_tmp);
+  kiln_free(s->out_kept);
+  kiln_free(s->buf);
+  kiln_free(s->own);
+  kiln_free(s->str);
+  arena_free(&s->strings);
+  cg_program_free(s->cg);
+  plan_free(s->plan);
+  kiln_free(s);
+}
+
+/* ---- run ---- */
+
+/* Interpreting: every stage in order on the host; only opaque ones are fallbacks. */
+static kiln_status interpret(Schedule *s, kiln_census *c) {
+  const TE *te = s->te;
+  const void **view = kiln_calloc((size_t)te->n_stages + 1, sizeof *view);  /* stage -> host memory */
+  if (!view) return kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory", s->be->name);
+  for (int i = 0; i < te->n_stages; i++) view[i] = s->str[i] ? (void *)s->str[i] : host_ptr(s->buf[i]);
+  kiln_status st = KILN_OK;
+  for (int i = 0; i < te->n_stages && !st; i++) {
+    const Stage *S = &te->stages[i];
+    if (is_source(S)) {
+      if (!view[i] && S->numel) st = kiln_fail(KILN_ERR_INVALID_ARG, "%s: source stage s%d '%s' has no buffer", s->be->name, i, S->name);
+      continue;
+    }
+    st = ref_eval_stage_strings(te, i, view, (void *)view[i], &s->strings);
+    if (!st && S->kind == ST_OPAQUE) fallback_note(s, S, c);
+  }
+  kiln_free(view);
+  return st;
+}
+
+static kiln_status bind_inputs(Schedule *s, const void *const *in, kiln_census *c) {
+  const TE *te = s->te;
+  kiln_status st = KILN_OK;
+  for (int i = 0; i < te->n_inputs && !st; i++) {
+    int k = te->inputs[i];
+    const Stage *S = &te->stages[k];
+    const void *src = in ? in[i] : NULL;
+    int64_t n = stage_bytes(S);
+    if (s->str[k]) { if (src && n > 0) memcpy(s->str[k], src, (size_t)n); continue; }
+    if (s->be->host_memory) s->buf[k] = src ? (RtBuf)(uintptr_t)src : s->own[k];
+    else if (src) st = mem_upload(s, s->buf[k], src, n, S->name, c);
+  }
+  return st;
+}
+
+/* Host-memory backends write computed outputs straight into the caller's buffers. */
+static void bind_outputs(Schedule *s, void *const *out) {
+  const TE *te = s->te;
+  for (int i = 0; s->be->host_memory && i < te->n_outputs; i++) {
+    int k = te->outputs[i];
+    if (is_source(&te->stages[k]) || s->str[k]) continue;
+    bool first = true;
+    for (int j = 0; j < i && first; j++) first = te->outputs[j] != k;
+    if (first) s->buf[k] = out && out[i] ? (RtBuf)(uintptr_t)out[i] : s->own[k];
+  }
+}
+
+static kiln_status copy_outputs(Schedule *s, void *const *out, kiln_census *c) {
+  const TE *te = s->te;
+  kiln_status st = KILN_OK;
+  for (int i = 0; i < te->n_outputs && !st; i++) {
+    int k = te->outputs[i];
+    int64_t n = stage_bytes(&te->stages[k]);
+    s->out_kept[i] = !out || !out[i] || s->buf[k] != (RtBuf)(uintptr_t)out[i];
+    if (!out || !out[i] || n <= 0) continue;
+    if (s->str[k]) memcpy(out[i], s->str[k], (size_t)n);  /* program.c copies the strings themselves */
+    else st = mem_download(s, out[i], s->buf[k], n, te->stages[k].name, c);
+  }
+  return st;
+}
+
+kiln_status rt_schedule_run(Schedule *s, const void *const *in, void *const *out, kiln_census *c) {
+  c->h2d_bytes = c->d2h_bytes = c->h2d_copies = c->d2h_copies = 0;
+  c->device_ms = 0;
+  fallbacks_reset(s, c);
+  arena_free(&s->strings);  /* the last run's strings: program.c has copied its outputs */
+  kiln_status st = bind_inputs(s, in, c);
+  bind_outputs(s, out);
+  if (!st && s->be->mark) st = s->be->mark(s->dev, 0);
+  if (!st && !s->plan) st = interpret(s, c);
+  else if (!st && s->replay) st = s->be->replay(s->dev, s->graph);
+  else if (!st) st = enqueue_kernels(s, c);
+  if (!st && !s->replay && s->assigns_after_kernels) st = enqueue_assigns(s);
+  if (!st && s->be->mark) st = s->be->mark(s->dev, 1);
+  if (!st) st = copy_outputs(s, out, c);
+  if (!st && !s->assigns_after_kernels) {  /* an output is an assigned param: read it first */
+    st = dev_sync(s, "outputs");
+    if (!st) st = enqueue_assigns(s);
+  }
+  if (!st) st = dev_sync(s, "run");
+  if (!st && s->be->elapsed) st = s->be->elapsed(s->dev, &c->device_ms);
+  if (st) return st;
+  fallbacks_format(s, c);
+  int64_t kernels = 0;
+  for (int i = 0; i < s->n_launch; i++) kernels += !s->launch[i].l->host && s->launch[i].l->grid > 0;
+  c->kernels_launched = kernels;
+  c->submissions = s->replay ? 1 : kernels;
+  c->bytes_read = s->plan ? s->plan->bytes_read : 0;
+  c->bytes_written = s->plan ? s->plan->bytes_written : 0;
+  c->peak_bytes = s->plan ? s->plan->arena_bytes : 0;
+  c->kernels_planned = s->plan ? s->plan->n_kernels : 0;
+  c->cache_hit = s->cache_hit;
+  return KILN_OK;
+}
+
+/* ---- resident tensors ---- */
+
+kiln_status rt_schedule_set_input(Schedule *s, int i, const void *src) {
+  int k = s->te->inputs[i];
+  const Stage *S = &s->te->stages[k];
+  int64_t n = stage_bytes(S);
+  if (s->str[k]) {  /* strings: pointers into program.c's copy of them */
+    if (n > 0) memcpy(s->str[k], src, (size_t)n);
+    return KILN_OK;
+  }
+  kiln_status st = mem_upload(s, s->own[k], src, n, S->name, NULL);
+  return st ? st : dev_sync(s, "set_input");
+}
+
+static kiln_status read_stage(Schedule *s, int k, void *dst) {
+  const Stage *S = &s->te->stages[k];
+  int64_t n = stage_bytes(S);
+  if (s->str[k]) {  /* strings: valid until the next run */
+    if (n > 0) memcpy(dst, s->str[k], (size_t)n);
+    return KILN_OK;
+  }
+  if (!s->buf[k]) return kiln_fail(KILN_ERR_INVALID_ARG, "%s: stage %d ('%s') has no buffer", s->be->name, k, S->name);
+  kiln_status st = mem_download(s, dst, s->buf[k], n, S->name, NULL);
+  return st ? st : dev_sync(s, "read");
+}
+
+kiln_status rt_schedule_read_output(Schedule *s, int i, void *dst) {
+  if (s->be->host_memory && !s->out_kept[i])
+    return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_read_output: output %d was not kept (no run left it resident)", i);
+  return read_stage(s, s->te->outputs[i], dst);
+}
+
+kiln_status rt_schedule_read_param(Schedule *s, int stage, void *dst) { return read_stage(s, stage, dst); }
+
+kiln_status rt_schedule_print(const Schedule *s, FILE *f) {
+  if (!s->plan) {
+    fprintf(f, "%s: %d stages interpreted on the host, no kernels\n", s->be->name, s->te->n_stages);
+    te_print(s->te, f);
+    return KILN_OK;
+  }
+  plan_print(s->plan, f);
+  cg_program_print(s->cg, f);
+  fprintf(f, "%s: %d kernels (%d of them library GEMMs), %s; built in %.1f ms, cache %s\n", s->be->name,
+          s->n_launch - s->n_host, s->n_library, s->replay ? "one recorded submission per run" : "kernel by kernel",
+          s->build_ms, s->cache_hit ? "hit" : "miss");
+  if (s->be->describe) s->be->describe(s->dev, f);
+  return KILN_OK;
+}
+
+int rt_kernel_at_line(const char *src, long line) {
+  long n = 1;
+  int k = -1;
+  for (const char *p = src; p && *p && n <= line; p++) {
+    if (*p == '\n') n++;
+    else if (p[0] == '/' && p[1] == '*' && !strncmp(p, "/* kernel ", 10)) k = atoi(p + 10);
+  }
+  return k;
+}
