@@ -4,7 +4,7 @@
  * breakers, #include lines, string-literal escapes, newlines, backslashes, format
  * directives), once through the C API and once as an ONNX model written byte by byte
  * (graph, node, initializer and intermediate tensor names hostile too). Each graph is
- * compiled for "cpu" with XDG_CACHE_HOME pointing at a fresh folder, and every file the
+ * compiled for "cpu" with its cache folder (options.cache_dir) in a fresh folder, and every file the
  * backend leaves there is searched for the names and their dangerous fragments; each is
  * also rendered for the C and CUDA C dialects (no GPU needed) and the text searched.
  * The search itself is checked first: it must find a name planted in a string and in a
@@ -173,9 +173,9 @@ static void check_render(const char *what, const Graph *g, const Dialect *d, con
 static void check_cpu(const char *what, const kiln_graph *g, const void *const *in, void *const *out) {
   char dir[] = "/tmp/kiln_nms_cache_XXXXXX";
   if (!mkdtemp(dir)) { CHECK(!"mkdtemp"); return; }
-  setenv("XDG_CACHE_HOME", dir, 1);
   kiln_options o = kiln_options_default();
   o.backend = "cpu";
+  snprintf(o.cache_dir, sizeof o.cache_dir, "%s/kiln", dir);
   kiln_program *p = NULL;
   OK(kiln_program_compile(g, &o, &p));
   if (p) OK(kiln_program_run(p, in, out));
@@ -185,7 +185,6 @@ static void check_cpu(const char *what, const kiln_graph *g, const void *const *
   CHECK_MSG(files >= 2 && sources >= 1, "%s: the cpu cache holds %d files, %d sources", what, files, sources);
   CHECK_MSG(hits == 0, "%s: %d cached file(s) hold a model string", what, hits);
   remove_tree(dir);
-  unsetenv("XDG_CACHE_HOME");
 }
 
 /* y = softmax(relu(x @ w + b)) with hostile names rotated through the roles. */

@@ -298,7 +298,7 @@ static void batch(unsigned long long base, int count) {
 int main(void) {
   char dir[] = "/tmp/kiln-test-diff-XXXXXX";
   if (!mkdtemp(dir)) return 1;
-  setenv("XDG_CACHE_HOME", dir, 1);
+  setenv("KILN_CACHE_DIR", dir, 1);  /* every program this test compiles caches here */
   unsigned long long base = (unsigned long long)kiln_env_int("KILN_SEED", 1);
   int total = kiln_env_int("KILN_DIFF_GRAPHS", kiln_env_int("KILN_SANITIZED", 0) ? 130 : 520);
   for (int done = 0; done < total; done += BATCH)
