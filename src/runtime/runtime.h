@@ -93,6 +93,15 @@ extern const Backend rt_backend_cuda;  /* cuda/cuda.c */
 /* The backend called name (NULL or "": cpu), or NULL (with a message listing the known ones). */
 const Backend *rt_backend_find(const char *name);
 
+/* -- files.c: the on-disk caches' files (cpu and cuda) -- */
+
+/* mkdir -p of a cache folder and its parent (~/.cache/kiln). */
+kiln_status rt_cache_folder(const char *dir);
+/* A whole file in kiln_malloc'ed memory, NUL-terminated; NULL if absent or unreadable. */
+char *rt_file_read(const char *path, size_t *size);
+/* Writes through a temporary file and a rename: a concurrent reader sees all or nothing. */
+bool rt_file_write(const char *path, const void *data, size_t n);
+
 /* -- schedule.c: the one pipeline, used by program.c -- */
 
 typedef struct Schedule Schedule;

@@ -89,42 +89,6 @@ static void join(char *out, const char *a, const char *b) {
   memcpy(out + la, b, lb + 1);
 }
 
-static bool make_dir(const char *path) { return mkdir(path, 0700) == 0 || errno == EEXIST; }
-
-/* mkdir -p for the cache folder and its parent (~/.cache/kiln). */
-static kiln_status cache_dir(const char *dir) {
-  char parent[4096];
-  if (!dir[0] || strlen(dir) >= 4000) return kiln_fail(KILN_ERR_IO, "cpu: the cache folder '%.100s' is empty or too long", dir);
-  snprintf(parent, sizeof parent, "%s", dir);
-  char *slash = strrchr(parent, '/');
-  if (slash && slash != parent) *slash = 0;
-  if ((slash && slash != parent && !make_dir(parent)) || !make_dir(dir))
-    return kiln_fail(KILN_ERR_IO, "cpu: cannot create the cache folder '%s': %s", dir, strerror(errno));
-  return KILN_OK;
-}
-
-/* The whole file, or NULL (with *len the size). */
-static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *buf = NULL;
-  if (fseek(f, 0, SEEK_END) == 0) {
-    long sz = ftell(f);
-    if (sz >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = kiln_malloc((size_t)sz + 1))) {
-      if (fread(buf, 1, (size_t)sz, f) != (size_t)sz) { kiln_free(buf); buf = NULL; }
-      else { buf[sz] = 0; *len = (size_t)sz; }
-    }
-  }
-  fclose(f);
-  return buf;
-}
-
-static bool write_file(const char *path, const char *data, size_t len) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return false;
-  bool ok = fwrite(data, 1, len, f) == len;
-  return fclose(f) == 0 && ok;
-}
 
 /* Runs cc on dir/k.c into dir/k.so, stderr into dir/cc.log. */
 static kiln_status run_cc(const char *cc, const char *dir) {
@@ -153,7 +117,7 @@ static kiln_status run_cc(const char *cc, const char *dir) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return KILN_OK;
   size_t len = 0;
-  char *msg = read_file(log, &len);
+  char *msg = rt_file_read(log, &len);
   kiln_status st = kiln_fail(KILN_ERR_COMPILE, "cpu: '%s' failed on generated source: %.1500s", argv[0],
                              msg ? msg : "(no output)");
   kiln_free(msg);
@@ -178,7 +142,7 @@ static kiln_status compile_into_cache(const char *cc, const char *cache, const c
   join(cfile, dir, "/k.c");
   join(sofile, dir, "/k.so");
   kiln_status st = KILN_OK;
-  if (!write_file(cfile, src, len)) st = kiln_fail(KILN_ERR_IO, "cpu: cannot write '%s'", cfile);
+  if (!rt_file_write(cfile, src, len)) st = kiln_fail(KILN_ERR_IO, "cpu: cannot write '%s'", cfile);
   if (!st) st = run_cc(cc, dir);
   if (!st) {
     /* load from the private path: a name this process never loaded, so dlopen cannot hand
@@ -202,7 +166,7 @@ kiln_status cpu_build(const char *src, size_t len, const kiln_options *o, void *
   *dl = NULL;
   *hit = false;
   const char *cache = o->cache_dir, *cc = o->cc[0] ? o->cc : "cc";
-  kiln_status st = cache_dir(cache);
+  kiln_status st = rt_cache_folder(cache);
   if (st) return st;
   char id[512];
   cpu_cc_identity(cc, id);
@@ -217,7 +181,7 @@ kiln_status cpu_build(const char *src, size_t len, const kiln_options *o, void *
   snprintf(name, sizeof name, "/%s.c", key);
   join(cf, cache, name);
   size_t stored_len = 0;
-  char *stored = o->no_cache ? NULL : read_file(cf, &stored_len);
+  char *stored = o->no_cache ? NULL : rt_file_read(cf, &stored_len);
   bool same = stored && stored_len == len && !memcmp(stored, src, len);
   kiln_free(stored);
   if (same && (*dl = dlopen(so, RTLD_NOW | RTLD_LOCAL))) {

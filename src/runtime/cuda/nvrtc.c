@@ -7,52 +7,13 @@
  * the entry is recompiled and overwritten.
  */
 #include "cudadrv.h"
+#include "../runtime.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* mkdir -p for the cache folder (two levels at most: $HOME/.cache/kiln). */
-static bool make_dir(const char *dir) {
-  char parent[1024];
-  snprintf(parent, sizeof parent, "%s", dir);
-  char *slash = strrchr(parent, '/');
-  if (slash && slash != parent) {
-    *slash = 0;
-    if (mkdir(parent, 0755) != 0 && errno != EEXIST) return false;
-  }
-  return mkdir(dir, 0755) == 0 || errno == EEXIST;
-}
-
-/* Reads a whole file into kiln_malloc'ed memory (NUL-terminated); NULL if absent. */
-static char *read_file(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *buf = NULL;
-  long n = -1;
-  if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
-  if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = kiln_malloc((size_t)n + 1))) {
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) { kiln_free(buf); buf = NULL; }
-    else { buf[n] = 0; *size = (size_t)n; }
-  }
-  fclose(f);
-  return buf;
-}
-
-/* Writes atomically (temp file, then rename) so a concurrent reader never sees half. */
-static bool write_file(const char *path, const void *data, size_t n) {
-  char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return false;
-  bool ok = fwrite(data, 1, n, f) == n;
-  ok = (fclose(f) == 0) && ok;
-  if (ok) ok = rename(tmp, path) == 0;
-  if (!ok) remove(tmp);
-  return ok;
-}
 
 static kiln_status rtc_check(CudaNvrtc *r, nvrtcResult e, const char *call) {
   if (e == 0) return KILN_OK;
@@ -112,12 +73,12 @@ kiln_status cuda_compile_cached(const char *src, const char *arch, int n_opts, c
   *hit = false;
   if (dir[0] && !no_cache) {
     size_t sn = 0, cn = 0;
-    char *stored = read_file(spath, &sn);
+    char *stored = rt_file_read(spath, &sn);
     /* The stored file is the key header followed by the source. */
     bool same = stored && sn == key.len + strlen(src) && !memcmp(stored, key.s, key.len) &&
                 !memcmp(stored + key.len, src, strlen(src));
     kiln_free(stored);
-    if (same && (*cubin = read_file(cpath, &cn)) != NULL && cn > 0) {
+    if (same && (*cubin = rt_file_read(cpath, &cn)) != NULL && cn > 0) {
       *size = cn;
       *hit = true;
       sb_free(&key);
@@ -125,10 +86,10 @@ kiln_status cuda_compile_cached(const char *src, const char *arch, int n_opts, c
     }
   }
   st = compile_now(r, src, n, all, cubin, size);
-  if (!st && dir[0] && make_dir(dir)) {
+  if (!st && dir[0] && rt_cache_folder(dir) == KILN_OK) {
     /* A cache that cannot be written only costs time later: not an error. */
     sb_puts(&key, src);
-    if (!key.failed && write_file(cpath, *cubin, *size)) write_file(spath, key.s, key.len);
+    if (!key.failed && rt_file_write(cpath, *cubin, *size)) rt_file_write(spath, key.s, key.len);
   }
   sb_free(&key);
   return st;
