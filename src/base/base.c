@@ -3,6 +3,7 @@
  * hashing and string building. Small, dependency-free utilities.
  */
 #include "base.h"
+#include "scalar.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -253,48 +254,12 @@ void dtype_store_i64(kiln_dtype t, void *p, int64_t i, int64_t v) {
   }
 }
 
-/* ---- half precision ---- */
+/* ---- half precision: the shared definitions (scalar.inc) ---- */
 
-static uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-
-float half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  if (exp == 0x1f) return bits_f32(sign | 0x7f800000 | (man << 13));   /* inf / nan */
-  if (exp == 0) {                                                       /* zero / subnormal */
-    float v = (float)man * 5.9604644775390625e-8f;                      /* 2^-24 */
-    return sign ? -v : v;
-  }
-  return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
-}
-
-uint16_t float_to_half(float f) {
-  uint32_t u = f32_bits(f), sign = (u >> 16) & 0x8000;
-  uint32_t exp = (u >> 23) & 0xff, man = u & 0x7fffff;
-  if (exp == 0xff) return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
-  int e = (int)exp - 127 + 15;
-  if (e >= 0x1f) return (uint16_t)(sign | 0x7c00);
-  if (e <= 0) {                                   /* subnormal half or zero */
-    if (e < -10) return (uint16_t)sign;
-    man |= 0x800000;
-    int shift = 14 - e;
-    uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1))) half++;
-    return (uint16_t)(sign | half);
-  }
-  uint32_t half = ((uint32_t)e << 10) | (man >> 13), rem = man & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;  /* may carry into exp: still right */
-  return (uint16_t)(sign | half);
-}
-
-float bf16_to_float(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
-uint16_t float_to_bf16(float f) {
-  uint32_t u = f32_bits(f);
-  if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40);  /* quiet nan */
-  u += 0x7fff + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
+float half_to_float(uint16_t h) { return k_h2f(h); }
+uint16_t float_to_half(float f) { return k_f2h(f); }
+float bf16_to_float(uint16_t h) { return k_b2f(h); }
+uint16_t float_to_bf16(float f) { return k_f2b(f); }
 
 /* ---- hashing (FNV-1a, 64-bit) ---- */
 

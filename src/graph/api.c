@@ -318,25 +318,30 @@ kiln_status kiln_graph_transpose(kiln_graph *kg, kiln_tensor x, const int *perm,
   return add(g, OP_TRANSPOSE, 1, in, &a, out);
 }
 
-/* ONNX Slice on one axis of size d: clamps start/end, and gives the first index,
- * the step and the count. A count of 0 or 1 gets a unit step, so later index
- * arithmetic never multiplies by a huge step. */
-static void slice_axis(int64_t d, int64_t st, int64_t en, int64_t k, int64_t *start, int64_t *step, int64_t *len) {
-  if (st < 0) st += d; /* no overflow: st < 0 <= d */
-  if (en < 0) en += d;
+/* ONNX Slice on one axis of size d, the one place its clamping is written (the ONNX
+ * importer calls it too). Negative start and end count from the end; then start is
+ * clamped into [0, d] for a positive step and [0, d-1] for a negative one, end into
+ * [0, d] and [-1, d-1]. Gives the first index, the step and the count. A count of 0 or
+ * 1 gets a unit step (and a count of 0 the start 0), so later index arithmetic never
+ * multiplies by a huge step. No intermediate overflows for any int64 arguments, a step
+ * of INT64_MIN (whose negation does not exist) included. Requires d >= 0, step != 0. */
+void graph_slice_axis(int64_t d, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *stride,
+                      int64_t *count) {
+  if (start < 0) start = start < -d ? 0 : start + d;
+  if (end < 0) end = end < -d ? -1 : end + d;  /* -1 only matters for negative steps */
   int64_t n;
-  if (k > 0) {
-    st = st < 0 ? 0 : st > d ? d : st;
-    en = en < 0 ? 0 : en > d ? d : en;
-    n = en > st ? (en - st - 1) / k + 1 : 0;
+  if (step > 0) {
+    start = start > d ? d : start;
+    end = end < 0 ? 0 : end > d ? d : end;
+    n = end > start ? (end - start - 1) / step + 1 : 0;
   } else {
-    st = st < -1 ? -1 : st > d - 1 ? d - 1 : st;
-    en = en < -1 ? -1 : en > d - 1 ? d - 1 : en;
-    n = st > en ? (st - en - 1) / (k == INT64_MIN ? INT64_MAX : -k) + 1 : 0;
+    start = start > d - 1 ? d - 1 : start;
+    end = end > d - 1 ? d - 1 : end;
+    n = start > end ? (start - end - 1) / (step == INT64_MIN ? INT64_MAX : -step) + 1 : 0;
   }
-  *len = n;
-  *start = n ? st : 0;
-  *step = n > 1 ? k : k > 0 ? 1 : -1;
+  *count = n;
+  *first = n ? start : 0;
+  *stride = n > 1 ? step : step > 0 ? 1 : -1;
 }
 
 kiln_status kiln_graph_slice(kiln_graph *kg, kiln_tensor x, int n, const int64_t *starts, const int64_t *ends,
@@ -363,7 +368,7 @@ kiln_status kiln_graph_slice(kiln_graph *kg, kiln_tensor x, int n, const int64_t
     done[ax] = true;
     int64_t k = steps ? steps[i] : 1;
     NEED(k != 0, "%s: step %d (axis %d) is 0", __func__, i, ax);
-    slice_axis(t->shape[ax], starts[i], ends[i], k, &a.starts[ax], &a.steps[ax], &a.shape[ax]);
+    graph_slice_axis(t->shape[ax], starts[i], ends[i], k, &a.starts[ax], &a.steps[ax], &a.shape[ax]);
   }
   int in[1] = { x };
   return add(g, OP_SLICE, 1, in, &a, out);

@@ -5,12 +5,18 @@
  * Takes the graph and a tensor just produced by the last node. When every input of
  * that node is a constant and the result is small, it evaluates the node here, in
  * plain C over doubles (floats) and int64 (integers), turns the tensor into a T_CONST
- * and drops the node. The graph stage never calls the runtime, so this is a small
- * evaluator of its own; it leaves alone what it does not know (that node simply runs
- * in the compiled program), so folding is an optimisation, never a requirement.
+ * and drops the node. The graph stage comes before te and never calls the runtime, so
+ * this is a small evaluator of its own, but its scalar semantics are not: integer
+ * division by zero, INT64_MIN / -1, Python mod, shifts out of range, integer pow, NaN
+ * in max/min, sign, sigmoid and the saturating float->int cast are the helpers of
+ * base/scalar.h that te_eval_* and the generated code use, so a folded constant is what
+ * the program would have computed. It leaves alone what it does not know (that node
+ * simply runs in the compiled program), so folding is an optimisation, never a
+ * requirement.
  * Requires: the node is the last one added. Keeps: topological order.
  */
 #include "graph.h"
+#include "../base/scalar.h"
 
 #include <math.h>
 #include <string.h>
@@ -51,15 +57,15 @@ static bool fold_unary_f(OpKind op, double x, double *y) {
   case OP_RSQRT: *y = 1 / sqrt(x); return true;
   case OP_RECIPROCAL: *y = 1 / x; return true;
   case OP_TANH: *y = tanh(x); return true;
-  case OP_SIGMOID: *y = 1 / (1 + exp(-x)); return true;
-  case OP_RELU: *y = x > 0 ? x : 0; return true;
+  case OP_SIGMOID: *y = k_sigd(x); return true;
+  case OP_RELU: *y = k_maxd(x, 0); return true;  /* max(x, 0), as lowered: NaN stays NaN */
   case OP_ERF: *y = erf(x); return true;
   case OP_SIN: *y = sin(x); return true;
   case OP_COS: *y = cos(x); return true;
   case OP_FLOOR: *y = floor(x); return true;
   case OP_CEIL: *y = ceil(x); return true;
   case OP_ROUND: *y = nearbyint(x); return true;
-  case OP_SIGN: *y = x > 0 ? 1 : x < 0 ? -1 : 0; return true;
+  case OP_SIGN: *y = k_signd(x); return true;
   case OP_ISNAN: *y = isnan(x); return true;
   case OP_ISINF: *y = isinf(x); return true;
   default: return false;
@@ -84,8 +90,9 @@ static bool fold_binary_f(OpKind op, double a, double b, double *y) {
   case OP_MUL: *y = a * b; return true;
   case OP_DIV: *y = a / b; return true;
   case OP_POW: *y = pow(a, b); return true;
-  case OP_MAX: *y = isnan(a) || isnan(b) ? NAN : a > b ? a : b; return true;
-  case OP_MIN: *y = isnan(a) || isnan(b) ? NAN : a < b ? a : b; return true;
+  case OP_MAX: *y = k_maxd(a, b); return true;
+  case OP_MIN: *y = k_mind(a, b); return true;
+  case OP_MOD: *y = k_modd(a, b); return true;
   case OP_FMOD: *y = fmod(a, b); return true;
   case OP_EQ: *y = a == b; return true;
   case OP_NE: *y = a != b; return true;
@@ -97,20 +104,20 @@ static bool fold_binary_f(OpKind op, double a, double b, double *y) {
   }
 }
 
-/* Integer arithmetic wraps like the generated code would; undefined cases do not fold. */
-static bool fold_binary_i(OpKind op, int64_t a, int64_t b, int64_t *y) {
+/* Integer arithmetic in 64 bits, wrapping like the generated code, stored back into
+ * the dtype; u is an unsigned dtype (u8..u32: values are non-negative here). */
+static bool fold_binary_i(OpKind op, bool u, int64_t a, int64_t b, int64_t *y) {
+  uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
   switch (op) {
-  case OP_ADD: *y = (int64_t)((uint64_t)a + (uint64_t)b); return true;
-  case OP_SUB: *y = (int64_t)((uint64_t)a - (uint64_t)b); return true;
-  case OP_MUL: *y = (int64_t)((uint64_t)a * (uint64_t)b); return true;
-  case OP_DIV: if (b == 0 || (a == INT64_MIN && b == -1)) return false; *y = a / b; return true;
-  case OP_MOD: case OP_FMOD: {
-    if (b == 0 || (a == INT64_MIN && b == -1)) return false;
-    int64_t r = a % b;
-    if (op == OP_MOD && r != 0 && ((r < 0) != (b < 0))) r += b;
-    *y = r;
-    return true;
-  }
+  case OP_ADD: *y = (int64_t)(ua + ub); return true;
+  case OP_SUB: *y = (int64_t)(ua - ub); return true;
+  case OP_MUL: *y = (int64_t)(ua * ub); return true;
+  case OP_DIV: *y = u ? (int64_t)k_udiv(ua, ub) : k_sdiv(a, b); return true;
+  case OP_MOD: *y = u ? (int64_t)k_umod(ua, ub) : k_smod(a, b); return true;
+  case OP_FMOD: *y = u ? (int64_t)k_umod(ua, ub) : k_sfmod(a, b); return true;
+  case OP_POW: *y = u ? (int64_t)k_upow(ua, ub) : k_spow(a, b); return true;
+  case OP_SHL: *y = u ? (int64_t)k_ushl(ua, ub) : k_sshl(a, b); return true;
+  case OP_SHR: *y = u ? (int64_t)k_ushr(ua, ub) : k_sshr(a, b); return true;
   case OP_MAX: *y = a > b ? a : b; return true;
   case OP_MIN: *y = a < b ? a : b; return true;
   case OP_EQ: *y = a == b; return true;
@@ -139,7 +146,9 @@ static bool fold_elementwise(const Graph *g, const Node *n, const Tensor *y, voi
     unravel(o, y->rank, y->shape, idx);
     int64_t ia = bcast(a, y->rank, idx);
     if (n->op == OP_CAST) {
-      if (dtype_is_float(t)) dtype_store_f64(y->dtype, out, o, dtype_load_f64(t, a->data, ia));
+      if (dtype_is_float(t) && !dtype_is_float(y->dtype))
+        dtype_store_i64(y->dtype, out, o, scalar_f2int(y->dtype, dtype_load_f64(t, a->data, ia)));
+      else if (dtype_is_float(t)) dtype_store_f64(y->dtype, out, o, dtype_load_f64(t, a->data, ia));
       else if (dtype_is_float(y->dtype)) dtype_store_f64(y->dtype, out, o, (double)dtype_load_i64(t, a->data, ia));
       else dtype_store_i64(y->dtype, out, o, dtype_load_i64(t, a->data, ia));
     } else if (n->op == OP_WHERE) {
@@ -165,8 +174,8 @@ static bool fold_elementwise(const Graph *g, const Node *n, const Tensor *y, voi
         dtype_store_f64(y->dtype, out, o, v);
       } else {
         int64_t v;
-        if (n->op == OP_POW || n->op == OP_SHL || n->op == OP_SHR) return false;
-        if (!fold_binary_i(n->op, dtype_load_i64(t, a->data, ia), dtype_load_i64(t, b->data, ib), &v)) return false;
+        bool u = dtype_is_int(t) && !dtype_is_signed(t);
+        if (!fold_binary_i(n->op, u, dtype_load_i64(t, a->data, ia), dtype_load_i64(t, b->data, ib), &v)) return false;
         dtype_store_i64(y->dtype, out, o, v);
       }
     }

@@ -162,6 +162,13 @@ bool graph_broadcast(int ra, const int64_t *a, int rb, const int64_t *b, int *ra
 /* Writes "[2,3]" into buf (truncated to n bytes), for messages. */
 void graph_shape_str(int rank, const int64_t *shape, char *buf, size_t n);
 
+/* -- api.c: the public graph API -- */
+
+/* ONNX Slice clamping on one axis of size d (>= 0; step != 0): the first index, the
+ * step (unit when count <= 1) and the count; defined for every int64 input. */
+void graph_slice_axis(int64_t d, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *stride,
+                      int64_t *count);
+
 /* -- compose.c: compositions built from primitives (also behind the public API) -- */
 
 kiln_status graph_softmax(Graph *g, int x, int axis, bool log, int *out);

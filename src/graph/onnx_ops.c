@@ -535,23 +535,6 @@ static kiln_status r_transpose(Importer *im, Call *c) {
   return transpose(im, IN(c, 0), perm, &c->out[0]);
 }
 
-/* ONNX slice bounds on one axis of size d -> first index and count. */
-static void slice_bounds(int64_t d, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *count) {
-  if (start < 0) start = start < -d ? 0 : start + d;
-  if (end < 0) end = end < -d ? -1 : end + d;  /* -1 only matters for negative steps */
-  if (step > 0) {
-    if (start > d) start = d;
-    if (end > d) end = d;
-    if (end < 0) end = 0;
-    *count = end > start ? (end - start + step - 1) / step : 0;
-  } else {
-    if (start > d - 1) start = d - 1;
-    if (end > d - 1) end = d - 1;
-    *count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
-  }
-  *first = start;
-}
-
 static kiln_status r_slice(Importer *im, Call *c) {
   kiln_status s = need_in(im, c, 0);
   if (s) return s;
@@ -580,10 +563,9 @@ static kiln_status r_slice(Importer *im, Call *c) {
     if (r < 0) return bad_axis(im, na >= 0 ? ax[i] : i, x->rank);
     if (seen[r]) return im_fail(im, KILN_ERR_MODEL, "axis %d is sliced twice", r);
     seen[r] = true;
-    int64_t step = ns >= 0 ? sp[i] : 1, first, count;
+    int64_t step = ns >= 0 ? sp[i] : 1;
     if (step == 0) return im_fail(im, KILN_ERR_MODEL, "step 0 on axis %d", r);
-    slice_bounds(x->shape[r], st[i], en[i], step, &first, &count);
-    a.starts[r] = count ? first : 0, a.steps[r] = step, a.shape[r] = count;
+    graph_slice_axis(x->shape[r], st[i], en[i], step, &a.starts[r], &a.steps[r], &a.shape[r]);
   }
   return add(im, OP_SLICE, 1, c->in, &a, &c->out[0]);
 }

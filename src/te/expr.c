@@ -2,7 +2,10 @@
  * expr.c — building tensor expressions. Takes constructor calls, produces Exprs that
  * are hash-consed in the TE's arena (equal subtrees are one node), constant-folded
  * with the scalar semantics defined here (te_eval_*: the one definition every backend
- * and the ref interpreter follow), and simplified as they are built:
+ * and the ref interpreter follow; the cases where C leaves a result undefined or
+ * where ONNX asks for more than C's operator are the shared helpers of
+ * base/scalar.inc, which the generated code's preludes are made of too), and
+ * simplified as they are built:
  *   - exact identities only (x*1, x+(-0.0) for floats; x+0, x*0, x/1 for ints; select
  *     of a constant condition; cast to the same dtype);
  *   - i64 index arithmetic is kept in an affine normal form, sum of c*t + k over atoms
@@ -14,6 +17,7 @@
  * so a caller checks once at the end.
  */
 #include "te.h"
+#include "../base/scalar.h"
 
 #include <math.h>
 #include <string.h>
@@ -37,8 +41,8 @@ TeValue te_wrap(kiln_dtype t, TeValue v) {
   switch (t) {
   case KILN_F64: break;
   case KILN_F32: v.f = (double)(float)v.f; break;
-  case KILN_F16: v.f = half_to_float(float_to_half((float)v.f)); break;
-  case KILN_BF16: v.f = bf16_to_float(float_to_bf16((float)v.f)); break;
+  case KILN_F16: v.f = k_rh((float)v.f); break;
+  case KILN_BF16: v.f = k_rb((float)v.f); break;
   case KILN_I32: v.i = (int32_t)(uint32_t)v.i; break;
   case KILN_I16: v.i = (int16_t)(uint16_t)v.i; break;
   case KILN_I8: v.i = (int8_t)(uint8_t)v.i; break;
@@ -51,32 +55,11 @@ TeValue te_wrap(kiln_dtype t, TeValue v) {
   return v;
 }
 
-/* Largest and smallest values of an integer dtype, as doubles (u64 max is 2^64). */
-static void int_limits(kiln_dtype t, double *lo, double *hi) {
-  switch (t) {
-  case KILN_I32: *lo = -2147483648.0; *hi = 2147483647.0; return;
-  case KILN_I16: *lo = -32768.0; *hi = 32767.0; return;
-  case KILN_I8: *lo = -128.0; *hi = 127.0; return;
-  case KILN_U8: *lo = 0; *hi = 255.0; return;
-  case KILN_U16: *lo = 0; *hi = 65535.0; return;
-  case KILN_U32: *lo = 0; *hi = 4294967295.0; return;
-  case KILN_U64: *lo = 0; *hi = 18446744073709551616.0; return;
-  default: *lo = -9223372036854775808.0; *hi = 9223372036854775808.0; return;
-  }
-}
-
 TeValue te_eval_cast(kiln_dtype to, kiln_dtype from, TeValue v) {
   TeValue r;
   if (dtype_is_float(from)) {
     if (dtype_is_float(to)) return te_wrap(to, v);
-    if (to == KILN_BOOL) { r.i = v.f != 0; return r; }
-    double lo, hi, f = trunc(v.f);
-    int_limits(to, &lo, &hi);
-    if (f != f) r.i = 0;
-    else if (f <= lo) r.i = to == KILN_U64 ? 0 : (int64_t)lo;
-    else if (to == KILN_U64) r.i = f >= hi ? (int64_t)UINT64_MAX : (int64_t)(uint64_t)f;
-    else if (f >= hi) r.i = to == KILN_I64 ? INT64_MAX : (int64_t)hi;
-    else r.i = (int64_t)f;
+    r.i = scalar_f2int(to, v.f);  /* truncate, NaN -> 0, saturate; bool: v != 0 */
     return r;
   }
   if (dtype_is_float(to)) {
@@ -84,12 +67,6 @@ TeValue te_eval_cast(kiln_dtype to, kiln_dtype from, TeValue v) {
     return te_wrap(to, r);
   }
   return te_wrap(to, v);
-}
-
-static double sigmoid(double x) {
-  if (x >= 0) return 1.0 / (1.0 + exp(-x));
-  double e = exp(x);
-  return e / (1.0 + e);
 }
 
 static TeValue eval_unary_float(TeUnary op, kiln_dtype t, double x) {
@@ -103,14 +80,14 @@ static TeValue eval_unary_float(TeUnary op, kiln_dtype t, double x) {
   case TU_RSQRT: r.f = 1.0 / sqrt(x); break;
   case TU_RECIP: r.f = 1.0 / x; break;
   case TU_TANH: r.f = tanh(x); break;
-  case TU_SIGMOID: r.f = sigmoid(x); break;
+  case TU_SIGMOID: r.f = k_sigd(x); break;
   case TU_ERF: r.f = erf(x); break;
   case TU_SIN: r.f = sin(x); break;
   case TU_COS: r.f = cos(x); break;
   case TU_FLOOR: r.f = floor(x); break;
   case TU_CEIL: r.f = ceil(x); break;
   case TU_ROUND: r.f = nearbyint(x); break;  /* default rounding mode: half to even */
-  case TU_SIGN: r.f = x > 0 ? 1.0 : x < 0 ? -1.0 : x; break;  /* keeps 0, -0 and NaN */
+  case TU_SIGN: r.f = k_signd(x); break;  /* keeps 0, -0 and NaN */
   case TU_NOT: r.i = x == 0; return r;
   case TU_ISNAN: r.i = x != x; return r;
   case TU_ISINF: r.i = isinf(x) != 0; return r;
@@ -164,13 +141,10 @@ static TeValue eval_binary_float(TeBinary op, kiln_dtype t, double a, double b) 
   case TB_MUL: r.f = a * b; break;
   case TB_DIV: r.f = a / b; break;
   case TB_POW: r.f = pow(a, b); break;
-  case TB_MAX: r.f = a != a || b != b ? NAN : a > b ? a : b; break;
-  case TB_MIN: r.f = a != a || b != b ? NAN : a < b ? a : b; break;
+  case TB_MAX: r.f = k_maxd(a, b); break;
+  case TB_MIN: r.f = k_mind(a, b); break;
   case TB_FMOD: r.f = fmod(a, b); break;
-  case TB_MOD:
-    r.f = fmod(a, b);
-    if (r.f != 0 && (r.f < 0) != (b < 0)) r.f += b;
-    break;
+  case TB_MOD: r.f = k_modd(a, b); break;
   case TB_FLOORDIV: r.f = floor(a / b); break;
   case TB_AND: r.i = a != 0 && b != 0; return r;
   case TB_OR: r.i = a != 0 || b != 0; return r;
@@ -178,20 +152,6 @@ static TeValue eval_binary_float(TeBinary op, kiln_dtype t, double a, double b) 
   default: r.f = 0; break;  /* shifts: ints only */
   }
   return te_wrap(t, r);
-}
-
-static uint64_t upow(uint64_t b, uint64_t e) {
-  uint64_t r = 1;
-  for (; e; e >>= 1, b *= b)
-    if (e & 1) r *= b;
-  return r;
-}
-
-static int64_t signed_pow(int64_t b, int64_t e) {
-  if (e >= 0) return (int64_t)upow((uint64_t)b, (uint64_t)e);
-  if (b == 1) return 1;
-  if (b == -1) return (e & 1) ? -1 : 1;
-  return 0;  /* 1 / b^|e| truncates to 0 */
 }
 
 static TeValue eval_binary_unsigned(TeBinary op, kiln_dtype t, uint64_t a, uint64_t b) {
@@ -202,16 +162,16 @@ static TeValue eval_binary_unsigned(TeBinary op, kiln_dtype t, uint64_t a, uint6
   case TB_ADD: v = a + b; break;
   case TB_SUB: v = a - b; break;
   case TB_MUL: v = a * b; break;
-  case TB_DIV: case TB_FLOORDIV: v = b ? a / b : 0; break;
-  case TB_MOD: case TB_FMOD: v = b ? a % b : 0; break;
-  case TB_POW: v = upow(a, b); break;
+  case TB_DIV: case TB_FLOORDIV: v = k_udiv(a, b); break;
+  case TB_MOD: case TB_FMOD: v = k_umod(a, b); break;
+  case TB_POW: v = k_upow(a, b); break;
   case TB_MAX: v = a > b ? a : b; break;
   case TB_MIN: v = a < b ? a : b; break;
   case TB_AND: v = a & b; break;
   case TB_OR: v = a | b; break;
   case TB_XOR: v = a ^ b; break;
-  case TB_SHL: v = b >= 64 ? 0 : a << b; break;
-  case TB_SHR: v = b >= 64 ? 0 : a >> b; break;
+  case TB_SHL: v = k_ushl(a, b); break;
+  case TB_SHR: v = k_ushr(a, b); break;
   default: v = 0; break;
   }
   r.i = (int64_t)v;
@@ -222,31 +182,23 @@ static TeValue eval_binary_signed(TeBinary op, kiln_dtype t, int64_t a, int64_t 
   TeValue r;
   if (is_compare(op)) { r.i = compare(op, (a > b) - (a < b)); return r; }
   uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
-  bool overflow = a == INT64_MIN && b == -1;  /* the one quotient that does not fit */
   int64_t v;
   switch (op) {
   case TB_ADD: v = (int64_t)(ua + ub); break;
   case TB_SUB: v = (int64_t)(ua - ub); break;
   case TB_MUL: v = (int64_t)(ua * ub); break;
-  case TB_DIV: v = b == 0 ? 0 : overflow ? INT64_MIN : a / b; break;
-  case TB_FLOORDIV:
-    if (b == 0) v = 0;
-    else if (overflow) v = INT64_MIN;
-    else { v = a / b; if (a % b != 0 && ((a < 0) != (b < 0))) v--; }
-    break;
-  case TB_FMOD: v = b == 0 || overflow ? 0 : a % b; break;
-  case TB_MOD:
-    v = b == 0 || overflow ? 0 : a % b;
-    if (v != 0 && ((v < 0) != (b < 0))) v += b;
-    break;
-  case TB_POW: v = signed_pow(a, b); break;
+  case TB_DIV: v = k_sdiv(a, b); break;
+  case TB_FLOORDIV: v = k_sfdiv(a, b); break;
+  case TB_FMOD: v = k_sfmod(a, b); break;
+  case TB_MOD: v = k_smod(a, b); break;
+  case TB_POW: v = k_spow(a, b); break;
   case TB_MAX: v = a > b ? a : b; break;
   case TB_MIN: v = a < b ? a : b; break;
   case TB_AND: v = a & b; break;
   case TB_OR: v = a | b; break;
   case TB_XOR: v = a ^ b; break;
-  case TB_SHL: v = b < 0 || b >= 64 ? 0 : (int64_t)(ua << b); break;
-  case TB_SHR: v = b < 0 || b >= 64 ? (a < 0 ? -1 : 0) : a >> b; break;
+  case TB_SHL: v = k_sshl(a, b); break;
+  case TB_SHR: v = k_sshr(a, b); break;
   default: v = 0; break;
   }
   r.i = v;
@@ -377,7 +329,7 @@ static bool dtype_range(kiln_dtype t, int64_t *mn, int64_t *mx) {
   double lo, hi;
   if (t == KILN_BOOL) { *mn = 0; *mx = 1; return true; }
   if (!dtype_is_int(t) || t == KILN_I64 || t == KILN_U64) return false;
-  int_limits(t, &lo, &hi);
+  scalar_int_limits(t, &lo, &hi);
   *mn = (int64_t)lo;
   *mx = (int64_t)hi;
   return true;
