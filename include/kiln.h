@@ -323,6 +323,108 @@ kiln_status kiln_program_set_input(kiln_program *p, int i, const void *src);
 kiln_status kiln_program_read_output(kiln_program *p, int i, void *dst);
 void kiln_program_free(kiln_program *p);
 
+/* ---- introspection and host values -----------------------------------------------
+ *
+ * What a program that runs models it did not build needs (the kiln command, a Python
+ * binding): the inputs, outputs and parameters of a graph, and host tensors read from ONNX
+ * TensorProto files, such as an ONNX test-data folder (input_0.pb ... and output_0.pb ...).
+ */
+
+/* One tensor of a graph as a caller sees it. name points into the graph (valid until
+ * kiln_graph_free); shape holds rank dims, the rest are 0. */
+typedef struct kiln_tensor_info {
+  kiln_tensor tensor;            /* its id: for kiln_program_read_param, kiln_tensor_shape, ... */
+  const char *name;              /* an output: the name it was marked with; else the tensor's */
+  kiln_dtype dtype;
+  int rank;
+  int64_t shape[KILN_MAX_RANK];
+  int64_t numel;                 /* product of the dims (1 at rank 0) */
+} kiln_tensor_info;
+
+/* Inputs: what kiln_program_run takes, in creation order (input i is inputs[i]). Outputs: in
+ * the order marked (output i is outputs[i]). Params: the tensors with data that the program
+ * keeps and may update (kiln_graph_param; the large initializers of an ONNX model), in creation
+ * order. An index out of range is KILN_ERR_INVALID_ARG. */
+kiln_status kiln_graph_input_count(const kiln_graph *g, int *out);
+kiln_status kiln_graph_input_info(const kiln_graph *g, int i, kiln_tensor_info *out);
+kiln_status kiln_graph_output_count(const kiln_graph *g, int *out);
+kiln_status kiln_graph_output_info(const kiln_graph *g, int i, kiln_tensor_info *out);
+kiln_status kiln_graph_param_count(const kiln_graph *g, int *out);
+kiln_status kiln_graph_param_info(const kiln_graph *g, int i, kiln_tensor_info *out);
+/* Any tensor of g, by id. */
+kiln_status kiln_graph_tensor_info(const kiln_graph *g, kiln_tensor x, kiln_tensor_info *out);
+
+/* A host tensor: numel elements of dtype, packed in row-major order at data (a KILN_STRING
+ * value's data is numel `char *`, see "strings" above). A value kiln reads (kiln_value_read_pb,
+ * kiln_value_list_read) owns its name and data, one allocation each (a string value's pointers
+ * and bytes are one block), and kiln_value_clear releases them. A caller may also fill one in
+ * to describe its own memory (to bind at import, or to read elements with kiln_value_get_*):
+ * kiln only reads such a value during the call, and it must not be cleared. */
+typedef struct kiln_value {
+  const char *name;              /* the TensorProto's name ("" when it has none); may be NULL */
+  kiln_dtype dtype;
+  int rank;
+  int64_t shape[KILN_MAX_RANK];  /* rank dims, the rest 0 */
+  int64_t numel;                 /* product of the dims (1 at rank 0) */
+  void *data;
+} kiln_value;
+
+/* Decodes one serialized TensorProto into *out (cleared first, and left cleared on failure).
+ * External data is read only from inside base_dir (NULL: a tensor with external data is
+ * KILN_ERR_MODEL). Malformed or truncated bytes, sizes that overflow or disagree with the
+ * data present are KILN_ERR_MODEL; element types kiln lacks (4-bit, complex, ...) and strings
+ * holding a NUL byte KILN_ERR_UNSUPPORTED. */
+kiln_status kiln_value_read_pb_buffer(const void *data, size_t size, const char *base_dir, kiln_value *out);
+/* A TensorProto file; its external data beside it. A failure's message starts with path. */
+kiln_status kiln_value_read_pb(const char *path, kiln_value *out);
+/* Frees what kiln_value_read_pb* gave v and zeroes *v; NULL does nothing. */
+void kiln_value_clear(kiln_value *v);
+
+/* Values read from a folder: v[0..n). */
+typedef struct kiln_value_list {
+  int n;
+  kiln_value *v;
+} kiln_value_list;
+
+/* Reads dir/PREFIX_0.pb, dir/PREFIX_1.pb, ... up to the first that does not exist (prefix
+ * "input" or "output" in an ONNX test_data_set_N folder); a folder without PREFIX_0.pb, or
+ * no folder, gives n = 0. On failure *out holds nothing and the message names the file. */
+kiln_status kiln_value_list_read(const char *dir, const char *prefix, kiln_value_list *out);
+/* Clears every value, frees the array and zeroes *l; NULL does nothing. */
+void kiln_value_list_clear(kiln_value_list *l);
+
+/* Element i (0 <= i < numel) of a numeric or bool value: get_f64 converts as a C cast
+ * (f16 and bf16 exactly; i64/u64 beyond 2^53 rounded), get_i64 truncates floats toward zero
+ * (NaN gives 0, out of range saturates; a u64 above INT64_MAX wraps). A string value, an
+ * index out of range, or a value without data is KILN_ERR_INVALID_ARG. get_str hands back
+ * element i of a string value (the value's own pointer). */
+kiln_status kiln_value_get_f64(const kiln_value *v, int64_t i, double *out);
+kiln_status kiln_value_get_i64(const kiln_value *v, int64_t i, int64_t *out);
+kiln_status kiln_value_get_str(const kiln_value *v, int64_t i, const char **out);
+
+/* 1 for f32, f64, f16 and bf16; 0 for every other dtype (and for values that are none). */
+int kiln_dtype_is_float(kiln_dtype t);
+
+/* Room for any shape as text: "[" + 8 dims of up to 20 characters + 7 commas + "]" + NUL. */
+#define KILN_SHAPE_STR_MAX 176
+/* Writes "[2,3]" ("[]" at rank 0) into buf, always NUL-terminated. A buffer too small
+ * (truncated text written) is KILN_ERR_INVALID_ARG; KILN_SHAPE_STR_MAX bytes always fit. */
+kiln_status kiln_shape_format(int rank, const int64_t *shape, char *buf, size_t cap);
+
+/* As kiln_graph_load_onnx, with values for some of the model's graph inputs (those that are
+ * not initializers). bind[k] binds the input of its name or, when its name is NULL or "",
+ * the k-th input. A bound value fixes the input's shape (so a model may leave dims symbolic;
+ * its dtype, and its rank where the model declares one, must match); an input that the model
+ * reads as data while importing (a Reshape's shape, a Slice's starts, ...) becomes a constant
+ * holding the value and is no longer an input of the graph. A value's data may be NULL to fix
+ * only the shape (an input read as data is then KILN_ERR_INVALID_ARG). Each value is checked
+ * (dtype, rank, numel = the product of its shape, no NULL string); kiln reads bind only
+ * during the call. Graph tensor k is the model's k-th input, so the tensor field of kiln_graph_input_info
+ * says which model input each remaining graph input is. n may be 0 (bind NULL). */
+kiln_status kiln_graph_load_onnx_bound(const char *path, int n, const kiln_value *bind, kiln_graph **out);
+kiln_status kiln_graph_load_onnx_buffer_bound(const void *data, size_t size, const char *base_dir, int n,
+                                              const kiln_value *bind, kiln_graph **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,11 +18,11 @@
  */
 #include "tools.h"
 
-#include "graph/graph.h"
-
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -35,15 +35,29 @@ typedef struct Bench {
   int runs, warmup, threads;
   double tol, budget_ms;
   char model[PATH_MAX], data_dir[PATH_MAX], name[256];
-  OnnxTensor ins[MAX_FILES], refs[MAX_FILES];
-  int n_in, n_ref;
-  Graph *g;
+  kiln_value_list ins, refs;  /* test data: input_K.pb, output_K.pb */
+  kiln_value *bind;          /* ins without their names: bound by position */
+  kiln_graph *g;
   kiln_program *p;
   const void *inputs[MAX_FILES];
   void *outputs[MAX_FILES];
   double max_abs, ref_mag;   /* largest |got - want| and largest |want| */
   double *times;
+  char err[1024];            /* why a step failed */
 } Bench;
+
+/* Records why a step failed; returns -1. */
+static int fail(Bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(Bench *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b->err, sizeof b->err, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+/* A kiln call failed: its message is why. */
+static int lib_failed(Bench *b) { return fail(b, "%s", kiln_last_error()); }
 
 static int usage(void) {
   fprintf(stderr, "usage: kiln bench MODEL_DIR|MODEL.onnx [--backend B] [--runs N] [--warmup N] [--threads N]"
@@ -63,16 +77,16 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* MODEL_DIR -> DIR/model.onnx; the test data sits beside the model; the name is the folder's. */
-static kiln_status resolve_paths(Bench *b) {
+static int resolve_paths(Bench *b) {
   struct stat st;
-  if (stat(b->path, &st) != 0) return kiln_fail(KILN_ERR_IO, "bench: cannot read '%s'", b->path);
+  if (stat(b->path, &st) != 0) return fail(b, "bench: cannot read '%s'", b->path);
   int n = S_ISDIR(st.st_mode) ? snprintf(b->model, sizeof b->model, "%s/model.onnx", b->path)
                               : snprintf(b->model, sizeof b->model, "%s", b->path);
-  if (n < 0 || (size_t)n >= sizeof b->model) return kiln_fail(KILN_ERR_INVALID_ARG, "bench: path too long");
+  if (n < 0 || (size_t)n >= sizeof b->model) return fail(b, "bench: path too long");
   char dir[PATH_MAX];
-  onnx_dirname(b->model, dir, sizeof dir);
+  tools_dirname(b->model, dir, sizeof dir);
   n = snprintf(b->data_dir, sizeof b->data_dir, "%s/test_data_set_0", dir);
-  if (n < 0 || (size_t)n >= sizeof b->data_dir) return kiln_fail(KILN_ERR_INVALID_ARG, "bench: path too long");
+  if (n < 0 || (size_t)n >= sizeof b->data_dir) return fail(b, "bench: path too long");
   char real[PATH_MAX];
   const char *base = realpath(dir, real) ? real : dir;
   const char *slash = strrchr(base, '/');
@@ -82,82 +96,84 @@ static kiln_status resolve_paths(Bench *b) {
   b->name[len] = 0;
   for (char *c = b->name; *c; c++)  /* the name goes into a JSON string */
     if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '_';
-  return KILN_OK;
+  return 0;
 }
 
 /* Loads test data and model (inputs bound by position, as the ONNX test runner does). */
-static kiln_status load(Bench *b) {
-  kiln_status s = onnx_read_tensor_set(b->data_dir, "input", MAX_FILES, b->ins, &b->n_in);
-  if (!s) s = onnx_read_tensor_set(b->data_dir, "output", MAX_FILES, b->refs, &b->n_ref);
-  if (s) return s;
-  if (!b->n_in) return kiln_fail(KILN_ERR_IO, "bench: no input_0.pb in '%s'", b->data_dir);
-  for (int i = 0; i < b->n_in; i++) {
-    kiln_free(b->ins[i].name);
-    b->ins[i].name = NULL;
+static int load(Bench *b) {
+  if (kiln_value_list_read(b->data_dir, "input", &b->ins) || kiln_value_list_read(b->data_dir, "output", &b->refs))
+    return lib_failed(b);
+  if (!b->ins.n) return fail(b, "bench: no input_0.pb in '%s'", b->data_dir);
+  if (!(b->bind = calloc((size_t)b->ins.n, sizeof *b->bind))) return fail(b, "bench: out of memory");
+  for (int i = 0; i < b->ins.n; i++) {
+    b->bind[i] = b->ins.v[i];
+    b->bind[i].name = NULL;
   }
-  void *model;
-  size_t size;
-  if ((s = onnx_read_file(b->model, &model, &size))) return s;
-  char dir[PATH_MAX];
-  onnx_dirname(b->model, dir, sizeof dir);
-  s = graph_load_onnx_bound(model, size, dir, b->ins, b->n_in, &b->g);
-  kiln_free(model);
-  return s;
+  return kiln_graph_load_onnx_bound(b->model, b->ins.n, b->bind, &b->g) ? lib_failed(b) : 0;
 }
 
-/* Host buffers for the run: inputs from the test data, outputs allocated. Tensor k of an
- * imported graph is its k-th input (a constant when the importer folded it), so the value
- * of input tensor t is test datum t. */
-static kiln_status bind(Bench *b) {
-  Graph *g = b->g;
-  int ni = 0;
-  for (int t = 0; t < g->n_tensors; t++) {
-    const Tensor *x = &g->tensors[t];
-    if (x->kind != T_INPUT) continue;
-    if (t >= b->n_in || ni >= MAX_FILES)
-      return kiln_fail(KILN_ERR_INVALID_ARG, "bench: no test data for input '%s'", x->name);
-    const OnnxTensor *v = &b->ins[t];
-    if (v->dtype != x->dtype || v->numel != x->numel)
-      return kiln_fail(KILN_ERR_INVALID_ARG, "bench: input '%s': test data is %s of %lld elements, the model wants %s of %lld",
-                       x->name, kiln_dtype_name(v->dtype), (long long)v->numel, kiln_dtype_name(x->dtype),
-                       (long long)x->numel);
-    b->inputs[ni++] = v->data;
+/* Host buffers for the run: inputs from the test data, outputs allocated. Graph tensor k of
+ * an imported model is the model's k-th input (kiln_graph_load_onnx_bound), so the value
+ * of the graph input that is tensor t is test datum t. */
+static int bind(Bench *b) {
+  int n_in, n_out;
+  if (kiln_graph_input_count(b->g, &n_in) || kiln_graph_output_count(b->g, &n_out)) return lib_failed(b);
+  for (int i = 0; i < n_in; i++) {
+    kiln_tensor_info x;
+    if (kiln_graph_input_info(b->g, i, &x)) return lib_failed(b);
+    if (x.tensor >= b->ins.n || i >= MAX_FILES) return fail(b, "bench: no test data for input '%s'", x.name);
+    const kiln_value *v = &b->ins.v[x.tensor];
+    if (v->dtype != x.dtype || v->numel != x.numel)
+      return fail(b, "bench: input '%s': test data is %s of %lld elements, the model wants %s of %lld", x.name,
+                  kiln_dtype_name(v->dtype), (long long)v->numel, kiln_dtype_name(x.dtype), (long long)x.numel);
+    b->inputs[i] = v->data;
   }
-  if (g->n_outputs > MAX_FILES) return kiln_fail(KILN_ERR_UNSUPPORTED, "bench: more than %d outputs", MAX_FILES);
-  if (b->n_ref && b->n_ref != g->n_outputs)
-    return kiln_fail(KILN_ERR_INVALID_ARG, "bench: the model has %d outputs, the test data %d", g->n_outputs, b->n_ref);
-  for (int i = 0; i < g->n_outputs; i++) {
-    const Tensor *y = &g->tensors[g->outputs[i].tensor];
-    if (i < b->n_ref && (y->dtype != b->refs[i].dtype || y->numel != b->refs[i].numel))
-      return kiln_fail(KILN_ERR_INVALID_ARG, "bench: output %d: kiln gives %s of %lld elements, the reference %s of %lld",
-                       i, kiln_dtype_name(y->dtype), (long long)y->numel, kiln_dtype_name(b->refs[i].dtype),
-                       (long long)b->refs[i].numel);
-    if (!(b->outputs[i] = kiln_malloc((size_t)y->numel * kiln_dtype_size(y->dtype) + 1)))
-      return kiln_fail(KILN_ERR_NO_MEMORY, "bench: out of memory for output %d", i);
+  if (n_out > MAX_FILES) return fail(b, "bench: more than %d outputs", MAX_FILES);
+  if (b->refs.n && b->refs.n != n_out)
+    return fail(b, "bench: the model has %d outputs, the test data %d", n_out, b->refs.n);
+  for (int i = 0; i < n_out; i++) {
+    kiln_tensor_info y;
+    if (kiln_graph_output_info(b->g, i, &y)) return lib_failed(b);
+    const kiln_value *r = i < b->refs.n ? &b->refs.v[i] : NULL;
+    if (r && (y.dtype != r->dtype || y.numel != r->numel))
+      return fail(b, "bench: output %d: kiln gives %s of %lld elements, the reference %s of %lld", i,
+                  kiln_dtype_name(y.dtype), (long long)y.numel, kiln_dtype_name(r->dtype), (long long)r->numel);
+    if (!(b->outputs[i] = tools_alloc_elems(y.numel, y.dtype)))
+      return fail(b, "bench: out of memory for output %d", i);
   }
-  return KILN_OK;
+  return 0;
 }
 
-/* Largest |got - want| over every output with a reference (NaN counts as infinite). */
+/* Element k of a numeric value with data, k in range: the call cannot fail. */
+static double f64_at(const kiln_value *v, int64_t k) {
+  double d = 0;
+  kiln_value_get_f64(v, k, &d);
+  return d;
+}
+
+/* Largest |got - want| over every numeric output with a reference (NaN counts as infinite). */
 static void measure_error(Bench *b) {
   b->max_abs = 0, b->ref_mag = 0;
-  for (int i = 0; i < b->n_ref; i++) {
-    const OnnxTensor *r = &b->refs[i];
+  for (int i = 0; i < b->refs.n; i++) {
+    const kiln_value *r = &b->refs.v[i];
+    if (r->dtype == KILN_STRING) continue;  /* no distance between strings */
+    kiln_value got = *r;  /* the run's output, described as the reference is */
+    got.data = b->outputs[i];
     for (int64_t k = 0; k < r->numel; k++) {
-      double got = dtype_load_f64(r->dtype, b->outputs[i], k), want = dtype_load_f64(r->dtype, r->data, k);
-      double d = fabs(got - want);
-      if (isnan(d)) d = (isnan(got) && isnan(want)) ? 0 : INFINITY;
+      double g = f64_at(&got, k), want = f64_at(r, k);
+      double d = fabs(g - want);
+      if (isnan(d)) d = (isnan(g) && isnan(want)) ? 0 : INFINITY;
       if (d > b->max_abs) b->max_abs = d;
       if (isfinite(want) && fabs(want) > b->ref_mag) b->ref_mag = fabs(want);
     }
   }
 }
 
-static kiln_status time_runs(Bench *b) {
+static int time_runs(Bench *b) {
   kiln_status s = KILN_OK;
   for (int i = 0; i < b->warmup && !s; i++) s = kiln_program_run(b->p, b->inputs, b->outputs);
-  if (!(b->times = kiln_calloc((size_t)b->runs, sizeof *b->times)))
-    return kiln_fail(KILN_ERR_NO_MEMORY, "bench: out of memory");
+  if (s) return lib_failed(b);
+  if (!(b->times = calloc((size_t)b->runs, sizeof *b->times))) return fail(b, "bench: out of memory");
   double spent = 0;
   int done = 0;
   for (; done < b->runs && !s; done++) {
@@ -168,8 +184,9 @@ static kiln_status time_runs(Bench *b) {
     spent += b->times[done];
   }
   b->runs = done;
-  if (!s) qsort(b->times, (size_t)b->runs, sizeof *b->times, cmp_double);
-  return s;
+  if (s) return lib_failed(b);
+  qsort(b->times, (size_t)b->runs, sizeof *b->times, cmp_double);
+  return 0;
 }
 
 static double median(const double *sorted, int n) {
@@ -180,7 +197,7 @@ static double median(const double *sorted, int n) {
 static int bench(Bench *b) {
   kiln_options o = kiln_options_default();
   if (b->backend) o.backend = b->backend;
-  kiln_status s = kiln_program_compile((const kiln_graph *)b->g, &o, &b->p);
+  kiln_status s = kiln_program_compile(b->g, &o, &b->p);
   if (!s) s = kiln_program_run(b->p, b->inputs, b->outputs);
   if (s) {
     fprintf(stderr, "kiln bench: %s: %s\n", b->name, kiln_last_error());
@@ -195,8 +212,8 @@ static int bench(Bench *b) {
   const char *why = NULL;
   if (c.host_fallbacks) why = "host fallbacks";
   else if (!(b->max_abs <= b->tol * fmax(1, b->ref_mag))) why = "outputs differ from the reference";
-  if (!why && (s = time_runs(b))) {
-    fprintf(stderr, "kiln bench: %s: run: %s\n", b->name, kiln_last_error());
+  if (!why && time_runs(b)) {
+    fprintf(stderr, "kiln bench: %s: run: %s\n", b->name, b->err);
     return 1;
   }
   const char *backend = b->backend ? b->backend : getenv("KILN_BACKEND") ? getenv("KILN_BACKEND") : "cpu";
@@ -223,12 +240,12 @@ static int bench(Bench *b) {
 
 static void bench_clear(Bench *b) {
   kiln_program_free(b->p);
-  graph_free(b->g);
-  for (int i = 0; i < MAX_FILES; i++) {
-    onnx_tensor_clear(&b->ins[i]), onnx_tensor_clear(&b->refs[i]);
-    kiln_free(b->outputs[i]);
-  }
-  kiln_free(b->times);
+  kiln_graph_free(b->g);
+  kiln_value_list_clear(&b->ins);
+  kiln_value_list_clear(&b->refs);
+  free(b->bind);
+  for (int i = 0; i < MAX_FILES; i++) free(b->outputs[i]);
+  free(b->times);
 }
 
 /* A positive (or, with zero_ok, non-negative) integer argument; -1 when malformed. */
@@ -256,12 +273,9 @@ int cmd_bench(int argc, char **argv) {
   }
   if (!b.path || b.runs < 1 || b.warmup < 0 || b.threads < 0 || !(b.tol > 0) || !(b.budget_ms >= 0)) return usage();
   if (b.threads) omp_set_num_threads(b.threads);
-  kiln_status s = resolve_paths(&b);
-  if (!s) s = load(&b);
-  if (!s) s = bind(&b);
   int rc;
-  if (s) {
-    fprintf(stderr, "kiln bench: %s: %s\n", b.path, kiln_last_error());
+  if (resolve_paths(&b) || load(&b) || bind(&b)) {
+    fprintf(stderr, "kiln bench: %s: %s\n", b.path, b.err);
     rc = 1;
   } else {
     rc = bench(&b);

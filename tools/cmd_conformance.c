@@ -21,13 +21,15 @@
  */
 #include "tools.h"
 
-#include "graph/graph.h"
-
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -43,21 +45,34 @@ static bool exists(const char *path) {
   return stat(path, &st) == 0;
 }
 
-/* Compares got (dtype/shape of expected) with want; fills max errors; false on mismatch. */
-static bool compare(const void *got, const OnnxTensor *want, double rtol, double atol, double *max_abs, double *max_rel,
-                    int64_t *bad_at) {
+/* Element i of a numeric value with data, i in range: the calls cannot fail. */
+static double f64_at(const kiln_value *v, int64_t i) {
+  double d = 0;
+  kiln_value_get_f64(v, i, &d);
+  return d;
+}
+
+static int64_t i64_at(const kiln_value *v, int64_t i) {
+  int64_t d = 0;
+  kiln_value_get_i64(v, i, &d);
+  return d;
+}
+
+/* Compares got (dtype/shape of want) with want; fills max errors; false on mismatch. */
+static bool compare(const kiln_value *got, const kiln_value *want, double rtol, double atol, double *max_abs,
+                    double *max_rel, int64_t *bad_at) {
   *bad_at = -1;
   if (want->dtype == KILN_STRING) {
     for (int64_t i = 0; i < want->numel; i++) {
-      const char *a = ((const char *const *)got)[i], *b = ((const char *const *)want->data)[i];
+      const char *a = ((const char *const *)got->data)[i], *b = ((const char *const *)want->data)[i];
       if (!a || strcmp(a, b)) { *bad_at = i; return false; }
     }
     return true;
   }
   for (int64_t i = 0; i < want->numel; i++) {
-    double a = dtype_load_f64(want->dtype, got, i), b = dtype_load_f64(want->dtype, want->data, i);
-    if (!dtype_is_float(want->dtype)) {
-      int64_t ia = dtype_load_i64(want->dtype, got, i), ib = dtype_load_i64(want->dtype, want->data, i);
+    double a = f64_at(got, i), b = f64_at(want, i);
+    if (!kiln_dtype_is_float(want->dtype)) {
+      int64_t ia = i64_at(got, i), ib = i64_at(want, i);
       if (ia != ib && *bad_at < 0) *bad_at = i;
       if (ia != ib) *max_abs = fmax(*max_abs, fabs(a - b));
       continue;
@@ -73,12 +88,6 @@ static bool compare(const void *got, const OnnxTensor *want, double rtol, double
   return *bad_at < 0;
 }
 
-static void shape_str(int rank, const int64_t *shape, char *buf, size_t cap) {
-  size_t n = (size_t)snprintf(buf, cap, "[");
-  for (int i = 0; i < rank && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? "," : "", (long long)shape[i]);
-  if (n < cap) snprintf(buf + n, cap - n, "]");
-}
-
 static void result(TestResult *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void result(TestResult *r, int status, const char *fmt, ...) {
   va_list ap;
@@ -90,126 +99,203 @@ static void result(TestResult *r, int status, const char *fmt, ...) {
     if (*p == '\n' || *p == '\t') *p = ' ';
 }
 
+/* The output i of g: its info and, described as a value, the buffer it is run into. */
+static kiln_value output_value(const kiln_tensor_info *y, void *data) {
+  kiln_value v = { .name = y->name, .dtype = y->dtype, .rank = y->rank, .numel = y->numel, .data = data };
+  memcpy(v.shape, y->shape, sizeof v.shape);
+  return v;
+}
+
+/* The value for graph input x: one of its name, else (test data is positional) the unnamed
+ * value at x's position in the model, which is x's tensor id (kiln_graph_load_onnx_bound). */
+static const kiln_value *input_value(const kiln_tensor_info *x, const kiln_value *ins, int n_in) {
+  for (int k = 0; k < n_in; k++)
+    if (ins[k].name && !strcmp(ins[k].name, x->name)) return &ins[k];
+  return x->tensor < n_in && !ins[x->tensor].name ? &ins[x->tensor] : NULL;
+}
+
 /* Runs the compiled program on the inputs and compares; everything already loaded. */
-static void run_and_check(const OnnxTestSpec *spec, Graph *g, OnnxTensor *ins, int n_in, OnnxTensor *outs, int n_out,
-                          TestResult *r) {
+static void run_and_check(const OnnxTestSpec *spec, const kiln_graph *g, const kiln_value *ins, int n_in,
+                          const kiln_value *outs, int n_out, TestResult *r) {
   const void *inputs[MAX_FILES + 1];
-  void *outputs[MAX_FILES + 1] = { 0 };
-  int ni = 0;
-  for (int t = 0; t < g->n_tensors; t++) {
-    const Tensor *x = &g->tensors[t];
-    if (x->kind != T_INPUT) continue;
-    const OnnxTensor *v = NULL;
-    for (int k = 0; k < n_in && !v; k++)
-      if (ins[k].name && !strcmp(ins[k].name, x->name)) v = &ins[k];
-    if (!v && t < n_in && !ins[t].name) v = &ins[t];
-    if (!v) return result(r, TEST_FAIL, "no value for input '%s'", x->name);
-    if (v->dtype != x->dtype || v->numel != x->numel)
-      return result(r, TEST_FAIL, "input '%s': value is %s of %lld elements, the model wants %s of %lld", x->name,
-                    kiln_dtype_name(v->dtype), (long long)v->numel, kiln_dtype_name(x->dtype), (long long)x->numel);
-    if (ni >= MAX_FILES) return result(r, TEST_FAIL, "too many inputs");
-    inputs[ni++] = v->data;
+  void **outputs = NULL;
+  kiln_tensor_info *ys = NULL;
+  kiln_program *p = NULL;
+  int n_gin, n_gout;
+  if (kiln_graph_input_count(g, &n_gin) || kiln_graph_output_count(g, &n_gout))
+    return result(r, TEST_FAIL, "%s", kiln_last_error());
+  for (int i = 0; i < n_gin; i++) {
+    kiln_tensor_info x;
+    if (kiln_graph_input_info(g, i, &x)) return result(r, TEST_FAIL, "%s", kiln_last_error());
+    const kiln_value *v = input_value(&x, ins, n_in);
+    if (!v) return result(r, TEST_FAIL, "no value for input '%s'", x.name);
+    if (v->dtype != x.dtype || v->numel != x.numel)
+      return result(r, TEST_FAIL, "input '%s': value is %s of %lld elements, the model wants %s of %lld", x.name,
+                    kiln_dtype_name(v->dtype), (long long)v->numel, kiln_dtype_name(x.dtype), (long long)x.numel);
+    if (i >= MAX_FILES) return result(r, TEST_FAIL, "too many inputs");
+    inputs[i] = v->data;
   }
-  if (n_out && n_out != g->n_outputs)
-    return result(r, TEST_FAIL, "the model has %d outputs, the test data %d", g->n_outputs, n_out);
-  for (int i = 0; i < g->n_outputs; i++) {
-    const Tensor *y = &g->tensors[g->outputs[i].tensor];
+  if (n_out && n_out != n_gout)
+    return result(r, TEST_FAIL, "the model has %d outputs, the test data %d", n_gout, n_out);
+  if (!(ys = calloc((size_t)n_gout + 1, sizeof *ys)) || !(outputs = calloc((size_t)n_gout + 1, sizeof *outputs))) {
+    result(r, TEST_FAIL, "out of memory for %d outputs", n_gout);
+    goto done;
+  }
+  for (int i = 0; i < n_gout; i++) {
+    const kiln_tensor_info *y = &ys[i];
+    if (kiln_graph_output_info(g, i, &ys[i])) {
+      result(r, TEST_FAIL, "%s", kiln_last_error());
+      goto done;
+    }
     if (i < n_out && (y->dtype != outs[i].dtype || y->rank != outs[i].rank ||
                       memcmp(y->shape, outs[i].shape, sizeof(int64_t) * (size_t)y->rank))) {
-      char a[128], b[128];
-      shape_str(y->rank, y->shape, a, sizeof a);
-      shape_str(outs[i].rank, outs[i].shape, b, sizeof b);
-      return result(r, TEST_FAIL, "output %d: kiln gives %s%s, expected %s%s", i, kiln_dtype_name(y->dtype), a,
-                    kiln_dtype_name(outs[i].dtype), b);
+      char a[KILN_SHAPE_STR_MAX], b[KILN_SHAPE_STR_MAX];
+      kiln_shape_format(y->rank, y->shape, a, sizeof a);
+      kiln_shape_format(outs[i].rank, outs[i].shape, b, sizeof b);
+      result(r, TEST_FAIL, "output %d: kiln gives %s%s, expected %s%s", i, kiln_dtype_name(y->dtype), a,
+             kiln_dtype_name(outs[i].dtype), b);
+      goto done;
     }
   }
   kiln_options o = kiln_options_default();
   o.backend = spec->backend;
-  kiln_program *p = NULL;
-  kiln_status s = kiln_program_compile((const kiln_graph *)g, &o, &p);
-  if (s) return result(r, s == KILN_ERR_UNSUPPORTED ? TEST_SKIP : TEST_FAIL, "compile: %s", kiln_last_error());
-  for (int i = 0; i < g->n_outputs && !s; i++) {
-    const Tensor *y = &g->tensors[g->outputs[i].tensor];
-    outputs[i] = kiln_malloc((size_t)y->numel * kiln_dtype_size(y->dtype) + 1);
-    if (!outputs[i]) s = kiln_fail(KILN_ERR_NO_MEMORY, "out of memory for output %d", i);
-  }
-  if (!s) s = kiln_program_run(p, inputs, outputs);
+  kiln_status s = kiln_program_compile(g, &o, &p);
   if (s) {
-    result(r, s == KILN_ERR_UNSUPPORTED ? TEST_SKIP : TEST_FAIL, "run: %s", kiln_last_error());
-  } else {
-    result(r, TEST_PASS, "ok");
-    for (int i = 0; i < g->n_outputs; i++) {
-      const Tensor *y = &g->tensors[g->outputs[i].tensor];
-      char sh[128];
-      shape_str(y->rank, y->shape, sh, sizeof sh);
-      double ma = 0, mr = 0;
-      int64_t bad = -1;
-      if (i < n_out && !compare(outputs[i], &outs[i], spec->rtol, spec->atol, &ma, &mr, &bad) && r->status == TEST_PASS &&
-          y->dtype == KILN_STRING) {
-        const char *got = ((const char *const *)outputs[i])[bad];
-        result(r, TEST_FAIL, "output %d '%s': element %lld is \"%.60s\", expected \"%.60s\"", i, g->outputs[i].name,
-               (long long)bad, got ? got : "(null)", ((const char *const *)outs[i].data)[bad]);
-      } else if (i < n_out && bad >= 0 && r->status == TEST_PASS)
-        result(r, TEST_FAIL, "output %d '%s': element %lld is %.9g, expected %.9g (max abs err %.3g, max rel err %.3g)", i,
-               g->outputs[i].name, (long long)bad, dtype_load_f64(y->dtype, outputs[i], bad),
-               dtype_load_f64(y->dtype, outs[i].data, bad), ma, mr);
-      r->max_abs = fmax(r->max_abs, ma), r->max_rel = fmax(r->max_rel, mr);
-      if (spec->verbose)
-        printf("output %d '%s': %s%s  max abs err %.3g  max rel err %.3g%s\n", i, g->outputs[i].name,
-               kiln_dtype_name(y->dtype), sh, ma, mr, i < n_out ? "" : " (no reference)");
-    }
-    kiln_census c;
-    if (spec->verbose && !kiln_program_census(p, &c))
-      printf("census: kernels %lld, bytes read %lld, written %lld, host fallbacks %lld (%s), compile %.1f ms\n",
-             (long long)c.kernels_launched, (long long)c.bytes_read, (long long)c.bytes_written,
-             (long long)c.host_fallbacks, c.fallback_ops[0] ? c.fallback_ops : "-", c.compile_ms);
+    result(r, s == KILN_ERR_UNSUPPORTED ? TEST_SKIP : TEST_FAIL, "compile: %s", kiln_last_error());
+    goto done;
   }
-  for (int i = 0; i < g->n_outputs; i++) kiln_free(outputs[i]);
+  for (int i = 0; i < n_gout; i++)
+    if (!(outputs[i] = tools_alloc_elems(ys[i].numel, ys[i].dtype))) {
+      result(r, TEST_FAIL, "run: out of memory for output %d", i);
+      goto done;
+    }
+  if ((s = kiln_program_run(p, inputs, outputs))) {
+    result(r, s == KILN_ERR_UNSUPPORTED ? TEST_SKIP : TEST_FAIL, "run: %s", kiln_last_error());
+    goto done;
+  }
+  result(r, TEST_PASS, "ok");
+  for (int i = 0; i < n_gout; i++) {
+    const kiln_tensor_info *y = &ys[i];
+    kiln_value got = output_value(y, outputs[i]);
+    char sh[KILN_SHAPE_STR_MAX];
+    kiln_shape_format(y->rank, y->shape, sh, sizeof sh);
+    double ma = 0, mr = 0;
+    int64_t bad = -1;
+    if (i < n_out && !compare(&got, &outs[i], spec->rtol, spec->atol, &ma, &mr, &bad) && r->status == TEST_PASS &&
+        y->dtype == KILN_STRING) {
+      const char *gs = ((const char *const *)outputs[i])[bad];
+      result(r, TEST_FAIL, "output %d '%s': element %lld is \"%.60s\", expected \"%.60s\"", i, y->name, (long long)bad,
+             gs ? gs : "(null)", ((const char *const *)outs[i].data)[bad]);
+    } else if (i < n_out && bad >= 0 && r->status == TEST_PASS)
+      result(r, TEST_FAIL, "output %d '%s': element %lld is %.9g, expected %.9g (max abs err %.3g, max rel err %.3g)", i,
+             y->name, (long long)bad, f64_at(&got, bad), f64_at(&outs[i], bad), ma, mr);
+    r->max_abs = fmax(r->max_abs, ma), r->max_rel = fmax(r->max_rel, mr);
+    if (spec->verbose)
+      printf("output %d '%s': %s%s  max abs err %.3g  max rel err %.3g%s\n", i, y->name, kiln_dtype_name(y->dtype), sh,
+             ma, mr, i < n_out ? "" : " (no reference)");
+  }
+  kiln_census c;
+  if (spec->verbose && !kiln_program_census(p, &c))
+    printf("census: kernels %lld, bytes read %lld, written %lld, host fallbacks %lld (%s), compile %.1f ms\n",
+           (long long)c.kernels_launched, (long long)c.bytes_read, (long long)c.bytes_written,
+           (long long)c.host_fallbacks, c.fallback_ops[0] ? c.fallback_ops : "-", c.compile_ms);
+done:
+  for (int i = 0; outputs && i < n_gout; i++) free(outputs[i]);
+  free(outputs);
+  free(ys);
   kiln_program_free(p);
 }
 
+/* The bytes of a model file (malloc), or false with the reason in r. Opened without
+ * blocking and checked to be a regular file, as kiln reads models. */
+static bool read_model(const char *path, void **data, size_t *size, TestResult *r) {
+  *data = NULL, *size = 0;
+  struct stat st;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return result(r, TEST_FAIL, "cannot open '%s': %s", path, strerror(errno)), false;
+  if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return result(r, TEST_FAIL, "cannot open '%s': not a regular file", path), false;
+  }
+  size_t n = (size_t)st.st_size, done = 0;
+  char *buf = malloc(n ? n : 1);
+  if (!buf) {
+    close(fd);
+    return result(r, TEST_FAIL, "'%s': cannot allocate %zu bytes", path, n), false;
+  }
+  while (done < n) {
+    ssize_t got = read(fd, buf + done, n - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += (size_t)got;
+  }
+  close(fd);
+  if (done < n) {
+    free(buf);
+    return result(r, TEST_FAIL, "short read from '%s'", path), false;
+  }
+  *data = buf, *size = n;
+  return true;
+}
+
+/* Test data (input_K.pb by position, then --input NAME=FILE by name) and model, read by this
+ * tool: a model it cannot read fails the test, one that kiln refuses to import is skipped. */
 void onnx_run_test(const OnnxTestSpec *spec, TestResult *r) {
   memset(r, 0, sizeof *r);
-  OnnxTensor ins[MAX_FILES] = { 0 }, outs[MAX_FILES] = { 0 };
-  int n_in = 0, n_out = 0;
+  kiln_value_list set = { 0 }, outs = { 0 };
+  kiln_value *named = calloc((size_t)spec->n_named + 1, sizeof *named);
+  kiln_value *bind = NULL;
+  int n_named = 0, n_bind = 0;
   void *model = NULL;
   size_t size = 0;
-  Graph *g = NULL;
+  kiln_graph *g = NULL;
   kiln_status s = KILN_OK;
-  if (spec->data_dir && (s = onnx_read_tensor_set(spec->data_dir, "input", MAX_FILES, ins, &n_in)) == KILN_OK)
-    s = onnx_read_tensor_set(spec->data_dir, "output", MAX_FILES, outs, &n_out);
-  for (int i = 0; i < n_in; i++) {  /* test data is positional */
-    kiln_free(ins[i].name);
-    ins[i].name = NULL;
+  if (!named) {
+    result(r, TEST_FAIL, "out of memory");
+    goto done;
   }
-  for (int i = 0; !s && i < spec->n_named; i++) {
-    if (n_in >= MAX_FILES) { s = kiln_fail(KILN_ERR_INVALID_ARG, "too many inputs"); break; }
-    if (!(s = onnx_read_tensor_file(spec->named_files[i], &ins[n_in]))) {
-      kiln_free(ins[n_in].name);
-      ins[n_in].name = kiln_strdup(spec->named[i]);
-      n_in++;
+  if (spec->data_dir && (s = kiln_value_list_read(spec->data_dir, "input", &set)) == KILN_OK)
+    s = kiln_value_list_read(spec->data_dir, "output", &outs);
+  for (; !s && n_named < spec->n_named; n_named++) {
+    if (set.n + n_named >= MAX_FILES) {
+      result(r, TEST_SKIP, "test data: too many inputs");
+      goto done;
     }
+    if ((s = kiln_value_read_pb(spec->named_files[n_named], &named[n_named]))) break;
   }
   if (s) {  /* sequences, strings, 4-bit types: data kiln cannot hold */
     result(r, s == KILN_ERR_IO ? TEST_FAIL : TEST_SKIP, "test data: %s", kiln_last_error());
     goto done;
   }
-  if ((s = onnx_read_file(spec->model, &model, &size))) {
-    result(r, TEST_FAIL, "%s", kiln_last_error());
+  if (!(bind = calloc((size_t)set.n + (size_t)n_named + 1, sizeof *bind))) {
+    result(r, TEST_FAIL, "out of memory");
     goto done;
   }
+  for (int i = 0; i < set.n; i++) {  /* test data is positional */
+    bind[n_bind] = set.v[i];
+    bind[n_bind++].name = NULL;
+  }
+  for (int i = 0; i < n_named; i++) {
+    bind[n_bind] = named[i];
+    bind[n_bind++].name = spec->named[i];
+  }
+  if (!read_model(spec->model, &model, &size, r)) goto done;
   char dir[PATH_MAX];
-  onnx_dirname(spec->model, dir, sizeof dir);
-  if ((s = graph_load_onnx_bound(model, size, dir, ins, n_in, &g))) {
+  tools_dirname(spec->model, dir, sizeof dir);
+  if ((s = kiln_graph_load_onnx_buffer_bound(model, size, dir, n_bind, bind, &g))) {
     /* a model kiln refuses to import is skipped, with the status and the reason */
     result(r, TEST_SKIP, "%s: %s", kiln_status_name(s), kiln_last_error());
     goto done;
   }
-  run_and_check(spec, g, ins, n_in, outs, n_out, r);
+  run_and_check(spec, g, bind, n_bind, outs.v, outs.n, r);
 done:
-  graph_free(g);
-  kiln_free(model);
-  for (int i = 0; i < MAX_FILES; i++) onnx_tensor_clear(&ins[i]), onnx_tensor_clear(&outs[i]);
+  kiln_graph_free(g);
+  free(model);
+  free(bind);
+  for (int i = 0; named && i < n_named; i++) kiln_value_clear(&named[i]);
+  free(named);
+  kiln_value_list_clear(&set);
+  kiln_value_list_clear(&outs);
 }
 
 /* ---- the walk ---- */

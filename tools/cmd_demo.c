@@ -6,7 +6,6 @@
  * ONNX, run on the default backend and compared with PyTorch's stored output.
  */
 #include "tools.h"
-#include "graph/graph.h"
 
 #include <unistd.h>
 
@@ -66,12 +65,16 @@ static int demo_onnx(void) {
   int rc = 1;
   kiln_graph *g = NULL;
   kiln_program *p = NULL;
-  OnnxTensor x = {0}, want = {0};
+  kiln_value x = {0}, want = {0};
+  kiln_tensor_info yi = {0};
+  int n_out = 0;
   float *y = NULL;
   TRY(kiln_graph_load_onnx(model, &g));
-  TRY(onnx_read_tensor_file(in, &x));
-  TRY(onnx_read_tensor_file(ref, &want));
-  if (g->g.n_outputs != 1 || want.dtype != KILN_F32 || g->g.tensors[g->g.outputs[0].tensor].numel != want.numel) {
+  TRY(kiln_value_read_pb(in, &x));
+  TRY(kiln_value_read_pb(ref, &want));
+  TRY(kiln_graph_output_count(g, &n_out));
+  if (n_out == 1) TRY(kiln_graph_output_info(g, 0, &yi));
+  if (n_out != 1 || want.dtype != KILN_F32 || yi.numel != want.numel) {
     fprintf(stderr, "kiln demo: %s: unexpected outputs\n", model);
     goto done;
   }
@@ -87,8 +90,8 @@ static int demo_onnx(void) {
   }
   kiln_census c;
   TRY(kiln_program_census(p, &c));
-  char shape[128];
-  graph_shape_str(x.rank, x.shape, shape, sizeof shape);
+  char shape[KILN_SHAPE_STR_MAX];
+  TRY(kiln_shape_format(x.rank, x.shape, shape, sizeof shape));
   printf("\n== a real model: %s (LeNet, PyTorch export), input %s\n", model, shape);
   printf("  %lld kernels, %lld host fallbacks, read %lld B, write %lld B, compile %.1f ms (%s)\n",
          (long long)c.kernels_launched, (long long)c.host_fallbacks, (long long)c.bytes_read,
@@ -99,8 +102,8 @@ static int demo_onnx(void) {
 done:
   kiln_program_free(p);
   kiln_graph_free(g);
-  onnx_tensor_clear(&x);
-  onnx_tensor_clear(&want);
+  kiln_value_clear(&x);
+  kiln_value_clear(&want);
   free(y);
   return rc;
 }

@@ -4,6 +4,10 @@
 
 #include "kiln.h"
 
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
 int cmd_demo(int argc, char **argv);         /* cmd_demo.c */
 int cmd_run(int argc, char **argv);          /* cmd_run.c */
 int cmd_conformance(int argc, char **argv);  /* cmd_conformance.c */
@@ -23,5 +27,23 @@ typedef struct OnnxTestSpec {
 enum { TEST_PASS, TEST_FAIL, TEST_SKIP };
 typedef struct TestResult { int status; double max_abs, max_rel; char reason[1024]; } TestResult;
 void onnx_run_test(const OnnxTestSpec *spec, TestResult *r);
+
+/* -- helpers the commands share -- */
+
+/* The folder part of path ("." for a bare file name, "/" for a file at the root) into buf. */
+static inline void tools_dirname(const char *path, char *buf, size_t cap) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) snprintf(buf, cap, ".");
+  else if (slash == path) snprintf(buf, cap, "/");
+  else snprintf(buf, cap, "%.*s", (int)(slash - path), path);
+}
+
+/* malloc for numel elements of t and one byte more (so an empty tensor gets a buffer too);
+ * NULL when out of memory or when the size overflows. */
+static inline void *tools_alloc_elems(int64_t numel, kiln_dtype t) {
+  size_t size = kiln_dtype_size(t);
+  if (numel < 0 || !size || (uint64_t)numel > (SIZE_MAX - 1) / size) return NULL;
+  return malloc((size_t)numel * size + 1);
+}
 
 #endif
