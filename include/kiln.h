@@ -343,8 +343,9 @@ typedef struct kiln_tensor_info {
 
 /* Inputs: what kiln_program_run takes, in creation order (input i is inputs[i]). Outputs: in
  * the order marked (output i is outputs[i]). Params: the tensors with data that the program
- * keeps and may update (kiln_graph_param; the large initializers of an ONNX model), in creation
- * order. An index out of range is KILN_ERR_INVALID_ARG. */
+ * keeps and may update (kiln_graph_param, the optimizer state kiln_graph_sgd / _adam add, the
+ * large initializers of an ONNX model), in creation order. An index out of range is
+ * KILN_ERR_INVALID_ARG. */
 kiln_status kiln_graph_input_count(const kiln_graph *g, int *out);
 kiln_status kiln_graph_input_info(const kiln_graph *g, int i, kiln_tensor_info *out);
 kiln_status kiln_graph_output_count(const kiln_graph *g, int *out);
@@ -369,10 +370,11 @@ typedef struct kiln_value {
   void *data;
 } kiln_value;
 
-/* Decodes one serialized TensorProto into *out (cleared first, and left cleared on failure).
- * External data is read only from inside base_dir (NULL: a tensor with external data is
- * KILN_ERR_MODEL). Malformed or truncated bytes, sizes that overflow or disagree with the
- * data present are KILN_ERR_MODEL; element types kiln lacks (4-bit, complex, ...) and strings
+/* Decodes one serialized TensorProto into *out. *out is overwritten, not freed (clear a value
+ * before reading into it again), and is all zeros after a failure. External data is read only
+ * from inside base_dir (NULL: a tensor with external data is KILN_ERR_MODEL). Malformed or
+ * truncated bytes, sizes that overflow or disagree with the data present are KILN_ERR_MODEL;
+ * element types kiln lacks (4-bit, complex, ...), ranks above KILN_MAX_RANK and strings
  * holding a NUL byte KILN_ERR_UNSUPPORTED. */
 kiln_status kiln_value_read_pb_buffer(const void *data, size_t size, const char *base_dir, kiln_value *out);
 /* A TensorProto file; its external data beside it. A failure's message starts with path. */
@@ -402,7 +404,7 @@ kiln_status kiln_value_get_f64(const kiln_value *v, int64_t i, double *out);
 kiln_status kiln_value_get_i64(const kiln_value *v, int64_t i, int64_t *out);
 kiln_status kiln_value_get_str(const kiln_value *v, int64_t i, const char **out);
 
-/* 1 for f32, f64, f16 and bf16; 0 for every other dtype (and for values that are none). */
+/* 1 for f32, f64, f16 and bf16; 0 for any other t. */
 int kiln_dtype_is_float(kiln_dtype t);
 
 /* Room for any shape as text: "[" + 8 dims of up to 20 characters + 7 commas + "]" + NUL. */
@@ -412,15 +414,16 @@ int kiln_dtype_is_float(kiln_dtype t);
 kiln_status kiln_shape_format(int rank, const int64_t *shape, char *buf, size_t cap);
 
 /* As kiln_graph_load_onnx, with values for some of the model's graph inputs (those that are
- * not initializers). bind[k] binds the input of its name or, when its name is NULL or "",
- * the k-th input. A bound value fixes the input's shape (so a model may leave dims symbolic;
- * its dtype, and its rank where the model declares one, must match); an input that the model
- * reads as data while importing (a Reshape's shape, a Slice's starts, ...) becomes a constant
- * holding the value and is no longer an input of the graph. A value's data may be NULL to fix
- * only the shape (an input read as data is then KILN_ERR_INVALID_ARG). Each value is checked
- * (dtype, rank, numel = the product of its shape, no NULL string); kiln reads bind only
- * during the call. Graph tensor k is the model's k-th input, so the tensor field of kiln_graph_input_info
- * says which model input each remaining graph input is. n may be 0 (bind NULL). */
+ * not initializers). An input takes the value of its name or, failing that, bind[k] for the
+ * k-th input when that value's name is NULL or ""; a name no input has is ignored. A bound
+ * value fixes the input's shape (so a model may leave dims symbolic; its dtype, and its rank
+ * where the model declares one, must match); an input the model reads as data while importing
+ * (a Reshape's shape, a Slice's starts, ...) becomes a constant holding the value and is no
+ * longer an input of the graph. data may be NULL to fix only the shape (an input read as data
+ * is then KILN_ERR_INVALID_ARG). Each value is checked first (dtype, rank, numel = product of
+ * the shape, no NULL string); kiln reads bind only during the call. Graph tensor k is the
+ * model's k-th input, so kiln_graph_input_info's tensor field says which model input each
+ * remaining graph input is. n may be 0 (bind NULL). */
 kiln_status kiln_graph_load_onnx_bound(const char *path, int n, const kiln_value *bind, kiln_graph **out);
 kiln_status kiln_graph_load_onnx_buffer_bound(const void *data, size_t size, const char *base_dir, int n,
                                               const kiln_value *bind, kiln_graph **out);

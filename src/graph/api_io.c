@@ -52,7 +52,7 @@ static kiln_status kind_info(const kiln_graph *kg, TensorKind k, const char *wha
   NEED(kg, "%s: graph is NULL", fn);
   NEED(out, "%s: out is NULL", fn);
   int n, id = nth_of_kind(&kg->g, k, i, &n);
-  NEED(id >= 0, "%s: %s %d does not exist (the graph has %d)", fn, what, i, n);
+  NEED(id >= 0, "%s: %s %d does not exist (the graph has %d %ss)", fn, what, i, n, what);
   tensor_info(&kg->g, id, NULL, out);
   return KILN_OK;
 }
@@ -79,7 +79,8 @@ kiln_status kiln_graph_output_info(const kiln_graph *kg, int i, kiln_tensor_info
   NEED(kg, "%s: graph is NULL", __func__);
   OUTPTR(out);
   const Graph *g = &kg->g;
-  NEED(i >= 0 && i < g->n_outputs, "%s: output %d does not exist (the graph has %d)", __func__, i, g->n_outputs);
+  NEED(i >= 0 && i < g->n_outputs, "%s: output %d does not exist (the graph has %d outputs)", __func__, i,
+       g->n_outputs);
   tensor_info(g, g->outputs[i].tensor, g->outputs[i].name, out);
   return KILN_OK;
 }
