@@ -418,6 +418,11 @@ static const Expect *find_expect(const Expect *e, int n, const char *name) {
   return NULL;
 }
 
+static void tests_free(Tests *ts) {
+  for (int i = 0; i < ts->n; i++) free(ts->v[i].dir), free(ts->v[i].name);
+  free(ts->v);
+}
+
 int cmd_conformance(int argc, char **argv) {
   OnnxTestSpec spec = { 0 };
   spec.rtol = RTOL, spec.atol = ATOL;
@@ -435,17 +440,24 @@ int cmd_conformance(int argc, char **argv) {
     else if (argv[i][0] == '-') {
       fprintf(stderr, "usage: kiln conformance DIR... [--backend B] [--expected FILE] [--write-expected FILE] "
                       "[--every N] [--timeout S] [--in-process]\n");
+      tests_free(&ts);
       return 2;
-    } else if (collect(argv[i], &ts)) return 2;
+    } else if (collect(argv[i], &ts)) { tests_free(&ts); return 2; }
   }
   if (every < 1) every = 1;
   if (timeout_s < 1) timeout_s = 1;
   qsort(ts.v, (size_t)ts.n, sizeof *ts.v, cmp_test);
   Expect *ex = NULL;
   int n_ex = 0;
-  if (expected && load_expected(expected, &ex, &n_ex)) return 2;
+  if (expected && load_expected(expected, &ex, &n_ex)) { tests_free(&ts); return 2; }
   FILE *wf = write_expected ? fopen(write_expected, "w") : NULL;
-  if (write_expected && !wf) { fprintf(stderr, "kiln conformance: cannot write '%s'\n", write_expected); return 2; }
+  if (write_expected && !wf) {
+    fprintf(stderr, "kiln conformance: cannot write '%s'\n", write_expected);
+    for (int i = 0; i < n_ex; i++) free(ex[i].name);
+    free(ex);
+    tests_free(&ts);
+    return 2;
+  }
   if (wf) fprintf(wf, "# Written by `kiln conformance ... --write-expected`: NAME pass, or NAME skip REASON.\n");
   int passed = 0, failed = 0, skipped = 0, regressions = 0, newly = 0;
   for (int i = 0; i < ts.n; i += every) {
@@ -480,8 +492,7 @@ int cmd_conformance(int argc, char **argv) {
   if (wf) fclose(wf);
   printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   if (ex) printf("%d regressions, %d newly passing (against %s)\n", regressions, newly, expected);
-  for (int i = 0; i < ts.n; i++) free(ts.v[i].dir), free(ts.v[i].name);
-  free(ts.v);
+  tests_free(&ts);
   for (int i = 0; i < n_ex; i++) free(ex[i].name);
   free(ex);
   return regressions ? 1 : 0;
