@@ -252,7 +252,7 @@ int cg_row_variant_resolve(const Kernel *k, int variant);
 int cg_row_variant(const char *name);
 const char *cg_row_variant_name(int variant);
 
-/* -- gemm_cuda.c: the tiled contraction shape (CG_GPU_GEMM) of a grid dialect --
+/* -- gemm.c: the tiled contraction shape (CG_GPU_GEMM) of a grid dialect --
  * A reduce-sum kernel whose accumulated body is a product of two factors, one free of
  * some outer vars (M), the other free of others (N), both possibly sharing batch vars:
  * matmul, batched matmul, conv as implicit GEMM. Each block computes one BM x BN tile of
@@ -278,14 +278,20 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *g);   /* transitional
 int64_t cg_gemm_blocks(const CgGemm *g);
 /* Module-scope declarations kernel ki's GEMM needs before its function (split-K: the
  * partial tiles and per-tile arrival counts); nothing when it does not split. */
-void cg_gemm_globals(const CgGemm *g, int ki, StrBuf *out);
-/* What the renderer lends gemm_cuda.c: text lines at its indent, expressions emitted as
- * locals (memoised inside push/pop scopes), and the kernel's epilogue items of a step
- * with the accumulator's value given as text. */
+void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out);
+/* What the renderer lends gemm.c: the dialect, text lines at its indent, index literals
+ * (valid until eight more are made), the digit decomposition of a flat index into kernel
+ * vars (render.c's digits: vars first..first+n-1 of sizes shape, those with sel[i] == want,
+ * over `total` points), expressions emitted as locals (memoised inside push/pop scopes),
+ * and the kernel's epilogue items of a step with the accumulator's value given as text. */
 typedef struct CgEmit {
   void *r;
+  const Dialect *d;
   void (*put)(void *r, const char *line);
   void (*indent)(void *r, int delta);
+  const char *(*lit)(void *r, int64_t v);
+  void (*digits)(void *r, const char *flat, int first, int n, const int64_t *shape, const int *sel, int want,
+                 int64_t total);
   void (*emit)(void *r, const Expr *e, char *out, size_t n);
   void (*push)(void *r);
   void (*pop)(void *r);

@@ -1726,9 +1726,14 @@ static void render_vec4(R *r) {
   close_block(r);
 }
 
-/* What gemm_cuda.c borrows from the renderer to render the tiled contraction shape. */
+/* What gemm.c borrows from the renderer to render the tiled contraction shape. */
 static void hk_put(void *r, const char *s) { line(r, "%s", s); }
 static void hk_indent(void *r, int d) { ((R *)r)->indent += d; }
+static const char *hk_lit(void *r, int64_t v) { return lit(r, v); }
+static void hk_digits(void *r, const char *flat, int first, int n, const int64_t *shape, const int *sel, int want,
+                      int64_t total) {
+  digits(r, flat, first, n, shape, sel, want, total);
+}
 static void hk_emit(void *r, const Expr *e, char *o, size_t n) { emit(r, e, o, n); }
 static void hk_push(void *r) { push(r); }
 static void hk_pop(void *r) { pop(r); }
@@ -1746,7 +1751,7 @@ static void render_gemm(R *r) {
   bool ok = cg_gemm_match_opt(r->p, r->k, r->o, &g);  /* cg_gpu_shape said so */
   KILN_ASSERT(ok);
   if (!ok) return;
-  CgEmit em = { r, hk_put, hk_indent, hk_emit, hk_push, hk_pop, hk_items };
+  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_push, hk_pop, hk_items };
   cg_render_gemm(r->p, r->k, &g, &em);
 }
 
@@ -1787,7 +1792,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   cg_kernel_name(ki, false, name);
   CgGpuShape gs = cg_kernel_shape(p, k, d, o);
   CgGemm gemm;
-  if (gs == CG_GPU_GEMM && cg_gemm_match_opt(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, out);
+  if (gs == CG_GPU_GEMM && cg_gemm_match_opt(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, d, out);
   sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
   if (d->block_bounds && (gs == CG_GPU_BLOCK_ROWS || gs == CG_GPU_GEMM)) {
     CgRows ro = cg_gpu_rows(k, o->row_variant);
@@ -1798,8 +1803,8 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   }
   sb_printf(out, "%s(", name);
   for (int i = 0; i < np; i++) {
-    const Stage *S = &te->stages[params[i]];
-    sb_printf(out, "%s%s%s *%s b%d", i ? ", " : "", i < k->n_ins ? d->buf_const : "", d->store_type[S->dtype],
+    sb_puts(out, i ? ", " : "");
+    sb_printf(out, d->buf_param, i < k->n_ins ? d->buf_const : "", d->store_type[te->stages[params[i]].dtype],
               d->buf_restrict, i);
   }
   sb_puts(out, ") {\n");
@@ -1813,12 +1818,15 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   else if (!d->grid && rowsmall_fits(k)) render_rowsmall(&r);
   else render_general(&r, false);
   sb_puts(out, "}\n");
-  if (d->trampoline) {
+  if (!d->grid && d->trampoline) {
     char tn[32];
     cg_kernel_name(ki, true, tn);
-    sb_printf(out, "void %s(void *const *a) { %s(", tn, name);
-    for (int i = 0; i < np; i++) sb_printf(out, "%sa[%d]", i ? ", " : "", i);
-    sb_puts(out, "); }\n");
+    sb_printf(out, d->trampoline, tn, name);
+    for (int i = 0; i < np; i++) {
+      sb_puts(out, i ? ", " : "");
+      sb_printf(out, d->trampoline_arg, i);
+    }
+    sb_puts(out, d->trampoline_end);
   }
   kiln_free(params);
   kiln_free(r.param_of);
