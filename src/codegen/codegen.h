@@ -36,6 +36,23 @@
                           [TB_FMOD] = "fmodf", }
 #define CG_C_BINARY_F64 { [TB_POW] = "pow", [TB_MAX] = "k_maxd", [TB_MIN] = "k_mind", [TB_MOD] = "k_modd", \
                           [TB_FMOD] = "fmod", }
+/* Their math functions, the four that differ named by each dialect (exp, tanh, erf, round). */
+#define CG_C_UNARY_F32(exp, tanh, erf, round) { \
+    [TU_ABS] = "fabsf", [TU_EXP] = exp, [TU_LOG] = "logf", [TU_SQRT] = "sqrtf", [TU_TANH] = tanh, \
+    [TU_SIGMOID] = "k_sigf", [TU_ERF] = erf, [TU_SIN] = "sinf", [TU_COS] = "cosf", [TU_FLOOR] = "floorf", \
+    [TU_CEIL] = "ceilf", [TU_ROUND] = round, [TU_SIGN] = "k_signf", [TU_ISINF] = "isinf", }
+#define CG_C_UNARY_F64(round) { \
+    [TU_ABS] = "fabs", [TU_EXP] = "exp", [TU_LOG] = "log", [TU_SQRT] = "sqrt", [TU_TANH] = "tanh", \
+    [TU_SIGMOID] = "k_sigd", [TU_ERF] = "erf", [TU_SIN] = "sin", [TU_COS] = "cos", [TU_FLOOR] = "floor", \
+    [TU_CEIL] = "ceil", [TU_ROUND] = round, [TU_SIGN] = "k_signd", [TU_ISINF] = "isinf", }
+/* What C and CUDA C share of a Dialect (tinygrad's CStyleLanguage): the types, literals,
+ * half-float helpers, float operators and buffer parameters. Each table adds its own. */
+#define CG_C_FAMILY \
+  .index_type = "int64_t", .value_type = CG_C_VALUE_TYPES, .store_type = CG_C_STORE_TYPES, \
+  .load_fn = { [KILN_F16] = "k_h2f", [KILN_BF16] = "k_b2f" }, .store_fn = { [KILN_F16] = "k_f2h", [KILN_BF16] = "k_f2b" }, \
+  .round_fn = { [KILN_F16] = "k_rh", [KILN_BF16] = "k_rb" }, .int_lit = "INT64_C(%lld)", .int_min = CG_C_INT_MIN, \
+  .int_max = CG_C_INT_MAX, .float_lit = "%a", .f32_suffix = "f", .uint_suffix = "u", .binary_f32 = CG_C_BINARY_F32, \
+  .binary_f64 = CG_C_BINARY_F64, .buf_param = "%s%s *%s b%d", .buf_const = "const "
 
 /*
  * A dialect: every token of generated source that differs between targets. The renderer
@@ -283,7 +300,8 @@ void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out);
  * (valid until eight more are made), the digit decomposition of a flat index into kernel
  * vars (render.c's digits: vars first..first+n-1 of sizes shape, those with sel[i] == want,
  * over `total` points), expressions emitted as locals (memoised inside push/pop scopes),
- * and the kernel's epilogue items of a step with the accumulator's value given as text. */
+ * and the kernel's epilogue items of a step with the accumulator's value given as text
+ * (no '%' in it). */
 typedef struct CgEmit {
   void *r;
   const Dialect *d;

@@ -206,29 +206,18 @@ void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out) {
  * Every token that is the target's (thread and block ids, shared memory, barrier, fence,
  * atomic, cached load, fma, unroll pragma, types and literals) comes from em->d. */
 
-static void vput(const CgEmit *em, int indent, const char *f, va_list ap) {
-  char buf[1024];
-  vsnprintf(buf, sizeof buf, f, ap);
-  em->put(em->r, buf);
-  em->indent(em->r, indent);
-}
-
 static void put(const CgEmit *em, const char *f, ...) __attribute__((format(printf, 2, 3)));
 static void put(const CgEmit *em, const char *f, ...) {
+  char buf[1024];
   va_list ap;
   va_start(ap, f);
-  vput(em, 0, f, ap);
+  vsnprintf(buf, sizeof buf, f, ap);
   va_end(ap);
+  em->put(em->r, buf);
 }
 
 /* A line that opens a block; the lines after it are indented. */
-static void open_(const CgEmit *em, const char *f, ...) __attribute__((format(printf, 2, 3)));
-static void open_(const CgEmit *em, const char *f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  vput(em, 1, f, ap);
-  va_end(ap);
-}
+#define open_(em, ...) (put(em, __VA_ARGS__), (em)->indent((em)->r, 1))
 
 static void close_(const CgEmit *em) {
   em->indent(em->r, -1);

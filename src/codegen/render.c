@@ -78,15 +78,27 @@ static int memo_find(const R *r, const Expr *e) {
   return -1;
 }
 
-static void memo_add(R *r, const Expr *e, int id) {
-  if (r->n_memo == r->cap_memo) {
-    int cap = r->cap_memo ? 2 * r->cap_memo : 64;
-    Memo *m = kiln_realloc(r->memo, (size_t)cap * sizeof *m);
-    if (!m) { r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory"); return; }
-    r->memo = m;
-    r->cap_memo = cap;
+/* A growing list of (Expr, value): the renderer's memo, and the visited list of a DAG walk.
+ * seen_add is false when out of memory (each walk says what it then assumes). */
+static bool seen_add(Memo **list, int *n, int *cap, const Expr *e, int v) {
+  if (*n == *cap) {
+    int nc = *cap ? 2 * *cap : 64;
+    Memo *m = kiln_realloc(*list, (size_t)nc * sizeof *m);
+    if (!m) return false;
+    *list = m, *cap = nc;
   }
-  r->memo[r->n_memo++] = (Memo){ e, id };
+  (*list)[(*n)++] = (Memo){ e, v };
+  return true;
+}
+
+static bool seen_find(const Memo *list, int n, const Expr *e, int *v) {
+  for (int i = 0; i < n; i++)
+    if (list[i].e == e) return *v = list[i].id, true;
+  return false;
+}
+
+static void memo_add(R *r, const Expr *e, int id) {
+  if (!seen_add(&r->memo, &r->n_memo, &r->cap_memo, e, id)) r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
 }
 
 static bool is_unsigned(kiln_dtype t) { return t >= KILN_U8 && t <= KILN_U64; }
@@ -681,18 +693,11 @@ static void render_pointwise(R *r) {
 
 /* Does e depend on var v? (memoised on the DAG) */
 static bool depends(const Expr *e, int v, Memo **seen, int *n, int *cap) {
-  for (int i = 0; i < *n; i++)
-    if ((*seen)[i].e == e) return (*seen)[i].id;
+  int known;
+  if (seen_find(*seen, *n, e, &known)) return known;
   bool dep = e->kind == EX_VAR && e->var == v;
   for (int i = 0; i < e->n_args && !dep; i++) dep = depends(e->args[i], v, seen, n, cap);
-  if (*n == *cap) {
-    int nc = *cap ? 2 * *cap : 64;
-    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
-    if (!m) return true;  /* conservative: not hoisted */
-    *seen = m;
-    *cap = nc;
-  }
-  (*seen)[(*n)++] = (Memo){ e, dep };
+  if (!seen_add(seen, n, cap, e, dep)) return true;  /* conservative: not hoisted */
   return dep;
 }
 
@@ -847,35 +852,60 @@ static int row_block(R *r, int64_t prefix) {
 }
 
 /* e with prefix vars renamed to row copy w (w < 0: kept) and inner vars to step u's. */
-static Expr *renamed(R *r, Expr *e, int w, int u) {
+/* e with each kernel var v replaced by var var[v] (a copy's), simplified under the current
+ * ranges (e itself, and the status set, when out of memory). */
+static Expr *with_vars(R *r, Expr *e, const int *var) {
   TE *te = r->p->te;
   const Kernel *k = r->k;
-  if (!e || (w < 0 && u == 0)) return e;
+  if (!e) return e;
   Expr *map[2 * KILN_MAX_RANK];
-  for (int i = 0; i < k->rank; i++)
-    map[i] = te_var(te, w < 0 || i >= k->rank - 1 ? i : r->bdim < 0 ? row_first(k, w) + i : i == r->bdim ? brow_var(k, w) : i);
-  for (int i = 0; i < k->n_red; i++) map[k->rank + i] = te_var(te, inner_first(k, u) + i);
+  for (int i = 0; i < k->rank + k->n_red; i++) map[i] = te_var(te, var[i]);
   Expr *x = te_substitute(te, e, map, k->rank + k->n_red);
   if (x) x = te_simplify(te, x, r->lo, r->hi, r->nv);
   if (!x) r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
   return x ? x : e;
 }
 
-static void rowacc_epilogue(R *r, int rows, int64_t J) {
+/* The kernel's items at one copy's vars (var NULL: its own), in order: each accumulator's
+ * result read from `acc` (a format; %d gets the item's stage), the other items of step
+ * `step` (step < 0: all) computed. Epilogues of the tiled shapes, over one output each. */
+static void items_at(R *r, int step, const int *var, const char *acc) {
+  for (int i = 0; i < r->k->n_items; i++) {
+    Item it = r->k->items[i];
+    if (it.kind != IT_ACC && step >= 0 && it.step != step) continue;
+    if (var) it.body = with_vars(r, it.body, var), it.offset = with_vars(r, it.offset, var);
+    char a[64];
+    snprintf(a, sizeof a, acc, it.stage);
+    if (it.kind == IT_ACC) acc_final(r, &it, a);
+    else value_item(r, &it);
+  }
+}
+
+/* Vars of row copy w (prefix vars; w < 0: kept) and unrolled step u (inner vars). */
+static void row_copy_vars(const R *r, int w, int u, int *var) {
   const Kernel *k = r->k;
-  int jv = k->rank - 1;
+  for (int i = 0; i < k->rank; i++)
+    var[i] = w < 0 || i >= k->rank - 1 ? i : r->bdim < 0 ? row_first(k, w) + i : i == r->bdim ? brow_var(k, w) : i;
+  for (int i = 0; i < k->n_red; i++) var[k->rank + i] = inner_first(k, u) + i;
+}
+
+static Expr *renamed(R *r, Expr *e, int w, int u) {
+  if (!e || (w < 0 && u == 0)) return e;
+  int var[2 * KILN_MAX_RANK];
+  row_copy_vars(r, w, u, var);
+  return with_vars(r, e, var);
+}
+
+static void rowacc_epilogue(R *r, int rows, int64_t J) {
+  int jv = r->k->rank - 1;
   for (int w = 0; w < rows; w++) {
     open_var_for(r, jv, 0, J);
     push(r);
-    for (int i = 0; i < k->n_items; i++) {
-      Item it = k->items[i];
-      it.body = renamed(r, it.body, rows > 1 ? w : -1, 0);
-      it.offset = renamed(r, it.offset, rows > 1 ? w : -1, 0);
-      char acc[48];
-      snprintf(acc, sizeof acc, "a%d_%d[v%d]", it.stage, w, jv);
-      if (it.kind == IT_ACC) acc_final(r, &it, acc);
-      else value_item(r, &it);
-    }
+    int var[2 * KILN_MAX_RANK];
+    row_copy_vars(r, w, 0, var);
+    char acc[48];
+    snprintf(acc, sizeof acc, "a%%d_%d[v%d]", w, jv);
+    items_at(r, -1, rows > 1 ? var : NULL, acc);
     pop(r);
     close_block(r);
   }
@@ -892,15 +922,9 @@ static Expr *resimplified(R *r, Expr *e, int w, int u) {
 /* Guards along the row in e: selects on a j-dependent condition and integer compares and
  * clamps of j-dependent indices (the padding of a convolution). */
 static int row_guards(R *r, const Expr *e, Memo **seen, int *n, int *cap, Memo **dseen, int *dn, int *dcap) {
-  for (int i = 0; i < *n; i++)
-    if ((*seen)[i].e == e) return 0;
-  if (*n == *cap) {
-    int nc = *cap ? 2 * *cap : 64;
-    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
-    if (!m) return 1;  /* conservative: no split */
-    *seen = m, *cap = nc;
-  }
-  (*seen)[(*n)++] = (Memo){ e, 0 };
+  int known;
+  if (seen_find(*seen, *n, e, &known)) return 0;
+  if (!seen_add(seen, n, cap, e, 0)) return 1;  /* conservative: no split */
   int jv = r->k->rank - 1, g = 0;
   if (e->kind == EX_SELECT && depends(e->args[0], jv, dseen, dn, dcap)) g = 1;
   if (e->kind == EX_BINARY && e->n_args == 2 && !dtype_is_float(e->args[0]->dtype) &&
@@ -1099,32 +1123,24 @@ static int dot_row_dim(R *r) {
 }
 
 /* e with the last outer var renamed to copy wj and (wi >= 0) the tile's row dim to copy wi. */
-static Expr *j_renamed(R *r, Expr *e, int wi, int wj) {
-  TE *te = r->p->te;
+static void dot_copy_vars(const R *r, int wi, int wj, int *var) {
   const Kernel *k = r->k;
-  if (!e) return e;
-  Expr *map[2 * KILN_MAX_RANK];
   for (int i = 0; i < k->rank + k->n_red; i++)
-    map[i] = te_var(te, i == k->rank - 1 ? jcopy(k, wj) : wi >= 0 && i == r->bdim ? icopy(k, wi) : i);
-  Expr *x = te_substitute(te, e, map, k->rank + k->n_red);
-  if (x) x = te_simplify(te, x, r->lo, r->hi, r->nv);
-  if (!x) r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
-  return x ? x : e;
+    var[i] = i == k->rank - 1 ? jcopy(k, wj) : wi >= 0 && i == r->bdim ? icopy(k, wi) : i;
+}
+
+static Expr *j_renamed(R *r, Expr *e, int wi, int wj) {
+  int var[2 * KILN_MAX_RANK];
+  dot_copy_vars(r, wi, wj, var);
+  return with_vars(r, e, var);
 }
 
 /* A divisor C of the reduction index inside the bodies (r / C, r % C: a read through a
  * reshape of heads, [.., h, d] -> [.., h * d]) that divides the reduction: the loop is then
  * split into r = q * C + s, s innermost, so the vector loop has no division. 0: none. */
 static int64_t red_divisor(R *r, const Expr *e, Memo **seen, int *n, int *cap, Memo **dseen, int *dn, int *dcap) {
-  for (int i = 0; i < *n; i++)
-    if ((*seen)[i].e == e) return 0;
-  if (*n == *cap) {
-    int nc = *cap ? 2 * *cap : 64;
-    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
-    if (!m) return 0;
-    *seen = m, *cap = nc;
-  }
-  (*seen)[(*n)++] = (Memo){ e, 0 };
+  int known;
+  if (seen_find(*seen, *n, e, &known) || !seen_add(seen, n, cap, e, 0)) return 0;
   const Kernel *k = r->k;
   if (e->kind == EX_BINARY && (e->op == TB_FLOORDIV || e->op == TB_MOD || e->op == TB_DIV) &&
       e->args[1]->kind == EX_CONST && !dtype_is_float(e->dtype) && e->args[1]->c.i > 1 &&
@@ -1227,15 +1243,11 @@ static void render_dot(R *r) {
     line(r, "{");
     r->indent++;
     push(r);
-    for (int i = 0; i < k->n_items; i++) {
-      Item it = k->items[i];
-      it.body = j_renamed(r, it.body, RI > 1 ? w / 4 : -1, w % 4);
-      it.offset = j_renamed(r, it.offset, RI > 1 ? w / 4 : -1, w % 4);
-      char acc[32];
-      snprintf(acc, sizeof acc, "a%d_%d", it.stage, w);
-      if (it.kind == IT_ACC) acc_final(r, &it, acc);
-      else value_item(r, &it);
-    }
+    int var[2 * KILN_MAX_RANK];
+    dot_copy_vars(r, RI > 1 ? w / 4 : -1, w % 4, var);
+    char acc[32];
+    snprintf(acc, sizeof acc, "a%%d_%d", w);
+    items_at(r, -1, var, acc);
     pop(r);
     close_block(r);
   }
@@ -1348,16 +1360,17 @@ static void block_combine(R *r, const Item *it) {
 }
 
 /* Memory loads in e (not of this kernel's stages), each once; seen is a DAG walk's list. */
+/* Is e new to this DAG walk (then it is marked seen)? Out of memory: no, and the status says so. */
+static bool first_visit(R *r, const Expr *e, Memo **seen, int *n, int *cap) {
+  int known;
+  if (seen_find(*seen, *n, e, &known)) return false;
+  if (seen_add(seen, n, cap, e, 0)) return true;
+  r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
+  return false;
+}
+
 static void collect_loads(R *r, const Expr *e, Memo **seen, int *n, int *cap, const Expr **out, int *n_out, int max) {
-  for (int i = 0; i < *n; i++)
-    if ((*seen)[i].e == e) return;
-  if (*n == *cap) {
-    int nc = *cap ? 2 * *cap : 64;
-    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
-    if (!m) { r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory"); return; }
-    *seen = m, *cap = nc;
-  }
-  (*seen)[(*n)++] = (Memo){ e, 0 };
+  if (!first_visit(r, e, seen, n, cap)) return;
   if (e->kind == EX_LOAD) {
     if (r->p->kernel_of[e->src] != r->k->id && !plan_is_baked(r->p->te, e->src) && *n_out < max) out[(*n_out)++] = e;
     return;
@@ -1669,15 +1682,7 @@ static Expr *flat_index(R *r) {
 
 /* Loads of f32 memory stages at the flat index, each once (a DAG walk with a seen list). */
 static void flat_loads(R *r, const Expr *e, const Expr *flat, Memo **seen, int *n, int *cap, const Expr **out, int *n_out) {
-  for (int i = 0; i < *n; i++)
-    if ((*seen)[i].e == e) return;
-  if (*n == *cap) {
-    int nc = *cap ? 2 * *cap : 64;
-    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
-    if (!m) { r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory"); return; }
-    *seen = m, *cap = nc;
-  }
-  (*seen)[(*n)++] = (Memo){ e, 0 };
+  if (!first_visit(r, e, seen, n, cap)) return;
   if (e->kind == EX_LOAD) {
     const Stage *S = &r->p->te->stages[e->src];
     if (S->dtype == KILN_F32 && S->numel == r->k->outer_numel && r->p->kernel_of[e->src] != r->k->id && *n_out < 64 &&
@@ -1737,14 +1742,7 @@ static void hk_digits(void *r, const char *flat, int first, int n, const int64_t
 static void hk_emit(void *r, const Expr *e, char *o, size_t n) { emit(r, e, o, n); }
 static void hk_push(void *r) { push(r); }
 static void hk_pop(void *r) { pop(r); }
-static void hk_items(void *rv, int step, const char *acc) {
-  R *r = rv;
-  for (int i = 0; i < r->k->n_items; i++) {
-    const Item *it = &r->k->items[i];
-    if (it->kind == IT_ACC) acc_final(r, it, acc);
-    else if (it->step == step) value_item(r, it);
-  }
-}
+static void hk_items(void *r, int step, const char *acc) { items_at(r, step, NULL, acc); }
 
 static void render_gemm(R *r) {
   CgGemm g;
