@@ -1,11 +1,14 @@
 /*
- * codegen — the fourth stage. Takes a Plan, hands on kernel source text in a dialect.
- * One renderer (render.c) holds the algorithms: loops over the outer and inner
- * domains, accumulators, the row-of-accumulators contraction loop, each Expr node
- * emitted once as a local; the GEMM tile (gemm.c) is one of those algorithms. A dialect
- * is a table of strings and names (below); C, CUDA C and GLSL differ only there. Kernel parameters are numbered buffers b0, b1,
- * ... (the kernel's inputs, then its stored stages); locals are numbered too, so no
- * name from a model ever reaches generated source.
+ * codegen — the fourth stage. Takes a Plan, hands on a CgProgram (program.c): the kernel
+ * source text in a dialect, and each kernel's launch as data (grid, block, shared memory,
+ * a library GEMM that may replace it), so a backend applies decisions and derives none.
+ * One renderer (render.c) holds the algorithms: loops over the outer and inner domains,
+ * accumulators, the row-of-accumulators contraction loop, each Expr node emitted once as
+ * a local; the GEMM tile (gemm.c) is one of those algorithms. A dialect is a table of
+ * strings (below); C, CUDA C and GLSL differ only there (tests/codegen/test_toy_dialect.c
+ * renders everything through a third, made-up table). Kernel parameters are numbered
+ * buffers b0, b1, ... (the kernel's inputs, then its stored stages); locals are numbered
+ * too, so no name from a model ever reaches generated source.
  */
 #ifndef KILN_CODEGEN_H
 #define KILN_CODEGEN_H
@@ -191,7 +194,8 @@ typedef struct CgLaunch {
   int smem_carveout;     /* percent of L1 as shared memory to request, 0: leave the default */
   bool library;          /* a library GEMM may replace it (lib is filled); the kernel stays as fallback */
   CgLibGemm lib;
-  char why[96];          /* what was chosen and why, printable: "gemm 32x32 tiles x 4 K-spans", "block rows p16: 256 threads", ... */
+  char why[96];          /* what was chosen and why, printable: "gemm 32x32 tiles (2x2 a thread) x 4 K-spans of 224",
+                          * "block rows p16: 64 threads x 1 rows", "vec4 points: 4 a thread, 256 threads", ... */
 } CgLaunch;
 
 typedef struct CgProgram {

@@ -20,6 +20,12 @@
  * of at most CPU_F32_SUM_MAX terms accumulate in f32 there, longer ones in f64 like ref.
  * Names in the output are numbers only: buffers b<param>, vars v<n>, stage values
  * s<stage id>, accumulators a<stage id>, temporaries t<n>.
+ *
+ * Which algorithm a kernel gets depends on what the dialect can do (d->grid: blocks of
+ * threads; a vector type); how it is spelled comes from the dialect alone. This file writes
+ * the C-family syntax every dialect shares (operators, casts, braces, for/if) and kiln's
+ * own names; every other token (types, literals, thread and block ids, shared memory,
+ * barriers, vectors, reductions, pragmas, signatures) is a field of the Dialect.
  */
 #include "codegen.h"
 
