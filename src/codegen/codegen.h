@@ -1,11 +1,14 @@
 /*
- * codegen — the fourth stage. Takes a Plan, hands on kernel source text in a dialect.
- * One renderer (render.c) holds the algorithms: loops over the outer and inner
- * domains, accumulators, the row-of-accumulators contraction loop, each Expr node
- * emitted once as a local. A dialect is a table of strings and names (below); C,
- * CUDA C and GLSL differ only there. Kernel parameters are numbered buffers b0, b1,
- * ... (the kernel's inputs, then its stored stages); locals are numbered too, so no
- * name from a model ever reaches generated source.
+ * codegen — the fourth stage. Takes a Plan, hands on a CgProgram (program.c): the kernel
+ * source text in a dialect, and each kernel's launch as data (grid, block, shared memory,
+ * a library GEMM that may replace it), so a backend applies decisions and derives none.
+ * One renderer (render.c) holds the algorithms: loops over the outer and inner domains,
+ * accumulators, the row-of-accumulators contraction loop, each Expr node emitted once as
+ * a local; the GEMM tile (gemm.c) is one of those algorithms. A dialect is a table of
+ * strings (below); C, CUDA C and GLSL differ only there (tests/codegen/test_toy_dialect.c
+ * renders everything through a third, made-up table). Kernel parameters are numbered
+ * buffers b0, b1, ... (the kernel's inputs, then its stored stages); locals are numbered
+ * too, so no name from a model ever reaches generated source.
  */
 #ifndef KILN_CODEGEN_H
 #define KILN_CODEGEN_H
@@ -24,43 +27,131 @@
     [KILN_I64] = "int64_t", [KILN_I32] = "int32_t", [KILN_I16] = "int16_t", [KILN_I8] = "int8_t", \
     [KILN_U8] = "uint8_t", [KILN_U16] = "uint16_t", [KILN_U32] = "uint32_t", [KILN_U64] = "uint64_t", \
     [KILN_BOOL] = "uint8_t", }
+/* ... and their limits by the <stdint.h> names (the CUDA prelude defines them). */
+#define CG_C_INT_MIN { \
+    [KILN_I64] = "INT64_MIN", [KILN_I32] = "INT32_MIN", [KILN_I16] = "INT16_MIN", [KILN_I8] = "INT8_MIN", }
+#define CG_C_INT_MAX { \
+    [KILN_I64] = "INT64_MAX", [KILN_I32] = "INT32_MAX", [KILN_I16] = "INT16_MAX", [KILN_I8] = "INT8_MAX", \
+    [KILN_U8] = "UINT8_MAX", [KILN_U16] = "UINT16_MAX", [KILN_U32] = "UINT32_MAX", [KILN_U64] = "UINT64_MAX", \
+    [KILN_BOOL] = "1", }
+/* Float operators that C and CUDA C write as calls (the k_ ones are the preludes'). */
+#define CG_C_BINARY_F32 { [TB_POW] = "powf", [TB_MAX] = "k_maxf", [TB_MIN] = "k_minf", [TB_MOD] = "k_modf", \
+                          [TB_FMOD] = "fmodf", }
+#define CG_C_BINARY_F64 { [TB_POW] = "pow", [TB_MAX] = "k_maxd", [TB_MIN] = "k_mind", [TB_MOD] = "k_modd", \
+                          [TB_FMOD] = "fmod", }
+/* Their math functions, the four that differ named by each dialect (exp, tanh, erf, round). */
+#define CG_C_UNARY_F32(exp, tanh, erf, round) { \
+    [TU_ABS] = "fabsf", [TU_EXP] = exp, [TU_LOG] = "logf", [TU_SQRT] = "sqrtf", [TU_TANH] = tanh, \
+    [TU_SIGMOID] = "k_sigf", [TU_ERF] = erf, [TU_SIN] = "sinf", [TU_COS] = "cosf", [TU_FLOOR] = "floorf", \
+    [TU_CEIL] = "ceilf", [TU_ROUND] = round, [TU_SIGN] = "k_signf", [TU_ISINF] = "isinf", }
+#define CG_C_UNARY_F64(round) { \
+    [TU_ABS] = "fabs", [TU_EXP] = "exp", [TU_LOG] = "log", [TU_SQRT] = "sqrt", [TU_TANH] = "tanh", \
+    [TU_SIGMOID] = "k_sigd", [TU_ERF] = "erf", [TU_SIN] = "sin", [TU_COS] = "cos", [TU_FLOOR] = "floor", \
+    [TU_CEIL] = "ceil", [TU_ROUND] = round, [TU_SIGN] = "k_signd", [TU_ISINF] = "isinf", }
+/* What C and CUDA C share of a Dialect (tinygrad's CStyleLanguage): the types, literals,
+ * half-float helpers, float operators and buffer parameters. Each table adds its own. */
+#define CG_C_FAMILY \
+  .index_type = "int64_t", .value_type = CG_C_VALUE_TYPES, .store_type = CG_C_STORE_TYPES, \
+  .load_fn = { [KILN_F16] = "k_h2f", [KILN_BF16] = "k_b2f" }, .store_fn = { [KILN_F16] = "k_f2h", [KILN_BF16] = "k_f2b" }, \
+  .round_fn = { [KILN_F16] = "k_rh", [KILN_BF16] = "k_rb" }, .int_lit = "INT64_C(%lld)", .int_min = CG_C_INT_MIN, \
+  .int_max = CG_C_INT_MAX, .float_lit = "%a", .f32_suffix = "f", .uint_suffix = "u", .binary_f32 = CG_C_BINARY_F32, \
+  .binary_f64 = CG_C_BINARY_F64, .buf_param = "%s%s *%s b%d", .buf_const = "const "
 
+/*
+ * A dialect: every token of generated source that differs between targets. The renderer
+ * writes the algorithms once in the expression syntax C, CUDA C and their kin share
+ * (operators, (T)x casts, pointers and arrays, blocks, for/if, comments) and takes
+ * everything else from here. A field documented as a printf format gets exactly the
+ * arguments listed, in order. NULL or "" where a dialect has no such thing, as noted.
+ *
+ * The prelude defines, besides what the dialect's own names need, the scalar helpers with
+ * te_eval_* semantics that the renderer calls by their kiln names: k_sdiv k_sfdiv k_smod
+ * k_sfmod k_udiv k_umod k_spow k_upow k_sshl k_sshr k_ushl k_ushr (integer ops), k_f2s
+ * k_f2u (saturating float->int casts); grid dialects also the block and warp reductions
+ * named below.
+ */
 typedef struct Dialect {
   const char *name;
   const char *prelude;            /* helpers emitted once at the top of a program */
-  const char *kernel_prefix;      /* before a kernel's name: "void", "extern \"C\" __global__ void" */
-  const char *buf_restrict;       /* after the '*' of a buffer parameter: "restrict", "__restrict__" */
-  const char *buf_const;          /* before a read-only buffer's element type: "const " */
-  const char *shared_qual;        /* on-chip memory qualifier ("" where none) */
-  const char *barrier;            /* block barrier statement ("" where none) */
-  const char *index_type;         /* index arithmetic type: "int64_t" */
+
+  /* -- types and literals -- */
+  const char *index_type;         /* index arithmetic (i64) type: "int64_t" */
   const char *value_type[KILN_DTYPE_COUNT];   /* arithmetic type of each dtype */
   const char *store_type[KILN_DTYPE_COUNT];   /* element type in memory */
-  const char *load_fn[KILN_DTYPE_COUNT];      /* memory -> value conversion ("" for none) */
-  const char *store_fn[KILN_DTYPE_COUNT];     /* value -> memory conversion ("" for none) */
-  const char *f32_suffix;         /* float literal suffix: "f" */
+  const char *load_fn[KILN_DTYPE_COUNT];      /* memory -> value conversion (NULL for none) */
+  const char *store_fn[KILN_DTYPE_COUNT];     /* value -> memory conversion (NULL for none) */
+  const char *round_fn[KILN_DTYPE_COUNT];     /* f16/bf16: a float rounded to the dtype ("k_rh") */
+  const char *int_lit;            /* format of an i64 literal; %lld: the value. "INT64_C(%lld)" */
+  const char *int_min[KILN_DTYPE_COUNT];      /* smallest value of a signed integer dtype, by name */
+  const char *int_max[KILN_DTYPE_COUNT];      /* largest value of an integer dtype (bool: "1") */
+  const char *float_lit;          /* format of a finite float literal; %a: the value as a double */
+  const char *f32_suffix;         /* after an f32 literal: "f" */
+  const char *uint_suffix;        /* after an unsigned literal (split-K arrival counts): "u" */
   const char *inf_f32, *inf_f64, *nan_f32, *nan_f64;
-  const char *unary_f32[TU_COUNT];            /* math function per op (NULL: rendered inline) */
-  const char *unary_f64[TU_COUNT];
-  /* Mapping of the outer domain: loop mode (C, OpenMP) or grid mode (one thread per outer
-   * point, grid-stride). */
-  bool grid;
-  const char *thread_index;       /* grid: first outer point of this thread */
-  const char *thread_stride;      /* grid: points between this thread's iterations */
-  const char *parallel_for;       /* loop: pragma before the parallel outer loop */
-  long long min_parallel_work;    /* loop: points below which a kernel runs on one thread */
-  const char *parallel_for_simd;  /* loop: the same for a flat loop that also vectorises */
-  const char *simd;               /* loop: pragma before a vectorisable inner loop */
-  const char *simd_sum;           /* loop: vectorising pragma; "%s" gets OpenMP reduction clauses */
-  bool trampoline;                /* emit void kiln_eN(void *const *a) calling kernel N */
-  const char *vec4_type;          /* 16-byte vector of f32 (NULL: none) */
-  const char *block_bounds;       /* grid: attribute fixing a kernel's block size ("%d"), or NULL */
+
+  /* -- math -- */
+  const char *unary_f32[TU_COUNT];            /* function per op (NULL: rendered inline); ISINF */
+  const char *unary_f64[TU_COUNT];            /* is a predicate, written (fn(x) != 0) */
+  const char *binary_f32[TB_COUNT];           /* POW MAX MIN MOD FMOD as calls fn(a, b) */
+  const char *binary_f64[TB_COUNT];
   bool acc_f32;                   /* f32 sums/products accumulate in f32 (not f64) */
-  /* grid: block-row variant (cg_gpu_rows; 0 = the default shape). The cuda backend sets it
-   * from KILN_CUDA_ROW on its own copy of cg_dialect_cuda. */
+
+  /* -- kernel signatures -- */
+  const char *kernel_prefix;      /* before a kernel's name: "void", "extern \"C\" __global__ void" */
+  const char *buf_param;          /* a buffer parameter; %s const qualifier (buf_const or ""), %s element
+                                   * type, %s buf_restrict, %d parameter number: "%s%s *%s b%d" */
+  const char *buf_restrict;       /* "restrict", "__restrict__" */
+  const char *buf_const;          /* on a read-only buffer: "const " */
+  /* loop dialects: an entry of one signature for every kernel, calling it with its buffers
+   * from an array (NULL trampoline: none). %s entry name, %s kernel name; then trampoline_arg
+   * per parameter (%d its number, ", " between) and trampoline_end. */
+  const char *trampoline, *trampoline_arg, *trampoline_end;
+
+  /* -- loop dialects: the outer domain as a (parallel) loop -- */
+  const char *parallel_for;       /* pragma before the parallel outer loop */
+  long long min_parallel_work;    /* points below which a kernel runs on one thread */
+  const char *parallel_for_simd;  /* the same for a flat loop that also vectorises */
+  const char *simd;               /* pragma before a vectorisable inner loop */
+  const char *simd_sum;           /* vectorising pragma of a reduction loop; %s its reduction clauses */
+  const char *simd_reduce;        /* one reduction clause; %s operator, %s variable: " reduction(%s:%s)" */
+  const char *simd_reduce_op[RO_ARGMIN + 1];  /* the clause's operator per reduction (NULL: no clause) */
+  const char *simd_reduce_or;     /* the operator of a NaN flag's clause: "|" */
+
+  /* -- grid dialects: one thread per outer point, blocks of threads -- */
+  bool grid;
+  const char *thread_index;       /* first outer point of this thread (an index_type expression) */
+  const char *thread_stride;      /* points between this thread's iterations */
+  const char *thread_id;          /* this thread's index in its block: "threadIdx.x" */
+  const char *block_id;           /* this block's index in the grid: "blockIdx.x" */
+  const char *block_size;         /* threads per block: "blockDim.x" */
+  const char *grid_size;          /* blocks in the grid: "gridDim.x" */
+  const char *block_bounds;       /* attribute fixing a kernel's block size; %d threads (NULL: none) */
+  const char *block_bounds_min;   /* the same with a minimum of resident blocks; %d threads, %d blocks */
+  const char *shared_qual;        /* on-chip (block-shared) memory declaration qualifier: "__shared__" */
+  const char *global_qual;        /* module-scope device array qualifier: "__device__" */
+  const char *dyn_shared;         /* declaration of the f32 dynamic shared array named dyn_shared_name */
+  const char *dyn_shared_name;    /* "k_dyn" */
+  const char *barrier;            /* block barrier statement: "__syncthreads();" */
+  const char *fence;              /* device-wide memory fence statement: "__threadfence();" */
+  const char *atomic_add;         /* returns the old value; %s the lvalue, %s the addend: "atomicAdd(&%s, %s)" */
+  const char *counter_type;       /* type atomic_add counts in: "unsigned int" */
+  const char *cached_load;        /* an f32 load past the incoherent caches; %s the address: "__ldcg(%s)" */
+  const char *fma;                /* f32 a * b + c, one rounding; %s a, %s b, %s c: "__fmaf_rn(%s, %s, %s)" */
+  const char *unroll;             /* pragma before a loop to unroll fully: "#pragma unroll" */
+  const char *vec4_type;          /* 16-byte vector of f32 (NULL: none, no VEC4 shape) */
+  const char *vec4_lane[4];       /* the lanes' access suffixes: ".x", ".y", ".z", ".w" */
+  const char *vec4_load;          /* a vector read; %d parameter number, %s vector index:
+                                   * "((const float4 *)b%d)[%s]" */
+  const char *vec4_store;         /* a vector write statement; %d parameter, %s index, %s value */
+  const char *block_reduce;       /* T block_reduce(T v, op): every thread of the block gets op over all */
+  const char *warp_reduce;        /* the same over a warp of 32 */
+  const char *block_reduce_arg;   /* int64 block_reduce_arg(T v, int64 i, int max, int last): the index */
+  const char *warp_reduce_arg;
+  const char *reduce_op[RO_MIN + 1];          /* op argument of block/warp_reduce: "k_add()" ... */
+  /* Transitional: the block-row variant cg_render_plan (the old runtime's call) renders
+   * with; 0 is "base". cg_program_build and cg_render_plan_opt take CgOptions.row_variant
+   * and ignore this. */
   int row_variant;
-  const char *block_bounds_min;   /* grid: the same with a minimum of blocks per SM ("%d, %d") */
-  const char *dyn_shared;         /* grid: declaration of the f32 dynamic shared array k_dyn */
 } Dialect;
 
 /* -- program.c: what codegen hands on (source and launch decisions, as data) -- */
@@ -103,7 +194,8 @@ typedef struct CgLaunch {
   int smem_carveout;     /* percent of L1 as shared memory to request, 0: leave the default */
   bool library;          /* a library GEMM may replace it (lib is filled); the kernel stays as fallback */
   CgLibGemm lib;
-  char why[96];          /* what was chosen and why, printable: "gemm 32x32 tiles x 4 K-spans", "block rows p16: 256 threads", ... */
+  char why[96];          /* what was chosen and why, printable: "gemm 32x32 tiles (2x2 a thread) x 4 K-spans of 224",
+                          * "block rows p16: 64 threads x 1 rows", "vec4 points: 4 a thread, 256 threads", ... */
 } CgLaunch;
 
 typedef struct CgProgram {
@@ -181,7 +273,7 @@ int cg_row_variant_resolve(const Kernel *k, int variant);
 int cg_row_variant(const char *name);
 const char *cg_row_variant_name(int variant);
 
-/* -- gemm_cuda.c: the tiled contraction shape (CG_GPU_GEMM) of a grid dialect --
+/* -- gemm.c: the tiled contraction shape (CG_GPU_GEMM) of a grid dialect --
  * A reduce-sum kernel whose accumulated body is a product of two factors, one free of
  * some outer vars (M), the other free of others (N), both possibly sharing batch vars:
  * matmul, batched matmul, conv as implicit GEMM. Each block computes one BM x BN tile of
@@ -207,14 +299,21 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *g);   /* transitional
 int64_t cg_gemm_blocks(const CgGemm *g);
 /* Module-scope declarations kernel ki's GEMM needs before its function (split-K: the
  * partial tiles and per-tile arrival counts); nothing when it does not split. */
-void cg_gemm_globals(const CgGemm *g, int ki, StrBuf *out);
-/* What the renderer lends gemm_cuda.c: text lines at its indent, expressions emitted as
- * locals (memoised inside push/pop scopes), and the kernel's epilogue items of a step
- * with the accumulator's value given as text. */
+void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out);
+/* What the renderer lends gemm.c: the dialect, text lines at its indent, index literals
+ * (valid until eight more are made), the digit decomposition of a flat index into kernel
+ * vars (render.c's digits: vars first..first+n-1 of sizes shape, those with sel[i] == want,
+ * over `total` points), expressions emitted as locals (memoised inside push/pop scopes),
+ * and the kernel's epilogue items of a step with the accumulator's value given as text
+ * (no '%' in it). */
 typedef struct CgEmit {
   void *r;
+  const Dialect *d;
   void (*put)(void *r, const char *line);
   void (*indent)(void *r, int delta);
+  const char *(*lit)(void *r, int64_t v);
+  void (*digits)(void *r, const char *flat, int first, int n, const int64_t *shape, const int *sel, int want,
+                 int64_t total);
   void (*emit)(void *r, const Expr *e, char *out, size_t n);
   void (*push)(void *r);
   void (*pop)(void *r);

@@ -16,7 +16,7 @@
 #include <string.h>
 
 /* Values of the kernel's vars for flat m, n, k and batch indices (digits of each over the
- * vars of its role, as gemm_cuda.c decomposes them). */
+ * vars of its role, as gemm.c decomposes them). */
 static void vars_at(const Kernel *k, const CgGemm *g, int64_t m, int64_t n, int64_t kk, int64_t b, int64_t *v) {
   int64_t flat[3] = { b, m, n };
   for (int i = k->rank - 1; i >= 0; i--) {

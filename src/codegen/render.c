@@ -20,6 +20,12 @@
  * of at most CPU_F32_SUM_MAX terms accumulate in f32 there, longer ones in f64 like ref.
  * Names in the output are numbers only: buffers b<param>, vars v<n>, stage values
  * s<stage id>, accumulators a<stage id>, temporaries t<n>.
+ *
+ * Which algorithm a kernel gets depends on what the dialect can do (d->grid: blocks of
+ * threads; a vector type); how it is spelled comes from the dialect alone. This file writes
+ * the C-family syntax every dialect shares (operators, casts, braces, for/if) and kiln's
+ * own names; every other token (types, literals, thread and block ids, shared memory,
+ * barriers, vectors, reductions, pragmas, signatures) is a field of the Dialect.
  */
 #include "codegen.h"
 
@@ -52,6 +58,8 @@ typedef struct R {
   int step;            /* the inner loop being rendered (-1 outside one) */
   int bdim;            /* cpu row blocks: the prefix dim whose copies are the rows (-1: flat blocks) */
   bool in_simd;        /* cpu: inside a vector loop over outer points (no nested simd pragma) */
+  char lits[8][48]; int n_lit;   /* texts of the latest index literals (lit) */
+  char guard0[48];     /* block rows: "<thread id> == 0" */
   kiln_status st;
 } R;
 
@@ -76,42 +84,61 @@ static int memo_find(const R *r, const Expr *e) {
   return -1;
 }
 
-static void memo_add(R *r, const Expr *e, int id) {
-  if (r->n_memo == r->cap_memo) {
-    int cap = r->cap_memo ? 2 * r->cap_memo : 64;
-    Memo *m = kiln_realloc(r->memo, (size_t)cap * sizeof *m);
-    if (!m) { r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory"); return; }
-    r->memo = m;
-    r->cap_memo = cap;
+/* A growing list of (Expr, value): the renderer's memo, and the visited list of a DAG walk.
+ * seen_add is false when out of memory (each walk says what it then assumes). */
+static bool seen_add(Memo **list, int *n, int *cap, const Expr *e, int v) {
+  if (*n == *cap) {
+    int nc = *cap ? 2 * *cap : 64;
+    Memo *m = kiln_realloc(*list, (size_t)nc * sizeof *m);
+    if (!m) return false;
+    *list = m, *cap = nc;
   }
-  r->memo[r->n_memo++] = (Memo){ e, id };
+  (*list)[(*n)++] = (Memo){ e, v };
+  return true;
+}
+
+static bool seen_find(const Memo *list, int n, const Expr *e, int *v) {
+  for (int i = 0; i < n; i++)
+    if (list[i].e == e) return *v = list[i].id, true;
+  return false;
+}
+
+static void memo_add(R *r, const Expr *e, int id) {
+  if (!seen_add(&r->memo, &r->n_memo, &r->cap_memo, e, id)) r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
 }
 
 static bool is_unsigned(kiln_dtype t) { return t >= KILN_U8 && t <= KILN_U64; }
 static bool is_small_float(kiln_dtype t) { return t == KILN_F16 || t == KILN_BF16; }
 
 static const char *vt(const R *r, kiln_dtype t) { return r->d->value_type[t]; }
+static const char *ix(const R *r) { return r->d->index_type; }
+
+/* Index literal v in the dialect's form ("INT64_C(12)"). The text stays valid until eight
+ * more are made: enough for any one line. */
+static const char *lit(R *r, int64_t v) {
+  char *b = r->lits[r->n_lit++ % 8];
+  snprintf(b, sizeof r->lits[0], r->d->int_lit, (long long)v);
+  return b;
+}
 
 /* ---- literals ---- */
 
-static void literal(const R *r, const Expr *e, char *out, size_t n) {
+static void literal(R *r, const Expr *e, char *out, size_t n) {
   kiln_dtype t = e->dtype;
   if (dtype_is_float(t)) {
     double v = e->c.f;
     bool f64 = t == KILN_F64;
+    char num[64];
+    snprintf(num, sizeof num, r->d->float_lit, v);
     if (v != v) snprintf(out, n, "%s", f64 ? r->d->nan_f64 : r->d->nan_f32);
     else if (isinf(v)) snprintf(out, n, "(%s%s)", v < 0 ? "-" : "", f64 ? r->d->inf_f64 : r->d->inf_f32);
-    else if (f64) snprintf(out, n, v < 0 ? "(%a)" : "%a", v);
-    else snprintf(out, n, v < 0 ? "(%a%s)" : "%a%s", v, r->d->f32_suffix);
+    else snprintf(out, n, v < 0 ? "(%s%s)" : "%s%s", num, f64 ? "" : r->d->f32_suffix);
     return;
   }
-  if (t == KILN_I64) {
-    if (e->c.i == INT64_MIN) snprintf(out, n, "INT64_MIN");
-    else snprintf(out, n, "INT64_C(%lld)", (long long)e->c.i);
-    return;
-  }
-  if (e->c.i == INT64_MIN) snprintf(out, n, "((%s)INT64_MIN)", vt(r, t));
-  else snprintf(out, n, "((%s)INT64_C(%lld))", vt(r, t), (long long)e->c.i);
+  /* the smallest i64 has no literal of its own (its negation overflows): by name */
+  const char *i = e->c.i == INT64_MIN ? r->d->int_min[KILN_I64] : lit(r, e->c.i);
+  if (t == KILN_I64) snprintf(out, n, "%s", i);
+  else snprintf(out, n, "((%s)%s)", vt(r, t), i);
 }
 
 /* ---- expressions ---- */
@@ -138,16 +165,17 @@ static bool nonneg(const R *r, const Expr *e) {
   return te_range(e, r->lo, r->hi, r->nv, &mn, &mx) && mn >= 0;
 }
 
-/* f16/bf16 values live in floats, rounded after each op: text becomes k_rh(text). */
+/* f16/bf16 values live in floats, rounded after each op: text becomes round_fn(text). */
 static void wrap_small(const R *r, kiln_dtype t, char *text, size_t n) {
-  (void)r;
   if (!is_small_float(t)) return;
-  size_t len = strlen(text);
-  if (len + 7 >= n) return;
-  memmove(text + 5, text, len);
-  memcpy(text, t == KILN_F16 ? "k_rh(" : "k_rb(", 5);
-  text[len + 5] = ')';
-  text[len + 6] = 0;
+  const char *fn = r->d->round_fn[t];
+  size_t len = strlen(text), fl = strlen(fn);
+  if (len + fl + 2 >= n) return;
+  memmove(text + fl + 1, text, len);
+  memcpy(text, fn, fl);
+  text[fl] = '(';
+  text[len + fl + 1] = ')';
+  text[len + fl + 2] = 0;
 }
 
 /* An i64 op whose operands and result have known ranges (te_range checks every step for
@@ -165,17 +193,16 @@ static void binary_text(R *r, const Expr *e, const char *a, const char *b, char 
   if (e->op >= TB_EQ && e->op <= TB_GE) { snprintf(o, n, "(%s %s %s)", a, cmp[e->op], b); return; }
   if (dtype_is_float(ot)) {
     bool d = ot == KILN_F64;
+    const char *fn = (d ? r->d->binary_f64 : r->d->binary_f32)[e->op];
     switch (e->op) {
     case TB_ADD: snprintf(o, n, "%s + %s", a, b); break;
     case TB_SUB: snprintf(o, n, "%s - %s", a, b); break;
     case TB_MUL: snprintf(o, n, "%s * %s", a, b); break;
     case TB_DIV: snprintf(o, n, "%s / %s", a, b); break;
-    case TB_POW: snprintf(o, n, "%s(%s, %s)", d ? "pow" : "powf", a, b); break;
-    case TB_MAX: snprintf(o, n, "%s(%s, %s)", d ? "k_maxd" : "k_maxf", a, b); break;
-    case TB_MIN: snprintf(o, n, "%s(%s, %s)", d ? "k_mind" : "k_minf", a, b); break;
-    case TB_MOD: snprintf(o, n, "%s(%s, %s)", d ? "k_modd" : "k_modf", a, b); break;
-    case TB_FMOD: snprintf(o, n, "%s(%s, %s)", d ? "fmod" : "fmodf", a, b); break;
-    case TB_FLOORDIV: snprintf(o, n, "%s(%s / %s)", d ? "floor" : "floorf", a, b); break;
+    case TB_POW: case TB_MAX: case TB_MIN: case TB_MOD: case TB_FMOD:
+      snprintf(o, n, "%s(%s, %s)", fn ? fn : "?", a, b);
+      break;
+    case TB_FLOORDIV: snprintf(o, n, "%s(%s / %s)", (d ? r->d->unary_f64 : r->d->unary_f32)[TU_FLOOR], a, b); break;
     case TB_AND: snprintf(o, n, "(%s != 0 && %s != 0)", a, b); return;
     case TB_OR: snprintf(o, n, "(%s != 0 || %s != 0)", a, b); return;
     case TB_XOR: snprintf(o, n, "((%s != 0) != (%s != 0))", a, b); return;
@@ -185,6 +212,7 @@ static void binary_text(R *r, const Expr *e, const char *a, const char *b, char 
     return;
   }
   bool u = is_unsigned(ot) || ot == KILN_BOOL;
+  const char *U = vt(r, KILN_U64);  /* integer arithmetic wraps: done in u64 */
   bool cdiv = e->args[1]->kind == EX_CONST && e->args[1]->c.i > 0 && nonneg(r, e->args[0]);
   switch (e->op) {
   case TB_ADD: case TB_SUB: case TB_MUL:
@@ -192,9 +220,7 @@ static void binary_text(R *r, const Expr *e, const char *a, const char *b, char 
       snprintf(o, n, "(%s %s %s)", a, e->op == TB_ADD ? "+" : e->op == TB_SUB ? "-" : "*", b);
       break;
     }
-    if (e->op == TB_SUB) snprintf(o, n, "(%s)((uint64_t)%s - (uint64_t)%s)", T, a, b);
-    else if (e->op == TB_MUL) snprintf(o, n, "(%s)((uint64_t)%s * (uint64_t)%s)", T, a, b);
-    else snprintf(o, n, "(%s)((uint64_t)%s + (uint64_t)%s)", T, a, b);
+    snprintf(o, n, "(%s)((%s)%s %s (%s)%s)", T, U, a, e->op == TB_SUB ? "-" : e->op == TB_MUL ? "*" : "+", U, b);
     break;
   case TB_DIV: case TB_FLOORDIV:
     if (cdiv) snprintf(o, n, "(%s / %s)", a, b);
@@ -238,21 +264,28 @@ static void float_to_int(const R *r, kiln_dtype to, const char *dbl, char *o, si
   snprintf(o, n, "(%s)k_f2s(%s, %s, %s)", vt(r, to), dbl, lo, hi);
 }
 
+/* An integer value as a double: "(double)a", through u64 for u64 values. */
+static void int_to_double(const R *r, kiln_dtype from, const char *a, char *o, size_t n) {
+  if (from == KILN_U64) snprintf(o, n, "(%s)(%s)%s", vt(r, KILN_F64), vt(r, KILN_U64), a);
+  else snprintf(o, n, "(%s)%s", vt(r, KILN_F64), a);
+}
+
 static void cast_text(R *r, kiln_dtype to, kiln_dtype from, const char *a, char *o, size_t n) {
+  char d[512];
   if (dtype_is_float(from)) {
     if (to == KILN_BOOL) snprintf(o, n, "(%s != 0)", a);
     else if (dtype_is_float(to)) {
       snprintf(o, n, "(%s)%s", vt(r, to), a);
       wrap_small(r, to, o, n);
     } else {
-      char d[512];
-      snprintf(d, sizeof d, "(double)%s", a);
+      snprintf(d, sizeof d, "(%s)%s", vt(r, KILN_F64), a);
       float_to_int(r, to, d, o, n);
     }
     return;
   }
   if (dtype_is_float(to)) {
-    snprintf(o, n, "(%s)(double)%s%s", vt(r, to), from == KILN_U64 ? "(uint64_t)" : "", a);
+    int_to_double(r, from, a, d, sizeof d);
+    snprintf(o, n, "(%s)%s", vt(r, to), d);
     wrap_small(r, to, o, n);
   } else if (to == KILN_BOOL) snprintf(o, n, "(%s != 0)", a);
   else snprintf(o, n, "(%s)%s", vt(r, to), a);
@@ -263,26 +296,29 @@ static void unary_text(R *r, const Expr *e, const char *a, char *o, size_t n) {
   const char *T = vt(r, t);
   if (dtype_is_float(ot)) {
     bool d = ot == KILN_F64;
-    const char *fn = d ? r->d->unary_f64[e->op] : r->d->unary_f32[e->op];
-    const char *one = d ? "1.0" : "1.0f";
+    const char *const *un = d ? r->d->unary_f64 : r->d->unary_f32;
+    const char *fn = un[e->op];
+    char one[16];
+    snprintf(one, sizeof one, "1.0%s", d ? "" : r->d->f32_suffix);
     switch (e->op) {
     case TU_NEG: snprintf(o, n, "(-%s)", a); break;
-    case TU_RSQRT: snprintf(o, n, "%s / %s(%s)", one, d ? r->d->unary_f64[TU_SQRT] : r->d->unary_f32[TU_SQRT], a); break;
+    case TU_RSQRT: snprintf(o, n, "%s / %s(%s)", one, un[TU_SQRT], a); break;
     case TU_RECIP: snprintf(o, n, "%s / %s", one, a); break;
     case TU_NOT: snprintf(o, n, "(%s == 0)", a); return;
     case TU_ISNAN: snprintf(o, n, "(%s != %s)", a, a); return;
-    case TU_ISINF: snprintf(o, n, "(isinf(%s) != 0)", a); return;
+    case TU_ISINF: snprintf(o, n, "(%s(%s) != 0)", fn ? fn : "?", a); return;
     default: snprintf(o, n, "%s(%s)", fn ? fn : "?", a); break;
     }
     wrap_small(r, t, o, n);
     return;
   }
   bool u = is_unsigned(ot) || ot == KILN_BOOL;
+  const char *U = vt(r, KILN_U64);
   switch (e->op) {
-  case TU_NEG: snprintf(o, n, "(%s)(0 - (uint64_t)%s)", T, a); break;
+  case TU_NEG: snprintf(o, n, "(%s)(0 - (%s)%s)", T, U, a); break;
   case TU_ABS:
     if (u) snprintf(o, n, "%s", a);
-    else snprintf(o, n, "(%s)(%s < 0 ? 0 - (uint64_t)%s : (uint64_t)%s)", T, a, a, a);
+    else snprintf(o, n, "(%s)(%s < 0 ? 0 - (%s)%s : (%s)%s)", T, a, U, a, U, a);
     break;
   case TU_SIGN:
     if (u) snprintf(o, n, "(%s)(%s != 0)", T, a);
@@ -290,15 +326,15 @@ static void unary_text(R *r, const Expr *e, const char *a, char *o, size_t n) {
     break;
   case TU_NOT:
     if (ot == KILN_BOOL) snprintf(o, n, "(%s)!%s", T, a);
-    else snprintf(o, n, "(%s)~(uint64_t)%s", T, a);
+    else snprintf(o, n, "(%s)~(%s)%s", T, U, a);
     break;
   case TU_FLOOR: case TU_CEIL: case TU_ROUND: snprintf(o, n, "%s", a); break;
   case TU_ISNAN: case TU_ISINF: snprintf(o, n, "0"); break;
   default: {  /* transcendental on ints: through double, back with Cast rules */
     char d[512], f[600];
-    snprintf(d, sizeof d, "(double)%s%s", ot == KILN_U64 ? "(uint64_t)" : "", a);
+    int_to_double(r, ot, a, d, sizeof d);
     const char *fn = r->d->unary_f64[e->op];
-    if (e->op == TU_RSQRT) snprintf(f, sizeof f, "1.0 / sqrt(%s)", d);
+    if (e->op == TU_RSQRT) snprintf(f, sizeof f, "1.0 / %s(%s)", r->d->unary_f64[TU_SQRT], d);
     else if (e->op == TU_RECIP) snprintf(f, sizeof f, "1.0 / %s", d);
     else snprintf(f, sizeof f, "%s(%s)", fn ? fn : "?", d);
     float_to_int(r, t, f, o, n);
@@ -312,14 +348,14 @@ static void unary_text(R *r, const Expr *e, const char *a, char *o, size_t n) {
  * after unrolling, so the choice costs nothing at run time. */
 static void cache_get(const R *r, int i, char *out, size_t n) {
   if (!r->ro.reg_points) { snprintf(out, n, "c%d[%s]", i, r->cidx); return; }
-  snprintf(out, n, "(%s < %d ? c%d[%s] : k_dyn[(%s - %d) * %d + %s])", r->cidx, r->ro.reg_points, i, r->cidx,
-           r->cidx, r->ro.reg_points, r->ro.threads, r->kt);
+  snprintf(out, n, "(%s < %d ? c%d[%s] : %s[(%s - %d) * %d + %s])", r->cidx, r->ro.reg_points, i, r->cidx,
+           r->d->dyn_shared_name, r->cidx, r->ro.reg_points, r->ro.threads, r->kt);
 }
 
 static void cache_put(R *r, int i, int id) {
   if (!r->ro.reg_points) { line(r, "c%d[%s] = t%d;", i, r->cidx, id); return; }
-  line(r, "if (%s < %d) c%d[%s] = t%d; else k_dyn[(%s - %d) * %d + %s] = t%d;", r->cidx, r->ro.reg_points, i, r->cidx,
-       id, r->cidx, r->ro.reg_points, r->ro.threads, r->kt, id);
+  line(r, "if (%s < %d) c%d[%s] = t%d; else %s[(%s - %d) * %d + %s] = t%d;", r->cidx, r->ro.reg_points, i, r->cidx,
+       id, r->d->dyn_shared_name, r->cidx, r->ro.reg_points, r->ro.threads, r->kt, id);
 }
 
 /* Declares t<N> = text and memoises e as it (and keeps it in its row cache, if any). */
@@ -408,22 +444,15 @@ static void value_item(R *r, const Item *it) {
 static const char *acc_type(const R *r, const Stage *S, kiln_dtype body_t) {
   switch (S->rop) {
   case RO_SUM: case RO_PROD:
-    if (dtype_is_float(body_t)) return body_t == KILN_F32 && r->d->acc_f32 ? "float" : "double";
-    return "uint64_t";
+    if (dtype_is_float(body_t)) return vt(r, body_t == KILN_F32 && r->d->acc_f32 ? KILN_F32 : KILN_F64);
+    return vt(r, KILN_U64);
   default: return vt(r, body_t);
   }
 }
 
-static void int_min_max(kiln_dtype t, bool max, char *o, size_t n) {
-  static const char *const mn[KILN_DTYPE_COUNT] = {
-    [KILN_I64] = "INT64_MIN", [KILN_I32] = "INT32_MIN", [KILN_I16] = "INT16_MIN", [KILN_I8] = "INT8_MIN",
-  };
-  static const char *const mx[KILN_DTYPE_COUNT] = {
-    [KILN_I64] = "INT64_MAX", [KILN_I32] = "INT32_MAX", [KILN_I16] = "INT16_MAX", [KILN_I8] = "INT8_MAX",
-    [KILN_U8] = "UINT8_MAX", [KILN_U16] = "UINT16_MAX", [KILN_U32] = "UINT32_MAX", [KILN_U64] = "UINT64_MAX",
-    [KILN_BOOL] = "1",
-  };
-  const char *s = max ? mx[t] : mn[t];
+/* The extreme of an integer dtype by the dialect's name for it (unsigned minimum: 0). */
+static void int_min_max(const R *r, kiln_dtype t, bool max, char *o, size_t n) {
+  const char *s = max ? r->d->int_max[t] : r->d->int_min[t];
   snprintf(o, n, "%s", s ? s : "0");
 }
 
@@ -443,12 +472,12 @@ static void acc_init(R *r, const Item *it) {
   case RO_PROD: snprintf(init, sizeof init, "1"); break;
   case RO_MAX: case RO_MIN:
     if (dtype_is_float(bt)) snprintf(init, sizeof init, "%s%s", S->rop == RO_MAX ? "-" : "", bt == KILN_F64 ? r->d->inf_f64 : r->d->inf_f32);
-    else int_min_max(bt, S->rop == RO_MIN, init, sizeof init);
+    else int_min_max(r, bt, S->rop == RO_MIN, init, sizeof init);
     break;
   default: snprintf(init, sizeof init, "0"); break;
   }
   line(r, "%s a%d = %s;", A, it->stage, init);
-  if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN) line(r, "int64_t ai%d = -1;", it->stage);
+  if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN) line(r, "%s ai%d = -1;", ix(r), it->stage);
   if (nan_flag(S, bt)) line(r, "int an%d = 0;", it->stage);  /* a NaN seen: the result is NaN */
 }
 
@@ -498,30 +527,67 @@ static void acc_final(R *r, const Item *it, const char *acc) {
 
 /* ---- loops ---- */
 
-/* int64_t v<first+i> = digit i of flat over shape[0..n-1]. */
-static void decompose(R *r, const char *flat, int first, int n, const int64_t *shape) {
+/* const v<first+i> = digit i of the flat index `flat` over shape[0..n-1], the last digit
+ * first. total 0: every digit, the leading one (i = 0) flat / stride. total > 0 (the GEMM's
+ * M, N, batch or K index): only the digits with sel[i] == want (sel NULL: all), of a flat
+ * index over those alone with `total` points; the leading one is where the strides reach
+ * total, written bare when its stride is 1. */
+static void digits(R *r, const char *flat, int first, int n, const int64_t *shape, const int *sel, int want,
+                   int64_t total) {
+  const char *I = ix(r);
   int64_t stride = 1;
   for (int i = n - 1; i >= 0; i--) {
-    if (shape[i] == 1) line(r, "const int64_t v%d = 0;", first + i);
-    else if (i == 0) line(r, "const int64_t v%d = %s / INT64_C(%lld);", first + i, flat, (long long)stride);
-    else if (stride == 1) line(r, "const int64_t v%d = %s %% INT64_C(%lld);", first + i, flat, (long long)shape[i]);
-    else line(r, "const int64_t v%d = (%s / INT64_C(%lld)) %% INT64_C(%lld);", first + i, flat, (long long)stride, (long long)shape[i]);
+    if (sel && sel[i] != want) continue;
+    bool lead = total > 0 ? stride * shape[i] == total : i == 0;
+    int v = first + i;
+    if (shape[i] == 1) line(r, "const %s v%d = 0;", I, v);
+    else if (lead && total > 0 && stride == 1) line(r, "const %s v%d = %s;", I, v, flat);
+    else if (lead) line(r, "const %s v%d = %s / %s;", I, v, flat, lit(r, stride));
+    else if (stride == 1) line(r, "const %s v%d = %s %% %s;", I, v, flat, lit(r, shape[i]));
+    else line(r, "const %s v%d = (%s / %s) %% %s;", I, v, flat, lit(r, stride), lit(r, shape[i]));
     stride *= shape[i];
   }
 }
 
-static void open_outer(R *r, int64_t n, int64_t work, bool simd) {
-  if (r->d->grid) {
-    line(r, "for (int64_t o = %s; o < INT64_C(%lld); o += %s) {", r->d->thread_index, (long long)n, r->d->thread_stride);
-  } else {
-    if (n > 1 && work >= r->d->min_parallel_work) line(r, "%s", simd ? r->d->parallel_for_simd : r->d->parallel_for);
-    else if (n > 1 && simd) line(r, "%s", r->d->simd);
-    line(r, "for (int64_t o = 0; o < INT64_C(%lld); o++) {", (long long)n);
-  }
+static void decompose(R *r, const char *flat, int first, int n, const int64_t *shape) {
+  digits(r, flat, first, n, shape, NULL, 0, 0);
+}
+
+/* "for (v = from; v < to; v++) {", its body indented: a serial loop of index type */
+static void open_for(R *r, const char *v, int64_t from, int64_t to) {
+  line(r, "for (%s %s = %lld; %s < %s; %s++) {", ix(r), v, (long long)from, v, lit(r, to), v);
   r->indent++;
 }
 
+/* The same over kernel var v<id>. */
+static void open_var_for(R *r, int id, int64_t from, int64_t to) {
+  char v[16];
+  snprintf(v, sizeof v, "v%d", id);
+  open_for(r, v, from, to);
+}
+
+static void open_outer(R *r, int64_t n, int64_t work, bool simd) {
+  if (r->d->grid) {
+    line(r, "for (%s o = %s; o < %s; o += %s) {", ix(r), r->d->thread_index, lit(r, n), r->d->thread_stride);
+    r->indent++;
+    return;
+  }
+  if (n > 1 && work >= r->d->min_parallel_work) line(r, "%s", simd ? r->d->parallel_for_simd : r->d->parallel_for);
+  else if (n > 1 && simd) line(r, "%s", r->d->simd);
+  open_for(r, "o", 0, n);
+}
+
 static void close_block(R *r) { r->indent--; line(r, "}"); }
+
+/* One reduction clause of a vector loop over accumulator <name><stage>[_<w>] (w < 0: none);
+ * the length written. */
+static size_t simd_clause(const R *r, const char *op, const char *name, int stage, int w, char *out, size_t n) {
+  char v[32];
+  if (w < 0) snprintf(v, sizeof v, "%s%d", name, stage);
+  else snprintf(v, sizeof v, "%s%d_%d", name, stage, w);
+  int len = snprintf(out, n, r->d->simd_reduce, op, v);
+  return len > 0 ? (size_t)len : 0;
+}
 
 static void inner_loop(R *r, int step) {
   const Kernel *k = r->k;
@@ -533,17 +599,16 @@ static void inner_loop(R *r, int step) {
     if (it->step != step || it->kind != IT_ACC) continue;
     acc_init(r, it);
     const Stage *S = &r->p->te->stages[it->stage];
-    static const char *const red[] = { [RO_SUM] = "+", [RO_PROD] = "*", [RO_MAX] = "max", [RO_MIN] = "min" };
-    if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN || used > sizeof clauses - 64) { simd = false; continue; }
-    used += (size_t)snprintf(clauses + used, sizeof clauses - used, " reduction(%s:a%d)", red[S->rop], it->stage);
-    if (nan_flag(S, it->body->dtype)) used += (size_t)snprintf(clauses + used, sizeof clauses - used, " reduction(|:an%d)", it->stage);
+    const char *op = r->d->simd_reduce_op[S->rop];
+    if (!op || used > sizeof clauses - 64) { simd = false; continue; }
+    used += simd_clause(r, op, "a", it->stage, -1, clauses + used, sizeof clauses - used);
+    if (nan_flag(S, it->body->dtype)) used += simd_clause(r, r->d->simd_reduce_or, "an", it->stage, -1, clauses + used, sizeof clauses - used);
   }
   /* every inner loop vectorises: its points are independent (stores hit distinct elements,
    * reads come from memory or from earlier steps); the pragma also restores what OpenMP's
    * outlining hides from the compiler (restrict) */
   if (!r->d->grid && !r->in_simd && simd && r->d->simd_sum && r->d->simd_sum[0]) line(r, r->d->simd_sum, clauses);
-  line(r, "for (int64_t r = 0; r < INT64_C(%lld); r++) {", (long long)k->inner_numel);
-  r->indent++;
+  open_for(r, "r", 0, k->inner_numel);
   push(r);
   decompose(r, "r", k->rank, k->n_red, k->red_shape);
   for (int i = 0; i < k->n_items; i++) {
@@ -596,8 +661,7 @@ static void render_rowsmall(R *r) {
   push(r);
   decompose(r, "o", 0, k->rank - 1, k->shape);
   line(r, "%s", r->d->simd);
-  line(r, "for (int64_t v%d = 0; v%d < INT64_C(%lld); v%d++) {", k->rank - 1, k->rank - 1, (long long)J, k->rank - 1);
-  r->indent++;
+  open_var_for(r, k->rank - 1, 0, J);
   push(r);
   r->in_simd = true;
   for (int step = 0; step < k->n_steps; step++) {
@@ -624,8 +688,7 @@ static void render_pointwise(R *r) {
   push(r);
   decompose(r, "o", 0, k->rank - 1, k->shape);
   line(r, "%s", r->d->simd);
-  line(r, "for (int64_t v%d = 0; v%d < INT64_C(%lld); v%d++) {", k->rank - 1, k->rank - 1, (long long)last, k->rank - 1);
-  r->indent++;
+  open_var_for(r, k->rank - 1, 0, last);
   push(r);
   for (int i = 0; i < k->n_items; i++) value_item(r, &k->items[i]);
   pop(r);
@@ -636,18 +699,11 @@ static void render_pointwise(R *r) {
 
 /* Does e depend on var v? (memoised on the DAG) */
 static bool depends(const Expr *e, int v, Memo **seen, int *n, int *cap) {
-  for (int i = 0; i < *n; i++)
-    if ((*seen)[i].e == e) return (*seen)[i].id;
+  int known;
+  if (seen_find(*seen, *n, e, &known)) return known;
   bool dep = e->kind == EX_VAR && e->var == v;
   for (int i = 0; i < e->n_args && !dep; i++) dep = depends(e->args[i], v, seen, n, cap);
-  if (*n == *cap) {
-    int nc = *cap ? 2 * *cap : 64;
-    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
-    if (!m) return true;  /* conservative: not hoisted */
-    *seen = m;
-    *cap = nc;
-  }
-  (*seen)[(*n)++] = (Memo){ e, dep };
+  if (!seen_add(seen, n, cap, e, dep)) return true;  /* conservative: not hoisted */
   return dep;
 }
 
@@ -802,36 +858,60 @@ static int row_block(R *r, int64_t prefix) {
 }
 
 /* e with prefix vars renamed to row copy w (w < 0: kept) and inner vars to step u's. */
-static Expr *renamed(R *r, Expr *e, int w, int u) {
+/* e with each kernel var v replaced by var var[v] (a copy's), simplified under the current
+ * ranges (e itself, and the status set, when out of memory). */
+static Expr *with_vars(R *r, Expr *e, const int *var) {
   TE *te = r->p->te;
   const Kernel *k = r->k;
-  if (!e || (w < 0 && u == 0)) return e;
+  if (!e) return e;
   Expr *map[2 * KILN_MAX_RANK];
-  for (int i = 0; i < k->rank; i++)
-    map[i] = te_var(te, w < 0 || i >= k->rank - 1 ? i : r->bdim < 0 ? row_first(k, w) + i : i == r->bdim ? brow_var(k, w) : i);
-  for (int i = 0; i < k->n_red; i++) map[k->rank + i] = te_var(te, inner_first(k, u) + i);
+  for (int i = 0; i < k->rank + k->n_red; i++) map[i] = te_var(te, var[i]);
   Expr *x = te_substitute(te, e, map, k->rank + k->n_red);
   if (x) x = te_simplify(te, x, r->lo, r->hi, r->nv);
   if (!x) r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
   return x ? x : e;
 }
 
-static void rowacc_epilogue(R *r, int rows, int64_t J) {
+/* The kernel's items at one copy's vars (var NULL: its own), in order: each accumulator's
+ * result read from `acc` (a format; %d gets the item's stage), the other items of step
+ * `step` (step < 0: all) computed. Epilogues of the tiled shapes, over one output each. */
+static void items_at(R *r, int step, const int *var, const char *acc) {
+  for (int i = 0; i < r->k->n_items; i++) {
+    Item it = r->k->items[i];
+    if (it.kind != IT_ACC && step >= 0 && it.step != step) continue;
+    if (var) it.body = with_vars(r, it.body, var), it.offset = with_vars(r, it.offset, var);
+    char a[64];
+    snprintf(a, sizeof a, acc, it.stage);
+    if (it.kind == IT_ACC) acc_final(r, &it, a);
+    else value_item(r, &it);
+  }
+}
+
+/* Vars of row copy w (prefix vars; w < 0: kept) and unrolled step u (inner vars). */
+static void row_copy_vars(const R *r, int w, int u, int *var) {
   const Kernel *k = r->k;
-  int jv = k->rank - 1;
+  for (int i = 0; i < k->rank; i++)
+    var[i] = w < 0 || i >= k->rank - 1 ? i : r->bdim < 0 ? row_first(k, w) + i : i == r->bdim ? brow_var(k, w) : i;
+  for (int i = 0; i < k->n_red; i++) var[k->rank + i] = inner_first(k, u) + i;
+}
+
+static Expr *renamed(R *r, Expr *e, int w, int u) {
+  if (!e || (w < 0 && u == 0)) return e;
+  int var[2 * KILN_MAX_RANK];
+  row_copy_vars(r, w, u, var);
+  return with_vars(r, e, var);
+}
+
+static void rowacc_epilogue(R *r, int rows, int64_t J) {
+  int jv = r->k->rank - 1;
   for (int w = 0; w < rows; w++) {
-    line(r, "for (int64_t v%d = 0; v%d < INT64_C(%lld); v%d++) {", jv, jv, (long long)J, jv);
-    r->indent++;
+    open_var_for(r, jv, 0, J);
     push(r);
-    for (int i = 0; i < k->n_items; i++) {
-      Item it = k->items[i];
-      it.body = renamed(r, it.body, rows > 1 ? w : -1, 0);
-      it.offset = renamed(r, it.offset, rows > 1 ? w : -1, 0);
-      char acc[48];
-      snprintf(acc, sizeof acc, "a%d_%d[v%d]", it.stage, w, jv);
-      if (it.kind == IT_ACC) acc_final(r, &it, acc);
-      else value_item(r, &it);
-    }
+    int var[2 * KILN_MAX_RANK];
+    row_copy_vars(r, w, 0, var);
+    char acc[48];
+    snprintf(acc, sizeof acc, "a%%d_%d[v%d]", w, jv);
+    items_at(r, -1, rows > 1 ? var : NULL, acc);
     pop(r);
     close_block(r);
   }
@@ -848,15 +928,9 @@ static Expr *resimplified(R *r, Expr *e, int w, int u) {
 /* Guards along the row in e: selects on a j-dependent condition and integer compares and
  * clamps of j-dependent indices (the padding of a convolution). */
 static int row_guards(R *r, const Expr *e, Memo **seen, int *n, int *cap, Memo **dseen, int *dn, int *dcap) {
-  for (int i = 0; i < *n; i++)
-    if ((*seen)[i].e == e) return 0;
-  if (*n == *cap) {
-    int nc = *cap ? 2 * *cap : 64;
-    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
-    if (!m) return 1;  /* conservative: no split */
-    *seen = m, *cap = nc;
-  }
-  (*seen)[(*n)++] = (Memo){ e, 0 };
+  int known;
+  if (seen_find(*seen, *n, e, &known)) return 0;
+  if (!seen_add(seen, n, cap, e, 0)) return 1;  /* conservative: no split */
   int jv = r->k->rank - 1, g = 0;
   if (e->kind == EX_SELECT && depends(e->args[0], jv, dseen, dn, dcap)) g = 1;
   if (e->kind == EX_BINARY && e->n_args == 2 && !dtype_is_float(e->args[0]->dtype) &&
@@ -902,8 +976,7 @@ static void rowacc_loop(R *r, const Expr *(*body)[4][8], int64_t from, int64_t t
   const Kernel *k = r->k;
   int jv = k->rank - 1;
   line(r, "%s", r->d->simd);
-  line(r, "for (int64_t v%d = %lld; v%d < INT64_C(%lld); v%d++) {", jv, (long long)from, jv, (long long)to, jv);
-  r->indent++;
+  open_var_for(r, jv, from, to);
   push(r);
   for (int i = 0, n = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
@@ -926,7 +999,7 @@ static void render_rowacc(R *r) {
   int jv = k->rank - 1;
   int64_t J = k->shape[jv], prefix = k->outer_numel / J;
   int unroll = rowacc_unroll(r), rows = row_block(r, prefix);
-  const char *sacc = sums_f32(k) ? "float" : "double";
+  const char *sacc = vt(r, sums_f32(k) ? KILN_F32 : KILN_F64);
   r->nv = brow_var(k, 16);
   open_outer(r, prefix / rows, k->outer_numel * k->inner_numel, false);
   push(r);
@@ -935,13 +1008,13 @@ static void render_rowacc(R *r) {
     memcpy(sh, k->shape, sizeof sh);
     sh[r->bdim] /= rows;
     decompose(r, "o", 0, k->rank - 1, sh);
-    for (int w = 0; w < rows; w++) line(r, "const int64_t v%d = v%d * %d + %d;", brow_var(k, w), r->bdim, rows, w);
+    for (int w = 0; w < rows; w++) line(r, "const %s v%d = v%d * %d + %d;", ix(r), brow_var(k, w), r->bdim, rows, w);
   }
   if (rows == 1) decompose(r, "o", 0, k->rank - 1, k->shape);
   for (int w = 0; w < rows && rows > 1 && r->bdim < 0; w++) {
     char flat[16];
     snprintf(flat, sizeof flat, "p%d", w);
-    line(r, "const int64_t p%d = o * %d + %d;", w, rows, w);
+    line(r, "const %s p%d = o * %d + %d;", ix(r), w, rows, w);
     decompose(r, flat, row_first(k, w), k->rank - 1, k->shape);
   }
   int nacc = 0;
@@ -951,10 +1024,10 @@ static void render_rowacc(R *r) {
     nacc++;
     for (int w = 0; w < rows; w++) {  /* products in f32, sums in f32 or (as ref) f64 */
       line(r, "%s a%d_%d[%lld];", sacc, it->stage, w, (long long)J);
-      line(r, "for (int64_t j = 0; j < %lld; j++) a%d_%d[j] = 0;", (long long)J, it->stage, w);
+      line(r, "for (%s j = 0; j < %lld; j++) a%d_%d[j] = 0;", ix(r), (long long)J, it->stage, w);
     }
   }
-  line(r, "for (int64_t r = 0; r < INT64_C(%lld); r += %d) {", (long long)k->inner_numel, unroll);
+  line(r, "for (%s r = 0; r < %s; r += %d) {", ix(r), lit(r, k->inner_numel), unroll);
   r->indent++;
   push(r);
   const Expr *body[2][16][4][8];  /* [border, interior][row][unrolled step][acc item] */
@@ -963,7 +1036,7 @@ static void render_rowacc(R *r) {
   for (int u = 0; u < unroll; u++) {
     char flat[16];
     snprintf(flat, sizeof flat, "q%d", u);
-    line(r, "const int64_t q%d = r + %d;", u, u);
+    line(r, "const %s q%d = r + %d;", ix(r), u, u);
     decompose(r, flat, inner_first(k, u), k->n_red, k->red_shape);
   }
   int m = interior_margin(r, rows, unroll);
@@ -1056,32 +1129,24 @@ static int dot_row_dim(R *r) {
 }
 
 /* e with the last outer var renamed to copy wj and (wi >= 0) the tile's row dim to copy wi. */
-static Expr *j_renamed(R *r, Expr *e, int wi, int wj) {
-  TE *te = r->p->te;
+static void dot_copy_vars(const R *r, int wi, int wj, int *var) {
   const Kernel *k = r->k;
-  if (!e) return e;
-  Expr *map[2 * KILN_MAX_RANK];
   for (int i = 0; i < k->rank + k->n_red; i++)
-    map[i] = te_var(te, i == k->rank - 1 ? jcopy(k, wj) : wi >= 0 && i == r->bdim ? icopy(k, wi) : i);
-  Expr *x = te_substitute(te, e, map, k->rank + k->n_red);
-  if (x) x = te_simplify(te, x, r->lo, r->hi, r->nv);
-  if (!x) r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
-  return x ? x : e;
+    var[i] = i == k->rank - 1 ? jcopy(k, wj) : wi >= 0 && i == r->bdim ? icopy(k, wi) : i;
+}
+
+static Expr *j_renamed(R *r, Expr *e, int wi, int wj) {
+  int var[2 * KILN_MAX_RANK];
+  dot_copy_vars(r, wi, wj, var);
+  return with_vars(r, e, var);
 }
 
 /* A divisor C of the reduction index inside the bodies (r / C, r % C: a read through a
  * reshape of heads, [.., h, d] -> [.., h * d]) that divides the reduction: the loop is then
  * split into r = q * C + s, s innermost, so the vector loop has no division. 0: none. */
 static int64_t red_divisor(R *r, const Expr *e, Memo **seen, int *n, int *cap, Memo **dseen, int *dn, int *dcap) {
-  for (int i = 0; i < *n; i++)
-    if ((*seen)[i].e == e) return 0;
-  if (*n == *cap) {
-    int nc = *cap ? 2 * *cap : 64;
-    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
-    if (!m) return 0;
-    *seen = m, *cap = nc;
-  }
-  (*seen)[(*n)++] = (Memo){ e, 0 };
+  int known;
+  if (seen_find(*seen, *n, e, &known) || !seen_add(seen, n, cap, e, 0)) return 0;
   const Kernel *k = r->k;
   if (e->kind == EX_BINARY && (e->op == TB_FLOORDIV || e->op == TB_MOD || e->op == TB_DIV) &&
       e->args[1]->kind == EX_CONST && !dtype_is_float(e->dtype) && e->args[1]->c.i > 1 &&
@@ -1133,13 +1198,13 @@ static void render_dot(R *r) {
     for (int i = 0; i < k->rank + k->n_red; i++) rmap[i] = te_var(te, i);
     rmap[k->rank] = te_binary(te, TB_ADD, te_binary(te, TB_MUL, te_var(te, qv), te_const_i(te, KILN_I64, C)), te_var(te, sv));
   }
-  const char *sacc = sums_f32(k) ? "float" : "double";
+  const char *sacc = vt(r, sums_f32(k) ? KILN_F32 : KILN_F64);
   open_outer(r, k->outer_numel / 4 / RI, k->outer_numel * k->inner_numel, false);
   push(r);
-  line(r, "const int64_t jb = o %% INT64_C(%lld), pf = o / INT64_C(%lld);", (long long)(J / 4), (long long)(J / 4));
+  line(r, "const %s jb = o %% %s, pf = o / %s;", ix(r), lit(r, J / 4), lit(r, J / 4));
   decompose(r, "pf", 0, k->rank - 1, sh);
-  for (int w = 0; w < 4; w++) line(r, "const int64_t v%d = jb * 4 + %d;", jcopy(k, w), w);
-  for (int w = 0; w < RI && RI > 1; w++) line(r, "const int64_t v%d = v%d * %d + %d;", icopy(k, w), r->bdim, RI, w);
+  for (int w = 0; w < 4; w++) line(r, "const %s v%d = jb * 4 + %d;", ix(r), jcopy(k, w), w);
+  for (int w = 0; w < RI && RI > 1; w++) line(r, "const %s v%d = v%d * %d + %d;", ix(r), icopy(k, w), r->bdim, RI, w);
   char clauses[1024] = "";
   size_t used = 0;
   for (int i = 0; i < k->n_items; i++) {
@@ -1147,20 +1212,18 @@ static void render_dot(R *r) {
     if (it->kind != IT_ACC) continue;
     for (int w = 0; w < 4 * RI && used < sizeof clauses - 64; w++) {
       line(r, "%s a%d_%d = 0;", sacc, it->stage, w);
-      used += (size_t)snprintf(clauses + used, sizeof clauses - used, " reduction(+:a%d_%d)", it->stage, w);
+      used += simd_clause(r, r->d->simd_reduce_op[RO_SUM], "a", it->stage, w, clauses + used, sizeof clauses - used);
     }
   }
   if (C) {
-    line(r, "for (int64_t rq = 0; rq < INT64_C(%lld); rq++) {", (long long)(k->inner_numel / C));
-    r->indent++;
+    open_for(r, "rq", 0, k->inner_numel / C);
     push(r);
-    line(r, "const int64_t v%d = rq;", qv);
+    line(r, "const %s v%d = rq;", ix(r), qv);
   }
   line(r, r->d->simd_sum, clauses);
-  line(r, "for (int64_t r = 0; r < INT64_C(%lld); r++) {", (long long)(C ? C : k->inner_numel));
-  r->indent++;
+  open_for(r, "r", 0, C ? C : k->inner_numel);
   push(r);
-  if (C) line(r, "const int64_t v%d = r;", sv);
+  if (C) line(r, "const %s v%d = r;", ix(r), sv);
   else decompose(r, "r", k->rank, k->n_red, k->red_shape);
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
@@ -1186,15 +1249,11 @@ static void render_dot(R *r) {
     line(r, "{");
     r->indent++;
     push(r);
-    for (int i = 0; i < k->n_items; i++) {
-      Item it = k->items[i];
-      it.body = j_renamed(r, it.body, RI > 1 ? w / 4 : -1, w % 4);
-      it.offset = j_renamed(r, it.offset, RI > 1 ? w / 4 : -1, w % 4);
-      char acc[32];
-      snprintf(acc, sizeof acc, "a%d_%d", it.stage, w);
-      if (it.kind == IT_ACC) acc_final(r, &it, acc);
-      else value_item(r, &it);
-    }
+    int var[2 * KILN_MAX_RANK];
+    dot_copy_vars(r, RI > 1 ? w / 4 : -1, w % 4, var);
+    char acc[32];
+    snprintf(acc, sizeof acc, "a%%d_%d", w);
+    items_at(r, -1, var, acc);
     pop(r);
     close_block(r);
   }
@@ -1297,25 +1356,27 @@ CgGpuShape cg_kernel_shape(const Plan *p, const Kernel *k, const Dialect *d, con
 
 static void block_combine(R *r, const Item *it) {
   const Stage *S = &r->p->te->stages[it->stage];
-  static const char *const fn[] = { [RO_SUM] = "k_add()", [RO_PROD] = "k_mul()", [RO_MAX] = "k_max()", [RO_MIN] = "k_min()" };
+  const Dialect *d = r->d;
   int s = it->stage;
-  const char *w = r->ro.rows > 1 ? "warp" : "block";  /* a warp per row: shuffles only */
+  bool warp = r->ro.rows > 1;  /* a warp per row: shuffles only */
   if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN)
-    line(r, "ai%d = k_%s_arg(a%d, ai%d, %d, %d);", s, w, s, s, S->rop == RO_ARGMAX, S->select_last != 0);
-  else line(r, "a%d = k_%s(a%d, %s);", s, w, s, fn[S->rop]);
+    line(r, "ai%d = %s(a%d, ai%d, %d, %d);", s, warp ? d->warp_reduce_arg : d->block_reduce_arg, s, s,
+         S->rop == RO_ARGMAX, S->select_last != 0);
+  else line(r, "a%d = %s(a%d, %s);", s, warp ? d->warp_reduce : d->block_reduce, s, d->reduce_op[S->rop]);
 }
 
 /* Memory loads in e (not of this kernel's stages), each once; seen is a DAG walk's list. */
+/* Is e new to this DAG walk (then it is marked seen)? Out of memory: no, and the status says so. */
+static bool first_visit(R *r, const Expr *e, Memo **seen, int *n, int *cap) {
+  int known;
+  if (seen_find(*seen, *n, e, &known)) return false;
+  if (seen_add(seen, n, cap, e, 0)) return true;
+  r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
+  return false;
+}
+
 static void collect_loads(R *r, const Expr *e, Memo **seen, int *n, int *cap, const Expr **out, int *n_out, int max) {
-  for (int i = 0; i < *n; i++)
-    if ((*seen)[i].e == e) return;
-  if (*n == *cap) {
-    int nc = *cap ? 2 * *cap : 64;
-    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
-    if (!m) { r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory"); return; }
-    *seen = m, *cap = nc;
-  }
-  (*seen)[(*n)++] = (Memo){ e, 0 };
+  if (!first_visit(r, e, seen, n, cap)) return;
   if (e->kind == EX_LOAD) {
     if (r->p->kernel_of[e->src] != r->k->id && !plan_is_baked(r->p->te, e->src) && *n_out < max) out[(*n_out)++] = e;
     return;
@@ -1431,10 +1492,44 @@ static void vec_step(R *r, int step, VecStep *v) {
   }
 }
 
+/* ---- 16-byte vectors: four f32 points a thread (vec4 pointwise and vec block rows) ---- */
+
+/* "<decl>w<i> = <vector i of parameter param>;" */
+static void vec_load(R *r, const char *decl, int i, int param, const char *index) {
+  char ld[128];
+  snprintf(ld, sizeof ld, r->d->vec4_load, param, index);
+  line(r, "%sw%d = %s;", decl, i, ld);
+}
+
+/* Vector y<i> into vector `index` of parameter param. */
+static void vec_store(R *r, int i, int param, const char *index) {
+  char y[16], st[160];
+  snprintf(y, sizeof y, "y%d", i);
+  snprintf(st, sizeof st, r->d->vec4_store, param, index, y);
+  line(r, "%s", st);
+}
+
+/* Lane `lane` of vector w<i> as the value of load e at this point (a memoised local t<N>);
+ * returns N. */
+static int vec_lane_value(R *r, int i, int lane, const Expr *e) {
+  int id = r->tmp++;
+  line(r, "const %s t%d = w%d%s;", vt(r, KILN_F32), id, i, r->d->vec4_lane[lane]);
+  memo_add(r, e, id);
+  return id;
+}
+
+/* Item i's value at this point into lane `lane` of vector y<i>, stored whole after the lanes. */
+static void vec_lane_item(R *r, int i, int lane) {
+  const Item *it = &r->k->items[i];
+  char v[256];
+  emit(r, it->body, v, sizeof v);
+  line(r, "const %s s%d = %s;", vt(r, KILN_F32), it->stage, v);
+  line(r, "y%d%s = s%d;", i, r->d->vec4_lane[lane], it->stage);
+}
+
 /* The items of inner loop `step` at one point (r and the kernel vars already declared);
  * vector lane `lane` (-1: none) takes its vec loads from w<i> and puts vec stores in y<i>. */
 static void block_point(R *r, int step, int per, const VecStep *v, int lane) {
-  static const char lc[4] = { 'x', 'y', 'z', 'w' };
   const Kernel *k = r->k;
   for (int i = 0; per && i < r->n_cached; i++) {
     if (r->cap_step[i] >= step) continue;
@@ -1445,9 +1540,7 @@ static void block_point(R *r, int step, int per, const VecStep *v, int lane) {
     memo_add(r, r->cached[i], id);
   }
   for (int i = 0; lane >= 0 && i < v->n_ld; i++) {
-    int id = r->tmp++;
-    line(r, "const float t%d = w%d.%c;", id, i, lc[lane]);
-    memo_add(r, v->ld[i], id);
+    int id = vec_lane_value(r, i, lane, v->ld[i]);
     for (int c = 0; c < r->n_cached; c++)
       if (r->cached[c] == v->ld[i] && r->cap_step[c] == step) cache_put(r, c, id);
   }
@@ -1458,11 +1551,8 @@ static void block_point(R *r, int step, int per, const VecStep *v, int lane) {
     if (it->kind == IT_ACC) {
       emit(r, it->body, val, sizeof val);
       acc_update(r, it, val);
-    } else if (lane >= 0 && i < 64 && v->st[i]) {
-      emit(r, it->body, val, sizeof val);
-      line(r, "const float s%d = %s;", it->stage, val);
-      line(r, "y%d.%c = s%d;", i, lc[lane], it->stage);
-    } else value_item(r, it);
+    } else if (lane >= 0 && i < 64 && v->st[i]) vec_lane_item(r, i, lane);
+    else value_item(r, it);
   }
 }
 
@@ -1482,22 +1572,17 @@ static void block_inner_loop(R *r, int step, int per) {
   const char *guard = r->guard;
   r->guard = NULL;  /* each thread stores its own inner points */
   snprintf(r->cidx, sizeof r->cidx, "j");
+  const char *I = ix(r);
   if (per) {
-    line(r, "#pragma unroll");
+    line(r, "%s", r->d->unroll);
     line(r, "for (int j = 0; j < %d; j++) {", vec ? per / 4 : per);
     r->indent++;
-    if (vec) {
-      line(r, "const int64_t q = %s + (int64_t)j * %d;", r->kt, T);
-      if (guarded) line(r, "if (q < INT64_C(%lld)) {", (long long)(k->inner_numel / 4));
-      else line(r, "{");
-    } else {
-      line(r, "const int64_t r = %s + (int64_t)j * %d;", r->kt, T);
-      if (guarded) line(r, "if (r < INT64_C(%lld)) {", (long long)k->inner_numel);
-      else line(r, "{");  /* the row is a whole number of blocks: no bound check between the loads */
-    }
+    const char *p = vec ? "q" : "r";  /* vector q, or point r, of this thread's j-th step */
+    line(r, "const %s %s = %s + (%s)j * %d;", I, p, r->kt, I, T);
+    if (guarded) line(r, "if (%s < %s) {", p, lit(r, vec ? k->inner_numel / 4 : k->inner_numel));
+    else line(r, "{");  /* the row is a whole number of blocks: no bound check between the loads */
   } else {
-    line(r, "for (int64_t r = %s; r < INT64_C(%lld); r += %s) {", r->kt, (long long)k->inner_numel,
-         r->ro.rows > 1 ? "32" : "blockDim.x");
+    line(r, "for (%s r = %s; r < %s; r += %s) {", I, r->kt, lit(r, k->inner_numel), r->ro.rows > 1 ? "32" : r->d->block_size);
   }
   r->indent++;
   r->step = per ? step : -1;
@@ -1508,15 +1593,15 @@ static void block_inner_loop(R *r, int step, int per) {
     pop(r);
   } else {
     bool any_st = false;
-    for (int i = 0; i < v.n_ld; i++) line(r, "float4 w%d;", i);
+    for (int i = 0; i < v.n_ld; i++) line(r, "%s w%d;", r->d->vec4_type, i);
     for (int i = 0; i < k->n_items && i < 64; i++)
-      if (v.st[i]) line(r, "float4 y%d;", i), any_st = true;
+      if (v.st[i]) line(r, "%s y%d;", r->d->vec4_type, i), any_st = true;
     if (v.n_ld || any_st) {
-      line(r, "int64_t vq;  /* the row's flat index of point 4q */");
+      line(r, "%s vq;  /* the row's flat index of point 4q */", I);
       line(r, "{");
       r->indent++;
       push(r);
-      line(r, "const int64_t r = 4 * q;");
+      line(r, "const %s r = 4 * q;", I);
       decompose(r, "r", k->rank, k->n_red, k->red_shape);
       char t[256];
       emit(r, v.rowf, t, sizeof t);
@@ -1524,13 +1609,12 @@ static void block_inner_loop(R *r, int step, int per) {
       pop(r);
       close_block(r);
     }
-    for (int i = 0; i < v.n_ld; i++)
-      line(r, "w%d = ((const float4 *)b%d)[%s];", i, r->param_of[v.ld[i]->src], v.kind[i] ? "q" : "vq >> 2");
+    for (int i = 0; i < v.n_ld; i++) vec_load(r, "", i, r->param_of[v.ld[i]->src], v.kind[i] ? "q" : "vq >> 2");
     for (int l = 0; l < 4; l++) {
       line(r, "{");
       r->indent++;
       push(r);
-      line(r, "const int64_t r = 4 * q + %d;", l);
+      line(r, "const %s r = 4 * q + %d;", I, l);
       snprintf(r->cidx, sizeof r->cidx, "4 * j + %d", l);
       decompose(r, "r", k->rank, k->n_red, k->red_shape);
       block_point(r, step, per, &v, l);
@@ -1538,7 +1622,7 @@ static void block_inner_loop(R *r, int step, int per) {
       close_block(r);
     }
     for (int i = 0; i < k->n_items && i < 64; i++)
-      if (v.st[i]) line(r, "((float4 *)b%d)[vq >> 2] = y%d;", r->param_of[k->items[i].stage], i);
+      if (v.st[i]) vec_store(r, i, r->param_of[k->items[i].stage], "vq >> 2");
   }
   r->guard = guard;
   r->step = -1;
@@ -1559,18 +1643,21 @@ static void block_inner_loop(R *r, int step, int per) {
  * waits on the block). */
 static void render_block_rows(R *r) {
   const Kernel *k = r->k;
+  const Dialect *d = r->d;
+  const char *I = ix(r);
   r->ro = cg_gpu_rows(k, r->o->row_variant);
   if (r->ro.rows > 1) {
-    line(r, "const int kt = threadIdx.x & 31;");
-    line(r, "for (int64_t o = (int64_t)blockIdx.x * %d + (threadIdx.x >> 5); o < INT64_C(%lld); o += (int64_t)gridDim.x * %d) {",
-         r->ro.rows, (long long)k->outer_numel, r->ro.rows);
+    line(r, "const int kt = %s & 31;", d->thread_id);
+    line(r, "for (%s o = (%s)%s * %d + (%s >> 5); o < %s; o += (%s)%s * %d) {", I, I, d->block_id, r->ro.rows, d->thread_id,
+         lit(r, k->outer_numel), I, d->grid_size, r->ro.rows);
     r->kt = "kt";
     r->guard = "kt == 0";
   } else {
-    if (r->ro.smem) line(r, "%s", r->d->dyn_shared);
-    line(r, "for (int64_t o = blockIdx.x; o < INT64_C(%lld); o += gridDim.x) {", (long long)k->outer_numel);
-    r->kt = "threadIdx.x";
-    r->guard = "threadIdx.x == 0";
+    if (r->ro.smem) line(r, "%s", d->dyn_shared);
+    line(r, "for (%s o = %s; o < %s; o += %s) {", I, d->block_id, lit(r, k->outer_numel), d->grid_size);
+    r->kt = d->thread_id;
+    snprintf(r->guard0, sizeof r->guard0, "%s == 0", d->thread_id);
+    r->guard = r->guard0;
   }
   r->indent++;
   push(r);
@@ -1601,15 +1688,7 @@ static Expr *flat_index(R *r) {
 
 /* Loads of f32 memory stages at the flat index, each once (a DAG walk with a seen list). */
 static void flat_loads(R *r, const Expr *e, const Expr *flat, Memo **seen, int *n, int *cap, const Expr **out, int *n_out) {
-  for (int i = 0; i < *n; i++)
-    if ((*seen)[i].e == e) return;
-  if (*n == *cap) {
-    int nc = *cap ? 2 * *cap : 64;
-    Memo *m = kiln_realloc(*seen, (size_t)nc * sizeof *m);
-    if (!m) { r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory"); return; }
-    *seen = m, *cap = nc;
-  }
-  (*seen)[(*n)++] = (Memo){ e, 0 };
+  if (!first_visit(r, e, seen, n, cap)) return;
   if (e->kind == EX_LOAD) {
     const Stage *S = &r->p->te->stages[e->src];
     if (S->dtype == KILN_F32 && S->numel == r->k->outer_numel && r->p->kernel_of[e->src] != r->k->id && *n_out < 64 &&
@@ -1622,7 +1701,6 @@ static void flat_loads(R *r, const Expr *e, const Expr *flat, Memo **seen, int *
 
 static void render_vec4(R *r) {
   const Kernel *k = r->k;
-  static const char lane[4] = { 'x', 'y', 'z', 'w' };
   Expr *flat = flat_index(r);
   const Expr *loads[64];
   int n_loads = 0, ns = 0, cs = 0;
@@ -1632,61 +1710,52 @@ static void render_vec4(R *r) {
   bool vstore[64] = { false };
   for (int i = 0; i < k->n_items && i < 64 && flat; i++)
     vstore[i] = k->items[i].store && te_simplify(r->p->te, k->items[i].offset, r->lo, r->hi, r->nv) == flat;
-  line(r, "for (int64_t q = %s; q < INT64_C(%lld); q += %s) {", r->d->thread_index, (long long)(k->outer_numel / 4),
-       r->d->thread_stride);
+  const char *I = ix(r);
+  line(r, "for (%s q = %s; q < %s; q += %s) {", I, r->d->thread_index, lit(r, k->outer_numel / 4), r->d->thread_stride);
   r->indent++;
-  for (int i = 0; i < n_loads; i++)
-    line(r, "const %s w%d = ((const %s *)b%d)[q];", r->d->vec4_type, i, r->d->vec4_type, r->param_of[loads[i]->src]);
+  char decl[64];
+  snprintf(decl, sizeof decl, "const %s ", r->d->vec4_type);
+  for (int i = 0; i < n_loads; i++) vec_load(r, decl, i, r->param_of[loads[i]->src], "q");
   for (int i = 0; i < k->n_items && i < 64; i++)
     if (vstore[i]) line(r, "%s y%d;", r->d->vec4_type, i);
   for (int j = 0; j < 4; j++) {
     line(r, "{");
     r->indent++;
     push(r);
-    line(r, "const int64_t o = 4 * q + %d;", j);
+    line(r, "const %s o = 4 * q + %d;", I, j);
     decompose(r, "o", 0, k->rank, k->shape);
-    for (int i = 0; i < n_loads; i++) {
-      int id = r->tmp++;
-      line(r, "const float t%d = w%d.%c;", id, i, lane[j]);
-      memo_add(r, loads[i], id);
-    }
+    for (int i = 0; i < n_loads; i++) vec_lane_value(r, i, j, loads[i]);
     for (int i = 0; i < k->n_items; i++) {
-      const Item *it = &k->items[i];
-      if (i >= 64 || !vstore[i]) { value_item(r, it); continue; }
-      char v[256];
-      emit(r, it->body, v, sizeof v);
-      line(r, "const float s%d = %s;", it->stage, v);
-      line(r, "y%d.%c = s%d;", i, lane[j], it->stage);
+      if (i < 64 && vstore[i]) vec_lane_item(r, i, j);
+      else value_item(r, &k->items[i]);
     }
     pop(r);
     close_block(r);
   }
   for (int i = 0; i < k->n_items && i < 64; i++)
-    if (vstore[i]) line(r, "((%s *)b%d)[q] = y%d;", r->d->vec4_type, r->param_of[k->items[i].stage], i);
+    if (vstore[i]) vec_store(r, i, r->param_of[k->items[i].stage], "q");
   close_block(r);
 }
 
-/* What gemm_cuda.c borrows from the renderer to render the tiled contraction shape. */
+/* What gemm.c borrows from the renderer to render the tiled contraction shape. */
 static void hk_put(void *r, const char *s) { line(r, "%s", s); }
 static void hk_indent(void *r, int d) { ((R *)r)->indent += d; }
+static const char *hk_lit(void *r, int64_t v) { return lit(r, v); }
+static void hk_digits(void *r, const char *flat, int first, int n, const int64_t *shape, const int *sel, int want,
+                      int64_t total) {
+  digits(r, flat, first, n, shape, sel, want, total);
+}
 static void hk_emit(void *r, const Expr *e, char *o, size_t n) { emit(r, e, o, n); }
 static void hk_push(void *r) { push(r); }
 static void hk_pop(void *r) { pop(r); }
-static void hk_items(void *rv, int step, const char *acc) {
-  R *r = rv;
-  for (int i = 0; i < r->k->n_items; i++) {
-    const Item *it = &r->k->items[i];
-    if (it->kind == IT_ACC) acc_final(r, it, acc);
-    else if (it->step == step) value_item(r, it);
-  }
-}
+static void hk_items(void *r, int step, const char *acc) { items_at(r, step, NULL, acc); }
 
 static void render_gemm(R *r) {
   CgGemm g;
   bool ok = cg_gemm_match_opt(r->p, r->k, r->o, &g);  /* cg_gpu_shape said so */
   KILN_ASSERT(ok);
   if (!ok) return;
-  CgEmit em = { r, hk_put, hk_indent, hk_emit, hk_push, hk_pop, hk_items };
+  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_push, hk_pop, hk_items };
   cg_render_gemm(r->p, r->k, &g, &em);
 }
 
@@ -1727,7 +1796,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   cg_kernel_name(ki, false, name);
   CgGpuShape gs = cg_kernel_shape(p, k, d, o);
   CgGemm gemm;
-  if (gs == CG_GPU_GEMM && cg_gemm_match_opt(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, out);
+  if (gs == CG_GPU_GEMM && cg_gemm_match_opt(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, d, out);
   sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
   if (d->block_bounds && (gs == CG_GPU_BLOCK_ROWS || gs == CG_GPU_GEMM)) {
     CgRows ro = cg_gpu_rows(k, o->row_variant);
@@ -1738,8 +1807,8 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   }
   sb_printf(out, "%s(", name);
   for (int i = 0; i < np; i++) {
-    const Stage *S = &te->stages[params[i]];
-    sb_printf(out, "%s%s%s *%s b%d", i ? ", " : "", i < k->n_ins ? d->buf_const : "", d->store_type[S->dtype],
+    sb_puts(out, i ? ", " : "");
+    sb_printf(out, d->buf_param, i < k->n_ins ? d->buf_const : "", d->store_type[te->stages[params[i]].dtype],
               d->buf_restrict, i);
   }
   sb_puts(out, ") {\n");
@@ -1753,12 +1822,15 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   else if (!d->grid && rowsmall_fits(k)) render_rowsmall(&r);
   else render_general(&r, false);
   sb_puts(out, "}\n");
-  if (d->trampoline) {
+  if (!d->grid && d->trampoline) {
     char tn[32];
     cg_kernel_name(ki, true, tn);
-    sb_printf(out, "void %s(void *const *a) { %s(", tn, name);
-    for (int i = 0; i < np; i++) sb_printf(out, "%sa[%d]", i ? ", " : "", i);
-    sb_puts(out, "); }\n");
+    sb_printf(out, d->trampoline, tn, name);
+    for (int i = 0; i < np; i++) {
+      sb_puts(out, i ? ", " : "");
+      sb_printf(out, d->trampoline_arg, i);
+    }
+    sb_puts(out, d->trampoline_end);
   }
   kiln_free(params);
   kiln_free(r.param_of);

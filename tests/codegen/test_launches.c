@@ -154,5 +154,30 @@ int main(void) {
     check(wl_standard[i], &cg_dialect_c, &dflt, NULL, 0);
   }
   FAILS(KILN_ERR_INVALID_ARG, cg_program_build(NULL, cu, &dflt, &b.g));
+  CHECK(b.g == NULL);
+
+  /* every allocation of cg_program_build can fail: each attempt returns KILN_ERR_NO_MEMORY
+   * and hands back nothing (the ASan run checks the leaks), until the count passes the last */
+  const char *small[] = { "mlp_fwd_b2", "linear_relu_512x512x512", "softmax_8x40000" };
+  for (int w = 0; w < 3; w++)
+    for (int d = 0; d < 2; d++) {
+      Built nb;
+      if (!build(small[w], d ? cu : &cg_dialect_c, &dflt, &nb)) { built_free(&nb); continue; }
+      bool done = false;
+      long n = 1;
+      for (; n < 20000 && !done; n++) {
+        CgProgram *g = (CgProgram *)&n;  /* not NULL: a failure must clear it */
+        kiln_alloc_fail_after(n);
+        kiln_status st = cg_program_build(nb.p, d ? cu : &cg_dialect_c, &dflt, &g);
+        kiln_alloc_fail_after(0);
+        CHECK_MSG(st == KILN_OK || (st == KILN_ERR_NO_MEMORY && !g), "%s allocation %ld: %s", small[w], n,
+                  kiln_status_name(st));
+        if (st == KILN_OK) CHECK(g->n_launch == nb.g->n_launch && !strcmp(g->source.s, nb.g->source.s));
+        done = st == KILN_OK;
+        if (st == KILN_OK) cg_program_free(g);
+      }
+      CHECK_MSG(done && n > 3, "%s: %ld allocations", small[w], n);
+      built_free(&nb);
+    }
   TEST_MAIN_END();
 }

@@ -1,5 +1,5 @@
 /*
- * test_cuda_gemm.c — the tiled contraction shape (src/codegen/gemm_cuda.c) of the cuda
+ * test_cuda_gemm.c — the tiled contraction shape (src/codegen/gemm.c) of the cuda
  * backend. Without a GPU: which kernels take the shape and how their operands split
  * (M, N, K, batch, the direction a tile is read), and that the rendered plans compile
  * with NVRTC for sm_90 (skipped without NVRTC). With a GPU: matmul with a fused

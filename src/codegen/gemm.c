@@ -1,7 +1,8 @@
 /*
- * gemm_cuda.c — the tiled contraction shape of grid dialects (CG_GPU_GEMM). Takes a plan
+ * gemm.c — the tiled contraction shape of grid dialects (CG_GPU_GEMM). Takes a plan
  * kernel whose one accumulation is a sum over the inner domain of a product of two
- * factors, produces the body of a CUDA kernel that computes it as a GEMM:
+ * factors, produces the body of a grid kernel (in the dialect's tokens: CUDA's
+ * threadIdx, __shared__, __syncthreads, ...) that computes it as a GEMM:
  *
  *   - the outer vars split into batch vars (both factors read them), M vars (only the
  *     first factor A reads them) and N vars (only B); M, N, K are the products of their
@@ -16,9 +17,9 @@
  *     so transposes, broadcasts, slices and padding selects inlined into the factors are
  *     read through their index maps; consecutive threads walk the operand along whichever
  *     of k or m (n) has unit stride in memory, so global reads coalesce;
- *   - products accumulate in f32 registers with fused multiply-adds (__fmaf_rn: one
- *     rounding per step, more accurate than a separate multiply and add, and unaffected
- *     by --fmad=false);
+ *   - products accumulate in f32 registers with the dialect's fused multiply-add (CUDA's
+ *     __fmaf_rn: one rounding per step, more accurate than a separate multiply and add,
+ *     and unaffected by --fmad=false);
  *   - after the reduction the renderer's epilogue items (bias, activation, residual, the
  *     stores) run on each output of the sub-tile, guarded by the M/N bounds.
  *
@@ -32,13 +33,12 @@
  * in a module-scope array and counts itself in at the tile's arrival count; the block
  * that arrives last sums the partials in span order (so the result does not depend on
  * which block came last), puts the count back to 0 for the next run, and runs the
- * epilogue. One kernel, no atomics on data, deterministic. CgOptions.splitk turns it off.
+ * epilogue. One kernel, atomics only on the counts, deterministic. CgOptions.splitk turns it
+ * off.
  */
 #include "codegen.h"
 
 #include <stdarg.h>
-#include <stdlib.h>
-#include <string.h>
 
 enum { ROLE_BATCH, ROLE_M, ROLE_N };
 enum { ENOUGH_BLOCKS = 128 };  /* about one per multiprocessor of an H100/H200 (132) */
@@ -192,16 +192,19 @@ int64_t cg_gemm_blocks(const CgGemm *g) {
   return t < ((int64_t)1 << 20) ? t : ((int64_t)1 << 20);
 }
 
-void cg_gemm_globals(const CgGemm *g, int ki, StrBuf *out) {
+void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out) {
   if (g->splits <= 1) return;
   int64_t tiles = tiles_at(g, g->bm, g->bn);
   sb_printf(out, "\n/* kernel %d, split-K: partial tiles of its %d spans, and each tile's arrivals (0 at\n"
                  " * module load; the last block of a tile puts its count back to 0) */\n", ki, g->splits);
-  sb_printf(out, "__device__ float kiln_part%d[%lld];\n", ki, (long long)(g->splits * tiles * g->bm * g->bn));
-  sb_printf(out, "__device__ unsigned int kiln_arrived%d[%lld];\n", ki, (long long)tiles);
+  sb_printf(out, "%s %s kiln_part%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], ki,
+            (long long)(g->splits * tiles * g->bm * g->bn));
+  sb_printf(out, "%s %s kiln_arrived%d[%lld];\n", d->global_qual, d->counter_type, ki, (long long)tiles);
 }
 
-/* ---- rendering ---- */
+/* ---- rendering ----
+ * Every token that is the target's (thread and block ids, shared memory, barrier, fence,
+ * atomic, cached load, fma, unroll pragma, types and literals) comes from em->d. */
 
 static void put(const CgEmit *em, const char *f, ...) __attribute__((format(printf, 2, 3)));
 static void put(const CgEmit *em, const char *f, ...) {
@@ -214,39 +217,21 @@ static void put(const CgEmit *em, const char *f, ...) {
 }
 
 /* A line that opens a block; the lines after it are indented. */
-static void open_(const CgEmit *em, const char *f, ...) __attribute__((format(printf, 2, 3)));
-static void open_(const CgEmit *em, const char *f, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, f);
-  vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  em->put(em->r, buf);
-  em->indent(em->r, 1);
-}
+#define open_(em, ...) (put(em, __VA_ARGS__), (em)->indent((em)->r, 1))
 
 static void close_(const CgEmit *em) {
   em->indent(em->r, -1);
   put(em, "}");
 }
 
-/* const int64_t v<i> = digit of flat over the vars of kernel k with role `role` (outer),
- * or over the inner vars (role < 0). */
+/* Index literal v in the dialect's form. */
+static const char *L(const CgEmit *em, int64_t v) { return em->lit(em->r, v); }
+
+/* const v<i> = digit of flat over the vars of kernel k with role `role` (outer), or over
+ * the inner vars (role < 0). */
 static void decompose(const CgEmit *em, const Kernel *k, const CgGemm *g, int role, const char *flat) {
-  int64_t stride = 1;
-  int first = role < 0 ? k->rank : 0, n = role < 0 ? k->n_red : k->rank;
-  const int64_t *shape = role < 0 ? k->red_shape : k->shape;
-  int64_t total = role < 0 ? g->K : role == ROLE_M ? g->M : role == ROLE_N ? g->N : g->batch;
-  for (int i = n - 1; i >= 0; i--) {
-    if (role >= 0 && g->role[i] != role) continue;
-    int v = first + i;
-    if (shape[i] == 1) put(em, "const int64_t v%d = 0;", v);
-    else if (stride * shape[i] == total && stride == 1) put(em, "const int64_t v%d = %s;", v, flat);
-    else if (stride * shape[i] == total) put(em, "const int64_t v%d = %s / INT64_C(%lld);", v, flat, (long long)stride);
-    else if (stride == 1) put(em, "const int64_t v%d = %s %% INT64_C(%lld);", v, flat, (long long)shape[i]);
-    else put(em, "const int64_t v%d = (%s / INT64_C(%lld)) %% INT64_C(%lld);", v, flat, (long long)stride, (long long)shape[i]);
-    stride *= shape[i];
-  }
+  if (role < 0) em->digits(em->r, flat, k->rank, k->n_red, k->red_shape, NULL, 0, g->K);
+  else em->digits(em->r, flat, 0, k->rank, k->shape, g->role, role, role == ROLE_M ? g->M : role == ROLE_N ? g->N : g->batch);
 }
 
 /* Reads one factor's share of the BK x width tile starting at reduction point kb into
@@ -254,16 +239,17 @@ static void decompose(const CgEmit *em, const Kernel *k, const CgGemm *g, int ro
  * flight while the current one is multiplied. */
 static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const Expr *x, int role, const char *pf,
                        int width, bool kfast) {
+  const Dialect *d = em->d;
   const char *base = role == ROLE_M ? "tm0" : "tn0";
   int64_t limit = role == ROLE_M ? g->M : g->N;
-  put(em, "#pragma unroll");
+  put(em, "%s", d->unroll);
   open_(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
-  put(em, "const int e = threadIdx.x + l * %d;", CG_GEMM_THREADS);
+  put(em, "const int e = %s + l * %d;", d->thread_id, CG_GEMM_THREADS);
   if (kfast) put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
   else put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
-  put(em, "const int64_t mq = %s + xx, kq = kb + kk;", base);
-  put(em, "%s[l] = 0.0f;", pf);
-  open_(em, "if (mq < INT64_C(%lld) && kq < INT64_C(%lld)) {", (long long)limit, (long long)g->K);
+  put(em, "const %s mq = %s + xx, kq = kb + kk;", d->index_type, base);
+  put(em, "%s[l] = 0.0%s;", pf, d->f32_suffix);
+  open_(em, "if (mq < %s && kq < %s) {", L(em, limit), L(em, g->K));
   em->push(em->r);
   decompose(em, k, g, role, "mq");
   decompose(em, k, g, -1, "kq");
@@ -277,110 +263,129 @@ static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const
 
 /* Registers pf[l] into the shared tile sh[kk][xx]. */
 static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const char *sh, int width, bool kfast) {
-  put(em, "#pragma unroll");
+  put(em, "%s", em->d->unroll);
   open_(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
-  put(em, "const int e = threadIdx.x + l * %d;", CG_GEMM_THREADS);
+  put(em, "const int e = %s + l * %d;", em->d->thread_id, CG_GEMM_THREADS);
   if (kfast) put(em, "%s[e %% %d][e / %d] = %s[l];", sh, g->bk, g->bk, pf);
   else put(em, "%s[e / %d][e %% %d] = %s[l];", sh, width, width, pf);
   close_(em);
 }
 
 static void fetch_both(const CgEmit *em, const Kernel *k, const CgGemm *g, const char *kb) {
-  open_(em, "{ const int64_t kb = %s;", kb);
+  open_(em, "{ const %s kb = %s;", em->d->index_type, kb);
   fetch_tile(em, k, g, g->a, ROLE_M, "pfa", g->bm, g->a_kfast);
   fetch_tile(em, k, g, g->b, ROLE_N, "pfb", g->bn, g->b_kfast);
   close_(em);
 }
 
+/* for (i < tm) for (j < tn) stmt, both unrolled: one statement over the thread's sub-tile. */
+static void each_output(const CgEmit *em, const CgGemm *g, const char *stmt) {
+  put(em, "%s", em->d->unroll);
+  put(em, "for (int i = 0; i < %d; i++)", g->tm);
+  put(em, "%s", em->d->unroll);
+  put(em, "  for (int j = 0; j < %d; j++) %s", g->tn, stmt);
+}
+
+/* Split-K: this block's partial tile out; the block that arrives last at the tile sums every
+ * span's partial in span order into acc (the others go on to their next tile). */
+static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, int64_t tiles, int rows, int cols) {
+  const Dialect *d = em->d;
+  const char *F = d->value_type[KILN_F32];
+  int ki = k->id, bmn = g->bm * g->bn, S = g->splits;
+  put(em, "%s *part = kiln_part%d + (w %% %d) * %s + tile * %d;", F, ki, S, L(em, tiles * bmn), bmn);
+  char st[128];
+  snprintf(st, sizeof st, "part[(ty + i * %d) * %d + tx + j * %d] = acc[i][j];", rows, g->bn, cols);
+  each_output(em, g, st);
+  put(em, "%s", d->fence);
+  put(em, "%s", d->barrier);
+  char slot[48], one[16], add[128];
+  snprintf(slot, sizeof slot, "kiln_arrived%d[tile]", ki);
+  snprintf(one, sizeof one, "1%s", d->uint_suffix);
+  snprintf(add, sizeof add, d->atomic_add, slot, one);
+  put(em, "if (%s == 0) last = %s == %d%s;", d->thread_id, add, S - 1, d->uint_suffix);
+  put(em, "%s", d->barrier);
+  put(em, "if (!last) continue;");
+  put(em, "%s", d->fence);
+  put(em, "const %s *tp = kiln_part%d + tile * %d;", F, ki, bmn);
+  put(em, "%s", d->unroll);
+  open_(em, "for (int i = 0; i < %d; i++) {", g->tm);
+  put(em, "%s", d->unroll);
+  open_(em, "for (int j = 0; j < %d; j++) {", g->tn);
+  put(em, "%s s = 0.0%s;", F, d->f32_suffix);
+  char addr[160], ld[200];
+  snprintf(addr, sizeof addr, "tp + q * %s + (ty + i * %d) * %d + tx + j * %d", L(em, tiles * bmn), rows, g->bn, cols);
+  snprintf(ld, sizeof ld, d->cached_load, addr);
+  put(em, "for (int q = 0; q < %d; q++) s += %s;", S, ld);
+  put(em, "acc[i][j] = s;");
+  close_(em);
+  close_(em);
+  put(em, "if (%s == 0) kiln_arrived%d[tile] = 0%s;", d->thread_id, ki, d->uint_suffix);
+}
+
 void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em) {
   (void)p;
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *F = d->value_type[KILN_F32];
   int64_t mt = (g->M + g->bm - 1) / g->bm, nt = (g->N + g->bn - 1) / g->bn;
   int rows = g->bm / g->tm, cols = g->bn / g->tn;  /* threads along m and n; rows*cols = CG_GEMM_THREADS */
   /* rows padded by 32/BK floats: the k-fast stores of a tile (a warp covers BK values of
    * kk times 32/BK of xx) land in 32 distinct banks */
-  put(em, "__shared__ float As[%d][%d];", g->bk, g->bm + 32 / g->bk);
-  put(em, "__shared__ float Bs[%d][%d];", g->bk, g->bn + 32 / g->bk);
-  put(em, "const int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;", cols, cols);
+  put(em, "%s %s As[%d][%d];", d->shared_qual, F, g->bk, g->bm + 32 / g->bk);
+  put(em, "%s %s Bs[%d][%d];", d->shared_qual, F, g->bk, g->bn + 32 / g->bk);
+  put(em, "const int tx = %s %% %d, ty = %s / %d;", d->thread_id, cols, d->thread_id, cols);
   int64_t tiles = mt * nt * g->batch;
   int S = g->splits > 1 ? g->splits : 1;
   if (S > 1) {
-    put(em, "__shared__ unsigned int last;");
-    open_(em, "for (int64_t w = blockIdx.x; w < INT64_C(%lld); w += gridDim.x) {", (long long)(tiles * S));
-    put(em, "const int64_t tile = w / %d, kbeg = (w %% %d) * INT64_C(%lld);", S, S, (long long)g->kspan);
-    put(em, "const int64_t kend = kbeg + INT64_C(%lld) < INT64_C(%lld) ? kbeg + INT64_C(%lld) : INT64_C(%lld);",
-        (long long)g->kspan, (long long)g->K, (long long)g->kspan, (long long)g->K);
+    put(em, "%s %s last;", d->shared_qual, d->counter_type);
+    open_(em, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, L(em, tiles * S), d->grid_size);
+    put(em, "const %s tile = w / %d, kbeg = (w %% %d) * %s;", I, S, S, L(em, g->kspan));
+    put(em, "const %s kend = kbeg + %s < %s ? kbeg + %s : %s;", I, L(em, g->kspan), L(em, g->K), L(em, g->kspan),
+        L(em, g->K));
   } else {
-    open_(em, "for (int64_t tile = blockIdx.x; tile < INT64_C(%lld); tile += gridDim.x) {", (long long)tiles);
-    put(em, "const int64_t kbeg = 0, kend = INT64_C(%lld);", (long long)g->K);
+    open_(em, "for (%s tile = %s; tile < %s; tile += %s) {", I, d->block_id, L(em, tiles), d->grid_size);
+    put(em, "const %s kbeg = 0, kend = %s;", I, L(em, g->K));
   }
-  put(em, "const int64_t tn0 = (tile %% INT64_C(%lld)) * %d;", (long long)nt, g->bn);
-  put(em, "const int64_t tm0 = ((tile / INT64_C(%lld)) %% INT64_C(%lld)) * %d;", (long long)nt, (long long)mt, g->bm);
-  put(em, "const int64_t bz = tile / INT64_C(%lld);", (long long)(nt * mt));
+  put(em, "const %s tn0 = (tile %% %s) * %d;", I, L(em, nt), g->bn);
+  put(em, "const %s tm0 = ((tile / %s) %% %s) * %d;", I, L(em, nt), L(em, mt), g->bm);
+  put(em, "const %s bz = tile / %s;", I, L(em, nt * mt));
   em->push(em->r);
   decompose(em, k, g, ROLE_BATCH, "bz");
-  put(em, "float acc[%d][%d];", g->tm, g->tn);
-  put(em, "#pragma unroll");
-  put(em, "for (int i = 0; i < %d; i++)", g->tm);
-  put(em, "#pragma unroll");
-  put(em, "  for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;", g->tn);
-  put(em, "float pfa[%d], pfb[%d];", g->bk * g->bm / CG_GEMM_THREADS, g->bk * g->bn / CG_GEMM_THREADS);
+  put(em, "%s acc[%d][%d];", F, g->tm, g->tn);
+  char zero[64];
+  snprintf(zero, sizeof zero, "acc[i][j] = 0.0%s;", d->f32_suffix);
+  each_output(em, g, zero);
+  put(em, "%s pfa[%d], pfb[%d];", F, g->bk * g->bm / CG_GEMM_THREADS, g->bk * g->bn / CG_GEMM_THREADS);
   fetch_both(em, k, g, "kbeg");
-  open_(em, "for (int64_t k0 = kbeg; k0 < kend; k0 += %d) {", g->bk);
+  open_(em, "for (%s k0 = kbeg; k0 < kend; k0 += %d) {", I, g->bk);
   stash_tile(em, g, "pfa", "As", g->bm, g->a_kfast);
   stash_tile(em, g, "pfb", "Bs", g->bn, g->b_kfast);
-  put(em, "__syncthreads();");
+  put(em, "%s", d->barrier);
   put(em, "if (k0 + %d < kend)", g->bk);
   char next[32];
   snprintf(next, sizeof next, "k0 + %d", g->bk);
   fetch_both(em, k, g, next);
-  put(em, "#pragma unroll");
+  put(em, "%s", d->unroll);
   open_(em, "for (int kk = 0; kk < %d; kk++) {", g->bk);
-  put(em, "float ra[%d], rb[%d];", g->tm, g->tn);
-  put(em, "#pragma unroll");
+  put(em, "%s ra[%d], rb[%d];", F, g->tm, g->tn);
+  put(em, "%s", d->unroll);
   put(em, "for (int i = 0; i < %d; i++) ra[i] = As[kk][ty + i * %d];", g->tm, rows);
-  put(em, "#pragma unroll");
+  put(em, "%s", d->unroll);
   put(em, "for (int j = 0; j < %d; j++) rb[j] = Bs[kk][tx + j * %d];", g->tn, cols);
-  put(em, "#pragma unroll");
-  put(em, "for (int i = 0; i < %d; i++)", g->tm);
-  put(em, "#pragma unroll");
-  put(em, "  for (int j = 0; j < %d; j++) acc[i][j] = __fmaf_rn(ra[i], rb[j], acc[i][j]);", g->tn);
+  char fma[96], step[128];
+  snprintf(fma, sizeof fma, d->fma, "ra[i]", "rb[j]", "acc[i][j]");
+  snprintf(step, sizeof step, "acc[i][j] = %s;", fma);
+  each_output(em, g, step);
   close_(em);
-  put(em, "__syncthreads();");
+  put(em, "%s", d->barrier);
   close_(em);
-  if (S > 1) {
-    /* partial tile out; the last block of the tile sums every span's partial in order */
-    int ki = k->id, bmn = g->bm * g->bn;
-    put(em, "float *part = kiln_part%d + (w %% %d) * INT64_C(%lld) + tile * %d;", ki, S, (long long)(tiles * bmn), bmn);
-    put(em, "#pragma unroll");
-    put(em, "for (int i = 0; i < %d; i++)", g->tm);
-    put(em, "#pragma unroll");
-    put(em, "  for (int j = 0; j < %d; j++) part[(ty + i * %d) * %d + tx + j * %d] = acc[i][j];", g->tn, rows, g->bn, cols);
-    put(em, "__threadfence();");
-    put(em, "__syncthreads();");
-    put(em, "if (threadIdx.x == 0) last = atomicAdd(&kiln_arrived%d[tile], 1u) == %du;", ki, S - 1);
-    put(em, "__syncthreads();");
-    put(em, "if (!last) continue;");
-    put(em, "__threadfence();");
-    put(em, "const float *tp = kiln_part%d + tile * %d;", ki, bmn);
-    put(em, "#pragma unroll");
-    open_(em, "for (int i = 0; i < %d; i++) {", g->tm);
-    put(em, "#pragma unroll");
-    open_(em, "for (int j = 0; j < %d; j++) {", g->tn);
-    put(em, "float s = 0.0f;");
-    put(em, "for (int q = 0; q < %d; q++) s += __ldcg(tp + q * INT64_C(%lld) + (ty + i * %d) * %d + tx + j * %d);", S,
-        (long long)(tiles * bmn), rows, g->bn, cols);
-    put(em, "acc[i][j] = s;");
-    close_(em);
-    close_(em);
-    put(em, "if (threadIdx.x == 0) kiln_arrived%d[tile] = 0u;", ki);
-  }
+  if (S > 1) split_combine(em, k, g, tiles, rows, cols);
   /* epilogue: every output of the sub-tile, in the kernel's own vars */
-  put(em, "#pragma unroll");
+  put(em, "%s", d->unroll);
   open_(em, "for (int i = 0; i < %d; i++) {", g->tm);
-  put(em, "#pragma unroll");
+  put(em, "%s", d->unroll);
   open_(em, "for (int j = 0; j < %d; j++) {", g->tn);
-  put(em, "const int64_t mq = tm0 + ty + i * %d, nq = tn0 + tx + j * %d;", rows, cols);
-  open_(em, "if (mq < INT64_C(%lld) && nq < INT64_C(%lld)) {", (long long)g->M, (long long)g->N);
+  put(em, "const %s mq = tm0 + ty + i * %d, nq = tn0 + tx + j * %d;", I, rows, cols);
+  open_(em, "if (mq < %s && nq < %s) {", L(em, g->M), L(em, g->N));
   em->push(em->r);
   decompose(em, k, g, ROLE_M, "mq");
   decompose(em, k, g, ROLE_N, "nq");
