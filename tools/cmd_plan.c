@@ -8,14 +8,16 @@
  * that dialect, so kernels can be read on a machine without a GPU or compiler; --launches
  * prints each kernel's launch as codegen decided it (cg_program_print: grid, block, shared
  * memory, library GEMM, why), in the --source dialect (cuda when none is given). The codegen
- * options come from the environment as the backends read it: KILN_CUDA_ROW (block-row
- * variant), KILN_CUDA_SPLITK (0, wide), KILN_CUBLASLT (0: no library GEMMs).
+ * options are the program's (kiln_options_default: KILN_CUDA_ROW, KILN_CUDA_SPLITK,
+ * KILN_CUBLASLT), turned into codegen's as the pipeline turns them (rt_codegen_options).
+ *
+ * The one tool that sees past kiln.h: it prints the plan and the source without compiling,
+ * so it includes runtime/runtime.h, the pipeline's header (which brings plan, codegen, te).
  */
 #include "tools.h"
 
 #include "../bench/workloads.c"
-#include "plan/plan.h"
-#include "codegen/codegen.h"
+#include "runtime/runtime.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,19 +36,6 @@ static int fail(const char *what, kiln_status st) {
   return 1;
 }
 
-/* The codegen options the environment asks for (as the backends read it); false if one is
- * not understood. */
-static bool codegen_options(CgOptions *co) {
-  *co = cg_options_default();
-  const char *splitk = getenv("KILN_CUDA_SPLITK"), *lib = getenv("KILN_CUBLASLT");
-  co->row_variant = cg_row_variant(getenv("KILN_CUDA_ROW"));
-  if (co->row_variant < 0) { fprintf(stderr, "kiln plan: KILN_CUDA_ROW names no row variant\n"); return false; }
-  if (splitk && !strcmp(splitk, "0")) co->splitk = CG_SPLITK_OFF;
-  else if (splitk && !strcmp(splitk, "wide")) co->splitk = CG_SPLITK_WIDE;
-  co->library = !(lib && !strcmp(lib, "0"));
-  return true;
-}
-
 int cmd_plan(int argc, char **argv) {
   const char *model = NULL, *dot = NULL, *source = NULL;
   bool launches = false;
@@ -61,11 +50,12 @@ int cmd_plan(int argc, char **argv) {
     else model = argv[i];
   }
   if (!model) return usage();
+  kiln_status st0;
   const Dialect *dialect = &cg_dialect_cuda;
   if (source && !strcmp(source, "c")) dialect = &cg_dialect_c;
   else if (source && strcmp(source, "cuda")) return usage();
   CgOptions co;
-  if (!codegen_options(&co)) return 2;
+  if ((st0 = rt_codegen_options(&o, &co))) return fail("options", st0);
   Workload w = { 0 };
   kiln_graph *g = NULL;
   kiln_status st;

@@ -72,7 +72,13 @@
  */
 typedef struct Dialect {
   const char *name;
-  const char *prelude;            /* helpers emitted once at the top of a program */
+  /* Emitted once at the top of a program, in this order (NULL: nothing): what the shared
+   * scalar helpers need (kiln_scalar_c_head, kiln_scalar_cuda_head), the shared helpers
+   * themselves (kiln_scalar_source, src/base/scalar.inc: te_eval_*'s semantics, once),
+   * then the dialect's own helpers. */
+  const char *prelude_head;
+  const char *prelude_scalar;
+  const char *prelude;
 
   /* -- types and literals -- */
   const char *index_type;         /* index arithmetic (i64) type: "int64_t" */
@@ -148,10 +154,6 @@ typedef struct Dialect {
   const char *block_reduce_arg;   /* int64 block_reduce_arg(T v, int64 i, int max, int last): the index */
   const char *warp_reduce_arg;
   const char *reduce_op[RO_MIN + 1];          /* op argument of block/warp_reduce: "k_add()" ... */
-  /* Transitional: the block-row variant cg_render_plan (the old runtime's call) renders
-   * with; 0 is "base". cg_program_build and cg_render_plan_opt take CgOptions.row_variant
-   * and ignore this. */
-  int row_variant;
 } Dialect;
 
 /* -- program.c: what codegen hands on (source and launch decisions, as data) -- */
@@ -204,16 +206,10 @@ typedef struct CgProgram {
   Arena arena;           /* params arrays etc. */
 } CgProgram;
 /* Renders the plan in dialect d under options o (NULL: cg_options_default) and decides every
- * kernel's launch. The source is exactly cg_render_plan_opt's. */
+ * kernel's launch. The source is exactly cg_render_plan's. */
 kiln_status cg_program_build(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram **out);
 void cg_program_free(CgProgram *g);   /* NULL: nothing */
 void cg_program_print(const CgProgram *g, FILE *f);   /* one line per launch: kernel, name, grid x block, smem, library, why */
-
-/* Transitional: the calls of the runtime written before CgProgram, kept source-compatible
- * until it moves to cg_program_build. Each takes its options as that runtime did: the row
- * variant from Dialect.row_variant and split-K from KILN_CUDA_SPLITK (the one environment
- * read left in codegen; it goes with these wrappers). */
-CgOptions cg_options_legacy(const Dialect *d);
 
 /* -- dialect_c.c -- */
 
@@ -232,17 +228,17 @@ int cg_kernel_params(const Plan *p, const Kernel *k, int *stages);
 void cg_kernel_name(int k, bool trampoline, char buf[32]);
 /* Source of one kernel (appended to out). */
 kiln_status cg_render_kernel(const Plan *p, int k, const Dialect *d, const CgOptions *o, StrBuf *out);
-/* Prelude and every non-host kernel of the plan, as one translation unit. */
-kiln_status cg_render_plan_opt(const Plan *p, const Dialect *d, const CgOptions *o, StrBuf *out);
-kiln_status cg_render_plan(const Plan *p, const Dialect *d, StrBuf *out);   /* transitional: cg_options_legacy */
+/* Prelude and every non-host kernel of the plan, as one translation unit (o NULL: defaults). */
+kiln_status cg_render_plan(const Plan *p, const Dialect *d, const CgOptions *o, StrBuf *out);
+/* The prelude alone (the three prelude fields in order), appended to out. */
+void cg_render_prelude(const Dialect *d, StrBuf *out);
 /* How a grid dialect maps kernel k (the backend sizes its launch from it):
  * POINTS one thread per outer point, grid-stride; VEC4 four points per thread, 16-byte f32
  * vectors (outer_numel/4 threads' worth); BLOCK_ROWS one block per outer point, any block
  * size that is a multiple of 32, up to 1024. */
 typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS, CG_GPU_GEMM } CgGpuShape;
-CgGpuShape cg_gpu_shape_opt(const Plan *p, const Kernel *k, const CgOptions *o);
-CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k);   /* transitional: cg_options_legacy(NULL) */
-/* The shape kernel k is rendered with in dialect d: cg_gpu_shape_opt where the dialect has
+CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o);
+/* The shape kernel k is rendered with in dialect d: cg_gpu_shape where the dialect has
  * the means (VEC4 needs a vector type), CG_GPU_POINTS for loop dialects. */
 CgGpuShape cg_kernel_shape(const Plan *p, const Kernel *k, const Dialect *d, const CgOptions *o);
 /* BLOCK_ROWS: the block size the kernel was rendered for (launch exactly this many threads). */
@@ -293,8 +289,7 @@ typedef struct CgGemm {
 } CgGemm;
 /* Does kernel k take the tiled shape under options o (split-K)? Fills g (may be NULL) when
  * it does. */
-bool cg_gemm_match_opt(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *g);
-bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *g);   /* transitional: cg_options_legacy(NULL) */
+bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *g);
 /* Blocks to launch (CG_GEMM_THREADS threads each). */
 int64_t cg_gemm_blocks(const CgGemm *g);
 /* Module-scope declarations kernel ki's GEMM needs before its function (split-K: the

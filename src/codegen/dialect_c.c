@@ -1,44 +1,17 @@
 /*
- * dialect_c.c — the C dialect: strings and names only. The prelude holds the scalar
- * helpers whose semantics te_eval_* defines (integer division by zero gives 0, float
- * max/min propagate NaN, float->int casts truncate and saturate, f16/bf16 round to
- * nearest even); render.c decides where each is used. Kernels run under OpenMP.
+ * dialect_c.c — the C dialect: strings and names only. The prelude is the C head and the
+ * shared scalar helpers (src/base/scalar.inc, whose semantics te_eval_* defines: integer
+ * division by zero gives 0, float max/min propagate NaN, float->int casts truncate and
+ * saturate, f16/bf16 round to nearest even), then the C dialect's own vectorisable exp,
+ * tanh, erf and sigmoid; render.c decides where each is used. Kernels run under OpenMP.
  */
 #include "codegen.h"
+#include "../base/scalar.h"
 
 static const char prelude[] =
-  "#include <stdint.h>\n"
-  "#include <string.h>\n"
-  "#include <math.h>\n"
-  "#define KI static inline __attribute__((unused))\n"
-  "KI float k_h2f(uint16_t h) {\n"
-  "  uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023, u;\n"
-  "  if (e == 0) { if (m == 0) u = s; else { e = 113; while (!(m & 1024)) { m <<= 1; e--; } m &= 1023; u = s | (e << 23) | (m << 13); } }\n"
-  "  else if (e == 31) u = s | 0x7f800000u | (m << 13);\n"
-  "  else u = s | ((e + 112) << 23) | (m << 13);\n"
-  "  float f; memcpy(&f, &u, 4); return f;\n"
-  "}\n"
-  "KI uint16_t k_f2h(float f) {\n"
-  "  uint32_t u; memcpy(&u, &f, 4);\n"
-  "  uint32_t s = (u >> 16) & 0x8000, a = u & 0x7fffffffu;\n"
-  "  if (a > 0x7f800000u) return (uint16_t)(s | 0x7e00);\n"
-  "  if (a >= 0x477ff000u) return (uint16_t)(s | 0x7c00);\n"
-  "  if (a < 0x38800000u) { float g; memcpy(&g, &a, 4); g = g * 16777216.0f; return (uint16_t)(s | (uint32_t)nearbyintf(g)); }\n"
-  "  uint32_t r = a + 0xc8000fffu + ((a >> 13) & 1);\n"
-  "  return (uint16_t)(s | (r >> 13));\n"
-  "}\n"
-  "KI float k_b2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }\n"
-  "KI uint16_t k_f2b(float f) {\n"
-  "  uint32_t u; memcpy(&u, &f, 4);\n"
-  "  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);\n"
-  "  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);\n"
-  "}\n"
-  "KI float k_rh(float f) { return k_h2f(k_f2h(f)); }\n"
-  "KI float k_rb(float f) { return k_b2f(k_f2b(f)); }\n"
   /* exp and tanh in f32, branch-free so loops over them vectorise (glibc's are scalar
    * calls, tanhf ~30 ns): Cody-Waite reduction and a degree-6 polynomial, <= 1.01 ulp;
    * tanh from a polynomial below 0.625, else 1 - 2/(exp(2|x|)+1), <= 1.21 ulp. */
-  "KI float k_bitsf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }\n"
   "KI float k_expf(float x) {\n"
   "  float xc = x > -104.0f ? x : -104.0f;\n"
   "  xc = xc < 89.0f ? xc : 89.0f;  /* ternaries, not fminf: they inline as minps/maxps */\n"
@@ -53,7 +26,7 @@ static const char prelude[] =
   "  p = p * r + 5.0000001201e-1f;\n"
   "  float y = p * r * r + r + 1.0f;\n"
   "  int32_t ki = (int32_t)k, k1 = ki >> 1, k2 = ki - k1;\n"
-  "  y = y * k_bitsf((uint32_t)(k1 + 127) << 23) * k_bitsf((uint32_t)(k2 + 127) << 23);\n"
+  "  y = y * k_bits_f32((uint32_t)(k1 + 127) << 23) * k_bits_f32((uint32_t)(k2 + 127) << 23);\n"
   "  y = x > 88.72283935546875f ? INFINITY : y;\n"
   "  return x != x ? x : y;\n"
   "}\n"
@@ -105,45 +78,13 @@ static const char prelude[] =
   "  float e = copysignf(a < 1.0f ? a * p : big, x);\n"
   "  return x != x ? x : e;\n"
   "}\n"
-  "KI float k_maxf(float a, float b) { return a != a || b != b ? NAN : a > b ? a : b; }\n"
-  "KI float k_minf(float a, float b) { return a != a || b != b ? NAN : a < b ? a : b; }\n"
-  "KI double k_maxd(double a, double b) { return a != a || b != b ? NAN : a > b ? a : b; }\n"
-  "KI double k_mind(double a, double b) { return a != a || b != b ? NAN : a < b ? a : b; }\n"
-  "KI float k_modf(float a, float b) { float r = fmodf(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }\n"
-  "KI double k_modd(double a, double b) { double r = fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }\n"
-  "KI float k_sigf(float x) { float e = k_expf(x < 0 ? x : -x); return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e); }\n"
-  "KI double k_sigd(double x) { if (x >= 0) return 1.0 / (1.0 + exp(-x)); double e = exp(x); return e / (1.0 + e); }\n"
-  "KI float k_signf(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : x; }\n"
-  "KI double k_signd(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; }\n"
-  "KI int64_t k_sdiv(int64_t a, int64_t b) { return b == 0 ? 0 : (a == INT64_MIN && b == -1) ? INT64_MIN : a / b; }\n"
-  "KI int64_t k_sfdiv(int64_t a, int64_t b) {\n"
-  "  if (b == 0) return 0; if (a == INT64_MIN && b == -1) return INT64_MIN;\n"
-  "  int64_t q = a / b; if (a % b != 0 && ((a < 0) != (b < 0))) q--; return q;\n"
-  "}\n"
-  "KI int64_t k_sfmod(int64_t a, int64_t b) { return b == 0 || (a == INT64_MIN && b == -1) ? 0 : a % b; }\n"
-  "KI int64_t k_smod(int64_t a, int64_t b) { int64_t r = k_sfmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }\n"
-  "KI uint64_t k_udiv(uint64_t a, uint64_t b) { return b ? a / b : 0; }\n"
-  "KI uint64_t k_umod(uint64_t a, uint64_t b) { return b ? a % b : 0; }\n"
-  "KI uint64_t k_upow(uint64_t b, uint64_t e) { uint64_t r = 1; for (; e; e >>= 1, b *= b) if (e & 1) r *= b; return r; }\n"
-  "KI int64_t k_spow(int64_t b, int64_t e) {\n"
-  "  if (e >= 0) return (int64_t)k_upow((uint64_t)b, (uint64_t)e);\n"
-  "  if (b == 1) return 1; if (b == -1) return (e & 1) ? -1 : 1; return 0;\n"
-  "}\n"
-  "KI int64_t k_sshl(int64_t a, int64_t b) { return b < 0 || b >= 64 ? 0 : (int64_t)((uint64_t)a << b); }\n"
-  "KI int64_t k_sshr(int64_t a, int64_t b) { return b < 0 || b >= 64 ? (a < 0 ? -1 : 0) : a >> b; }\n"
-  "KI uint64_t k_ushl(uint64_t a, uint64_t b) { return b >= 64 ? 0 : a << b; }\n"
-  "KI uint64_t k_ushr(uint64_t a, uint64_t b) { return b >= 64 ? 0 : a >> b; }\n"
-  "KI int64_t k_f2s(double v, double lo, double hi) {\n"
-  "  double f = trunc(v); if (f != f) return 0; if (f <= lo) return (int64_t)lo;\n"
-  "  if (f >= hi) return hi >= 9223372036854775807.0 ? INT64_MAX : (int64_t)hi; return (int64_t)f;\n"
-  "}\n"
-  "KI uint64_t k_f2u(double v) {\n"
-  "  double f = trunc(v); if (f != f || f <= 0) return 0; if (f >= 18446744073709551616.0) return UINT64_MAX; return (uint64_t)f;\n"
-  "}\n";
+  "KI float k_sigf(float x) { float e = k_expf(x < 0 ? x : -x); return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e); }\n";
 
 const Dialect cg_dialect_c = {
   CG_C_FAMILY,
   .name = "c",
+  .prelude_head = kiln_scalar_c_head,
+  .prelude_scalar = kiln_scalar_source,
   .prelude = prelude,
   .inf_f32 = "INFINITY", .inf_f64 = "((double)INFINITY)", .nan_f32 = "NAN", .nan_f64 = "((double)NAN)",
   .unary_f32 = CG_C_UNARY_F32("k_expf", "k_tanhf", "k_erff", "nearbyintf"),

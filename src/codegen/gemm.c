@@ -139,7 +139,7 @@ static void pick_tile(CgGemm *g, CgSplitK splitk) {
   g->splits = (int)((ktiles + span_tiles - 1) / span_tiles);  /* no empty span */
 }
 
-bool cg_gemm_match_opt(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *out) {
+bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *out) {
   if (k->kind != KN_REDUCE || k->n_steps > 2 || k->rank < 1 || k->n_red < 1) return false;
   CgGemm g = { .acc_item = -1 };
   for (int i = 0; i < k->n_items; i++) {

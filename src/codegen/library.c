@@ -133,7 +133,7 @@ static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const Expr
 
 bool cg_library_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibGemm *c) {
   CgGemm g;
-  if (!cg_gemm_match_opt(p, k, o, &g)) return false;
+  if (!cg_gemm_match(p, k, o, &g)) return false;
   double work = (double)g.M * (double)g.N * (double)g.K * (double)g.batch;
   if (work < 67108864.0) return false;  /* 2^26 multiply-adds */
   if (!is_memory_load(p, k, g.a) || !is_memory_load(p, k, g.b)) return false;

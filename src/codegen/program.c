@@ -4,7 +4,7 @@
  * its launch as data — the entry symbol, the stages bound to its parameters, grid and
  * block, dynamic shared memory and carveout, and whether a library GEMM may replace it
  * (library.c). Every number comes from the same decisions the renderer made (cg_kernel_shape,
- * cg_gpu_rows, cg_gemm_match_opt), so a backend only checks them against its device and
+ * cg_gpu_rows, cg_gemm_match), so a backend only checks them against its device and
  * applies them; it derives nothing.
  *
  * Launch rules of grid dialects (one thread per point, blocks capped at 2^20, beyond which
@@ -37,7 +37,7 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
   CgGpuShape s = cg_kernel_shape(p, k, d, o);
   if (s == CG_GPU_GEMM) {
     CgGemm g;
-    bool ok = cg_gemm_match_opt(p, k, o, &g);  /* cg_kernel_shape said so */
+    bool ok = cg_gemm_match(p, k, o, &g);  /* cg_kernel_shape said so */
     KILN_ASSERT(ok);
     l->block = CG_GEMM_THREADS;
     l->grid = cg_gemm_blocks(&g);
@@ -100,7 +100,7 @@ kiln_status cg_program_build(const Plan *p, const Dialect *d, const CgOptions *o
   if (!g) return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for a program");
   /* the source first: the library matcher may add expressions to the TE (hash-consed GELU
    * probes), and rendering must see the TE as the plan left it */
-  kiln_status st = cg_render_plan_opt(p, d, o, &g->source);
+  kiln_status st = cg_render_plan(p, d, o, &g->source);
   g->launch = st ? NULL : arena_alloc(&g->arena, sizeof *g->launch * (size_t)(p->n_kernels + 1));
   if (!st && !g->launch) st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for the launch table");
   for (int i = 0; !st && i < p->n_kernels; i++) {
@@ -129,30 +129,4 @@ void cg_program_print(const CgProgram *g, FILE *f) {
             (long long)l->grid, l->block, l->smem, l->smem_carveout ? "+carve" : "      ",
             l->library ? "library" : "kernel ", l->why);
   }
-}
-
-/* ---- transitional: the old runtime's calls ---- */
-
-CgOptions cg_options_legacy(const Dialect *d) {
-  CgOptions o = cg_options_default();
-  if (d) o.row_variant = d->row_variant;
-  const char *env = getenv("KILN_CUDA_SPLITK");
-  if (env && !strcmp(env, "0")) o.splitk = CG_SPLITK_OFF;
-  else if (env && !strcmp(env, "wide")) o.splitk = CG_SPLITK_WIDE;
-  return o;
-}
-
-kiln_status cg_render_plan(const Plan *p, const Dialect *d, StrBuf *out) {
-  CgOptions o = cg_options_legacy(d);
-  return cg_render_plan_opt(p, d, &o, out);
-}
-
-CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k) {
-  CgOptions o = cg_options_legacy(NULL);
-  return cg_gpu_shape_opt(p, k, &o);
-}
-
-bool cg_gemm_match(const Plan *p, const Kernel *k, CgGemm *g) {
-  CgOptions o = cg_options_legacy(NULL);
-  return cg_gemm_match_opt(p, k, &o, g);
 }

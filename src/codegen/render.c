@@ -1338,8 +1338,8 @@ CgRows cg_gpu_rows(const Kernel *k, int variant) {
   return ro;
 }
 
-CgGpuShape cg_gpu_shape_opt(const Plan *p, const Kernel *k, const CgOptions *o) {
-  if (cg_gemm_match_opt(p, k, o, NULL)) return CG_GPU_GEMM;
+CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o) {
+  if (cg_gemm_match(p, k, o, NULL)) return CG_GPU_GEMM;
   if (k->kind == KN_ROW || (k->kind == KN_REDUCE && k->inner_numel >= 64 && k->outer_numel < 32768))
     return CG_GPU_BLOCK_ROWS;
   if (k->kind != KN_POINTWISE || k->outer_numel % 4 || k->outer_numel < 4096) return CG_GPU_POINTS;
@@ -1350,7 +1350,7 @@ CgGpuShape cg_gpu_shape_opt(const Plan *p, const Kernel *k, const CgOptions *o) 
 
 CgGpuShape cg_kernel_shape(const Plan *p, const Kernel *k, const Dialect *d, const CgOptions *o) {
   if (!d->grid) return CG_GPU_POINTS;
-  CgGpuShape s = cg_gpu_shape_opt(p, k, o);
+  CgGpuShape s = cg_gpu_shape(p, k, o);
   return s == CG_GPU_VEC4 && !d->vec4_type ? CG_GPU_POINTS : s;
 }
 
@@ -1752,7 +1752,7 @@ static void hk_items(void *r, int step, const char *acc) { items_at(r, step, NUL
 
 static void render_gemm(R *r) {
   CgGemm g;
-  bool ok = cg_gemm_match_opt(r->p, r->k, r->o, &g);  /* cg_gpu_shape said so */
+  bool ok = cg_gemm_match(r->p, r->k, r->o, &g);  /* cg_gpu_shape said so */
   KILN_ASSERT(ok);
   if (!ok) return;
   CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_push, hk_pop, hk_items };
@@ -1796,7 +1796,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   cg_kernel_name(ki, false, name);
   CgGpuShape gs = cg_kernel_shape(p, k, d, o);
   CgGemm gemm;
-  if (gs == CG_GPU_GEMM && cg_gemm_match_opt(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, d, out);
+  if (gs == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, d, out);
   sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
   if (d->block_bounds && (gs == CG_GPU_BLOCK_ROWS || gs == CG_GPU_GEMM)) {
     CgRows ro = cg_gpu_rows(k, o->row_variant);
@@ -1839,8 +1839,16 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   return r.st;
 }
 
-kiln_status cg_render_plan_opt(const Plan *p, const Dialect *d, const CgOptions *o, StrBuf *out) {
-  sb_puts(out, d->prelude);
+void cg_render_prelude(const Dialect *d, StrBuf *out) {
+  const char *parts[3] = { d->prelude_head, d->prelude_scalar, d->prelude };
+  for (int i = 0; i < 3; i++)
+    if (parts[i]) sb_puts(out, parts[i]);
+}
+
+kiln_status cg_render_plan(const Plan *p, const Dialect *d, const CgOptions *o, StrBuf *out) {
+  CgOptions dflt = cg_options_default();
+  if (!o) o = &dflt;
+  cg_render_prelude(d, out);
   for (int k = 0; k < p->n_kernels; k++) {
     kiln_status st = cg_render_kernel(p, k, d, o, out);
     if (st) return st;

@@ -360,7 +360,7 @@ static kiln_status record(Schedule *s) {
 
 /* ---- compile ---- */
 
-static kiln_status cg_options_from(const kiln_options *o, CgOptions *g) {
+kiln_status rt_codegen_options(const kiln_options *o, CgOptions *g) {
   *g = cg_options_default();
   g->row_variant = cg_row_variant(o->cuda_row);
   if (g->row_variant < 0)
@@ -380,7 +380,7 @@ static kiln_status build_module(Schedule *s) {
 static kiln_status compile_plan(Schedule *s) {
   CgOptions co;
   PlanOptions po = plan_options(&s->opt);
-  kiln_status st = cg_options_from(&s->opt, &co);
+  kiln_status st = rt_codegen_options(&s->opt, &co);
   if (!st) st = plan_build(s->te, &po, &s->plan);
   if (!st && s->opt.debug >= 1) {
     fprintf(stderr, "> plan (%s):\n", s->be->name);

@@ -8,7 +8,7 @@
  * variant. Library GEMM candidates appear for bert's big projections and not for small
  * GEMMs, nor when the options turn the library off. A loop dialect gets one call of the
  * trampoline per kernel. Every launch's parameters are cg_kernel_params' stages, and the
- * source is exactly cg_render_plan_opt's.
+ * source is exactly cg_render_plan's.
  */
 #include "codegen/codegen.h"
 #include "graph/graph.h"
@@ -56,7 +56,7 @@ static void expect(const char *what, const Built *b, const Want *w, int n) {
 /* What holds for every launch: its parameters, its name, and the source. */
 static void common(const char *what, const Built *b, const Dialect *d, const CgOptions *o) {
   StrBuf src = { 0 };
-  OK(cg_render_plan_opt(b->p, d, o, &src));
+  OK(cg_render_plan(b->p, d, o, &src));
   CHECK_MSG(src.s && b->g->source.s && !strcmp(src.s, b->g->source.s), "%s: program source differs", what);
   sb_free(&src);
   for (int i = 0; i < b->g->n_launch; i++) {

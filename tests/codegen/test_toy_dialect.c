@@ -270,8 +270,14 @@ static bool render(const char *name, const Dialect *toy, const Dialect *real, co
   if (p) OK(cg_program_build(p, real, o, &gr));
   if (p) OK(cg_program_build(p, toy, o, &gt));
   if (gt && gr) {
-    s->toy = strdup(gt->source.s + strlen(toy->prelude));
-    s->real = strdup(gr->source.s + strlen(real->prelude));
+    StrBuf pt = { 0 }, pr = { 0 };
+    cg_render_prelude(toy, &pt);
+    cg_render_prelude(real, &pr);
+    CHECK(!pt.failed && !pr.failed && !strncmp(gt->source.s, pt.s, pt.len) && !strncmp(gr->source.s, pr.s, pr.len));
+    s->toy = strdup(gt->source.s + pt.len);
+    s->real = strdup(gr->source.s + pr.len);
+    sb_free(&pt);
+    sb_free(&pr);
     for (int i = 0; i < p->n_kernels; i++) s->kernels += p->kernels[i].kind != KN_HOST;
   }
   cg_program_free(gt);

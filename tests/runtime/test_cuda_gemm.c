@@ -145,9 +145,9 @@ static void plans_free(Plans *r) {
 static bool only_gemm_opt(const Plans *r, const CgOptions *o, CgGemm *g, const char *what) {
   int n = 0;
   for (int i = 0; r->p && i < r->p->n_kernels; i++)
-    if (cg_gpu_shape_opt(r->p, &r->p->kernels[i], o) == CG_GPU_GEMM) {
+    if (cg_gpu_shape(r->p, &r->p->kernels[i], o) == CG_GPU_GEMM) {
       n++;
-      CHECK(cg_gemm_match_opt(r->p, &r->p->kernels[i], o, g));
+      CHECK(cg_gemm_match(r->p, &r->p->kernels[i], o, g));
     }
   CHECK_MSG(n == 1, "%s: %d GEMM kernels, expected 1", what, n);
   return n == 1;
@@ -162,7 +162,7 @@ static void compiles(const Plans *r, const char *what) {
   CudaNvrtc *nv;
   if (!r->p || cuda_nvrtc(&nv) != KILN_OK) return;
   StrBuf src = { 0 };
-  OK(cg_render_plan(r->p, &cg_dialect_cuda, &src));
+  OK(cg_render_plan(r->p, &cg_dialect_cuda, NULL, &src));
   CHECK_MSG(src.s && strstr(src.s, "__shared__ float As"), "%s: no tiled kernel in the source", what);
   void *bin = NULL;
   size_t n = 0;
@@ -242,7 +242,7 @@ static void test_shapes(void) {
   gr = dense(10, 4096, 10, false);
   r = plan_of(gr);
   CgOptions dflt = cg_options_default();
-  for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(cg_gpu_shape_opt(r.p, &r.p->kernels[i], &dflt) != CG_GPU_GEMM);
+  for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(cg_gpu_shape(r.p, &r.p->kernels[i], &dflt) != CG_GPU_GEMM);
   plans_free(&r);
   kiln_graph_free(gr);
 }

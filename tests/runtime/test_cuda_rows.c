@@ -57,16 +57,16 @@ static void test_render(void) {
         StrBuf src = {0};
         kiln_options o = kiln_options_default();
         PlanOptions po = plan_options(&o);
-        Dialect d = cg_dialect_cuda;
-        d.row_variant = v;
+        CgOptions co = cg_options_default();
+        co.row_variant = v;
         OK(te_lower(&g->g, &te));
         if (te) OK(plan_build(te, &po, &p));
-        if (p) OK(cg_render_plan(p, &d, &src));
+        if (p) OK(cg_render_plan(p, &cg_dialect_cuda, &co, &src));
         const char *vn = cg_row_variant_name(v);
         CHECK(cg_row_variant(vn) == v);
         for (int k = 0; p && src.s && k < p->n_kernels; k++) {
           const Kernel *kn = &p->kernels[k];
-          if (cg_gpu_shape(p, kn) != CG_GPU_BLOCK_ROWS) continue;
+          if (cg_gpu_shape(p, kn, &co) != CG_GPU_BLOCK_ROWS) continue;
           CgRows ro = cg_gpu_rows(kn, v);
           char bounds[64];
           if (ro.min_blocks > 1) snprintf(bounds, sizeof bounds, "__launch_bounds__(%d, %d) kiln_k%d(", ro.threads * ro.rows, ro.min_blocks, k);
