@@ -280,6 +280,7 @@ static kiln_status run_host_kernel(Schedule *s, const Kernel *k, kiln_census *c)
   for (int j = 0; j < k->n_ins && !st; j++) {
     int i = k->ins[j];
     int64_t n = stage_bytes(&te->stages[i]);
+    if (te->stages[i].kind == ST_CONST) continue;  /* on the host already */
     if (s->str[i] || s->be->host_memory) { bufs[i] = s->str[i] ? (void *)s->str[i] : host_ptr(s->buf[i]); continue; }
     void *h = kiln_malloc((size_t)(n > 0 ? n : 1));
     if (!h) { st = kiln_fail(KILN_ERR_NO_MEMORY, "%s: no memory for a host fallback", s->be->name); break; }
