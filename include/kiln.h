@@ -262,6 +262,13 @@ typedef struct kiln_options {
   /* planner budgets per kernel; 0 takes the planner's default */
   int max_inputs;       /* buffers one kernel may read ($KILN_MAX_INPUTS, default 24) */
   int max_nodes;        /* expression nodes in one kernel ($KILN_MAX_NODES, default 4000) */
+  /* resource caps, checked at compile before anything is allocated; 0: no cap. A program
+   * over one is refused with KILN_ERR_NO_MEMORY naming the tensor (or stage) that exceeds it. */
+  int64_t max_tensor_bytes;   /* one tensor ($KILN_MAX_TENSOR_BYTES, default 16 GiB) */
+  int64_t max_planned_bytes;  /* every buffer the program allocates together ($KILN_MAX_PLANNED_BYTES,
+                                 default 64 GiB) */
+  int64_t max_ref_work;       /* ref: element evaluations of one run, a reduction's terms
+                                 included ($KILN_MAX_REF_WORK, default 1e11: a few minutes) */
   /* cuda kernel variants */
   char cuda_row[16];    /* block-row shape ($KILN_CUDA_ROW): "" auto (the row race's winner per row
                            length), base, warp, vec, wvec, p16, p16vec, long, wveclong */

@@ -8,6 +8,7 @@
  */
 #include "runtime.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -31,6 +32,24 @@ static const Backend *const backends[] = {
   &rt_backend_cuda,
 };
 
+/* $name as a non-negative 64-bit count (digits, optionally with a k/M/G/T suffix of 2^10
+ * steps for bytes, or an exponent like 1e11), or dflt when unset, empty or not a count. */
+static int64_t env_count(const char *name, int64_t dflt) {
+  const char *v = getenv(name);
+  if (!v || !*v) return dflt;
+  char *end = NULL;
+  double x = strtod(v, &end);
+  int shift = 0;
+  if (end && *end) {
+    const char *units = "kMGT", *u = strchr(units, *end);
+    if (!u || end[1]) return dflt;
+    shift = 10 * (int)(u - units + 1);
+  }
+  x = ldexp(x, shift);
+  if (!(x >= 0) || x >= 9.2e18) return dflt;
+  return (int64_t)x;
+}
+
 /* $name as text into out (n bytes), or dflt when unset or empty. */
 static void env_text(const char *name, const char *dflt, char *out, size_t n) {
   const char *v = getenv(name);
@@ -49,6 +68,9 @@ kiln_options kiln_options_default(void) {
   o.tf32 = 0;
   o.max_inputs = kiln_env_int("KILN_MAX_INPUTS", 0);
   o.max_nodes = kiln_env_int("KILN_MAX_NODES", 0);
+  o.max_tensor_bytes = env_count("KILN_MAX_TENSOR_BYTES", (int64_t)16 << 30);
+  o.max_planned_bytes = env_count("KILN_MAX_PLANNED_BYTES", (int64_t)64 << 30);
+  o.max_ref_work = env_count("KILN_MAX_REF_WORK", (int64_t)100000000000);
   env_text("KILN_CUDA_ROW", "", o.cuda_row, sizeof o.cuda_row);
   const char *sk = getenv("KILN_CUDA_SPLITK");
   o.cuda_splitk = sk && !strcmp(sk, "0") ? 0 : sk && !strcmp(sk, "wide") ? 2 : 1;

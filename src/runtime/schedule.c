@@ -191,6 +191,71 @@ static kiln_status place_string(Schedule *s, int i) {
   return KILN_OK;
 }
 
+/* Where a needed stage's buffer comes from. */
+typedef enum { AT_STRING, AT_TE_DATA, AT_ARENA, AT_OWN } Place;
+
+static Place placement(const Schedule *s, int i) {
+  const Stage *S = &s->te->stages[i];
+  const Plan *p = s->plan;
+  if (S->dtype == KILN_STRING) return AT_STRING;
+  if (S->kind == ST_CONST && s->be->host_memory) return AT_TE_DATA;  /* read only */
+  if (p && p->offset && p->offset[i] >= 0 && !plan_is_output(p, i) && !is_source(S)) return AT_ARENA;
+  return AT_OWN;
+}
+
+static void human_bytes(int64_t n, char *out, size_t cap) {
+  if (n >= (int64_t)1 << 30) snprintf(out, cap, "%.1f GiB", (double)n / (1 << 30));
+  else if (n >= 1 << 20) snprintf(out, cap, "%.1f MiB", (double)n / (1 << 20));
+  else snprintf(out, cap, "%lld bytes", (long long)n);
+}
+
+/* The caps of options (max_tensor_bytes, max_planned_bytes, max_ref_work), checked before
+ * anything is allocated: the tensor or stage over one is named. */
+static kiln_status check_caps(const Schedule *s, const bool *need) {
+  const TE *te = s->te;
+  const kiln_options *o = &s->opt;
+  int64_t total = s->plan ? s->plan->arena_bytes : 0, work = 0, most_work = -1;
+  int biggest = -1, busiest = -1;
+  char a[32], b[32];
+  for (int i = 0; i < te->n_stages; i++) {
+    const Stage *S = &te->stages[i];
+    int64_t n = stage_bytes(S), w = S->numel;
+    if (n < 0) return kiln_fail(KILN_ERR_NO_MEMORY, "tensor '%s' (t%d) is too large to address", S->name, S->id);
+    if (o->max_tensor_bytes > 0 && n > o->max_tensor_bytes) {
+      human_bytes(n, a, sizeof a), human_bytes(o->max_tensor_bytes, b, sizeof b);
+      return kiln_fail(KILN_ERR_NO_MEMORY, "tensor '%s' (t%d) would take %s, above max_tensor_bytes "
+                       "($KILN_MAX_TENSOR_BYTES) of %s", S->name, S->id, a, b);
+    }
+    if (need[i] && placement(s, i) == AT_OWN && !size_add(total, n, &total)) total = INT64_MAX;
+    if (need[i] && placement(s, i) == AT_OWN && (biggest < 0 || n > stage_bytes(&te->stages[biggest]))) biggest = i;
+    for (int r = 0; S->kind == ST_REDUCE && r < S->n_red; r++)
+      if (!size_mul(w, S->red_shape[r], &w)) w = INT64_MAX;
+    if (!is_source(S) && w > most_work) most_work = w, busiest = i;
+    if (!is_source(S) && !size_add(work, w, &work)) work = INT64_MAX;
+  }
+  if (o->max_planned_bytes > 0 && total > o->max_planned_bytes) {
+    human_bytes(total, a, sizeof a), human_bytes(o->max_planned_bytes, b, sizeof b);
+    const Stage *B = biggest >= 0 ? &te->stages[biggest] : NULL;
+    return kiln_fail(KILN_ERR_NO_MEMORY, "the program would allocate %s, above max_planned_bytes ($KILN_MAX_PLANNED_BYTES) "
+                     "of %s; the largest buffer is tensor '%s' (t%d)", a, b, B ? B->name : "?", B ? B->id : -1);
+  }
+  if (!s->plan && o->max_ref_work > 0 && work > o->max_ref_work) {
+    const Stage *B = &te->stages[busiest];
+    return kiln_fail(KILN_ERR_NO_MEMORY, "ref would evaluate %lld elements a run, above max_ref_work ($KILN_MAX_REF_WORK) of "
+                     "%lld; the most is stage '%s' (t%d, %s) with %lld", (long long)work, (long long)o->max_ref_work,
+                     B->name, B->id, op_name(B), (long long)most_work);
+  }
+  return KILN_OK;
+}
+
+static kiln_status check_caps_now(const Schedule *s) {
+  bool *need = needed_buffers(s);
+  if (!need) return kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory", s->be->name);
+  kiln_status st = check_caps(s, need);
+  kiln_free(need);
+  return st;
+}
+
 /* Gives every needed stage its buffer; uploads params and consts. */
 static kiln_status place_buffers(Schedule *s) {
   const TE *te = s->te;
@@ -209,16 +274,16 @@ static kiln_status place_buffers(Schedule *s) {
     if (!need[i]) continue;
     const Stage *S = &te->stages[i];
     int64_t n = stage_bytes(S);
-    if (n < 0) { st = kiln_fail(KILN_ERR_NO_MEMORY, "%s: tensor '%s' is too large", s->be->name, S->name); break; }
-    if (S->dtype == KILN_STRING) { st = place_string(s, i); continue; }
-    if (S->kind == ST_CONST && s->be->host_memory) { s->buf[i] = (RtBuf)(uintptr_t)S->data; continue; }  /* read only */
-    if (p && p->offset && p->offset[i] >= 0 && !plan_is_output(p, i) && !is_source(S)) {
-      s->buf[i] = s->arena + (RtBuf)p->offset[i];
-      continue;
+    switch (placement(s, i)) {
+    case AT_STRING: st = place_string(s, i); break;
+    case AT_TE_DATA: s->buf[i] = (RtBuf)(uintptr_t)S->data; break;
+    case AT_ARENA: s->buf[i] = s->arena + (RtBuf)p->offset[i]; break;
+    case AT_OWN:
+      if ((st = mem_alloc(s, n, S->name, &s->own[i]))) break;
+      s->buf[i] = s->own[i];
+      if ((S->kind == ST_PARAM || S->kind == ST_CONST) && S->data) st = mem_upload(s, s->buf[i], S->data, n, S->name, NULL);
+      break;
     }
-    if ((st = mem_alloc(s, n, S->name, &s->own[i]))) break;
-    s->buf[i] = s->own[i];
-    if ((S->kind == ST_PARAM || S->kind == ST_CONST) && S->data) st = mem_upload(s, s->buf[i], S->data, n, S->name, NULL);
   }
   kiln_free(need);
   /* an assign whose value is itself assigned reads a copy, so p <- q, q <- p swaps */
@@ -387,6 +452,7 @@ static kiln_status compile_plan(Schedule *s) {
     fprintf(stderr, "> plan (%s):\n", s->be->name);
     plan_print(s->plan, stderr);
   }
+  if (!st) st = check_caps_now(s);  /* before anything is rendered, compiled or allocated */
   if (!st) st = cg_program_build(s->plan, s->be->dialect, &co, &s->cg);
   if (!st && s->opt.debug >= 2) fprintf(stderr, "> source (%s):\n%s\n", s->be->dialect->name, s->cg->source.s);
   if (!st) st = build_module(s);
@@ -409,7 +475,7 @@ kiln_status rt_schedule_create(const Backend *be, TE *te, const kiln_options *o,
   kiln_status st = check_strict(s);
   if (!st && be->open) st = be->open(&s->opt, &s->dev);
   if (!st && be->dialect) st = compile_plan(s);
-  else if (!st) st = place_buffers(s);
+  else if (!st && !(st = check_caps_now(s))) st = place_buffers(s);
   if (st) { rt_schedule_free(s); return st; }
   s->build_ms = now_ms() - t0;
   c->cache_hit = s->cache_hit;
