@@ -274,6 +274,9 @@ typedef struct kiln_options {
                            length), base, warp, vec, wvec, p16, p16vec, long, wveclong */
   int cuda_splitk;      /* split-K for contractions with few output tiles ($KILN_CUDA_SPLITK):
                            1 on (default), 0 off ("0"), 2 wide ("wide": raced, not the default) */
+  int cuda_fma;         /* cuda: 1 let NVRTC contract a * b + c into one fused multiply-add (f32 still,
+                           one rounding instead of two, as cuBLAS and PyTorch's kernels do);
+                           0 (default) --fmad=false ($KILN_CUDA_FMA=1: raced, not yet the default) */
   int cublaslt;         /* cuda: 1 let cuBLASLt run the plain GEMMs the cost rule gives it (default);
                            0 generated kernels only ($KILN_CUBLASLT=0) */
   /* compilers and caches */

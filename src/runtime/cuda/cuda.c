@@ -21,7 +21,7 @@ typedef struct CudaDev {
   CUstream stream;
   CUevent ev[2];               /* around the schedule: the census's device_ms */
   CUdeviceptr lt_ws;           /* cuBLASLt workspace, shared by the program's library GEMMs */
-  bool tf32;
+  bool tf32, fma;
 } CudaDev;
 
 typedef struct CudaGraph { CUgraph graph; CUgraphExec exec; } CudaGraph;
@@ -50,6 +50,7 @@ static kiln_status cuda_open(const kiln_options *o, void **dev) {
   CudaDev *x = kiln_calloc(1, sizeof *x);
   if (!x) return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a program");
   x->tf32 = o->tf32 != 0;
+  x->fma = o->cuda_fma != 0 || x->tf32;
   CudaNvrtc *r;
   kiln_status st = cuda_driver(&x->d);
   if (!st) st = cuda_nvrtc(&r);
@@ -93,7 +94,8 @@ static kiln_status cuda_build(void *dev, const char *src, size_t len, const kiln
   cuda_arch_name(x->d, arch, sizeof arch);
   const char *opts[1];
   int n_opts = 0;
-  if (!o->tf32) opts[n_opts++] = "--fmad=false";  /* strict f32: no fused multiply-add contraction */
+  /* strict f32 by default: no multiply-add contraction (cuda_fma races it; tf32 implies it) */
+  if (!o->tf32 && !o->cuda_fma) opts[n_opts++] = "--fmad=false";
   void *cubin = NULL;
   size_t size = 0;
   kiln_status st = cuda_compile_cached(src, arch, n_opts, opts, o->cache_dir, o->no_cache != 0, &cubin, &size, hit);
@@ -231,7 +233,8 @@ static kiln_status cuda_elapsed(void *dev, double *ms) {
 
 static void cuda_describe(void *dev, FILE *f) {
   CudaDev *x = dev;
-  fprintf(f, "cuda: %s, NVRTC %s\n", x->d->name, x->tf32 ? "with TF32" : "strict f32 (--fmad=false)");
+  fprintf(f, "cuda: %s, NVRTC %s\n", x->d->name,
+          x->tf32 ? "with TF32" : x->fma ? "f32, multiply-adds contracted" : "strict f32 (--fmad=false)");
 }
 
 const Backend rt_backend_cuda = {
