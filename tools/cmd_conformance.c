@@ -17,7 +17,9 @@
  * With --expected FILE (lines "NAME pass" or "NAME skip REASON"): exits 1 if a test
  * listed as pass does not pass, and lists tests that pass but are not listed as pass.
  * --write-expected FILE writes that file from this run (failures become skips with
- * their reason). Also here: onnx_run_test, which `kiln run` shares.
+ * their reason). Exit status: 0 no regression, 1 a test listed as pass did not pass, 2 a
+ * usage error (bad arguments, a DIR or --expected FILE that cannot be read, no DIR given).
+ * Also here: onnx_run_test, which `kiln run` shares.
  */
 #include "tools.h"
 
@@ -501,29 +503,40 @@ static void tests_free(Tests *ts) {
   free(ts->v);
 }
 
+static int usage(bool help) {
+  fprintf(help ? stdout : stderr,
+          "usage: kiln conformance DIR... [--backend B] [--expected FILE] [--write-expected FILE] [--every N]\n"
+          "                        [--timeout S] [--in-process]\n"
+          "  exit status: 0 no regression, 1 a test listed as pass did not pass, 2 a usage error or a DIR or FILE\n"
+          "  that cannot be read\n");
+  return help ? 0 : 2;
+}
+
 int cmd_conformance(int argc, char **argv) {
   OnnxTestSpec spec = { 0 };
   spec.rtol = RTOL, spec.atol = ATOL;
   const char *expected = NULL, *write_expected = NULL;
-  int every = 1, timeout_s = 60;
+  int every = 1, timeout_s = 60, n_dirs = 0;
   bool in_process = false;
   Tests ts = { 0 };
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--backend") && i + 1 < argc) spec.backend = argv[++i];
-    else if (!strcmp(argv[i], "--expected") && i + 1 < argc) expected = argv[++i];
-    else if (!strcmp(argv[i], "--write-expected") && i + 1 < argc) write_expected = argv[++i];
-    else if (!strcmp(argv[i], "--every") && i + 1 < argc) every = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout_s = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--in-process")) in_process = true;
-    else if (argv[i][0] == '-') {
-      fprintf(stderr, "usage: kiln conformance DIR... [--backend B] [--expected FILE] [--write-expected FILE] "
-                      "[--every N] [--timeout S] [--in-process]\n");
-      tests_free(&ts);
-      return 2;
-    } else if (collect(argv[i], &ts)) { tests_free(&ts); return 2; }
+  char **dirs = calloc((size_t)argc, sizeof *dirs);
+  if (!dirs) return fprintf(stderr, "kiln conformance: out of memory\n"), 1;
+  Cli c = cli_start("conformance", argc, argv);
+  while (cli_next(&c))
+    if (!cli_str(&c, "--backend", "B", &spec.backend) && !cli_str(&c, "--expected", "FILE", &expected) &&
+        !cli_str(&c, "--write-expected", "FILE", &write_expected) && !cli_int(&c, "--every", 1, INT_MAX, &every) &&
+        !cli_int(&c, "--timeout", 1, 1000000, &timeout_s) && !cli_flag(&c, "--in-process", &in_process)) {
+      if (argv[c.i][0] == '-') cli_unknown(&c);
+      else dirs[n_dirs++] = argv[c.i];
+    }
+  if (!c.bad && !c.help && !n_dirs) cli_error(&c, "no DIR given");
+  bool bad = c.bad || c.help;
+  for (int i = 0; i < n_dirs && !bad; i++) bad = collect(dirs[i], &ts) != 0;
+  free(dirs);
+  if (bad) {
+    tests_free(&ts);
+    return c.bad || c.help ? usage(c.help) : 2;
   }
-  if (every < 1) every = 1;
-  if (timeout_s < 1) timeout_s = 1;
   qsort(ts.v, (size_t)ts.n, sizeof *ts.v, cmp_test);
   Expect *ex = NULL;
   int n_ex = 0;
