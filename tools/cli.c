@@ -158,6 +158,11 @@ bool cli_unknown(Cli *c) {
   return a[0] == '-' ? cli_error(c, "unknown option '%s'", a) : cli_error(c, "unexpected argument '%s'", a);
 }
 
+int cli_usage(const Cli *c, const char *text) {
+  fputs(text, c->help ? stdout : stderr);
+  return c->help ? 0 : 2;
+}
+
 /* ---- failures ---- */
 
 void cli_lib_message(kiln_status st, const char *path, const char *msg, char *buf, size_t cap) {

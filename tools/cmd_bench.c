@@ -65,13 +65,10 @@ static int lib_failed(Bench *b, kiln_status st, const char *path) {
   return -1;
 }
 
-static int usage(bool help) {
-  fprintf(help ? stdout : stderr,
-          "usage: kiln bench MODEL_DIR|MODEL.onnx [--backend B] [--runs N] [--warmup N] [--threads N]"
-          " [--tol T] [--budget-ms MS]\n"
-          "  exit status: 0 a time was printed, 1 the run failed or no time was given, 2 a usage error\n");
-  return help ? 0 : 2;
-}
+static const char usage[] =
+    "usage: kiln bench MODEL_DIR|MODEL.onnx [--backend B] [--runs N] [--warmup N] [--threads N]"
+    " [--tol T] [--budget-ms MS]\n"
+    "  exit status: 0 a time was printed, 1 the run failed or no time was given, 2 a usage error\n";
 
 static double now_ms(void) {
   struct timespec t;
@@ -267,7 +264,7 @@ int cmd_bench(int argc, char **argv) {
         !cli_real(&c, "--tol", false, &b.tol) && !cli_real(&c, "--budget-ms", true, &b.budget_ms))
       cli_model(&c, &b.path);
   if (!c.bad && !c.help && !b.path) cli_error(&c, "no model given (MODEL_DIR or MODEL.onnx)");
-  if (c.bad || c.help) return usage(c.help);
+  if (c.bad || c.help) return cli_usage(&c, usage);
   if (b.threads) omp_set_num_threads(b.threads);
   int rc;
   if (resolve_paths(&b) || load(&b) || bind(&b)) {

@@ -503,14 +503,11 @@ static void tests_free(Tests *ts) {
   free(ts->v);
 }
 
-static int usage(bool help) {
-  fprintf(help ? stdout : stderr,
-          "usage: kiln conformance DIR... [--backend B] [--expected FILE] [--write-expected FILE] [--every N]\n"
-          "                        [--timeout S] [--in-process]\n"
-          "  exit status: 0 no regression, 1 a test listed as pass did not pass, 2 a usage error or a DIR or FILE\n"
-          "  that cannot be read\n");
-  return help ? 0 : 2;
-}
+static const char usage[] =
+    "usage: kiln conformance DIR... [--backend B] [--expected FILE] [--write-expected FILE] [--every N]\n"
+    "                        [--timeout S] [--in-process]\n"
+    "  exit status: 0 no regression, 1 a test listed as pass did not pass, 2 a usage error or a DIR or FILE\n"
+    "  that cannot be read\n";
 
 int cmd_conformance(int argc, char **argv) {
   OnnxTestSpec spec = { 0 };
@@ -535,7 +532,7 @@ int cmd_conformance(int argc, char **argv) {
   free(dirs);
   if (bad) {
     tests_free(&ts);
-    return c.bad || c.help ? usage(c.help) : 2;
+    return c.bad || c.help ? cli_usage(&c, usage) : 2;
   }
   qsort(ts.v, (size_t)ts.n, sizeof *ts.v, cmp_test);
   Expect *ex = NULL;

@@ -112,11 +112,9 @@ done:
 int cmd_demo(int argc, char **argv) {
   Cli cl = cli_start("demo", argc, argv);
   while (cli_next(&cl)) cli_unknown(&cl);
-  if (cl.bad || cl.help) {
-    fprintf(cl.help ? stdout : stderr, "usage: kiln demo\n"
-            "  exit status: 0 the MLP agrees with ref and LeNet with PyTorch, 1 otherwise, 2 a usage error\n");
-    return cl.help ? 0 : 2;
-  }
+  if (cl.bad || cl.help)
+    return cli_usage(&cl, "usage: kiln demo\n"
+                          "  exit status: 0 the MLP agrees with ref and LeNet with PyTorch, 1 otherwise, 2 a usage error\n");
   int rc = 1;
   kiln_graph *g = NULL;
   kiln_program *p = NULL, *r = NULL;

@@ -18,13 +18,10 @@
 
 #define MAX_NAMED 64
 
-static int usage(bool help) {
-  fprintf(help ? stdout : stderr,
-          "usage: kiln run MODEL.onnx [--backend B] [--input NAME=FILE.pb]... [--check DIR/test_data_set_0]\n"
-          "                [--rtol R] [--atol A]\n"
-          "  exit status: 0 the outputs match (or ran, without --check), 1 the run failed, 2 a usage error\n");
-  return help ? 0 : 2;
-}
+static const char usage[] =
+    "usage: kiln run MODEL.onnx [--backend B] [--input NAME=FILE.pb]... [--check DIR/test_data_set_0]\n"
+    "                [--rtol R] [--atol A]\n"
+    "  exit status: 0 the outputs match (or ran, without --check), 1 the run failed, 2 a usage error\n";
 
 /* --input NAME=FILE.pb, one more named input. */
 typedef struct Named { int n; const char *names[MAX_NAMED], *files[MAX_NAMED]; char *owned[MAX_NAMED]; } Named;
@@ -61,7 +58,7 @@ int cmd_run(int argc, char **argv) {
         !cli_real(&c, "--rtol", true, &spec.rtol) && !cli_real(&c, "--atol", true, &spec.atol) && !take_input(&c, &in))
       cli_model(&c, &spec.model);
   if (!c.bad && !c.help && !spec.model) cli_error(&c, "no model path given");
-  int rc = c.bad || c.help ? usage(c.help) : -1;
+  int rc = c.bad || c.help ? cli_usage(&c, usage) : -1;
   if (rc < 0) {
     spec.n_named = in.n, spec.named = in.names, spec.named_files = in.files;
     TestResult r;

@@ -28,15 +28,12 @@ typedef struct Args {
   uint64_t seed;
 } Args;
 
-static int usage(bool help) {
-  fprintf(help ? stdout : stderr,
-          "usage: kiln train --model mlp|lenet [--epochs N] [--backend B] [--batch 32] [--optim sgd|adam]\n"
-          "                  [--lr 0.01] [--momentum 0.9] [--plot FILE.svg] [--data DIR] [--limit N] [--seed S]\n"
-          "  trains on Fashion-MNIST (IDX files in DIR, default " DATA_DIR ");\n"
-          "  --limit uses only the first N training and test images (quick runs on the ref backend)\n"
-          "  exit status: 0 trained, 1 training failed, 2 a usage error\n");
-  return help ? 0 : 2;
-}
+static const char usage[] =
+    "usage: kiln train --model mlp|lenet [--epochs N] [--backend B] [--batch 32] [--optim sgd|adam]\n"
+    "                  [--lr 0.01] [--momentum 0.9] [--plot FILE.svg] [--data DIR] [--limit N] [--seed S]\n"
+    "  trains on Fashion-MNIST (IDX files in DIR, default " DATA_DIR ");\n"
+    "  --limit uses only the first N training and test images (quick runs on the ref backend)\n"
+    "  exit status: 0 trained, 1 training failed, 2 a usage error\n";
 
 /* The arguments into *a: true when there is something to train, else false with the exit status in *rc. */
 static bool parse_args(int argc, char **argv, Args *a, int *rc) {
@@ -53,7 +50,7 @@ static bool parse_args(int argc, char **argv, Args *a, int *rc) {
         !cli_int(&c, "--limit", 0, INT_MAX, &a->limit) && !cli_u64(&c, "--seed", &a->seed))
       cli_unknown(&c);
   if (!c.bad && !c.help && !a->model) cli_error(&c, "--model is required (mlp or lenet)");
-  if (c.bad || c.help) return *rc = usage(c.help), false;
+  if (c.bad || c.help) return *rc = cli_usage(&c, usage), false;
   if (a->lr < 0) a->lr = strcmp(a->optim, "adam") ? 0.01 : 0.001;
   return true;
 }

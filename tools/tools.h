@@ -67,6 +67,8 @@ bool cli_choice(Cli *c, const char *flag, const char *const *choices, const char
 bool cli_model(Cli *c, const char **model);
 /* Takes any argument, as an error: an unknown option or an unexpected argument. */
 bool cli_unknown(Cli *c);
+/* The command's usage text: on stdout for --help (returns 0), else on stderr (returns 2). */
+int cli_usage(const Cli *c, const char *text);
 
 /* A failed kiln call as "STATUS: MESSAGE" into buf, the status word once (a message that
  * already begins with it is not given it again); with path, "STATUS: PATH: MESSAGE" unless
