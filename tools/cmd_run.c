@@ -23,14 +23,18 @@ static const char usage[] =
     "                [--rtol R] [--atol A]\n"
     "  exit status: 0 the outputs match (or ran, without --check), 1 the run failed, 2 a usage error\n";
 
-/* --input NAME=FILE.pb, one more named input. */
-typedef struct Named { int n; const char *names[MAX_NAMED], *files[MAX_NAMED]; char *owned[MAX_NAMED]; } Named;
+/* The --input NAME=FILE.pb arguments. */
+typedef struct Named {
+  int n;
+  const char *names[MAX_NAMED], *files[MAX_NAMED];  /* names point into owned, files into argv */
+  char *owned[MAX_NAMED];                           /* each a copy of the argument, cut at its '=' */
+} Named;
 
 static bool take_input(Cli *c, Named *in) {
   const char *v = NULL;
   if (!cli_str(c, "--input", "NAME=FILE.pb", &v)) return false;
-  const char *eq = v ? strchr(v, '=') : NULL;
-  if (!v) return true;
+  if (!v) return true;  /* reported */
+  const char *eq = strchr(v, '=');
   if (!eq || eq == v || !eq[1]) return cli_error(c, "--input: expected NAME=FILE.pb, got '%s'", v);
   if (in->n == MAX_NAMED) return cli_error(c, "--input: more than %d inputs", MAX_NAMED);
   if (!(in->owned[in->n] = strdup(v))) return cli_error(c, "out of memory");
@@ -40,17 +44,25 @@ static bool take_input(Cli *c, Named *in) {
   return true;
 }
 
-/* Why the run failed, on one line: a kiln call's status and message (an import's naming the
- * model file), or this tool's own finding. */
-static void report(const OnnxTestSpec *spec, const TestResult *r) {
+/* Runs the model once; prints the outcome and returns the exit status. A failure is one line:
+ * a kiln call's status and message (an import's naming the model file), or this tool's own. */
+static int run_once(OnnxTestSpec *spec, const Named *in) {
+  spec->n_named = in->n, spec->named = in->names, spec->named_files = in->files;
+  TestResult r;
+  onnx_run_test(spec, &r);
+  if (r.status == TEST_PASS) {
+    printf("%s\n", spec->data_dir ? "outputs match the references" : "ran (no references to check)");
+    return 0;
+  }
   char buf[2048];
-  if (r->lib) cli_lib_message(r->lib, r->lib_import ? spec->model : NULL, r->reason + r->lib_msg, buf, sizeof buf);
-  fprintf(stderr, "kiln run: %s\n", r->lib ? buf : r->reason);
+  if (r.lib) cli_lib_message(r.lib, r.lib_import ? spec->model : NULL, r.reason + r.lib_msg, buf, sizeof buf);
+  fprintf(stderr, "kiln run: %s\n", r.lib ? buf : r.reason);
+  return 1;
 }
 
 int cmd_run(int argc, char **argv) {
   OnnxTestSpec spec = { 0 };
-  static Named in;  /* pointers and names: one per process */
+  Named in = { 0 };
   spec.rtol = 1e-3, spec.atol = 1e-7, spec.verbose = 1;
   Cli c = cli_start("run", argc, argv);
   while (cli_next(&c))
@@ -58,16 +70,7 @@ int cmd_run(int argc, char **argv) {
         !cli_real(&c, "--rtol", true, &spec.rtol) && !cli_real(&c, "--atol", true, &spec.atol) && !take_input(&c, &in))
       cli_model(&c, &spec.model);
   if (!c.bad && !c.help && !spec.model) cli_error(&c, "no model path given");
-  int rc = c.bad || c.help ? cli_usage(&c, usage) : -1;
-  if (rc < 0) {
-    spec.n_named = in.n, spec.named = in.names, spec.named_files = in.files;
-    TestResult r;
-    onnx_run_test(&spec, &r);
-    if (r.status == TEST_PASS)
-      printf("%s\n", spec.data_dir ? "outputs match the references" : "ran (no references to check)");
-    else report(&spec, &r);
-    rc = r.status == TEST_PASS ? 0 : 1;
-  }
+  int rc = c.bad || c.help ? cli_usage(&c, usage) : run_once(&spec, &in);
   for (int i = 0; i < in.n; i++) free(in.owned[i]);
   return rc;
 }
