@@ -15,9 +15,11 @@
  * --budget-ms MS stops timing early once the timed runs add up to MS (at least 3 runs
  * are always timed), so a very slow model does not hold a shared machine for minutes;
  * the JSON line says how many runs were timed.
+ * Exit status: 0 a time was printed, 1 the run failed or no time was given, 2 a usage error.
  */
 #include "tools.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -29,6 +31,7 @@
 #include <time.h>
 
 #define MAX_FILES 64
+#define MAX_COUNT 1000000  /* the most --runs, --warmup, --threads */
 
 typedef struct Bench {
   const char *path, *backend;
@@ -43,7 +46,7 @@ typedef struct Bench {
   void *outputs[MAX_FILES];
   double max_abs, ref_mag;   /* largest |got - want| and largest |want| */
   double *times;
-  char err[1024];            /* why a step failed */
+  char err[2048];            /* why a step failed: a kiln call's status and message, or this tool's words */
 } Bench;
 
 /* Records why a step failed; returns -1. */
@@ -56,14 +59,16 @@ static int fail(Bench *b, const char *fmt, ...) {
   return -1;
 }
 
-/* A kiln call failed: its message is why. */
-static int lib_failed(Bench *b) { return fail(b, "%s", kiln_last_error()); }
-
-static int usage(void) {
-  fprintf(stderr, "usage: kiln bench MODEL_DIR|MODEL.onnx [--backend B] [--runs N] [--warmup N] [--threads N]"
-                  " [--tol T] [--budget-ms MS]\n");
-  return 2;
+/* A kiln call failed with st (about the file path, when given): its status and message are why. */
+static int lib_failed(Bench *b, kiln_status st, const char *path) {
+  cli_lib_message(st, path, kiln_last_error(), b->err, sizeof b->err);
+  return -1;
 }
+
+static const char usage[] =
+    "usage: kiln bench MODEL_DIR|MODEL.onnx [--backend B] [--runs N] [--warmup N] [--threads N]"
+    " [--tol T] [--budget-ms MS]\n"
+    "  exit status: 0 a time was printed, 1 the run failed or no time was given, 2 a usage error\n";
 
 static double now_ms(void) {
   struct timespec t;
@@ -79,14 +84,15 @@ static int cmp_double(const void *a, const void *b) {
 /* MODEL_DIR -> DIR/model.onnx; the test data sits beside the model; the name is the folder's. */
 static int resolve_paths(Bench *b) {
   struct stat st;
-  if (stat(b->path, &st) != 0) return fail(b, "bench: cannot read '%s'", b->path);
+  if (stat(b->path, &st) != 0) return fail(b, "cannot read '%s': %s", b->path, strerror(errno));
   int n = S_ISDIR(st.st_mode) ? snprintf(b->model, sizeof b->model, "%s/model.onnx", b->path)
                               : snprintf(b->model, sizeof b->model, "%s", b->path);
-  if (n < 0 || (size_t)n >= sizeof b->model) return fail(b, "bench: path too long");
+  if (n < 0 || (size_t)n >= sizeof b->model) return fail(b, "'%s': path too long", b->path);
+  if (stat(b->model, &st) != 0) return fail(b, "cannot read '%s': %s", b->model, strerror(errno));
   char dir[PATH_MAX];
   tools_dirname(b->model, dir, sizeof dir);
   n = snprintf(b->data_dir, sizeof b->data_dir, "%s/test_data_set_0", dir);
-  if (n < 0 || (size_t)n >= sizeof b->data_dir) return fail(b, "bench: path too long");
+  if (n < 0 || (size_t)n >= sizeof b->data_dir) return fail(b, "'%s': path too long", b->path);
   char real[PATH_MAX];
   const char *base = realpath(dir, real) ? real : dir;
   const char *slash = strrchr(base, '/');
@@ -101,15 +107,18 @@ static int resolve_paths(Bench *b) {
 
 /* Loads test data and model (inputs bound by position, as the ONNX test runner does). */
 static int load(Bench *b) {
-  if (kiln_value_list_read(b->data_dir, "input", &b->ins) || kiln_value_list_read(b->data_dir, "output", &b->refs))
-    return lib_failed(b);
-  if (!b->ins.n) return fail(b, "bench: no input_0.pb in '%s'", b->data_dir);
-  if (!(b->bind = calloc((size_t)b->ins.n, sizeof *b->bind))) return fail(b, "bench: out of memory");
+  kiln_status s;
+  if ((s = kiln_value_list_read(b->data_dir, "input", &b->ins)) ||
+      (s = kiln_value_list_read(b->data_dir, "output", &b->refs)))
+    return lib_failed(b, s, NULL);
+  if (!b->ins.n) return fail(b, "%s holds no input_0.pb", b->data_dir);
+  if (!(b->bind = calloc((size_t)b->ins.n, sizeof *b->bind))) return fail(b, "out of memory");
   for (int i = 0; i < b->ins.n; i++) {
     b->bind[i] = b->ins.v[i];
     b->bind[i].name = NULL;
   }
-  return kiln_graph_load_onnx_bound(b->model, b->ins.n, b->bind, &b->g) ? lib_failed(b) : 0;
+  s = kiln_graph_load_onnx_bound(b->model, b->ins.n, b->bind, &b->g);
+  return s ? lib_failed(b, s, b->model) : 0;
 }
 
 /* Host buffers for the run: inputs from the test data, outputs allocated. Graph tensor k of
@@ -117,29 +126,31 @@ static int load(Bench *b) {
  * of the graph input that is tensor t is test datum t. */
 static int bind(Bench *b) {
   int n_in, n_out;
-  if (kiln_graph_input_count(b->g, &n_in) || kiln_graph_output_count(b->g, &n_out)) return lib_failed(b);
+  kiln_status s;
+  if ((s = kiln_graph_input_count(b->g, &n_in)) || (s = kiln_graph_output_count(b->g, &n_out)))
+    return lib_failed(b, s, NULL);
   for (int i = 0; i < n_in; i++) {
     kiln_tensor_info x;
-    if (kiln_graph_input_info(b->g, i, &x)) return lib_failed(b);
-    if (x.tensor >= b->ins.n || i >= MAX_FILES) return fail(b, "bench: no test data for input '%s'", x.name);
+    if ((s = kiln_graph_input_info(b->g, i, &x))) return lib_failed(b, s, NULL);
+    if (x.tensor >= b->ins.n || i >= MAX_FILES) return fail(b, "no test data for input '%s'", x.name);
     const kiln_value *v = &b->ins.v[x.tensor];
     if (v->dtype != x.dtype || v->numel != x.numel)
-      return fail(b, "bench: input '%s': test data is %s of %lld elements, the model wants %s of %lld", x.name,
+      return fail(b, "input '%s': test data is %s of %lld elements, the model wants %s of %lld", x.name,
                   kiln_dtype_name(v->dtype), (long long)v->numel, kiln_dtype_name(x.dtype), (long long)x.numel);
     b->inputs[i] = v->data;
   }
-  if (n_out > MAX_FILES) return fail(b, "bench: more than %d outputs", MAX_FILES);
+  if (n_out > MAX_FILES) return fail(b, "more than %d outputs", MAX_FILES);
   if (b->refs.n && b->refs.n != n_out)
-    return fail(b, "bench: the model has %d outputs, the test data %d", n_out, b->refs.n);
+    return fail(b, "the model has %d outputs, the test data %d", n_out, b->refs.n);
   for (int i = 0; i < n_out; i++) {
     kiln_tensor_info y;
-    if (kiln_graph_output_info(b->g, i, &y)) return lib_failed(b);
+    if ((s = kiln_graph_output_info(b->g, i, &y))) return lib_failed(b, s, NULL);
     const kiln_value *r = i < b->refs.n ? &b->refs.v[i] : NULL;
     if (r && (y.dtype != r->dtype || y.numel != r->numel))
-      return fail(b, "bench: output %d: kiln gives %s of %lld elements, the reference %s of %lld", i,
+      return fail(b, "output %d: kiln gives %s of %lld elements, the reference %s of %lld", i,
                   kiln_dtype_name(y.dtype), (long long)y.numel, kiln_dtype_name(r->dtype), (long long)r->numel);
     if (!(b->outputs[i] = tools_alloc_elems(y.numel, y.dtype)))
-      return fail(b, "bench: out of memory for output %d", i);
+      return fail(b, "out of memory for output %d", i);
   }
   return 0;
 }
@@ -172,8 +183,8 @@ static void measure_error(Bench *b) {
 static int time_runs(Bench *b) {
   kiln_status s = KILN_OK;
   for (int i = 0; i < b->warmup && !s; i++) s = kiln_program_run(b->p, b->inputs, b->outputs);
-  if (s) return lib_failed(b);
-  if (!(b->times = calloc((size_t)b->runs, sizeof *b->times))) return fail(b, "bench: out of memory");
+  if (s) return lib_failed(b, s, NULL);
+  if (!(b->times = calloc((size_t)b->runs, sizeof *b->times))) return fail(b, "out of memory");
   double spent = 0;
   int done = 0;
   for (; done < b->runs && !s; done++) {
@@ -184,7 +195,7 @@ static int time_runs(Bench *b) {
     spent += b->times[done];
   }
   b->runs = done;
-  if (s) return lib_failed(b);
+  if (s) return lib_failed(b, s, NULL);
   qsort(b->times, (size_t)b->runs, sizeof *b->times, cmp_double);
   return 0;
 }
@@ -199,21 +210,15 @@ static int bench(Bench *b) {
   if (b->backend) o.backend = b->backend;
   kiln_status s = kiln_program_compile(b->g, &o, &b->p);
   if (!s) s = kiln_program_run(b->p, b->inputs, b->outputs);
-  if (s) {
-    fprintf(stderr, "kiln bench: %s: %s\n", b->name, kiln_last_error());
-    return 1;
-  }
+  if (s) return cli_lib_error("bench", s, NULL);
   measure_error(b);
   kiln_census c;
-  if ((s = kiln_program_census(b->p, &c))) {
-    fprintf(stderr, "kiln bench: %s: census: %s\n", b->name, kiln_last_error());
-    return 1;
-  }
+  if ((s = kiln_program_census(b->p, &c))) return cli_lib_error("bench", s, NULL);
   const char *why = NULL;
   if (c.host_fallbacks) why = "host fallbacks";
   else if (!(b->max_abs <= b->tol * fmax(1, b->ref_mag))) why = "outputs differ from the reference";
   if (!why && time_runs(b)) {
-    fprintf(stderr, "kiln bench: %s: run: %s\n", b->name, b->err);
+    fprintf(stderr, "kiln bench: %s\n", b->err);
     return 1;
   }
   const char *backend = b->backend ? b->backend : getenv("KILN_BACKEND") ? getenv("KILN_BACKEND") : "cpu";
@@ -248,34 +253,22 @@ static void bench_clear(Bench *b) {
   free(b->times);
 }
 
-/* A positive (or, with zero_ok, non-negative) integer argument; -1 when malformed. */
-static int parse_count(const char *s, int zero_ok) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*end || end == s || v < (zero_ok ? 0 : 1) || v > 1000000) return -1;
-  return (int)v;
-}
-
 int cmd_bench(int argc, char **argv) {
   static Bench b;  /* large (paths, test data slots); one per process */
   memset(&b, 0, sizeof b);
   b.runs = 50, b.warmup = 5, b.tol = 1e-3;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--backend") && i + 1 < argc) b.backend = argv[++i];
-    else if (!strcmp(a, "--runs") && i + 1 < argc) b.runs = parse_count(argv[++i], 0);
-    else if (!strcmp(a, "--warmup") && i + 1 < argc) b.warmup = parse_count(argv[++i], 1);
-    else if (!strcmp(a, "--threads") && i + 1 < argc) b.threads = parse_count(argv[++i], 0);
-    else if (!strcmp(a, "--tol") && i + 1 < argc) b.tol = atof(argv[++i]);
-    else if (!strcmp(a, "--budget-ms") && i + 1 < argc) b.budget_ms = atof(argv[++i]);
-    else if (a[0] == '-' || b.path) return usage();
-    else b.path = a;
-  }
-  if (!b.path || b.runs < 1 || b.warmup < 0 || b.threads < 0 || !(b.tol > 0) || !(b.budget_ms >= 0)) return usage();
+  Cli c = cli_start("bench", argc, argv);
+  while (cli_next(&c))
+    if (!cli_str(&c, "--backend", "B", &b.backend) && !cli_int(&c, "--runs", 1, MAX_COUNT, &b.runs) &&
+        !cli_int(&c, "--warmup", 0, MAX_COUNT, &b.warmup) && !cli_int(&c, "--threads", 1, MAX_COUNT, &b.threads) &&
+        !cli_real(&c, "--tol", false, &b.tol) && !cli_real(&c, "--budget-ms", true, &b.budget_ms))
+      cli_model(&c, &b.path);
+  if (!c.bad && !c.help && !b.path) cli_error(&c, "no model given (MODEL_DIR or MODEL.onnx)");
+  if (c.bad || c.help) return cli_usage(&c, usage);
   if (b.threads) omp_set_num_threads(b.threads);
   int rc;
   if (resolve_paths(&b) || load(&b) || bind(&b)) {
-    fprintf(stderr, "kiln bench: %s: %s\n", b.path, b.err);
+    fprintf(stderr, "kiln bench: %s\n", b.err);
     rc = 1;
   } else {
     rc = bench(&b);

@@ -17,7 +17,9 @@
  * With --expected FILE (lines "NAME pass" or "NAME skip REASON"): exits 1 if a test
  * listed as pass does not pass, and lists tests that pass but are not listed as pass.
  * --write-expected FILE writes that file from this run (failures become skips with
- * their reason). Also here: onnx_run_test, which `kiln run` shares.
+ * their reason). Exit status: 0 no regression, 1 a test listed as pass did not pass, 2 a
+ * usage error (bad arguments, a DIR or --expected FILE that cannot be read, no DIR given).
+ * Also here: onnx_run_test, which `kiln run` shares.
  */
 #include "tools.h"
 
@@ -93,10 +95,18 @@ static void result(TestResult *r, int status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   r->status = status;
+  r->lib = KILN_OK, r->lib_import = false, r->lib_msg = 0;
   vsnprintf(r->reason, sizeof r->reason, fmt, ap);
   va_end(ap);
   for (char *p = r->reason; *p; p++)
     if (*p == '\n' || *p == '\t') *p = ' ';
+}
+
+/* A kiln call failed with st: the reason is "STAGE: " (none when stage is NULL) and its message. */
+static void lib_result(TestResult *r, int status, kiln_status st, const char *stage) {
+  result(r, status, "%s%s%s", stage ? stage : "", stage ? ": " : "", kiln_last_error());
+  r->lib = st;
+  r->lib_msg = stage ? (int)strlen(stage) + 2 : 0;
 }
 
 /* The output i of g: its info and, described as a value, the buffer it is run into. */
@@ -114,6 +124,57 @@ static const kiln_value *input_value(const kiln_tensor_info *x, const kiln_value
   return x->tensor < n_in && !ins[x->tensor].name ? &ins[x->tensor] : NULL;
 }
 
+/* No value for graph input x: where one was looked for. */
+static void no_value(const OnnxTestSpec *spec, const kiln_tensor_info *x, const kiln_value *ins, int n_in,
+                     TestResult *r) {
+  bool positional = false;  /* any test data? */
+  for (int k = 0; k < n_in; k++) positional |= !ins[k].name;
+  if (spec->data_dir && !positional)
+    result(r, TEST_FAIL, "%s holds no input_0.pb, so input '%s' has no value", spec->data_dir, x->name);
+  else if (!spec->data_dir)
+    result(r, TEST_FAIL, "no value for input '%s' (give --input %s=FILE.pb or --check DIR)", x->name, x->name);
+  else
+    result(r, TEST_FAIL, "no value for input '%s'", x->name);
+}
+
+/* Is name one of the model's inputs? A graph input is; so is one the import read as data,
+ * which became a constant: graph tensor k is the model's k-th input, so it sits among the
+ * leading tensors, each a graph input, bound by position (k < n_pos) or named by --input. */
+static bool is_model_input(const OnnxTestSpec *spec, const kiln_graph *g, int n_pos, const char *name) {
+  int n_in;
+  kiln_tensor_info t, x;
+  if (kiln_graph_input_count(g, &n_in)) return false;
+  for (kiln_tensor k = 0; !kiln_graph_tensor_info(g, k, &t); k++) {
+    bool leading = k < n_pos;
+    for (int i = 0; i < n_in && !leading; i++) leading = !kiln_graph_input_info(g, i, &x) && x.tensor == k;
+    for (int i = 0; i < spec->n_named && !leading; i++) leading = !strcmp(t.name, spec->named[i]);
+    if (!leading) return false;
+    if (!strcmp(t.name, name)) return true;
+  }
+  return false;
+}
+
+/* Every --input NAME is one of the model's inputs; else false, the reason listing them. */
+static bool named_inputs_exist(const OnnxTestSpec *spec, const kiln_graph *g, int n_pos, TestResult *r) {
+  for (int i = 0; i < spec->n_named; i++) {
+    if (is_model_input(spec, g, n_pos, spec->named[i])) continue;
+    char list[768] = "";
+    int n_in = 0;
+    kiln_graph_input_count(g, &n_in);
+    for (int k = 0; k < n_in; k++) {
+      kiln_tensor_info x;
+      char sh[KILN_SHAPE_STR_MAX];
+      if (kiln_graph_input_info(g, k, &x) || kiln_shape_format(x.rank, x.shape, sh, sizeof sh)) continue;
+      size_t len = strlen(list);
+      snprintf(list + len, sizeof list - len, "%s%s %s %s", len ? ", " : "", x.name, sh, kiln_dtype_name(x.dtype));
+    }
+    result(r, TEST_FAIL, "--input %s=%s: the model has no input '%s' (inputs: %s)", spec->named[i],
+           spec->named_files[i], spec->named[i], list[0] ? list : "none");
+    return false;
+  }
+  return true;
+}
+
 /* Runs the compiled program on the inputs and compares; everything already loaded. */
 static void run_and_check(const OnnxTestSpec *spec, const kiln_graph *g, const kiln_value *ins, int n_in,
                           const kiln_value *outs, int n_out, TestResult *r) {
@@ -122,13 +183,14 @@ static void run_and_check(const OnnxTestSpec *spec, const kiln_graph *g, const k
   kiln_tensor_info *ys = NULL;
   kiln_program *p = NULL;
   int n_gin, n_gout;
-  if (kiln_graph_input_count(g, &n_gin) || kiln_graph_output_count(g, &n_gout))
-    return result(r, TEST_FAIL, "%s", kiln_last_error());
+  kiln_status s;
+  if ((s = kiln_graph_input_count(g, &n_gin)) || (s = kiln_graph_output_count(g, &n_gout)))
+    return lib_result(r, TEST_FAIL, s, NULL);
   for (int i = 0; i < n_gin; i++) {
     kiln_tensor_info x;
-    if (kiln_graph_input_info(g, i, &x)) return result(r, TEST_FAIL, "%s", kiln_last_error());
+    if ((s = kiln_graph_input_info(g, i, &x))) return lib_result(r, TEST_FAIL, s, NULL);
     const kiln_value *v = input_value(&x, ins, n_in);
-    if (!v) return result(r, TEST_FAIL, "no value for input '%s'", x.name);
+    if (!v) return no_value(spec, &x, ins, n_in, r);
     if (v->dtype != x.dtype || v->numel != x.numel)
       return result(r, TEST_FAIL, "input '%s': value is %s of %lld elements, the model wants %s of %lld", x.name,
                     kiln_dtype_name(v->dtype), (long long)v->numel, kiln_dtype_name(x.dtype), (long long)x.numel);
@@ -143,8 +205,8 @@ static void run_and_check(const OnnxTestSpec *spec, const kiln_graph *g, const k
   }
   for (int i = 0; i < n_gout; i++) {
     const kiln_tensor_info *y = &ys[i];
-    if (kiln_graph_output_info(g, i, &ys[i])) {
-      result(r, TEST_FAIL, "%s", kiln_last_error());
+    if ((s = kiln_graph_output_info(g, i, &ys[i]))) {
+      lib_result(r, TEST_FAIL, s, NULL);
       goto done;
     }
     if (i < n_out && (y->dtype != outs[i].dtype || y->rank != outs[i].rank ||
@@ -159,9 +221,8 @@ static void run_and_check(const OnnxTestSpec *spec, const kiln_graph *g, const k
   }
   kiln_options o = kiln_options_default();
   o.backend = spec->backend;
-  kiln_status s = kiln_program_compile(g, &o, &p);
-  if (s) {
-    result(r, s == KILN_ERR_UNSUPPORTED ? TEST_SKIP : TEST_FAIL, "compile: %s", kiln_last_error());
+  if ((s = kiln_program_compile(g, &o, &p))) {
+    lib_result(r, s == KILN_ERR_UNSUPPORTED ? TEST_SKIP : TEST_FAIL, s, "compile");
     goto done;
   }
   for (int i = 0; i < n_gout; i++)
@@ -170,7 +231,7 @@ static void run_and_check(const OnnxTestSpec *spec, const kiln_graph *g, const k
       goto done;
     }
   if ((s = kiln_program_run(p, inputs, outputs))) {
-    result(r, s == KILN_ERR_UNSUPPORTED ? TEST_SKIP : TEST_FAIL, "run: %s", kiln_last_error());
+    lib_result(r, s == KILN_ERR_UNSUPPORTED ? TEST_SKIP : TEST_FAIL, s, "run");
     goto done;
   }
   result(r, TEST_PASS, "ok");
@@ -238,56 +299,75 @@ static bool read_model(const char *path, void **data, size_t *size, TestResult *
   return true;
 }
 
+/* DIR/input_K.pb and DIR/output_K.pb (spec->data_dir; none without one), or false with the
+ * reason in r. */
+static bool read_test_data(const OnnxTestSpec *spec, kiln_value_list *set, kiln_value_list *outs, TestResult *r) {
+  struct stat st;
+  if (!spec->data_dir) return true;
+  if (stat(spec->data_dir, &st)) return result(r, TEST_FAIL, "%s: no such folder", spec->data_dir), false;
+  if (!S_ISDIR(st.st_mode)) return result(r, TEST_FAIL, "%s: not a folder", spec->data_dir), false;
+  kiln_status s = kiln_value_list_read(spec->data_dir, "input", set);
+  if (!s) s = kiln_value_list_read(spec->data_dir, "output", outs);
+  if (s)  /* sequences, strings, 4-bit types: data kiln cannot hold */
+    return lib_result(r, s == KILN_ERR_IO ? TEST_FAIL : TEST_SKIP, s, "test data"), false;
+  return true;
+}
+
 /* Test data (input_K.pb by position, then --input NAME=FILE by name) and model, read by this
- * tool: a model it cannot read fails the test, one that kiln refuses to import is skipped. */
+ * tool: a model it cannot read fails the test, one that kiln refuses to import is skipped.
+ * An --input file that cannot be read is reported after the names are checked (the model
+ * may import without it), so a wrong name is said first. */
 void onnx_run_test(const OnnxTestSpec *spec, TestResult *r) {
   memset(r, 0, sizeof *r);
   kiln_value_list set = { 0 }, outs = { 0 };
   kiln_value *named = calloc((size_t)spec->n_named + 1, sizeof *named);
   kiln_value *bind = NULL;
+  bool got[MAX_FILES];  /* named[i] was read */
   int n_named = 0, n_bind = 0;
   void *model = NULL;
   size_t size = 0;
   kiln_graph *g = NULL;
   kiln_status s = KILN_OK;
-  if (!named) {
+  TestResult unread = { .status = TEST_PASS };  /* the first --input file that could not be read */
+  if (!read_test_data(spec, &set, &outs, r)) goto done;
+  if (!named || !(bind = calloc((size_t)set.n + (size_t)spec->n_named + 1, sizeof *bind))) {
     result(r, TEST_FAIL, "out of memory");
     goto done;
   }
-  if (spec->data_dir && (s = kiln_value_list_read(spec->data_dir, "input", &set)) == KILN_OK)
-    s = kiln_value_list_read(spec->data_dir, "output", &outs);
-  for (; !s && n_named < spec->n_named; n_named++) {
+  for (; n_named < spec->n_named; n_named++) {
     if (set.n + n_named >= MAX_FILES) {
       result(r, TEST_SKIP, "test data: too many inputs");
       goto done;
     }
-    if ((s = kiln_value_read_pb(spec->named_files[n_named], &named[n_named]))) break;
-  }
-  if (s) {  /* sequences, strings, 4-bit types: data kiln cannot hold */
-    result(r, s == KILN_ERR_IO ? TEST_FAIL : TEST_SKIP, "test data: %s", kiln_last_error());
-    goto done;
-  }
-  if (!(bind = calloc((size_t)set.n + (size_t)n_named + 1, sizeof *bind))) {
-    result(r, TEST_FAIL, "out of memory");
-    goto done;
+    s = kiln_value_read_pb(spec->named_files[n_named], &named[n_named]);
+    got[n_named] = !s;
+    if (s && unread.status == TEST_PASS) lib_result(&unread, s == KILN_ERR_IO ? TEST_FAIL : TEST_SKIP, s, "test data");
   }
   for (int i = 0; i < set.n; i++) {  /* test data is positional */
     bind[n_bind] = set.v[i];
     bind[n_bind++].name = NULL;
   }
-  for (int i = 0; i < n_named; i++) {
-    bind[n_bind] = named[i];
-    bind[n_bind++].name = spec->named[i];
-  }
+  for (int i = 0; i < n_named; i++)
+    if (got[i]) {
+      bind[n_bind] = named[i];
+      bind[n_bind++].name = spec->named[i];
+    }
   if (!read_model(spec->model, &model, &size, r)) goto done;
   char dir[PATH_MAX];
   tools_dirname(spec->model, dir, sizeof dir);
   if ((s = kiln_graph_load_onnx_buffer_bound(model, size, dir, n_bind, bind, &g))) {
+    if (unread.status != TEST_PASS) {  /* the value missing may be why */
+      *r = unread;
+      goto done;
+    }
     /* a model kiln refuses to import is skipped, with the status and the reason */
-    result(r, TEST_SKIP, "%s: %s", kiln_status_name(s), kiln_last_error());
+    lib_result(r, TEST_SKIP, s, kiln_status_name(s));
+    r->lib_import = true;
     goto done;
   }
-  run_and_check(spec, g, bind, n_bind, outs.v, outs.n, r);
+  if (!named_inputs_exist(spec, g, set.n, r)) goto done;
+  if (unread.status != TEST_PASS) *r = unread;
+  else run_and_check(spec, g, bind, n_bind, outs.v, outs.n, r);
 done:
   kiln_graph_free(g);
   free(model);
@@ -423,29 +503,37 @@ static void tests_free(Tests *ts) {
   free(ts->v);
 }
 
+static const char usage[] =
+    "usage: kiln conformance DIR... [--backend B] [--expected FILE] [--write-expected FILE] [--every N]\n"
+    "                        [--timeout S] [--in-process]\n"
+    "  exit status: 0 no regression, 1 a test listed as pass did not pass, 2 a usage error or a DIR or FILE\n"
+    "  that cannot be read\n";
+
 int cmd_conformance(int argc, char **argv) {
   OnnxTestSpec spec = { 0 };
   spec.rtol = RTOL, spec.atol = ATOL;
   const char *expected = NULL, *write_expected = NULL;
-  int every = 1, timeout_s = 60;
+  int every = 1, timeout_s = 60, n_dirs = 0;
   bool in_process = false;
   Tests ts = { 0 };
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--backend") && i + 1 < argc) spec.backend = argv[++i];
-    else if (!strcmp(argv[i], "--expected") && i + 1 < argc) expected = argv[++i];
-    else if (!strcmp(argv[i], "--write-expected") && i + 1 < argc) write_expected = argv[++i];
-    else if (!strcmp(argv[i], "--every") && i + 1 < argc) every = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout_s = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--in-process")) in_process = true;
-    else if (argv[i][0] == '-') {
-      fprintf(stderr, "usage: kiln conformance DIR... [--backend B] [--expected FILE] [--write-expected FILE] "
-                      "[--every N] [--timeout S] [--in-process]\n");
-      tests_free(&ts);
-      return 2;
-    } else if (collect(argv[i], &ts)) { tests_free(&ts); return 2; }
+  char **dirs = calloc((size_t)argc, sizeof *dirs);
+  if (!dirs) return fprintf(stderr, "kiln conformance: out of memory\n"), 1;
+  Cli c = cli_start("conformance", argc, argv);
+  while (cli_next(&c))
+    if (!cli_str(&c, "--backend", "B", &spec.backend) && !cli_str(&c, "--expected", "FILE", &expected) &&
+        !cli_str(&c, "--write-expected", "FILE", &write_expected) && !cli_int(&c, "--every", 1, INT_MAX, &every) &&
+        !cli_int(&c, "--timeout", 1, 1000000, &timeout_s) && !cli_flag(&c, "--in-process", &in_process)) {
+      if (argv[c.i][0] == '-') cli_unknown(&c);
+      else dirs[n_dirs++] = argv[c.i];
+    }
+  if (!c.bad && !c.help && !n_dirs) cli_error(&c, "no DIR given");
+  bool bad = c.bad || c.help;
+  for (int i = 0; i < n_dirs && !bad; i++) bad = collect(dirs[i], &ts) != 0;
+  free(dirs);
+  if (bad) {
+    tests_free(&ts);
+    return c.bad || c.help ? cli_usage(&c, usage) : 2;
   }
-  if (every < 1) every = 1;
-  if (timeout_s < 1) timeout_s = 1;
   qsort(ts.v, (size_t)ts.n, sizeof *ts.v, cmp_test);
   Expect *ex = NULL;
   int n_ex = 0;

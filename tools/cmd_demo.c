@@ -3,7 +3,8 @@
  * default backend and on ref, and prints the plan, the outputs, the agreement with ref and
  * the census. The weights are deterministic pseudo-random numbers, never zeros. Then, when
  * ../shared is there ($KILN_SHARED_DIR), a real model: LeNet exported from PyTorch, loaded from
- * ONNX, run on the default backend and compared with PyTorch's stored output.
+ * ONNX, run on the default backend and compared with PyTorch's stored output. It takes no
+ * arguments. Exit status: 0 both agree, 1 either disagrees or fails, 2 a usage error.
  */
 #include "tools.h"
 
@@ -109,7 +110,11 @@ done:
 }
 
 int cmd_demo(int argc, char **argv) {
-  (void)argc; (void)argv;
+  Cli cl = cli_start("demo", argc, argv);
+  while (cli_next(&cl)) cli_unknown(&cl);
+  if (cl.bad || cl.help)
+    return cli_usage(&cl, "usage: kiln demo\n"
+                          "  exit status: 0 the MLP agrees with ref and LeNet with PyTorch, 1 otherwise, 2 a usage error\n");
   int rc = 1;
   kiln_graph *g = NULL;
   kiln_program *p = NULL, *r = NULL;

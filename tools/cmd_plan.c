@@ -11,6 +11,8 @@
  * options are the program's (kiln_options_default: KILN_CUDA_ROW, KILN_CUDA_SPLITK,
  * KILN_CUBLASLT), turned into codegen's as the pipeline turns them (rt_codegen_options).
  *
+ * Exit status: 0 the plan was printed, 1 the model or workload failed, 2 a usage error.
+ *
  * The one tool that sees past kiln.h: it prints the plan and the source without compiling,
  * so it includes runtime/runtime.h, the pipeline's header (which brings plan, codegen, te).
  */
@@ -23,12 +25,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int usage(void) {
-  fprintf(stderr, "usage: kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda] [--launches]\n"
-                  "workloads:");
-  for (int i = 0; i < wl_n_standard; i++) fprintf(stderr, " %s", wl_standard[i]);
-  fprintf(stderr, "\n  (also chain10_N, softmax_RxC, logsoftmax_RxC, layernorm_RxC, linear_relu_MxKxN, mlp_fwd_bB)\n");
-  return 2;
+static int usage(bool help) {
+  FILE *f = help ? stdout : stderr;
+  fprintf(f, "usage: kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda] [--launches]\n"
+             "workloads:");
+  for (int i = 0; i < wl_n_standard; i++) fprintf(f, " %s", wl_standard[i]);
+  fprintf(f, "\n  (also chain10_N, softmax_RxC, logsoftmax_RxC, layernorm_RxC, linear_relu_MxKxN, mlp_fwd_bB)\n"
+             "  exit status: 0 the plan was printed, 1 the model or workload failed, 2 a usage error\n");
+  return help ? 0 : 2;
 }
 
 static int fail(const char *what, kiln_status st) {
@@ -38,22 +42,20 @@ static int fail(const char *what, kiln_status st) {
 
 int cmd_plan(int argc, char **argv) {
   const char *model = NULL, *dot = NULL, *source = NULL;
-  bool launches = false;
+  bool launches = false, eager = false, cse = false;
   kiln_options o = kiln_options_default();
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--eager")) o.fuse = 0;
-    else if (!strcmp(argv[i], "--cse")) o.cse = 1;
-    else if (!strcmp(argv[i], "--dot") && i + 1 < argc) dot = argv[++i];
-    else if (!strcmp(argv[i], "--source") && i + 1 < argc) source = argv[++i];
-    else if (!strcmp(argv[i], "--launches")) launches = true;
-    else if (argv[i][0] == '-' || model) return usage();
-    else model = argv[i];
-  }
-  if (!model) return usage();
+  Cli c = cli_start("plan", argc, argv);
+  while (cli_next(&c))
+    if (!cli_flag(&c, "--eager", &eager) && !cli_flag(&c, "--cse", &cse) && !cli_str(&c, "--dot", "FILE", &dot) &&
+        !cli_choice(&c, "--source", (const char *const[]){ "c", "cuda", NULL }, &source) &&
+        !cli_flag(&c, "--launches", &launches))
+      cli_model(&c, &model);
+  if (!c.bad && !c.help && !model) cli_error(&c, "no model given (MODEL.onnx or a workload)");
+  if (c.bad || c.help) return usage(c.help);
+  if (eager) o.fuse = 0;
+  if (cse) o.cse = 1;
   kiln_status st0;
-  const Dialect *dialect = &cg_dialect_cuda;
-  if (source && !strcmp(source, "c")) dialect = &cg_dialect_c;
-  else if (source && strcmp(source, "cuda")) return usage();
+  const Dialect *dialect = source && !strcmp(source, "c") ? &cg_dialect_c : &cg_dialect_cuda;
   CgOptions co;
   if ((st0 = rt_codegen_options(&o, &co))) return fail("options", st0);
   Workload w = { 0 };
@@ -62,7 +64,10 @@ int cmd_plan(int argc, char **argv) {
   size_t len = strlen(model);
   if (len > 5 && !strcmp(model + len - 5, ".onnx")) st = kiln_graph_load_onnx(model, &g);
   else if ((st = wl_build(model, &w)) == KILN_OK) g = w.g;
-  else { fprintf(stderr, "kiln plan: '%s' is neither an .onnx file nor a known workload\n", model); return usage(); }
+  else {
+    fprintf(stderr, "kiln plan: '%s' is neither an .onnx file nor a known workload\n", model);
+    return usage(false);
+  }
   if (st) return fail(model, st);
   TE *te = NULL;
   Plan *p = NULL;

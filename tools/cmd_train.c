@@ -9,6 +9,7 @@
 #include "tools.h"
 #include "train.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,40 +28,31 @@ typedef struct Args {
   uint64_t seed;
 } Args;
 
-static int usage(void) {
-  fprintf(stderr,
-          "usage: kiln train --model mlp|lenet [--epochs N] [--backend B] [--batch 32] [--optim sgd|adam]\n"
-          "                  [--lr 0.01] [--momentum 0.9] [--plot FILE.svg] [--data DIR] [--limit N] [--seed S]\n"
-          "  trains on Fashion-MNIST (IDX files in DIR, default " DATA_DIR ");\n"
-          "  --limit uses only the first N training and test images (quick runs on the ref backend)\n");
-  return 2;
-}
+static const char usage[] =
+    "usage: kiln train --model mlp|lenet [--epochs N] [--backend B] [--batch 32] [--optim sgd|adam]\n"
+    "                  [--lr 0.01] [--momentum 0.9] [--plot FILE.svg] [--data DIR] [--limit N] [--seed S]\n"
+    "  trains on Fashion-MNIST (IDX files in DIR, default " DATA_DIR ");\n"
+    "  --limit uses only the first N training and test images (quick runs on the ref backend)\n"
+    "  exit status: 0 trained, 1 training failed, 2 a usage error\n";
 
-static int parse_args(int argc, char **argv, Args *a) {
+/* The arguments into *a: true when there is something to train, else false with the exit status in *rc. */
+static bool parse_args(int argc, char **argv, Args *a, int *rc) {
   *a = (Args){.epochs = 1, .batch = 32, .eval_batch = 500, .lr = -1, .momentum = 0.9, .data = DATA_DIR,
               .optim = "sgd", .seed = 1};
-  for (int i = 1; i < argc; i++) {
-    const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!v) return usage();
-    if (!strcmp(k, "--model")) a->model = v;
-    else if (!strcmp(k, "--epochs")) a->epochs = atoi(v);
-    else if (!strcmp(k, "--backend")) a->backend = v;
-    else if (!strcmp(k, "--batch")) a->batch = atoi(v);
-    else if (!strcmp(k, "--lr")) a->lr = atof(v);
-    else if (!strcmp(k, "--momentum")) a->momentum = atof(v);
-    else if (!strcmp(k, "--optim")) a->optim = v;
-    else if (!strcmp(k, "--plot")) a->plot = v;
-    else if (!strcmp(k, "--data")) a->data = v;
-    else if (!strcmp(k, "--limit")) a->limit = atoi(v);
-    else if (!strcmp(k, "--seed")) a->seed = strtoull(v, NULL, 10);
-    else return usage();
-    i++;
-  }
-  if (!a->model || train_model_kind(a->model) < 0 || a->epochs < 1 || a->batch < 1 || a->limit < 0 ||
-      (strcmp(a->optim, "sgd") && strcmp(a->optim, "adam")))
-    return usage();
+  Cli c = cli_start("train", argc, argv);
+  while (cli_next(&c))
+    if (!cli_choice(&c, "--model", (const char *const[]){ "mlp", "lenet", NULL }, &a->model) &&
+        !cli_int(&c, "--epochs", 1, 1000000, &a->epochs) && !cli_str(&c, "--backend", "B", &a->backend) &&
+        !cli_int(&c, "--batch", 1, 1000000, &a->batch) && !cli_real(&c, "--lr", false, &a->lr) &&
+        !cli_real(&c, "--momentum", true, &a->momentum) &&
+        !cli_choice(&c, "--optim", (const char *const[]){ "sgd", "adam", NULL }, &a->optim) &&
+        !cli_str(&c, "--plot", "FILE.svg", &a->plot) && !cli_str(&c, "--data", "DIR", &a->data) &&
+        !cli_int(&c, "--limit", 0, INT_MAX, &a->limit) && !cli_u64(&c, "--seed", &a->seed))
+      cli_unknown(&c);
+  if (!c.bad && !c.help && !a->model) cli_error(&c, "--model is required (mlp or lenet)");
+  if (c.bad || c.help) return *rc = cli_usage(&c, usage), false;
   if (a->lr < 0) a->lr = strcmp(a->optim, "adam") ? 0.01 : 0.001;
-  return 0;
+  return true;
 }
 
 static double now(void) {
@@ -177,7 +169,8 @@ static void print_census(kiln_program *p) {
 
 int cmd_train(int argc, char **argv) {
   Args a;
-  if (parse_args(argc, argv, &a)) return 2;
+  int rc = 1;
+  if (!parse_args(argc, argv, &a, &rc)) return rc;
   ModelKind m = (ModelKind)train_model_kind(a.model);
   char p1[1024], p2[1024];
   Dataset train = {0}, test = {0};
@@ -187,7 +180,7 @@ int cmd_train(int argc, char **argv) {
   snprintf(p1, sizeof p1, "%s/t10k-images-idx3-ubyte.gz", a.data);
   snprintf(p2, sizeof p2, "%s/t10k-labels-idx1-ubyte.gz", a.data);
   if (dataset_load(p1, p2, &test)) return dataset_free(&train), 1;
-  int n = a.limit && a.limit < train.n ? a.limit : train.n, steps = n / a.batch, rc = 1;
+  int n = a.limit && a.limit < train.n ? a.limit : train.n, steps = n / a.batch;
   TrainNet tn = {0};
   kiln_program *prog = NULL;
   int *idx = malloc(sizeof(int) * (size_t)train.n);
