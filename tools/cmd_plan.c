@@ -35,10 +35,9 @@ static int usage(bool help) {
   return help ? 0 : 2;
 }
 
-static int fail(const char *what, kiln_status st) {
-  fprintf(stderr, "kiln plan: %s: %s: %s\n", what, kiln_status_name(st), kiln_last_error());
-  return 1;
-}
+/* A library failure: "kiln plan: STATUS: [PATH: ]MESSAGE" (the path only where the message
+ * lacks it), as every command prints it. */
+static int fail(const char *path, kiln_status st) { return cli_lib_error("plan", st, path); }
 
 int cmd_plan(int argc, char **argv) {
   const char *model = NULL, *dot = NULL, *source = NULL;
@@ -57,7 +56,7 @@ int cmd_plan(int argc, char **argv) {
   kiln_status st0;
   const Dialect *dialect = source && !strcmp(source, "c") ? &cg_dialect_c : &cg_dialect_cuda;
   CgOptions co;
-  if ((st0 = rt_codegen_options(&o, &co))) return fail("options", st0);
+  if ((st0 = rt_codegen_options(&o, &co))) return fail(NULL, st0);
   Workload w = { 0 };
   kiln_graph *g = NULL;
   kiln_status st;
@@ -85,7 +84,7 @@ int cmd_plan(int argc, char **argv) {
     if (!st && (source || launches)) {
       CgProgram *prog = NULL;
       st = cg_program_build(p, dialect, &co, &prog);
-      if (st) fail("render", st);
+      if (st) fail(NULL, st);
       if (!st && source) fputs(prog->source.s, stdout);
       if (!st && launches) {
         printf("launches (%s):\n", dialect->name);
