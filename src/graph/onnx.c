@@ -55,12 +55,18 @@ static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
   return false;
 }
 
+/* Where and why a wire walk stopped: the offset of the bad field, and whether it was
+ * nesting (too deep) rather than bytes that are not protobuf. */
+typedef struct WireError { size_t at; bool deep; } WireError;
+
 /* Checks that every length fits in the buffer and that messages nest at most
  * MAX_NESTING deep; protobuf-c's recursive unpacker would otherwise exhaust the stack. */
-static bool wire_check(const uint8_t *p, const uint8_t *end, const ProtobufCMessageDescriptor *d, int depth) {
-  if (depth > MAX_NESTING) return false;
+static bool wire_check(const uint8_t *start, const uint8_t *p, const uint8_t *end, const ProtobufCMessageDescriptor *d,
+                       int depth, WireError *e) {
+  if (depth > MAX_NESTING) return e->at = (size_t)(p - start), e->deep = true, false;
   while (p < end) {
     uint64_t key, v;
+    e->at = (size_t)(p - start);
     if (!wire_varint(&p, end, &key)) return false;
     switch (key & 7) {
     case 0: if (!wire_varint(&p, end, &v)) return false; break;
@@ -70,7 +76,8 @@ static bool wire_check(const uint8_t *p, const uint8_t *end, const ProtobufCMess
       if (!wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
       const ProtobufCFieldDescriptor *f =
           key >> 3 <= UINT_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3)) : NULL;
-      if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && !wire_check(p, p + v, f->descriptor, depth + 1)) return false;
+      if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && !wire_check(start, p, p + v, f->descriptor, depth + 1, e))
+        return false;
       p += v;
       break;
     }
@@ -80,13 +87,19 @@ static bool wire_check(const uint8_t *p, const uint8_t *end, const ProtobufCMess
   return true;
 }
 
+/* what: "an ONNX model", "an ONNX tensor" (for the message). */
+static kiln_status wire_fail(const WireError *e, const char *what) {
+  if (e->deep) return kiln_fail(KILN_ERR_MODEL, "messages nest more than %d deep at byte %zu", MAX_NESTING, e->at);
+  return kiln_fail(KILN_ERR_MODEL, "not %s: the bytes are not valid protobuf (truncated or malformed at byte %zu)",
+                   what, e->at);
+}
+
 static kiln_status unpack_model(const void *data, size_t size, Onnx__ModelProto **out) {
   const uint8_t *p = data;
-  if (!wire_check(p, p + size, &onnx__model_proto__descriptor, 0))
-    return kiln_fail(KILN_ERR_MODEL, "onnx: not a valid ModelProto (truncated, malformed or nested over %d deep)",
-                     MAX_NESTING);
+  WireError e = { 0, false };
+  if (!wire_check(p, p, p + size, &onnx__model_proto__descriptor, 0, &e)) return wire_fail(&e, "an ONNX model");
   *out = onnx__model_proto__unpack(&pb_allocator, size, p);
-  if (!*out) return kiln_fail(KILN_ERR_MODEL, "onnx: protobuf-c could not decode the ModelProto (malformed or out of memory)");
+  if (!*out) return kiln_fail(KILN_ERR_MODEL, "protobuf-c could not decode the ModelProto (malformed or out of memory)");
   return KILN_OK;
 }
 
@@ -99,7 +112,7 @@ static kiln_status map_put(Arena *a, NameMap *m, const char *key, int val) {
     int cap = m->cap ? 2 * m->cap : 64;
     const char **keys = arena_alloc(a, sizeof *keys * (size_t)cap);
     int *vals = arena_alloc(a, sizeof *vals * (size_t)cap);
-    if (!keys || !vals) return kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory (name table)");
+    if (!keys || !vals) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory (name table)");
     NameMap nm = { keys, vals, cap, 0, m->parent };
     for (int i = 0; i < m->cap; i++)
       if (m->keys[i]) {
@@ -112,7 +125,7 @@ static kiln_status map_put(Arena *a, NameMap *m, const char *key, int val) {
   size_t h = name_hash(key) & (size_t)(m->cap - 1);
   while (m->keys[h] && strcmp(m->keys[h], key)) h = (h + 1) & (size_t)(m->cap - 1);
   if (!m->keys[h]) {
-    if (!(m->keys[h] = arena_strdup(a, key))) return kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory (names)");
+    if (!(m->keys[h] = arena_strdup(a, key))) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory (names)");
     m->n++;
   }
   m->vals[h] = val;
@@ -223,8 +236,15 @@ static const char *onnx_dtype_name(int32_t t) {
   return t >= 0 && t < (int32_t)(sizeof names / sizeof names[0]) ? names[t] : "unknown";
 }
 
+/* The names above are every type ONNX defines (0 is "undefined": none given). */
+#define ONNX_LAST_DTYPE 26
+
+bool onnx_elem_type_valid(int32_t t) { return t >= 1 && t <= ONNX_LAST_DTYPE; }
+
 kiln_status onnx_elem_type(int32_t t, const char *what, kiln_dtype *out) {
   if (onnx_dtype(t, out)) return KILN_OK;
+  if (!t) return kiln_fail(KILN_ERR_MODEL, "%s: no element type (undefined, 0)", what);
+  if (!onnx_elem_type_valid(t)) return kiln_fail(KILN_ERR_MODEL, "%s: element type %d is not an ONNX type", what, (int)t);
   return kiln_fail(KILN_ERR_UNSUPPORTED, "%s: element type %s (%d) is not supported", what, onnx_dtype_name(t), (int)t);
 }
 
@@ -447,10 +467,11 @@ kiln_status im_tensor(Importer *im, const Onnx__TensorProto *t, OnnxTensor *out)
 kiln_status onnx_read_tensor(const void *data, size_t size, const char *base_dir, OnnxTensor *out) {
   memset(out, 0, sizeof *out);
   if (!data && size) return kiln_fail(KILN_ERR_INVALID_ARG, "onnx_read_tensor: data is NULL");
-  if (!wire_check(data, (const uint8_t *)data + size, &onnx__tensor_proto__descriptor, 0))
-    return kiln_fail(KILN_ERR_MODEL, "onnx: not a valid TensorProto (truncated or malformed)");
+  WireError e = { 0, false };
+  if (!wire_check(data, data, (const uint8_t *)data + size, &onnx__tensor_proto__descriptor, 0, &e))
+    return wire_fail(&e, "an ONNX tensor");
   Onnx__TensorProto *t = onnx__tensor_proto__unpack(&pb_allocator, size, data);
-  if (!t) return kiln_fail(KILN_ERR_MODEL, "onnx: protobuf-c could not decode the TensorProto");
+  if (!t) return kiln_fail(KILN_ERR_MODEL, "protobuf-c could not decode the TensorProto (malformed or out of memory)");
   Arena a = { 0 };
   OnnxTensor tmp;
   kiln_status s = tensor_decode(t, base_dir, &a, &tmp);
@@ -462,7 +483,7 @@ kiln_status onnx_read_tensor(const void *data, size_t size, const char *base_dir
     out->data = kiln_malloc((size_t)bytes + 1);
     if (!out->name || !out->data) {
       onnx_tensor_clear(out);
-      s = kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory reading a tensor");
+      s = kiln_fail(KILN_ERR_NO_MEMORY, "out of memory reading a tensor");
     } else if (str) {  /* one block the caller frees at once: pointers re-aimed into the copy */
       char **v = out->data, *p = (char *)(v + tmp.numel);
       for (int64_t i = 0; i < tmp.numel; i++) {
@@ -505,11 +526,17 @@ static kiln_status add_initializer(Importer *im, const Onnx__TensorProto *t) {
   OnnxTensor v;
   kiln_status s = im_tensor(im, t, &v);
   if (s) return s;
-  if (!t->name || !*t->name) return kiln_fail(KILN_ERR_MODEL, "onnx: an initializer has no name");
+  if (!t->name || !*t->name) return kiln_fail(KILN_ERR_MODEL, "an initializer has no name");
   int id;
   s = graph_leaf(im->g, v.numel <= CONST_LIMIT ? T_CONST : T_PARAM, t->name, v.dtype, v.rank, v.shape, v.data, &id);
   if (s) return s;
   return map_put(&im->tmp, im->scope, t->name, id);
+}
+
+static bool is_initializer(const Onnx__GraphProto *gp, const char *name) {
+  for (size_t i = 0; i < gp->n_initializer; i++)
+    if (gp->initializer[i]->name && !strcmp(gp->initializer[i]->name, name)) return true;
+  return false;
 }
 
 /* The caller's value for graph input number pos called name: by name, else by
@@ -521,29 +548,108 @@ static const OnnxTensor *find_binding(Importer *im, const char *name, int pos) {
   return NULL;
 }
 
-/* A graph input that is not an initializer: its declared type, or the caller's value. */
-static kiln_status add_input(Importer *im, const Onnx__ValueInfoProto *vi, int pos, bool as_const) {
-  const char *name = vi->name;
-  if (!name || !*name) return kiln_fail(KILN_ERR_MODEL, "onnx: a graph input has no name");
+/* The declared tensor type of a graph input, or NULL (a sequence, map or optional input). */
+static const Onnx__TypeProto__Tensor *input_tensor_type(const Onnx__ValueInfoProto *vi) {
   const Onnx__TypeProto *tp = vi->type;
-  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
-    return kiln_fail(KILN_ERR_UNSUPPORTED, "input '%s': only tensor inputs are supported (sequence/map/optional are not)", name);
-  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) return NULL;
+  return tp->tensor_type;
+}
+
+static const char *dim_param(const Onnx__TensorShapeProto__Dimension *d) {
+  return d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param && *d->dim_param
+             ? d->dim_param : NULL;
+}
+
+/* The binding of a symbolic dim (dim_param) by an earlier value, or NULL. */
+static const DimBind *find_dim(const Importer *im, const char *param) {
+  for (int i = 0; i < im->n_dims; i++)
+    if (!strcmp(im->dims[i].param, param)) return &im->dims[i];
+  return NULL;
+}
+
+/* Checks the caller's value b for input name against its declaration: dtype, rank, each
+ * static dim exactly, each symbolic dim against the value its name already has (the first
+ * value to give it one binds it, for every input). */
+static kiln_status check_bound(Importer *im, const char *name, const Onnx__TypeProto__Tensor *tt, const OnnxTensor *b) {
   kiln_dtype dt;
   kiln_status s = onnx_elem_type(tt->has_elem_type ? tt->elem_type : 0, name, &dt);
+  if (s) return s;
+  if (b->dtype != dt)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s': the model declares type %s, the value has type %s", name,
+                     kiln_dtype_name(dt), kiln_dtype_name(b->dtype));
+  if (!tt->shape) return KILN_OK;  /* any shape */
+  if (tt->shape->n_dim != (size_t)b->rank)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s': the model declares rank %zu, the value has rank %d", name,
+                     tt->shape->n_dim, b->rank);
+  for (int i = 0; i < b->rank; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+    const char *param = dim_param(d);
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+      if (d->dim_value < 0)
+        return kiln_fail(KILN_ERR_MODEL, "input '%s' dim %d: the model declares %lld (negative)", name, i,
+                         (long long)d->dim_value);
+      if (d->dim_value != b->shape[i])
+        return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s' dim %d: the model declares %lld, the value has %lld", name, i,
+                         (long long)d->dim_value, (long long)b->shape[i]);
+    } else if (param) {
+      const DimBind *db = find_dim(im, param);
+      if (db && db->value != b->shape[i])
+        return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s' dim %d '%s': bound to %lld by input '%s', the value has %lld",
+                         name, i, param, (long long)db->value, db->input, (long long)b->shape[i]);
+      if (!db) {
+        if (im->n_dims == im->cap_dims) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory (symbolic dims)");
+        im->dims[im->n_dims++] = (DimBind){ param, b->shape[i], name };
+      }
+    }
+  }
+  return KILN_OK;
+}
+
+/* Checks every caller's value against its input's declaration before anything is built,
+ * in input order (so a symbolic dim is bound by the first input that has it). */
+static kiln_status check_bindings(Importer *im, const Onnx__GraphProto *gp) {
+  int64_t bytes;
+  if (!im->n_bind) return KILN_OK;
+  if (gp->n_input > (size_t)INT_MAX / KILN_MAX_RANK ||
+      !size_mul((int64_t)gp->n_input * KILN_MAX_RANK, (int64_t)sizeof(DimBind), &bytes))
+    return kiln_fail(KILN_ERR_MODEL, "the graph declares %zu inputs", gp->n_input);
+  im->cap_dims = (int)gp->n_input * KILN_MAX_RANK;  /* a symbolic dim per dim of each input, at most */
+  if (im->cap_dims && !(im->dims = arena_alloc(&im->tmp, (size_t)bytes)))
+    return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory (symbolic dims)");
+  for (size_t i = 0, pos = 0; i < gp->n_input; i++) {
+    const Onnx__ValueInfoProto *vi = gp->input[i];
+    if (!vi->name || !*vi->name || is_initializer(gp, vi->name)) continue;  /* refused, or not an input */
+    const OnnxTensor *b = find_binding(im, vi->name, (int)pos++);
+    const Onnx__TypeProto__Tensor *tt = input_tensor_type(vi);
+    kiln_status s = b && tt ? check_bound(im, vi->name, tt, b) : KILN_OK;
+    if (s) return s;
+  }
+  return KILN_OK;
+}
+
+/* A graph input that is not an initializer: its declared type, or the caller's value
+ * (checked against it by check_bindings). */
+static kiln_status add_input(Importer *im, const Onnx__ValueInfoProto *vi, int pos, bool as_const) {
+  const char *name = vi->name;
+  if (!name || !*name) return kiln_fail(KILN_ERR_MODEL, "a graph input has no name");
+  const Onnx__TypeProto__Tensor *tt = input_tensor_type(vi);
+  if (!tt)
+    return kiln_fail(vi->type ? KILN_ERR_UNSUPPORTED : KILN_ERR_MODEL, "input '%s': %s", name,
+                     vi->type ? "only tensor inputs are supported (sequence/map/optional are not)" : "no type declared");
+  kiln_dtype dt;
+  char what[300];
+  snprintf(what, sizeof what, "input '%s'", name);
+  kiln_status s = onnx_elem_type(tt->has_elem_type ? tt->elem_type : 0, what, &dt);
   if (s) return s;
   const OnnxTensor *b = find_binding(im, name, pos);
   int rank = 0;
   int64_t shape[KILN_MAX_RANK];
   if (b) {
-    if (b->dtype != dt)
-      return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s': value has type %s, the model declares %s", name,
-                       kiln_dtype_name(b->dtype), kiln_dtype_name(dt));
-    if (tt->shape && tt->shape->n_dim != (size_t)b->rank)
-      return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s': value has rank %d, the model declares %zu", name, b->rank,
-                       tt->shape->n_dim);
     rank = b->rank;
     memcpy(shape, b->shape, sizeof shape);
+    if (as_const && !b->data && b->numel)
+      return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s': the model reads its value while importing (as a shape, axes, "
+                       "...), and the value bound to it has no data", name);
   } else {
     if (!tt->shape) return kiln_fail(KILN_ERR_UNSUPPORTED, "input '%s': no shape declared (static shapes are required)", name);
     if (tt->shape->n_dim > KILN_MAX_RANK)
@@ -551,9 +657,15 @@ static kiln_status add_input(Importer *im, const Onnx__ValueInfoProto *vi, int p
     rank = (int)tt->shape->n_dim;
     for (int i = 0; i < rank; i++) {
       const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+      const char *param = dim_param(d);
+      const DimBind *db = param ? find_dim(im, param) : NULL;
+      if (db) {  /* bound by another input's value */
+        shape[i] = db->value;
+        continue;
+      }
       if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
         return kiln_fail(KILN_ERR_UNSUPPORTED, "input '%s': dimension %d is symbolic ('%s'); give a value for this input",
-                         name, i, d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param ? d->dim_param : "?");
+                         name, i, param ? param : "?");
       if (d->dim_value < 0)
         return kiln_fail(KILN_ERR_MODEL, "input '%s': dimension %d is negative (%lld)", name, i, (long long)d->dim_value);
       shape[i] = d->dim_value;
@@ -712,6 +824,32 @@ kiln_status im_subgraph(Importer *im, const Onnx__GraphProto *body, int n_in, co
 
 #define MAX_IO 64
 
+/* A failure inside the node's rule, as the user reads it: the message names this node with
+ * its ONNX op ("node 'n' (Gemm): ..."). Graph building names kiln's op instead ("node 'n'
+ * (matmul): inner dims differ"); that becomes a word of the message. What graph building
+ * calls a bad argument is, coming from a file, an inconsistent model. */
+static kiln_status node_failed(Importer *im, const char *op, kiln_status s) {
+  if (s == KILN_ERR_INVALID_ARG) s = KILN_ERR_MODEL;
+  char msg[1024], head[512];
+  snprintf(msg, sizeof msg, "%s", kiln_last_error());
+  int n = snprintf(head, sizeof head, "node '%s' (", im->node_name);
+  if (strncmp(msg, "node '", 6)) {
+    kiln_error_prefix("node '%s' (%s): ", im->node_name, op);
+    return s;
+  }
+  const char *kop = msg + n, *close = n > 0 && (size_t)n < sizeof head && !strncmp(msg, head, (size_t)n) ? strstr(kop, "): ") : NULL;
+  if (close && ((size_t)(close - kop) != strlen(op) || strncmp(kop, op, strlen(op))))  /* kiln's op, not ONNX's */
+    kiln_fail(s, "node '%s' (%s): %.*s: %s", im->node_name, op, (int)(close - kop), kop, close + 3);
+  return s;
+}
+
+/* The opset a node of domain is checked at: the current one for the default domain, the
+ * model's import of any other (-1: none, the newest schema). */
+static int node_opset(const Importer *im, const char *domain) {
+  if (!*domain || !strcmp(domain, "ai.onnx")) return im->opset;
+  return opset_of(im->model->n_opset_import, im->model->opset_import, domain);
+}
+
 static kiln_status import_node(Importer *im, const Onnx__NodeProto *nd) {
   const char *op = nd->op_type ? nd->op_type : "";
   const char *domain = nd->domain ? nd->domain : "";
@@ -725,6 +863,9 @@ static kiln_status import_node(Importer *im, const Onnx__NodeProto *nd) {
     return im_fail(im, KILN_ERR_UNSUPPORTED, "importing needs more than %zu MiB beyond the weights", im->mem_limit >> 20);
   if (nd->n_input > MAX_IO || nd->n_output > MAX_IO)
     return im_fail(im, KILN_ERR_UNSUPPORTED, "%zu inputs and %zu outputs: at most %d each", nd->n_input, nd->n_output, MAX_IO);
+  const Onnx__FunctionProto *f = find_function(im, domain, op);
+  kiln_status s = im_check_attrs(im, f ? NULL : domain, op, node_opset(im, domain));
+  if (s) return s;
   int ins[MAX_IO], outs[MAX_IO];
   for (size_t i = 0; i < nd->n_input; i++) {
     const char *nm = nd->input[i];
@@ -734,8 +875,6 @@ static kiln_status import_node(Importer *im, const Onnx__NodeProto *nd) {
       return im_fail(im, KILN_ERR_MODEL, "input '%s' is not defined before this node", nm);
   }
   for (size_t i = 0; i < nd->n_output; i++) outs[i] = -1;
-  kiln_status s;
-  const Onnx__FunctionProto *f = find_function(im, domain, op);
   if (f) s = inline_function(im, f, ins, nd->n_input, outs, nd->n_output);
   else if (!strcmp(domain, "ai.onnx.preview.training") && !strcmp(op, "Gradient"))
     s = im_gradient(im, (int)nd->n_input, ins, (int)nd->n_output, outs);
@@ -746,11 +885,7 @@ static kiln_status import_node(Importer *im, const Onnx__NodeProto *nd) {
   else if (im->opset < 0)
     return im_fail(im, KILN_ERR_MODEL, "the model imports no opset for the default domain");
   else s = im_node(im, op, (int)nd->n_input, ins, (int)nd->n_output, outs);
-  if (s) {
-    const char *m = kiln_last_error();
-    if (strncmp(m, "node '", 6)) kiln_error_prefix("node '%s' (%s): ", im->node_name, op);
-    return s;
-  }
+  if (s) return node_failed(im, op, s);
   for (size_t i = 0; i < nd->n_output; i++) {
     const char *nm = nd->output[i];
     if (!nm || !*nm) continue;
@@ -770,21 +905,27 @@ static kiln_status import_nodes(Importer *im, size_t n, Onnx__NodeProto *const *
   return KILN_OK;
 }
 
-static bool is_initializer(const Onnx__GraphProto *gp, const char *name) {
-  for (size_t i = 0; i < gp->n_initializer; i++)
-    if (gp->initializer[i]->name && !strcmp(gp->initializer[i]->name, name)) return true;
-  return false;
+/* A graph output's declared type, when it declares a tensor, must name an ONNX element type. */
+static kiln_status check_output_type(const Onnx__ValueInfoProto *vi, const char *nm) {
+  const Onnx__TypeProto__Tensor *tt = input_tensor_type(vi);
+  if (!tt) return KILN_OK;  /* no type, or a sequence: what the nodes make decides */
+  int32_t t = tt->has_elem_type ? tt->elem_type : 0;
+  if (!t) return kiln_fail(KILN_ERR_MODEL, "output '%s': no element type (undefined, 0)", nm);
+  if (!onnx_elem_type_valid(t)) return kiln_fail(KILN_ERR_MODEL, "output '%s': element type %d is not an ONNX type", nm, (int)t);
+  return KILN_OK;
 }
 
 static kiln_status mark_outputs(Importer *im, const Onnx__GraphProto *gp) {
-  if (!gp->n_output) return kiln_fail(KILN_ERR_MODEL, "onnx: the graph has no outputs");
+  if (!gp->n_output) return kiln_fail(KILN_ERR_MODEL, "the graph has no outputs");
   for (size_t i = 0; i < gp->n_output; i++) {
     const char *nm = gp->output[i]->name;
-    int id = nm && *nm ? map_get(im->scope, nm) : -1;
-    if (id == -1) return kiln_fail(KILN_ERR_MODEL, "onnx: graph output '%s' is not produced by any node", nm ? nm : "");
-    if (id < 0) return kiln_fail(KILN_ERR_UNSUPPORTED, "onnx: graph output '%s' is a sequence; only tensors can leave", nm);
-    kiln_status s = graph_output(im->g, id, nm);
+    if (!nm || !*nm) return kiln_fail(KILN_ERR_MODEL, "graph output %zu has no name", i);
+    kiln_status s = check_output_type(gp->output[i], nm);
     if (s) return s;
+    int id = map_get(im->scope, nm);
+    if (id == -1) return kiln_fail(KILN_ERR_MODEL, "graph output '%s' is not produced by any node", nm);
+    if (id < 0) return kiln_fail(KILN_ERR_UNSUPPORTED, "graph output '%s' is a sequence; only tensors can leave", nm);
+    if ((s = graph_output(im->g, id, nm))) return s;
   }
   return KILN_OK;
 }
@@ -793,7 +934,7 @@ static kiln_status import_graph(Importer *im, const Onnx__GraphProto *gp) {
   kiln_status s;
   int pos = 0;
   NameMap need = { 0 };
-  if ((s = mark_needed(im, gp->n_node, gp->node, &need, 0))) return s;
+  if ((s = mark_needed(im, gp->n_node, gp->node, &need, 0)) || (s = check_bindings(im, gp))) return s;
   for (size_t i = 0; i < gp->n_input; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
     if (vi->name && is_initializer(gp, vi->name)) continue;  /* a default value, not an input */
@@ -801,7 +942,7 @@ static kiln_status import_graph(Importer *im, const Onnx__GraphProto *gp) {
   }
   for (size_t i = 0; i < gp->n_initializer; i++)
     if ((s = add_initializer(im, gp->initializer[i]))) return s;
-  if (gp->n_sparse_initializer) return kiln_fail(KILN_ERR_UNSUPPORTED, "onnx: sparse initializers are not supported");
+  if (gp->n_sparse_initializer) return kiln_fail(KILN_ERR_UNSUPPORTED, "sparse initializers are not supported");
   /* constants the nodes create (folded shapes, index maps) may grow to 4x the file plus 512 MiB */
   im->mem_limit = im->g->arena.used + im->tmp.used + 4 * im->file_size + ((size_t)512 << 20);
   if ((s = import_nodes(im, gp->n_node, gp->node))) return s;
@@ -811,7 +952,8 @@ static kiln_status import_graph(Importer *im, const Onnx__GraphProto *gp) {
 kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *base_dir, const OnnxTensor *bind, int n_bind,
                                   Graph **out) {
   *out = NULL;
-  if (!data && size) return kiln_fail(KILN_ERR_INVALID_ARG, "onnx: data is NULL");
+  if (!data && size) return kiln_fail(KILN_ERR_INVALID_ARG, "graph_load_onnx: data is NULL");
+  if (!size) return kiln_fail(KILN_ERR_MODEL, "the model is empty (0 bytes)");
   Onnx__ModelProto *m;
   kiln_status s = unpack_model(data, size, &m);
   if (s) return s;
@@ -823,9 +965,11 @@ kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *bas
   im.mem_limit = SIZE_MAX;
   im.base_dir = base_dir, im.model = m, im.bind = bind, im.n_bind = n_bind, im.scope = &top;
   im.opset = opset_of(m->n_opset_import, m->opset_import, "");
-  if (!m->graph) s = kiln_fail(KILN_ERR_MODEL, "onnx: the model has no graph");
-  else if (im.opset >= 0 && im.opset < 7) s = kiln_fail(KILN_ERR_UNSUPPORTED, "onnx: opset %d is older than 7", im.opset);
-  else if (!(im.g = graph_create())) s = kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory");
+  if (!m->graph && !m->has_ir_version && !m->n_opset_import)  /* protobuf, but none of a model's fields */
+    s = kiln_fail(KILN_ERR_MODEL, "not an ONNX model: no graph, IR version or opset in %zu bytes", size);
+  else if (!m->graph) s = kiln_fail(KILN_ERR_MODEL, "the model has no graph");
+  else if (im.opset >= 0 && im.opset < 7) s = kiln_fail(KILN_ERR_UNSUPPORTED, "opset %d is older than 7", im.opset);
+  else if (!(im.g = graph_create())) s = kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
   else s = import_graph(&im, m->graph);
   if (s && im.g) graph_free(im.g);
   else *out = im.g;
@@ -854,19 +998,18 @@ kiln_status onnx_read_file(const char *path, void **data, size_t *size) {
   *data = NULL, *size = 0;
   struct stat st;
   int fd = open_regular(path, 0, &st);
-  if (fd < 0)
-    return kiln_fail(KILN_ERR_IO, "cannot open '%s': %s", path, errno == EINVAL ? "not a regular file" : strerror(errno));
+  if (fd < 0) return kiln_fail(KILN_ERR_IO, "%s: cannot open: %s", path, errno == EINVAL ? "not a regular file" : strerror(errno));
   size_t n = (size_t)st.st_size;
   void *buf = kiln_malloc(n ? n : 1);
   if (!buf) {
     close(fd);
-    return kiln_fail(KILN_ERR_NO_MEMORY, "'%s': cannot allocate %zu bytes", path, n);
+    return kiln_fail(KILN_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes", path, n);
   }
   bool ok = read_at(fd, 0, buf, n);
   close(fd);
   if (!ok) {
     kiln_free(buf);
-    return kiln_fail(KILN_ERR_IO, "short read from '%s'", path);
+    return kiln_fail(KILN_ERR_IO, "%s: short read", path);
   }
   *data = buf, *size = n;
   return KILN_OK;
@@ -914,15 +1057,23 @@ kiln_status onnx_read_tensor_set(const char *dir, const char *prefix, int max, O
   return KILN_OK;
 }
 
-kiln_status kiln_graph_load_onnx(const char *path, kiln_graph **out) {
-  if (!path || !out) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_load_onnx: %s is NULL", path ? "out" : "path");
+kiln_status graph_load_onnx_file(const char *path, const OnnxTensor *bind, int n_bind, Graph **out) {
   *out = NULL;
   void *data;
   size_t size;
   char dir[PATH_MAX];
   kiln_status s = read_with_dir(path, &data, &size, dir);
   if (s) return s;
-  s = kiln_graph_load_onnx_buffer(data, size, dir, out);
+  if (!size) s = kiln_fail(KILN_ERR_MODEL, "%s: the file is empty", path);
+  else if ((s = graph_load_onnx_bound(data, size, dir, bind, n_bind, out))) kiln_error_prefix("%s: ", path);
   kiln_free(data);
+  return s;
+}
+
+kiln_status kiln_graph_load_onnx(const char *path, kiln_graph **out) {
+  if (!path || !out) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_load_onnx: %s is NULL", path ? "out" : "path");
+  Graph *g;
+  kiln_status s = graph_load_onnx_file(path, NULL, 0, &g);
+  *out = (kiln_graph *)g;
   return s;
 }
