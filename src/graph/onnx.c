@@ -5,11 +5,18 @@
  * model's graph inputs that are not initializers, whose leaves hold the initializers,
  * and whose outputs are the model's outputs. How: a depth-limited walk of the wire
  * format (protobuf-c recurses, so a hostile nesting must be refused first), then
- * protobuf-c's unpacker with kiln's allocation hook, then one pass over the nodes in
- * file order; each node goes through the rule for its op in onnx_ops.c. Nodes of
- * model-local functions are inlined with a fresh scope. Every tensor size is checked
- * against the bytes present, every product against overflow, and external data is
- * read only from files under the model's own folder.
+ * protobuf-c's unpacker with kiln's allocation hook, then the caller's values for inputs
+ * checked against what the model declares (dtype, rank, static dims, symbolic dims bound
+ * consistently), then one pass over the nodes in file order: each node's attributes are
+ * checked against its op's schema (onnx_schema.c), then it goes through the rule for its
+ * op in onnx_ops.c. Nodes of model-local functions are inlined with a fresh scope. Every
+ * tensor size is checked against the bytes present, every product against overflow, and
+ * external data is read only from files under the model's own folder.
+ *
+ * Errors: a malformed or inconsistent file is KILN_ERR_MODEL, a bad value from the caller
+ * KILN_ERR_INVALID_ARG, only what kiln lacks KILN_ERR_UNSUPPORTED. A message names what it
+ * is about ("node 'n' (Gemm): ...", "input 'x' dim 1: ...") and never carries a status
+ * word; the file loaders put the path first.
  */
 #include "onnx_import.h"
 
@@ -99,7 +106,9 @@ static kiln_status unpack_model(const void *data, size_t size, Onnx__ModelProto 
   WireError e = { 0, false };
   if (!wire_check(p, p, p + size, &onnx__model_proto__descriptor, 0, &e)) return wire_fail(&e, "an ONNX model");
   *out = onnx__model_proto__unpack(&pb_allocator, size, p);
-  if (!*out) return kiln_fail(KILN_ERR_MODEL, "protobuf-c could not decode the ModelProto (malformed or out of memory)");
+  if (!*out)
+    return kiln_fail(KILN_ERR_MODEL, "not an ONNX model: protobuf whose fields do not decode as a ModelProto (or out of "
+                     "memory)");
   return KILN_OK;
 }
 
@@ -1031,14 +1040,15 @@ static kiln_status read_with_dir(const char *path, void **data, size_t *size, ch
 }
 
 kiln_status onnx_read_tensor_file(const char *path, OnnxTensor *t) {
+  memset(t, 0, sizeof *t);
   void *data;
   size_t size;
   char dir[PATH_MAX];
   kiln_status s = read_with_dir(path, &data, &size, dir);
   if (s) return s;
-  s = onnx_read_tensor(data, size, dir, t);
+  if (!size) s = kiln_fail(KILN_ERR_MODEL, "%s: the file is empty", path);
+  else if ((s = onnx_read_tensor(data, size, dir, t))) kiln_error_prefix("%s: ", path);
   kiln_free(data);
-  if (s) kiln_error_prefix("%s: ", path);
   return s;
 }
 

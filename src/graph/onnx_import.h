@@ -1,7 +1,7 @@
 /*
  * onnx_import.h — private to the ONNX importer (onnx.c reads the protobuf and walks
- * the graph; onnx_ops.c holds one import rule per ONNX op). Not part of graph.h:
- * nothing outside these two files sees protobuf types.
+ * the graph; onnx_ops.c holds one import rule per ONNX op; onnx_schema.c the attributes
+ * each op may carry). Not part of graph.h: nothing outside these files sees protobuf types.
  */
 #ifndef KILN_ONNX_IMPORT_H
 #define KILN_ONNX_IMPORT_H
