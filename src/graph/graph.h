@@ -230,6 +230,11 @@ kiln_status graph_load_onnx_file(const char *path, const OnnxTensor *bind, int n
  * A string tensor's data is one block: numel char pointers, then the strings they point at. */
 kiln_status onnx_read_tensor(const void *data, size_t size, const char *base_dir, OnnxTensor *out);
 void onnx_tensor_clear(OnnxTensor *t);
+/* Test hooks: the attribute check of the import (onnx_schema.c) on every node of a model,
+ * its subgraphs' and functions' too, without importing it; and the schema table's own
+ * consistency (sorted, known types), KILN_OK or a message naming the bad row. */
+kiln_status onnx_check_attrs(const void *data, size_t size);
+kiln_status onnx_schema_check_table(void);
 /* A whole file into kiln_malloc memory; the folder part of a path ("." for none). */
 kiln_status onnx_read_file(const char *path, void **data, size_t *size);
 void onnx_dirname(const char *path, char *buf, size_t cap);

@@ -988,6 +988,42 @@ kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *bas
   return s;
 }
 
+/* The attribute check alone on nodes and the subgraphs in their attributes, at opset. */
+static kiln_status check_attrs_in(Importer *im, size_t n, Onnx__NodeProto *const *nodes, int opset, int depth) {
+  if (depth > MAX_NESTING) return KILN_OK;  /* the wire walk refused deeper files already */
+  for (size_t i = 0; i < n; i++) {
+    const Onnx__NodeProto *nd = nodes[i];
+    const char *op = nd->op_type ? nd->op_type : "", *domain = nd->domain ? nd->domain : "";
+    im->node = nd, im->node_name = nd->name && *nd->name ? nd->name : op, im->opset = opset;
+    kiln_status s = im_check_attrs(im, find_function(im, domain, op) ? NULL : domain, op, node_opset(im, domain));
+    for (size_t a = 0; !s && a < nd->n_attribute; a++) {
+      const Onnx__AttributeProto *at = nd->attribute[a];
+      if (at->g) s = check_attrs_in(im, at->g->n_node, at->g->node, opset, depth + 1);
+      for (size_t k = 0; !s && k < at->n_graphs; k++)
+        s = check_attrs_in(im, at->graphs[k]->n_node, at->graphs[k]->node, opset, depth + 1);
+    }
+    if (s) return s;
+  }
+  return KILN_OK;
+}
+
+kiln_status onnx_check_attrs(const void *data, size_t size) {
+  Onnx__ModelProto *m;
+  kiln_status s = unpack_model(data, size, &m);
+  if (s) return s;
+  Importer im = { 0 };
+  im.model = m;
+  int opset = opset_of(m->n_opset_import, m->opset_import, "");
+  if (m->graph) s = check_attrs_in(&im, m->graph->n_node, m->graph->node, opset, 0);
+  for (size_t i = 0; !s && i < m->n_functions; i++) {
+    const Onnx__FunctionProto *f = m->functions[i];
+    int v = opset_of(f->n_opset_import, f->opset_import, "");
+    s = check_attrs_in(&im, f->n_node, f->node, v > 0 ? v : opset, 0);
+  }
+  onnx__model_proto__free_unpacked(m, &pb_allocator);
+  return s;
+}
+
 kiln_status graph_load_onnx(const void *data, size_t size, const char *base_dir, Graph **out) {
   return graph_load_onnx_bound(data, size, base_dir, NULL, 0, out);
 }

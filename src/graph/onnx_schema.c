@@ -76,7 +76,7 @@ static const OpAttrs schema[] = {
   { "", "ConcatFromSequence", 11, "axis:INT new_axis:INT" },
   { "", "Constant", 1, "value:TENSOR" },
   { "", "Constant", 11, "sparse_value:SPARSE_TENSOR value:TENSOR" },
-  { "", "Constant", 12, "sparse_value:SPARSE_TENSOR value:TENSOR value_float:FLOAT value_floats:FLOATs "
+  { "", "Constant", 12, "sparse_value:SPARSE_TENSOR value:TENSOR value_float:FLOAT value_floats:FLOATS "
                         "value_int:INT value_ints:INTS value_string:STRING value_strings:STRINGS" },
   { "", "ConstantOfShape", 9, "value:TENSOR" },
   { "", "Conv", 1, "auto_pad:STRING dilations:INTS group:INT kernel_shape:INTS pads:INTS strides:INTS" },
@@ -109,9 +109,9 @@ static const OpAttrs schema[] = {
   { "", "EyeLike", 9, "dtype:INT k:INT" },
   { "", "Flatten", 1, "axis:INT" },
   { "", "Floor", 6, "" },
-  { "", "GRU", 7, "activation_alpha:FLOATs activation_beta:FLOATs activations:STRINGS clip:FLOAT direction:STRING "
+  { "", "GRU", 7, "activation_alpha:FLOATS activation_beta:FLOATS activations:STRINGS clip:FLOAT direction:STRING "
                   "hidden_size:INT linear_before_reset:INT" },
-  { "", "GRU", 14, "activation_alpha:FLOATs activation_beta:FLOATs activations:STRINGS clip:FLOAT "
+  { "", "GRU", 14, "activation_alpha:FLOATS activation_beta:FLOATS activations:STRINGS clip:FLOAT "
                    "direction:STRING hidden_size:INT layout:INT linear_before_reset:INT" },
   { "", "Gather", 1, "axis:INT" },
   { "", "GatherElements", 11, "axis:INT" },
@@ -137,9 +137,9 @@ static const OpAttrs schema[] = {
   { "", "IsInf", 10, "detect_negative:INT detect_positive:INT" },
   { "", "IsNaN", 9, "" },
   { "", "LRN", 1, "alpha:FLOAT beta:FLOAT bias:FLOAT size:INT" },
-  { "", "LSTM", 7, "activation_alpha:FLOATs activation_beta:FLOATs activations:STRINGS clip:FLOAT "
+  { "", "LSTM", 7, "activation_alpha:FLOATS activation_beta:FLOATS activations:STRINGS clip:FLOAT "
                    "direction:STRING hidden_size:INT input_forget:INT" },
-  { "", "LSTM", 14, "activation_alpha:FLOATs activation_beta:FLOATs activations:STRINGS clip:FLOAT "
+  { "", "LSTM", 14, "activation_alpha:FLOATS activation_beta:FLOATS activations:STRINGS clip:FLOAT "
                     "direction:STRING hidden_size:INT input_forget:INT layout:INT" },
   { "", "LayerNormalization", 17, "axis:INT epsilon:FLOAT stash_type:INT" },
   { "", "LeakyRelu", 6, "alpha:FLOAT" },
@@ -182,9 +182,9 @@ static const OpAttrs schema[] = {
   { "", "QuantizeLinear", 21, "axis:INT block_size:INT output_dtype:INT saturate:INT" },
   { "", "QuantizeLinear", 23, "axis:INT block_size:INT output_dtype:INT precision:INT saturate:INT" },
   { "", "RMSNormalization", 23, "axis:INT epsilon:FLOAT stash_type:INT" },
-  { "", "RNN", 7, "activation_alpha:FLOATs activation_beta:FLOATs activations:STRINGS clip:FLOAT direction:STRING "
+  { "", "RNN", 7, "activation_alpha:FLOATS activation_beta:FLOATS activations:STRINGS clip:FLOAT direction:STRING "
                   "hidden_size:INT" },
-  { "", "RNN", 14, "activation_alpha:FLOATs activation_beta:FLOATs activations:STRINGS clip:FLOAT "
+  { "", "RNN", 14, "activation_alpha:FLOATS activation_beta:FLOATS activations:STRINGS clip:FLOAT "
                    "direction:STRING hidden_size:INT layout:INT" },
   { "", "Range", 11, "" },
   { "", "Reciprocal", 6, "" },
@@ -274,13 +274,13 @@ static const OpAttrs schema[] = {
   { "", "Trilu", 14, "upper:INT" },
   { "", "Unsqueeze", 1, "axes:INTS" },
   { "", "Unsqueeze", 13, "" },
-  { "", "Upsample", 7, "mode:STRING scales:FLOATs" },
+  { "", "Upsample", 7, "mode:STRING scales:FLOATS" },
   { "", "Upsample", 9, "mode:STRING" },
   { "", "Where", 9, "" },
   { "", "Xor", 7, "" },
   { "ai.onnx.ml", "LabelEncoder", 4, "default_float:FLOAT default_int64:INT default_string:STRING "
-                                     "default_tensor:TENSOR keys_floats:FLOATs keys_int64s:INTS "
-                                     "keys_strings:STRINGS keys_tensor:TENSOR values_floats:FLOATs "
+                                     "default_tensor:TENSOR keys_floats:FLOATS keys_int64s:INTS "
+                                     "keys_strings:STRINGS keys_tensor:TENSOR values_floats:FLOATS "
                                      "values_int64s:INTS values_strings:STRINGS values_tensor:TENSOR" },
   { "ai.onnx.preview.training", "Gradient", 1, "xs:STRINGS y:STRING zs:STRINGS" },
 };
@@ -344,6 +344,31 @@ static void row_names(const OpAttrs *r, char *buf, size_t cap) {
 }
 
 const char *onnx_attr_type_name(int type) { return type >= 0 && type < N_TYPES ? type_names[type] : NULL; }
+
+kiln_status onnx_schema_check_table(void) {
+  for (size_t i = 0; i < N_SCHEMA; i++) {
+    const OpAttrs *r = &schema[i], *q = i ? &schema[i - 1] : NULL;
+    int c = q ? row_cmp(q, r->domain, r->op) : -1;
+    if (c > 0 || (c == 0 && q->since >= r->since))
+      return kiln_fail(KILN_ERR_INVALID_ARG, "schema row %zu (%s-%d) is out of order", i, r->op, r->since);
+    const char *prev = "";
+    size_t prev_n = 0;
+    for (const char *p = r->attrs; *p;) {
+      const char *colon = strchr(p, ':'), *end = colon ? colon + strcspn(colon, " ") : p + strlen(p);
+      bool known = false;
+      for (int t = 1; colon && t < N_TYPES; t++)
+        known |= (size_t)(end - colon - 1) == strlen(type_names[t]) && !strncmp(colon + 1, type_names[t], (size_t)(end - colon - 1));
+      size_t n = colon ? (size_t)(colon - p) : 0;
+      int order = strncmp(prev, p, prev_n < n ? prev_n : n);
+      if (!known || !n || (prev_n && (order > 0 || (order == 0 && prev_n >= n))))
+        return kiln_fail(KILN_ERR_INVALID_ARG, "schema row %zu (%s-%d): bad or unordered entry '%.*s'", i, r->op, r->since,
+                         (int)(end - p), p);
+      prev = p, prev_n = n;
+      p = *end ? end + 1 : end;
+    }
+  }
+  return KILN_OK;
+}
 
 kiln_status im_check_attrs(Importer *im, const char *domain, const char *op, int opset) {
   const Onnx__NodeProto *nd = im->node;
