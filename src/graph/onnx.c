@@ -557,8 +557,8 @@ static const OnnxTensor *find_binding(Importer *im, const char *name, int pos) {
   return NULL;
 }
 
-/* The declared tensor type of a graph input, or NULL (a sequence, map or optional input). */
-static const Onnx__TypeProto__Tensor *input_tensor_type(const Onnx__ValueInfoProto *vi) {
+/* The declared tensor type of a graph input or output, or NULL (none, or a sequence, map or optional). */
+static const Onnx__TypeProto__Tensor *tensor_type(const Onnx__ValueInfoProto *vi) {
   const Onnx__TypeProto *tp = vi->type;
   if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) return NULL;
   return tp->tensor_type;
@@ -581,7 +581,9 @@ static const DimBind *find_dim(const Importer *im, const char *param) {
  * value to give it one binds it, for every input). */
 static kiln_status check_bound(Importer *im, const char *name, const Onnx__TypeProto__Tensor *tt, const OnnxTensor *b) {
   kiln_dtype dt;
-  kiln_status s = onnx_elem_type(tt->has_elem_type ? tt->elem_type : 0, name, &dt);
+  char what[300];
+  snprintf(what, sizeof what, "input '%s'", name);
+  kiln_status s = onnx_elem_type(tt->has_elem_type ? tt->elem_type : 0, what, &dt);
   if (s) return s;
   if (b->dtype != dt)
     return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s': the model declares type %s, the value has type %s", name,
@@ -629,7 +631,7 @@ static kiln_status check_bindings(Importer *im, const Onnx__GraphProto *gp) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
     if (!vi->name || !*vi->name || is_initializer(gp, vi->name)) continue;  /* refused, or not an input */
     const OnnxTensor *b = find_binding(im, vi->name, (int)pos++);
-    const Onnx__TypeProto__Tensor *tt = input_tensor_type(vi);
+    const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
     kiln_status s = b && tt ? check_bound(im, vi->name, tt, b) : KILN_OK;
     if (s) return s;
   }
@@ -641,7 +643,7 @@ static kiln_status check_bindings(Importer *im, const Onnx__GraphProto *gp) {
 static kiln_status add_input(Importer *im, const Onnx__ValueInfoProto *vi, int pos, bool as_const) {
   const char *name = vi->name;
   if (!name || !*name) return kiln_fail(KILN_ERR_MODEL, "a graph input has no name");
-  const Onnx__TypeProto__Tensor *tt = input_tensor_type(vi);
+  const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
   if (!tt)
     return kiln_fail(vi->type ? KILN_ERR_UNSUPPORTED : KILN_ERR_MODEL, "input '%s': %s", name,
                      vi->type ? "only tensor inputs are supported (sequence/map/optional are not)" : "no type declared");
@@ -846,7 +848,8 @@ static kiln_status node_failed(Importer *im, const char *op, kiln_status s) {
     kiln_error_prefix("node '%s' (%s): ", im->node_name, op);
     return s;
   }
-  const char *kop = msg + n, *close = n > 0 && (size_t)n < sizeof head && !strncmp(msg, head, (size_t)n) ? strstr(kop, "): ") : NULL;
+  bool ours = n > 0 && (size_t)n < sizeof head && !strncmp(msg, head, (size_t)n);  /* this node, not one inside it */
+  const char *kop = msg + n, *close = ours ? strstr(kop, "): ") : NULL;
   if (close && ((size_t)(close - kop) != strlen(op) || strncmp(kop, op, strlen(op))))  /* kiln's op, not ONNX's */
     kiln_fail(s, "node '%s' (%s): %.*s: %s", im->node_name, op, (int)(close - kop), kop, close + 3);
   return s;
@@ -914,27 +917,30 @@ static kiln_status import_nodes(Importer *im, size_t n, Onnx__NodeProto *const *
   return KILN_OK;
 }
 
-/* A graph output's declared type, when it declares a tensor, must name an ONNX element type. */
-static kiln_status check_output_type(const Onnx__ValueInfoProto *vi, const char *nm) {
-  const Onnx__TypeProto__Tensor *tt = input_tensor_type(vi);
-  if (!tt) return KILN_OK;  /* no type, or a sequence: what the nodes make decides */
-  int32_t t = tt->has_elem_type ? tt->elem_type : 0;
-  if (!t) return kiln_fail(KILN_ERR_MODEL, "output '%s': no element type (undefined, 0)", nm);
-  if (!onnx_elem_type_valid(t)) return kiln_fail(KILN_ERR_MODEL, "output '%s': element type %d is not an ONNX type", nm, (int)t);
-  return KILN_OK;
-}
-
-static kiln_status mark_outputs(Importer *im, const Onnx__GraphProto *gp) {
+/* The graph's outputs as declared, before any node is imported: each has a name and, where
+ * it declares a tensor, an ONNX element type (no type, or a sequence: the nodes decide). */
+static kiln_status check_outputs(const Onnx__GraphProto *gp) {
   if (!gp->n_output) return kiln_fail(KILN_ERR_MODEL, "the graph has no outputs");
   for (size_t i = 0; i < gp->n_output; i++) {
     const char *nm = gp->output[i]->name;
     if (!nm || !*nm) return kiln_fail(KILN_ERR_MODEL, "graph output %zu has no name", i);
-    kiln_status s = check_output_type(gp->output[i], nm);
-    if (s) return s;
+    const Onnx__TypeProto__Tensor *tt = tensor_type(gp->output[i]);
+    int32_t t = tt && tt->has_elem_type ? tt->elem_type : 0;
+    if (tt && !t) return kiln_fail(KILN_ERR_MODEL, "output '%s': no element type (undefined, 0)", nm);
+    if (tt && !onnx_elem_type_valid(t))
+      return kiln_fail(KILN_ERR_MODEL, "output '%s': element type %d is not an ONNX type", nm, (int)t);
+  }
+  return KILN_OK;
+}
+
+static kiln_status mark_outputs(Importer *im, const Onnx__GraphProto *gp) {
+  for (size_t i = 0; i < gp->n_output; i++) {
+    const char *nm = gp->output[i]->name;
     int id = map_get(im->scope, nm);
     if (id == -1) return kiln_fail(KILN_ERR_MODEL, "graph output '%s' is not produced by any node", nm);
     if (id < 0) return kiln_fail(KILN_ERR_UNSUPPORTED, "graph output '%s' is a sequence; only tensors can leave", nm);
-    if ((s = graph_output(im->g, id, nm))) return s;
+    kiln_status s = graph_output(im->g, id, nm);
+    if (s) return s;
   }
   return KILN_OK;
 }
@@ -943,7 +949,8 @@ static kiln_status import_graph(Importer *im, const Onnx__GraphProto *gp) {
   kiln_status s;
   int pos = 0;
   NameMap need = { 0 };
-  if ((s = mark_needed(im, gp->n_node, gp->node, &need, 0)) || (s = check_bindings(im, gp))) return s;
+  if ((s = check_outputs(gp)) || (s = mark_needed(im, gp->n_node, gp->node, &need, 0)) || (s = check_bindings(im, gp)))
+    return s;
   for (size_t i = 0; i < gp->n_input; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
     if (vi->name && is_initializer(gp, vi->name)) continue;  /* a default value, not an input */

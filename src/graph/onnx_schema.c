@@ -355,14 +355,13 @@ kiln_status onnx_schema_check_table(void) {
     size_t prev_n = 0;
     for (const char *p = r->attrs; *p;) {
       const char *colon = strchr(p, ':'), *end = colon ? colon + strcspn(colon, " ") : p + strlen(p);
+      size_t tn = colon ? (size_t)(end - colon - 1) : 0, n = colon ? (size_t)(colon - p) : 0;
       bool known = false;
-      for (int t = 1; colon && t < N_TYPES; t++)
-        known |= (size_t)(end - colon - 1) == strlen(type_names[t]) && !strncmp(colon + 1, type_names[t], (size_t)(end - colon - 1));
-      size_t n = colon ? (size_t)(colon - p) : 0;
-      int order = strncmp(prev, p, prev_n < n ? prev_n : n);
+      for (int t = 1; t < N_TYPES; t++) known |= tn == strlen(type_names[t]) && !strncmp(colon + 1, type_names[t], tn);
+      int order = strncmp(prev, p, prev_n < n ? prev_n : n);  /* names ascending, each once */
       if (!known || !n || (prev_n && (order > 0 || (order == 0 && prev_n >= n))))
-        return kiln_fail(KILN_ERR_INVALID_ARG, "schema row %zu (%s-%d): bad or unordered entry '%.*s'", i, r->op, r->since,
-                         (int)(end - p), p);
+        return kiln_fail(KILN_ERR_INVALID_ARG, "schema row %zu (%s-%d): bad or unordered entry '%.*s'", i, r->op,
+                         r->since, (int)(end - p), p);
       prev = p, prev_n = n;
       p = *end ? end + 1 : end;
     }
