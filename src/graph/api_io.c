@@ -245,29 +245,40 @@ kiln_status kiln_shape_format(int rank, const int64_t *shape, char *buf, size_t 
 
 /* ---- binding at import ---- */
 
+/* The caller's values, each checked, as the importer's (*ts to kiln_free; NULL for none).
+ * The importer only reads them: names and data are not copied. */
+static kiln_status bind_values(const char *fn, int n, const kiln_value *bind, OnnxTensor **ts) {
+  *ts = NULL;
+  NEED(n >= 0, "%s: n is %d (negative)", fn, n);
+  NEED(bind || !n, "%s: bind is NULL", fn);
+  for (int k = 0; k < n; k++) {
+    char arg[32];
+    snprintf(arg, sizeof arg, "bind[%d]", k);
+    kiln_status s = check_value(fn, arg, &bind[k]);
+    if (s) return s;
+  }
+  if (!n) return KILN_OK;
+  OnnxTensor *t = *ts = kiln_calloc((size_t)n, sizeof *t);
+  if (!t) return kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory for %d values", fn, n);
+  for (int k = 0; k < n; k++) {
+    const kiln_value *v = &bind[k];
+    t[k] = (OnnxTensor){ .name = (char *)v->name, .dtype = v->dtype, .rank = v->rank, .numel = v->numel,
+                         .data = v->data };
+    memcpy(t[k].shape, v->shape, sizeof t[k].shape);
+  }
+  return KILN_OK;
+}
+
 kiln_status kiln_graph_load_onnx_buffer_bound(const void *data, size_t size, const char *base_dir, int n,
                                               const kiln_value *bind, kiln_graph **out) {
   OUTPTR(out);
   *out = NULL;
   NEED(data || !size, "%s: data is NULL", __func__);
-  NEED(n >= 0, "%s: n is %d (negative)", __func__, n);
-  NEED(bind || !n, "%s: bind is NULL", __func__);
-  for (int k = 0; k < n; k++) {
-    char arg[32];
-    snprintf(arg, sizeof arg, "bind[%d]", k);
-    kiln_status s = check_value(__func__, arg, &bind[k]);
-    if (s) return s;
-  }
-  OnnxTensor *ts = n ? kiln_calloc((size_t)n, sizeof *ts) : NULL;
-  if (n && !ts) return kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory for %d values", __func__, n);
-  for (int k = 0; k < n; k++) {  /* the importer only reads these: no copies of names or data */
-    const kiln_value *v = &bind[k];
-    ts[k] = (OnnxTensor){ .name = (char *)v->name, .dtype = v->dtype, .rank = v->rank, .numel = v->numel,
-                          .data = v->data };
-    memcpy(ts[k].shape, v->shape, sizeof ts[k].shape);
-  }
+  OnnxTensor *ts;
+  kiln_status s = bind_values(__func__, n, bind, &ts);
+  if (s) return s;
   Graph *g;
-  kiln_status s = graph_load_onnx_bound(data, size, base_dir, ts, n, &g);
+  s = graph_load_onnx_bound(data, size, base_dir, ts, n, &g);
   kiln_free(ts);
   *out = (kiln_graph *)g;
   return s;
@@ -277,13 +288,12 @@ kiln_status kiln_graph_load_onnx_bound(const char *path, int n, const kiln_value
   OUTPTR(out);
   *out = NULL;
   OUTPTR(path);
-  void *data;
-  size_t size;
-  kiln_status s = onnx_read_file(path, &data, &size);
+  OnnxTensor *ts;
+  kiln_status s = bind_values(__func__, n, bind, &ts);
   if (s) return s;
-  char dir[PATH_MAX];
-  onnx_dirname(path, dir, sizeof dir);
-  s = kiln_graph_load_onnx_buffer_bound(data, size, dir, n, bind, out);
-  kiln_free(data);
+  Graph *g;
+  s = graph_load_onnx_file(path, ts, n, &g);
+  kiln_free(ts);
+  *out = (kiln_graph *)g;
   return s;
 }

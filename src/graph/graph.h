@@ -223,10 +223,18 @@ typedef struct OnnxTensor {
  * initializers. Tensor k of the graph is that k-th input (T_INPUT, or T_CONST if it became one). */
 kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *base_dir,
                                   const OnnxTensor *bind, int n_bind, Graph **out);
+/* As graph_load_onnx_bound from the file at path (external data beside it); every
+ * failure's message starts with the path. */
+kiln_status graph_load_onnx_file(const char *path, const OnnxTensor *bind, int n_bind, Graph **out);
 /* Reads one serialized TensorProto; name and data come from kiln_malloc (onnx_tensor_clear).
  * A string tensor's data is one block: numel char pointers, then the strings they point at. */
 kiln_status onnx_read_tensor(const void *data, size_t size, const char *base_dir, OnnxTensor *out);
 void onnx_tensor_clear(OnnxTensor *t);
+/* Test hooks: the attribute check of the import (onnx_schema.c) on every node of a model,
+ * its subgraphs' and functions' too, without importing it; and the schema table's own
+ * consistency (sorted, known types), KILN_OK or a message naming the bad row. */
+kiln_status onnx_check_attrs(const void *data, size_t size);
+kiln_status onnx_schema_check_table(void);
 /* A whole file into kiln_malloc memory; the folder part of a path ("." for none). */
 kiln_status onnx_read_file(const char *path, void **data, size_t *size);
 void onnx_dirname(const char *path, char *buf, size_t cap);

@@ -5,11 +5,18 @@
  * model's graph inputs that are not initializers, whose leaves hold the initializers,
  * and whose outputs are the model's outputs. How: a depth-limited walk of the wire
  * format (protobuf-c recurses, so a hostile nesting must be refused first), then
- * protobuf-c's unpacker with kiln's allocation hook, then one pass over the nodes in
- * file order; each node goes through the rule for its op in onnx_ops.c. Nodes of
- * model-local functions are inlined with a fresh scope. Every tensor size is checked
- * against the bytes present, every product against overflow, and external data is
- * read only from files under the model's own folder.
+ * protobuf-c's unpacker with kiln's allocation hook, then the caller's values for inputs
+ * checked against what the model declares (dtype, rank, static dims, symbolic dims bound
+ * consistently), then one pass over the nodes in file order: each node's attributes are
+ * checked against its op's schema (onnx_schema.c), then it goes through the rule for its
+ * op in onnx_ops.c. Nodes of model-local functions are inlined with a fresh scope. Every
+ * tensor size is checked against the bytes present, every product against overflow, and
+ * external data is read only from files under the model's own folder.
+ *
+ * Errors: a malformed or inconsistent file is KILN_ERR_MODEL, a bad value from the caller
+ * KILN_ERR_INVALID_ARG, only what kiln lacks KILN_ERR_UNSUPPORTED. A message names what it
+ * is about ("node 'n' (Gemm): ...", "input 'x' dim 1: ...") and never carries a status
+ * word; the file loaders put the path first.
  */
 #include "onnx_import.h"
 
@@ -55,12 +62,18 @@ static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
   return false;
 }
 
+/* Where and why a wire walk stopped: the offset of the bad field, and whether it was
+ * nesting (too deep) rather than bytes that are not protobuf. */
+typedef struct WireError { size_t at; bool deep; } WireError;
+
 /* Checks that every length fits in the buffer and that messages nest at most
  * MAX_NESTING deep; protobuf-c's recursive unpacker would otherwise exhaust the stack. */
-static bool wire_check(const uint8_t *p, const uint8_t *end, const ProtobufCMessageDescriptor *d, int depth) {
-  if (depth > MAX_NESTING) return false;
+static bool wire_check(const uint8_t *start, const uint8_t *p, const uint8_t *end, const ProtobufCMessageDescriptor *d,
+                       int depth, WireError *e) {
+  if (depth > MAX_NESTING) return e->at = (size_t)(p - start), e->deep = true, false;
   while (p < end) {
     uint64_t key, v;
+    e->at = (size_t)(p - start);
     if (!wire_varint(&p, end, &key)) return false;
     switch (key & 7) {
     case 0: if (!wire_varint(&p, end, &v)) return false; break;
@@ -70,7 +83,8 @@ static bool wire_check(const uint8_t *p, const uint8_t *end, const ProtobufCMess
       if (!wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
       const ProtobufCFieldDescriptor *f =
           key >> 3 <= UINT_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3)) : NULL;
-      if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && !wire_check(p, p + v, f->descriptor, depth + 1)) return false;
+      if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && !wire_check(start, p, p + v, f->descriptor, depth + 1, e))
+        return false;
       p += v;
       break;
     }
@@ -80,13 +94,21 @@ static bool wire_check(const uint8_t *p, const uint8_t *end, const ProtobufCMess
   return true;
 }
 
+/* what: "an ONNX model", "an ONNX tensor" (for the message). */
+static kiln_status wire_fail(const WireError *e, const char *what) {
+  if (e->deep) return kiln_fail(KILN_ERR_MODEL, "messages nest more than %d deep at byte %zu", MAX_NESTING, e->at);
+  return kiln_fail(KILN_ERR_MODEL, "not %s: the bytes are not valid protobuf (truncated or malformed at byte %zu)",
+                   what, e->at);
+}
+
 static kiln_status unpack_model(const void *data, size_t size, Onnx__ModelProto **out) {
   const uint8_t *p = data;
-  if (!wire_check(p, p + size, &onnx__model_proto__descriptor, 0))
-    return kiln_fail(KILN_ERR_MODEL, "onnx: not a valid ModelProto (truncated, malformed or nested over %d deep)",
-                     MAX_NESTING);
+  WireError e = { 0, false };
+  if (!wire_check(p, p, p + size, &onnx__model_proto__descriptor, 0, &e)) return wire_fail(&e, "an ONNX model");
   *out = onnx__model_proto__unpack(&pb_allocator, size, p);
-  if (!*out) return kiln_fail(KILN_ERR_MODEL, "onnx: protobuf-c could not decode the ModelProto (malformed or out of memory)");
+  if (!*out)
+    return kiln_fail(KILN_ERR_MODEL, "not an ONNX model: protobuf whose fields do not decode as a ModelProto (or out of "
+                     "memory)");
   return KILN_OK;
 }
 
@@ -99,7 +121,7 @@ static kiln_status map_put(Arena *a, NameMap *m, const char *key, int val) {
     int cap = m->cap ? 2 * m->cap : 64;
     const char **keys = arena_alloc(a, sizeof *keys * (size_t)cap);
     int *vals = arena_alloc(a, sizeof *vals * (size_t)cap);
-    if (!keys || !vals) return kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory (name table)");
+    if (!keys || !vals) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory (name table)");
     NameMap nm = { keys, vals, cap, 0, m->parent };
     for (int i = 0; i < m->cap; i++)
       if (m->keys[i]) {
@@ -112,7 +134,7 @@ static kiln_status map_put(Arena *a, NameMap *m, const char *key, int val) {
   size_t h = name_hash(key) & (size_t)(m->cap - 1);
   while (m->keys[h] && strcmp(m->keys[h], key)) h = (h + 1) & (size_t)(m->cap - 1);
   if (!m->keys[h]) {
-    if (!(m->keys[h] = arena_strdup(a, key))) return kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory (names)");
+    if (!(m->keys[h] = arena_strdup(a, key))) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory (names)");
     m->n++;
   }
   m->vals[h] = val;
@@ -223,8 +245,15 @@ static const char *onnx_dtype_name(int32_t t) {
   return t >= 0 && t < (int32_t)(sizeof names / sizeof names[0]) ? names[t] : "unknown";
 }
 
+/* The names above are every type ONNX defines (0 is "undefined": none given). */
+#define ONNX_LAST_DTYPE 26
+
+bool onnx_elem_type_valid(int32_t t) { return t >= 1 && t <= ONNX_LAST_DTYPE; }
+
 kiln_status onnx_elem_type(int32_t t, const char *what, kiln_dtype *out) {
   if (onnx_dtype(t, out)) return KILN_OK;
+  if (!t) return kiln_fail(KILN_ERR_MODEL, "%s: no element type (undefined, 0)", what);
+  if (!onnx_elem_type_valid(t)) return kiln_fail(KILN_ERR_MODEL, "%s: element type %d is not an ONNX type", what, (int)t);
   return kiln_fail(KILN_ERR_UNSUPPORTED, "%s: element type %s (%d) is not supported", what, onnx_dtype_name(t), (int)t);
 }
 
@@ -447,10 +476,11 @@ kiln_status im_tensor(Importer *im, const Onnx__TensorProto *t, OnnxTensor *out)
 kiln_status onnx_read_tensor(const void *data, size_t size, const char *base_dir, OnnxTensor *out) {
   memset(out, 0, sizeof *out);
   if (!data && size) return kiln_fail(KILN_ERR_INVALID_ARG, "onnx_read_tensor: data is NULL");
-  if (!wire_check(data, (const uint8_t *)data + size, &onnx__tensor_proto__descriptor, 0))
-    return kiln_fail(KILN_ERR_MODEL, "onnx: not a valid TensorProto (truncated or malformed)");
+  WireError e = { 0, false };
+  if (!wire_check(data, data, (const uint8_t *)data + size, &onnx__tensor_proto__descriptor, 0, &e))
+    return wire_fail(&e, "an ONNX tensor");
   Onnx__TensorProto *t = onnx__tensor_proto__unpack(&pb_allocator, size, data);
-  if (!t) return kiln_fail(KILN_ERR_MODEL, "onnx: protobuf-c could not decode the TensorProto");
+  if (!t) return kiln_fail(KILN_ERR_MODEL, "protobuf-c could not decode the TensorProto (malformed or out of memory)");
   Arena a = { 0 };
   OnnxTensor tmp;
   kiln_status s = tensor_decode(t, base_dir, &a, &tmp);
@@ -462,7 +492,7 @@ kiln_status onnx_read_tensor(const void *data, size_t size, const char *base_dir
     out->data = kiln_malloc((size_t)bytes + 1);
     if (!out->name || !out->data) {
       onnx_tensor_clear(out);
-      s = kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory reading a tensor");
+      s = kiln_fail(KILN_ERR_NO_MEMORY, "out of memory reading a tensor");
     } else if (str) {  /* one block the caller frees at once: pointers re-aimed into the copy */
       char **v = out->data, *p = (char *)(v + tmp.numel);
       for (int64_t i = 0; i < tmp.numel; i++) {
@@ -505,11 +535,17 @@ static kiln_status add_initializer(Importer *im, const Onnx__TensorProto *t) {
   OnnxTensor v;
   kiln_status s = im_tensor(im, t, &v);
   if (s) return s;
-  if (!t->name || !*t->name) return kiln_fail(KILN_ERR_MODEL, "onnx: an initializer has no name");
+  if (!t->name || !*t->name) return kiln_fail(KILN_ERR_MODEL, "an initializer has no name");
   int id;
   s = graph_leaf(im->g, v.numel <= CONST_LIMIT ? T_CONST : T_PARAM, t->name, v.dtype, v.rank, v.shape, v.data, &id);
   if (s) return s;
   return map_put(&im->tmp, im->scope, t->name, id);
+}
+
+static bool is_initializer(const Onnx__GraphProto *gp, const char *name) {
+  for (size_t i = 0; i < gp->n_initializer; i++)
+    if (gp->initializer[i]->name && !strcmp(gp->initializer[i]->name, name)) return true;
+  return false;
 }
 
 /* The caller's value for graph input number pos called name: by name, else by
@@ -521,29 +557,110 @@ static const OnnxTensor *find_binding(Importer *im, const char *name, int pos) {
   return NULL;
 }
 
-/* A graph input that is not an initializer: its declared type, or the caller's value. */
+/* The declared tensor type of a graph input or output, or NULL (none, or a sequence, map or optional). */
+static const Onnx__TypeProto__Tensor *tensor_type(const Onnx__ValueInfoProto *vi) {
+  const Onnx__TypeProto *tp = vi->type;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) return NULL;
+  return tp->tensor_type;
+}
+
+static const char *dim_param(const Onnx__TensorShapeProto__Dimension *d) {
+  return d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param && *d->dim_param
+             ? d->dim_param : NULL;
+}
+
+/* The binding of a symbolic dim (dim_param) by an earlier value, or NULL. */
+static const DimBind *find_dim(const Importer *im, const char *param) {
+  for (int i = 0; i < im->n_dims; i++)
+    if (!strcmp(im->dims[i].param, param)) return &im->dims[i];
+  return NULL;
+}
+
+/* Checks the caller's value b for input name against its declaration: dtype, rank, each
+ * static dim exactly, each symbolic dim against the value its name already has (the first
+ * value to give it one binds it, for every input). */
+static kiln_status check_bound(Importer *im, const char *name, const Onnx__TypeProto__Tensor *tt, const OnnxTensor *b) {
+  kiln_dtype dt;
+  char what[300];
+  snprintf(what, sizeof what, "input '%s'", name);
+  kiln_status s = onnx_elem_type(tt->has_elem_type ? tt->elem_type : 0, what, &dt);
+  if (s) return s;
+  if (b->dtype != dt)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s': the model declares type %s, the value has type %s", name,
+                     kiln_dtype_name(dt), kiln_dtype_name(b->dtype));
+  if (!tt->shape) return KILN_OK;  /* any shape */
+  if (tt->shape->n_dim != (size_t)b->rank)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s': the model declares rank %zu, the value has rank %d", name,
+                     tt->shape->n_dim, b->rank);
+  for (int i = 0; i < b->rank; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+    const char *param = dim_param(d);
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+      if (d->dim_value < 0)
+        return kiln_fail(KILN_ERR_MODEL, "input '%s' dim %d: the model declares %lld (negative)", name, i,
+                         (long long)d->dim_value);
+      if (d->dim_value != b->shape[i])
+        return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s' dim %d: the model declares %lld, the value has %lld", name, i,
+                         (long long)d->dim_value, (long long)b->shape[i]);
+    } else if (param) {
+      const DimBind *db = find_dim(im, param);
+      if (db && db->value != b->shape[i])
+        return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s' dim %d '%s': bound to %lld by input '%s', the value has %lld",
+                         name, i, param, (long long)db->value, db->input, (long long)b->shape[i]);
+      if (!db) {
+        if (im->n_dims == im->cap_dims) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory (symbolic dims)");
+        im->dims[im->n_dims++] = (DimBind){ param, b->shape[i], name };
+      }
+    }
+  }
+  return KILN_OK;
+}
+
+/* Checks every caller's value against its input's declaration before anything is built,
+ * in input order (so a symbolic dim is bound by the first input that has it). */
+static kiln_status check_bindings(Importer *im, const Onnx__GraphProto *gp) {
+  int64_t bytes;
+  if (!im->n_bind) return KILN_OK;
+  if (gp->n_input > (size_t)INT_MAX / KILN_MAX_RANK ||
+      !size_mul((int64_t)gp->n_input * KILN_MAX_RANK, (int64_t)sizeof(DimBind), &bytes))
+    return kiln_fail(KILN_ERR_MODEL, "the graph declares %zu inputs", gp->n_input);
+  im->cap_dims = (int)gp->n_input * KILN_MAX_RANK;  /* a symbolic dim per dim of each input, at most */
+  if (im->cap_dims && !(im->dims = arena_alloc(&im->tmp, (size_t)bytes)))
+    return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory (symbolic dims)");
+  for (size_t i = 0, pos = 0; i < gp->n_input; i++) {
+    const Onnx__ValueInfoProto *vi = gp->input[i];
+    if (!vi->name || !*vi->name || is_initializer(gp, vi->name)) continue;  /* refused, or not an input */
+    const OnnxTensor *b = find_binding(im, vi->name, (int)pos++);
+    const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
+    kiln_status s = b && tt ? check_bound(im, vi->name, tt, b) : KILN_OK;
+    if (s) return s;
+  }
+  return KILN_OK;
+}
+
+/* A graph input that is not an initializer: its declared type, or the caller's value
+ * (checked against it by check_bindings). */
 static kiln_status add_input(Importer *im, const Onnx__ValueInfoProto *vi, int pos, bool as_const) {
   const char *name = vi->name;
-  if (!name || !*name) return kiln_fail(KILN_ERR_MODEL, "onnx: a graph input has no name");
-  const Onnx__TypeProto *tp = vi->type;
-  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
-    return kiln_fail(KILN_ERR_UNSUPPORTED, "input '%s': only tensor inputs are supported (sequence/map/optional are not)", name);
-  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  if (!name || !*name) return kiln_fail(KILN_ERR_MODEL, "a graph input has no name");
+  const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
+  if (!tt)
+    return kiln_fail(vi->type ? KILN_ERR_UNSUPPORTED : KILN_ERR_MODEL, "input '%s': %s", name,
+                     vi->type ? "only tensor inputs are supported (sequence/map/optional are not)" : "no type declared");
   kiln_dtype dt;
-  kiln_status s = onnx_elem_type(tt->has_elem_type ? tt->elem_type : 0, name, &dt);
+  char what[300];
+  snprintf(what, sizeof what, "input '%s'", name);
+  kiln_status s = onnx_elem_type(tt->has_elem_type ? tt->elem_type : 0, what, &dt);
   if (s) return s;
   const OnnxTensor *b = find_binding(im, name, pos);
   int rank = 0;
   int64_t shape[KILN_MAX_RANK];
   if (b) {
-    if (b->dtype != dt)
-      return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s': value has type %s, the model declares %s", name,
-                       kiln_dtype_name(b->dtype), kiln_dtype_name(dt));
-    if (tt->shape && tt->shape->n_dim != (size_t)b->rank)
-      return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s': value has rank %d, the model declares %zu", name, b->rank,
-                       tt->shape->n_dim);
     rank = b->rank;
     memcpy(shape, b->shape, sizeof shape);
+    if (as_const && !b->data && b->numel)
+      return kiln_fail(KILN_ERR_INVALID_ARG, "input '%s': the model reads its value while importing (as a shape, axes, "
+                       "...), and the value bound to it has no data", name);
   } else {
     if (!tt->shape) return kiln_fail(KILN_ERR_UNSUPPORTED, "input '%s': no shape declared (static shapes are required)", name);
     if (tt->shape->n_dim > KILN_MAX_RANK)
@@ -551,9 +668,15 @@ static kiln_status add_input(Importer *im, const Onnx__ValueInfoProto *vi, int p
     rank = (int)tt->shape->n_dim;
     for (int i = 0; i < rank; i++) {
       const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+      const char *param = dim_param(d);
+      const DimBind *db = param ? find_dim(im, param) : NULL;
+      if (db) {  /* bound by another input's value */
+        shape[i] = db->value;
+        continue;
+      }
       if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
         return kiln_fail(KILN_ERR_UNSUPPORTED, "input '%s': dimension %d is symbolic ('%s'); give a value for this input",
-                         name, i, d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param ? d->dim_param : "?");
+                         name, i, param ? param : "?");
       if (d->dim_value < 0)
         return kiln_fail(KILN_ERR_MODEL, "input '%s': dimension %d is negative (%lld)", name, i, (long long)d->dim_value);
       shape[i] = d->dim_value;
@@ -712,6 +835,33 @@ kiln_status im_subgraph(Importer *im, const Onnx__GraphProto *body, int n_in, co
 
 #define MAX_IO 64
 
+/* A failure inside the node's rule, as the user reads it: the message names this node with
+ * its ONNX op ("node 'n' (Gemm): ..."). Graph building names kiln's op instead ("node 'n'
+ * (matmul): inner dims differ"); that becomes a word of the message. What graph building
+ * calls a bad argument is, coming from a file, an inconsistent model. */
+static kiln_status node_failed(Importer *im, const char *op, kiln_status s) {
+  if (s == KILN_ERR_INVALID_ARG) s = KILN_ERR_MODEL;
+  char msg[1024], head[512];
+  snprintf(msg, sizeof msg, "%s", kiln_last_error());
+  int n = snprintf(head, sizeof head, "node '%s' (", im->node_name);
+  if (strncmp(msg, "node '", 6)) {
+    kiln_error_prefix("node '%s' (%s): ", im->node_name, op);
+    return s;
+  }
+  bool ours = n > 0 && (size_t)n < sizeof head && !strncmp(msg, head, (size_t)n);  /* this node, not one inside it */
+  const char *kop = msg + n, *close = ours ? strstr(kop, "): ") : NULL;
+  if (close && ((size_t)(close - kop) != strlen(op) || strncmp(kop, op, strlen(op))))  /* kiln's op, not ONNX's */
+    kiln_fail(s, "node '%s' (%s): %.*s: %s", im->node_name, op, (int)(close - kop), kop, close + 3);
+  return s;
+}
+
+/* The opset a node of domain is checked at: the current one for the default domain, the
+ * model's import of any other (-1: none, the newest schema). */
+static int node_opset(const Importer *im, const char *domain) {
+  if (!*domain || !strcmp(domain, "ai.onnx")) return im->opset;
+  return opset_of(im->model->n_opset_import, im->model->opset_import, domain);
+}
+
 static kiln_status import_node(Importer *im, const Onnx__NodeProto *nd) {
   const char *op = nd->op_type ? nd->op_type : "";
   const char *domain = nd->domain ? nd->domain : "";
@@ -725,6 +875,9 @@ static kiln_status import_node(Importer *im, const Onnx__NodeProto *nd) {
     return im_fail(im, KILN_ERR_UNSUPPORTED, "importing needs more than %zu MiB beyond the weights", im->mem_limit >> 20);
   if (nd->n_input > MAX_IO || nd->n_output > MAX_IO)
     return im_fail(im, KILN_ERR_UNSUPPORTED, "%zu inputs and %zu outputs: at most %d each", nd->n_input, nd->n_output, MAX_IO);
+  const Onnx__FunctionProto *f = find_function(im, domain, op);
+  kiln_status s = im_check_attrs(im, f ? NULL : domain, op, node_opset(im, domain));
+  if (s) return s;
   int ins[MAX_IO], outs[MAX_IO];
   for (size_t i = 0; i < nd->n_input; i++) {
     const char *nm = nd->input[i];
@@ -734,8 +887,6 @@ static kiln_status import_node(Importer *im, const Onnx__NodeProto *nd) {
       return im_fail(im, KILN_ERR_MODEL, "input '%s' is not defined before this node", nm);
   }
   for (size_t i = 0; i < nd->n_output; i++) outs[i] = -1;
-  kiln_status s;
-  const Onnx__FunctionProto *f = find_function(im, domain, op);
   if (f) s = inline_function(im, f, ins, nd->n_input, outs, nd->n_output);
   else if (!strcmp(domain, "ai.onnx.preview.training") && !strcmp(op, "Gradient"))
     s = im_gradient(im, (int)nd->n_input, ins, (int)nd->n_output, outs);
@@ -746,11 +897,7 @@ static kiln_status import_node(Importer *im, const Onnx__NodeProto *nd) {
   else if (im->opset < 0)
     return im_fail(im, KILN_ERR_MODEL, "the model imports no opset for the default domain");
   else s = im_node(im, op, (int)nd->n_input, ins, (int)nd->n_output, outs);
-  if (s) {
-    const char *m = kiln_last_error();
-    if (strncmp(m, "node '", 6)) kiln_error_prefix("node '%s' (%s): ", im->node_name, op);
-    return s;
-  }
+  if (s) return node_failed(im, op, s);
   for (size_t i = 0; i < nd->n_output; i++) {
     const char *nm = nd->output[i];
     if (!nm || !*nm) continue;
@@ -770,19 +917,28 @@ static kiln_status import_nodes(Importer *im, size_t n, Onnx__NodeProto *const *
   return KILN_OK;
 }
 
-static bool is_initializer(const Onnx__GraphProto *gp, const char *name) {
-  for (size_t i = 0; i < gp->n_initializer; i++)
-    if (gp->initializer[i]->name && !strcmp(gp->initializer[i]->name, name)) return true;
-  return false;
+/* The graph's outputs as declared, before any node is imported: each has a name and, where
+ * it declares a tensor, an ONNX element type (no type, or a sequence: the nodes decide). */
+static kiln_status check_outputs(const Onnx__GraphProto *gp) {
+  if (!gp->n_output) return kiln_fail(KILN_ERR_MODEL, "the graph has no outputs");
+  for (size_t i = 0; i < gp->n_output; i++) {
+    const char *nm = gp->output[i]->name;
+    if (!nm || !*nm) return kiln_fail(KILN_ERR_MODEL, "graph output %zu has no name", i);
+    const Onnx__TypeProto__Tensor *tt = tensor_type(gp->output[i]);
+    int32_t t = tt && tt->has_elem_type ? tt->elem_type : 0;
+    if (tt && !t) return kiln_fail(KILN_ERR_MODEL, "output '%s': no element type (undefined, 0)", nm);
+    if (tt && !onnx_elem_type_valid(t))
+      return kiln_fail(KILN_ERR_MODEL, "output '%s': element type %d is not an ONNX type", nm, (int)t);
+  }
+  return KILN_OK;
 }
 
 static kiln_status mark_outputs(Importer *im, const Onnx__GraphProto *gp) {
-  if (!gp->n_output) return kiln_fail(KILN_ERR_MODEL, "onnx: the graph has no outputs");
   for (size_t i = 0; i < gp->n_output; i++) {
     const char *nm = gp->output[i]->name;
-    int id = nm && *nm ? map_get(im->scope, nm) : -1;
-    if (id == -1) return kiln_fail(KILN_ERR_MODEL, "onnx: graph output '%s' is not produced by any node", nm ? nm : "");
-    if (id < 0) return kiln_fail(KILN_ERR_UNSUPPORTED, "onnx: graph output '%s' is a sequence; only tensors can leave", nm);
+    int id = map_get(im->scope, nm);
+    if (id == -1) return kiln_fail(KILN_ERR_MODEL, "graph output '%s' is not produced by any node", nm);
+    if (id < 0) return kiln_fail(KILN_ERR_UNSUPPORTED, "graph output '%s' is a sequence; only tensors can leave", nm);
     kiln_status s = graph_output(im->g, id, nm);
     if (s) return s;
   }
@@ -793,7 +949,8 @@ static kiln_status import_graph(Importer *im, const Onnx__GraphProto *gp) {
   kiln_status s;
   int pos = 0;
   NameMap need = { 0 };
-  if ((s = mark_needed(im, gp->n_node, gp->node, &need, 0))) return s;
+  if ((s = check_outputs(gp)) || (s = mark_needed(im, gp->n_node, gp->node, &need, 0)) || (s = check_bindings(im, gp)))
+    return s;
   for (size_t i = 0; i < gp->n_input; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
     if (vi->name && is_initializer(gp, vi->name)) continue;  /* a default value, not an input */
@@ -801,7 +958,7 @@ static kiln_status import_graph(Importer *im, const Onnx__GraphProto *gp) {
   }
   for (size_t i = 0; i < gp->n_initializer; i++)
     if ((s = add_initializer(im, gp->initializer[i]))) return s;
-  if (gp->n_sparse_initializer) return kiln_fail(KILN_ERR_UNSUPPORTED, "onnx: sparse initializers are not supported");
+  if (gp->n_sparse_initializer) return kiln_fail(KILN_ERR_UNSUPPORTED, "sparse initializers are not supported");
   /* constants the nodes create (folded shapes, index maps) may grow to 4x the file plus 512 MiB */
   im->mem_limit = im->g->arena.used + im->tmp.used + 4 * im->file_size + ((size_t)512 << 20);
   if ((s = import_nodes(im, gp->n_node, gp->node))) return s;
@@ -811,7 +968,8 @@ static kiln_status import_graph(Importer *im, const Onnx__GraphProto *gp) {
 kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *base_dir, const OnnxTensor *bind, int n_bind,
                                   Graph **out) {
   *out = NULL;
-  if (!data && size) return kiln_fail(KILN_ERR_INVALID_ARG, "onnx: data is NULL");
+  if (!data && size) return kiln_fail(KILN_ERR_INVALID_ARG, "graph_load_onnx: data is NULL");
+  if (!size) return kiln_fail(KILN_ERR_MODEL, "the model is empty (0 bytes)");
   Onnx__ModelProto *m;
   kiln_status s = unpack_model(data, size, &m);
   if (s) return s;
@@ -823,14 +981,52 @@ kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *bas
   im.mem_limit = SIZE_MAX;
   im.base_dir = base_dir, im.model = m, im.bind = bind, im.n_bind = n_bind, im.scope = &top;
   im.opset = opset_of(m->n_opset_import, m->opset_import, "");
-  if (!m->graph) s = kiln_fail(KILN_ERR_MODEL, "onnx: the model has no graph");
-  else if (im.opset >= 0 && im.opset < 7) s = kiln_fail(KILN_ERR_UNSUPPORTED, "onnx: opset %d is older than 7", im.opset);
-  else if (!(im.g = graph_create())) s = kiln_fail(KILN_ERR_NO_MEMORY, "onnx: out of memory");
+  if (!m->graph && !m->has_ir_version && !m->n_opset_import)  /* protobuf, but none of a model's fields */
+    s = kiln_fail(KILN_ERR_MODEL, "not an ONNX model: no graph, IR version or opset in %zu bytes", size);
+  else if (!m->graph) s = kiln_fail(KILN_ERR_MODEL, "the model has no graph");
+  else if (im.opset >= 0 && im.opset < 7) s = kiln_fail(KILN_ERR_UNSUPPORTED, "opset %d is older than 7", im.opset);
+  else if (!(im.g = graph_create())) s = kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
   else s = import_graph(&im, m->graph);
   if (s && im.g) graph_free(im.g);
   else *out = im.g;
   arena_free(&im.tmp);
   kiln_free(im.seqs);
+  onnx__model_proto__free_unpacked(m, &pb_allocator);
+  return s;
+}
+
+/* The attribute check alone on nodes and the subgraphs in their attributes, at opset. */
+static kiln_status check_attrs_in(Importer *im, size_t n, Onnx__NodeProto *const *nodes, int opset, int depth) {
+  if (depth > MAX_NESTING) return KILN_OK;  /* the wire walk refused deeper files already */
+  for (size_t i = 0; i < n; i++) {
+    const Onnx__NodeProto *nd = nodes[i];
+    const char *op = nd->op_type ? nd->op_type : "", *domain = nd->domain ? nd->domain : "";
+    im->node = nd, im->node_name = nd->name && *nd->name ? nd->name : op, im->opset = opset;
+    kiln_status s = im_check_attrs(im, find_function(im, domain, op) ? NULL : domain, op, node_opset(im, domain));
+    for (size_t a = 0; !s && a < nd->n_attribute; a++) {
+      const Onnx__AttributeProto *at = nd->attribute[a];
+      if (at->g) s = check_attrs_in(im, at->g->n_node, at->g->node, opset, depth + 1);
+      for (size_t k = 0; !s && k < at->n_graphs; k++)
+        s = check_attrs_in(im, at->graphs[k]->n_node, at->graphs[k]->node, opset, depth + 1);
+    }
+    if (s) return s;
+  }
+  return KILN_OK;
+}
+
+kiln_status onnx_check_attrs(const void *data, size_t size) {
+  Onnx__ModelProto *m;
+  kiln_status s = unpack_model(data, size, &m);
+  if (s) return s;
+  Importer im = { 0 };
+  im.model = m;
+  int opset = opset_of(m->n_opset_import, m->opset_import, "");
+  if (m->graph) s = check_attrs_in(&im, m->graph->n_node, m->graph->node, opset, 0);
+  for (size_t i = 0; !s && i < m->n_functions; i++) {
+    const Onnx__FunctionProto *f = m->functions[i];
+    int v = opset_of(f->n_opset_import, f->opset_import, "");
+    s = check_attrs_in(&im, f->n_node, f->node, v > 0 ? v : opset, 0);
+  }
   onnx__model_proto__free_unpacked(m, &pb_allocator);
   return s;
 }
@@ -854,19 +1050,18 @@ kiln_status onnx_read_file(const char *path, void **data, size_t *size) {
   *data = NULL, *size = 0;
   struct stat st;
   int fd = open_regular(path, 0, &st);
-  if (fd < 0)
-    return kiln_fail(KILN_ERR_IO, "cannot open '%s': %s", path, errno == EINVAL ? "not a regular file" : strerror(errno));
+  if (fd < 0) return kiln_fail(KILN_ERR_IO, "%s: cannot open: %s", path, errno == EINVAL ? "not a regular file" : strerror(errno));
   size_t n = (size_t)st.st_size;
   void *buf = kiln_malloc(n ? n : 1);
   if (!buf) {
     close(fd);
-    return kiln_fail(KILN_ERR_NO_MEMORY, "'%s': cannot allocate %zu bytes", path, n);
+    return kiln_fail(KILN_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes", path, n);
   }
   bool ok = read_at(fd, 0, buf, n);
   close(fd);
   if (!ok) {
     kiln_free(buf);
-    return kiln_fail(KILN_ERR_IO, "short read from '%s'", path);
+    return kiln_fail(KILN_ERR_IO, "%s: short read", path);
   }
   *data = buf, *size = n;
   return KILN_OK;
@@ -888,14 +1083,15 @@ static kiln_status read_with_dir(const char *path, void **data, size_t *size, ch
 }
 
 kiln_status onnx_read_tensor_file(const char *path, OnnxTensor *t) {
+  memset(t, 0, sizeof *t);
   void *data;
   size_t size;
   char dir[PATH_MAX];
   kiln_status s = read_with_dir(path, &data, &size, dir);
   if (s) return s;
-  s = onnx_read_tensor(data, size, dir, t);
+  if (!size) s = kiln_fail(KILN_ERR_MODEL, "%s: the file is empty", path);
+  else if ((s = onnx_read_tensor(data, size, dir, t))) kiln_error_prefix("%s: ", path);
   kiln_free(data);
-  if (s) kiln_error_prefix("%s: ", path);
   return s;
 }
 
@@ -914,15 +1110,23 @@ kiln_status onnx_read_tensor_set(const char *dir, const char *prefix, int max, O
   return KILN_OK;
 }
 
-kiln_status kiln_graph_load_onnx(const char *path, kiln_graph **out) {
-  if (!path || !out) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_load_onnx: %s is NULL", path ? "out" : "path");
+kiln_status graph_load_onnx_file(const char *path, const OnnxTensor *bind, int n_bind, Graph **out) {
   *out = NULL;
   void *data;
   size_t size;
   char dir[PATH_MAX];
   kiln_status s = read_with_dir(path, &data, &size, dir);
   if (s) return s;
-  s = kiln_graph_load_onnx_buffer(data, size, dir, out);
+  if (!size) s = kiln_fail(KILN_ERR_MODEL, "%s: the file is empty", path);
+  else if ((s = graph_load_onnx_bound(data, size, dir, bind, n_bind, out))) kiln_error_prefix("%s: ", path);
   kiln_free(data);
+  return s;
+}
+
+kiln_status kiln_graph_load_onnx(const char *path, kiln_graph **out) {
+  if (!path || !out) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_load_onnx: %s is NULL", path ? "out" : "path");
+  Graph *g;
+  kiln_status s = graph_load_onnx_file(path, NULL, 0, &g);
+  *out = (kiln_graph *)g;
   return s;
 }

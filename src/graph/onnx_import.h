@@ -1,7 +1,7 @@
 /*
  * onnx_import.h — private to the ONNX importer (onnx.c reads the protobuf and walks
- * the graph; onnx_ops.c holds one import rule per ONNX op). Not part of graph.h:
- * nothing outside these two files sees protobuf types.
+ * the graph; onnx_ops.c holds one import rule per ONNX op; onnx_schema.c the attributes
+ * each op may carry). Not part of graph.h: nothing outside these files sees protobuf types.
  */
 #ifndef KILN_ONNX_IMPORT_H
 #define KILN_ONNX_IMPORT_H
@@ -15,12 +15,16 @@ typedef struct NameMap {
   const struct NameMap *parent;  /* enclosing scope a subgraph may read (NULL: none) */
 } NameMap;
 
+/* A symbolic dim (dim_param) given a value by a caller's value for an input. */
+typedef struct DimBind { const char *param; int64_t value; const char *input; } DimBind;
+
 typedef struct Importer {
   Graph *g;
   Arena tmp;                     /* scratch for the whole import: freed at the end */
   const char *base_dir;          /* folder external data may be read from; NULL: none */
   const Onnx__ModelProto *model;
   const OnnxTensor *bind; int n_bind;    /* caller-supplied input values (may be NULL) */
+  DimBind *dims; int n_dims, cap_dims;   /* the symbolic dims those values bind (arena) */
   NameMap *scope;                /* the names visible to the nodes being imported */
   int opset;                     /* version of the default domain in the current scope */
   int depth;                     /* function-inlining depth */
@@ -55,8 +59,11 @@ const int64_t *im_attr_ints(Importer *im, const char *name, int *n);
 const float *im_attr_floats(Importer *im, const char *name, int *n);
 /* TensorProto -> host tensor (arena memory). what names the tensor in errors. */
 kiln_status im_tensor(Importer *im, const Onnx__TensorProto *t, OnnxTensor *out);
-/* ONNX element type -> kiln dtype (KILN_ERR_UNSUPPORTED naming what for the others). */
+/* ONNX element type -> kiln dtype: KILN_ERR_UNSUPPORTED naming what for an ONNX type kiln
+ * lacks, KILN_ERR_MODEL for 0 (undefined) and numbers ONNX does not define. */
 kiln_status onnx_elem_type(int32_t t, const char *what, kiln_dtype *out);
+/* Whether t is an element type ONNX defines (1..26; 0 is "undefined"). */
+bool onnx_elem_type_valid(int32_t t);
 /* New constant leaf. */
 kiln_status im_const(Importer *im, kiln_dtype t, int rank, const int64_t *shape, const void *data, int *out);
 kiln_status im_const_i64(Importer *im, int rank, const int64_t *shape, const int64_t *data, int *out);
@@ -73,5 +80,16 @@ kiln_status im_subgraph(Importer *im, const Onnx__GraphProto *body, int n_in, co
 kiln_status im_label_encoder(Importer *im, int n_in, const int *ins, int n_out, int *outs);
 /* ai.onnx.preview.training Gradient, through graph_grad. */
 kiln_status im_gradient(Importer *im, int n_in, const int *ins, int n_out, int *outs);
+
+/* -- onnx_schema.c -- */
+
+/* Checks the current node's attributes: each has a name (given once) and an ONNX type and,
+ * for an op the schema table lists (domain "" or "ai.onnx" for the default; NULL: check no
+ * schema, as for a call of a model-local function), a name and type that op takes at opset
+ * (-1: the newest). A failure is KILN_ERR_MODEL naming the node, the attribute and what was
+ * expected. Ops the table lacks pass here and are refused as unsupported by their import. */
+kiln_status im_check_attrs(Importer *im, const char *domain, const char *op, int opset);
+/* "FLOAT", "INTS", ... for an AttributeProto type; NULL for a number that is none. */
+const char *onnx_attr_type_name(int type);
 
 #endif

@@ -31,7 +31,7 @@ static int IN(const Call *c, int i) { return i < c->n_in ? c->in[i] : -1; }
 
 static kiln_status need_in(Importer *im, const Call *c, int i) {
   if (IN(c, i) >= 0) return KILN_OK;
-  if (IN(c, i) < -1) return im_fail(im, KILN_ERR_UNSUPPORTED, "input %d is a sequence; a tensor is expected", i);
+  if (IN(c, i) < -1) return im_fail(im, KILN_ERR_MODEL, "input %d is a sequence; a tensor is expected", i);
   return im_fail(im, KILN_ERR_MODEL, "required input %d is missing", i);
 }
 
@@ -2922,7 +2922,9 @@ static kiln_status r_einsum(Importer *im, Call *c) {
       int r, er = 0;  /* letters after the ellipsis in this term */
       for (const char *q = p + 3; *q && *q != ',' && *q != '-'; q++) er += *q != ' ';
       r = T(im, IN(c, nt))->rank - len[nt] - er;
-      if (r < 0 || (ell_rank >= 0 && r != ell_rank)) return im_fail(im, KILN_ERR_UNSUPPORTED, "ellipsis ranks differ");
+      if (r < 0) return im_fail(im, KILN_ERR_MODEL, "term %d has more letters than input %d has dims", nt, nt);
+      if (ell_rank >= 0 && r != ell_rank)  /* ONNX broadcasts them */
+        return im_fail(im, KILN_ERR_UNSUPPORTED, "ellipses of different ranks (%d and %d)", ell_rank, r);
       ell_rank = r;
       for (int k = 0; k < r && len[nt] < 15; k++) terms[nt][len[nt]++] = (char)('A' + k);
       p += 2;
