@@ -78,7 +78,8 @@ mutate: deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@rm -rf $(MUTATE_DIR)/findings
-	@fuzz/mutate-models --seconds $(MUTATE_SECONDS) --seed $(MUTATE_SEED) --jobs $(JOBS) --kiln $(ASAN_BUILD)/kiln \
+	@[ -d "$${KILN_SHARED_DIR:-../shared}/models" ] || { echo "make mutate: no $${KILN_SHARED_DIR:-../shared}/models to mutate; skipped"; exit 0; }; \
+	fuzz/mutate-models --seconds $(MUTATE_SECONDS) --seed $(MUTATE_SEED) --jobs $(JOBS) --kiln $(ASAN_BUILD)/kiln \
 	  --keep $(MUTATE_DIR)/findings --summary $(MUTATE_DIR)/summary.md
 
 
