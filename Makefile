@@ -3,7 +3,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo test test-fast test-asan valgrind valgrind-quick clean fuzz fuzz-build
+.PHONY: all deps build demo test test-fast test-asan valgrind valgrind-quick clean fuzz fuzz-build mutate
 
 all: build
 
@@ -48,7 +48,7 @@ valgrind-quick: build
 	@cd $(BUILD) && $(MEMCHECK) -R '$(VALGRIND_QUICK)'
 
 # libFuzzer target for the ONNX loader (clang, ASan+UBSan): builds $(FUZZ_BUILD)/fuzz_onnx,
-# seeds $(FUZZ_BUILD)/corpus from ../shared's node tests, runs FUZZ_SECONDS (CI: 60).
+# seeds $(FUZZ_BUILD)/corpus from ../shared's node tests and shared models, runs FUZZ_SECONDS (CI: 60).
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_SRC = fuzz/fuzz_onnx.c $(wildcard src/base/*.c) $(wildcard src/graph/*.c)
@@ -64,6 +64,23 @@ fuzz: fuzz-build
 	@fuzz/make-seeds $(FUZZ_BUILD)/corpus
 	@$(FUZZ_BUILD)/fuzz_onnx -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1 \
 	  $(FUZZ_BUILD)/corpus
+
+# Mutation campaign (fuzz/mutate-models, python3): structure-aware mutants of the shared models
+# and a sample of node tests, each run by the ASan build (built here when missing, as test-asan
+# does) with a time and memory limit, for MUTATE_SECONDS (CI: 90). Fails on a crash, sanitizer
+# report, leak or non-zero exit without a message; findings go to $(MUTATE_DIR)/findings, the
+# summary to $(MUTATE_DIR)/summary.md. MUTATE_SEED picks the mutants (the same seed, the same ones).
+MUTATE_SECONDS ?= 90
+MUTATE_SEED ?= 1
+MUTATE_DIR ?= $(ASAN_BUILD)/mutate
+mutate: deps
+	@command -v python3 >/dev/null || { echo "make mutate: needs python3 (apt-get install python3)"; exit 1; }
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@rm -rf $(MUTATE_DIR)/findings
+	@[ -d "$${KILN_SHARED_DIR:-../shared}/models" ] || { echo "make mutate: no $${KILN_SHARED_DIR:-../shared}/models to mutate; skipped"; exit 0; }; \
+	fuzz/mutate-models --seconds $(MUTATE_SECONDS) --seed $(MUTATE_SEED) --jobs $(JOBS) --kiln $(ASAN_BUILD)/kiln \
+	  --keep $(MUTATE_DIR)/findings --summary $(MUTATE_DIR)/summary.md
 
 
 clean:
