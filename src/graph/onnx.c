@@ -849,7 +849,7 @@ static kiln_status node_failed(Importer *im, const char *op, kiln_status s) {
     return s;
   }
   bool ours = n > 0 && (size_t)n < sizeof head && !strncmp(msg, head, (size_t)n);  /* this node, not one inside it */
-  const char *kop = msg + n, *close = ours ? strstr(kop, "): ") : NULL;
+  const char *kop = ours ? msg + n : NULL, *close = ours ? strstr(kop, "): ") : NULL;
   if (close && ((size_t)(close - kop) != strlen(op) || strncmp(kop, op, strlen(op))))  /* kiln's op, not ONNX's */
     kiln_fail(s, "node '%s' (%s): %.*s: %s", im->node_name, op, (int)(close - kop), kop, close + 3);
   return s;

@@ -231,6 +231,19 @@ static void test_inconsistent_node(void) {
   value_info(&g, 12, "y", T_FLOAT, 2, (int64_t[]){ 2, 2 }, NULL);
   model(&m, &g, 13);
   expect_both(&m, 0, NULL, KILN_ERR_MODEL, "node 'fc' (MatMul): matmul: ", "inner", NULL);
+  char longname[700];  /* a name longer than the message holds: still the model's fault, cut short */
+  memset(longname, 'n', sizeof longname - 1);
+  longname[sizeof longname - 1] = 0;
+  g.n = 0;
+  node(&g, longname, "MatMul", "x w", "y", NULL);
+  f_str(&g, 2, "g");
+  initializer(&g, "w", 2, (int64_t[]){ 4, 2 });
+  value_info(&g, 11, "x", T_FLOAT, 2, (int64_t[]){ 2, 3 }, NULL);
+  value_info(&g, 12, "y", T_FLOAT, 2, (int64_t[]){ 2, 2 }, NULL);
+  model(&m, &g, 13);
+  kiln_graph *kg = (kiln_graph *)1;
+  expect(kiln_graph_load_onnx_buffer(m.b, m.n, NULL, &kg), KILN_ERR_MODEL, "node 'nnnn", NULL);
+  CHECK(kg == NULL);
   g.n = 0;
   node(&g, "n1", "Relu", "x", "y", NULL);
   node(&g, "n2", "FrobnicateV9", "y", "z", NULL);  /* a real gap: unsupported, naming the node */
