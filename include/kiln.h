@@ -426,14 +426,16 @@ kiln_status kiln_shape_format(int rank, const int64_t *shape, char *buf, size_t 
 /* As kiln_graph_load_onnx, with values for some of the model's graph inputs (those that are
  * not initializers). An input takes the value of its name or, failing that, bind[k] for the
  * k-th input when that value's name is NULL or ""; a name no input has is ignored. A bound
- * value fixes the input's shape (so a model may leave dims symbolic; its dtype, and its rank
- * where the model declares one, must match); an input the model reads as data while importing
+ * value fixes the input's shape (so a model may leave dims symbolic; its dtype, its rank
+ * and every static dim the model declares must match exactly, and a symbolic dim takes the
+ * first value bound to it, which every input sharing that dim's name must then have); an input the model reads as data while importing
  * (a Reshape's shape, a Slice's starts, ...) becomes a constant holding the value and is no
  * longer an input of the graph. data may be NULL to fix only the shape (an input read as data
  * is then KILN_ERR_INVALID_ARG). Each value is checked first (dtype, rank, numel = product of
  * the shape, no NULL string); kiln reads bind only during the call. Graph tensor k is the
  * model's k-th input, so kiln_graph_input_info's tensor field says which model input each
  * remaining graph input is. n may be 0 (bind NULL). */
+/* Every failure of a loader that takes a path starts its message with the path. */
 kiln_status kiln_graph_load_onnx_bound(const char *path, int n, const kiln_value *bind, kiln_graph **out);
 kiln_status kiln_graph_load_onnx_buffer_bound(const void *data, size_t size, const char *base_dir, int n,
                                               const kiln_value *bind, kiln_graph **out);
