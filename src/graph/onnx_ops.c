@@ -3076,7 +3076,8 @@ static kiln_status r_rnn(Importer *im, Call *c) {
   if (T(im, x)->rank != 3 || T(im, W)->rank != 3 || T(im, R)->rank != 3) return im_fail(im, KILN_ERR_MODEL, "X, W, R must be rank 3");
   if (batchwise) TRY(transpose(im, x, perm3, &x));
   int64_t S = T(im, x)->shape[0], B = T(im, x)->shape[1];
-  if (H <= 0 || T(im, W)->shape[0] != D || T(im, W)->shape[1] != G * H || T(im, R)->shape[2] != H)
+  /* H first: a hidden_size above INT64_MAX / G would overflow G * H */
+  if (H <= 0 || H > INT64_MAX / G || T(im, W)->shape[0] != D || T(im, W)->shape[1] != G * H || T(im, R)->shape[2] != H)
     return im_fail(im, KILN_ERR_MODEL, "W/R shapes do not match hidden_size %lld and %d directions", (long long)H, D);
   if (S > MAX_UNROLL) return im_fail(im, KILN_ERR_UNSUPPORTED, "sequence of %lld steps", (long long)S);
   if (IN(c, 4) >= 0) {  /* sequence_lens: only the full length is supported */
