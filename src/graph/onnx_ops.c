@@ -3609,8 +3609,12 @@ static kiln_status r_string_split(Importer *im, Call *c) {
     split_one(xs[i], delim, maxsplit, split_store, &o);
   }
   if (o.oom) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
-  if ((s = im_const(im, KILN_STRING, x->rank + 1, shape, v, &c->out[0]))) return s;
-  return c->n_out > 1 ? im_const_i64(im, x->rank, x->shape, counts, &c->out[1]) : KILN_OK;
+  /* x points into the graph's tensor table, which the first constant may move */
+  int xrank = x->rank;
+  int64_t xshape[KILN_MAX_RANK];
+  memcpy(xshape, x->shape, sizeof xshape);
+  if ((s = im_const(im, KILN_STRING, xrank + 1, shape, v, &c->out[0]))) return s;
+  return c->n_out > 1 ? im_const_i64(im, xrank, xshape, counts, &c->out[1]) : KILN_OK;
 }
 
 /* LabelEncoder's keys or values: a TensorProto attribute NAME_tensor, else one of the typed
