@@ -34,12 +34,7 @@ static void tensor_head(Buf *t, int rank, const int64_t *dims, int dtype, const 
 }
 
 static void write_file(const char *name, const void *p, size_t n, char *path) {
-  snprintf(path, PATH_MAX, "%s/%s", tmp, name);
-  FILE *f = fopen(path, "wb");
-  CHECK(f != NULL);
-  if (!f) return;
-  CHECK(fwrite(p, 1, n, f) == n);
-  fclose(f);
+  CHECK(pb_write_file(tmp, name, p, n, path));
 }
 
 /* A cleared value: every field zero. */

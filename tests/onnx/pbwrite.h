@@ -5,7 +5,10 @@
 #ifndef KILN_TEST_PBWRITE_H
 #define KILN_TEST_PBWRITE_H
 
+#include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct Buf { uint8_t b[8192]; size_t n; } Buf;
@@ -35,6 +38,15 @@ static inline void f_float_value_info(Buf *out, int field, const char *name, int
   f_str(&vi, 1, name);
   f_msg(&vi, 2, &tp);
   f_msg(out, field, &vi);
+}
+
+/* Writes n bytes at p to dir/name (path gets the file's path, PATH_MAX bytes); false on failure. */
+static inline bool pb_write_file(const char *dir, const char *name, const void *p, size_t n, char *path) {
+  snprintf(path, PATH_MAX, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f) return false;
+  bool ok = fwrite(p, 1, n, f) == n;
+  return fclose(f) == 0 && ok;
 }
 
 #endif

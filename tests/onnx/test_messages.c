@@ -123,12 +123,7 @@ static void unary(Buf *m, const char *name, const char *op, const Buf *attrs, in
 }
 
 static void write_file(const char *name, const void *p, size_t n, char *path) {
-  snprintf(path, PATH_MAX, "%s/%s", tmp, name);
-  FILE *f = fopen(path, "wb");
-  CHECK(f != NULL);
-  if (!f) return;
-  CHECK(fwrite(p, 1, n, f) == n);
-  fclose(f);
+  CHECK(pb_write_file(tmp, name, p, n, path));
 }
 
 /* ---- checking messages ---- */
