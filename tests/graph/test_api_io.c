@@ -570,18 +570,14 @@ static void value_info(Buf *out, int field, const char *name, int elem, int rank
 
 /* A model of one node y = op(inputs...), opset 13. */
 static void model(Buf *m, const char *op, int n_in, const char *const *ins, const Buf *graph_io) {
-  Buf g = { .n = 0 }, node = { .n = 0 }, ops = { .n = 0 };
+  Buf g = { .n = 0 }, node = { .n = 0 };
   for (int i = 0; i < n_in; i++) f_str(&node, 1, ins[i]);
   f_str(&node, 2, "y");
   f_str(&node, 4, op);
   f_msg(&g, 1, &node);
   f_str(&g, 2, "g");
   for (size_t i = 0; i < graph_io->n; i++) put(&g, graph_io->b[i]);
-  f_int(m, 1, 8);
-  f_str(&ops, 1, "");
-  f_int(&ops, 2, 13);
-  f_msg(m, 8, &ops);
-  f_msg(m, 7, &g);
+  pb_model(m, &g, 13);
 }
 
 /* y = Relu(x), x: f32 [N, 3]. Unloadable until x is bound. */

@@ -40,6 +40,16 @@ static inline void f_float_value_info(Buf *out, int field, const char *name, int
   f_msg(out, field, &vi);
 }
 
+/* ModelProto: IR version 8, the default domain at opset, and graph g. */
+static inline void pb_model(Buf *m, const Buf *g, int64_t opset) {
+  Buf ops = { .n = 0 };
+  f_int(m, 1, 8);
+  f_str(&ops, 1, "");
+  f_int(&ops, 2, opset);
+  f_msg(m, 8, &ops);
+  f_msg(m, 7, g);
+}
+
 /* Writes n bytes at p to dir/name (path gets the file's path, PATH_MAX bytes); false on failure. */
 static inline bool pb_write_file(const char *dir, const char *name, const void *p, size_t n, char *path) {
   snprintf(path, PATH_MAX, "%s/%s", dir, name);

@@ -37,7 +37,7 @@ static void ext_tensor(Buf *t, const Entry *es, int n, int64_t d0) {
 
 /* y = x + w, w [d0, 3] external. */
 static void model_d0(Buf *m, const Entry *es, int n, int64_t d0) {
-  Buf g = { .n = 0 }, node = { .n = 0 }, ops = { .n = 0 }, t = { .n = 0 };
+  Buf g = { .n = 0 }, node = { .n = 0 }, t = { .n = 0 };
   f_str(&node, 1, "x");
   f_str(&node, 1, "w");
   f_str(&node, 2, "y");
@@ -48,11 +48,7 @@ static void model_d0(Buf *m, const Entry *es, int n, int64_t d0) {
   f_msg(&g, 5, &t);
   f_float_value_info(&g, 11, "x", 2, (const int64_t[]){ 2, 3 });
   f_float_value_info(&g, 12, "y", 2, (const int64_t[]){ 2, 3 });
-  f_int(m, 1, 8);
-  f_str(&ops, 1, "");
-  f_int(&ops, 2, 13);
-  f_msg(m, 8, &ops);
-  f_msg(m, 7, &g);
+  pb_model(m, &g, 13);
 }
 
 static void model(Buf *m, const Entry *es, int n) { model_d0(m, es, n, 2); }

@@ -64,7 +64,7 @@ typedef struct Spec {
 
 /* model: inputs x [2,3] and initializer w; one node y = op(x, w); output y. */
 static void build(Buf *m, const Spec *sp) {
-  Buf g = { .n = 0 }, node = { .n = 0 }, ops = { .n = 0 };
+  Buf g = { .n = 0 }, node = { .n = 0 };
   f_str(&node, 1, "x");
   f_str(&node, 1, sp->node_input1 ? sp->node_input1 : "w");
   f_str(&node, 2, "y");
@@ -76,11 +76,7 @@ static void build(Buf *m, const Spec *sp) {
   value_info(&g, 11, "x", 2, sp->xdims);
   int64_t yd[2] = { sp->xdims[0], sp->xdims[1] };
   value_info(&g, 12, "y", 2, yd);
-  f_int(m, 1, 8);
-  f_str(&ops, 1, "");
-  f_int(&ops, 2, sp->opset ? sp->opset : 13);
-  f_msg(m, 8, &ops);
-  f_msg(m, 7, &g);
+  pb_model(m, &g, sp->opset ? sp->opset : 13);
 }
 
 static const Spec good = { "Add", { 2, 3 }, { 2, 3 }, 6, NULL, NULL, 0 };
@@ -290,7 +286,7 @@ static void loop_model(Buf *m, int64_t trips, int depth) {
     small_vi(&outer, 12, "v_out", 1, 1);
     body = outer;
   }
-  Buf g = { .n = 0 }, node = { .n = 0 }, at = { .n = 0 }, t = { .n = 0 }, ops = { .n = 0 };
+  Buf g = { .n = 0 }, node = { .n = 0 }, at = { .n = 0 }, t = { .n = 0 };
   f_str(&at, 1, "body");
   f_int(&at, 20, 5);
   f_msg(&at, 6, &body);
@@ -309,11 +305,7 @@ static void loop_model(Buf *m, int64_t trips, int depth) {
   f_msg(&g, 5, &t);
   small_vi(&g, 11, "x", 1, 1);
   small_vi(&g, 12, "y", 1, 1);
-  f_int(m, 1, 8);
-  f_str(&ops, 1, "");
-  f_int(&ops, 2, 13);
-  f_msg(m, 8, &ops);
-  f_msg(m, 7, &g);
+  pb_model(m, &g, 13);
 }
 
 static void test_unrolling_limits(void) {

@@ -103,13 +103,8 @@ static void initializer(Buf *g, const char *name, int rank, const int64_t *dims)
 }
 
 static void model(Buf *m, const Buf *g, int64_t opset) {
-  Buf ops = { .n = 0 };
   m->n = 0;
-  f_int(m, 1, 8);
-  f_str(&ops, 1, "");
-  f_int(&ops, 2, opset);
-  f_msg(m, 8, &ops);
-  f_msg(m, 7, g);
+  pb_model(m, g, opset);
 }
 
 /* y = op(x) with x, y float [2,3] and the attributes given: a one-node model at opset. */
