@@ -75,8 +75,9 @@ typedef struct Backend {
   kiln_status (*record_end)(void *dev, void **graph);
   kiln_status (*replay)(void *dev, void *graph);
   void (*graph_free)(void *dev, void *graph);
-  /* Waits for everything enqueued. NULL: launches are synchronous. */
-  kiln_status (*sync)(void *dev);
+  /* Waits for everything enqueued; what: what waits (for the message). NULL: launches are
+   * synchronous. */
+  kiln_status (*sync)(void *dev, const char *what);
   /* Optional device clock: mark(0) before the schedule, mark(1) after, elapsed after a sync. */
   kiln_status (*mark)(void *dev, int which);
   kiln_status (*elapsed)(void *dev, double *ms);

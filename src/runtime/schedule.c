@@ -114,8 +114,7 @@ static kiln_status mem_copy(Schedule *s, RtBuf dst, RtBuf src, int64_t n, const 
 }
 
 static kiln_status dev_sync(Schedule *s, const char *what) {
-  (void)what;
-  return s->be->sync ? s->be->sync(s->dev) : KILN_OK;
+  return s->be->sync ? s->be->sync(s->dev, what) : KILN_OK;
 }
 
 /* ---- the census's fallbacks: one format, one rule ---- */
@@ -437,12 +436,6 @@ kiln_status rt_codegen_options(const kiln_options *o, CgOptions *g) {
   return KILN_OK;
 }
 
-static kiln_status build_module(Schedule *s) {
-  const CgProgram *g = s->cg;
-  kiln_status st = s->be->build(s->dev, g->source.s, g->source.len, &s->opt, &s->module, &s->cache_hit);
-  return st;
-}
-
 static kiln_status compile_plan(Schedule *s) {
   CgOptions co;
   PlanOptions po = plan_options(&s->opt);
@@ -455,7 +448,7 @@ static kiln_status compile_plan(Schedule *s) {
   if (!st) st = check_caps_now(s);  /* before anything is rendered, compiled or allocated */
   if (!st) st = cg_program_build(s->plan, s->be->dialect, &co, &s->cg);
   if (!st && s->opt.debug >= 2) fprintf(stderr, "> source (%s):\n%s\n", s->be->dialect->name, s->cg->source.s);
-  if (!st) st = build_module(s);
+  if (!st) st = s->be->build(s->dev, s->cg->source.s, s->cg->source.len, &s->opt, &s->module, &s->cache_hit);
   if (!st) st = place_buffers(s);
   if (!st) st = bind_launches(s);
   s->replay = !st && s->be->record_begin && s->opt.graph_replay && !s->n_host;  /* host work cannot be recorded */
@@ -488,7 +481,7 @@ kiln_status rt_schedule_create(const Backend *be, TE *te, const kiln_options *o,
 void rt_schedule_free(Schedule *s) {
   if (!s) return;
   const TE *te = s->te;
-  if (s->dev && s->be->sync) s->be->sync(s->dev);
+  if (s->dev && s->be->sync) s->be->sync(s->dev, "free");
   if (s->graph) s->be->graph_free(s->dev, s->graph);
   for (int i = 0; s->launch && i < s->n_launch; i++) {
     if (s->launch[i].lib) s->be->library_release(s->dev, s->launch[i].lib);

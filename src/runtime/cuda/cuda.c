@@ -212,9 +212,9 @@ static kiln_status cuda_replay(void *dev, void *graph) {
   return cuda_check(x->d->cuGraphLaunch(((CudaGraph *)graph)->exec, x->stream), "cuGraphLaunch", "schedule");
 }
 
-static kiln_status cuda_sync(void *dev) {
+static kiln_status cuda_sync(void *dev, const char *what) {
   CudaDev *x = dev;
-  return cuda_check(x->d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "program");
+  return cuda_check(x->d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", what);
 }
 
 /* The schedule between two events: device time as CUDA-event timers (peers.py) see it. */
