@@ -279,6 +279,13 @@ typedef struct kiln_options {
                            0 (default) --fmad=false ($KILN_CUDA_FMA=1: raced, not yet the default) */
   int cublaslt;         /* cuda: 1 let cuBLASLt run the plain GEMMs the cost rule gives it (default);
                            0 generated kernels only ($KILN_CUBLASLT=0) */
+  int grid_sync;        /* launch groups ($KILN_GRID_SYNC): 0 one launch per kernel (default); 1 neighbouring
+                           kernels with no buffer in conflict share one launch; 2 also dependent kernels, as
+                           phases of one cooperative launch with grid barriers between (cuda; on cpu a
+                           group is one call running its kernels in order) */
+  int in_place;         /* 1 (default): an assigned value (an optimizer's new parameter) is stored straight
+                           into the parameter where every other read of it comes first; 0 a copy after the
+                           run ($KILN_IN_PLACE=0) */
   /* compilers and caches */
   char cc[256];         /* cpu: the C compiler ($KILN_CC, default "cc") */
   char cache_dir[1024]; /* compiled kernels ($KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
@@ -297,7 +304,9 @@ typedef struct kiln_program kiln_program;
 
 typedef struct kiln_census {
   int64_t runs;                 /* runs since compile (the counters below are for the last run) */
-  int64_t kernels_launched;     /* kernels per run */
+  int64_t kernels_launched;     /* launches per run (a launch group counts once) */
+  int64_t phases;               /* dependent phases per run: launches, plus the grid barriers inside
+                                   launch groups, plus copies (assigns) between device buffers */
   int64_t submissions;          /* device submissions per run (1 with a replayed graph) */
   int64_t bytes_read;           /* device-memory bytes read by kernels, from the plan */
   int64_t bytes_written;

@@ -154,6 +154,16 @@ typedef struct Dialect {
   const char *block_reduce_arg;   /* int64 block_reduce_arg(T v, int64 i, int max, int last): the index */
   const char *warp_reduce_arg;
   const char *reduce_op[RO_MIN + 1];          /* op argument of block/warp_reduce: "k_add()" ... */
+
+  /* -- launch groups (grid dialects; NULL: the dialect has none) -- */
+  const char *phase_prefix;       /* before a phase's device function: "static __device__ __forceinline__ void" */
+  const char *phase_thread_index; /* thread_index over the virtual block k_bid: "((int64_t)k_bid * blockDim.x + threadIdx.x)" */
+  const char *phase_thread_stride;/* thread_stride over k_nbid virtual blocks */
+  const char *grid_barrier;       /* statement waiting for every block; %s the group's barrier array:
+                                   * "k_grid_sync(%s);" (the prelude defines it) */
+  /* loop dialects: a group's entry calls its members in order; %s the entry's name. Each call is
+   * kernel name, "(", trampoline_arg per parameter, group_call_end. */
+  const char *group_open, *group_call_end, *group_close;
 } Dialect;
 
 /* -- program.c: what codegen hands on (source and launch decisions, as data) -- */
@@ -166,12 +176,26 @@ typedef enum {
   CG_SPLITK_OFF,   /* never split (KILN_CUDA_SPLITK=0) */
   CG_SPLITK_WIDE,  /* split, and prefer the largest tile whose splits still fill the chip ("wide") */
 } CgSplitK;
+/* Launch groups (KILN_GRID_SYNC): consecutive kernels of a grid dialect joined into one launch.
+ * Within a group, kernels with no buffer in conflict (nothing one writes is read or written by
+ * another) share a phase: their blocks are one range of the launch. Dependent kernels go to a
+ * later phase, behind a grid-wide barrier (cooperative: every block resident). */
+typedef enum {
+  CG_GROUP_OFF,          /* one launch per kernel */
+  CG_GROUP_SIBLINGS,     /* independent neighbours share a launch; a dependence ends the group */
+  CG_GROUP_GRID_SYNC,    /* dependent phases too, across grid barriers, in one cooperative launch */
+} CgGroupMode;
 typedef struct CgOptions {
   int row_variant;      /* cg_row_variant(); the default is the "auto" variant */
   CgSplitK splitk;      /* what KILN_CUDA_SPLITK set: default on, "0" off, "wide" */
   bool library;         /* offer plain GEMMs to a library (cuBLASLt); KILN_CUBLASLT=0 sets false */
+  CgGroupMode group;    /* KILN_GRID_SYNC: 0 off, 1 siblings, 2 grid sync */
+  bool in_place;        /* store an assigned value straight into its param where that is safe (KILN_IN_PLACE) */
+  /* Per plan kernel (NULL: none): may not join a group, and why ("budget: 96 registers, ...");
+   * the runtime sets these when a built group does not fit its device, then builds again. */
+  const char *const *group_veto;
 } CgOptions;
-CgOptions cg_options_default(void);   /* auto rows, split-K on, library on; reads NO environment */
+CgOptions cg_options_default(void);   /* auto rows, split-K on, library on, no groups, in place; reads NO environment */
 
 /* A GEMM a library may run instead of the generated kernel (the plan part of today's CudaLtCall):
  * kiln's row-major D[m, n] (+ bias[n], relu or tanh-gelu) = sum_k A[m, k] B[k, n], per batch. */
@@ -186,7 +210,10 @@ typedef struct CgLibGemm {
 } CgLibGemm;
 
 typedef struct CgLaunch {
-  int kernel;            /* plan kernel index (= position) */
+  int kernel;            /* plan kernel index (= position); a group's launch: -1 */
+  int group;             /* the group this kernel runs in (its launch is CgProgram.group[group]), -1: its own */
+  int phase;             /* a group member's phase; a group: how many phases */
+  bool cooperative;      /* a group with several phases: all blocks resident, grid barriers between phases */
   bool host;             /* KN_HOST: no source; the runtime evaluates it on the host (a counted fallback) */
   char name[32];         /* entry symbol: the kernel for grid dialects, the trampoline for loop dialects ("" for host) */
   int *params; int n_params;   /* stage bound to each parameter b0..b(n-1), in order (cg_kernel_params) */
@@ -203,6 +230,11 @@ typedef struct CgLaunch {
 typedef struct CgProgram {
   StrBuf source;         /* the whole translation unit (prelude + every non-host kernel) */
   CgLaunch *launch; int n_launch;   /* one per plan kernel, plan order */
+  CgLaunch *group; int n_group;     /* one per launch group, launched where its first member is */
+  /* stage -> the param whose buffer it is stored into (-1: its own): an assigned value
+   * written in place because every other read of the param comes before, and its own
+   * kernel reads the param only at the point it stores, in the thread that stores it */
+  int *store_into; int n_store;
   Arena arena;           /* params arrays etc. */
 } CgProgram;
 /* Renders the plan in dialect d under options o (NULL: cg_options_default) and decides every
@@ -226,10 +258,14 @@ extern const Dialect cg_dialect_cuda;
 int cg_kernel_params(const Plan *p, const Kernel *k, int *stages);
 /* Name of kernel k's function ("kiln_k3") and of its trampoline ("kiln_e3"). */
 void cg_kernel_name(int k, bool trampoline, char buf[32]);
-/* Source of one kernel (appended to out). */
-kiln_status cg_render_kernel(const Plan *p, int k, const Dialect *d, const CgOptions *o, StrBuf *out);
-/* Prelude and every non-host kernel of the plan, as one translation unit (o NULL: defaults). */
-kiln_status cg_render_plan(const Plan *p, const Dialect *d, const CgOptions *o, StrBuf *out);
+/* Source of one kernel (appended to out). With launches g (NULL: none), a group member is
+ * rendered as a phase (grid dialects: a device function of its virtual block and block count;
+ * loop dialects: as usual), and a kernel storing into a param (g->store_into) without restrict. */
+kiln_status cg_render_kernel(const Plan *p, int k, const Dialect *d, const CgOptions *o, const CgProgram *g,
+                             StrBuf *out);
+/* Prelude and every non-host kernel of the plan, as one translation unit (o NULL: defaults);
+ * with launches (NULL: none), every group's entry after its members. */
+kiln_status cg_render_plan(const Plan *p, const Dialect *d, const CgOptions *o, const CgProgram *launches, StrBuf *out);
 /* The prelude alone (the three prelude fields in order), appended to out. */
 void cg_render_prelude(const Dialect *d, StrBuf *out);
 /* How a grid dialect maps kernel k (the backend sizes its launch from it):
@@ -322,5 +358,8 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
  * (M*N*K*batch >= 2^26), operands affine in m, n, k and batch, one stored result with an
  * optional bias[n] and relu or tanh GELU. Fills c when it does. */
 bool cg_library_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibGemm *c);
+/* The cost rule alone (library on, a tiled GEMM, enough work): the kernel may go to the
+ * library, so it stays out of launch groups. Adds nothing to the TE that rendering would not. */
+bool cg_library_candidate(const Plan *p, const Kernel *k, const CgOptions *o);
 
 #endif

@@ -76,6 +76,28 @@ static const char prelude[] =
   "    if (k_argbetter(v2, i2, v, i, mx, last)) { v = v2; i = i2; }\n"
   "  }\n"
   "  return k_lane0(i);\n"
+  "}\n"
+  /* The grid barrier of a cooperative launch (every block resident): bar[0] counts arrivals,
+   * bar[1] is the generation. Thread 0 of each block reads the generation before arriving;
+   * the last to arrive resets the count and moves the generation on, which releases the
+   * others. The fences on both sides order each block's writes before and reads after the
+   * barrier at device scope; the block barriers carry that to the block's other threads. */
+  "KI void k_grid_sync(unsigned int *bar) {\n"
+  "  __syncthreads();\n"
+  "  if (threadIdx.x == 0) {\n"
+  "    volatile unsigned int *gen = bar + 1;\n"
+  "    unsigned int g = *gen;\n"
+  "    __threadfence();\n"
+  "    if (atomicAdd(bar, 1u) == gridDim.x - 1) {\n"
+  "      atomicExch(bar, 0u);\n"
+  "      __threadfence();\n"
+  "      atomicAdd(bar + 1, 1u);\n"
+  "    } else {\n"
+  "      while (*gen == g) { }\n"
+  "    }\n"
+  "    __threadfence();\n"
+  "  }\n"
+  "  __syncthreads();\n"
   "}\n";
 
 const Dialect cg_dialect_cuda = {
@@ -119,4 +141,8 @@ const Dialect cg_dialect_cuda = {
   .block_reduce_arg = "k_block_arg",
   .warp_reduce_arg = "k_warp_arg",
   .reduce_op = { [RO_SUM] = "k_add()", [RO_PROD] = "k_mul()", [RO_MAX] = "k_max()", [RO_MIN] = "k_min()" },
+  .phase_prefix = "static __device__ __forceinline__ void",
+  .phase_thread_index = "((int64_t)k_bid * blockDim.x + threadIdx.x)",
+  .phase_thread_stride = "((int64_t)k_nbid * blockDim.x)",
+  .grid_barrier = "k_grid_sync(%s);",
 };

@@ -131,11 +131,19 @@ static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const Expr
   return true;
 }
 
+static bool worth_a_library(const CgGemm *g) {
+  double work = (double)g->M * (double)g->N * (double)g->K * (double)g->batch;
+  return work >= 67108864.0;  /* 2^26 multiply-adds */
+}
+
+bool cg_library_candidate(const Plan *p, const Kernel *k, const CgOptions *o) {
+  CgGemm g;
+  return o->library && cg_gemm_match(p, k, o, &g) && worth_a_library(&g);
+}
+
 bool cg_library_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibGemm *c) {
   CgGemm g;
-  if (!cg_gemm_match(p, k, o, &g)) return false;
-  double work = (double)g.M * (double)g.N * (double)g.K * (double)g.batch;
-  if (work < 67108864.0) return false;  /* 2^26 multiply-adds */
+  if (!cg_gemm_match(p, k, o, &g) || !worth_a_library(&g)) return false;
   if (!is_memory_load(p, k, g.a) || !is_memory_load(p, k, g.b)) return false;
   memset(c, 0, sizeof *c);
   c->bias_stage = -1;

@@ -17,14 +17,17 @@
  */
 #include "codegen.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { POINT_THREADS = 256, SMEM_CARVEOUT_ALL = 100 };
+enum { POINT_THREADS = 256, SMEM_CARVEOUT_ALL = 100, GROUP_MAX_PARAMS = 192 };
 static const int64_t GRID_CAP = (int64_t)1 << 20;
 
 CgOptions cg_options_default(void) {
-  return (CgOptions){ .row_variant = cg_row_variant(NULL), .splitk = CG_SPLITK_ON, .library = true };
+  return (CgOptions){ .row_variant = cg_row_variant(NULL), .splitk = CG_SPLITK_ON, .library = true,
+                      .group = CG_GROUP_OFF, .in_place = true };
 }
 
 static int64_t capped_blocks(int64_t work, int64_t per_block) {
@@ -44,7 +47,6 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     int n = snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%dx%d a thread)", g.bm, g.bn, g.tm, g.tn);
     if (g.splits > 1 && n > 0 && (size_t)n < sizeof l->why)
       snprintf(l->why + n, sizeof l->why - (size_t)n, " x %d K-spans of %lld", g.splits, (long long)g.kspan);
-    if (o->library) l->library = cg_library_match(p, k, o, &l->lib);
     return;
   }
   if (s == CG_GPU_BLOCK_ROWS) {
@@ -68,7 +70,7 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
 
 static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOptions *o, Arena *a, CgLaunch *l) {
   const Kernel *k = &p->kernels[ki];
-  *l = (CgLaunch){ .kernel = ki, .host = k->kind == KN_HOST };
+  *l = (CgLaunch){ .kernel = ki, .group = -1, .host = k->kind == KN_HOST };
   l->params = arena_alloc(a, sizeof *l->params * (size_t)(k->n_ins + k->n_items + 1));
   if (!l->params) return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for kernel %d's parameters", ki);
   l->n_params = cg_kernel_params(p, k, l->params);
@@ -82,12 +84,229 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
     l->grid = 1, l->block = 1;
     snprintf(l->why, sizeof l->why, "loop: one call%s", d->trampoline ? " through the trampoline" : "");
   }
-  if (l->library) {
-    size_t n = strlen(l->why);
-    snprintf(l->why + n, sizeof l->why - n, "; library %lldx%lldx%lld x%lld", (long long)l->lib.M,
-             (long long)l->lib.N, (long long)l->lib.K, (long long)l->lib.batch);
+  return KILN_OK;
+}
+
+static void why_append(CgLaunch *l, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static void why_append(CgLaunch *l, const char *f, ...) {
+  size_t n = strlen(l->why);
+  va_list ap;
+  va_start(ap, f);
+  vsnprintf(l->why + n, sizeof l->why - n, f, ap);
+  va_end(ap);
+}
+
+/* Library GEMMs, once the source is rendered (the matcher's probes add to the TE). */
+static void library_of(const Plan *p, const Dialect *d, const CgOptions *o, CgLaunch *l) {
+  if (l->host || l->group >= 0 || !o->library || !d->grid) return;
+  if (cg_kernel_shape(p, &p->kernels[l->kernel], d, o) != CG_GPU_GEMM) return;
+  l->library = cg_library_match(p, &p->kernels[l->kernel], o, &l->lib);
+  if (l->library)
+    why_append(l, "; library %lldx%lldx%lld x%lld", (long long)l->lib.M, (long long)l->lib.N, (long long)l->lib.K,
+               (long long)l->lib.batch);
+}
+
+/* ---- assigned values stored in place ---- */
+
+static void kernel_ranges(const Kernel *k, int64_t *lo, int64_t *hi) {
+  for (int i = 0; i < k->rank; i++) lo[i] = 0, hi[i] = k->shape[i] - 1;
+  for (int i = 0; i < k->n_red; i++) lo[k->rank + i] = 0, hi[k->rank + i] = k->red_shape[i] - 1;
+}
+
+typedef struct ParamReads { const Plan *p; const Kernel *k; int param; const Expr *at; bool ok; } ParamReads;
+
+/* Every load of the param in this item is of the element the value is stored to. */
+static void check_param_read(const Expr *L, void *ctx) {
+  ParamReads *c = ctx;
+  if (L->src != c->param || !c->ok) return;
+  TE *te = c->p->te;
+  const Stage *S = &te->stages[c->param];
+  Expr *off = te_const_i(te, KILN_I64, 0);
+  int64_t stride = 1;
+  for (int i = S->rank - 1; i >= 0 && off; i--) {  /* as plan.c builds a store offset */
+    off = te_binary(te, TB_ADD, off, te_binary(te, TB_MUL, L->args[i], te_const_i(te, KILN_I64, stride)));
+    stride *= S->shape[i];
+  }
+  int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
+  kernel_ranges(c->k, lo, hi);
+  if (off) off = te_simplify(te, off, lo, hi, c->k->rank + c->k->n_red);
+  c->ok = off && off == c->at;
+}
+
+/* May value v of an assign be stored into param q's buffer? Every other kernel that reads q
+ * runs before v's kernel; v's kernel reads q only in items no later than v's own, at v's
+ * store offset, at an outer point that one thread owns (not a block-rows kernel, where
+ * every thread of a block computes an outer item and one stores it). */
+static bool in_place_ok(const Plan *p, const Dialect *d, const CgOptions *o, int q, int v) {
+  const TE *te = p->te;
+  int kv = p->kernel_of[v];
+  if (kv < 0 || !p->stored[v] || plan_is_output(p, q)) return false;
+  const Kernel *k = &p->kernels[kv];
+  if (k->kind == KN_HOST || te->stages[q].dtype != te->stages[v].dtype || te->stages[q].numel != te->stages[v].numel)
+    return false;
+  if (d->grid && cg_kernel_shape(p, k, d, o) == CG_GPU_BLOCK_ROWS) return false;
+  for (int j = 0; j < te->n_assigns; j++) {
+    const Assign *A = &te->assigns[j];
+    if ((A->value == v && A->param != q) || (A->param == q && A->value != v) || A->param == v || A->value == q) return false;
+  }
+  for (int ki = kv + 1; ki < p->n_kernels; ki++)
+    for (int i = 0; i < p->kernels[ki].n_ins; i++)
+      if (p->kernels[ki].ins[i] == q) return false;
+  int iv = -1;
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].stage == v) iv = i;
+  if (iv < 0 || k->items[iv].kind != IT_OUTER || !k->items[iv].offset) return false;
+  for (int i = 0; i < k->n_items; i++) {
+    ParamReads c = { p, k, q, k->items[iv].offset, true };
+    te_visit_loads(k->items[i].body, check_param_read, &c);
+    bool reads = !c.ok;
+    if (c.ok) {  /* no load of q, or only at the store offset: check it was loaded at all */
+      ParamReads any = { p, k, q, NULL, true };
+      te_visit_loads(k->items[i].body, check_param_read, &any);
+      reads = !any.ok;
+      if (reads && (i > iv || k->items[i].kind != IT_OUTER)) return false;
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+static kiln_status find_in_place(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram *g) {
+  const TE *te = p->te;
+  g->store_into = arena_alloc(&g->arena, sizeof *g->store_into * (size_t)(te->n_stages + 1));
+  if (!g->store_into) return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
+  for (int i = 0; i < te->n_stages; i++) g->store_into[i] = -1;
+  g->n_store = te->n_stages;
+  for (int a = 0; o->in_place && a < te->n_assigns; a++) {
+    const Assign *A = &te->assigns[a];
+    if (in_place_ok(p, d, o, A->param, A->value)) g->store_into[A->value] = A->param;
   }
   return KILN_OK;
+}
+
+/* ---- launch groups ---- */
+
+/* The memory a stage occupies: a byte range of the intermediate arena (space -1), or all of
+ * its own buffer (space = the stage, or the param it is stored into). */
+typedef struct Region { int space; int64_t lo, hi; } Region;
+
+static Region region_of(const Plan *p, const CgProgram *g, int s) {
+  const Stage *S = &p->te->stages[s];
+  int64_t n = S->numel * (int64_t)kiln_dtype_size(S->dtype);
+  if (g->store_into[s] >= 0) return (Region){ g->store_into[s], 0, n };
+  bool source = S->kind == ST_INPUT || S->kind == ST_PARAM || S->kind == ST_CONST;
+  if (p->offset && p->offset[s] >= 0 && !plan_is_output(p, s) && !source) return (Region){ -1, p->offset[s], p->offset[s] + n };
+  return (Region){ s, 0, n };
+}
+
+static bool overlap(Region a, Region b) { return a.space == b.space && a.lo < b.hi && b.lo < a.hi; }
+
+/* Must kernel b (launched after a) wait for a? b writes what a reads or writes, or reads what
+ * a writes. */
+static bool depends_on(const Plan *p, const CgProgram *g, int a, int b) {
+  const CgLaunch *la = &g->launch[a], *lb = &g->launch[b];
+  int wa = p->kernels[a].n_ins, wb = p->kernels[b].n_ins;
+  for (int i = 0; i < lb->n_params; i++)
+    for (int j = 0; j < la->n_params; j++) {
+      if (i < wb && j < wa) continue;  /* both only read */
+      if (overlap(region_of(p, g, lb->params[i]), region_of(p, g, la->params[j]))) return true;
+    }
+  return false;
+}
+
+/* Why kernel ki cannot be a group member (NULL: it can). */
+static const char *not_groupable(const Plan *p, const Dialect *d, const CgOptions *o, const CgLaunch *l) {
+  if (l->host) return "host";
+  if (o->group_veto && o->group_veto[l->kernel]) return o->group_veto[l->kernel];
+  if (!d->grid) return NULL;
+  if (!d->phase_prefix) return "dialect has no phases";
+  if (l->grid <= 0) return "nothing to run";
+  if (l->block != POINT_THREADS) return "block size";
+  if (l->smem > 0) return "dynamic shared memory";
+  if (cg_library_candidate(p, &p->kernels[l->kernel], o)) return "library GEMM";
+  return NULL;
+}
+
+static int union_add(int *set, int n, int s) {
+  for (int i = 0; i < n; i++)
+    if (set[i] == s) return n;
+  set[n] = s;
+  return n + 1;
+}
+
+/* Closes members first..last-1 as group g->n_group (or leaves them alone when one). */
+static kiln_status close_group(const Plan *p, const Dialect *d, CgProgram *g, int first, int end, int phases) {
+  if (end - first < 2) {
+    for (int i = first; i < end; i++) g->launch[i].group = -1, g->launch[i].phase = 0;
+    return KILN_OK;
+  }
+  CgLaunch *G = &g->group[g->n_group];
+  int cap = 0;
+  for (int i = first; i < end; i++) cap += g->launch[i].n_params;
+  *G = (CgLaunch){ .kernel = -1, .group = g->n_group, .phase = phases, .cooperative = d->grid && phases > 1,
+                   .block = d->grid ? POINT_THREADS : 1 };
+  G->params = arena_alloc(&g->arena, sizeof *G->params * (size_t)(cap + 1));
+  if (!G->params) return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for a launch group");
+  int64_t most = 0;
+  for (int ph = 0; ph < phases; ph++) {
+    int64_t total = 0;
+    for (int i = first; i < end; i++)
+      if (g->launch[i].phase == ph) total += g->launch[i].grid;
+    if (total > most) most = total;
+  }
+  for (int i = first; i < end; i++) {
+    g->launch[i].group = g->n_group;
+    for (int j = 0; j < g->launch[i].n_params; j++) G->n_params = union_add(G->params, G->n_params, g->launch[i].params[j]);
+  }
+  G->grid = d->grid ? most : 1;
+  snprintf(G->name, sizeof G->name, "kiln_g%d", g->n_group);
+  snprintf(G->why, sizeof G->why, "group of k%d..k%d: %d kernels in %d phase%s%s", first, end - 1, end - first, phases,
+           phases > 1 ? "s" : "", G->cooperative ? ", grid barriers between" : "");
+  (void)p;
+  g->n_group++;
+  return KILN_OK;
+}
+
+/* Consecutive groupable kernels, each in the first phase after every member it depends on;
+ * siblings mode ends the group at the first dependence instead. A kernel that cannot join
+ * ends the group before it. */
+static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram *g) {
+  if (o->group == CG_GROUP_OFF || g->n_launch < 2) return KILN_OK;
+  g->group = arena_alloc(&g->arena, sizeof *g->group * (size_t)(g->n_launch + 1));
+  int *params = kiln_calloc((size_t)GROUP_MAX_PARAMS + 1, sizeof *params);
+  if (!g->group || !params) { kiln_free(params); return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for launch groups"); }
+  kiln_status st = KILN_OK;
+  int first = -1, phases = 0, n_params = 0;
+  for (int i = 0; i < g->n_launch && !st; i++) {
+    CgLaunch *l = &g->launch[i];
+    const char *no = not_groupable(p, d, o, l);
+    if (no) {
+      if (first >= 0) st = close_group(p, d, g, first, i, phases);
+      first = -1;
+      if (!l->host && strcmp(no, "nothing to run")) why_append(l, "; alone: %s", no);
+      continue;
+    }
+    int ph = 0;
+    for (int j = first >= 0 ? first : i; j < i; j++)
+      if (depends_on(p, g, j, i) && g->launch[j].phase + 1 > ph) ph = g->launch[j].phase + 1;
+    int np = n_params;
+    for (int j = 0; j < l->n_params && np <= GROUP_MAX_PARAMS - 1; j++) np = union_add(params, np, l->params[j]);
+    bool full = np >= GROUP_MAX_PARAMS;
+    if (first >= 0 && ((ph > 0 && o->group == CG_GROUP_SIBLINGS) || full)) {
+      st = close_group(p, d, g, first, i, phases);
+      first = -1;
+    }
+    if (first < 0) {
+      first = i, phases = 0, ph = 0, n_params = 0;
+      for (int j = 0; j < l->n_params; j++) n_params = union_add(params, n_params, l->params[j]);
+    } else n_params = np;
+    l->phase = ph;
+    if (ph + 1 > phases) phases = ph + 1;
+  }
+  if (!st && first >= 0) st = close_group(p, d, g, first, g->n_launch, phases);
+  kiln_free(params);
+  return st;
 }
 
 kiln_status cg_program_build(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram **out) {
@@ -98,15 +317,20 @@ kiln_status cg_program_build(const Plan *p, const Dialect *d, const CgOptions *o
   if (!o) o = &def;
   CgProgram *g = kiln_calloc(1, sizeof *g);
   if (!g) return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for a program");
-  /* the source first: the library matcher may add expressions to the TE (hash-consed GELU
-   * probes), and rendering must see the TE as the plan left it */
-  kiln_status st = cg_render_plan(p, d, o, &g->source);
-  g->launch = st ? NULL : arena_alloc(&g->arena, sizeof *g->launch * (size_t)(p->n_kernels + 1));
-  if (!st && !g->launch) st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for the launch table");
+  /* geometry, stores in place and groups, then the source, then library GEMMs: the library
+   * matcher adds expressions to the TE (hash-consed GELU probes), and rendering must see
+   * the TE as the plan left it */
+  kiln_status st = KILN_OK;
+  g->launch = arena_alloc(&g->arena, sizeof *g->launch * (size_t)(p->n_kernels + 1));
+  if (!g->launch) st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for the launch table");
   for (int i = 0; !st && i < p->n_kernels; i++) {
     st = launch_of(p, i, d, o, &g->arena, &g->launch[i]);
     g->n_launch = i + 1;
   }
+  if (!st) st = find_in_place(p, d, o, g);
+  if (!st) st = form_groups(p, d, o, g);
+  if (!st) st = cg_render_plan(p, d, o, g, &g->source);
+  for (int i = 0; !st && i < g->n_launch; i++) library_of(p, d, o, &g->launch[i]);
   if (st) {
     cg_program_free(g);
     return st;
@@ -125,8 +349,17 @@ void cg_program_free(CgProgram *g) {
 void cg_program_print(const CgProgram *g, FILE *f) {
   for (int i = 0; g && i < g->n_launch; i++) {
     const CgLaunch *l = &g->launch[i];
-    fprintf(f, "k%-3d %-9s grid %7lld x %4d  smem %6d%s  %s  %s\n", l->kernel, l->host ? "(host)" : l->name,
+    char in[24] = "";
+    if (l->group >= 0) snprintf(in, sizeof in, " g%d.%d", l->group, l->phase);
+    fprintf(f, "k%-3d %-9s grid %7lld x %4d  smem %6d%s  %s%-7s  %s\n", l->kernel, l->host ? "(host)" : l->name,
             (long long)l->grid, l->block, l->smem, l->smem_carveout ? "+carve" : "      ",
-            l->library ? "library" : "kernel ", l->why);
+            l->library ? "library" : l->group >= 0 ? "phase  " : "kernel ", in, l->why);
   }
+  for (int i = 0; g && i < g->n_group; i++) {
+    const CgLaunch *l = &g->group[i];
+    fprintf(f, "g%-3d %-9s grid %7lld x %4d  %s  %s\n", i, l->name, (long long)l->grid, l->block,
+            l->cooperative ? "cooperative" : "one launch ", l->why);
+  }
+  for (int s = 0; g && g->store_into && s < g->n_store; s++)
+    if (g->store_into[s] >= 0) fprintf(f, "t%d stored in place into param t%d (an assign)\n", s, g->store_into[s]);
 }

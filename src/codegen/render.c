@@ -1773,10 +1773,33 @@ void cg_kernel_name(int k, bool trampoline, char buf[32]) {
   snprintf(buf, 32, "kiln_%c%d", trampoline ? 'e' : 'k', k);
 }
 
-kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOptions *o, StrBuf *out) {
+/* A grid dialect's tokens for a kernel run as a phase of a launch group: the block and grid
+ * it sees are the virtual k_bid of k_nbid its group hands it; no restrict on its buffers, since
+ * a group's later phases may rewrite what an earlier one read (a read-only-cache load of a
+ * buffer the same launch writes would be stale). */
+static Dialect phase_dialect(const Dialect *d) {
+  Dialect pd = *d;
+  pd.kernel_prefix = d->phase_prefix;
+  pd.block_id = "k_bid";
+  pd.grid_size = "k_nbid";
+  pd.thread_index = d->phase_thread_index;
+  pd.thread_stride = d->phase_thread_stride;
+  pd.block_bounds = pd.block_bounds_min = NULL;
+  pd.buf_restrict = "";
+  return pd;
+}
+
+kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOptions *o, const CgProgram *g,
+                             StrBuf *out) {
   const Kernel *k = &p->kernels[ki];
   const TE *te = p->te;
   if (k->kind == KN_HOST) return KILN_OK;
+  Dialect pd;
+  bool phase = g && ki < g->n_launch && g->launch[ki].group >= 0 && d->grid && d->phase_prefix;
+  bool in_place = false;  /* it stores into a param it also reads: the two parameters alias */
+  for (int i = 0; g && g->store_into && i < k->n_items; i++) in_place |= g->store_into[k->items[i].stage] >= 0;
+  if (phase) pd = phase_dialect(d), d = &pd;
+  else if (in_place) pd = *d, pd.buf_restrict = "", d = &pd;
   R r = { .p = p, .k = k, .d = d, .o = o, .sb = out, .cidx = "j" };
   int *params = kiln_calloc((size_t)(k->n_ins + k->n_items + 1), sizeof *params);
   r.param_of = kiln_calloc((size_t)te->n_stages + 1, sizeof *r.param_of);
@@ -1806,6 +1829,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
     sb_puts(out, " ");
   }
   sb_printf(out, "%s(", name);
+  if (phase) sb_printf(out, "%s k_bid, %s k_nbid%s", d->index_type, d->index_type, np ? ", " : "");
   for (int i = 0; i < np; i++) {
     sb_puts(out, i ? ", " : "");
     sb_printf(out, d->buf_param, i < k->n_ins ? d->buf_const : "", d->store_type[te->stages[params[i]].dtype],
@@ -1845,13 +1869,83 @@ void cg_render_prelude(const Dialect *d, StrBuf *out) {
     if (parts[i]) sb_puts(out, parts[i]);
 }
 
-kiln_status cg_render_plan(const Plan *p, const Dialect *d, const CgOptions *o, StrBuf *out) {
+/* Position of stage s among a group's parameters. */
+static int group_param(const CgLaunch *g, int s) {
+  for (int i = 0; i < g->n_params; i++)
+    if (g->params[i] == s) return i;
+  return -1;
+}
+
+/* A group's entry. Grid dialects: a kernel over the union of its members' buffers that runs
+ * each phase as one range of virtual blocks (the members' own grids, back to back) strided
+ * over the launch's blocks, a grid barrier between phases. Loop dialects: the members called
+ * in order (on a CPU the end of each member's parallel loop is the barrier). */
+static void render_group(const Plan *p, const Dialect *d, const CgProgram *g, int gi, StrBuf *out) {
+  const CgLaunch *G = &g->group[gi];
+  const TE *te = p->te;
+  const char *I = d->index_type;
+  char bar[32];
+  snprintf(bar, sizeof bar, "kiln_bar%d", gi);
+  sb_printf(out, "\n/* group %d: %d phases */\n", gi, G->phase);
+  if (!d->grid) {
+    sb_printf(out, d->group_open, G->name);
+  } else {
+    if (G->cooperative) sb_printf(out, "%s %s %s[2];\n", d->global_qual, d->counter_type, bar);
+    sb_printf(out, "%s ", d->kernel_prefix);
+    if (d->block_bounds) sb_printf(out, d->block_bounds, G->block), sb_puts(out, " ");
+    sb_printf(out, "%s(", G->name);
+    for (int i = 0; i < G->n_params; i++) {
+      bool written = false;  /* read-only in every member: const */
+      for (int m = 0; m < g->n_launch; m++) {
+        const CgLaunch *l = &g->launch[m];
+        if (l->group != gi) continue;
+        const Kernel *k = &p->kernels[m];
+        for (int j = k->n_ins; j < l->n_params; j++) written |= l->params[j] == G->params[i];
+      }
+      sb_puts(out, i ? ", " : "");
+      sb_printf(out, d->buf_param, written ? "" : d->buf_const, d->store_type[te->stages[G->params[i]].dtype], "", i);
+    }
+    sb_puts(out, ") {\n");
+  }
+  for (int ph = 0; ph < G->phase; ph++) {
+    if (ph && d->grid) sb_printf(out, "  "), sb_printf(out, d->grid_barrier, bar), sb_puts(out, "\n");
+    int64_t total = 0;
+    for (int m = 0; m < g->n_launch; m++)
+      if (g->launch[m].group == gi && g->launch[m].phase == ph) total += g->launch[m].grid;
+    if (d->grid) sb_printf(out, "  for (%s v = %s; v < %lld; v += %s) {\n", I, d->block_id, (long long)total, d->grid_size);
+    int64_t at = 0;
+    bool first = true;
+    for (int m = 0; m < g->n_launch; m++) {
+      const CgLaunch *l = &g->launch[m];
+      if (l->group != gi || l->phase != ph) continue;
+      char name[32];
+      cg_kernel_name(m, false, name);
+      if (d->grid) {
+        sb_printf(out, "    %sif (v < %lld) %s(v - %lld, %lld", first ? "" : "else ", (long long)(at + l->grid), name,
+                  (long long)at, (long long)l->grid);
+        for (int j = 0; j < l->n_params; j++) sb_printf(out, ", b%d", group_param(G, l->params[j]));
+        sb_puts(out, ");\n");
+      } else {
+        sb_printf(out, "  %s(", name);
+        for (int j = 0; j < l->n_params; j++) sb_puts(out, j ? ", " : ""), sb_printf(out, d->trampoline_arg, group_param(G, l->params[j]));
+        sb_puts(out, d->group_call_end);
+      }
+      at += l->grid;
+      first = false;
+    }
+    if (d->grid) sb_puts(out, "  }\n");
+  }
+  sb_puts(out, d->grid ? "}\n" : d->group_close);
+}
+
+kiln_status cg_render_plan(const Plan *p, const Dialect *d, const CgOptions *o, const CgProgram *g, StrBuf *out) {
   CgOptions dflt = cg_options_default();
   if (!o) o = &dflt;
   cg_render_prelude(d, out);
   for (int k = 0; k < p->n_kernels; k++) {
-    kiln_status st = cg_render_kernel(p, k, d, o, out);
+    kiln_status st = cg_render_kernel(p, k, d, o, g, out);
     if (st) return st;
   }
+  for (int i = 0; g && i < g->n_group; i++) render_group(p, d, g, i, out);
   return out->failed ? kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory") : KILN_OK;
 }

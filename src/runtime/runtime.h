@@ -62,8 +62,13 @@ typedef struct Backend {
   /* The entry point l->name of module, checked against what the device allows for l's
    * geometry (threads per block, shared memory), which it also applies. */
   kiln_status (*lookup)(void *dev, void *module, const CgLaunch *l, void **fn);
-  /* Enqueues fn on l's geometry with args[i] bound to parameter b<i>. */
+  /* Enqueues fn on l's geometry with args[i] bound to parameter b<i> (l->cooperative: all
+   * blocks resident at once, as grid barriers need; the pipeline sized l->grid for that). */
   kiln_status (*launch)(void *dev, void *fn, const CgLaunch *l, const RtBuf *args);
+  /* Optional: what the compiled fn is on this device at l's block size: how many of its blocks
+   * one multiprocessor keeps resident, the multiprocessors, its registers per thread and its
+   * local (spilled) bytes per thread. NULL: no limits known (loop backends). */
+  kiln_status (*residency)(void *dev, void *fn, const CgLaunch *l, int *per_sm, int *sms, int *regs, int *local_bytes);
   /* Optional library GEMM (cuBLASLt): prepare binds g to the stage buffers (stage -> RtBuf);
    * KILN_ERR_UNSUPPORTED declines, and the generated kernel runs instead. NULL: never. */
   kiln_status (*library_prepare)(void *dev, const CgLibGemm *g, const RtBuf *stage_buf, void **call);

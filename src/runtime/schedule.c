@@ -31,9 +31,13 @@
 
 typedef struct Launch {
   const CgLaunch *l;
+  CgLaunch run;       /* a group's launch as it runs: a cooperative grid capped at the resident blocks */
   void *fn;
   RtBuf *args;        /* parameter values, from buf[] (host-memory backends: refreshed every run) */
   void *lib;          /* a library call runs instead of the kernel */
+  int first;          /* a group: its first member's launch */
+  int64_t resident;   /* a group: blocks the device keeps resident (0: unknown) */
+  int regs, local_bytes;
 } Launch;
 
 struct Schedule {
@@ -49,6 +53,10 @@ struct Schedule {
   RtBuf arena;         /* intermediates */
   const char ***str;   /* stage -> host array of a string tensor (NULL: not a string) */
   Launch *launch; int n_launch;
+  Launch *group; int n_group;   /* launch groups (cg->group), each launched at its first member */
+  const char **veto;   /* plan kernel -> why it may not join a group (a built group over budget) */
+  Arena veto_text;
+  int n_rebuilds;
   void *graph;         /* the recorded schedule */
   bool replay, assigns_after_kernels;
   int n_host, n_library;
@@ -191,12 +199,21 @@ static kiln_status place_string(Schedule *s, int i) {
 }
 
 /* Where a needed stage's buffer comes from. */
-typedef enum { AT_STRING, AT_TE_DATA, AT_ARENA, AT_OWN } Place;
+typedef enum { AT_STRING, AT_TE_DATA, AT_ARENA, AT_OWN, AT_PARAM } Place;
+
+/* The param an assigned value is stored into (codegen's store_into), -1: none. On host-memory
+ * backends an output is the caller's buffer, so it keeps its own. */
+static int stored_into(const Schedule *s, int i) {
+  if (!s->cg || !s->cg->store_into || i >= s->cg->n_store || s->cg->store_into[i] < 0) return -1;
+  if (s->be->host_memory && plan_is_output(s->plan, i)) return -1;
+  return s->cg->store_into[i];
+}
 
 static Place placement(const Schedule *s, int i) {
   const Stage *S = &s->te->stages[i];
   const Plan *p = s->plan;
   if (S->dtype == KILN_STRING) return AT_STRING;
+  if (stored_into(s, i) >= 0) return AT_PARAM;
   if (S->kind == ST_CONST && s->be->host_memory) return AT_TE_DATA;  /* read only */
   if (p && p->offset && p->offset[i] >= 0 && !plan_is_output(p, i) && !is_source(S)) return AT_ARENA;
   return AT_OWN;
@@ -277,6 +294,7 @@ static kiln_status place_buffers(Schedule *s) {
     case AT_STRING: st = place_string(s, i); break;
     case AT_TE_DATA: s->buf[i] = (RtBuf)(uintptr_t)S->data; break;
     case AT_ARENA: s->buf[i] = s->arena + (RtBuf)p->offset[i]; break;
+    case AT_PARAM: break;  /* below, once every param has its buffer */
     case AT_OWN:
       if ((st = mem_alloc(s, n, S->name, &s->own[i]))) break;
       s->buf[i] = s->own[i];
@@ -284,6 +302,8 @@ static kiln_status place_buffers(Schedule *s) {
       break;
     }
   }
+  for (int i = 0; i < te->n_stages && !st; i++)
+    if (need[i] && placement(s, i) == AT_PARAM) s->buf[i] = s->buf[stored_into(s, i)];
   kiln_free(need);
   /* an assign whose value is itself assigned reads a copy, so p <- q, q <- p swaps */
   s->assign_tmp = kiln_calloc((size_t)te->n_assigns + 1, sizeof *s->assign_tmp);
@@ -313,6 +333,7 @@ static kiln_status bind_launches(Schedule *s) {
     Launch *L = &s->launch[i];
     L->l = l;
     if (l->host) { s->n_host++; continue; }
+    if (l->group >= 0) continue;  /* its group's launch runs it */
     if (!(L->args = kiln_calloc((size_t)l->n_params + 1, sizeof *L->args)))
       return kiln_fail(KILN_ERR_NO_MEMORY, "%s: no memory for kernel arguments", s->be->name);
     for (int j = 0; j < l->n_params; j++) {
@@ -326,6 +347,56 @@ static kiln_status bind_launches(Schedule *s) {
     if (s->be->library_prepare(s->dev, &l->lib, s->buf, &L->lib) != KILN_OK) { L->lib = NULL; continue; }
     s->n_library++;
     if ((st = s->be->library_run(s->dev, L->lib)) || (st = dev_sync(s, "library warm-up"))) return st;
+  }
+  for (int i = 0; i < s->n_group; i++) {
+    Launch *L = &s->group[i];
+    if (!(L->args = kiln_calloc((size_t)L->l->n_params + 1, sizeof *L->args)))
+      return kiln_fail(KILN_ERR_NO_MEMORY, "%s: no memory for kernel arguments", s->be->name);
+    for (int j = 0; j < L->l->n_params; j++)
+      if (!(L->args[j] = s->buf[L->l->params[j]]))
+        return kiln_fail(KILN_ERR_DEVICE, "%s: group %d reads stage %d, which has no buffer", s->be->name, i,
+                         L->l->params[j]);
+  }
+  return KILN_OK;
+}
+
+/* ---- launch groups: the budget ---- */
+
+/* Looks up every group's entry and asks the device what it keeps resident. A cooperative group
+ * must have all its blocks resident: its grid is capped at that, and a group whose compiled
+ * code spills or whose resident blocks cannot cover the phases' blocks up to one per
+ * multiprocessor would be slower than its kernels apart; its members are vetoed (with the
+ * numbers) and the program is rendered again without it. Returns how many were vetoed. */
+static kiln_status check_groups(Schedule *s, int *vetoed) {
+  const CgProgram *g = s->cg;
+  *vetoed = 0;
+  kiln_free(s->group);
+  s->group = kiln_calloc((size_t)g->n_group + 1, sizeof *s->group);
+  if (!s->group) return kiln_fail(KILN_ERR_NO_MEMORY, "%s: no memory for the launch groups", s->be->name);
+  s->n_group = g->n_group;
+  for (int i = 0; i < g->n_group; i++) {
+    Launch *L = &s->group[i];
+    L->l = &g->group[i];
+    L->run = g->group[i];
+    for (L->first = 0; L->first < g->n_launch && g->launch[L->first].group != i; L->first++) { }
+    kiln_status st = s->be->lookup(s->dev, s->module, L->l, &L->fn);
+    if (st) return st;
+    if (!s->be->residency) continue;
+    int per_sm = 0, sms = 0;
+    if ((st = s->be->residency(s->dev, L->fn, L->l, &per_sm, &sms, &L->regs, &L->local_bytes))) return st;
+    L->resident = (int64_t)per_sm * sms;
+    int64_t want = L->l->grid < sms ? L->l->grid : sms;
+    bool over = L->local_bytes > 0 || (L->l->cooperative && (L->resident < 1 || L->resident < want));
+    if (L->l->cooperative && L->resident > 0 && L->run.grid > L->resident) L->run.grid = L->resident;
+    if (!over) continue;
+    char *why = arena_alloc(&s->veto_text, 96);
+    if (!why) return kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory", s->be->name);
+    snprintf(why, 96, "budget: group %d has %d registers, %d B spilled, %lld blocks resident for %lld", i, L->regs,
+             L->local_bytes, (long long)L->resident, (long long)L->l->grid);
+    for (int m = 0; m < g->n_launch; m++)
+      if (g->launch[m].group == i) s->veto[m] = why;
+    if (s->opt.debug >= 1) fprintf(stderr, "> %s: %s; its kernels run apart\n", s->be->name, why);
+    (*vetoed)++;
   }
   return KILN_OK;
 }
@@ -396,11 +467,16 @@ static kiln_status enqueue_kernels(Schedule *s, kiln_census *c) {
       if (c) st = run_host_kernel(s, &s->plan->kernels[L->l->kernel], c);
       continue;
     }
+    if (L->l->group >= 0) {  /* the group runs at its first member */
+      Launch *G = &s->group[L->l->group];
+      if (G->first != i) continue;
+      L = G;
+    }
     if (L->l->grid <= 0) continue;
     if (L->lib) { st = s->be->library_run(s->dev, L->lib); continue; }
     if (s->be->host_memory)  /* the caller's buffers move from run to run */
       for (int j = 0; j < L->l->n_params; j++) L->args[j] = s->buf[L->l->params[j]];
-    st = s->be->launch(s->dev, L->fn, L->l, L->args);
+    st = s->be->launch(s->dev, L->fn, L->l->kernel < 0 ? &L->run : L->l, L->args);
   }
   return st;
 }
@@ -433,6 +509,11 @@ kiln_status rt_codegen_options(const kiln_options *o, CgOptions *g) {
                      "p16, p16vec, long, wveclong, or empty for auto)", o->cuda_row);
   g->splitk = o->cuda_splitk == 0 ? CG_SPLITK_OFF : o->cuda_splitk == 2 ? CG_SPLITK_WIDE : CG_SPLITK_ON;
   g->library = o->cublaslt != 0;
+  if (o->grid_sync < 0 || o->grid_sync > 2)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: 0 off, 1 sibling kernels share a launch, "
+                     "2 also dependent ones across grid barriers", o->grid_sync);
+  g->group = (CgGroupMode)o->grid_sync;
+  g->in_place = o->in_place != 0;
   return KILN_OK;
 }
 
@@ -446,9 +527,20 @@ static kiln_status compile_plan(Schedule *s) {
     plan_print(s->plan, stderr);
   }
   if (!st) st = check_caps_now(s);  /* before anything is rendered, compiled or allocated */
-  if (!st) st = cg_program_build(s->plan, s->be->dialect, &co, &s->cg);
-  if (!st && s->opt.debug >= 2) fprintf(stderr, "> source (%s):\n%s\n", s->be->dialect->name, s->cg->source.s);
-  if (!st) st = s->be->build(s->dev, s->cg->source.s, s->cg->source.len, &s->opt, &s->module, &s->cache_hit);
+  if (!st && !(s->veto = kiln_calloc((size_t)s->plan->n_kernels + 1, sizeof *s->veto)))
+    st = kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory", s->be->name);
+  co.group_veto = s->veto;
+  /* render and build until every launch group fits its device (each pass vetoes at least one) */
+  for (int vetoed = 1; !st && vetoed;) {
+    if (s->module) s->be->unload(s->dev, s->module), s->module = NULL;
+    cg_program_free(s->cg), s->cg = NULL;
+    st = cg_program_build(s->plan, s->be->dialect, &co, &s->cg);
+    if (!st && s->opt.debug >= 2) fprintf(stderr, "> source (%s):\n%s\n", s->be->dialect->name, s->cg->source.s);
+    if (!st) st = s->be->build(s->dev, s->cg->source.s, s->cg->source.len, &s->opt, &s->module, &s->cache_hit);
+    if (!st) st = check_groups(s, &vetoed);
+    if (vetoed) s->n_rebuilds++;
+  }
+  if (!st && s->opt.debug >= 1) cg_program_print(s->cg, stderr);
   if (!st) st = place_buffers(s);
   if (!st) st = bind_launches(s);
   s->replay = !st && s->be->record_begin && s->opt.graph_replay && !s->n_host;  /* host work cannot be recorded */
@@ -488,6 +580,10 @@ void rt_schedule_free(Schedule *s) {
     kiln_free(s->launch[i].args);
   }
   kiln_free(s->launch);
+  for (int i = 0; s->group && i < s->n_group; i++) kiln_free(s->group[i].args);
+  kiln_free(s->group);
+  kiln_free(s->veto);
+  arena_free(&s->veto_text);
   for (int a = 0; s->assign_tmp && a < te->n_assigns; a++) mem_release(s, s->assign_tmp[a]);
   for (int i = 0; s->own && i < te->n_stages; i++) mem_release(s, s->own[i]);
   mem_release(s, s->arena);
@@ -590,9 +686,17 @@ kiln_status rt_schedule_run(Schedule *s, const void *const *in, void *const *out
   if (!st && s->be->elapsed) st = s->be->elapsed(s->dev, &c->device_ms);
   if (st) return st;
   fallbacks_format(s, c);
-  int64_t kernels = 0;
-  for (int i = 0; i < s->n_launch; i++) kernels += !s->launch[i].l->host && s->launch[i].l->grid > 0;
+  int64_t kernels = 0, phases = 0;
+  for (int i = 0; i < s->n_launch; i++) {
+    const CgLaunch *l = s->launch[i].l;
+    bool alone = !l->host && l->group < 0 && l->grid > 0;
+    kernels += alone, phases += alone;
+  }
+  for (int i = 0; i < s->n_group; i++) kernels++, phases += s->group[i].l->phase;
+  for (int a = 0; s->plan && !s->be->host_memory && a < s->te->n_assigns; a++)  /* copies not stored in place */
+    phases += s->buf[s->te->assigns[a].param] != s->buf[s->te->assigns[a].value];
   c->kernels_launched = kernels;
+  c->phases = phases;
   c->submissions = s->replay ? 1 : kernels;
   c->bytes_read = s->plan ? s->plan->bytes_read : 0;
   c->bytes_written = s->plan ? s->plan->bytes_written : 0;
@@ -644,9 +748,18 @@ kiln_status rt_schedule_print(const Schedule *s, FILE *f) {
   }
   plan_print(s->plan, f);
   cg_program_print(s->cg, f);
-  fprintf(f, "%s: %d kernels (%d of them library GEMMs), %s; built in %.1f ms, cache %s\n", s->be->name,
-          s->n_launch - s->n_host, s->n_library, s->replay ? "one recorded submission per run" : "kernel by kernel",
-          s->build_ms, s->cache_hit ? "hit" : "miss");
+  for (int i = 0; i < s->n_group; i++) {
+    const Launch *G = &s->group[i];
+    if (G->resident > 0)
+      fprintf(f, "g%d: %d registers, %d B spilled, %lld blocks resident; launched with %lld\n", i, G->regs,
+              G->local_bytes, (long long)G->resident, (long long)G->run.grid);
+  }
+  int alone = 0;
+  for (int i = 0; i < s->n_launch; i++) alone += !s->launch[i].l->host && s->launch[i].l->group < 0;
+  fprintf(f, "%s: %d kernels in %d launches (%d groups, %d library GEMMs), %s; built in %.1f ms%s, cache %s\n",
+          s->be->name, s->n_launch - s->n_host, alone + s->n_group, s->n_group, s->n_library,
+          s->replay ? "one recorded submission per run" : "kernel by kernel", s->build_ms,
+          s->n_rebuilds ? " (again without groups over budget)" : "", s->cache_hit ? "hit" : "miss");
   if (s->be->describe) s->be->describe(s->dev, f);
   return KILN_OK;
 }

@@ -56,7 +56,7 @@ static void expect(const char *what, const Built *b, const Want *w, int n) {
 /* What holds for every launch: its parameters, its name, and the source. */
 static void common(const char *what, const Built *b, const Dialect *d, const CgOptions *o) {
   StrBuf src = { 0 };
-  OK(cg_render_plan(b->p, d, o, &src));
+  OK(cg_render_plan(b->p, d, o, b->g, &src));
   CHECK_MSG(src.s && b->g->source.s && !strcmp(src.s, b->g->source.s), "%s: program source differs", what);
   sb_free(&src);
   for (int i = 0; i < b->g->n_launch; i++) {

@@ -159,7 +159,7 @@ static void check_render(const char *what, const Graph *g, const Dialect *d, con
     PlanOptions po = plan_options(&o);
     OK(te_lower(g, &te));
     if (te) OK(plan_build(te, &po, &p));
-    if (p) OK(cg_render_plan(p, d, NULL, &src));
+    if (p) OK(cg_render_plan(p, d, NULL, NULL, &src));
     CHECK_MSG(src.s && src.len > 0, "%s: nothing rendered for %s", what, dname);
     const char *found = src.s ? find_model_string(src.s, src.len, false) : NULL;
     CHECK_MSG(!found, "%s (%s, fuse=%d): model string \"%s\" in the source", what, dname, fuse, found);

@@ -1,6 +1,9 @@
 /*
- * test_differential.c — random graphs run three ways: fused on cpu, eager on cpu, and
- * on ref (the oracle); all must agree within tolerance, with no host fallbacks.
+ * test_differential.c — random graphs run four ways: fused on cpu, eager on cpu, fused with
+ * every kernel in launch groups (grid_sync 2: phases behind grid barriers; on the cpu, or on
+ * $KILN_DIFF_BACKEND, cuda on a GPU machine), and on ref (the oracle); all must agree within
+ * tolerance, with no host fallbacks. Batched graphs make wide phases of independent kernels
+ * whose buffers the memory plan reuses: the groups' conflict analysis is what keeps them apart.
  *
  * The generator grows each graph from one or two inputs with random ops: unary,
  * broadcasting binary, movement (transpose, reshape, slice, concat, expand), reductions
@@ -246,10 +249,11 @@ static bool close_enough(double a, double b) {
   return fabs(a - b) <= 2e-4 * (1e-2 + fabs(b));
 }
 
-static void run(kiln_graph *g, const char *backend, int fuse, Io *io, void **outs, kiln_census *c) {
+static void run(kiln_graph *g, const char *backend, int fuse, int grid_sync, Io *io, void **outs, kiln_census *c) {
   kiln_options o = kiln_options_default();
   o.backend = backend;
   o.fuse = fuse;
+  o.grid_sync = grid_sync;
   kiln_program *p = NULL;
   OK(kiln_program_compile(g, &o, &p));
   for (int i = 0; i < io->n_out; i++) outs[i] = calloc(io->out_n[i] + 1, 8);
@@ -268,27 +272,36 @@ static void batch(unsigned long long base, int count) {
     io->seed[i] = base + (unsigned long long)i;
     gen_graph(&G, io, io->seed[i], i);
   }
-  static void *ref[MAX_IO], *fu[MAX_IO], *ea[MAX_IO];
-  kiln_census cr = { 0 }, cf = { 0 }, ce = { 0 };
-  run(G.g, "ref", 1, io, ref, &cr);
-  run(G.g, "cpu", 1, io, fu, &cf);
-  run(G.g, "cpu", 0, io, ea, &ce);
-  CHECK_MSG(cf.host_fallbacks == 0 && ce.host_fallbacks == 0, "fallbacks: %s / %s", cf.fallback_ops, ce.fallback_ops);
+  static void *ref[MAX_IO], *fu[MAX_IO], *ea[MAX_IO], *gr[MAX_IO];
+  kiln_census cr = { 0 }, cf = { 0 }, ce = { 0 }, cg = { 0 };
+  /* the grouped run: every kernel joined into launch groups, phases behind grid barriers,
+   * on the cpu or on the backend $KILN_DIFF_BACKEND names (cuda on a GPU machine) */
+  const char *grouped = getenv("KILN_DIFF_BACKEND") && *getenv("KILN_DIFF_BACKEND") ? getenv("KILN_DIFF_BACKEND") : "cpu";
+  run(G.g, "ref", 1, 0, io, ref, &cr);
+  run(G.g, "cpu", 1, 0, io, fu, &cf);
+  run(G.g, "cpu", 0, 0, io, ea, &ce);
+  run(G.g, grouped, 1, 2, io, gr, &cg);
+  CHECK_MSG(cf.host_fallbacks == 0 && ce.host_fallbacks == 0 && cg.host_fallbacks == 0, "fallbacks: %s / %s / %s",
+            cf.fallback_ops, ce.fallback_ops, cg.fallback_ops);
   CHECK(cf.kernels_launched <= ce.kernels_launched);
+  CHECK_MSG(cg.kernels_launched < cf.kernels_launched || cf.kernels_launched <= 1, "grouped: %lld launches, fused %lld",
+            (long long)cg.kernels_launched, (long long)cf.kernels_launched);
   int bad_graph = -1;
   for (int o = 0; o < io->n_out; o++) {
     for (size_t i = 0; i < io->out_n[o]; i++) {
       double r = value(io->out_t[o], ref[o], i), f = value(io->out_t[o], fu[o], i), e = value(io->out_t[o], ea[o], i);
-      if (!close_enough(f, r) || !close_enough(e, r)) {
+      double q = value(io->out_t[o], gr[o], i);
+      if (!close_enough(f, r) || !close_enough(e, r) || !close_enough(q, r)) {
         if (bad_graph != io->out_graph[o])
-          fprintf(stderr, "graph seed %llu (KILN_SEED=%llu KILN_DIFF_GRAPHS=1): output %d [%zu]: ref %.9g fused %.9g eager %.9g\n",
-                  io->seed[io->out_graph[o]], io->seed[io->out_graph[o]], o, i, r, f, e);
+          fprintf(stderr, "graph seed %llu (KILN_SEED=%llu KILN_DIFF_GRAPHS=1): output %d [%zu]: ref %.9g fused %.9g eager "
+                  "%.9g grouped (%s) %.9g\n", io->seed[io->out_graph[o]], io->seed[io->out_graph[o]], o, i, r, f, e,
+                  grouped, q);
         bad_graph = io->out_graph[o];
         test_failures++;
         break;
       }
     }
-    free(ref[o]); free(fu[o]); free(ea[o]);
+    free(ref[o]); free(fu[o]); free(ea[o]); free(gr[o]);
   }
   for (int i = 0; i < io->n_in; i++) free(io->in[i]);
   kiln_graph_free(G.g);

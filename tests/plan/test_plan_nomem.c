@@ -17,7 +17,7 @@ static void attempt(TE *te, int fuse, long n, bool *done) {
   StrBuf sb = { 0 };
   kiln_alloc_fail_after(n);
   kiln_status st = plan_build(te, &po, &p);
-  if (!st) st = cg_render_plan(p, &cg_dialect_c, NULL, &sb);
+  if (!st) st = cg_render_plan(p, &cg_dialect_c, NULL, NULL, &sb);
   kiln_alloc_fail_after(0);
   CHECK_MSG(st == KILN_OK || st == KILN_ERR_NO_MEMORY, "allocation %ld: %s", n, kiln_status_name(st));
   if (st == KILN_OK) CHECK(sb.s && strstr(sb.s, "kiln_k0"));

@@ -23,7 +23,7 @@ static bool cr_render(kiln_graph *g, int fuse, CudaRender *r) {
   PlanOptions po = plan_options(&o);
   OK(te_lower(&g->g, &r->te));
   if (r->te) OK(plan_build(r->te, &po, &r->p));
-  if (r->p) OK(cg_render_plan(r->p, &cg_dialect_cuda, NULL, &r->src));
+  if (r->p) OK(cg_render_plan(r->p, &cg_dialect_cuda, NULL, NULL, &r->src));
   return r->p && r->src.s;
 }
 

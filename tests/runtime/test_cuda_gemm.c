@@ -162,7 +162,7 @@ static void compiles(const Plans *r, const char *what) {
   CudaNvrtc *nv;
   if (!r->p || cuda_nvrtc(&nv) != KILN_OK) return;
   StrBuf src = { 0 };
-  OK(cg_render_plan(r->p, &cg_dialect_cuda, NULL, &src));
+  OK(cg_render_plan(r->p, &cg_dialect_cuda, NULL, NULL, &src));
   CHECK_MSG(src.s && strstr(src.s, "__shared__ float As"), "%s: no tiled kernel in the source", what);
   void *bin = NULL;
   size_t n = 0;

@@ -61,7 +61,7 @@ static void test_render(void) {
         co.row_variant = v;
         OK(te_lower(&g->g, &te));
         if (te) OK(plan_build(te, &po, &p));
-        if (p) OK(cg_render_plan(p, &cg_dialect_cuda, &co, &src));
+        if (p) OK(cg_render_plan(p, &cg_dialect_cuda, &co, NULL, &src));
         const char *vn = cg_row_variant_name(v);
         CHECK(cg_row_variant(vn) == v);
         for (int k = 0; p && src.s && k < p->n_kernels; k++) {

@@ -149,9 +149,24 @@ static kiln_status cuda_launch(void *dev, void *fn, const CgLaunch *l, const RtB
   for (int i = 0; i < l->n_params; i++) argp[i] = (void *)&args[i];
   char what[48];
   snprintf(what, sizeof what, "kernel %s", l->name);
+  if (l->cooperative)
+    return cuda_check(x->d->cuLaunchCooperativeKernel(fn, (unsigned)l->grid, 1, 1, (unsigned)l->block, 1, 1,
+                                                      (unsigned)l->smem, x->stream, argp),
+                      "cuLaunchCooperativeKernel", what);
   return cuda_check(x->d->cuLaunchKernel(fn, (unsigned)l->grid, 1, 1, (unsigned)l->block, 1, 1, (unsigned)l->smem,
                                          x->stream, argp, NULL),
                     "cuLaunchKernel", what);
+}
+
+static kiln_status cuda_residency(void *dev, void *fn, const CgLaunch *l, int *per_sm, int *sms, int *regs, int *local) {
+  CudaDev *x = dev;
+  kiln_status st = cuda_check(x->d->cuOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, fn, l->block, (size_t)l->smem),
+                              "cuOccupancyMaxActiveBlocksPerMultiprocessor", l->name);
+  if (!st) st = cuda_check(x->d->cuFuncGetAttribute(regs, CUDRV_FUNC_ATTR_NUM_REGS, fn), "cuFuncGetAttribute", "registers");
+  if (!st) st = cuda_check(x->d->cuFuncGetAttribute(local, CUDRV_FUNC_ATTR_LOCAL_BYTES, fn), "cuFuncGetAttribute",
+                           "local memory");
+  *sms = x->d->sm_count;
+  return st;
 }
 
 static kiln_status cuda_library_prepare(void *dev, const CgLibGemm *g, const RtBuf *buf, void **call) {
@@ -253,6 +268,7 @@ const Backend rt_backend_cuda = {
   .unload = cuda_unload,
   .lookup = cuda_lookup,
   .launch = cuda_launch,
+  .residency = cuda_residency,
   .library_prepare = cuda_library_prepare,
   .library_run = cuda_library_run,
   .library_release = cuda_library_release,

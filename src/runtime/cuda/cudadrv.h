@@ -34,6 +34,8 @@ enum {
   CUDRV_ATTR_CC_MINOR = 76,
   CUDRV_ATTR_SMEM_OPTIN = 97,
   CUDRV_FUNC_ATTR_MAX_THREADS = 0,
+  CUDRV_FUNC_ATTR_LOCAL_BYTES = 3,
+  CUDRV_FUNC_ATTR_NUM_REGS = 4,
   CUDRV_FUNC_ATTR_MAX_DYN_SMEM = 8,
   CUDRV_STREAM_NON_BLOCKING = 1,
   CUDRV_CAPTURE_THREAD_LOCAL = 1,
@@ -63,6 +65,9 @@ typedef struct CudaDriver {
   CUresult (*cuFuncGetAttribute)(int *v, int attr, CUfunction f);
   CUresult (*cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                              unsigned bz, unsigned smem, CUstream s, void **params, void **extra);
+  CUresult (*cuLaunchCooperativeKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                        unsigned bz, unsigned smem, CUstream s, void **params);
+  CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *blocks, CUfunction f, int block, size_t dyn_smem);
   CUresult (*cuStreamCreate)(CUstream *s, unsigned flags);
   CUresult (*cuStreamDestroy)(CUstream s);
   CUresult (*cuStreamSynchronize)(CUstream s);

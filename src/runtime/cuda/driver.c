@@ -71,6 +71,8 @@ static bool resolve_driver(void *l, const char **missing_out) {
   NEED(l, drv.cuFuncSetAttribute, "cuFuncSetAttribute", NULL);
   NEED(l, drv.cuFuncGetAttribute, "cuFuncGetAttribute", NULL);
   NEED(l, drv.cuLaunchKernel, "cuLaunchKernel", NULL);
+  NEED(l, drv.cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", NULL);
+  NEED(l, drv.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", NULL);
   NEED(l, drv.cuStreamCreate, "cuStreamCreate", NULL);
   NEED(l, drv.cuStreamDestroy, "cuStreamDestroy_v2", NULL);
   NEED(l, drv.cuStreamSynchronize, "cuStreamSynchronize", NULL);
