@@ -1,0 +1,252 @@
+/*
+ * test_groups.c — launch groups (KILN_GRID_SYNC) and stores in place (KILN_IN_PLACE).
+ *
+ * Codegen, in the CUDA dialect, for the SGD step mlp_train_b32 (10 kernels): with grid sync
+ * its kernels are one cooperative group of 6 phases — the two independent kernels after the
+ * softmax share phase 3, the bias and input gradients phase 4, the three updates phase 5;
+ * with siblings only, three groups of one phase; the four new parameters are stored into
+ * the parameters themselves, which moves W2's update behind the kernel that still reads W2
+ * (and with stores in place off it joins phase 4 again); a vetoed kernel splits its group.
+ * For every standard workload, an independent check of the conflict rule: two members of a
+ * phase never touch the same bytes unless both only read them, and siblings never depend.
+ *
+ * Then the same step runs on $KILN_TEST_BACKEND (default cpu) with grid sync 0, 1 and 2:
+ * each launches what its groups say (1 launch for grid sync on cuda), counts its phases,
+ * and gives the same bits as the ungrouped program (the same kernels in the same order), and
+ * those bits again from a second program; all agree with ref.
+ */
+#include "codegen/codegen.h"
+#include "graph/graph.h"
+#include "test.h"
+
+#include "../../bench/workloads.c"
+
+#include <math.h>
+#include <stdlib.h>
+
+typedef struct Built { Workload w; TE *te; Plan *p; CgProgram *g; } Built;
+
+static bool build(const char *name, const Dialect *d, const CgOptions *o, Built *b) {
+  memset(b, 0, sizeof *b);
+  kiln_options ko = kiln_options_default();
+  PlanOptions po = plan_options(&ko);
+  OK(wl_build(name, &b->w));
+  if (b->w.g) OK(te_lower(&b->w.g->g, &b->te));
+  if (b->te) OK(plan_build(b->te, &po, &b->p));
+  if (b->p) OK(cg_program_build(b->p, d, o, &b->g));
+  CHECK_MSG(b->g != NULL, "%s: no program", name);
+  return b->g != NULL;
+}
+
+static void built_free(Built *b) {
+  cg_program_free(b->g);
+  plan_free(b->p);
+  te_free(b->te);
+  wl_free(&b->w);
+}
+
+static CgOptions opts(CgGroupMode m, bool in_place) {
+  CgOptions o = cg_options_default();
+  o.group = m;
+  o.in_place = in_place;
+  return o;
+}
+
+/* groups[i], phases[i] of launch i */
+static void expect_members(const char *what, const Built *b, const int *group, const int *phase, int n) {
+  CHECK_MSG(b->g->n_launch == n, "%s: %d launches, expected %d", what, b->g->n_launch, n);
+  for (int i = 0; i < n && i < b->g->n_launch; i++)
+    CHECK_MSG(b->g->launch[i].group == group[i] && (group[i] < 0 || b->g->launch[i].phase == phase[i]),
+              "%s: k%d in group %d phase %d, expected %d phase %d", what, i, b->g->launch[i].group,
+              b->g->launch[i].phase, group[i], phase[i]);
+}
+
+static int stored_in_place(const Built *b) {
+  int n = 0;
+  for (int s = 0; s < b->g->n_store; s++) n += b->g->store_into[s] >= 0;
+  return n;
+}
+
+static void mlp_train_groups(void) {
+  Built b;
+  CgOptions o = opts(CG_GROUP_GRID_SYNC, true);
+  if (build("mlp_train_b32", &cg_dialect_cuda, &o, &b)) {
+    int g[10] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, ph[10] = { 0, 1, 2, 3, 3, 4, 4, 5, 5, 5 };
+    expect_members("grid sync", &b, g, ph, 10);
+    CHECK_MSG(b.g->n_group == 1 && b.g->group[0].phase == 6 && b.g->group[0].cooperative, "%d groups", b.g->n_group);
+    CHECK_MSG(stored_in_place(&b) == 4, "%d values stored in place", stored_in_place(&b));
+    for (int a = 0; a < b.te->n_assigns; a++)
+      CHECK(b.g->store_into[b.te->assigns[a].value] == b.te->assigns[a].param);
+    CHECK(strstr(b.g->source.s, "k_grid_sync(kiln_bar0);") && strstr(b.g->source.s, "kiln_g0("));
+  }
+  built_free(&b);
+
+  o = opts(CG_GROUP_SIBLINGS, true);
+  if (build("mlp_train_b32", &cg_dialect_cuda, &o, &b)) {
+    int g[10] = { -1, -1, -1, 0, 0, 1, 1, 2, 2, 2 }, ph[10] = { 0 };
+    expect_members("siblings", &b, g, ph, 10);
+    CHECK(b.g->n_group == 3);
+    for (int i = 0; i < b.g->n_group; i++) CHECK(b.g->group[i].phase == 1 && !b.g->group[i].cooperative);
+    CHECK(!strstr(b.g->source.s, "k_grid_sync(kiln_bar"));
+  }
+  built_free(&b);
+
+  /* without stores in place, W2's update does not have to wait for W2's last reader */
+  o = opts(CG_GROUP_GRID_SYNC, false);
+  if (build("mlp_train_b32", &cg_dialect_cuda, &o, &b)) {
+    CHECK_MSG(b.g->launch[7].phase == 4, "k7 in phase %d", b.g->launch[7].phase);
+    CHECK(stored_in_place(&b) == 0);
+  }
+  built_free(&b);
+
+  /* a vetoed kernel runs alone and splits the group around it */
+  const char *veto[16] = { 0 };
+  veto[5] = "test veto";
+  o = opts(CG_GROUP_GRID_SYNC, true);
+  o.group_veto = veto;
+  if (build("mlp_train_b32", &cg_dialect_cuda, &o, &b)) {
+    int g[10] = { 0, 0, 0, 0, 0, -1, 1, 1, 1, 1 }, ph[10] = { 0, 1, 2, 3, 3, 0, 0, 1, 1, 1 };
+    expect_members("veto", &b, g, ph, 10);
+    CHECK(strstr(b.g->launch[5].why, "test veto"));
+  }
+  built_free(&b);
+
+  /* the C dialect forms the same phases; its entry calls the kernels in phase order */
+  o = opts(CG_GROUP_GRID_SYNC, true);
+  if (build("mlp_train_b32", &cg_dialect_c, &o, &b)) {
+    int g[10] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, ph[10] = { 0, 1, 2, 3, 3, 4, 4, 5, 5, 5 };
+    expect_members("c", &b, g, ph, 10);
+    CHECK(b.g->n_group == 1 && !b.g->group[0].cooperative && strstr(b.g->source.s, "void kiln_g0(void *const *a)"));
+  }
+  built_free(&b);
+}
+
+/* ---- the conflict rule, checked from the plan's memory plan alone ---- */
+
+typedef struct Span { int space; int64_t lo, hi; } Span;
+
+static Span span_of(const Built *b, int s) {
+  const Stage *S = &b->te->stages[s];
+  int64_t n = S->numel * (int64_t)kiln_dtype_size(S->dtype);
+  if (b->g->store_into[s] >= 0) return (Span){ b->g->store_into[s], 0, n };
+  if (S->kind >= ST_INJECTIVE && b->p->offset[s] >= 0 && !plan_is_output(b->p, s)) return (Span){ -1, b->p->offset[s], b->p->offset[s] + n };
+  return (Span){ s, 0, n };
+}
+
+static bool touch(const Built *b, int ka, int kb) {
+  const Kernel *A = &b->p->kernels[ka], *B = &b->p->kernels[kb];
+  const CgLaunch *la = &b->g->launch[ka], *lb = &b->g->launch[kb];
+  for (int i = 0; i < la->n_params; i++)
+    for (int j = 0; j < lb->n_params; j++) {
+      if (i < A->n_ins && j < B->n_ins) continue;
+      Span x = span_of(b, la->params[i]), y = span_of(b, lb->params[j]);
+      if (x.space == y.space && x.lo < y.hi && y.lo < x.hi) return true;
+    }
+  return false;
+}
+
+static void conflict_rule(const char *name, CgGroupMode m) {
+  Built b;
+  CgOptions o = opts(m, true);
+  if (!build(name, &cg_dialect_cuda, &o, &b)) { built_free(&b); return; }
+  int members = 0;
+  for (int x = 0; x < b.g->n_launch; x++) {
+    const CgLaunch *lx = &b.g->launch[x];
+    if (lx->group < 0) continue;
+    members++;
+    const CgLaunch *G = &b.g->group[lx->group];
+    for (int j = 0; j < lx->n_params; j++) {  /* the group passes every buffer a member takes */
+      bool found = false;
+      for (int i = 0; i < G->n_params; i++) found |= G->params[i] == lx->params[j];
+      CHECK_MSG(found, "%s: k%d's stage %d is not a parameter of its group", name, x, lx->params[j]);
+    }
+    CHECK(lx->phase >= 0 && lx->phase < G->phase && lx->block == G->block);
+    for (int y = x + 1; y < b.g->n_launch; y++) {
+      const CgLaunch *ly = &b.g->launch[y];
+      if (ly->group != lx->group || !touch(&b, x, y)) continue;
+      CHECK_MSG(ly->phase > lx->phase, "%s (mode %d): k%d (phase %d) and k%d (phase %d) touch the same bytes", name, m, x,
+                lx->phase, y, ly->phase);
+    }
+  }
+  for (int i = 0; i < b.g->n_group; i++) CHECK(m == CG_GROUP_GRID_SYNC || b.g->group[i].phase == 1);
+  if (m == CG_GROUP_GRID_SYNC && (!strncmp(name, "mlp_train", 9) || !strncmp(name, "cnn_train", 9)))
+    CHECK_MSG(members > 0, "%s: no groups", name);
+  built_free(&b);
+}
+
+/* ---- runs ---- */
+
+static const char *backend(void) {
+  const char *b = getenv("KILN_TEST_BACKEND");
+  return b && *b && strcmp(b, "ref") ? b : "cpu";
+}
+
+static kiln_census run_step(Workload *w, const char *be, int grid_sync, void **outs) {
+  kiln_census c = { 0 };
+  kiln_options o = kiln_options_default();
+  o.backend = be;
+  o.grid_sync = grid_sync;
+  o.strict = 1;
+  kiln_program *p = NULL;
+  OK(kiln_program_compile(w->g, &o, &p));
+  for (int i = 0; i < w->n_outputs; i++) outs[i] = calloc(1, w->output_bytes[i] + 1);
+  if (p) OK(kiln_program_run(p, (const void *const *)w->inputs, outs));
+  if (p) OK(kiln_program_census(p, &c));
+  kiln_program_free(p);
+  return c;
+}
+
+static void runs(void) {
+  const char *be = backend();
+  bool cuda = !strcmp(be, "cuda");
+  Workload w;
+  OK(wl_build("mlp_train_b32", &w));
+  if (!w.g) { test_failures++; return; }
+  void *ref[16] = { 0 }, *out[4][16] = { { 0 } };
+  kiln_census cr = run_step(&w, "ref", 0, ref), c[4];
+  (void)cr;
+  int mode[4] = { 0, 1, 2, 2 };
+  for (int r = 0; r < 4; r++) c[r] = run_step(&w, be, mode[r], out[r]);
+  /* launches and phases: 10 kernels; siblings 6 launches in 6 phases; grid sync one launch (cuda)
+   * or one call (cpu) of 6 phases; no copies left after the run on cuda (stored in place) */
+  CHECK_MSG(c[0].kernels_launched == 10 && c[0].phases == 10, "%s off: %lld launches, %lld phases", be,
+            (long long)c[0].kernels_launched, (long long)c[0].phases);
+  CHECK_MSG(c[1].kernels_launched == 6 && c[1].phases == 6, "%s siblings: %lld launches, %lld phases", be,
+            (long long)c[1].kernels_launched, (long long)c[1].phases);
+  CHECK_MSG(c[2].kernels_launched == 1 && c[2].phases == 6, "%s grid sync: %lld launches, %lld phases", be,
+            (long long)c[2].kernels_launched, (long long)c[2].phases);
+  for (int r = 0; r < 4; r++) CHECK(c[r].host_fallbacks == 0 && (!cuda || c[r].submissions == 1));
+  for (int i = 0; i < w.n_outputs; i++) {
+    size_t n = w.output_bytes[i] / sizeof(float);
+    for (int r = 1; r < 4; r++)
+      CHECK_MSG(!memcmp(out[r][i], out[0][i], w.output_bytes[i]), "%s output %d: grid sync %d (run %d) differs from "
+                "ungrouped", be, i, mode[r], r);
+    double worst = 0;
+    for (size_t j = 0; j < n; j++) {
+      double a = ((float *)out[2][i])[j], e = ((float *)ref[i])[j], d = fabs(a - e) / (1e-3 + fabs(e));
+      if (!(d <= worst)) worst = d;
+    }
+    CHECK_MSG(worst < 1e-3, "%s output %d: %g from ref", be, i, worst);
+    free(ref[i]);
+    for (int r = 0; r < 4; r++) free(out[r][i]);
+  }
+  wl_free(&w);
+}
+
+int main(void) {
+  char dir[] = "/tmp/kiln-test-groups-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  setenv("KILN_CACHE_DIR", dir, 1);
+  mlp_train_groups();
+  const char *names[] = { "mlp_fwd_b128", "mlp_train_b32", "mlp_train_b1024", "cnn_train_b32", "softmax_4096x1024",
+                          "layernorm_4096x768", "chain10_4096", "bert_layer_b2s32" };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    conflict_rule(names[i], CG_GROUP_SIBLINGS);
+    conflict_rule(names[i], CG_GROUP_GRID_SYNC);
+  }
+  runs();
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) {}
+  TEST_MAIN_END();
+}
