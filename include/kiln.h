@@ -279,10 +279,11 @@ typedef struct kiln_options {
                            0 (default) --fmad=false ($KILN_CUDA_FMA=1: raced, not yet the default) */
   int cublaslt;         /* cuda: 1 let cuBLASLt run the plain GEMMs the cost rule gives it (default);
                            0 generated kernels only ($KILN_CUBLASLT=0) */
-  int grid_sync;        /* launch groups ($KILN_GRID_SYNC): 0 one launch per kernel (default); 1 neighbouring
-                           kernels with no buffer in conflict share one launch; 2 also dependent kernels, as
-                           phases of one cooperative launch with grid barriers between (cuda; on cpu a
-                           group is one call running its kernels in order) */
+  int grid_sync;        /* launch groups ($KILN_GRID_SYNC): 0 one launch per kernel; 1 neighbouring kernels
+                           with no buffer in conflict share one launch; 2 also dependent kernels, as phases
+                           of one cooperative launch with grid barriers between (cuda; on cpu a group is one
+                           call running its kernels in order); -1 (default) what the H200 race chose: 1 on
+                           cuda, 0 on cpu */
   int in_place;         /* 1 (default): an assigned value (an optimizer's new parameter) is stored straight
                            into the parameter where every other read of it comes first; 0 a copy after the
                            run ($KILN_IN_PLACE=0) */

@@ -56,7 +56,7 @@ int cmd_plan(int argc, char **argv) {
   kiln_status st0;
   const Dialect *dialect = source && !strcmp(source, "c") ? &cg_dialect_c : &cg_dialect_cuda;
   CgOptions co;
-  if ((st0 = rt_codegen_options(&o, &co))) return fail(NULL, st0);
+  if ((st0 = rt_codegen_options(&o, dialect, &co))) return fail(NULL, st0);
   Workload w = { 0 };
   kiln_graph *g = NULL;
   kiln_status st;

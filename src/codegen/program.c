@@ -23,6 +23,9 @@
 #include <string.h>
 
 enum { POINT_THREADS = 256, SMEM_CARVEOUT_ALL = 100, GROUP_MAX_PARAMS = 192 };
+/* A group's members keep their own static shared arrays side by side (the compiler does not
+ * overlay arrays of functions inlined into one kernel), under the 48 KB static limit. */
+enum { GROUP_MAX_STATIC_SMEM = 40 << 10 };
 static const int64_t GRID_CAP = (int64_t)1 << 20;
 
 CgOptions cg_options_default(void) {
@@ -228,6 +231,16 @@ static const char *not_groupable(const Plan *p, const Dialect *d, const CgOption
   return NULL;
 }
 
+/* Static shared memory of kernel l as a phase: a GEMM's staged tiles (gemm.c's As and Bs,
+ * padded) and arrival flag; block reductions' warp partials otherwise. */
+static int64_t static_smem(const Plan *p, const Dialect *d, const CgOptions *o, const CgLaunch *l) {
+  const Kernel *k = &p->kernels[l->kernel];
+  CgGemm gm;
+  if (d->grid && cg_kernel_shape(p, k, d, o) == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gm))
+    return 4 * (int64_t)gm.bk * (gm.bm + gm.bn + 2 * (32 / gm.bk)) + 16;
+  return 32 * 16;
+}
+
 static int union_add(int *set, int n, int s) {
   for (int i = 0; i < n; i++)
     if (set[i] == s) return n;
@@ -278,6 +291,7 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
   if (!g->group || !params) { kiln_free(params); return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for launch groups"); }
   kiln_status st = KILN_OK;
   int first = -1, phases = 0, n_params = 0;
+  int64_t smem = 0;
   for (int i = 0; i < g->n_launch && !st; i++) {
     CgLaunch *l = &g->launch[i];
     const char *no = not_groupable(p, d, o, l);
@@ -292,15 +306,17 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
       if (depends_on(p, g, j, i) && g->launch[j].phase + 1 > ph) ph = g->launch[j].phase + 1;
     int np = n_params;
     for (int j = 0; j < l->n_params && np <= GROUP_MAX_PARAMS - 1; j++) np = union_add(params, np, l->params[j]);
-    bool full = np >= GROUP_MAX_PARAMS;
+    int64_t sm = static_smem(p, d, o, l);
+    bool full = np >= GROUP_MAX_PARAMS || (d->grid && smem + sm > GROUP_MAX_STATIC_SMEM);
     if (first >= 0 && ((ph > 0 && o->group == CG_GROUP_SIBLINGS) || full)) {
       st = close_group(p, d, g, first, i, phases);
       first = -1;
     }
     if (first < 0) {
-      first = i, phases = 0, ph = 0, n_params = 0;
+      first = i, phases = 0, ph = 0, n_params = 0, smem = 0;
       for (int j = 0; j < l->n_params; j++) n_params = union_add(params, n_params, l->params[j]);
     } else n_params = np;
+    smem += sm;
     l->phase = ph;
     if (ph + 1 > phases) phases = ph + 1;
   }

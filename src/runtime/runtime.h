@@ -125,9 +125,9 @@ kiln_status rt_schedule_set_input(Schedule *s, int i, const void *src);
 kiln_status rt_schedule_read_output(Schedule *s, int i, void *dst);
 kiln_status rt_schedule_read_param(Schedule *s, int stage, void *dst);
 kiln_status rt_schedule_print(const Schedule *s, FILE *f);
-/* The codegen choices options o make (row variant, split-K, library GEMMs); an unknown
- * cuda_row is KILN_ERR_INVALID_ARG. */
-kiln_status rt_codegen_options(const kiln_options *o, CgOptions *out);
+/* The codegen choices options o make for dialect d (row variant, split-K, library GEMMs, launch
+ * groups, stores in place); an unknown cuda_row or grid_sync is KILN_ERR_INVALID_ARG. */
+kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOptions *out);
 /* The kernel whose rendered source holds line `line` (from the renderer's "kernel N:"
  * comments), -1 if none: for a backend's compiler errors. */
 int rt_kernel_at_line(const char *src, long line);

@@ -501,7 +501,7 @@ static kiln_status record(Schedule *s) {
 
 /* ---- compile ---- */
 
-kiln_status rt_codegen_options(const kiln_options *o, CgOptions *g) {
+kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOptions *g) {
   *g = cg_options_default();
   g->row_variant = cg_row_variant(o->cuda_row);
   if (g->row_variant < 0)
@@ -509,10 +509,12 @@ kiln_status rt_codegen_options(const kiln_options *o, CgOptions *g) {
                      "p16, p16vec, long, wveclong, or empty for auto)", o->cuda_row);
   g->splitk = o->cuda_splitk == 0 ? CG_SPLITK_OFF : o->cuda_splitk == 2 ? CG_SPLITK_WIDE : CG_SPLITK_ON;
   g->library = o->cublaslt != 0;
-  if (o->grid_sync < 0 || o->grid_sync > 2)
-    return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: 0 off, 1 sibling kernels share a launch, "
-                     "2 also dependent ones across grid barriers", o->grid_sync);
-  g->group = (CgGroupMode)o->grid_sync;
+  if (o->grid_sync < -1 || o->grid_sync > 2)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: -1 the default, 0 off, 1 sibling kernels "
+                     "share a launch, 2 also dependent ones across grid barriers", o->grid_sync);
+  /* the default is what the H200 race chose (bench/results/2026-12-01-h200-grid-sync.md):
+   * siblings on grid dialects; loop dialects gain nothing from fewer calls, so none */
+  g->group = o->grid_sync >= 0 ? (CgGroupMode)o->grid_sync : d && d->grid ? CG_GROUP_SIBLINGS : CG_GROUP_OFF;
   g->in_place = o->in_place != 0;
   return KILN_OK;
 }
@@ -520,7 +522,7 @@ kiln_status rt_codegen_options(const kiln_options *o, CgOptions *g) {
 static kiln_status compile_plan(Schedule *s) {
   CgOptions co;
   PlanOptions po = plan_options(&s->opt);
-  kiln_status st = rt_codegen_options(&s->opt, &co);
+  kiln_status st = rt_codegen_options(&s->opt, s->be->dialect, &co);
   if (!st) st = plan_build(s->te, &po, &s->plan);
   if (!st && s->opt.debug >= 1) {
     fprintf(stderr, "> plan (%s):\n", s->be->name);
@@ -537,6 +539,18 @@ static kiln_status compile_plan(Schedule *s) {
     st = cg_program_build(s->plan, s->be->dialect, &co, &s->cg);
     if (!st && s->opt.debug >= 2) fprintf(stderr, "> source (%s):\n%s\n", s->be->dialect->name, s->cg->source.s);
     if (!st) st = s->be->build(s->dev, s->cg->source.s, s->cg->source.len, &s->opt, &s->module, &s->cache_hit);
+    if (st && s->cg && s->cg->n_group > 0 && !s->n_rebuilds) {
+      /* a grouped program the compiler refuses (a resource the estimate missed): once more,
+       * every kernel on its own, the compiler's words kept as the reason */
+      char *why = arena_alloc(&s->veto_text, 160);
+      if (!why) return kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory", s->be->name);
+      snprintf(why, 160, "budget: the grouped source did not build (%.100s)", kiln_last_error());
+      for (int m = 0; m < s->cg->n_launch; m++)
+        if (s->cg->launch[m].group >= 0) s->veto[m] = why;
+      if (s->opt.debug >= 1) fprintf(stderr, "> %s: %s; building without groups\n", s->be->name, why);
+      st = KILN_OK, vetoed = 1, s->n_rebuilds++;
+      continue;
+    }
     if (!st) st = check_groups(s, &vetoed);
     if (vetoed) s->n_rebuilds++;
   }
