@@ -334,6 +334,13 @@ kiln_status kiln_program_census(const kiln_program *p, kiln_census *out);
 kiln_status kiln_program_print(const kiln_program *p, FILE *f);
 /* Reads the current value of a parameter (after assign updates) into host memory. */
 kiln_status kiln_program_read_param(kiln_program *p, kiln_tensor param, void *dst);
+/* Overwrites a parameter with numel elements from host memory at src, where the program keeps
+ * it (on the device for device backends); the next run reads the new value and assigns update
+ * it from there. For data a program keeps resident and changes now and then (a data set's
+ * shuffle order, a step counter reset each epoch). A tensor that is not a parameter of the
+ * graph, or NULL p or src, is KILN_ERR_INVALID_ARG; a string parameter KILN_ERR_UNSUPPORTED.
+ * Not counted in the census's transfers (those are a run's). */
+kiln_status kiln_program_write_param(kiln_program *p, kiln_tensor param, const void *src);
 /* Device-resident tensors. set_input copies host data into input i's buffer on the program's
  * device, where it stays; kiln_program_run with inputs NULL (or a NULL entry) reuses that
  * resident value, and with outputs NULL (or a NULL entry) leaves the output on the device, so

@@ -2,9 +2,20 @@
  * kiln train — trains the MLP (784-128-10) or LeNet (cnn_train_b32) on Fashion-MNIST
  * through the compiler: one program computes loss, gradients (kiln_graph_grad) and the
  * optimizer update (kiln_graph_sgd / kiln_graph_adam) per step, with parameters and
- * optimizer state updated in place by the backend. After each epoch the parameters are
- * read back into an inference net that measures test accuracy. Progress (step, loss,
- * samples/s) goes to stderr; the loss curve optionally to an SVG file.
+ * optimizer state updated in place by the backend.
+ *
+ * The training set lives in that program (train_net_build_resident): normalised images,
+ * one-hot labels, the epoch's shuffle order, a step counter and the per-step losses are
+ * params, each step gathers its batch on the device and records its loss there, so a step
+ * is one kiln_program_run that moves nothing between host and device. Per epoch the host
+ * writes the new order and resets the counter (kiln_program_write_param), and after the
+ * epoch reads the losses back once. --host-batches keeps the old way (a batch filled on the
+ * host and uploaded, the loss downloaded, every step), to compare against.
+ *
+ * After each epoch the parameters are copied into an inference program that keeps the test
+ * set the same way and counts right answers on the device (train_net_build_eval), compiled
+ * once. Progress (step, samples/s, then the epoch's loss) goes to stderr; the loss curve
+ * optionally to an SVG file.
  */
 #include "tools.h"
 #include "train.h"
@@ -24,6 +35,7 @@
 typedef struct Args {
   const char *model, *backend, *plot, *data, *optim;
   int epochs, batch, eval_batch, limit;
+  bool host_batches;
   double lr, momentum;
   uint64_t seed;
 } Args;
@@ -31,7 +43,12 @@ typedef struct Args {
 static const char usage[] =
     "usage: kiln train --model mlp|lenet [--epochs N] [--backend B] [--batch 32] [--optim sgd|adam]\n"
     "                  [--lr 0.01] [--momentum 0.9] [--plot FILE.svg] [--data DIR] [--limit N] [--seed S]\n"
+    "                  [--host-batches]\n"
     "  trains on Fashion-MNIST (IDX files in DIR, default " DATA_DIR ");\n"
+    "  the training and test sets stay on the backend's device: each step gathers its batch there\n"
+    "  and keeps its loss there (no host<->device copy per step; the losses are read once an epoch)\n"
+    "  --host-batches fills each batch on the host and copies it in, and the loss out, every step\n"
+    "  (the old way, to compare against)\n"
     "  --limit uses only the first N training and test images (quick runs on the ref backend)\n"
     "  exit status: 0 trained, 1 training failed, 2 a usage error\n";
 
@@ -47,7 +64,8 @@ static bool parse_args(int argc, char **argv, Args *a, int *rc) {
         !cli_real(&c, "--momentum", true, &a->momentum) &&
         !cli_choice(&c, "--optim", (const char *const[]){ "sgd", "adam", NULL }, &a->optim) &&
         !cli_str(&c, "--plot", "FILE.svg", &a->plot) && !cli_str(&c, "--data", "DIR", &a->data) &&
-        !cli_int(&c, "--limit", 0, INT_MAX, &a->limit) && !cli_u64(&c, "--seed", &a->seed))
+        !cli_int(&c, "--limit", 0, INT_MAX, &a->limit) && !cli_u64(&c, "--seed", &a->seed) &&
+        !cli_flag(&c, "--host-batches", &a->host_batches))
       cli_unknown(&c);
   if (!c.bad && !c.help && !a->model) cli_error(&c, "--model is required (mlp or lenet)");
   if (c.bad || c.help) return *rc = cli_usage(&c, usage), false;
@@ -78,59 +96,95 @@ static void fill_batch(const Dataset *d, const int *idx, int n, int batch, float
   }
 }
 
+/* The first n images of d, normalised as fill_batch does (so accuracy is the same as with
+ * host batches), and their one-hot labels: a data set for a program to keep. The arrays are
+ * the caller's to free (train_data_free) once a graph has copied them. */
+static int train_data_make(const Dataset *d, int n, TrainData *out) {
+  *out = (TrainData){.n = n};
+  if (d->rows * d->cols != 784) {
+    fprintf(stderr, "kiln train: images are %dx%d, the models take 28x28\n", d->rows, d->cols);
+    return 1;
+  }
+  float *x = (size_t)n <= SIZE_MAX / (sizeof(float) * 784) ? malloc(sizeof(float) * 784 * (size_t)n) : NULL;
+  float *y = (size_t)n <= SIZE_MAX / (sizeof(float) * 10) ? malloc(sizeof(float) * 10 * (size_t)n) : NULL;
+  if (!x || !y) {
+    free(x), free(y);
+    fprintf(stderr, "kiln train: out of memory for %d images\n", n);
+    return 1;
+  }
+  for (int i = 0; i < n; i++) fill_batch(d, &i, 1, 1, x + (size_t)i * 784, y + (size_t)i * 10);
+  out->images = x, out->labels = y;
+  return 0;
+}
+
+static void train_data_free(TrainData *t) {
+  free((void *)t->images), free((void *)t->labels);
+  t->images = t->labels = NULL;
+}
+
+/* loss < 0: not known yet (resident steps keep it on the device until the epoch ends). */
 static void progress(int epoch, int epochs, int step, int steps, double loss, double rate) {
-  char bar[31];
+  char bar[31], lossbuf[32] = "";
   int fill = (int)(30.0 * step / steps);
   for (int i = 0; i < 30; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
   bar[30] = 0;
-  fprintf(stderr, "\repoch %d/%d [%s] step %d/%d  loss %.4f  %.0f samples/s ", epoch, epochs, bar, step, steps,
-          loss, rate);
+  if (loss >= 0) snprintf(lossbuf, sizeof lossbuf, "  loss %.4f", loss);
+  fprintf(stderr, "\repoch %d/%d [%s] step %d/%d%s  %.0f samples/s ", epoch, epochs, bar, step, steps, lossbuf, rate);
   fflush(stderr);
 }
 
-/* Test accuracy of the parameters now in prog, through an inference net of eval batch size. */
-static int evaluate(const Args *a, ModelKind m, kiln_program *prog, const TrainNet *tn, const Dataset *test,
-                    double *accuracy) {
-  float *vals[TRAIN_MAX_PARAMS] = {0};
-  int rc = 1;
-  kiln_status s = KILN_OK;
-  for (int i = 0; i < tn->n_params && !s; i++) {
-    vals[i] = malloc(sizeof(float) * (size_t)tn->param_numel[i]);
-    s = vals[i] ? kiln_program_read_param(prog, tn->params[i], vals[i]) : KILN_ERR_NO_MEMORY;
-  }
-  TrainNet en = {0};
-  kiln_program *ep = NULL;
-  int eb = a->eval_batch, n = a->limit && a->limit < test->n ? a->limit : test->n;
-  float *x = malloc(sizeof(float) * (size_t)eb * 784), *logits = malloc(sizeof(float) * (size_t)eb * 10);
-  int *idx = malloc(sizeof(int) * (size_t)eb);
-  if (s) { fail("reading parameters", s); goto out; }
-  if (!x || !logits || !idx) { fprintf(stderr, "kiln train: out of memory\n"); goto out; }
-  s = train_net_build(m, eb, (const float *const *)vals, 0, 0, &en);
-  if (!s) s = kiln_graph_output(en.g, en.logits, "logits");
-  if (s) { fail("building the test net", s); goto out; }
+static kiln_options train_options(const Args *a) {
   kiln_options o = kiln_options_default();
   if (a->backend) o.backend = a->backend;
-  if ((s = kiln_program_compile(en.g, &o, &ep))) { fail("compiling the test net", s); goto out; }
-  int correct = 0;
-  for (int start = 0; start < n; start += eb) {
-    int cnt = n - start < eb ? n - start : eb;
-    for (int b = 0; b < cnt; b++) idx[b] = start + b;
-    fill_batch(test, idx, cnt, eb, x, NULL);
-    if ((s = kiln_program_run(ep, (const void *[]){x}, (void *[]){logits}))) { fail("testing", s); goto out; }
-    for (int b = 0; b < cnt; b++) {
-      int best = 0;
-      for (int c = 1; c < 10; c++) if (logits[b * 10 + c] > logits[b * 10 + best]) best = c;
-      correct += best == test->labels[start + b];
-    }
+  return o;
+}
+
+/* The test program: the test set resident, right answers counted on the device. */
+typedef struct Eval {
+  TrainNet net;        /* its graph is freed once compiled; the tensor ids stay */
+  kiln_program *prog;
+  int n;               /* test images */
+} Eval;
+
+static int eval_create(const Args *a, ModelKind m, const Dataset *test, Eval *ev) {
+  *ev = (Eval){.n = a->limit && a->limit < test->n ? a->limit : test->n};
+  TrainData td;
+  if (ev->n < 1) return fprintf(stderr, "kiln train: no test images\n"), 1;
+  if (train_data_make(test, ev->n, &td)) return 1;
+  kiln_status s = train_net_build_eval(m, a->eval_batch < ev->n ? a->eval_batch : ev->n, &td, &ev->net);
+  train_data_free(&td);
+  if (s) return fail("building the test net", s);
+  kiln_options o = train_options(a);
+  s = kiln_program_compile(ev->net.g, &o, &ev->prog);
+  train_net_free(&ev->net);  /* the program has its own copy of everything */
+  return s ? fail("compiling the test net", s) : 0;
+}
+
+static void eval_free(Eval *ev) {
+  kiln_program_free(ev->prog);
+  train_net_free(&ev->net);
+}
+
+/* Test accuracy of the parameters now in prog: they are copied into the test program (read
+ * and written once an epoch, not per batch), which then runs over the test set. */
+static int evaluate(kiln_program *prog, const TrainNet *tn, Eval *ev, double *accuracy) {
+  kiln_status s = KILN_OK;
+  for (int i = 0; i < tn->n_params && !s; i++) {
+    float *v = malloc(sizeof(float) * (size_t)tn->param_numel[i]);
+    s = v ? kiln_program_read_param(prog, tn->params[i], v) : KILN_ERR_NO_MEMORY;
+    if (!s) s = kiln_program_write_param(ev->prog, ev->net.params[i], v);
+    free(v);
   }
-  *accuracy = 100.0 * correct / n;
-  rc = 0;
-out:
-  for (int i = 0; i < TRAIN_MAX_PARAMS; i++) free(vals[i]);
-  free(x), free(logits), free(idx);
-  kiln_program_free(ep);
-  train_net_free(&en);
-  return rc;
+  if (s) return fprintf(stderr, "kiln train: copying the parameters to the test net: %s: %s\n", kiln_status_name(s),
+                        s == KILN_ERR_NO_MEMORY ? "out of memory" : kiln_last_error()), 1;
+  int64_t zero = 0, correct = 0;
+  s = kiln_program_write_param(ev->prog, ev->net.step, &zero);
+  if (!s) s = kiln_program_write_param(ev->prog, ev->net.correct, &zero);
+  for (int r = 0; r < ev->net.steps && !s; r++) s = kiln_program_run(ev->prog, NULL, NULL);
+  if (!s) s = kiln_program_read_param(ev->prog, ev->net.correct, &correct);
+  if (s) return fail("testing", s);
+  *accuracy = 100.0 * (double)correct / ev->n;
+  return 0;
 }
 
 static void shuffle(int *idx, int n, uint64_t *s) {
@@ -141,30 +195,72 @@ static void shuffle(int *idx, int n, uint64_t *s) {
   }
 }
 
-/* Builds and compiles the training step: loss output, gradient and update assigns. */
-static int build_step(const Args *a, ModelKind m, TrainNet *tn, kiln_program **prog) {
-  kiln_status s = train_net_build(m, a->batch, NULL, a->seed, 1, tn);
+/* Builds and compiles the training step: loss output, gradient and update assigns; with d
+ * the batch comes from d kept in the program, else from two inputs. The graph is freed once
+ * compiled (the program keeps its own copy, the data set included); tn keeps the ids. */
+static int build_step(const Args *a, ModelKind m, const TrainData *d, TrainNet *tn, kiln_program **prog) {
+  kiln_status s = d ? train_net_build_resident(m, a->batch, d, a->seed, tn)
+                    : train_net_build(m, a->batch, NULL, a->seed, 1, tn);
   if (!s) s = kiln_graph_output(tn->g, tn->loss, "loss");
   bool adam = !strcmp(a->optim, "adam");
   if (!s && adam) s = kiln_graph_adam(tn->g, tn->loss, tn->n_params, tn->params, a->lr, 0.9, 0.999, 1e-8, NULL);
   else if (!s) s = kiln_graph_sgd(tn->g, tn->loss, tn->n_params, tn->params, a->lr, a->momentum, NULL);
   if (s) return fail("building the training step", s);
-  kiln_options o = kiln_options_default();
-  if (a->backend) o.backend = a->backend;
+  kiln_options o = train_options(a);
   double t0 = now();
-  if ((s = kiln_program_compile(tn->g, &o, prog))) return fail("compiling the training step", s);
+  s = kiln_program_compile(tn->g, &o, prog);
+  kiln_graph_free(tn->g);
+  tn->g = NULL;
+  if (s) return fail("compiling the training step", s);
   fprintf(stderr, "kiln train: %s, batch %d, %s lr %g", a->model, a->batch, a->optim, a->lr);
   if (!adam) fprintf(stderr, " momentum %g", a->momentum);
-  fprintf(stderr, " on %s; step compiled in %.2f s\n", o.backend ? o.backend : "?", now() - t0);
+  fprintf(stderr, " on %s; step compiled in %.2f s; ", o.backend ? o.backend : "cpu", now() - t0);
+  if (d)  /* f32 pixels and one-hot labels */
+    fprintf(stderr, "%lld training images resident (%.0f MB)\n", (long long)d->n, (double)d->n * (784 + 10) * 4 / 1e6);
+  else fprintf(stderr, "host batches\n");
   return 0;
 }
 
 static void print_census(kiln_program *p) {
   kiln_census c;
   if (kiln_program_census(p, &c)) return;
-  fprintf(stderr, "kiln train: per step %lld kernels, %lld host fallbacks%s%s, %.1f MB read, %.1f MB written\n",
-          (long long)c.kernels_launched, (long long)c.host_fallbacks, c.host_fallbacks ? ": " : "",
-          c.host_fallbacks ? c.fallback_ops : "", c.bytes_read / 1e6, c.bytes_written / 1e6);
+  fprintf(stderr, "kiln train: per step %lld kernels, %lld host fallbacks%s%s, %.1f MB read, %.1f MB written, "
+          "%lld+%lld host<->device copies\n", (long long)c.kernels_launched, (long long)c.host_fallbacks,
+          c.host_fallbacks ? ": " : "", c.host_fallbacks ? c.fallback_ops : "", c.bytes_read / 1e6,
+          c.bytes_written / 1e6, (long long)c.h2d_copies, (long long)c.d2h_copies);
+}
+
+/* One epoch's steps in the order idx, losses into curve, their mean into *mean. Resident:
+ * the order and a reset counter go in, steps run with nothing crossing, the losses come
+ * back once at the end. */
+static int train_epoch(const Args *a, const Dataset *train, kiln_program *prog, const TrainNet *tn, const int *idx,
+                       int n, int e, float *x, float *y, int64_t *perm, float *curve, double *mean) {
+  int steps = n / a->batch;
+  double t0 = now(), sum = 0;
+  kiln_status st = KILN_OK;
+  int64_t zero = 0;
+  for (int i = 0; perm && i < n; i++) perm[i] = idx[i];
+  if (perm && !(st = kiln_program_write_param(prog, tn->perm, perm))) st = kiln_program_write_param(prog, tn->step, &zero);
+  if (st) return fail("writing the epoch's order", st);
+  for (int s = 0; s < steps; s++) {
+    if (perm) st = kiln_program_run(prog, NULL, NULL);
+    else {
+      fill_batch(train, idx + (size_t)s * a->batch, a->batch, a->batch, x, y);
+      st = kiln_program_run(prog, (const void *[]){x, y}, (void *[]){&curve[s]});
+      sum += curve[s];
+    }
+    if (st) return fail("training step", st);
+    if (e == 1 && s == 0) print_census(prog);
+    if (s % 25 == 24 || s == steps - 1)
+      progress(e, a->epochs, s + 1, steps, perm ? -1 : sum / (s + 1), (double)(s + 1) * a->batch / (now() - t0));
+  }
+  if (perm) {
+    if ((st = kiln_program_read_param(prog, tn->losses, curve))) return fail("reading the epoch's losses", st);
+    for (int s = 0; s < steps; s++) sum += curve[s];
+    progress(e, a->epochs, steps, steps, sum / steps, (double)steps * a->batch / (now() - t0));
+  }
+  *mean = sum / steps;
+  return 0;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -182,36 +278,32 @@ int cmd_train(int argc, char **argv) {
   if (dataset_load(p1, p2, &test)) return dataset_free(&train), 1;
   int n = a.limit && a.limit < train.n ? a.limit : train.n, steps = n / a.batch;
   TrainNet tn = {0};
+  TrainData td = {0};
+  Eval ev = {0};
   kiln_program *prog = NULL;
   int *idx = malloc(sizeof(int) * (size_t)train.n);
   float *x = malloc(sizeof(float) * (size_t)a.batch * 784), *y = malloc(sizeof(float) * (size_t)a.batch * 10);
   float *curve = malloc(sizeof(float) * (size_t)(steps ? steps : 1) * (size_t)a.epochs);
-  if (!idx || !x || !y || !curve || steps < 1) {
+  int64_t *perm = a.host_batches ? NULL : malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+  if (!idx || !x || !y || !curve || (!a.host_batches && !perm) || steps < 1) {
     fprintf(stderr, "kiln train: %s\n", steps < 1 ? "fewer images than one batch" : "out of memory");
     goto out;
   }
-  if (build_step(&a, m, &tn, &prog)) goto out;
+  if (!a.host_batches && train_data_make(&train, n, &td)) goto out;
+  int built = build_step(&a, m, a.host_batches ? NULL : &td, &tn, &prog);
+  train_data_free(&td);  /* the program has its own copy */
+  if (built || eval_create(&a, m, &test, &ev)) goto out;
   for (int i = 0; i < train.n; i++) idx[i] = i;
   uint64_t rng = a.seed;
   for (int e = 1; e <= a.epochs; e++) {
     shuffle(idx, n, &rng);
-    double t0 = now(), sum = 0;
-    for (int s = 0; s < steps; s++) {
-      fill_batch(&train, idx + (size_t)s * a.batch, a.batch, a.batch, x, y);
-      float loss;
-      kiln_status st = kiln_program_run(prog, (const void *[]){x, y}, (void *[]){&loss});
-      if (st) { fail("training step", st); goto out; }
-      curve[(e - 1) * steps + s] = loss;
-      sum += loss;
-      if (e == 1 && s == 0) print_census(prog);
-      if (s % 25 == 24 || s == steps - 1)
-        progress(e, a.epochs, s + 1, steps, sum / (s + 1), (double)(s + 1) * a.batch / (now() - t0));
-    }
-    double train_s = now() - t0, acc;
+    double t0 = now(), loss, acc;
+    if (train_epoch(&a, &train, prog, &tn, idx, n, e, x, y, perm, curve + (size_t)(e - 1) * steps, &loss)) goto out;
+    double train_s = now() - t0;
     fputc('\n', stderr);
-    if (evaluate(&a, m, prog, &tn, &test, &acc)) goto out;
-    printf("epoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s (train %.1f s, %.0f samples/s)\n", e,
-           sum / steps, acc, now() - t0, train_s, (double)steps * a.batch / train_s);
+    if (evaluate(prog, &tn, &ev, &acc)) goto out;
+    printf("epoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s (train %.2f s, %.0f samples/s)\n", e, loss, acc,
+           now() - t0, train_s, (double)steps * a.batch / train_s);
     fflush(stdout);
   }
   if (a.plot) {
@@ -223,7 +315,9 @@ int cmd_train(int argc, char **argv) {
   }
   rc = 0;
 out:
-  free(idx), free(x), free(y), free(curve);
+  free(idx), free(x), free(y), free(curve), free(perm);
+  train_data_free(&td);
+  eval_free(&ev);
   kiln_program_free(prog);
   train_net_free(&tn);
   dataset_free(&train), dataset_free(&test);

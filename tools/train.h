@@ -11,13 +11,30 @@
 
 typedef enum { MODEL_MLP, MODEL_LENET } ModelKind;
 
+/* A data set for a program to keep: n images of 784 pixels, already normalised as kiln train
+ * normalises them, and their one-hot labels (the graph copies both). */
+typedef struct TrainData {
+  int64_t n;
+  const float *images;           /* [n, 784] */
+  const float *labels;           /* [n, 10] */
+} TrainData;
+
 typedef struct TrainNet {
   kiln_graph *g;
-  kiln_tensor x, y;              /* inputs: images (f32), one-hot labels (f32) */
+  kiln_tensor x, y;              /* images (f32), one-hot labels (f32): inputs, or the resident batch */
   kiln_tensor logits, loss;      /* loss: -1 for an inference net */
   int n_params;
   kiln_tensor params[TRAIN_MAX_PARAMS];
   int64_t param_numel[TRAIN_MAX_PARAMS];
+  /* Resident data (train_net_build_resident), all params; -1 otherwise. Step s of an epoch
+   * trains on images perm[s*B .. s*B+B) and stores its loss at losses[s]. */
+  kiln_tensor images, labels;    /* [n, 784], [n, 10] */
+  kiln_tensor perm;              /* i64 [n]: the epoch's order (identity until written) */
+  kiln_tensor step;              /* i64 scalar: the step in the epoch; every run adds 1 */
+  kiln_tensor losses;            /* f32 [steps]: the loss of each step of the epoch so far */
+  kiln_tensor correct;           /* i64 scalar: right answers so far (train_net_build_eval) */
+  int steps;                     /* runs in an epoch: n / B when training (the last partial
+                                    batch is left out), n / B rounded up when evaluating */
 } TrainNet;
 
 /* -- train_models.c -- */
@@ -28,6 +45,17 @@ int train_model_kind(const char *name);
  * uniform(+-1/sqrt(fan_in)) from seed). with_loss: add the mean softmax cross-entropy. */
 kiln_status train_net_build(ModelKind m, int batch, const float *const *init, uint64_t seed, int with_loss,
                             TrainNet *net);
+/* The training net (with_loss) of train_net_build, fed from the data set d kept in the graph
+ * as params instead of inputs: the graph has no inputs, each run gathers its batch on the
+ * device at the resident step counter, records its loss in the resident losses and moves
+ * the counter on (assigns). Write perm and reset step (kiln_program_write_param) at the start
+ * of each epoch; d->n must hold at least one batch. */
+kiln_status train_net_build_resident(ModelKind m, int batch, const TrainData *d, uint64_t seed, TrainNet *net);
+/* The inference net of train_net_build over the resident data set d (no inputs): run i of
+ * the steps after step is reset classifies images i*B .. i*B+B in order (perm stays the
+ * identity; rows past d->n count for nothing) and adds how many it got right to the resident
+ * correct. Its parameters are placeholders: write the trained ones before use. d->n >= 1. */
+kiln_status train_net_build_eval(ModelKind m, int batch, const TrainData *d, TrainNet *net);
 void train_net_free(TrainNet *net);
 
 /* -- train_data.c -- */

@@ -6,11 +6,15 @@
  *          (cnn_train_b32 of ../shared/bench/WORKLOADS.md)
  * and, for training, the mean softmax cross-entropy against one-hot labels. Parameters are
  * either given or drawn like PyTorch's defaults, uniform(+-1/sqrt(fan_in)), from a
- * 64-bit LCG, so a run is reproducible.
+ * 64-bit LCG, so a run is reproducible. The batch is either two graph inputs or, in the
+ * resident variant, gathered inside the program from a data set it keeps as params, at a
+ * step counter it keeps and moves on itself, so a training run moves nothing between host
+ * and device.
  */
 #include "train.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,22 +111,148 @@ static kiln_status cross_entropy(TrainNet *net, int batch) {
   return st ? st : kiln_graph_binary(g, KILN_MUL, s, k, &net->loss);
 }
 
-kiln_status train_net_build(ModelKind m, int batch, const float *const *init, uint64_t seed, int with_loss,
-                            TrainNet *net) {
+/* n elements of size bytes each, or NULL when that overflows or memory is short. */
+static void *alloc_array(int64_t n, size_t size) {
+  if (n < 0 || (uint64_t)n > SIZE_MAX / size) return NULL;
+  return malloc((size_t)(n ? n : 1) * size);
+}
+
+/* A constant i64 vector 0, 1, ..., n-1. */
+static kiln_status arange(kiln_graph *g, int64_t n, kiln_tensor *out) {
+  int64_t *v = alloc_array(n, sizeof *v);
+  if (!v) return KILN_ERR_NO_MEMORY;
+  for (int64_t i = 0; i < n; i++) v[i] = i;
+  kiln_status s = kiln_graph_const(g, KILN_I64, 1, &n, v, out);
+  free(v);
+  return s;
+}
+
+/* The data set as params, and the batch of this step gathered from them on the device:
+ * x = images[perm[p]], y = labels[perm[p]] for p = step*B + b, b < B (Gather with indices
+ * computed in the graph lowers to an injective expression, so it fuses into its readers).
+ * p is clamped to the last image: an evaluation's last batch may run past the end (its
+ * caller masks those rows with *pos, the unclamped p); training's never does. */
+static kiln_status resident_batch(ModelKind m, TrainNet *net, const TrainData *d, int batch, kiln_tensor *pos) {
+  kiln_graph *g = net->g;
+  int64_t n = d->n, is[2] = {n, 784}, ls[2] = {n, 10}, zero = 0;
+  int64_t *identity = alloc_array(n, sizeof *identity);  /* the order until an epoch writes its own */
+  if (!identity) return KILN_ERR_NO_MEMORY;
+  for (int64_t i = 0; i < n; i++) identity[i] = i;
+  kiln_tensor b, start, offsets, last, in_range, idx, x;
+  kiln_status s = kiln_graph_param(g, "data.images", KILN_F32, 2, is, d->images, &net->images);
+  if (!s) s = kiln_graph_param(g, "data.labels", KILN_F32, 2, ls, d->labels, &net->labels);
+  if (!s) s = kiln_graph_param(g, "data.perm", KILN_I64, 1, &n, identity, &net->perm);
+  if (!s) s = kiln_graph_param(g, "data.step", KILN_I64, 0, NULL, &zero, &net->step);
+  free(identity);
+  if (!s) s = kiln_graph_scalar(g, KILN_I64, batch, &b);
+  if (!s) s = kiln_graph_binary(g, KILN_MUL, net->step, b, &start);
+  if (!s) s = arange(g, batch, &offsets);
+  if (!s) s = kiln_graph_binary(g, KILN_ADD, start, offsets, pos);
+  if (!s) s = kiln_graph_scalar(g, KILN_I64, (double)(n - 1), &last);
+  if (!s) s = kiln_graph_binary(g, KILN_MIN, *pos, last, &in_range);
+  if (!s) s = kiln_graph_gather(g, net->perm, in_range, 0, &idx);
+  if (!s) s = kiln_graph_gather(g, net->images, idx, 0, &x);
+  if (!s) s = kiln_graph_gather(g, net->labels, idx, 0, &net->y);
+  if (s) return s;
+  if (m == MODEL_MLP) return net->x = x, KILN_OK;
+  return kiln_graph_reshape(g, x, 4, (const int64_t[]){batch, 1, 28, 28}, &net->x);
+}
+
+/* step <- step + 1 after each run, so the next run takes the next batch. */
+static kiln_status advance(TrainNet *net) {
+  kiln_tensor one, next;
+  kiln_status s = kiln_graph_scalar(net->g, KILN_I64, 1, &one);
+  if (!s) s = kiln_graph_binary(net->g, KILN_ADD, net->step, one, &next);
+  return s ? s : kiln_graph_assign(net->g, net->step, next);
+}
+
+/* correct <- correct + the batch's right answers (argmax of logits equals argmax of the
+ * one-hot label; ties go to the first class, as a host loop with > would pick), counting
+ * only rows pos < n. */
+static kiln_status count_correct(TrainNet *net, kiln_tensor pos, int64_t n) {
+  kiln_graph *g = net->g;
+  int64_t zero = 0;
+  kiln_tensor pred, truth, same, end, valid, hit, hits, total, sum;
+  kiln_status s = kiln_graph_param(g, "data.correct", KILN_I64, 0, NULL, &zero, &net->correct);
+  if (!s) s = kiln_graph_argmax(g, net->logits, 1, 0, 0, &pred);
+  if (!s) s = kiln_graph_argmax(g, net->y, 1, 0, 0, &truth);
+  if (!s) s = kiln_graph_binary(g, KILN_EQ, pred, truth, &same);
+  if (!s) s = kiln_graph_scalar(g, KILN_I64, (double)n, &end);
+  if (!s) s = kiln_graph_binary(g, KILN_LT, pos, end, &valid);
+  if (!s) s = kiln_graph_binary(g, KILN_AND, same, valid, &hit);
+  if (!s) s = kiln_graph_cast(g, hit, KILN_I64, &hits);
+  if (!s) s = kiln_graph_reduce(g, KILN_REDUCE_SUM, hits, 0, NULL, 0, &total);
+  if (!s) s = kiln_graph_binary(g, KILN_ADD, net->correct, total, &sum);
+  if (!s) s = kiln_graph_assign(g, net->correct, sum);
+  return s ? s : advance(net);
+}
+
+/* losses[step] <- loss, step <- step + 1, after each run: the loss never has to leave the
+ * device during an epoch, and the next run gathers the next batch. */
+static kiln_status record_loss(TrainNet *net) {
+  kiln_graph *g = net->g;
+  int64_t steps = net->steps;
+  float *zeros = alloc_array(steps, sizeof *zeros);
+  if (!zeros) return KILN_ERR_NO_MEMORY;
+  memset(zeros, 0, sizeof *zeros * (size_t)steps);
+  kiln_tensor ar, here, kept;
+  kiln_status s = kiln_graph_param(g, "data.losses", KILN_F32, 1, &steps, zeros, &net->losses);
+  free(zeros);
+  if (!s) s = arange(g, steps, &ar);
+  if (!s) s = kiln_graph_binary(g, KILN_EQ, ar, net->step, &here);
+  if (!s) s = kiln_graph_where(g, here, net->loss, net->losses, &kept);
+  if (!s) s = kiln_graph_assign(g, net->losses, kept);
+  return s ? s : advance(net);
+}
+
+/* What a net ends in: logits only, the training loss, or (resident) the count of right answers. */
+typedef enum { HEAD_LOGITS, HEAD_LOSS, HEAD_CORRECT } Head;
+
+/* train_net_build, or with d a resident variant of steps batches: the batch comes from d,
+ * not inputs. */
+static kiln_status build(ModelKind m, int batch, const float *const *init, uint64_t seed, Head head,
+                         const TrainData *d, int steps, TrainNet *net) {
   memset(net, 0, sizeof *net);
-  net->loss = -1;
+  net->loss = net->images = net->labels = net->perm = net->step = net->losses = net->correct = -1;
+  net->steps = steps;
   kiln_status s = kiln_graph_create(&net->g);
   if (s) return s;
   int64_t xs_mlp[2] = {batch, 784}, xs_cnn[4] = {batch, 1, 28, 28}, ys[2] = {batch, 10};
-  s = m == MODEL_MLP ? kiln_graph_input(net->g, "x", KILN_F32, 2, xs_mlp, &net->x)
-                     : kiln_graph_input(net->g, "x", KILN_F32, 4, xs_cnn, &net->x);
-  if (!s && with_loss) s = kiln_graph_input(net->g, "y", KILN_F32, 2, ys, &net->y);
+  kiln_tensor pos = -1;
+  if (d) s = resident_batch(m, net, d, batch, &pos);
+  else s = m == MODEL_MLP ? kiln_graph_input(net->g, "x", KILN_F32, 2, xs_mlp, &net->x)
+                          : kiln_graph_input(net->g, "x", KILN_F32, 4, xs_cnn, &net->x);
+  if (!s && head == HEAD_LOSS && !d) s = kiln_graph_input(net->g, "y", KILN_F32, 2, ys, &net->y);
   if (!s) s = m == MODEL_MLP ? add_params(net, MLP_PARAMS, MLP_NAMES, 4, init, seed)
                              : add_params(net, LENET_PARAMS, LENET_NAMES, 8, init, seed);
   if (!s) s = forward(m, net, batch);
-  if (!s && with_loss) s = cross_entropy(net, batch);
+  if (!s && head == HEAD_LOSS) s = cross_entropy(net, batch);
+  if (!s && head == HEAD_LOSS && d) s = record_loss(net);
+  if (!s && head == HEAD_CORRECT) s = count_correct(net, pos, d->n);
   if (s) train_net_free(net);
   return s;
+}
+
+kiln_status train_net_build(ModelKind m, int batch, const float *const *init, uint64_t seed, int with_loss,
+                            TrainNet *net) {
+  return build(m, batch, init, seed, with_loss ? HEAD_LOSS : HEAD_LOGITS, NULL, 0, net);
+}
+
+kiln_status train_net_build_resident(ModelKind m, int batch, const TrainData *d, uint64_t seed, TrainNet *net) {
+  if (batch < 1 || !d || d->n < batch || d->n / batch > INT32_MAX) {  /* see train.h */
+    memset(net, 0, sizeof *net);
+    return KILN_ERR_INVALID_ARG;
+  }
+  /* training leaves out the last partial batch of each epoch's order */
+  return build(m, batch, NULL, seed, HEAD_LOSS, d, (int)(d->n / batch), net);
+}
+
+kiln_status train_net_build_eval(ModelKind m, int batch, const TrainData *d, TrainNet *net) {
+  if (batch < 1 || !d || d->n < 1 || d->n / batch >= INT32_MAX) {  /* see train.h */
+    memset(net, 0, sizeof *net);
+    return KILN_ERR_INVALID_ARG;
+  }
+  return build(m, batch, NULL, 0, HEAD_CORRECT, d, (int)((d->n + batch - 1) / batch), net);
 }
 
 void train_net_free(TrainNet *net) {

@@ -195,17 +195,35 @@ kiln_status kiln_program_print(const kiln_program *p, FILE *f) {
   return rt_schedule_print(p->sched, f);
 }
 
-kiln_status kiln_program_read_param(kiln_program *p, kiln_tensor param, void *dst) {
-  if (!p || !dst) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_read_param: %s is NULL", p ? "dst" : "program");
+/* The stage of parameter param, for read_param and write_param (fn names the call in the message). */
+static kiln_status param_stage(const kiln_program *p, kiln_tensor param, const char *fn, int *stage) {
   const TE *te = p->te;
   if (param < 0 || param >= te->n_tensors)
-    return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_read_param: tensor %d is not in the graph (0..%d)", param,
-                     te->n_tensors - 1);
+    return kiln_fail(KILN_ERR_INVALID_ARG, "%s: tensor %d is not in the graph (0..%d)", fn, param, te->n_tensors - 1);
   int s = te->tensor_stage[param];
   if (te->stages[s].kind != ST_PARAM)
-    return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_read_param: tensor %d ('%s') is not a parameter", param,
-                     te->stages[s].name);
-  return rt_schedule_read_param(p->sched, s, dst);
+    return kiln_fail(KILN_ERR_INVALID_ARG, "%s: tensor %d ('%s') is not a parameter", fn, param, te->stages[s].name);
+  *stage = s;
+  return KILN_OK;
+}
+
+kiln_status kiln_program_read_param(kiln_program *p, kiln_tensor param, void *dst) {
+  if (!p || !dst) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_read_param: %s is NULL", p ? "dst" : "program");
+  int s = -1;
+  kiln_status st = param_stage(p, param, "kiln_program_read_param", &s);
+  return st ? st : rt_schedule_read_param(p->sched, s, dst);
+}
+
+kiln_status kiln_program_write_param(kiln_program *p, kiln_tensor param, const void *src) {
+  if (!p || !src) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_write_param: %s is NULL", p ? "src" : "program");
+  int s = -1;
+  kiln_status st = param_stage(p, param, "kiln_program_write_param", &s);
+  if (st) return st;
+  /* a string param's elements would point at the caller's text, which need not outlive the call */
+  if (p->te->stages[s].dtype == KILN_STRING)
+    return kiln_fail(KILN_ERR_UNSUPPORTED, "kiln_program_write_param: tensor %d ('%s') is a string parameter", param,
+                     p->te->stages[s].name);
+  return rt_schedule_write_param(p->sched, s, src);
 }
 
 kiln_status kiln_program_set_input(kiln_program *p, int i, const void *src) {

@@ -120,10 +120,11 @@ void rt_schedule_free(Schedule *s);
  * effect after the outputs are written. */
 kiln_status rt_schedule_run(Schedule *s, const void *const *inputs, void *const *outputs, kiln_census *c);
 /* Resident tensors: host -> input i (kept until set again); output i of the last run -> host;
- * a param's current value -> host. */
+ * a param's current value -> host; host -> a param (numeric, not string), in place. */
 kiln_status rt_schedule_set_input(Schedule *s, int i, const void *src);
 kiln_status rt_schedule_read_output(Schedule *s, int i, void *dst);
 kiln_status rt_schedule_read_param(Schedule *s, int stage, void *dst);
+kiln_status rt_schedule_write_param(Schedule *s, int stage, const void *src);
 kiln_status rt_schedule_print(const Schedule *s, FILE *f);
 /* The codegen choices options o make for dialect d (row variant, split-K, library GEMMs, launch
  * groups, stores in place); an unknown cuda_row or grid_sync is KILN_ERR_INVALID_ARG. */

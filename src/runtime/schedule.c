@@ -754,6 +754,17 @@ kiln_status rt_schedule_read_output(Schedule *s, int i, void *dst) {
 
 kiln_status rt_schedule_read_param(Schedule *s, int stage, void *dst) { return read_stage(s, stage, dst); }
 
+/* Through the backend's upload hook, like the compile-time upload of params: on a device the
+ * new value lands in the param's device buffer, which every recorded launch already reads. No
+ * run is in flight (rt_schedule_run waits before it returns); the wait after the copy lets
+ * the caller reuse src at once. */
+kiln_status rt_schedule_write_param(Schedule *s, int stage, const void *src) {
+  const Stage *S = &s->te->stages[stage];
+  if (!s->buf[stage]) return kiln_fail(KILN_ERR_INVALID_ARG, "%s: stage %d ('%s') has no buffer", s->be->name, stage, S->name);
+  kiln_status st = mem_upload(s, s->buf[stage], src, stage_bytes(S), S->name, NULL);
+  return st ? st : dev_sync(s, "write_param");
+}
+
 kiln_status rt_schedule_print(const Schedule *s, FILE *f) {
   if (!s->plan) {
     fprintf(f, "%s: %d stages interpreted on the host, no kernels\n", s->be->name, s->te->n_stages);
