@@ -279,6 +279,8 @@ typedef struct kiln_options {
                            0 (default) --fmad=false ($KILN_CUDA_FMA=1: raced, not yet the default) */
   int cublaslt;         /* cuda: 1 let cuBLASLt run the plain GEMMs the cost rule gives it (default);
                            0 generated kernels only ($KILN_CUBLASLT=0) */
+  int cuda_pdl;         /* cuda: 1 programmatic dependent launch, each kernel launched while the one before
+                           runs and waiting for it inside ($KILN_CUDA_PDL=1; raced, default 0) */
   int grid_sync;        /* launch groups ($KILN_GRID_SYNC): 0 one launch per kernel; 1 neighbouring kernels
                            with no buffer in conflict share one launch; 2 also dependent kernels, as phases
                            of one cooperative launch with grid barriers between (cuda; on cpu a group is one

@@ -159,6 +159,9 @@ typedef struct Dialect {
   const char *phase_prefix;       /* before a phase's device function: "static __device__ __forceinline__ void" */
   const char *phase_thread_index; /* thread_index over the virtual block k_bid: "((int64_t)k_bid * blockDim.x + threadIdx.x)" */
   const char *phase_thread_stride;/* thread_stride over k_nbid virtual blocks */
+  const char *kernel_entry;       /* first statement of every kernel (NULL: none): wait for the kernel before it
+                                   * to complete, and let the one after launch (programmatic dependent launch;
+                                   * a no-op when the launch was not made so) */
   const char *grid_barrier;       /* statement waiting for every block; %s the group's barrier array:
                                    * "k_grid_sync(%s);" (the prelude defines it) */
   /* loop dialects: a group's entry calls its members in order; %s the entry's name. Each call is

@@ -145,4 +145,6 @@ const Dialect cg_dialect_cuda = {
   .phase_thread_index = "((int64_t)k_bid * blockDim.x + threadIdx.x)",
   .phase_thread_stride = "((int64_t)k_nbid * blockDim.x)",
   .grid_barrier = "k_grid_sync(%s);",
+  .kernel_entry = "#if __CUDA_ARCH__ >= 900\n  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+                  "  asm volatile(\"griddepcontrol.launch_dependents;\");\n#endif",
 };

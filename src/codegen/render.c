@@ -1836,6 +1836,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
               d->buf_restrict, i);
   }
   sb_puts(out, ") {\n");
+  if (d->kernel_entry && !phase) sb_printf(out, "%s\n", d->kernel_entry);
   r.indent = 1;
   if (gs == CG_GPU_GEMM) render_gemm(&r);
   else if (gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
@@ -1906,6 +1907,7 @@ static void render_group(const Plan *p, const Dialect *d, const CgProgram *g, in
       sb_printf(out, d->buf_param, written ? "" : d->buf_const, d->store_type[te->stages[G->params[i]].dtype], "", i);
     }
     sb_puts(out, ") {\n");
+    if (d->kernel_entry) sb_printf(out, "%s\n", d->kernel_entry);
   }
   for (int ph = 0; ph < G->phase; ph++) {
     if (ph && d->grid) sb_printf(out, "  "), sb_printf(out, d->grid_barrier, bar), sb_puts(out, "\n");

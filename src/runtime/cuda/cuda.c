@@ -22,6 +22,7 @@ typedef struct CudaDev {
   CUevent ev[2];               /* around the schedule: the census's device_ms */
   CUdeviceptr lt_ws;           /* cuBLASLt workspace, shared by the program's library GEMMs */
   bool tf32, fma;
+  bool pdl;                    /* programmatic dependent launch between kernels (cuda_pdl) */
 } CudaDev;
 
 typedef struct CudaGraph { CUgraph graph; CUgraphExec exec; } CudaGraph;
@@ -51,6 +52,7 @@ static kiln_status cuda_open(const kiln_options *o, void **dev) {
   if (!x) return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a program");
   x->tf32 = o->tf32 != 0;
   x->fma = o->cuda_fma != 0 || x->tf32;
+  x->pdl = o->cuda_pdl != 0;
   CudaNvrtc *r;
   kiln_status st = cuda_driver(&x->d);
   if (!st) st = cuda_nvrtc(&r);
@@ -149,6 +151,16 @@ static kiln_status cuda_launch(void *dev, void *fn, const CgLaunch *l, const RtB
   for (int i = 0; i < l->n_params; i++) argp[i] = (void *)&args[i];
   char what[48];
   snprintf(what, sizeof what, "kernel %s", l->name);
+  if (x->pdl && x->d->cuLaunchKernelEx && x->d->cc_major >= 9) {
+    /* Programmatic dependent launch: this kernel may be launched while the one before is
+     * still running; every kernel starts by waiting for its predecessor to finish and flush
+     * (griddepcontrol.wait, the renderer's kernel_entry), so only the launch overlaps. */
+    CUlaunchAttr at[2] = { { .id = CUDRV_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION, .value.flag = 1 } };
+    unsigned n = 1;
+    if (l->cooperative) at[n++] = (CUlaunchAttr){ .id = CUDRV_LAUNCH_ATTR_COOPERATIVE, .value.flag = 1 };
+    CUlaunchCfg cfg = { (unsigned)l->grid, 1, 1, (unsigned)l->block, 1, 1, (unsigned)l->smem, x->stream, at, n };
+    return cuda_check(x->d->cuLaunchKernelEx(&cfg, fn, argp, NULL), "cuLaunchKernelEx", what);
+  }
   if (l->cooperative)
     return cuda_check(x->d->cuLaunchCooperativeKernel(fn, (unsigned)l->grid, 1, 1, (unsigned)l->block, 1, 1,
                                                       (unsigned)l->smem, x->stream, argp),

@@ -22,6 +22,19 @@ typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
+/* cuLaunchKernelEx's configuration (CUDA 12+): only the attributes kiln sets. */
+enum { CUDRV_LAUNCH_ATTR_COOPERATIVE = 2, CUDRV_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION = 6 };
+typedef struct CUlaunchAttr {
+  int id;
+  char pad[4];
+  union { char bytes[64]; int flag; } value;   /* cooperative / programmaticStreamSerializationAllowed */
+} CUlaunchAttr;
+typedef struct CUlaunchCfg {
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, smem;
+  CUstream stream;
+  CUlaunchAttr *attrs;
+  unsigned n_attrs;
+} CUlaunchCfg;
 typedef int nvrtcResult;              /* 0 is NVRTC_SUCCESS */
 typedef struct _nvrtcProgram *nvrtcProgram;
 
@@ -65,6 +78,7 @@ typedef struct CudaDriver {
   CUresult (*cuFuncGetAttribute)(int *v, int attr, CUfunction f);
   CUresult (*cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                              unsigned bz, unsigned smem, CUstream s, void **params, void **extra);
+  CUresult (*cuLaunchKernelEx)(const CUlaunchCfg *cfg, CUfunction f, void **params, void **extra);  /* NULL: absent */
   CUresult (*cuLaunchCooperativeKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                         unsigned bz, unsigned smem, CUstream s, void **params);
   CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *blocks, CUfunction f, int block, size_t dyn_smem);

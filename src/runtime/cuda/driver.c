@@ -82,6 +82,7 @@ static bool resolve_driver(void *l, const char **missing_out) {
   NEED(l, drv.cuGraphLaunch, "cuGraphLaunch", NULL);
   NEED(l, drv.cuGraphExecDestroy, "cuGraphExecDestroy", NULL);
   NEED(l, drv.cuGraphDestroy, "cuGraphDestroy", NULL);
+  if (!sym(l, &drv.cuLaunchKernelEx, "cuLaunchKernelEx", NULL)) drv.cuLaunchKernelEx = NULL;  /* CUDA 12+: PDL */
   NEED(l, drv.cuEventCreate, "cuEventCreate", NULL);
   NEED(l, drv.cuEventDestroy, "cuEventDestroy_v2", NULL);
   NEED(l, drv.cuEventRecord, "cuEventRecord", NULL);
