@@ -82,6 +82,15 @@ static const char prelude[] =
    * the last to arrive resets the count and moves the generation on, which releases the
    * others. The fences on both sides order each block's writes before and reads after the
    * barrier at device scope; the block barriers carry that to the block's other threads. */
+  /* Programmatic dependent launch: wait for the kernel before to finish and its writes to be
+   * visible, then let the kernel after be launched (it waits the same way); both are no-ops
+   * for a kernel launched without the attribute. */
+  "KI void k_dependent_entry() {\n"
+  "#if __CUDA_ARCH__ >= 900\n"
+  "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+  "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n"
+  "#endif\n"
+  "}\n"
   "KI void k_grid_sync(unsigned int *bar) {\n"
   "  __syncthreads();\n"
   "  if (threadIdx.x == 0) {\n"
@@ -145,6 +154,5 @@ const Dialect cg_dialect_cuda = {
   .phase_thread_index = "((int64_t)k_bid * blockDim.x + threadIdx.x)",
   .phase_thread_stride = "((int64_t)k_nbid * blockDim.x)",
   .grid_barrier = "k_grid_sync(%s);",
-  .kernel_entry = "#if __CUDA_ARCH__ >= 900\n  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
-                  "  asm volatile(\"griddepcontrol.launch_dependents;\");\n#endif",
+  .kernel_entry = "  k_dependent_entry();",
 };

@@ -94,6 +94,11 @@ static const Dialect toy_grid = {
   .block_reduce_arg = "toy_block_reduce_arg",
   .warp_reduce_arg = "toy_warp_reduce_arg",
   .reduce_op = { [RO_SUM] = "toy_add()", [RO_PROD] = "toy_mul()", [RO_MAX] = "toy_max()", [RO_MIN] = "toy_min()" },
+  .phase_prefix = "toy_phase_routine",
+  .phase_thread_index = "TOY_PHASE_GLOBAL_ID",
+  .phase_thread_stride = "TOY_PHASE_GLOBAL_STRIDE",
+  .kernel_entry = "  toy_wait_for_the_kernel_before();",
+  .grid_barrier = "toy_grid_barrier(%s);",
 };
 
 /* The loop form: one parallel loop per kernel, C's capabilities under other names. */
@@ -115,6 +120,10 @@ static Dialect toy_loop(void) {
   d.simd_reduce_op[RO_SUM] = "toy_plus", d.simd_reduce_op[RO_PROD] = "toy_times";
   d.simd_reduce_op[RO_MAX] = "toy_maximum", d.simd_reduce_op[RO_MIN] = "toy_minimum";
   d.simd_reduce_or = "toy_or";
+  d.kernel_entry = NULL;
+  d.group_open = "toy_entry %s(toy_args a) {\n";
+  d.group_call_end = "); toy_next\n";
+  d.group_close = "toy_end }\n";
   return d;
 }
 
@@ -150,7 +159,8 @@ static const struct { size_t off; int n; const char *name; } fields[] = {
   F(block_id), F(block_size), F(grid_size), F(block_bounds), F(block_bounds_min), F(shared_qual), F(global_qual),
   F(dyn_shared), F(dyn_shared_name), F(barrier), F(fence), F(atomic_add), F(counter_type), F(cached_load), F(fma),
   F(unroll), F(vec4_type), A(vec4_lane), F(vec4_load), F(vec4_store), F(block_reduce), F(warp_reduce),
-  F(block_reduce_arg), F(warp_reduce_arg), A(reduce_op),
+  F(block_reduce_arg), F(warp_reduce_arg), A(reduce_op), F(phase_prefix), F(phase_thread_index),
+  F(phase_thread_stride), F(kernel_entry), F(grid_barrier), F(group_open), F(group_call_end), F(group_close),
 };
 
 typedef struct Pair { char toy[96], real[96]; } Pair;
