@@ -194,6 +194,7 @@ typedef struct CgOptions {
   bool library;         /* offer plain GEMMs to a library (cuBLASLt); KILN_CUBLASLT=0 sets false */
   CgGroupMode group;    /* KILN_GRID_SYNC: 0 off, 1 siblings, 2 grid sync */
   bool in_place;        /* store an assigned value straight into its param where that is safe (KILN_IN_PLACE) */
+  bool dependent_launch;/* kernels start with the dialect's kernel_entry (KILN_CUDA_PDL) */
   /* Per plan kernel (NULL: none): may not join a group, and why ("budget: 96 registers, ...");
    * the runtime sets these when a built group does not fit its device, then builds again. */
   const char *const *group_veto;

@@ -1836,7 +1836,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
               d->buf_restrict, i);
   }
   sb_puts(out, ") {\n");
-  if (d->kernel_entry && !phase) sb_printf(out, "%s\n", d->kernel_entry);
+  if (d->kernel_entry && o->dependent_launch && !phase) sb_printf(out, "%s\n", d->kernel_entry);
   r.indent = 1;
   if (gs == CG_GPU_GEMM) render_gemm(&r);
   else if (gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
@@ -1881,7 +1881,7 @@ static int group_param(const CgLaunch *g, int s) {
  * each phase as one range of virtual blocks (the members' own grids, back to back) strided
  * over the launch's blocks, a grid barrier between phases. Loop dialects: the members called
  * in order (on a CPU the end of each member's parallel loop is the barrier). */
-static void render_group(const Plan *p, const Dialect *d, const CgProgram *g, int gi, StrBuf *out) {
+static void render_group(const Plan *p, const Dialect *d, const CgOptions *o, const CgProgram *g, int gi, StrBuf *out) {
   const CgLaunch *G = &g->group[gi];
   const TE *te = p->te;
   const char *I = d->index_type;
@@ -1907,7 +1907,7 @@ static void render_group(const Plan *p, const Dialect *d, const CgProgram *g, in
       sb_printf(out, d->buf_param, written ? "" : d->buf_const, d->store_type[te->stages[G->params[i]].dtype], "", i);
     }
     sb_puts(out, ") {\n");
-    if (d->kernel_entry) sb_printf(out, "%s\n", d->kernel_entry);
+    if (d->kernel_entry && o->dependent_launch) sb_printf(out, "%s\n", d->kernel_entry);
   }
   for (int ph = 0; ph < G->phase; ph++) {
     if (ph && d->grid) sb_printf(out, "  "), sb_printf(out, d->grid_barrier, bar), sb_puts(out, "\n");
@@ -1948,6 +1948,6 @@ kiln_status cg_render_plan(const Plan *p, const Dialect *d, const CgOptions *o, 
     kiln_status st = cg_render_kernel(p, k, d, o, g, out);
     if (st) return st;
   }
-  for (int i = 0; g && i < g->n_group; i++) render_group(p, d, g, i, out);
+  for (int i = 0; g && i < g->n_group; i++) render_group(p, d, o, g, i, out);
   return out->failed ? kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory") : KILN_OK;
 }

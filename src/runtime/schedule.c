@@ -516,6 +516,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
    * siblings on grid dialects; loop dialects gain nothing from fewer calls, so none */
   g->group = o->grid_sync >= 0 ? (CgGroupMode)o->grid_sync : d && d->grid ? CG_GROUP_SIBLINGS : CG_GROUP_OFF;
   g->in_place = o->in_place != 0;
+  g->dependent_launch = o->cuda_pdl != 0;
   return KILN_OK;
 }
 
