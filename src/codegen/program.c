@@ -116,12 +116,15 @@ static void kernel_ranges(const Kernel *k, int64_t *lo, int64_t *hi) {
   for (int i = 0; i < k->n_red; i++) lo[k->rank + i] = 0, hi[k->rank + i] = k->red_shape[i] - 1;
 }
 
-typedef struct ParamReads { const Plan *p; const Kernel *k; int param; const Expr *at; bool ok; } ParamReads;
+typedef struct ParamReads { const Plan *p; const Kernel *k; int param; const Expr *at; int loads; bool ok; } ParamReads;
 
-/* Every load of the param in this item is of the element the value is stored to. */
+/* Counts the loads of the param in an item; ok stays true while each is of the element the
+ * value is stored to. */
 static void check_param_read(const Expr *L, void *ctx) {
   ParamReads *c = ctx;
-  if (L->src != c->param || !c->ok) return;
+  if (L->src != c->param) return;
+  c->loads++;
+  if (!c->ok) return;
   TE *te = c->p->te;
   const Stage *S = &te->stages[c->param];
   Expr *off = te_const_i(te, KILN_I64, 0);
@@ -137,7 +140,7 @@ static void check_param_read(const Expr *L, void *ctx) {
 }
 
 /* May value v of an assign be stored into param q's buffer? Every other kernel that reads q
- * runs before v's kernel; v's kernel reads q only in items no later than v's own, at v's
+ * runs before v's kernel; v's kernel reads q only in outer items no later than v's own, at v's
  * store offset, at an outer point that one thread owns (not a block-rows kernel, where
  * every thread of a block computes an outer item and one stores it). */
 static bool in_place_ok(const Plan *p, const Dialect *d, const CgOptions *o, int q, int v) {
@@ -160,17 +163,9 @@ static bool in_place_ok(const Plan *p, const Dialect *d, const CgOptions *o, int
     if (k->items[i].stage == v) iv = i;
   if (iv < 0 || k->items[iv].kind != IT_OUTER || !k->items[iv].offset) return false;
   for (int i = 0; i < k->n_items; i++) {
-    ParamReads c = { p, k, q, k->items[iv].offset, true };
+    ParamReads c = { p, k, q, k->items[iv].offset, 0, true };
     te_visit_loads(k->items[i].body, check_param_read, &c);
-    bool reads = !c.ok;
-    if (c.ok) {  /* no load of q, or only at the store offset: check it was loaded at all */
-      ParamReads any = { p, k, q, NULL, true };
-      te_visit_loads(k->items[i].body, check_param_read, &any);
-      reads = !any.ok;
-      if (reads && (i > iv || k->items[i].kind != IT_OUTER)) return false;
-      continue;
-    }
-    return false;
+    if (c.loads && (!c.ok || i > iv || k->items[i].kind != IT_OUTER)) return false;
   }
   return true;
 }
@@ -249,7 +244,7 @@ static int union_add(int *set, int n, int s) {
 }
 
 /* Closes members first..last-1 as group g->n_group (or leaves them alone when one). */
-static kiln_status close_group(const Plan *p, const Dialect *d, CgProgram *g, int first, int end, int phases) {
+static kiln_status close_group(const Dialect *d, CgProgram *g, int first, int end, int phases) {
   if (end - first < 2) {
     for (int i = first; i < end; i++) g->launch[i].group = -1, g->launch[i].phase = 0;
     return KILN_OK;
@@ -276,7 +271,6 @@ static kiln_status close_group(const Plan *p, const Dialect *d, CgProgram *g, in
   snprintf(G->name, sizeof G->name, "kiln_g%d", g->n_group);
   snprintf(G->why, sizeof G->why, "group of k%d..k%d: %d kernels in %d phase%s%s", first, end - 1, end - first, phases,
            phases > 1 ? "s" : "", G->cooperative ? ", grid barriers between" : "");
-  (void)p;
   g->n_group++;
   return KILN_OK;
 }
@@ -296,7 +290,7 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
     CgLaunch *l = &g->launch[i];
     const char *no = not_groupable(p, d, o, l);
     if (no) {
-      if (first >= 0) st = close_group(p, d, g, first, i, phases);
+      if (first >= 0) st = close_group(d, g, first, i, phases);
       first = -1;
       if (!l->host && strcmp(no, "nothing to run")) why_append(l, "; alone: %s", no);
       continue;
@@ -309,7 +303,7 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
     int64_t sm = static_smem(p, d, o, l);
     bool full = np >= GROUP_MAX_PARAMS || (d->grid && smem + sm > GROUP_MAX_STATIC_SMEM);
     if (first >= 0 && ((ph > 0 && o->group == CG_GROUP_SIBLINGS) || full)) {
-      st = close_group(p, d, g, first, i, phases);
+      st = close_group(d, g, first, i, phases);
       first = -1;
     }
     if (first < 0) {
@@ -320,7 +314,7 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
     l->phase = ph;
     if (ph + 1 > phases) phases = ph + 1;
   }
-  if (!st && first >= 0) st = close_group(p, d, g, first, g->n_launch, phases);
+  if (!st && first >= 0) st = close_group(d, g, first, g->n_launch, phases);
   kiln_free(params);
   return st;
 }
