@@ -10,32 +10,7 @@
  * trampoline per kernel. Every launch's parameters are cg_kernel_params' stages, and the
  * source is exactly cg_render_plan's.
  */
-#include "codegen/codegen.h"
-#include "graph/graph.h"
-#include "test.h"
-
-#include "../../bench/workloads.c"
-
-typedef struct Built { Workload w; TE *te; Plan *p; CgProgram *g; } Built;
-
-static bool build(const char *name, const Dialect *d, const CgOptions *o, Built *b) {
-  memset(b, 0, sizeof *b);
-  kiln_options ko = kiln_options_default();
-  PlanOptions po = plan_options(&ko);
-  OK(wl_build(name, &b->w));
-  if (b->w.g) OK(te_lower(&b->w.g->g, &b->te));
-  if (b->te) OK(plan_build(b->te, &po, &b->p));
-  if (b->p) OK(cg_program_build(b->p, d, o, &b->g));
-  CHECK_MSG(b->g && b->g->n_launch == b->p->n_kernels, "%s: no program", name);
-  return b->g != NULL;
-}
-
-static void built_free(Built *b) {
-  cg_program_free(b->g);
-  plan_free(b->p);
-  te_free(b->te);
-  wl_free(&b->w);
-}
+#include "built.h"
 
 /* One launch's numbers: grid, block, smem, carveout, library. */
 typedef struct Want { int kernel; int64_t grid; int block, smem, carveout; bool library; } Want;

@@ -15,35 +15,10 @@
  * and gives the same bits as the ungrouped program (the same kernels in the same order), and
  * those bits again from a second program; all agree with ref.
  */
-#include "codegen/codegen.h"
-#include "graph/graph.h"
-#include "test.h"
-
-#include "../../bench/workloads.c"
+#include "../codegen/built.h"
 
 #include <math.h>
 #include <stdlib.h>
-
-typedef struct Built { Workload w; TE *te; Plan *p; CgProgram *g; } Built;
-
-static bool build(const char *name, const Dialect *d, const CgOptions *o, Built *b) {
-  memset(b, 0, sizeof *b);
-  kiln_options ko = kiln_options_default();
-  PlanOptions po = plan_options(&ko);
-  OK(wl_build(name, &b->w));
-  if (b->w.g) OK(te_lower(&b->w.g->g, &b->te));
-  if (b->te) OK(plan_build(b->te, &po, &b->p));
-  if (b->p) OK(cg_program_build(b->p, d, o, &b->g));
-  CHECK_MSG(b->g != NULL, "%s: no program", name);
-  return b->g != NULL;
-}
-
-static void built_free(Built *b) {
-  cg_program_free(b->g);
-  plan_free(b->p);
-  te_free(b->te);
-  wl_free(&b->w);
-}
 
 static CgOptions opts(CgGroupMode m, bool in_place) {
   CgOptions o = cg_options_default();
