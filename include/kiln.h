@@ -289,6 +289,9 @@ typedef struct kiln_options {
   int in_place;         /* 1 (default): an assigned value (an optimizer's new parameter) is stored straight
                            into the parameter where every other read of it comes first; 0 a copy after the
                            run ($KILN_IN_PLACE=0) */
+  int index32;          /* index math proven to stay inside int32 is done in 32 bits ($KILN_INDEX32): 1 on,
+                           0 off, -1 (default) what measurement chose per backend: on for cuda (a 64-bit
+                           division by a constant is tens of GPU instructions), off for cpu */
   /* compilers and caches */
   char cc[256];         /* cpu: the C compiler ($KILN_CC, default "cc") */
   char cache_dir[1024]; /* compiled kernels ($KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else

@@ -82,6 +82,7 @@ typedef struct Dialect {
 
   /* -- types and literals -- */
   const char *index_type;         /* index arithmetic (i64) type: "int64_t" */
+  const char *index32_type;       /* 32-bit type for index math proven in range ("int"; NULL: all in index_type) */
   const char *value_type[KILN_DTYPE_COUNT];   /* arithmetic type of each dtype */
   const char *store_type[KILN_DTYPE_COUNT];   /* element type in memory */
   const char *load_fn[KILN_DTYPE_COUNT];      /* memory -> value conversion (NULL for none) */
@@ -194,6 +195,7 @@ typedef struct CgOptions {
   bool library;         /* offer plain GEMMs to a library (cuBLASLt); KILN_CUBLASLT=0 sets false */
   CgGroupMode group;    /* KILN_GRID_SYNC: 0 off, 1 siblings, 2 grid sync */
   bool in_place;        /* store an assigned value straight into its param where that is safe (KILN_IN_PLACE) */
+  bool index32;         /* 32-bit index math where proven in range, in dialects with index32_type (KILN_INDEX32) */
   bool dependent_launch;/* kernels start with the dialect's kernel_entry (KILN_CUDA_PDL) */
   /* Per plan kernel (NULL: none): may not join a group, and why ("budget: 96 registers, ...");
    * the runtime sets these when a built group does not fit its device, then builds again. */

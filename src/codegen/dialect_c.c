@@ -83,6 +83,7 @@ static const char prelude[] =
 const Dialect cg_dialect_c = {
   CG_C_FAMILY,
   .name = "c",
+  .index32_type = "int32_t",
   .prelude_head = kiln_scalar_c_head,
   .prelude_scalar = kiln_scalar_source,
   .prelude = prelude,

@@ -112,6 +112,7 @@ static const char prelude[] =
 const Dialect cg_dialect_cuda = {
   CG_C_FAMILY,
   .name = "cuda",
+  .index32_type = "int",
   .prelude_head = kiln_scalar_cuda_head,
   .prelude_scalar = kiln_scalar_source,
   .prelude = prelude,

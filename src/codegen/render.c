@@ -33,7 +33,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-typedef struct Memo { const Expr *e; int id; } Memo;
+typedef struct Memo { const Expr *e; int id; bool narrow; } Memo;  /* narrow: t<id> is 32-bit index math */
 
 typedef struct R {
   const Plan *p;
@@ -60,6 +60,7 @@ typedef struct R {
   bool in_simd;        /* cpu: inside a vector loop over outer points (no nested simd pragma) */
   char lits[8][48]; int n_lit;   /* texts of the latest index literals (lit) */
   char guard0[48];     /* block rows: "<thread id> == 0" */
+  bool narrow;         /* the text emit() gave last is 32-bit index math (index32_type) */
   kiln_status st;
 } R;
 
@@ -78,9 +79,9 @@ static void line(R *r, const char *f, ...) {
 static void push(R *r) { KILN_ASSERT(r->depth < 32); r->marks[r->depth++] = r->n_memo; }
 static void pop(R *r) { r->n_memo = r->marks[--r->depth]; }
 
-static int memo_find(const R *r, const Expr *e) {
+static int memo_find(const R *r, const Expr *e, bool *narrow) {
   for (int i = r->n_memo - 1; i >= 0; i--)
-    if (r->memo[i].e == e) return r->memo[i].id;
+    if (r->memo[i].e == e) return *narrow = r->memo[i].narrow, r->memo[i].id;
   return -1;
 }
 
@@ -93,7 +94,7 @@ static bool seen_add(Memo **list, int *n, int *cap, const Expr *e, int v) {
     if (!m) return false;
     *list = m, *cap = nc;
   }
-  (*list)[(*n)++] = (Memo){ e, v };
+  (*list)[(*n)++] = (Memo){ e, v, false };
   return true;
 }
 
@@ -133,6 +134,11 @@ static void literal(R *r, const Expr *e, char *out, size_t n) {
     if (v != v) snprintf(out, n, "%s", f64 ? r->d->nan_f64 : r->d->nan_f32);
     else if (isinf(v)) snprintf(out, n, "(%s%s)", v < 0 ? "-" : "", f64 ? r->d->inf_f64 : r->d->inf_f32);
     else snprintf(out, n, v < 0 ? "(%s%s)" : "%s%s", num, f64 ? "" : r->d->f32_suffix);
+    return;
+  }
+  if (t == KILN_I64 && r->o->index32 && r->d->index32_type && e->c.i > INT32_MIN && e->c.i <= INT32_MAX) {
+    snprintf(out, n, e->c.i < 0 ? "(%lld)" : "%lld", (long long)e->c.i);  /* an int: 32-bit index math */
+    r->narrow = true;
     return;
   }
   /* the smallest i64 has no literal of its own (its negation overflows): by name */
@@ -178,6 +184,18 @@ static void wrap_small(const R *r, kiln_dtype t, char *text, size_t n) {
   text[len + fl + 2] = 0;
 }
 
+/* 32-bit index math, in dialects that name an index32_type: an i64 node is computed in 32
+ * bits ("narrow") when te_range bounds its value inside int32 and its i64 operands are
+ * narrow too, so every step is exact in 32 bits. On a GPU a 64-bit multiply is several
+ * instructions and a 64-bit division by a constant a few tens; the index maps of an
+ * implicit-GEMM convolution are mostly such divisions. A narrow value used by a wider
+ * op is widened first (narrow_arg), so no 32-bit step can overflow. */
+static bool fits32(const R *r, const Expr *e) {
+  int64_t mn, mx;
+  return r->o->index32 && r->d->index32_type && e->dtype == KILN_I64 && te_range(e, r->lo, r->hi, r->nv, &mn, &mx) &&
+         mn > INT32_MIN && mx <= INT32_MAX;
+}
+
 /* An i64 op whose operands and result have known ranges (te_range checks every step for
  * overflow): C's signed arithmetic is exact there. */
 static bool exact_index(const R *r, const Expr *e) {
@@ -186,7 +204,9 @@ static bool exact_index(const R *r, const Expr *e) {
          te_range(e, r->lo, r->hi, r->nv, &mn, &mx);
 }
 
-static void binary_text(R *r, const Expr *e, const char *a, const char *b, char *o, size_t n) {
+/* narrow: a and b are both 32-bit index texts and so is the result (fits32); wide_a: a is a
+ * 32-bit text in a 64-bit op (widened before it can overflow). */
+static void binary_text(R *r, const Expr *e, const char *a, const char *b, bool narrow, bool wide_a, char *o, size_t n) {
   kiln_dtype ot = e->args[0]->dtype, t = e->dtype;
   const char *T = vt(r, t);
   static const char *const cmp[] = { [TB_EQ] = "==", [TB_NE] = "!=", [TB_LT] = "<", [TB_LE] = "<=", [TB_GT] = ">", [TB_GE] = ">=" };
@@ -216,8 +236,9 @@ static void binary_text(R *r, const Expr *e, const char *a, const char *b, char 
   bool cdiv = e->args[1]->kind == EX_CONST && e->args[1]->c.i > 0 && nonneg(r, e->args[0]);
   switch (e->op) {
   case TB_ADD: case TB_SUB: case TB_MUL:
-    if (ot == KILN_I64 && exact_index(r, e)) {  /* index math: plain C keeps it analysable */
-      snprintf(o, n, "(%s %s %s)", a, e->op == TB_ADD ? "+" : e->op == TB_SUB ? "-" : "*", b);
+    if (ot == KILN_I64 && (narrow || exact_index(r, e))) {  /* index math: plain C keeps it analysable */
+      snprintf(o, n, "(%s%s%s%s %s %s)", wide_a && !narrow ? "(" : "", wide_a && !narrow ? ix(r) : "", wide_a && !narrow ? ")" : "",
+               a, e->op == TB_ADD ? "+" : e->op == TB_SUB ? "-" : "*", b);
       break;
     }
     snprintf(o, n, "(%s)((%s)%s %s (%s)%s)", T, U, a, e->op == TB_SUB ? "-" : e->op == TB_MUL ? "*" : "+", U, b);
@@ -358,15 +379,20 @@ static void cache_put(R *r, int i, int id) {
        id, r->d->dyn_shared_name, r->cidx, r->ro.reg_points, r->ro.threads, r->kt, id);
 }
 
-/* Declares t<N> = text and memoises e as it (and keeps it in its row cache, if any). */
-static void declare(R *r, const Expr *e, const char *text, char *out, size_t n) {
+/* Declares t<N> = text (of the dialect's 32-bit index type when narrow) and memoises e as it
+ * (and keeps it in its row cache, if any). */
+static void declare_as(R *r, const Expr *e, const char *text, bool narrow, char *out, size_t n) {
   int id = r->tmp++;
-  line(r, "%s t%d = %s;", vt(r, e->dtype), id, text);
+  line(r, "%s t%d = %s;", narrow ? r->d->index32_type : vt(r, e->dtype), id, text);
   memo_add(r, e, id);
+  if (narrow && !r->st) r->memo[r->n_memo - 1].narrow = true;
+  r->narrow = narrow;
   snprintf(out, n, "t%d", id);
   for (int i = 0; i < r->n_cached; i++)
     if (r->cached[i] == e && r->cap_step[i] == r->step) cache_put(r, i, id);
 }
+
+static void declare(R *r, const Expr *e, const char *text, char *out, size_t n) { declare_as(r, e, text, false, out, n); }
 
 static void emit_load(R *r, const Expr *e, char *out, size_t n) {
   snprintf(out, n, "0");  /* what callers print if a failure below returns early */
@@ -392,32 +418,56 @@ static void emit_load(R *r, const Expr *e, char *out, size_t n) {
   declare(r, e, text, out, n);
 }
 
-static void finish(R *r, const Expr *e, char a[3][64], char *out, size_t n) {
+/* May e, whose i64 operands' texts are narrow as nar[] says, be computed in 32 bits? Sums,
+ * differences, products, max/min and selects; divisions and remainders only by a positive
+ * constant of a non-negative value (C's truncation is then the floor). */
+static bool narrow_node(const R *r, const Expr *e, const bool *nar) {
+  if (!fits32(r, e)) return false;
+  for (int i = e->kind == EX_SELECT ? 1 : 0; i < e->n_args; i++)
+    if (!nar[i]) return false;
+  if (e->kind == EX_SELECT) return true;
+  if (e->kind != EX_BINARY || e->args[0]->dtype != KILN_I64) return false;
+  switch (e->op) {
+  case TB_ADD: case TB_SUB: case TB_MUL: case TB_MAX: case TB_MIN: return true;
+  case TB_DIV: case TB_FLOORDIV: case TB_MOD: case TB_FMOD:
+    return e->args[1]->kind == EX_CONST && e->args[1]->c.i > 0 && nonneg(r, e->args[0]);
+  default: return false;
+  }
+}
+
+static void finish(R *r, const Expr *e, char a[3][64], const bool *nar, char *out, size_t n) {
   char text[1024];
+  bool narrow = narrow_node(r, e, nar);
   switch (e->kind) {
   case EX_UNARY: unary_text(r, e, a[0], text, sizeof text); break;
-  case EX_BINARY: binary_text(r, e, a[0], a[1], text, sizeof text); break;
+  case EX_BINARY: binary_text(r, e, a[0], a[1], narrow, nar[0] && nar[1], text, sizeof text); break;
   case EX_SELECT: snprintf(text, sizeof text, "(%s ? %s : %s)", a[0], a[1], a[2]); break;
   case EX_CAST: cast_text(r, e->dtype, e->args[0]->dtype, a[0], text, sizeof text); break;
   default: snprintf(text, sizeof text, "0"); break;
   }
-  declare(r, e, text, out, n);
+  declare_as(r, e, text, narrow, out, n);
 }
 
 /* Recursive: keeps its frame small (deep chains of nodes recurse deeply). */
 static void emit(R *r, const Expr *e, char *out, size_t n) {
+  r->narrow = false;
   if (r->st) { snprintf(out, n, "0"); return; }
-  int id = memo_find(r, e);
-  if (id >= 0) { snprintf(out, n, "t%d", id); return; }
+  bool narrow = false;
+  int id = memo_find(r, e, &narrow);
+  if (id >= 0) { snprintf(out, n, "t%d", id); r->narrow = narrow; return; }
   switch (e->kind) {
   case EX_CONST: literal(r, e, out, n); return;
-  case EX_VAR: snprintf(out, n, "v%d", e->var); return;
-  case EX_LOAD: emit_load(r, e, out, n); return;
+  case EX_VAR:
+    if (fits32(r, e)) snprintf(out, n, "((%s)v%d)", r->d->index32_type, e->var), r->narrow = true;
+    else snprintf(out, n, "v%d", e->var);
+    return;
+  case EX_LOAD: emit_load(r, e, out, n); r->narrow = false; return;
   default: break;
   }
   char a[3][64];
-  for (int i = 0; i < e->n_args; i++) emit(r, e->args[i], a[i], sizeof a[i]);
-  finish(r, e, a, out, n);
+  bool nar[3] = { false, false, false };
+  for (int i = 0; i < e->n_args; i++) emit(r, e->args[i], a[i], sizeof a[i]), nar[i] = r->narrow;
+  finish(r, e, a, nar, out, n);
 }
 
 /* ---- items ---- */

@@ -517,6 +517,9 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   g->group = o->grid_sync >= 0 ? (CgGroupMode)o->grid_sync : d && d->grid ? CG_GROUP_SIBLINGS : CG_GROUP_OFF;
   g->in_place = o->in_place != 0;
   g->dependent_launch = o->cuda_pdl != 0;
+  if (o->index32 < -1 || o->index32 > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "index32 ($KILN_INDEX32) is %d: -1 the default, 0 off, 1 on", o->index32);
+  g->index32 = o->index32 >= 0 ? o->index32 == 1 : d && d->grid;
   return KILN_OK;
 }
 
