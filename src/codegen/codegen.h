@@ -301,9 +301,16 @@ int cg_gpu_block(const Kernel *k);
  *            (`min_blocks`): 256 rows of 32768 run in one wave instead of two
  *   7 wveclong  wvec, and long rows as long
  *   8 auto   the default (KILN_CUDA_ROW unset): per row length, the race's winner (render.c) */
-typedef struct CgRows { int threads, rows, vec, reg_points, smem, min_blocks; } CgRows;
+typedef struct CgRows { int threads, rows, vec, reg_points, smem, min_blocks, split; } CgRows;
 enum { CG_ROW_VARIANTS = 9 };
 CgRows cg_gpu_rows(const Kernel *k, int variant);
+/* The shape a block-row kernel is rendered with: cg_gpu_rows, and, for a few long rows of
+ * sums (a bias gradient, a loss's mean), each row split over `split` blocks of 256 threads
+ * (two phases: a partial per block, the last block to arrive at its row adds them in order
+ * and runs the rest of the kernel). Off with CgOptions.splitk off and for named variants. */
+CgRows cg_rows_of(const Plan *p, const Kernel *k, const CgOptions *o);
+/* Module-scope declarations of a split row kernel (its partials and arrival counts). */
+void cg_rows_globals(const Plan *p, const Kernel *k, const CgOptions *o, const Dialect *d, StrBuf *out);
 /* The concrete variant (never auto) that cg_gpu_rows uses for kernel k. */
 int cg_row_variant_resolve(const Kernel *k, int variant);
 /* Variant number of a name ("base", "warp", ...; NULL or "" is auto), -1 if unknown; and the

@@ -53,13 +53,15 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     return;
   }
   if (s == CG_GPU_BLOCK_ROWS) {
-    CgRows ro = cg_gpu_rows(k, o->row_variant);  /* the kernel's unrolled row loops assume exactly this */
+    CgRows ro = cg_rows_of(p, k, o);  /* the kernel's unrolled row loops assume exactly this */
     l->block = ro.threads * ro.rows;
-    l->grid = capped_blocks(k->outer_numel, ro.rows);
+    l->grid = capped_blocks(k->outer_numel * ro.split, ro.rows);
     if (ro.smem > 0) l->smem = ro.smem, l->smem_carveout = SMEM_CARVEOUT_ALL;
     int n = snprintf(l->why, sizeof l->why, "block rows %s: %d threads x %d rows%s",
                      cg_row_variant_name(cg_row_variant_resolve(k, o->row_variant)), ro.threads, ro.rows,
                      ro.vec == 4 ? ", 16-byte vectors" : "");
+    if (ro.split > 1 && n > 0 && (size_t)n < sizeof l->why)
+      n += snprintf(l->why + n, sizeof l->why - (size_t)n, ", %d blocks a row (two phases)", ro.split);
     if (ro.smem > 0 && n > 0 && (size_t)n < sizeof l->why)
       snprintf(l->why + n, sizeof l->why - (size_t)n, ", row cache %d B shared, %d blocks an SM", ro.smem, ro.min_blocks);
     return;

@@ -448,6 +448,56 @@ static void finish(R *r, const Expr *e, char a[3][64], const bool *nar, char *ou
   declare_as(r, e, text, narrow, out, n);
 }
 
+static bool first_visit(R *r, const Expr *e, Memo **seen, int *n, int *cap);
+
+/* Does e read memory that this point has not read yet (a load of another kernel's stage
+ * that is not memoised)? A DAG walk; out of memory: no (the select stays eager). */
+static bool reads_new(R *r, const Expr *e, Memo **seen, int *n, int *cap) {
+  bool narrow;
+  if (memo_find(r, e, &narrow) >= 0 || !first_visit(r, e, seen, n, cap)) return false;
+  if (e->kind == EX_LOAD) return r->p->kernel_of[e->src] != r->k->id && !plan_is_baked(r->p->te, e->src);
+  for (int i = 0; i < e->n_args; i++)
+    if (reads_new(r, e->args[i], seen, n, cap)) return true;
+  return false;
+}
+
+/* Grid dialects evaluate a select whose branches read memory lazily: only the branch taken
+ * is computed, in its own scope (what it memoises is forgotten after it). The gradients of
+ * a convolution read a window as a chain of selects over its taps, one load each, of which
+ * one is taken; eagerly every tap is loaded. Loop dialects keep selects eager (a branch in
+ * a vector loop stops it vectorising), and so do row caches (a value captured in a branch
+ * may not be there) and chains too deep for the memo's scopes. */
+static bool lazy_select(R *r, const Expr *e) {
+  if (e->kind != EX_SELECT || !r->d->grid || r->n_cached || r->depth > 24 || !dtype_is_float(e->dtype)) return false;
+  Memo *seen = NULL;
+  int n = 0, cap = 0;
+  bool lazy = reads_new(r, e->args[1], &seen, &n, &cap) || reads_new(r, e->args[2], &seen, &n, &cap);
+  kiln_free(seen);
+  return lazy && !r->st;
+}
+
+static void emit(R *r, const Expr *e, char *out, size_t n);
+
+static void emit_lazy_select(R *r, const Expr *e, char *out, size_t n) {
+  char c[64], v[64];
+  emit(r, e->args[0], c, sizeof c);
+  int id = r->tmp++;
+  line(r, "%s t%d;", vt(r, e->dtype), id);
+  for (int b = 1; b <= 2; b++) {
+    line(r, b == 1 ? "if (%s) {" : "} else {", c);
+    r->indent++;
+    push(r);
+    emit(r, e->args[b], v, sizeof v);
+    line(r, "t%d = %s;", id, v);
+    pop(r);
+    r->indent--;
+  }
+  line(r, "}");
+  memo_add(r, e, id);
+  snprintf(out, n, "t%d", id);
+  r->narrow = false;
+}
+
 /* Recursive: keeps its frame small (deep chains of nodes recurse deeply). */
 static void emit(R *r, const Expr *e, char *out, size_t n) {
   r->narrow = false;
@@ -462,6 +512,9 @@ static void emit(R *r, const Expr *e, char *out, size_t n) {
     else snprintf(out, n, "v%d", e->var);
     return;
   case EX_LOAD: emit_load(r, e, out, n); r->narrow = false; return;
+  case EX_SELECT:
+    if (lazy_select(r, e)) { emit_lazy_select(r, e, out, n); return; }
+    break;
   default: break;
   }
   char a[3][64];
@@ -585,16 +638,26 @@ static void acc_final(R *r, const Item *it, const char *acc) {
 static void digits(R *r, const char *flat, int first, int n, const int64_t *shape, const int *sel, int want,
                    int64_t total) {
   const char *I = ix(r);
-  int64_t stride = 1;
+  int64_t stride = 1, points = 1;
+  for (int i = 0; i < n; i++)
+    if (!sel || sel[i] == want) points = points <= INT32_MAX ? points * shape[i] : points;
+  /* the flat index is below `points`: under 2^31 its digits are 32-bit divisions (fits32) */
+  char f32[64];
+  bool narrow = r->o->index32 && r->d->index32_type && points <= INT32_MAX;
+  if (narrow) snprintf(f32, sizeof f32, "((%s)%s)", r->d->index32_type, flat), flat = f32;
   for (int i = n - 1; i >= 0; i--) {
     if (sel && sel[i] != want) continue;
     bool lead = total > 0 ? stride * shape[i] == total : i == 0;
     int v = first + i;
+    char st[32], sh[32];
+    snprintf(st, sizeof st, "%s", narrow ? "" : lit(r, stride));
+    snprintf(sh, sizeof sh, "%s", narrow ? "" : lit(r, shape[i]));
+    if (narrow) snprintf(st, sizeof st, "%lld", (long long)stride), snprintf(sh, sizeof sh, "%lld", (long long)shape[i]);
     if (shape[i] == 1) line(r, "const %s v%d = 0;", I, v);
     else if (lead && total > 0 && stride == 1) line(r, "const %s v%d = %s;", I, v, flat);
-    else if (lead) line(r, "const %s v%d = %s / %s;", I, v, flat, lit(r, stride));
-    else if (stride == 1) line(r, "const %s v%d = %s %% %s;", I, v, flat, lit(r, shape[i]));
-    else line(r, "const %s v%d = (%s / %s) %% %s;", I, v, flat, lit(r, stride), lit(r, shape[i]));
+    else if (lead) line(r, "const %s v%d = %s / %s;", I, v, flat, st);
+    else if (stride == 1) line(r, "const %s v%d = %s %% %s;", I, v, flat, sh);
+    else line(r, "const %s v%d = (%s / %s) %% %s;", I, v, flat, st, sh);
     stride *= shape[i];
   }
 }
@@ -1364,7 +1427,7 @@ const char *cg_row_variant_name(int variant) {
 
 CgRows cg_gpu_rows(const Kernel *k, int variant) {
   variant = cg_row_variant_resolve(k, variant);
-  CgRows ro = { cg_gpu_block(k), 1, 1, 0, 0, 1 };
+  CgRows ro = { cg_gpu_block(k), 1, 1, 0, 0, 1, 1 };
   /* a warp per row keeps short rows (4..32 points per thread) off __syncthreads and puts
    * 8 rows in each block, so an SM holds many rows in their different phases */
   if (row_variants[variant].warp && k->inner_numel <= 1024) ro.threads = 32, ro.rows = 8;
@@ -1386,6 +1449,89 @@ CgRows cg_gpu_rows(const Kernel *k, int variant) {
     ro.min_blocks = 2;
   }
   return ro;
+}
+
+/* Two-phase rows: fewer rows than multiprocessors, each long enough to give every block of
+ * 256 threads at least SPLIT_MIN_SPAN points; ~2 blocks per multiprocessor in all. Sums of
+ * f32 only (the partials are f32, added in block order: deterministic), and only kernels
+ * whose one inner loop is followed by per-row values (n_steps <= 2: no second pass over the
+ * row, which would need the whole row's statistic first). */
+enum { SPLIT_ROWS_BELOW = 128, SPLIT_MIN_SPAN = 1024, SPLIT_MAX = 64, SPLIT_THREADS = 256, SPLIT_BLOCKS = 256 };
+
+static int row_splits(const Plan *p, const Kernel *k, const CgOptions *o, const CgRows *ro) {
+  if (o->splitk == CG_SPLITK_OFF || o->row_variant != ROW_AUTO || ro->rows != 1 || ro->reg_points || k->n_steps > 2)
+    return 1;
+  if (k->outer_numel >= SPLIT_ROWS_BELOW || k->inner_numel < 2 * SPLIT_MIN_SPAN) return 1;
+  int accs = 0;
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind != IT_ACC) continue;
+    const Stage *S = &p->te->stages[it->stage];
+    if (it->step != 0 || S->rop != RO_SUM || S->dtype != KILN_F32 || it->body->dtype != KILN_F32) return 1;
+    accs++;
+  }
+  if (!accs) return 1;
+  int64_t s = (SPLIT_BLOCKS + k->outer_numel - 1) / k->outer_numel;
+  if (s > k->inner_numel / SPLIT_MIN_SPAN) s = k->inner_numel / SPLIT_MIN_SPAN;
+  if (s > SPLIT_MAX) s = SPLIT_MAX;
+  return s < 2 ? 1 : (int)s;
+}
+
+CgRows cg_rows_of(const Plan *p, const Kernel *k, const CgOptions *o) {
+  CgRows ro = cg_gpu_rows(k, o->row_variant);
+  ro.split = row_splits(p, k, o, &ro);
+  if (ro.split > 1) ro.threads = SPLIT_THREADS, ro.vec = 1;
+  return ro;
+}
+
+static int acc_items(const Kernel *k) {
+  int n = 0;
+  for (int i = 0; i < k->n_items; i++) n += k->items[i].kind == IT_ACC;
+  return n;
+}
+
+void cg_rows_globals(const Plan *p, const Kernel *k, const CgOptions *o, const Dialect *d, StrBuf *out) {
+  CgRows ro = cg_rows_of(p, k, o);
+  if (ro.split <= 1) return;
+  sb_printf(out, "\n/* kernel %d, rows in two phases: each row's %d partial sums of its %d blocks, and each row's\n"
+                 " * arrivals (0 at module load; the last block of a row puts its count back to 0) */\n", k->id, acc_items(k), ro.split);
+  sb_printf(out, "%s %s kiln_part%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], k->id,
+            (long long)(k->outer_numel * ro.split * acc_items(k)));
+  sb_printf(out, "%s %s kiln_arrived%d[%lld];\n", d->global_qual, d->counter_type, k->id, (long long)k->outer_numel);
+}
+
+/* Two-phase rows, after the block's own combine: its partials out; the block that arrives
+ * last at the row reads every block's partial in block order into a<stage> (the others go
+ * on to their next row piece). Partials of row o: [item][block]. */
+static void rows_split_combine(R *r, int step) {
+  const Kernel *k = r->k;
+  const Dialect *d = r->d;
+  const char *F = vt(r, KILN_F32);
+  int S = r->ro.split, n = acc_items(k), j = 0;
+  line(r, "%s *kp = kiln_part%d + o * %d;", F, k->id, S * n);
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].kind == IT_ACC && k->items[i].step == step)
+      line(r, "if (%s == 0) kp[%d + rc] = a%d;", d->thread_id, j++ * S, k->items[i].stage);
+  line(r, "%s", d->fence);
+  line(r, "%s", d->barrier);
+  char slot[48], one[16], add[128];
+  snprintf(slot, sizeof slot, "kiln_arrived%d[o]", k->id);
+  snprintf(one, sizeof one, "1%s", d->uint_suffix);
+  snprintf(add, sizeof add, d->atomic_add, slot, one);
+  line(r, "if (%s == 0) last = %s == %d%s;", d->thread_id, add, S - 1, d->uint_suffix);
+  line(r, "%s", d->barrier);
+  line(r, "if (!last) continue;");
+  line(r, "%s", d->fence);
+  j = 0;
+  for (int i = 0; i < k->n_items; i++) {
+    if (k->items[i].kind != IT_ACC || k->items[i].step != step) continue;
+    char addr[64], ld[128];
+    snprintf(addr, sizeof addr, "kp + %d + q", j++ * S);
+    snprintf(ld, sizeof ld, d->cached_load, addr);
+    line(r, "a%d = 0;", k->items[i].stage);
+    line(r, "for (int q = 0; q < %d; q++) a%d += %s;", S, k->items[i].stage, ld);
+  }
+  line(r, "if (%s == 0) kiln_arrived%d[o] = 0%s;", d->thread_id, k->id, d->uint_suffix);
 }
 
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o) {
@@ -1632,7 +1778,8 @@ static void block_inner_loop(R *r, int step, int per) {
     if (guarded) line(r, "if (%s < %s) {", p, lit(r, vec ? k->inner_numel / 4 : k->inner_numel));
     else line(r, "{");  /* the row is a whole number of blocks: no bound check between the loads */
   } else {
-    line(r, "for (%s r = %s; r < %s; r += %s) {", I, r->kt, lit(r, k->inner_numel), r->ro.rows > 1 ? "32" : r->d->block_size);
+    if (r->ro.split > 1) line(r, "for (%s r = rbeg + %s; r < rend; r += %s) {", I, r->kt, r->d->block_size);
+    else line(r, "for (%s r = %s; r < %s; r += %s) {", I, r->kt, lit(r, k->inner_numel), r->ro.rows > 1 ? "32" : r->d->block_size);
   }
   r->indent++;
   r->step = per ? step : -1;
@@ -1678,10 +1825,20 @@ static void block_inner_loop(R *r, int step, int per) {
   r->step = -1;
   close_block(r);
   if (per) close_block(r);
+  bool split = r->ro.split > 1;
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->step != step || it->kind != IT_ACC) continue;
     block_combine(r, it);
+    char acc[32];
+    snprintf(acc, sizeof acc, "a%d", it->stage);
+    if (!split) acc_final(r, it, acc);
+  }
+  if (!split) return;
+  rows_split_combine(r, step);
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->step != step || it->kind != IT_ACC) continue;
     char acc[32];
     snprintf(acc, sizeof acc, "a%d", it->stage);
     acc_final(r, it, acc);
@@ -1695,8 +1852,18 @@ static void render_block_rows(R *r) {
   const Kernel *k = r->k;
   const Dialect *d = r->d;
   const char *I = ix(r);
-  r->ro = cg_gpu_rows(k, r->o->row_variant);
-  if (r->ro.rows > 1) {
+  r->ro = cg_rows_of(r->p, k, r->o);
+  if (r->ro.split > 1) {
+    int64_t S = r->ro.split, span = (k->inner_numel + S - 1) / S;
+    line(r, "%s %s last;", d->shared_qual, d->counter_type);
+    line(r, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, lit(r, k->outer_numel * S), d->grid_size);
+    line(r, "  const %s o = w / %lld, rc = w %% %lld;", I, (long long)S, (long long)S);
+    line(r, "  const %s rbeg = rc * %s, rend = rbeg + %s < %s ? rbeg + %s : %s;", I, lit(r, span), lit(r, span),
+         lit(r, k->inner_numel), lit(r, span), lit(r, k->inner_numel));
+    r->kt = d->thread_id;
+    snprintf(r->guard0, sizeof r->guard0, "%s == 0", d->thread_id);
+    r->guard = r->guard0;
+  } else if (r->ro.rows > 1) {
     line(r, "const int kt = %s & 31;", d->thread_id);
     line(r, "for (%s o = (%s)%s * %d + (%s >> 5); o < %s; o += (%s)%s * %d) {", I, I, d->block_id, r->ro.rows, d->thread_id,
          lit(r, k->outer_numel), I, d->grid_size, r->ro.rows);
@@ -1870,9 +2037,10 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   CgGpuShape gs = cg_kernel_shape(p, k, d, o);
   CgGemm gemm;
   if (gs == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, d, out);
+  if (gs == CG_GPU_BLOCK_ROWS) cg_rows_globals(p, k, o, d, out);
   sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
   if (d->block_bounds && (gs == CG_GPU_BLOCK_ROWS || gs == CG_GPU_GEMM)) {
-    CgRows ro = cg_gpu_rows(k, o->row_variant);
+    CgRows ro = cg_rows_of(p, k, o);
     if (gs == CG_GPU_BLOCK_ROWS && ro.min_blocks > 1 && d->block_bounds_min)
       sb_printf(out, d->block_bounds_min, ro.threads * ro.rows, ro.min_blocks);
     else sb_printf(out, d->block_bounds, gs == CG_GPU_GEMM ? (int)CG_GEMM_THREADS : ro.threads * ro.rows);

@@ -67,7 +67,18 @@ static void test_render(void) {
         for (int k = 0; p && src.s && k < p->n_kernels; k++) {
           const Kernel *kn = &p->kernels[k];
           if (cg_gpu_shape(p, kn, &co) != CG_GPU_BLOCK_ROWS) continue;
-          CgRows ro = cg_gpu_rows(kn, v);
+          CgRows ro = cg_rows_of(p, kn, &co);
+          /* two phases: a few long rows of sums under the auto variant, 256 threads each of
+           * `split` blocks; every other row kernel exactly as cg_gpu_rows says */
+          bool two = v == cg_row_variant(NULL) && kind == ROWSUM && kn->outer_numel < 128 && kn->inner_numel >= 2048;
+          CHECK_MSG((ro.split > 1) == two, "%s %s %lldx%lld: split %d", vn, kind_name[kind], (long long)kn->outer_numel,
+                    (long long)kn->inner_numel, ro.split);
+          CHECK(ro.split <= 1 || (ro.threads == 256 && ro.rows == 1 && strstr(src.s, "kiln_arrived") &&
+                                  (int64_t)ro.split * 1024 <= kn->inner_numel));
+          if (ro.split <= 1) {
+            CgRows plain = cg_gpu_rows(kn, v);
+            CHECK(plain.threads == ro.threads && plain.rows == ro.rows && plain.vec == ro.vec);
+          }
           char bounds[64];
           if (ro.min_blocks > 1) snprintf(bounds, sizeof bounds, "__launch_bounds__(%d, %d) kiln_k%d(", ro.threads * ro.rows, ro.min_blocks, k);
           else snprintf(bounds, sizeof bounds, "__launch_bounds__(%d) kiln_k%d(", ro.threads * ro.rows, k);
@@ -85,7 +96,7 @@ static void test_render(void) {
           CHECK_MSG((ro.rows > 1) == (warp && kn->inner_numel <= 1024), "%s: rows per block %d at %lld points", vn,
                     ro.rows, (long long)kn->inner_numel);
           /* a handful of rows: each spread over up to 1024 threads, ~2 points a thread */
-          if (ro.rows == 1 && kn->outer_numel < 32)
+          if (ro.rows == 1 && kn->outer_numel < 32 && ro.split <= 1)
             CHECK_MSG(ro.threads == 1024 || (int64_t)ro.threads * 2 >= kn->inner_numel, "%s %s %lld rows of %lld: %d threads",
                       vn, kind_name[kind], (long long)kn->outer_numel, (long long)kn->inner_numel, ro.threads);
           if (ro.rows > 1) CHECK(strstr(src.s, " = k_warp") && !strstr(src.s, " = k_block"));  /* calls, not the prelude */
