@@ -196,6 +196,7 @@ typedef struct CgOptions {
   CgGroupMode group;    /* KILN_GRID_SYNC: 0 off, 1 siblings, 2 grid sync */
   bool in_place;        /* store an assigned value straight into its param where that is safe (KILN_IN_PLACE) */
   bool index32;         /* 32-bit index math where proven in range, in dialects with index32_type (KILN_INDEX32) */
+  bool lazy_select;     /* grid dialects: a select's branch that reads memory only when taken (KILN_LAZY_SELECT) */
   bool dependent_launch;/* kernels start with the dialect's kernel_entry (KILN_CUDA_PDL) */
   /* Per plan kernel (NULL: none): may not join a group, and why ("budget: 96 registers, ...");
    * the runtime sets these when a built group does not fit its device, then builds again. */

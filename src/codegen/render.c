@@ -468,7 +468,7 @@ static bool reads_new(R *r, const Expr *e, Memo **seen, int *n, int *cap) {
  * a vector loop stops it vectorising), and so do row caches (a value captured in a branch
  * may not be there) and chains too deep for the memo's scopes. */
 static bool lazy_select(R *r, const Expr *e) {
-  if (e->kind != EX_SELECT || !r->d->grid || r->n_cached || r->depth > 24 || !dtype_is_float(e->dtype)) return false;
+  if (e->kind != EX_SELECT || !r->o->lazy_select || !r->d->grid || r->n_cached || r->depth > 24 || !dtype_is_float(e->dtype)) return false;
   Memo *seen = NULL;
   int n = 0, cap = 0;
   bool lazy = reads_new(r, e->args[1], &seen, &n, &cap) || reads_new(r, e->args[2], &seen, &n, &cap);

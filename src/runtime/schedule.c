@@ -520,6 +520,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   if (o->index32 < -1 || o->index32 > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "index32 ($KILN_INDEX32) is %d: -1 the default, 0 off, 1 on", o->index32);
   g->index32 = o->index32 >= 0 ? o->index32 == 1 : d && d->grid;
+  g->lazy_select = o->lazy_select != 0;
   return KILN_OK;
 }
 
