@@ -331,7 +331,11 @@ typedef struct CgGemm {
   const Expr *a, *b;               /* the two factors (A: no N var, B: no M var) */
   int role[KILN_MAX_RANK];         /* per outer var: 0 batch, 1 M, 2 N */
   int64_t M, N, K, batch;
-  int bm, bn, bk, tm, tn;          /* tile and per-thread sub-tile */
+  int bm, bn, bk, tm, tn;          /* tile and per-thread sub-tile (of the epilogue, after any k groups) */
+  int kgroups;                     /* > 1: the block's threads form kgroups groups, each multiplying
+                                      its share of every k-tile into a KG_TM x KG_TN sub-tile read as
+                                      vectors from shared memory; the partial tiles are added in
+                                      shared memory, in group order, before the epilogue */
   bool a_kfast, b_kfast;           /* global reads of a tile run along k (else along m / n) */
   int acc_item;                    /* index of the IT_ACC item */
   int splits;                      /* split-K: blocks per tile, each over kspan points of K */

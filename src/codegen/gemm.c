@@ -103,7 +103,13 @@ static bool reads_along_k(const Plan *p, const Kernel *k, const Expr *x, const C
   return k1 && !own1;
 }
 
-static const int tile_cfg[3][5] = { { 128, 128, 8, 8, 8 }, { 64, 64, 16, 4, 4 }, { 32, 32, 32, 2, 2 } };
+/* bm, bn, bk, tm, tn, k groups. 32x32: four groups of 64 threads, each 4x4 outputs over a
+ * quarter of every k-tile (2x2 outputs a thread over the whole k-tile read 4 shared values
+ * per 4 multiply-adds: shared-memory bound at a quarter of the FMA rate); after the k loop
+ * each thread holds 4x1 outputs of the summed tile, so the split-K and epilogue code is
+ * that of any tile. */
+static const int tile_cfg[3][6] = { { 128, 128, 8, 8, 8, 1 }, { 64, 64, 16, 4, 4, 1 }, { 32, 32, 32, 4, 1, 4 } };
+enum { KG_TM = 4, KG_TN = 4, KG_THREADS = CG_GEMM_THREADS / 4 };
 
 static int64_t tiles_at(const CgGemm *g, int bm, int bn) {
   return ((g->M + bm - 1) / bm) * ((g->N + bn - 1) / bn) * g->batch;
@@ -136,6 +142,7 @@ static void pick_tile(CgGemm *g, CgSplitK splitk) {
     if (tiles_of(g, w) * ws >= ENOUGH_BLOCKS) { c = w, splits = ws; break; }
   }
   g->bm = tile_cfg[c][0], g->bn = tile_cfg[c][1], g->bk = tile_cfg[c][2], g->tm = tile_cfg[c][3], g->tn = tile_cfg[c][4];
+  g->kgroups = tile_cfg[c][5];
   int64_t ktiles = (g->K + g->bk - 1) / g->bk, span_tiles = (ktiles + splits - 1) / splits;
   g->kspan = span_tiles * g->bk;
   g->splits = (int)((ktiles + span_tiles - 1) / span_tiles);  /* no empty span */
@@ -325,6 +332,73 @@ static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, in
   put(em, "if (%s == 0) kiln_arrived%d[tile] = 0%s;", d->thread_id, ki, d->uint_suffix);
 }
 
+/* ---- k groups (CgGemm.kgroups > 1) ----
+ * The tiles live in shared arrays of 16-byte vectors (so a row of 4 floats is one vector
+ * load), viewed as float rows padded by 4 floats: As[kk][m], Bs[kk][n]. Group kg of the
+ * block's kgroups takes k-points kg * bk/kgroups .. of each k-tile; within a group thread
+ * (cx, cy) multiplies rows cy*4.. by columns cx*4... */
+static int kg_stride(const CgGemm *g) { return g->bm + 4; }  /* floats per row; bm == bn */
+
+static void kg_declare(const CgEmit *em, const CgGemm *g) {
+  const Dialect *d = em->d;
+  const char *F = d->value_type[KILN_F32], *V = d->vec4_type;
+  int st = kg_stride(g);
+  put(em, "%s %s Asv[%d], Bsv[%d];", d->shared_qual, V, g->bk * st / 4, g->bk * st / 4);
+  put(em, "%s (*As)[%d] = (%s (*)[%d])Asv, (*Bs)[%d] = (%s (*)[%d])Bsv;", F, st, F, st, st, F, st);
+  put(em, "const int kg = %s / %d, cx = (%s %% %d) %% %d, cy = (%s %% %d) / %d;", d->thread_id, KG_THREADS, d->thread_id,
+      KG_THREADS, g->bn / KG_TN, d->thread_id, KG_THREADS, g->bn / KG_TN);
+}
+
+static void kg_multiply(const CgEmit *em, const CgGemm *g) {
+  const Dialect *d = em->d;
+  const char *V = d->vec4_type;
+  int per = g->bk / g->kgroups;
+  put(em, "%s", d->unroll);
+  open_(em, "for (int kq = 0; kq < %d; kq++) {", per);
+  put(em, "const int kk = kg * %d + kq;", per);
+  put(em, "const %s a4 = *(const %s *)&As[kk][cy * %d], b4 = *(const %s *)&Bs[kk][cx * %d];", V, V, KG_TM, V, KG_TN);
+  put(em, "const %s ra[4] = { a4%s, a4%s, a4%s, a4%s }, rb[4] = { b4%s, b4%s, b4%s, b4%s };", d->value_type[KILN_F32],
+      d->vec4_lane[0], d->vec4_lane[1], d->vec4_lane[2], d->vec4_lane[3], d->vec4_lane[0], d->vec4_lane[1],
+      d->vec4_lane[2], d->vec4_lane[3]);
+  char fma[96];
+  snprintf(fma, sizeof fma, d->fma, "ra[i]", "rb[j]", "cacc[i][j]");
+  put(em, "%s", d->unroll);
+  put(em, "for (int i = 0; i < %d; i++)", KG_TM);
+  put(em, "%s", d->unroll);
+  put(em, "  for (int j = 0; j < %d; j++) cacc[i][j] = %s;", KG_TN, fma);
+  close_(em);
+}
+
+/* The groups' partial tiles added in shared memory, (g0 + g2) + (g1 + g3) (a fixed order),
+ * then each thread's epilogue outputs (rows ty + i * rows, column tx + j * cols) read back. */
+static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols) {
+  const Dialect *d = em->d;
+  int st = kg_stride(g);
+  const char *F = d->value_type[KILN_F32];
+  char at[96];
+  snprintf(at, sizeof at, "[(cy * %d + i) * %d + cx * %d + j]", KG_TM, st, KG_TN);
+  put(em, "%s *Ra = &As[0][0], *Rb = &Bs[0][0];", F);
+  static const char *const steps[4][2] = {
+    { "kg >= 2", "(kg == 2 ? Ra : Rb)%s = cacc[i][j];" }, { "kg < 2", "cacc[i][j] += (kg == 0 ? Ra : Rb)%s;" },
+    { "kg == 1", "Ra%s = cacc[i][j];" }, { "kg == 0", "Ra%s += cacc[i][j];" },
+  };
+  for (int s = 0; s < 4; s++) {
+    char stmt[128];
+    snprintf(stmt, sizeof stmt, steps[s][1], at);
+    open_(em, "if (%s) {", steps[s][0]);
+    put(em, "%s", d->unroll);
+    put(em, "for (int i = 0; i < %d; i++)", KG_TM);
+    put(em, "%s", d->unroll);
+    put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, stmt);
+    close_(em);
+    put(em, "%s", d->barrier);
+  }
+  char rd[128];
+  snprintf(rd, sizeof rd, "acc[i][j] = Ra[(ty + i * %d) * %d + tx + j * %d];", rows, st, cols);
+  each_output(em, g, rd);
+  put(em, "%s", d->barrier);  /* the next tile's stores into As wait for every read */
+}
+
 void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em) {
   (void)p;
   const Dialect *d = em->d;
@@ -333,8 +407,11 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   int rows = g->bm / g->tm, cols = g->bn / g->tn;  /* threads along m and n; rows*cols = CG_GEMM_THREADS */
   /* rows padded by 32/BK floats: the k-fast stores of a tile (a warp covers BK values of
    * kk times 32/BK of xx) land in 32 distinct banks */
-  put(em, "%s %s As[%d][%d];", d->shared_qual, F, g->bk, g->bm + 32 / g->bk);
-  put(em, "%s %s Bs[%d][%d];", d->shared_qual, F, g->bk, g->bn + 32 / g->bk);
+  if (g->kgroups > 1) kg_declare(em, g);
+  else {
+    put(em, "%s %s As[%d][%d];", d->shared_qual, F, g->bk, g->bm + 32 / g->bk);
+    put(em, "%s %s Bs[%d][%d];", d->shared_qual, F, g->bk, g->bn + 32 / g->bk);
+  }
   put(em, "const int tx = %s %% %d, ty = %s / %d;", d->thread_id, cols, d->thread_id, cols);
   int64_t tiles = mt * nt * g->batch;
   int S = g->splits > 1 ? g->splits : 1;
@@ -356,7 +433,14 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   put(em, "%s acc[%d][%d];", F, g->tm, g->tn);
   char zero[64];
   snprintf(zero, sizeof zero, "acc[i][j] = 0.0%s;", d->f32_suffix);
-  each_output(em, g, zero);
+  if (g->kgroups > 1) {
+    put(em, "%s cacc[%d][%d];", F, KG_TM, KG_TN);
+    snprintf(zero, sizeof zero, "cacc[i][j] = 0.0%s;", d->f32_suffix);
+    put(em, "%s", d->unroll);
+    put(em, "for (int i = 0; i < %d; i++)", KG_TM);
+    put(em, "%s", d->unroll);
+    put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, zero);
+  } else each_output(em, g, zero);
   put(em, "%s pfa[%d], pfb[%d];", F, g->bk * g->bm / CG_GEMM_THREADS, g->bk * g->bn / CG_GEMM_THREADS);
   fetch_both(em, k, g, "kbeg");
   open_(em, "for (%s k0 = kbeg; k0 < kend; k0 += %d) {", I, g->bk);
@@ -367,20 +451,24 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   char next[32];
   snprintf(next, sizeof next, "k0 + %d", g->bk);
   fetch_both(em, k, g, next);
-  put(em, "%s", d->unroll);
-  open_(em, "for (int kk = 0; kk < %d; kk++) {", g->bk);
-  put(em, "%s ra[%d], rb[%d];", F, g->tm, g->tn);
-  put(em, "%s", d->unroll);
-  put(em, "for (int i = 0; i < %d; i++) ra[i] = As[kk][ty + i * %d];", g->tm, rows);
-  put(em, "%s", d->unroll);
-  put(em, "for (int j = 0; j < %d; j++) rb[j] = Bs[kk][tx + j * %d];", g->tn, cols);
-  char fma[96], step[128];
-  snprintf(fma, sizeof fma, d->fma, "ra[i]", "rb[j]", "acc[i][j]");
-  snprintf(step, sizeof step, "acc[i][j] = %s;", fma);
-  each_output(em, g, step);
-  close_(em);
+  if (g->kgroups > 1) kg_multiply(em, g);
+  else {
+    put(em, "%s", d->unroll);
+    open_(em, "for (int kk = 0; kk < %d; kk++) {", g->bk);
+    put(em, "%s ra[%d], rb[%d];", F, g->tm, g->tn);
+    put(em, "%s", d->unroll);
+    put(em, "for (int i = 0; i < %d; i++) ra[i] = As[kk][ty + i * %d];", g->tm, rows);
+    put(em, "%s", d->unroll);
+    put(em, "for (int j = 0; j < %d; j++) rb[j] = Bs[kk][tx + j * %d];", g->tn, cols);
+    char fma[96], step[128];
+    snprintf(fma, sizeof fma, d->fma, "ra[i]", "rb[j]", "acc[i][j]");
+    snprintf(step, sizeof step, "acc[i][j] = %s;", fma);
+    each_output(em, g, step);
+    close_(em);
+  }
   put(em, "%s", d->barrier);
   close_(em);
+  if (g->kgroups > 1) kg_sum(em, g, rows, cols);
   if (S > 1) split_combine(em, k, g, tiles, rows, cols);
   /* epilogue: every output of the sub-tile, in the kernel's own vars */
   put(em, "%s", d->unroll);

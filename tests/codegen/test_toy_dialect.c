@@ -367,8 +367,8 @@ int main(void) {
 
   /* the toy tokens where the algorithms need them */
   char *s = check("mlp_fwd_b128", &toy_grid, &cg_dialect_cuda, mg, &dflt, 1);  /* split-K GEMMs */
-  pin(s, "mlp_fwd_b128", (const char *const[]){ "toy_shared toyF32 As[", "toy_barrier();", "toy_fence();",
-      "toy_atomic_add(&kiln_arrived", "toy_load_uncached(tp + q * TOY_LIT(", "toy_fma(ra[i], rb[j], acc[i][j])",
+  pin(s, "mlp_fwd_b128", (const char *const[]){ "toy_shared toyvec4 Asv[", "toy_barrier();", "toy_fence();",
+      "toy_atomic_add(&kiln_arrived", "toy_load_uncached(tp + q * TOY_LIT(", "toy_fma(ra[i], rb[j], cacc[i][j])",
       "toy_global toy_counter kiln_arrived", "toy_unroll", "TOY_TID", "TOY_BID", "TOY_GDIM", "toy_threads(256)",
       "1_TOYU", "toy_kernel toy_threads(256) kiln_k0(toy_readonly toyF32 toy_ptr toy_noalias b0" }, 14);
   free(s);

@@ -163,7 +163,7 @@ static void compiles(const Plans *r, const char *what) {
   if (!r->p || cuda_nvrtc(&nv) != KILN_OK) return;
   StrBuf src = { 0 };
   OK(cg_render_plan(r->p, &cg_dialect_cuda, NULL, NULL, &src));
-  CHECK_MSG(src.s && strstr(src.s, "__shared__ float As"), "%s: no tiled kernel in the source", what);
+  CHECK_MSG(src.s && (strstr(src.s, "__shared__ float As") || strstr(src.s, "__shared__ float4 Asv")), "%s: no tiled kernel in the source", what);
   void *bin = NULL;
   size_t n = 0;
   bool hit;
