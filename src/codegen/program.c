@@ -235,7 +235,7 @@ static int64_t static_smem(const Plan *p, const Dialect *d, const CgOptions *o, 
   const Kernel *k = &p->kernels[l->kernel];
   CgGemm gm;
   if (d->grid && cg_kernel_shape(p, k, d, o) == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gm))
-    return 4 * (int64_t)gm.bk * (gm.bm + gm.bn + 2 * (32 / gm.bk)) + 16;
+    return 4 * (int64_t)gm.bk * (gm.bm + gm.bn + (gm.kgroups > 1 ? 8 : 2 * (32 / gm.bk))) + 16;
   return 32 * 16;
 }
 
@@ -275,6 +275,129 @@ static kiln_status close_group(const Dialect *d, CgProgram *g, int first, int en
   snprintf(G->why, sizeof G->why, "group of k%d..k%d: %d kernels in %d phase%s%s", first, end - 1, end - first, phases,
            phases > 1 ? "s" : "", G->cooperative ? ", grid barriers between" : "");
   g->n_group++;
+  return KILN_OK;
+}
+
+/* The launch a group runs at: its last member (a member deferred into it comes earlier). */
+static int group_last(const CgProgram *g, int gi) {
+  int last = -1;
+  for (int m = 0; m < g->n_launch; m++)
+    if (g->launch[m].group == gi) last = m;
+  return last;
+}
+
+/* Where kernel i runs in the sequence of launches: its own place, or its group's. */
+static int run_at(const CgProgram *g, int i) { return g->launch[i].group < 0 ? i : group_last(g, g->launch[i].group); }
+
+/* Does every pair of kernels that touch the same bytes (one writing) still run in plan order:
+ * the earlier one at an earlier launch, or in an earlier phase of the same group? */
+static bool order_kept(const Plan *p, const CgProgram *g) {
+  for (int a = 0; a < g->n_launch; a++)
+    for (int b = a + 1; b < g->n_launch; b++) {
+      const CgLaunch *la = &g->launch[a], *lb = &g->launch[b];
+      if (la->host || lb->host || !depends_on(p, g, a, b)) continue;
+      bool ok = la->group >= 0 && la->group == lb->group ? la->phase < lb->phase : run_at(g, a) < run_at(g, b);
+      if (!ok) return false;
+    }
+  return true;
+}
+
+/* A group's launch from its members as they now are: the union of their buffers, the widest
+ * phase's blocks, the members named. False when over the group budget. */
+static bool regroup(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram *g, int gi) {
+  CgLaunch *G = &g->group[gi];
+  int cap = 0, n = 0, np = 0;
+  int64_t smem = 0, widest = 0;
+  for (int m = 0; m < g->n_launch; m++)
+    if (g->launch[m].group == gi) cap += g->launch[m].n_params, n++, smem += static_smem(p, d, o, &g->launch[m]);
+  int *params = arena_alloc(&g->arena, sizeof *params * (size_t)(cap + 1));
+  if (!params || n < 2) return false;
+  for (int ph = 0; ph < G->phase; ph++) {
+    int64_t total = 0;
+    for (int m = 0; m < g->n_launch; m++)
+      if (g->launch[m].group == gi && g->launch[m].phase == ph) total += g->launch[m].grid;
+    if (total > widest) widest = total;
+  }
+  int len = snprintf(G->why, sizeof G->why, "group of");
+  for (int m = 0, first = 1; m < g->n_launch; m++) {
+    const CgLaunch *l = &g->launch[m];
+    if (l->group != gi) continue;
+    for (int j = 0; j < l->n_params; j++) np = union_add(params, np, l->params[j]);
+    bool run = m > 0 && g->launch[m - 1].group == gi, more = m + 1 < g->n_launch && g->launch[m + 1].group == gi;
+    if (len > 0 && (size_t)len < sizeof G->why && !(run && more))
+      len += run ? snprintf(G->why + len, sizeof G->why - (size_t)len, "..k%d", m)
+                 : snprintf(G->why + len, sizeof G->why - (size_t)len, "%s k%d", first ? "" : ",", m);
+    first = 0;
+  }
+  if (len > 0 && (size_t)len < sizeof G->why)
+    snprintf(G->why + len, sizeof G->why - (size_t)len, ": %d kernels in %d phase%s%s", n, G->phase, G->phase > 1 ? "s" : "",
+             G->cooperative ? ", grid barriers between" : "");
+  G->params = params, G->n_params = np, G->grid = d->grid ? widest : 1;
+  return np <= GROUP_MAX_PARAMS && (!d->grid || smem <= GROUP_MAX_STATIC_SMEM);
+}
+
+/* The first group whose launch comes after launch u, within the window (-1: none). */
+enum { DEFER_WINDOW = 8 };
+static int next_group(const CgProgram *g, int u) {
+  for (int x = u + 1; x < g->n_launch && x <= u + DEFER_WINDOW; x++)
+    if (g->launch[x].group >= 0 && group_last(g, g->launch[x].group) > u) return g->launch[x].group;
+  return -1;
+}
+
+/* No group after kernel u: a new one of u and the next kernel left alone that may share a
+ * launch with it (nothing in between, nor the kernel itself, touching what u touches). */
+static void pair_alone(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram *g, int u) {
+  for (int v = u + 1; v < g->n_launch && v <= u + DEFER_WINDOW; v++) {
+    CgLaunch *lv = &g->launch[v];
+    if (lv->group >= 0 || not_groupable(p, d, o, lv)) {
+      if (depends_on(p, g, u, v)) return;
+      continue;
+    }
+    if (depends_on(p, g, u, v)) return;
+    int gi = g->n_group;
+    g->group[gi] = (CgLaunch){ .kernel = -1, .group = gi, .phase = 1, .block = d->grid ? POINT_THREADS : 1 };
+    snprintf(g->group[gi].name, sizeof g->group[gi].name, "kiln_g%d", gi);
+    g->launch[u].group = g->launch[v].group = gi;
+    g->launch[u].phase = g->launch[v].phase = 0;
+    g->n_group++;
+    if (regroup(p, d, o, g, gi) && order_kept(p, g)) return;
+    g->launch[u].group = g->launch[v].group = -1;
+    g->n_group--;
+    return;
+  }
+}
+
+/* A kernel left alone runs in the first phase of the next group instead, so its launch goes:
+ * the group runs at its last member, so the kernel runs later than its place in the plan.
+ * Where a first-phase member must wait for it, that member moves on to the group after
+ * (evicted), if it can. Each move is kept only if every pair of kernels that touch the same
+ * bytes still runs in plan order (order_kept) and the groups stay in budget. After a softmax's
+ * rows, the loss's mean (an output nothing reads) and the bias update that must follow it
+ * (it stores into a bias the mean reads) are such kernels: mlp_train's step goes from 6
+ * launches to 5. */
+static kiln_status defer_alone(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram *g) {
+  int *was = kiln_calloc((size_t)g->n_launch + 1, sizeof *was);
+  if (!was) return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for launch groups");
+  for (int u = 0; u < g->n_launch; u++) {
+    CgLaunch *lu = &g->launch[u];
+    if (lu->group >= 0 || not_groupable(p, d, o, lu)) continue;
+    int gi = next_group(g, u);
+    if (gi < 0) {
+      pair_alone(p, d, o, g, u);
+      continue;
+    }
+    for (int m = 0; m < g->n_launch; m++) was[m] = g->launch[m].group;
+    int g2 = next_group(g, group_last(g, gi));
+    lu->group = gi, lu->phase = 0;
+    for (int m = u + 1; m < g->n_launch; m++) {  /* first-phase members that must wait for u move on */
+      CgLaunch *lm = &g->launch[m];
+      if (lm->group == gi && lm->phase == 0 && depends_on(p, g, u, m)) lm->group = g2;  /* g2 < 0: alone */
+    }
+    bool ok = regroup(p, d, o, g, gi) && (g2 < 0 || regroup(p, d, o, g, g2)) && order_kept(p, g);
+    for (int m = 0; m < g->n_launch && !ok; m++) g->launch[m].group = was[m];
+    if (!ok) regroup(p, d, o, g, gi), g2 >= 0 ? (void)regroup(p, d, o, g, g2) : (void)0;
+  }
+  kiln_free(was);
   return KILN_OK;
 }
 
@@ -319,6 +442,7 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
   }
   if (!st && first >= 0) st = close_group(d, g, first, g->n_launch, phases);
   kiln_free(params);
+  if (!st) st = defer_alone(p, d, o, g);
   return st;
 }
 

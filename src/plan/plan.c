@@ -497,10 +497,12 @@ static kiln_status place(Ctx *c, int s) {
   const char *why = "first kernel";
   if (kmax >= 0 && try_join(c, &p->kernels[kmax], s, &why, &st)) return KILN_OK;
   if (st) return st;
-  /* horizontal: a recent sibling that reads one of the same inputs */
+  /* horizontal: a recent sibling that reads one of the same inputs; a stage that reads no
+   * kernel's stage at all (a sum of the labels) depends on nothing computed, so any recent
+   * kernel of its iteration space takes it */
   for (int k = p->n_kernels - 1; k >= 0 && k >= kmax && k >= p->n_kernels - 8; k--) {
     const char *w2;
-    if (k == kmax || !shares_input(c, &p->kernels[k], s)) continue;
+    if (k == kmax || (kmax >= 0 && !shares_input(c, &p->kernels[k], s))) continue;
     if (try_join(c, &p->kernels[k], s, &w2, &st)) return KILN_OK;
     if (st) return st;
   }

@@ -35,7 +35,8 @@ typedef struct Launch {
   void *fn;
   RtBuf *args;        /* parameter values, from buf[] (host-memory backends: refreshed every run) */
   void *lib;          /* a library call runs instead of the kernel */
-  int first;          /* a group: its first member's launch */
+  int at;             /* a group: the member it is launched at (its last; codegen may defer an earlier
+                         independent kernel into it) */
   int64_t resident;   /* a group: blocks the device keeps resident (0: unknown) */
   int regs, local_bytes;
 } Launch;
@@ -53,7 +54,7 @@ struct Schedule {
   RtBuf arena;         /* intermediates */
   const char ***str;   /* stage -> host array of a string tensor (NULL: not a string) */
   Launch *launch; int n_launch;
-  Launch *group; int n_group;   /* launch groups (cg->group), each launched at its first member */
+  Launch *group; int n_group;   /* launch groups (cg->group), each launched at its last member */
   const char **veto;   /* plan kernel -> why it may not join a group (a built group over budget) */
   Arena veto_text;
   int n_rebuilds;
@@ -378,7 +379,9 @@ static kiln_status check_groups(Schedule *s, int *vetoed) {
     Launch *L = &s->group[i];
     L->l = &g->group[i];
     L->run = g->group[i];
-    for (L->first = 0; L->first < g->n_launch && g->launch[L->first].group != i; L->first++) { }
+    L->at = -1;
+    for (int m = 0; m < g->n_launch; m++)
+      if (g->launch[m].group == i) L->at = m;
     kiln_status st = s->be->lookup(s->dev, s->module, L->l, &L->fn);
     if (st) return st;
     if (!s->be->residency) continue;
@@ -467,9 +470,9 @@ static kiln_status enqueue_kernels(Schedule *s, kiln_census *c) {
       if (c) st = run_host_kernel(s, &s->plan->kernels[L->l->kernel], c);
       continue;
     }
-    if (L->l->group >= 0) {  /* the group runs at its first member */
+    if (L->l->group >= 0) {  /* the group runs at its last member */
       Launch *G = &s->group[L->l->group];
-      if (G->first != i) continue;
+      if (G->at != i) continue;
       L = G;
     }
     if (L->l->grid <= 0) continue;

@@ -12,8 +12,8 @@
 
 /* Kernel counts of one training step on cpu with the planner as of this commit (fused).
  * A change here means the planner changed: re-pin deliberately. */
-#define MLP_TRAIN_B32_KERNELS 10
-#define CNN_TRAIN_B32_KERNELS 31
+#define MLP_TRAIN_B32_KERNELS 9  /* the labels' row sum joins the softmax rows' kernel (it reads no kernel) */
+#define CNN_TRAIN_B32_KERNELS 30
 
 static unsigned long long seed = 42;
 
