@@ -239,7 +239,7 @@ typedef struct CgLaunch {
 typedef struct CgProgram {
   StrBuf source;         /* the whole translation unit (prelude + every non-host kernel) */
   CgLaunch *launch; int n_launch;   /* one per plan kernel, plan order */
-  CgLaunch *group; int n_group;     /* one per launch group, launched where its first member is */
+  CgLaunch *group; int n_group;     /* one per launch group, launched where its last member is */
   /* stage -> the param whose buffer it is stored into (-1: its own): an assigned value
    * written in place because every other read of the param comes before, and its own
    * kernel reads the param only at the point it stores, in the thread that stores it */
