@@ -274,8 +274,7 @@ typedef struct kiln_options {
                            length), base, warp, vec, wvec, p16, p16vec, long, wveclong */
   int cuda_splitk;      /* split-K for contractions with few output tiles, and a few long rows of sums
                            split over several blocks in two phases ($KILN_CUDA_SPLITK): 1 on (default),
-                           0 off ("0"), 2 wide ("wide": raced, not the default), 3 deep ("deep": about
-                           twice the spans, down to one k-tile each; raced) */
+                           0 off ("0"), 2 wide ("wide": raced, not the default) */
   int cuda_fma;         /* cuda: 1 let NVRTC contract a * b + c into one fused multiply-add (f32 still,
                            one rounding instead of two, as cuBLAS and PyTorch's kernels do);
                            0 (default) --fmad=false ($KILN_CUDA_FMA=1: raced, not yet the default) */

@@ -145,7 +145,6 @@ typedef struct Dialect {
   const char *cached_load;        /* an f32 load past the incoherent caches; %s the address: "__ldcg(%s)" */
   const char *fma;                /* f32 a * b + c, one rounding; %s a, %s b, %s c: "__fmaf_rn(%s, %s, %s)" */
   const char *unroll;             /* pragma before a loop to unroll fully: "#pragma unroll" */
-  const char *unroll_n;           /* pragma before a loop to unroll %d times: "#pragma unroll %d" (NULL: none) */
   const char *vec4_type;          /* 16-byte vector of f32 (NULL: none, no VEC4 shape) */
   const char *vec4_lane[4];       /* the lanes' access suffixes: ".x", ".y", ".z", ".w" */
   const char *vec4_load;          /* a vector read; %d parameter number, %s vector index:
@@ -180,7 +179,6 @@ typedef enum {
   CG_SPLITK_ON,    /* split a GEMM's tiles along K when too few tiles fill the chip (default) */
   CG_SPLITK_OFF,   /* never split (KILN_CUDA_SPLITK=0) */
   CG_SPLITK_WIDE,  /* split, and prefer the largest tile whose splits still fill the chip ("wide") */
-  CG_SPLITK_DEEP,  /* split into about twice the spans, down to one k-tile each ("deep": raced) */
 } CgSplitK;
 /* Launch groups (KILN_GRID_SYNC): consecutive kernels of a grid dialect joined into one launch.
  * Within a group, kernels with no buffer in conflict (nothing one writes is read or written by

@@ -142,7 +142,6 @@ const Dialect cg_dialect_cuda = {
   .cached_load = "__ldcg(%s)",
   .fma = "__fmaf_rn(%s, %s, %s)",
   .unroll = "#pragma unroll",
-  .unroll_n = "#pragma unroll %d",
   .vec4_type = "float4",
   .vec4_lane = { ".x", ".y", ".z", ".w" },
   .vec4_load = "((const float4 *)b%d)[%s]",

@@ -119,11 +119,10 @@ static int64_t tiles_of(const CgGemm *g, int c) { return tiles_at(g, tile_cfg[c]
 
 /* Spans for tile config c: two blocks per multiprocessor in all, each span at least
  * MIN_SPAN_TILES k-tiles long, the partial tiles within SPLIT_WS_BYTES. */
-static int64_t splits_for(const CgGemm *g, int c, bool deep) {
+static int64_t splits_for(const CgGemm *g, int c) {
   int64_t tiles = tiles_of(g, c), ktiles = (g->K + tile_cfg[c][2] - 1) / tile_cfg[c][2];
-  int64_t splits = ((deep ? 4 : 2) * ENOUGH_BLOCKS + tiles - 1) / tiles;
-  int min_span = deep ? 1 : MIN_SPAN_TILES;
-  if (splits > ktiles / min_span) splits = ktiles / min_span;
+  int64_t splits = (2 * ENOUGH_BLOCKS + tiles - 1) / tiles;
+  if (splits > ktiles / MIN_SPAN_TILES) splits = ktiles / MIN_SPAN_TILES;
   if (splits > MAX_SPLITS) splits = MAX_SPLITS;
   while (splits > 1 && (double)splits * (double)tiles * tile_cfg[c][0] * tile_cfg[c][1] * 4 > SPLIT_WS_BYTES) splits--;
   return splits < 1 ? 1 : splits;
@@ -137,10 +136,9 @@ static void pick_tile(CgGemm *g, CgSplitK splitk) {
   bool off = splitk == CG_SPLITK_OFF, wide = splitk == CG_SPLITK_WIDE;
   int c = 0;
   while (c < 2 && tiles_of(g, c) < ENOUGH_BLOCKS) c++;
-  bool deep = splitk == CG_SPLITK_DEEP;
-  int64_t splits = tiles_of(g, c) < ENOUGH_BLOCKS && !off ? splits_for(g, c, deep) : 1;
+  int64_t splits = tiles_of(g, c) < ENOUGH_BLOCKS && !off ? splits_for(g, c) : 1;
   for (int w = 0; wide && splits > 1 && w < c; w++) {
-    int64_t ws = splits_for(g, w, false);
+    int64_t ws = splits_for(g, w);
     if (tiles_of(g, w) * ws >= ENOUGH_BLOCKS) { c = w, splits = ws; break; }
   }
   g->bm = tile_cfg[c][0], g->bn = tile_cfg[c][1], g->bk = tile_cfg[c][2], g->tm = tile_cfg[c][3], g->tn = tile_cfg[c][4];

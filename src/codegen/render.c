@@ -1413,7 +1413,6 @@ int cg_row_variant_resolve(const Kernel *k, int variant) {
   return ROW_P16;
 }
 enum { SPLIT_REG = 8 };  /* points of a long row a thread keeps in registers (<= 32 in all) */
-enum { ROW_UNROLL = 4 };  /* an uncached row loop, unrolled this many times */
 
 int cg_row_variant(const char *name) {
   if (!name || !name[0]) return ROW_AUTO;
@@ -1779,9 +1778,6 @@ static void block_inner_loop(R *r, int step, int per) {
     if (guarded) line(r, "if (%s < %s) {", p, lit(r, vec ? k->inner_numel / 4 : k->inner_numel));
     else line(r, "{");  /* the row is a whole number of blocks: no bound check between the loads */
   } else {
-    /* unrolled 4 times: a thread's points are independent loads, and one at a time each
-     * waits out the memory latency (a row of 25088 points at 1024 threads: 25 in a row) */
-    if (r->d->unroll_n) line(r, r->d->unroll_n, ROW_UNROLL);
     if (r->ro.split > 1) line(r, "for (%s r = rbeg + %s; r < rend; r += %s) {", I, r->kt, r->d->block_size);
     else line(r, "for (%s r = %s; r < %s; r += %s) {", I, r->kt, lit(r, k->inner_numel), r->ro.rows > 1 ? "32" : r->d->block_size);
   }

@@ -73,7 +73,7 @@ kiln_options kiln_options_default(void) {
   o.max_ref_work = env_count("KILN_MAX_REF_WORK", (int64_t)100000000000);
   env_text("KILN_CUDA_ROW", "", o.cuda_row, sizeof o.cuda_row);
   const char *sk = getenv("KILN_CUDA_SPLITK");
-  o.cuda_splitk = sk && !strcmp(sk, "0") ? 0 : sk && !strcmp(sk, "wide") ? 2 : sk && !strcmp(sk, "deep") ? 3 : 1;
+  o.cuda_splitk = sk && !strcmp(sk, "0") ? 0 : sk && !strcmp(sk, "wide") ? 2 : 1;
   o.cublaslt = kiln_env_int("KILN_CUBLASLT", 1) != 0;
   o.cuda_fma = kiln_env_int("KILN_CUDA_FMA", 0) != 0;
   o.grid_sync = kiln_env_int("KILN_GRID_SYNC", -1);

@@ -85,7 +85,6 @@ static const Dialect toy_grid = {
   .cached_load = "toy_load_uncached(%s)",
   .fma = "toy_fma(%s, %s, %s)",
   .unroll = "toy_unroll",
-  .unroll_n = "toy_unroll_n %d",
   .vec4_type = "toyvec4",
   .vec4_lane = { ".toy_l0", ".toy_l1", ".toy_l2", ".toy_l3" },
   .vec4_load = "toy_vload(b%d)[%s]",
@@ -159,7 +158,7 @@ static const struct { size_t off; int n; const char *name; } fields[] = {
   F(simd_sum), F(simd_reduce), A(simd_reduce_op), F(simd_reduce_or), F(thread_index), F(thread_stride), F(thread_id),
   F(block_id), F(block_size), F(grid_size), F(block_bounds), F(block_bounds_min), F(shared_qual), F(global_qual),
   F(dyn_shared), F(dyn_shared_name), F(barrier), F(fence), F(atomic_add), F(counter_type), F(cached_load), F(fma),
-  F(unroll), F(unroll_n), F(vec4_type), A(vec4_lane), F(vec4_load), F(vec4_store), F(block_reduce), F(warp_reduce),
+  F(unroll), F(vec4_type), A(vec4_lane), F(vec4_load), F(vec4_store), F(block_reduce), F(warp_reduce),
   F(block_reduce_arg), F(warp_reduce_arg), A(reduce_op), F(phase_prefix), F(phase_thread_index),
   F(phase_thread_stride), F(kernel_entry), F(grid_barrier), F(group_open), F(group_call_end), F(group_close),
 };
