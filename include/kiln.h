@@ -293,8 +293,9 @@ typedef struct kiln_options {
   int index32;          /* index math proven to stay inside int32 is done in 32 bits ($KILN_INDEX32): 1 on,
                            0 off, -1 (default) what measurement chose per backend: on for cuda (a 64-bit
                            division by a constant is tens of GPU instructions), off for cpu */
-  int lazy_select;      /* grid backends: 1 (default) a select whose branches read memory computes only the
-                           branch taken; 0 both, eagerly ($KILN_LAZY_SELECT=0) */
+  int lazy_select;      /* 1 (default) a select whose branches read memory computes only the branch taken
+                           (cpu: only where both branches read memory, outside pointwise kernels); 0 both,
+                           eagerly ($KILN_LAZY_SELECT=0) */
   /* compilers and caches */
   char cc[256];         /* cpu: the C compiler ($KILN_CC, default "cc") */
   char cache_dir[1024]; /* compiled kernels ($KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else

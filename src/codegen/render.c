@@ -461,17 +461,26 @@ static bool reads_new(R *r, const Expr *e, Memo **seen, int *n, int *cap) {
   return false;
 }
 
-/* Grid dialects evaluate a select whose branches read memory lazily: only the branch taken
- * is computed, in its own scope (what it memoises is forgotten after it). The gradients of
- * a convolution read a window as a chain of selects over its taps, one load each, of which
- * one is taken; eagerly every tap is loaded. Loop dialects keep selects eager (a branch in
- * a vector loop stops it vectorising), and so do row caches (a value captured in a branch
- * may not be there) and chains too deep for the memo's scopes. */
+/* A select whose branches read memory is evaluated lazily: only the branch taken is computed,
+ * in its own scope (what it memoises is forgotten after it). The gradients of a convolution
+ * read a window as a chain of selects over its taps, one load each, of which one is taken;
+ * eagerly every tap is loaded. Grid dialects take any such select (raced on the H200). Loop
+ * dialects take only selects whose two branches both read memory (the tap chains: 0.71 on
+ * cnn_train_b32's step on this CPU), and never in a pointwise kernel: a guard like padding
+ * (a load or 0) stays eager, since a branch in a vector loop costs more than the one load
+ * (convnet_mini 1.22 when it did not). Row caches keep selects eager (a value captured in a
+ * branch may not be there), and so do chains too deep for the memo's scopes. */
 static bool lazy_select(R *r, const Expr *e) {
-  if (e->kind != EX_SELECT || !r->o->lazy_select || !r->d->grid || r->n_cached || r->depth > 24 || !dtype_is_float(e->dtype)) return false;
+  if (e->kind != EX_SELECT || !r->o->lazy_select || r->n_cached || r->depth > 24 || !dtype_is_float(e->dtype)) return false;
+  if (!r->d->grid && r->k->kind == KN_POINTWISE) return false;
   Memo *seen = NULL;
   int n = 0, cap = 0;
-  bool lazy = reads_new(r, e->args[1], &seen, &n, &cap) || reads_new(r, e->args[2], &seen, &n, &cap);
+  bool first = reads_new(r, e->args[1], &seen, &n, &cap), lazy;
+  if (r->d->grid) lazy = first || reads_new(r, e->args[2], &seen, &n, &cap);
+  else {  /* both branches: a fresh walk (the first one marked what the branches share as seen) */
+    kiln_free(seen), seen = NULL, n = cap = 0;
+    lazy = first && reads_new(r, e->args[2], &seen, &n, &cap);
+  }
   kiln_free(seen);
   return lazy && !r->st;
 }
