@@ -278,40 +278,44 @@ static kiln_status close_group(const Dialect *d, CgProgram *g, int first, int en
   return KILN_OK;
 }
 
-/* The launch a group runs at: its last member (a member deferred into it comes earlier). */
-static int group_last(const CgProgram *g, int gi) {
-  int last = -1;
+/* Where each kernel runs in the sequence of launches: its own place, or its group's last
+ * member's (a member deferred into a group comes before the group's own members). */
+static void runs_at(const CgProgram *g, int *at, int *last) {
+  for (int i = 0; i < g->n_group; i++) last[i] = -1;
   for (int m = 0; m < g->n_launch; m++)
-    if (g->launch[m].group == gi) last = m;
-  return last;
+    if (g->launch[m].group >= 0) last[g->launch[m].group] = m;
+  for (int m = 0; m < g->n_launch; m++) at[m] = g->launch[m].group < 0 ? m : last[g->launch[m].group];
 }
 
-/* Where kernel i runs in the sequence of launches: its own place, or its group's. */
-static int run_at(const CgProgram *g, int i) { return g->launch[i].group < 0 ? i : group_last(g, g->launch[i].group); }
-
-/* Does every pair of kernels that touch the same bytes (one writing) still run in plan order:
- * the earlier one at an earlier launch, or in an earlier phase of the same group? */
-static bool order_kept(const Plan *p, const CgProgram *g) {
-  for (int a = 0; a < g->n_launch; a++)
-    for (int b = a + 1; b < g->n_launch; b++) {
+/* After a move among launches lo..hi (deferrals only: every kernel that moved has its place
+ * and its new and old launch inside lo..hi), does every pair of kernels that touch the same
+ * bytes (one writing) still run in plan order: the earlier at an earlier launch, or in an
+ * earlier phase of the same group? Pairs with a kernel outside lo..hi kept their order. */
+static bool order_kept(const Plan *p, const CgProgram *g, const int *at, const int *was_at, int lo, int hi) {
+  for (int a = 0; a < g->n_launch; a++) {
+    bool in_a = (a >= lo && a <= hi) || (at[a] >= lo && at[a] <= hi) || (was_at[a] >= lo && was_at[a] <= hi);
+    for (int b = a + 1; in_a && b < g->n_launch; b++) {
+      bool in_b = (b >= lo && b <= hi) || (at[b] >= lo && at[b] <= hi) || (was_at[b] >= lo && was_at[b] <= hi);
       const CgLaunch *la = &g->launch[a], *lb = &g->launch[b];
-      if (la->host || lb->host || !depends_on(p, g, a, b)) continue;
-      bool ok = la->group >= 0 && la->group == lb->group ? la->phase < lb->phase : run_at(g, a) < run_at(g, b);
-      if (!ok) return false;
+      if (!in_b || la->host || lb->host || !depends_on(p, g, a, b)) continue;
+      if (la->group >= 0 && la->group == lb->group ? la->phase >= lb->phase : at[a] >= at[b]) return false;
     }
+  }
   return true;
 }
 
 /* A group's launch from its members as they now are: the union of their buffers, the widest
- * phase's blocks, the members named. False when over the group budget. */
-static bool regroup(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram *g, int gi) {
+ * phase's blocks, the members named. 1: in budget; 0: over it (or fewer than two members);
+ * -1: out of memory. */
+static int regroup(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram *g, int gi) {
   CgLaunch *G = &g->group[gi];
   int cap = 0, n = 0, np = 0;
   int64_t smem = 0, widest = 0;
   for (int m = 0; m < g->n_launch; m++)
     if (g->launch[m].group == gi) cap += g->launch[m].n_params, n++, smem += static_smem(p, d, o, &g->launch[m]);
+  if (n < 2) return 0;
   int *params = arena_alloc(&g->arena, sizeof *params * (size_t)(cap + 1));
-  if (!params || n < 2) return false;
+  if (!params) return -1;
   for (int ph = 0; ph < G->phase; ph++) {
     int64_t total = 0;
     for (int m = 0; m < g->n_launch; m++)
@@ -338,67 +342,84 @@ static bool regroup(const Plan *p, const Dialect *d, const CgOptions *o, CgProgr
 
 /* The first group whose launch comes after launch u, within the window (-1: none). */
 enum { DEFER_WINDOW = 8 };
-static int next_group(const CgProgram *g, int u) {
+static int next_group(const CgProgram *g, const int *last, int u) {
   for (int x = u + 1; x < g->n_launch && x <= u + DEFER_WINDOW; x++)
-    if (g->launch[x].group >= 0 && group_last(g, g->launch[x].group) > u) return g->launch[x].group;
+    if (g->launch[x].group >= 0 && last[g->launch[x].group] > u) return g->launch[x].group;
   return -1;
 }
 
-/* No group after kernel u: a new one of u and the next kernel left alone that may share a
- * launch with it (nothing in between, nor the kernel itself, touching what u touches). */
-static void pair_alone(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram *g, int u) {
-  for (int v = u + 1; v < g->n_launch && v <= u + DEFER_WINDOW; v++) {
-    CgLaunch *lv = &g->launch[v];
-    if (lv->group >= 0 || not_groupable(p, d, o, lv)) {
-      if (depends_on(p, g, u, v)) return;
-      continue;
-    }
-    if (depends_on(p, g, u, v)) return;
-    int gi = g->n_group;
-    g->group[gi] = (CgLaunch){ .kernel = -1, .group = gi, .phase = 1, .block = d->grid ? POINT_THREADS : 1 };
-    snprintf(g->group[gi].name, sizeof g->group[gi].name, "kiln_g%d", gi);
-    g->launch[u].group = g->launch[v].group = gi;
-    g->launch[u].phase = g->launch[v].phase = 0;
-    g->n_group++;
-    if (regroup(p, d, o, g, gi) && order_kept(p, g)) return;
-    g->launch[u].group = g->launch[v].group = -1;
-    g->n_group--;
-    return;
-  }
+static int group_size(const CgProgram *g, int gi) {
+  int n = 0;
+  for (int m = 0; m < g->n_launch; m++) n += g->launch[m].group == gi;
+  return n;
 }
 
-/* A kernel left alone runs in the first phase of the next group instead, so its launch goes:
- * the group runs at its last member, so the kernel runs later than its place in the plan.
- * Where a first-phase member must wait for it, that member moves on to the group after
- * (evicted), if it can. Each move is kept only if every pair of kernels that touch the same
- * bytes still runs in plan order (order_kept) and the groups stay in budget. After a softmax's
- * rows, the loss's mean (an output nothing reads) and the bias update that must follow it
- * (it stores into a bias the mean reads) are such kernels: mlp_train's step goes from 6
- * launches to 5. */
+/* Scratch of defer_alone: each kernel's group and launch before a move, and after it. */
+typedef struct Moves { int *was, *was_at, *at, *last; } Moves;
+
+/* Keeps a move of kernels among launches u..hi if the groups it touched (gi, g2; -1: none)
+ * are in budget and the order holds; else puts every kernel back in its old group. */
+static kiln_status keep_or_undo(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram *g, Moves *mv, int u,
+                                int gi, int g2) {
+  int a = regroup(p, d, o, g, gi), b = g2 >= 0 ? regroup(p, d, o, g, g2) : 1;
+  if (a < 0 || b < 0) return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for launch groups");
+  int hi = u;  /* the last launch any moved kernel had or has */
+  runs_at(g, mv->at, mv->last);
+  for (int m = 0; m < g->n_launch; m++)
+    if (mv->at[m] != mv->was_at[m] || g->launch[m].group != mv->was[m]) {
+      if (m > hi) hi = m;
+      if (mv->at[m] > hi) hi = mv->at[m];
+      if (mv->was_at[m] > hi) hi = mv->was_at[m];
+    }
+  if (a && b && order_kept(p, g, mv->at, mv->was_at, u, hi)) return KILN_OK;
+  for (int m = 0; m < g->n_launch; m++) g->launch[m].group = mv->was[m];
+  a = regroup(p, d, o, g, gi), b = g2 >= 0 ? regroup(p, d, o, g, g2) : 1;
+  return a < 0 || b < 0 ? kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for launch groups") : KILN_OK;
+}
+
+/* A kernel left alone runs in the first phase of the next group instead. The group is
+ * launched at its last member, so the kernel runs later than its place in the plan. A
+ * first-phase member that must wait for it moves on to the group after (or runs alone). With
+ * no group after it, it pairs with the next kernel left alone. A move is kept only if the
+ * groups stay in budget and every pair of kernels that touch the same bytes still runs in
+ * plan order. After a softmax's rows, the loss's mean (an output nothing reads) and the bias
+ * update that must follow it (it stores into the bias the mean reads) are such kernels:
+ * mlp_train_b32's step goes from 6 launches to 5. */
 static kiln_status defer_alone(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram *g) {
-  int *was = kiln_calloc((size_t)g->n_launch + 1, sizeof *was);
-  if (!was) return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for launch groups");
-  for (int u = 0; u < g->n_launch; u++) {
+  size_t n = (size_t)g->n_launch + 1;
+  Moves mv = { kiln_calloc(n, sizeof(int)), kiln_calloc(n, sizeof(int)), kiln_calloc(n, sizeof(int)),
+               kiln_calloc(n + (size_t)g->n_launch, sizeof(int)) };
+  kiln_status st = mv.was && mv.was_at && mv.at && mv.last ? KILN_OK
+                   : kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for launch groups");
+  for (int u = 0; u < g->n_launch && !st; u++) {
     CgLaunch *lu = &g->launch[u];
     if (lu->group >= 0 || not_groupable(p, d, o, lu)) continue;
-    int gi = next_group(g, u);
-    if (gi < 0) {
-      pair_alone(p, d, o, g, u);
-      continue;
+    runs_at(g, mv.was_at, mv.last);
+    for (int m = 0; m < g->n_launch; m++) mv.was[m] = g->launch[m].group;
+    int gi = next_group(g, mv.last, u), g2 = -1;
+    if (gi >= 0) {
+      g2 = next_group(g, mv.last, mv.last[gi]);
+      lu->group = gi, lu->phase = 0;
+      for (int m = u + 1; m < g->n_launch; m++) {  /* first-phase members that must wait for u move on */
+        CgLaunch *lm = &g->launch[m];
+        if (lm->group == gi && lm->phase == 0 && depends_on(p, g, u, m)) lm->group = g2;
+      }
+    } else {
+      int v = u + 1;  /* the next kernel left alone that may share a launch with u */
+      for (; v < g->n_launch && v <= u + DEFER_WINDOW; v++)
+        if (g->launch[v].group < 0 && !not_groupable(p, d, o, &g->launch[v])) break;
+      if (v >= g->n_launch || v > u + DEFER_WINDOW) continue;
+      gi = g->n_group++;
+      g->group[gi] = (CgLaunch){ .kernel = -1, .group = gi, .phase = 1, .block = d->grid ? POINT_THREADS : 1 };
+      snprintf(g->group[gi].name, sizeof g->group[gi].name, "kiln_g%d", gi);
+      lu->group = g->launch[v].group = gi;
+      lu->phase = g->launch[v].phase = 0;
     }
-    for (int m = 0; m < g->n_launch; m++) was[m] = g->launch[m].group;
-    int g2 = next_group(g, group_last(g, gi));
-    lu->group = gi, lu->phase = 0;
-    for (int m = u + 1; m < g->n_launch; m++) {  /* first-phase members that must wait for u move on */
-      CgLaunch *lm = &g->launch[m];
-      if (lm->group == gi && lm->phase == 0 && depends_on(p, g, u, m)) lm->group = g2;  /* g2 < 0: alone */
-    }
-    bool ok = regroup(p, d, o, g, gi) && (g2 < 0 || regroup(p, d, o, g, g2)) && order_kept(p, g);
-    for (int m = 0; m < g->n_launch && !ok; m++) g->launch[m].group = was[m];
-    if (!ok) regroup(p, d, o, g, gi), g2 >= 0 ? (void)regroup(p, d, o, g, g2) : (void)0;
+    st = keep_or_undo(p, d, o, g, &mv, u, gi, g2);
+    if (!st && gi == g->n_group - 1 && group_size(g, gi) == 0) g->n_group--;  /* a pair that was undone */
   }
-  kiln_free(was);
-  return KILN_OK;
+  kiln_free(mv.was), kiln_free(mv.was_at), kiln_free(mv.at), kiln_free(mv.last);
+  return st;
 }
 
 /* Consecutive groupable kernels, each in the first phase after every member it depends on;
