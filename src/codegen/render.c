@@ -189,7 +189,7 @@ static void wrap_small(const R *r, kiln_dtype t, char *text, size_t n) {
  * narrow too, so every step is exact in 32 bits. On a GPU a 64-bit multiply is several
  * instructions and a 64-bit division by a constant a few tens; the index maps of an
  * implicit-GEMM convolution are mostly such divisions. A narrow value used by a wider
- * op is widened first (narrow_arg), so no 32-bit step can overflow. */
+ * op is widened first (binary_text's wide_a), so no 32-bit step can overflow. */
 static bool fits32(const R *r, const Expr *e) {
   int64_t mn, mx;
   return r->o->index32 && r->d->index32_type && e->dtype == KILN_I64 && te_range(e, r->lo, r->hi, r->nv, &mn, &mx) &&
@@ -237,8 +237,9 @@ static void binary_text(R *r, const Expr *e, const char *a, const char *b, bool 
   switch (e->op) {
   case TB_ADD: case TB_SUB: case TB_MUL:
     if (ot == KILN_I64 && (narrow || exact_index(r, e))) {  /* index math: plain C keeps it analysable */
-      snprintf(o, n, "(%s%s%s%s %s %s)", wide_a && !narrow ? "(" : "", wide_a && !narrow ? ix(r) : "", wide_a && !narrow ? ")" : "",
-               a, e->op == TB_ADD ? "+" : e->op == TB_SUB ? "-" : "*", b);
+      char widen[40] = "";
+      if (wide_a && !narrow) snprintf(widen, sizeof widen, "(%s)", ix(r));
+      snprintf(o, n, "(%s%s %s %s)", widen, a, e->op == TB_ADD ? "+" : e->op == TB_SUB ? "-" : "*", b);
       break;
     }
     snprintf(o, n, "(%s)((%s)%s %s (%s)%s)", T, U, a, e->op == TB_SUB ? "-" : e->op == TB_MUL ? "*" : "+", U, b);
@@ -648,8 +649,9 @@ static void digits(R *r, const char *flat, int first, int n, const int64_t *shap
                    int64_t total) {
   const char *I = ix(r);
   int64_t stride = 1, points = 1;
-  for (int i = 0; i < n; i++)
-    if (!sel || sel[i] == want) points = points <= INT32_MAX ? points * shape[i] : points;
+  for (int i = 0; i < n; i++)  /* saturates past int32 */
+    if (!sel || sel[i] == want)
+      points = shape[i] > 0 && points > INT32_MAX / shape[i] ? (int64_t)INT32_MAX + 1 : points * shape[i];
   /* the flat index is below `points`: under 2^31 its digits are 32-bit divisions (fits32) */
   char f32[64];
   bool narrow = r->o->index32 && r->d->index32_type && points <= INT32_MAX;
@@ -658,10 +660,9 @@ static void digits(R *r, const char *flat, int first, int n, const int64_t *shap
     if (sel && sel[i] != want) continue;
     bool lead = total > 0 ? stride * shape[i] == total : i == 0;
     int v = first + i;
-    char st[32], sh[32];
-    snprintf(st, sizeof st, "%s", narrow ? "" : lit(r, stride));
-    snprintf(sh, sizeof sh, "%s", narrow ? "" : lit(r, shape[i]));
+    char st[48], sh[48];  /* int literals when narrow, else the dialect's i64 ones */
     if (narrow) snprintf(st, sizeof st, "%lld", (long long)stride), snprintf(sh, sizeof sh, "%lld", (long long)shape[i]);
+    else snprintf(st, sizeof st, "%s", lit(r, stride)), snprintf(sh, sizeof sh, "%s", lit(r, shape[i]));
     if (shape[i] == 1) line(r, "const %s v%d = 0;", I, v);
     else if (lead && total > 0 && stride == 1) line(r, "const %s v%d = %s;", I, v, flat);
     else if (lead) line(r, "const %s v%d = %s / %s;", I, v, flat, st);
