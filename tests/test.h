@@ -8,6 +8,7 @@
 #include "kiln.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,20 @@ static int test_failures;
 static inline double test_rand(unsigned long long *s) {
   *s ^= *s >> 12; *s ^= *s << 25; *s ^= *s >> 27;
   return (double)((*s * 2685821657736338717ull) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+/* Does backend be compile a one-op program here (its compiler, driver and device present)? */
+static inline bool test_backend_present(const char *be) {
+  kiln_graph *g;
+  kiln_tensor x, y;
+  kiln_program *p = NULL;
+  kiln_options o = kiln_options_default();
+  o.backend = be;
+  bool ok = !kiln_graph_create(&g) && !kiln_graph_input(g, "x", KILN_F32, 1, (const int64_t[]){2}, &x) &&
+            !kiln_graph_unary(g, KILN_NEG, x, &y) && !kiln_graph_output(g, y, "y") && !kiln_program_compile(g, &o, &p);
+  kiln_program_free(p);
+  kiln_graph_free(g);
+  return ok;
 }
 
 #endif

@@ -51,19 +51,6 @@ static kiln_program *run_workload(ModelKind m, const char *be, const float *x, c
   return p;
 }
 
-static bool cpu_present(void) {
-  kiln_graph *g;
-  kiln_tensor x, y;
-  kiln_program *p = NULL;
-  kiln_options o = kiln_options_default();
-  o.backend = "cpu";
-  bool ok = !kiln_graph_create(&g) && !kiln_graph_input(g, "x", KILN_F32, 1, (const int64_t[]){2}, &x) &&
-            !kiln_graph_unary(g, KILN_NEG, x, &y) && !kiln_graph_output(g, y, "y") && !kiln_program_compile(g, &o, &p);
-  kiln_program_free(p);
-  kiln_graph_free(g);
-  return ok;
-}
-
 /* cpu against ref for one workload step (with_ref), census pinned. The CNN's values are
  * checked against PyTorch in test_train_torch; here ref would only cost time. */
 static void test_workload(ModelKind m, const char *name, int64_t kernels, bool with_ref) {
@@ -163,7 +150,7 @@ static void test_api_checks(void) {
 int main(void) {
   test_api_checks();
   test_repeated_steps("ref");
-  if (!cpu_present()) {
+  if (!test_backend_present("cpu")) {
     fprintf(stderr, "skip: cpu backend not available (%s)\n", kiln_last_error());
     TEST_MAIN_END();
   }

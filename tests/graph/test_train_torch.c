@@ -194,20 +194,6 @@ static void run_case(const Model *m, const char *optim, const char *be, kiln_dty
   kiln_graph_free(g);
 }
 
-static bool backend_present(const char *name) {
-  kiln_graph *g;
-  kiln_tensor x, y;
-  kiln_program *p = NULL;
-  kiln_options o = kiln_options_default();
-  o.backend = name;
-  bool ok = !kiln_graph_create(&g) && !kiln_graph_input(g, "x", KILN_F32, 1, (const int64_t[]){2}, &x) &&
-            !kiln_graph_unary(g, KILN_NEG, x, &y) && !kiln_graph_output(g, y, "y") &&
-            !kiln_program_compile(g, &o, &p);
-  kiln_program_free(p);
-  kiln_graph_free(g);
-  return ok;
-}
-
 int main(void) {
   double probe[1];
   if (ref_values("mlp_sgd", "loss0", probe) != 1) {
@@ -216,7 +202,7 @@ int main(void) {
   }
   const char *backends[] = {"ref", "cpu"};
   for (int b = 0; b < 2; b++) {
-    if (b > 0 && !backend_present(backends[b])) {
+    if (b > 0 && !test_backend_present(backends[b])) {
       fprintf(stderr, "skip: backend %s not available (%s)\n", backends[b], kiln_last_error());
       continue;
     }

@@ -9,19 +9,6 @@
 
 #include <stdbool.h>
 
-static bool backend_present(const char *be) {
-  kiln_graph *g;
-  kiln_tensor x, y;
-  kiln_program *p = NULL;
-  kiln_options o = kiln_options_default();
-  o.backend = be;
-  bool ok = !kiln_graph_create(&g) && !kiln_graph_input(g, "x", KILN_F32, 1, (const int64_t[]){2}, &x) &&
-            !kiln_graph_unary(g, KILN_NEG, x, &y) && !kiln_graph_output(g, y, "y") && !kiln_program_compile(g, &o, &p);
-  kiln_program_free(p);
-  kiln_graph_free(g);
-  return ok;
-}
-
 /* No inputs: y = 2 w; w <- w + 1; counter (i64 scalar) <- counter + 1. */
 static void test_write_then_run(const char *be) {
   kiln_graph *g;
@@ -113,7 +100,7 @@ static void test_string_param(void) {
 int main(void) {
   const char *backends[] = {"ref", "cpu", "cuda"};
   for (int i = 0; i < 3; i++) {
-    if (i && !backend_present(backends[i])) {
+    if (i && !test_backend_present(backends[i])) {
       fprintf(stderr, "write_param: %s absent, skipped\n", backends[i]);
       continue;
     }

@@ -209,21 +209,8 @@ out:
   train_net_free(&hn);
 }
 
-static bool cpu_present(void) {
-  kiln_graph *g;
-  kiln_tensor x, y;
-  kiln_program *p = NULL;
-  kiln_options o = kiln_options_default();
-  o.backend = "cpu";
-  bool ok = !kiln_graph_create(&g) && !kiln_graph_input(g, "x", KILN_F32, 1, (const int64_t[]){2}, &x) &&
-            !kiln_graph_unary(g, KILN_NEG, x, &y) && !kiln_graph_output(g, y, "y") && !kiln_program_compile(g, &o, &p);
-  kiln_program_free(p);
-  kiln_graph_free(g);
-  return ok;
-}
-
 int main(void) {
-  if (!cpu_present()) {
+  if (!test_backend_present("cpu")) {
     fprintf(stderr, "train_resident: cpu backend absent, skipped\n");
     return 0;
   }
