@@ -369,6 +369,11 @@ typedef struct CgEmit {
   void (*items)(void *r, int step, const char *acc);
 } CgEmit;
 void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em);
+/* The lines where the blocks of one split piece of work meet (a tile's K-spans, a row's
+ * pieces), each block's partial already stored: the block that arrives last at counter
+ * `slot` (of `blocks`) goes on past them, the others `continue` to their next piece. */
+enum { CG_ARRIVAL_LINES = 6 };
+void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, char out[CG_ARRIVAL_LINES][256]);
 
 /* -- library.c: which GEMMs a library (cuBLASLt) may run -- */
 

@@ -296,6 +296,18 @@ static void each_output(const CgEmit *em, const CgGemm *g, const char *stmt) {
   put(em, "  for (int j = 0; j < %d; j++) %s", g->tn, stmt);
 }
 
+void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, char out[CG_ARRIVAL_LINES][256]) {
+  char one[16], add[128];
+  snprintf(one, sizeof one, "1%s", d->uint_suffix);
+  snprintf(add, sizeof add, d->atomic_add, slot, one);
+  snprintf(out[0], 256, "%s", d->fence);
+  snprintf(out[1], 256, "%s", d->barrier);
+  snprintf(out[2], 256, "if (%s == 0) last = %s == %d%s;", d->thread_id, add, blocks - 1, d->uint_suffix);
+  snprintf(out[3], 256, "%s", d->barrier);
+  snprintf(out[4], 256, "if (!last) continue;");
+  snprintf(out[5], 256, "%s", d->fence);
+}
+
 /* Split-K: this block's partial tile out; the block that arrives last at the tile sums every
  * span's partial in span order into acc (the others go on to their next tile). */
 static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, int64_t tiles, int rows, int cols) {
@@ -306,16 +318,10 @@ static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, in
   char st[128];
   snprintf(st, sizeof st, "part[(ty + i * %d) * %d + tx + j * %d] = acc[i][j];", rows, g->bn, cols);
   each_output(em, g, st);
-  put(em, "%s", d->fence);
-  put(em, "%s", d->barrier);
-  char slot[48], one[16], add[128];
+  char slot[48], meet[CG_ARRIVAL_LINES][256];
   snprintf(slot, sizeof slot, "kiln_arrived%d[tile]", ki);
-  snprintf(one, sizeof one, "1%s", d->uint_suffix);
-  snprintf(add, sizeof add, d->atomic_add, slot, one);
-  put(em, "if (%s == 0) last = %s == %d%s;", d->thread_id, add, S - 1, d->uint_suffix);
-  put(em, "%s", d->barrier);
-  put(em, "if (!last) continue;");
-  put(em, "%s", d->fence);
+  cg_arrival_lines(d, slot, S, meet);
+  for (int i = 0; i < CG_ARRIVAL_LINES; i++) put(em, "%s", meet[i]);
   put(em, "const %s *tp = kiln_part%d + tile * %d;", F, ki, bmn);
   put(em, "%s", d->unroll);
   open_(em, "for (int i = 0; i < %d; i++) {", g->tm);

@@ -1522,16 +1522,10 @@ static void rows_split_combine(R *r, int step) {
   for (int i = 0; i < k->n_items; i++)
     if (k->items[i].kind == IT_ACC && k->items[i].step == step)
       line(r, "if (%s == 0) kp[%d + rc] = a%d;", d->thread_id, j++ * S, k->items[i].stage);
-  line(r, "%s", d->fence);
-  line(r, "%s", d->barrier);
-  char slot[48], one[16], add[128];
+  char slot[48], meet[CG_ARRIVAL_LINES][256];
   snprintf(slot, sizeof slot, "kiln_arrived%d[o]", k->id);
-  snprintf(one, sizeof one, "1%s", d->uint_suffix);
-  snprintf(add, sizeof add, d->atomic_add, slot, one);
-  line(r, "if (%s == 0) last = %s == %d%s;", d->thread_id, add, S - 1, d->uint_suffix);
-  line(r, "%s", d->barrier);
-  line(r, "if (!last) continue;");
-  line(r, "%s", d->fence);
+  cg_arrival_lines(d, slot, S, meet);
+  for (int m = 0; m < CG_ARRIVAL_LINES; m++) line(r, "%s", meet[m]);
   j = 0;
   for (int i = 0; i < k->n_items; i++) {
     if (k->items[i].kind != IT_ACC || k->items[i].step != step) continue;
