@@ -198,6 +198,8 @@ typedef struct CgOptions {
   bool index32;         /* 32-bit index math where proven in range, in dialects with index32_type (KILN_INDEX32) */
   bool lazy_select;     /* grid dialects: a select's branch that reads memory only when taken (KILN_LAZY_SELECT) */
   bool dependent_launch;/* kernels start with the dialect's kernel_entry (KILN_CUDA_PDL) */
+  int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
+                           above 1 the shared tiles are double-buffered); KILN_CUDA_GEMM_STAGES */
   /* Per plan kernel (NULL: none): may not join a group, and why ("budget: 96 registers, ...");
    * the runtime sets these when a built group does not fit its device, then builds again. */
   const char *const *group_veto;
@@ -340,12 +342,16 @@ typedef struct CgGemm {
   int acc_item;                    /* index of the IT_ACC item */
   int splits;                      /* split-K: blocks per tile, each over kspan points of K */
   int64_t kspan;                   /* (a multiple of bk; 1 split: kspan >= K) */
+  int stages;                      /* k-tiles read ahead into registers (CgOptions.gemm_stages); above 1
+                                      the shared tiles are double-buffered, one barrier a k-tile */
 } CgGemm;
 /* Does kernel k take the tiled shape under options o (split-K)? Fills g (may be NULL) when
  * it does. */
 bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *g);
 /* Blocks to launch (CG_GEMM_THREADS threads each). */
 int64_t cg_gemm_blocks(const CgGemm *g);
+/* Static shared memory of the tile kernel's block: the staged tiles (and their buffers), the flag. */
+int64_t cg_gemm_smem(const CgGemm *g);
 /* Module-scope declarations kernel ki's GEMM needs before its function (split-K: the
  * partial tiles and per-tile arrival counts); nothing when it does not split. */
 void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out);

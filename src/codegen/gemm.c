@@ -191,10 +191,19 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   bool block_rows = k->inner_numel >= 64 && k->outer_numel < 32768;
   int64_t spans = g.splits < 16 ? g.splits : 16;  /* the rule as measured with at most 16 spans */
   if (small_tiles < 16 && small_tiles * spans < 32 && block_rows) return false;
+  /* read-ahead is for the small tiles of short, latency-bound chains; a 128x128 tile has the
+   * work to hide its reads, and a second stage of its operand registers took it from 128
+   * registers a thread to 201 (one block a multiprocessor instead of two) */
+  g.stages = (o->gemm_stages == 2 || o->gemm_stages == 4) && g.bm <= 64 ? o->gemm_stages : 1;
   g.a_kfast = reads_along_k(p, k, g.a, &g, ROLE_M);
   g.b_kfast = reads_along_k(p, k, g.b, &g, ROLE_N);
   if (out) *out = g;
   return true;
+}
+
+int64_t cg_gemm_smem(const CgGemm *g) {
+  int pad = g->kgroups > 1 ? 4 : 32 / g->bk, bufs = g->stages > 1 ? 2 : 1;
+  return 4 * (int64_t)bufs * g->bk * (g->bm + g->bn + 2 * pad) + 16;
 }
 
 int64_t cg_gemm_blocks(const CgGemm *g) {
@@ -281,10 +290,14 @@ static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const 
   close_(em);
 }
 
-static void fetch_both(const CgEmit *em, const Kernel *k, const CgGemm *g, const char *kb) {
+/* Both factors' shares of the k-tile at kb into register stage s (pfa<s>, pfb<s>). */
+static void fetch_both(const CgEmit *em, const Kernel *k, const CgGemm *g, const char *kb, int s) {
+  char pa[16], pb[16];
+  snprintf(pa, sizeof pa, "pfa%d", s);
+  snprintf(pb, sizeof pb, "pfb%d", s);
   open_(em, "{ const %s kb = %s;", em->d->index_type, kb);
-  fetch_tile(em, k, g, g->a, ROLE_M, "pfa", g->bm, g->a_kfast);
-  fetch_tile(em, k, g, g->b, ROLE_N, "pfb", g->bn, g->b_kfast);
+  fetch_tile(em, k, g, g->a, ROLE_M, pa, g->bm, g->a_kfast);
+  fetch_tile(em, k, g, g->b, ROLE_N, pb, g->bn, g->b_kfast);
   close_(em);
 }
 
@@ -348,21 +361,25 @@ static int kg_stride(const CgGemm *g) { return g->bm + 4; }  /* floats per row; 
 static void kg_declare(const CgEmit *em, const CgGemm *g) {
   const Dialect *d = em->d;
   const char *F = d->value_type[KILN_F32], *V = d->vec4_type;
-  int st = kg_stride(g);
-  put(em, "%s %s Asv[%d], Bsv[%d];", d->shared_qual, V, g->bk * st / 4, g->bk * st / 4);
-  put(em, "%s (*As)[%d] = (%s (*)[%d])Asv, (*Bs)[%d] = (%s (*)[%d])Bsv;", F, st, F, st, st, F, st);
+  int st = kg_stride(g), n = g->bk * st / 4, bufs = g->stages > 1 ? 2 : 1;
+  put(em, "%s %s Asv[%d], Bsv[%d];", d->shared_qual, V, bufs * n, bufs * n);
+  if (bufs == 1) put(em, "%s (*As)[%d] = (%s (*)[%d])Asv, (*Bs)[%d] = (%s (*)[%d])Bsv;", F, st, F, st, st, F, st);
+  for (int b = 0; b < bufs && bufs > 1; b++)
+    put(em, "%s (*As%d)[%d] = (%s (*)[%d])(Asv + %d), (*Bs%d)[%d] = (%s (*)[%d])(Bsv + %d);", F, b, st, F, st, b * n, b,
+        st, F, st, b * n);
   put(em, "const int kg = %s / %d, cx = (%s %% %d) %% %d, cy = (%s %% %d) / %d;", d->thread_id, KG_THREADS, d->thread_id,
       KG_THREADS, g->bn / KG_TN, d->thread_id, KG_THREADS, g->bn / KG_TN);
 }
 
-static void kg_multiply(const CgEmit *em, const CgGemm *g) {
+static void kg_multiply(const CgEmit *em, const CgGemm *g, const char *As, const char *Bs) {
   const Dialect *d = em->d;
   const char *V = d->vec4_type;
   int per = g->bk / g->kgroups;
   put(em, "%s", d->unroll);
   open_(em, "for (int kq = 0; kq < %d; kq++) {", per);
   put(em, "const int kk = kg * %d + kq;", per);
-  put(em, "const %s a4 = *(const %s *)&As[kk][cy * %d], b4 = *(const %s *)&Bs[kk][cx * %d];", V, V, KG_TM, V, KG_TN);
+  put(em, "const %s a4 = *(const %s *)&%s[kk][cy * %d], b4 = *(const %s *)&%s[kk][cx * %d];", V, V, As, KG_TM, V, Bs,
+      KG_TN);
   put(em, "const %s ra[4] = { a4%s, a4%s, a4%s, a4%s }, rb[4] = { b4%s, b4%s, b4%s, b4%s };", d->value_type[KILN_F32],
       d->vec4_lane[0], d->vec4_lane[1], d->vec4_lane[2], d->vec4_lane[3], d->vec4_lane[0], d->vec4_lane[1],
       d->vec4_lane[2], d->vec4_lane[3]);
@@ -377,13 +394,13 @@ static void kg_multiply(const CgEmit *em, const CgGemm *g) {
 
 /* The groups' partial tiles added in shared memory, (g0 + g2) + (g1 + g3) (a fixed order),
  * then each thread's epilogue outputs (rows ty + i * rows, column tx + j * cols) read back. */
-static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols) {
+static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const char *As, const char *Bs) {
   const Dialect *d = em->d;
   int st = kg_stride(g);
   const char *F = d->value_type[KILN_F32];
   char at[96];
   snprintf(at, sizeof at, "[(cy * %d + i) * %d + cx * %d + j]", KG_TM, st, KG_TN);
-  put(em, "%s *Ra = &As[0][0], *Rb = &Bs[0][0];", F);
+  put(em, "%s *Ra = &%s[0][0], *Rb = &%s[0][0];", F, As, Bs);
   static const char *const steps[4][2] = {
     { "kg >= 2", "(kg == 2 ? Ra : Rb)%s = cacc[i][j];" }, { "kg < 2", "cacc[i][j] += (kg == 0 ? Ra : Rb)%s;" },
     { "kg == 1", "Ra%s = cacc[i][j];" }, { "kg == 0", "Ra%s += cacc[i][j];" },
@@ -413,10 +430,16 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   int rows = g->bm / g->tm, cols = g->bn / g->tn;  /* threads along m and n; rows*cols = CG_GEMM_THREADS */
   /* rows padded by 32/BK floats: the k-fast stores of a tile (a warp covers BK values of
    * kk times 32/BK of xx) land in 32 distinct banks */
+  bool dbl = g->stages > 1;  /* double-buffered shared tiles */
+  const char *sa[2] = { "As", "As" }, *sb[2] = { "Bs", "Bs" };
+  if (dbl && g->kgroups > 1) sa[0] = "As0", sa[1] = "As1", sb[0] = "Bs0", sb[1] = "Bs1";
+  else if (dbl) sa[0] = "As[0]", sa[1] = "As[1]", sb[0] = "Bs[0]", sb[1] = "Bs[1]";
   if (g->kgroups > 1) kg_declare(em, g);
   else {
-    put(em, "%s %s As[%d][%d];", d->shared_qual, F, g->bk, g->bm + 32 / g->bk);
-    put(em, "%s %s Bs[%d][%d];", d->shared_qual, F, g->bk, g->bn + 32 / g->bk);
+    char bufs[8] = "";
+    if (dbl) snprintf(bufs, sizeof bufs, "[2]");
+    put(em, "%s %s As%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bm + 32 / g->bk);
+    put(em, "%s %s Bs%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bn + 32 / g->bk);
   }
   put(em, "const int tx = %s %% %d, ty = %s / %d;", d->thread_id, cols, d->thread_id, cols);
   int64_t tiles = mt * nt * g->batch;
@@ -447,34 +470,56 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
     put(em, "%s", d->unroll);
     put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, zero);
   } else each_output(em, g, zero);
-  put(em, "%s pfa[%d], pfb[%d];", F, g->bk * g->bm / CG_GEMM_THREADS, g->bk * g->bn / CG_GEMM_THREADS);
-  fetch_both(em, k, g, "kbeg");
-  open_(em, "for (%s k0 = kbeg; k0 < kend; k0 += %d) {", I, g->bk);
-  stash_tile(em, g, "pfa", "As", g->bm, g->a_kfast);
-  stash_tile(em, g, "pfb", "Bs", g->bn, g->b_kfast);
-  put(em, "%s", d->barrier);
-  put(em, "if (k0 + %d < kend)", g->bk);
-  char next[32];
-  snprintf(next, sizeof next, "k0 + %d", g->bk);
-  fetch_both(em, k, g, next);
-  if (g->kgroups > 1) kg_multiply(em, g);
-  else {
-    put(em, "%s", d->unroll);
-    open_(em, "for (int kk = 0; kk < %d; kk++) {", g->bk);
-    put(em, "%s ra[%d], rb[%d];", F, g->tm, g->tn);
-    put(em, "%s", d->unroll);
-    put(em, "for (int i = 0; i < %d; i++) ra[i] = As[kk][ty + i * %d];", g->tm, rows);
-    put(em, "%s", d->unroll);
-    put(em, "for (int j = 0; j < %d; j++) rb[j] = Bs[kk][tx + j * %d];", g->tn, cols);
-    char fma[96], step[128];
-    snprintf(fma, sizeof fma, d->fma, "ra[i]", "rb[j]", "acc[i][j]");
-    snprintf(step, sizeof step, "acc[i][j] = %s;", fma);
-    each_output(em, g, step);
+  /* Register stages: the reads of the next `stages` k-tiles are in flight while one is
+   * multiplied (a short span pays its memory latency about once, not once a k-tile). With
+   * one stage the shared tile is rewritten behind a second barrier; with more, the tiles
+   * alternate between two buffers (a block's k-tile s goes to buffer s & 1: stages is even),
+   * and the one barrier after a stash also tells that every thread is done with the buffer
+   * the next stash overwrites. */
+  int D = g->stages;
+  for (int s = 0; s < D; s++)
+    put(em, "%s pfa%d[%d], pfb%d[%d];", F, s, g->bk * g->bm / CG_GEMM_THREADS, s, g->bk * g->bn / CG_GEMM_THREADS);
+  for (int s = 0; s < D; s++) {
+    char at[48];
+    snprintf(at, sizeof at, "kbeg + %d", s * g->bk);
+    if (s > 0) put(em, "if (%s < kend)", at);
+    fetch_both(em, k, g, at, s);
+  }
+  open_(em, "for (%s k0 = kbeg; k0 < kend; k0 += %d) {", I, D * g->bk);
+  for (int s = 0; s < D; s++) {
+    char pa[16], pb[16], next[48];
+    const char *As = sa[s & 1], *Bs = sb[s & 1];
+    snprintf(pa, sizeof pa, "pfa%d", s);
+    snprintf(pb, sizeof pb, "pfb%d", s);
+    open_(em, "{ const %s kc = k0 + %d;", I, s * g->bk);
+    if (s > 0) put(em, "if (kc >= kend) break;");
+    stash_tile(em, g, pa, As, g->bm, g->a_kfast);
+    stash_tile(em, g, pb, Bs, g->bn, g->b_kfast);
+    put(em, "%s", d->barrier);
+    put(em, "if (kc + %d < kend)", D * g->bk);
+    snprintf(next, sizeof next, "kc + %d", D * g->bk);
+    fetch_both(em, k, g, next, s);
+    if (g->kgroups > 1) kg_multiply(em, g, As, Bs);
+    else {
+      put(em, "%s", d->unroll);
+      open_(em, "for (int kk = 0; kk < %d; kk++) {", g->bk);
+      put(em, "%s ra[%d], rb[%d];", F, g->tm, g->tn);
+      put(em, "%s", d->unroll);
+      put(em, "for (int i = 0; i < %d; i++) ra[i] = %s[kk][ty + i * %d];", g->tm, As, rows);
+      put(em, "%s", d->unroll);
+      put(em, "for (int j = 0; j < %d; j++) rb[j] = %s[kk][tx + j * %d];", g->tn, Bs, cols);
+      char fma[96], step[128];
+      snprintf(fma, sizeof fma, d->fma, "ra[i]", "rb[j]", "acc[i][j]");
+      snprintf(step, sizeof step, "acc[i][j] = %s;", fma);
+      each_output(em, g, step);
+      close_(em);
+    }
+    if (!dbl) put(em, "%s", d->barrier);
     close_(em);
   }
-  put(em, "%s", d->barrier);
   close_(em);
-  if (g->kgroups > 1) kg_sum(em, g, rows, cols);
+  if (dbl) put(em, "%s", d->barrier);  /* every multiply done before the buffers are reused */
+  if (g->kgroups > 1) kg_sum(em, g, rows, cols, sa[0], sb[0]);
   if (S > 1) split_combine(em, k, g, tiles, rows, cols);
   /* epilogue: every output of the sub-tile, in the kernel's own vars */
   put(em, "%s", d->unroll);

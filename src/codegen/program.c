@@ -30,7 +30,7 @@ static const int64_t GRID_CAP = (int64_t)1 << 20;
 
 CgOptions cg_options_default(void) {
   return (CgOptions){ .row_variant = cg_row_variant(NULL), .splitk = CG_SPLITK_ON, .library = true,
-                      .group = CG_GROUP_OFF, .in_place = true, .lazy_select = true };
+                      .group = CG_GROUP_OFF, .in_place = true, .lazy_select = true, .gemm_stages = 1 };
 }
 
 static int64_t capped_blocks(int64_t work, int64_t per_block) {
@@ -235,7 +235,7 @@ static int64_t static_smem(const Plan *p, const Dialect *d, const CgOptions *o, 
   const Kernel *k = &p->kernels[l->kernel];
   CgGemm gm;
   if (d->grid && cg_kernel_shape(p, k, d, o) == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gm))
-    return 4 * (int64_t)gm.bk * (gm.bm + gm.bn + (gm.kgroups > 1 ? 8 : 2 * (32 / gm.bk))) + 16;
+    return cg_gemm_smem(&gm);
   return 32 * 16;
 }
 

@@ -520,6 +520,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   g->group = o->grid_sync >= 0 ? (CgGroupMode)o->grid_sync : d && d->grid ? CG_GROUP_SIBLINGS : CG_GROUP_OFF;
   g->in_place = o->in_place != 0;
   g->dependent_launch = o->cuda_pdl != 0;
+  if (o->cuda_gemm_stages && o->cuda_gemm_stages != 1 && o->cuda_gemm_stages != 2 && o->cuda_gemm_stages != 4)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_gemm_stages ($KILN_CUDA_GEMM_STAGES) is %d: 0 the default, or 1, 2 or 4 "
+                     "k-tiles in flight", o->cuda_gemm_stages);
+  if (o->cuda_gemm_stages) g->gemm_stages = o->cuda_gemm_stages;
   if (o->index32 < -1 || o->index32 > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "index32 ($KILN_INDEX32) is %d: -1 the default, 0 off, 1 on", o->index32);
   g->index32 = o->index32 >= 0 ? o->index32 == 1 : d && d->grid;
