@@ -279,7 +279,8 @@ typedef struct kiln_options {
                            one rounding instead of two, as cuBLAS and PyTorch's kernels do);
                            0 (default) --fmad=false ($KILN_CUDA_FMA=1: raced, not yet the default) */
   int cublaslt;         /* cuda: 1 let cuBLASLt run the plain GEMMs the cost rule gives it (default);
-                           0 generated kernels only ($KILN_CUBLASLT=0) */
+                           0 generated kernels only ($KILN_CUBLASLT=0); 2 every plain GEMM it can take,
+                           whatever the cost rule says (a race) */
   int cuda_gemm_stages; /* cuda: k-tiles of a generated GEMM whose global reads are in flight at once, 1, 2
                            or 4 (above 1 the shared tiles are double-buffered); 0 (default) what measurement
                            chose ($KILN_CUDA_GEMM_STAGES) */

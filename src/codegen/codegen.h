@@ -193,6 +193,7 @@ typedef struct CgOptions {
   int row_variant;      /* cg_row_variant(); the default is the "auto" variant */
   CgSplitK splitk;      /* what KILN_CUDA_SPLITK set: default on, "0" off, "wide" */
   bool library;         /* offer plain GEMMs to a library (cuBLASLt); KILN_CUBLASLT=0 sets false */
+  bool library_all;     /* with library: every plain GEMM, whatever the cost rule says (KILN_CUBLASLT=2, a race) */
   CgGroupMode group;    /* KILN_GRID_SYNC: 0 off, 1 siblings, 2 grid sync */
   bool in_place;        /* store an assigned value straight into its param where that is safe (KILN_IN_PLACE) */
   bool index32;         /* 32-bit index math where proven in range, in dialects with index32_type (KILN_INDEX32) */
@@ -344,6 +345,8 @@ typedef struct CgGemm {
   int64_t kspan;                   /* (a multiple of bk; 1 split: kspan >= K) */
   int stages;                      /* k-tiles read ahead into registers (CgOptions.gemm_stages); above 1
                                       the shared tiles are double-buffered, one barrier a k-tile */
+  bool idx32;                      /* every index of the tile loops fits in 32 bits (with CgOptions.index32):
+                                      they are the dialect's index32_type */
 } CgGemm;
 /* Does kernel k take the tiled shape under options o (split-K)? Fills g (may be NULL) when
  * it does. */
@@ -373,6 +376,7 @@ typedef struct CgEmit {
   void (*push)(void *r);
   void (*pop)(void *r);
   void (*items)(void *r, int step, const char *acc);
+  const char *(*lit32)(void *r, int64_t v);   /* an index literal as a plain 32-bit int */
 } CgEmit;
 void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em);
 /* The lines where the blocks of one split piece of work meet (a tile's K-spans, a row's

@@ -195,6 +195,11 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
    * work to hide its reads, and a second stage of its operand registers took it from 128
    * registers a thread to 201 (one block a multiprocessor instead of two) */
   g.stages = (o->gemm_stages == 2 || o->gemm_stages == 4) && g.bm <= 64 ? o->gemm_stages : 1;
+  /* 32-bit tile loops: every index they form stays below 2^31 (the k loop runs up to
+   * stages k-tiles past K; a split's partials are indexed up to splits * tiles * bm * bn) */
+  int64_t tiles = tiles_at(&g, g.bm, g.bn), lim = (int64_t)1 << 30;
+  g.idx32 = o->index32 && g.M < lim && g.N < lim && g.batch < lim && g.K + (int64_t)g.stages * g.bk < lim &&
+            (double)g.splits * (double)tiles * g.bm * g.bn < (double)lim;
   g.a_kfast = reads_along_k(p, k, g.a, &g, ROLE_M);
   g.b_kfast = reads_along_k(p, k, g.b, &g, ROLE_N);
   if (out) *out = g;
@@ -243,8 +248,13 @@ static void close_(const CgEmit *em) {
   put(em, "}");
 }
 
-/* Index literal v in the dialect's form. */
+/* Index literal v in the tile loops' form (cg_render_gemm hands a 32-bit GEMM lit32). */
 static const char *L(const CgEmit *em, int64_t v) { return em->lit(em->r, v); }
+
+/* The type of the tile loops' indices: 32-bit where every one fits (CgGemm.idx32), since a
+ * 64-bit multiply or compare is two or more instructions and a fetch does several per
+ * element per k-tile. */
+static const char *itype(const CgEmit *em, const CgGemm *g) { return g->idx32 ? em->d->index32_type : em->d->index_type; }
 
 /* const v<i> = digit of flat over the vars of kernel k with role `role` (outer), or over
  * the inner vars (role < 0). */
@@ -255,7 +265,9 @@ static void decompose(const CgEmit *em, const Kernel *k, const CgGemm *g, int ro
 
 /* Reads one factor's share of the BK x width tile starting at reduction point kb into
  * registers pf[l] (zero outside the problem), so the reads of the next tile are in
- * flight while the current one is multiplied. */
+ * flight while the current one is multiplied. The factor is evaluated at indices clamped
+ * into the problem and the zero selected after: no branch around a load, so the compiler
+ * issues a tile's loads together (every point of the domain is a valid place to read). */
 static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const Expr *x, int role, const char *pf,
                        int width, bool kfast) {
   const Dialect *d = em->d;
@@ -266,15 +278,17 @@ static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const
   put(em, "const int e = %s + l * %d;", d->thread_id, CG_GEMM_THREADS);
   if (kfast) put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
   else put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
-  put(em, "const %s mq = %s + xx, kq = kb + kk;", d->index_type, base);
-  put(em, "%s[l] = 0.0%s;", pf, d->f32_suffix);
-  open_(em, "if (mq < %s && kq < %s) {", L(em, limit), L(em, g->K));
+  const char *I = itype(em, g);
+  put(em, "const %s mq = %s + xx, kq = kb + kk;", I, base);
+  put(em, "const %s mc = mq < %s ? mq : %s, kc = kq < %s ? kq : %s;", I, L(em, limit), L(em, limit - 1), L(em, g->K),
+      L(em, g->K - 1));
+  open_(em, "{");
   em->push(em->r);
-  decompose(em, k, g, role, "mq");
-  decompose(em, k, g, -1, "kq");
+  decompose(em, k, g, role, "mc");
+  decompose(em, k, g, -1, "kc");
   char v[256];
   em->emit(em->r, x, v, sizeof v);
-  put(em, "%s[l] = %s;", pf, v);
+  put(em, "%s[l] = mq < %s && kq < %s ? %s : 0.0%s;", pf, L(em, limit), L(em, g->K), v, d->f32_suffix);
   em->pop(em->r);
   close_(em);
   close_(em);
@@ -295,7 +309,7 @@ static void fetch_both(const CgEmit *em, const Kernel *k, const CgGemm *g, const
   char pa[16], pb[16];
   snprintf(pa, sizeof pa, "pfa%d", s);
   snprintf(pb, sizeof pb, "pfb%d", s);
-  open_(em, "{ const %s kb = %s;", em->d->index_type, kb);
+  open_(em, "{ const %s kb = %s;", itype(em, g), kb);
   fetch_tile(em, k, g, g->a, ROLE_M, pa, g->bm, g->a_kfast);
   fetch_tile(em, k, g, g->b, ROLE_N, pb, g->bn, g->b_kfast);
   close_(em);
@@ -422,10 +436,13 @@ static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const 
   put(em, "%s", d->barrier);  /* the next tile's stores into As wait for every read */
 }
 
-void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em) {
+void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em_) {
   (void)p;
+  CgEmit e32 = *em_;
+  if (g->idx32) e32.lit = em_->lit32;
+  const CgEmit *em = &e32;
   const Dialect *d = em->d;
-  const char *I = d->index_type, *F = d->value_type[KILN_F32];
+  const char *I = itype(em, g), *F = d->value_type[KILN_F32];
   int64_t mt = (g->M + g->bm - 1) / g->bm, nt = (g->N + g->bn - 1) / g->bn;
   int rows = g->bm / g->tm, cols = g->bn / g->tn;  /* threads along m and n; rows*cols = CG_GEMM_THREADS */
   /* rows padded by 32/BK floats: the k-fast stores of a tile (a warp covers BK values of
@@ -491,13 +508,13 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
     const char *As = sa[s & 1], *Bs = sb[s & 1];
     snprintf(pa, sizeof pa, "pfa%d", s);
     snprintf(pb, sizeof pb, "pfb%d", s);
-    open_(em, "{ const %s kc = k0 + %d;", I, s * g->bk);
-    if (s > 0) put(em, "if (kc >= kend) break;");
+    open_(em, "{ const %s ks = k0 + %d;", I, s * g->bk);
+    if (s > 0) put(em, "if (ks >= kend) break;");
     stash_tile(em, g, pa, As, g->bm, g->a_kfast);
     stash_tile(em, g, pb, Bs, g->bn, g->b_kfast);
     put(em, "%s", d->barrier);
-    put(em, "if (kc + %d < kend)", D * g->bk);
-    snprintf(next, sizeof next, "kc + %d", D * g->bk);
+    put(em, "if (ks + %d < kend)", D * g->bk);
+    snprintf(next, sizeof next, "ks + %d", D * g->bk);
     fetch_both(em, k, g, next, s);
     if (g->kgroups > 1) kg_multiply(em, g, As, Bs);
     else {

@@ -131,19 +131,20 @@ static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const Expr
   return true;
 }
 
-static bool worth_a_library(const CgGemm *g) {
+static bool worth_a_library(const CgGemm *g, const CgOptions *o) {
+  if (o->library_all) return true;
   double work = (double)g->M * (double)g->N * (double)g->K * (double)g->batch;
   return work >= 67108864.0;  /* 2^26 multiply-adds */
 }
 
 bool cg_library_candidate(const Plan *p, const Kernel *k, const CgOptions *o) {
   CgGemm g;
-  return o->library && cg_gemm_match(p, k, o, &g) && worth_a_library(&g);
+  return o->library && cg_gemm_match(p, k, o, &g) && worth_a_library(&g, o);
 }
 
 bool cg_library_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibGemm *c) {
   CgGemm g;
-  if (!cg_gemm_match(p, k, o, &g) || !worth_a_library(&g)) return false;
+  if (!cg_gemm_match(p, k, o, &g) || !worth_a_library(&g, o)) return false;
   if (!is_memory_load(p, k, g.a) || !is_memory_load(p, k, g.b)) return false;
   memset(c, 0, sizeof *c);
   c->bias_stage = -1;

@@ -74,7 +74,7 @@ kiln_options kiln_options_default(void) {
   env_text("KILN_CUDA_ROW", "", o.cuda_row, sizeof o.cuda_row);
   const char *sk = getenv("KILN_CUDA_SPLITK");
   o.cuda_splitk = sk && !strcmp(sk, "0") ? 0 : sk && !strcmp(sk, "wide") ? 2 : 1;
-  o.cublaslt = kiln_env_int("KILN_CUBLASLT", 1) != 0;
+  o.cublaslt = kiln_env_int("KILN_CUBLASLT", 1);
   o.cuda_fma = kiln_env_int("KILN_CUDA_FMA", 0) != 0;
   o.grid_sync = kiln_env_int("KILN_GRID_SYNC", -1);
   o.in_place = kiln_env_int("KILN_IN_PLACE", 1) != 0;

@@ -512,6 +512,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
                      "p16, p16vec, long, wveclong, or empty for auto)", o->cuda_row);
   g->splitk = o->cuda_splitk == 0 ? CG_SPLITK_OFF : o->cuda_splitk == 2 ? CG_SPLITK_WIDE : CG_SPLITK_ON;
   g->library = o->cublaslt != 0;
+  g->library_all = o->cublaslt == 2;
   if (o->grid_sync < -1 || o->grid_sync > 2)
     return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: -1 the default, 0 off, 1 sibling kernels "
                      "share a launch, 2 also dependent ones across grid barriers", o->grid_sync);
