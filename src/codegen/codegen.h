@@ -345,8 +345,6 @@ typedef struct CgGemm {
   int64_t kspan;                   /* (a multiple of bk; 1 split: kspan >= K) */
   int stages;                      /* k-tiles read ahead into registers (CgOptions.gemm_stages); above 1
                                       the shared tiles are double-buffered, one barrier a k-tile */
-  bool idx32;                      /* every index of the tile loops fits in 32 bits (with CgOptions.index32):
-                                      they are the dialect's index32_type */
 } CgGemm;
 /* Does kernel k take the tiled shape under options o (split-K)? Fills g (may be NULL) when
  * it does. */
@@ -376,7 +374,6 @@ typedef struct CgEmit {
   void (*push)(void *r);
   void (*pop)(void *r);
   void (*items)(void *r, int step, const char *acc);
-  const char *(*lit32)(void *r, int64_t v);   /* an index literal as a plain 32-bit int */
 } CgEmit;
 void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em);
 /* The lines where the blocks of one split piece of work meet (a tile's K-spans, a row's

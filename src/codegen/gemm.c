@@ -195,11 +195,6 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
    * work to hide its reads, and a second stage of its operand registers took it from 128
    * registers a thread to 201 (one block a multiprocessor instead of two) */
   g.stages = (o->gemm_stages == 2 || o->gemm_stages == 4) && g.bm <= 64 ? o->gemm_stages : 1;
-  /* 32-bit tile loops: every index they form stays below 2^31 (the k loop runs up to
-   * stages k-tiles past K; a split's partials are indexed up to splits * tiles * bm * bn) */
-  int64_t tiles = tiles_at(&g, g.bm, g.bn), lim = (int64_t)1 << 30;
-  g.idx32 = o->index32 && g.M < lim && g.N < lim && g.batch < lim && g.K + (int64_t)g.stages * g.bk < lim &&
-            (double)g.splits * (double)tiles * g.bm * g.bn < (double)lim;
   g.a_kfast = reads_along_k(p, k, g.a, &g, ROLE_M);
   g.b_kfast = reads_along_k(p, k, g.b, &g, ROLE_N);
   if (out) *out = g;
@@ -248,13 +243,8 @@ static void close_(const CgEmit *em) {
   put(em, "}");
 }
 
-/* Index literal v in the tile loops' form (cg_render_gemm hands a 32-bit GEMM lit32). */
+/* Index literal v in the dialect's form. */
 static const char *L(const CgEmit *em, int64_t v) { return em->lit(em->r, v); }
-
-/* The type of the tile loops' indices: 32-bit where every one fits (CgGemm.idx32), since a
- * 64-bit multiply or compare is two or more instructions and a fetch does several per
- * element per k-tile. */
-static const char *itype(const CgEmit *em, const CgGemm *g) { return g->idx32 ? em->d->index32_type : em->d->index_type; }
 
 /* const v<i> = digit of flat over the vars of kernel k with role `role` (outer), or over
  * the inner vars (role < 0). */
@@ -265,9 +255,7 @@ static void decompose(const CgEmit *em, const Kernel *k, const CgGemm *g, int ro
 
 /* Reads one factor's share of the BK x width tile starting at reduction point kb into
  * registers pf[l] (zero outside the problem), so the reads of the next tile are in
- * flight while the current one is multiplied. The factor is evaluated at indices clamped
- * into the problem and the zero selected after: no branch around a load, so the compiler
- * issues a tile's loads together (every point of the domain is a valid place to read). */
+ * flight while the current one is multiplied. */
 static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const Expr *x, int role, const char *pf,
                        int width, bool kfast) {
   const Dialect *d = em->d;
@@ -278,17 +266,15 @@ static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const
   put(em, "const int e = %s + l * %d;", d->thread_id, CG_GEMM_THREADS);
   if (kfast) put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
   else put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
-  const char *I = itype(em, g);
-  put(em, "const %s mq = %s + xx, kq = kb + kk;", I, base);
-  put(em, "const %s mc = mq < %s ? mq : %s, kc = kq < %s ? kq : %s;", I, L(em, limit), L(em, limit - 1), L(em, g->K),
-      L(em, g->K - 1));
-  open_(em, "{");
+  put(em, "const %s mq = %s + xx, kq = kb + kk;", d->index_type, base);
+  put(em, "%s[l] = 0.0%s;", pf, d->f32_suffix);
+  open_(em, "if (mq < %s && kq < %s) {", L(em, limit), L(em, g->K));
   em->push(em->r);
-  decompose(em, k, g, role, "mc");
-  decompose(em, k, g, -1, "kc");
+  decompose(em, k, g, role, "mq");
+  decompose(em, k, g, -1, "kq");
   char v[256];
   em->emit(em->r, x, v, sizeof v);
-  put(em, "%s[l] = mq < %s && kq < %s ? %s : 0.0%s;", pf, L(em, limit), L(em, g->K), v, d->f32_suffix);
+  put(em, "%s[l] = %s;", pf, v);
   em->pop(em->r);
   close_(em);
   close_(em);
@@ -304,12 +290,18 @@ static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const 
   close_(em);
 }
 
-/* Both factors' shares of the k-tile at kb into register stage s (pfa<s>, pfb<s>). */
+/* The registers of read-ahead stage s: pfa<s> and pfb<s> (one stage: pfa and pfb). */
+static void stage_regs(const CgGemm *g, int s, char pa[16], char pb[16]) {
+  if (g->stages == 1) s = -1;
+  snprintf(pa, 16, s < 0 ? "pfa" : "pfa%d", s);
+  snprintf(pb, 16, s < 0 ? "pfb" : "pfb%d", s);
+}
+
+/* Both factors' shares of the k-tile at kb into register stage s. */
 static void fetch_both(const CgEmit *em, const Kernel *k, const CgGemm *g, const char *kb, int s) {
   char pa[16], pb[16];
-  snprintf(pa, sizeof pa, "pfa%d", s);
-  snprintf(pb, sizeof pb, "pfb%d", s);
-  open_(em, "{ const %s kb = %s;", itype(em, g), kb);
+  stage_regs(g, s, pa, pb);
+  open_(em, "{ const %s kb = %s;", em->d->index_type, kb);
   fetch_tile(em, k, g, g->a, ROLE_M, pa, g->bm, g->a_kfast);
   fetch_tile(em, k, g, g->b, ROLE_N, pb, g->bn, g->b_kfast);
   close_(em);
@@ -436,13 +428,10 @@ static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const 
   put(em, "%s", d->barrier);  /* the next tile's stores into As wait for every read */
 }
 
-void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em_) {
+void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em) {
   (void)p;
-  CgEmit e32 = *em_;
-  if (g->idx32) e32.lit = em_->lit32;
-  const CgEmit *em = &e32;
   const Dialect *d = em->d;
-  const char *I = itype(em, g), *F = d->value_type[KILN_F32];
+  const char *I = d->index_type, *F = d->value_type[KILN_F32];
   int64_t mt = (g->M + g->bm - 1) / g->bm, nt = (g->N + g->bn - 1) / g->bn;
   int rows = g->bm / g->tm, cols = g->bn / g->tn;  /* threads along m and n; rows*cols = CG_GEMM_THREADS */
   /* rows padded by 32/BK floats: the k-fast stores of a tile (a warp covers BK values of
@@ -494,27 +483,29 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
    * and the one barrier after a stash also tells that every thread is done with the buffer
    * the next stash overwrites. */
   int D = g->stages;
-  for (int s = 0; s < D; s++)
-    put(em, "%s pfa%d[%d], pfb%d[%d];", F, s, g->bk * g->bm / CG_GEMM_THREADS, s, g->bk * g->bn / CG_GEMM_THREADS);
+  for (int s = 0; s < D; s++) {
+    char pa[16], pb[16];
+    stage_regs(g, s, pa, pb);
+    put(em, "%s %s[%d], %s[%d];", F, pa, g->bk * g->bm / CG_GEMM_THREADS, pb, g->bk * g->bn / CG_GEMM_THREADS);
+  }
   for (int s = 0; s < D; s++) {
     char at[48];
-    snprintf(at, sizeof at, "kbeg + %d", s * g->bk);
+    snprintf(at, sizeof at, D == 1 ? "kbeg" : "kbeg + %d", s * g->bk);
     if (s > 0) put(em, "if (%s < kend)", at);
     fetch_both(em, k, g, at, s);
   }
   open_(em, "for (%s k0 = kbeg; k0 < kend; k0 += %d) {", I, D * g->bk);
   for (int s = 0; s < D; s++) {
     char pa[16], pb[16], next[48];
-    const char *As = sa[s & 1], *Bs = sb[s & 1];
-    snprintf(pa, sizeof pa, "pfa%d", s);
-    snprintf(pb, sizeof pb, "pfb%d", s);
-    open_(em, "{ const %s ks = k0 + %d;", I, s * g->bk);
-    if (s > 0) put(em, "if (ks >= kend) break;");
+    const char *As = sa[s & 1], *Bs = sb[s & 1], *kc = D == 1 ? "k0" : "kc";  /* one stage: the loop's own k0 */
+    stage_regs(g, s, pa, pb);
+    if (D > 1) open_(em, "{ const %s kc = k0 + %d;", I, s * g->bk);
+    if (s > 0) put(em, "if (kc >= kend) break;");
     stash_tile(em, g, pa, As, g->bm, g->a_kfast);
     stash_tile(em, g, pb, Bs, g->bn, g->b_kfast);
     put(em, "%s", d->barrier);
-    put(em, "if (ks + %d < kend)", D * g->bk);
-    snprintf(next, sizeof next, "ks + %d", D * g->bk);
+    put(em, "if (%s + %d < kend)", kc, D * g->bk);
+    snprintf(next, sizeof next, "%s + %d", kc, D * g->bk);
     fetch_both(em, k, g, next, s);
     if (g->kgroups > 1) kg_multiply(em, g, As, Bs);
     else {
@@ -532,7 +523,7 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
       close_(em);
     }
     if (!dbl) put(em, "%s", d->barrier);
-    close_(em);
+    if (D > 1) close_(em);
   }
   close_(em);
   if (dbl) put(em, "%s", d->barrier);  /* every multiply done before the buffers are reused */

@@ -1962,12 +1962,6 @@ static void render_vec4(R *r) {
 static void hk_put(void *r, const char *s) { line(r, "%s", s); }
 static void hk_indent(void *r, int d) { ((R *)r)->indent += d; }
 static const char *hk_lit(void *r, int64_t v) { return lit(r, v); }
-static const char *hk_lit32(void *r, int64_t v) {
-  R *rr = r;
-  char *b = rr->lits[rr->n_lit++ % 8];
-  snprintf(b, sizeof rr->lits[0], "%lld", (long long)v);
-  return b;
-}
 static void hk_digits(void *r, const char *flat, int first, int n, const int64_t *shape, const int *sel, int want,
                       int64_t total) {
   digits(r, flat, first, n, shape, sel, want, total);
@@ -1982,7 +1976,7 @@ static void render_gemm(R *r) {
   bool ok = cg_gemm_match(r->p, r->k, r->o, &g);  /* cg_gpu_shape said so */
   KILN_ASSERT(ok);
   if (!ok) return;
-  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_push, hk_pop, hk_items, hk_lit32 };
+  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_push, hk_pop, hk_items };
   cg_render_gemm(r->p, r->k, &g, &em);
 }
 
