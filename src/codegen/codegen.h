@@ -388,8 +388,8 @@ void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, char out[C
  * (M*N*K*batch >= 2^26), operands affine in m, n, k and batch, one stored result with an
  * optional bias[n] and relu or tanh GELU. Fills c when it does. */
 bool cg_library_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibGemm *c);
-/* The cost rule alone (library on, a tiled GEMM, enough work): the kernel may go to the
- * library, so it stays out of launch groups. Adds nothing to the TE that rendering would not. */
+/* cg_library_match without its one test that builds (a GELU epilogue is taken on its shape):
+ * the kernel may go to the library, so it stays out of launch groups. Adds nothing to the TE. */
 bool cg_library_candidate(const Plan *p, const Kernel *k, const CgOptions *o);
 
 #endif

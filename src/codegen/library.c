@@ -97,7 +97,7 @@ static bool is_acc(const Plan *p, const Kernel *k, const Expr *e, int acc_stage)
 /* y when e is kiln's tanh GELU of y: the candidate y is read off e's x/2 factor and its GELU
  * built again by te_gelu_tanh (what lowering of OP_GELU_TANH builds); hash-consing makes
  * equal expressions one node. cuBLASLt's GELU epilogue is the same tanh form. */
-static const Expr *gelu_of(TE *te, const Expr *e) {
+static const Expr *gelu_of(TE *te, const Expr *e, bool probe) {
   if (e->kind != EX_BINARY || e->op != TB_MUL || e->dtype != KILN_F32) return NULL;
   for (int s = 0; s < 2; s++) {
     const Expr *h = e->args[s];
@@ -105,19 +105,20 @@ static const Expr *gelu_of(TE *te, const Expr *e) {
     for (int u = 0; u < 2; u++) {
       const Expr *half = h->args[u];
       Expr *y = h->args[1 - u];
-      if (half->kind == EX_CONST && half->c.f == 0.5 && te_gelu_tanh(te, y) == e) return y;
+      if (half->kind == EX_CONST && half->c.f == 0.5 && (probe || te_gelu_tanh(te, y) == e)) return y;
     }
   }
   return NULL;
 }
 
 /* The stored item's body: [relu|gelu](acc [+ bias[n]]), in either operand order. */
-static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const Expr *e, int acc_stage, CgLibGemm *c) {
+static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const Expr *e, int acc_stage, CgLibGemm *c,
+                     bool probe) {
   const Expr *y;
   if (e->kind == EX_BINARY && e->op == TB_MAX && e->args[1]->kind == EX_CONST && e->args[1]->c.f == 0) {
     c->relu = true;
     e = e->args[0];
-  } else if ((y = gelu_of(p->te, e))) {
+  } else if ((y = gelu_of(p->te, e, probe))) {
     c->gelu = true;
     e = y;
   }
@@ -137,12 +138,9 @@ static bool worth_a_library(const CgGemm *g, const CgOptions *o) {
   return work >= 67108864.0;  /* 2^26 multiply-adds */
 }
 
-bool cg_library_candidate(const Plan *p, const Kernel *k, const CgOptions *o) {
-  CgGemm g;
-  return o->library && cg_gemm_match(p, k, o, &g) && worth_a_library(&g, o);
-}
-
-bool cg_library_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibGemm *c) {
+/* probe: every test but the GELU's, which would build the candidate's GELU in the TE (a
+ * product by 0.5 of the right shape is taken for one). */
+static bool lib_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibGemm *c, bool probe) {
   CgGemm g;
   if (!cg_gemm_match(p, k, o, &g) || !worth_a_library(&g, o)) return false;
   if (!is_memory_load(p, k, g.a) || !is_memory_load(p, k, g.b)) return false;
@@ -156,7 +154,7 @@ bool cg_library_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibG
     out = &k->items[i];
   }
   if (!out || !out->offset) return false;
-  if (out != acc && !epilogue(p, k, &g, out->body, acc->stage, c)) return false;
+  if (out != acc && !epilogue(p, k, &g, out->body, acc->stage, c, probe)) return false;
   if (out != acc && k->n_items != 2) return false;  /* no other values in between */
   Affine a, b, d;
   if (!affine(p, k, &g, g.a, NULL, &a) || !affine(p, k, &g, g.b, NULL, &b) || !affine(p, k, &g, NULL, out->offset, &d))
@@ -173,4 +171,13 @@ bool cg_library_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibG
   c->a_off = a.base, c->b_off = b.base, c->d_off = d.base;
   c->a_sb = a.sb, c->b_sb = b.sb, c->d_sb = d.sb, c->ldd = d.sm;
   return true;
+}
+
+bool cg_library_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibGemm *c) {
+  return lib_match(p, k, o, c, false);
+}
+
+bool cg_library_candidate(const Plan *p, const Kernel *k, const CgOptions *o) {
+  CgLibGemm c;
+  return o->library && lib_match(p, k, o, &c, true);
 }

@@ -138,6 +138,22 @@ int main(void) {
   }
   built_free(&b);
 
+  /* mlp_train_b1024: dW2 (k6) and dW1 with its SGD update (k8) are large enough for the cost
+   * rule, but the library cannot take k8 (its stored value is the update) nor k0 (it stores
+   * two values), so they are not kept alone: k6 and k8 share a launch, 7 launches in all */
+  {
+    CgOptions grouped = dflt;
+    grouped.group = CG_GROUP_SIBLINGS;
+    if (build("mlp_train_b1024", cu, &grouped, &b)) {
+      int launches = 0;
+      for (int i = 0; i < b.g->n_launch; i++) launches += b.g->launch[i].group < 0;
+      CHECK_MSG(launches + b.g->n_group == 7, "mlp_train_b1024 grouped: %d launches", launches + b.g->n_group);
+      CHECK(b.g->n_launch == 9 && b.g->launch[6].group >= 0 && b.g->launch[6].group == b.g->launch[8].group);
+      CHECK(!strstr(b.g->launch[0].why, "alone: library"));
+    }
+    built_free(&b);
+  }
+
   /* a loop dialect: one call per kernel, through the trampoline */
   const Want loop[] = { { 0, 1, 1, 0, 0, false }, { 1, 1, 1, 0, 0, false }, { 2, 1, 1, 0, 0, false } };
   check("mlp_fwd_b128", &cg_dialect_c, &dflt, loop, 3);
