@@ -281,6 +281,9 @@ typedef struct kiln_options {
   int cublaslt;         /* cuda: 1 let cuBLASLt run the plain GEMMs the cost rule gives it (default);
                            0 generated kernels only ($KILN_CUBLASLT=0); 2 every plain GEMM it can take,
                            whatever the cost rule says (a race) */
+  int cuda_cluster;     /* cuda, sm_90 and later: 1 a GEMM split along K into at most 8 spans runs them as one
+                           thread-block cluster, adding the partials through each other's shared memory
+                           ($KILN_CUDA_CLUSTER=1; raced, default 0) */
   int cuda_gemm_stages; /* cuda: k-tiles of a generated GEMM whose global reads are in flight at once, 1, 2
                            or 4 (above 1 the shared tiles are double-buffered); 0 (default) what measurement
                            chose ($KILN_CUDA_GEMM_STAGES) */

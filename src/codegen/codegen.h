@@ -165,6 +165,10 @@ typedef struct Dialect {
                                    * a no-op when the launch was not made so) */
   const char *grid_barrier;       /* statement waiting for every block; %s the group's barrier array:
                                    * "k_grid_sync(%s);" (the prelude defines it) */
+  /* thread-block clusters (NULL: none): the kernel attribute fixing a 1-D cluster of %d blocks,
+   * the helpers' definitions (module scope, once), a barrier of the cluster's blocks that also
+   * orders their shared memory, and a load of float *%s in the shared memory of cluster block %s */
+  const char *cluster_dims, *cluster_helpers, *cluster_sync, *cluster_load;
   /* loop dialects: a group's entry calls its members in order; %s the entry's name. Each call is
    * kernel name, "(", trampoline_arg per parameter, group_call_end. */
   const char *group_open, *group_call_end, *group_close;
@@ -199,6 +203,7 @@ typedef struct CgOptions {
   bool index32;         /* 32-bit index math where proven in range, in dialects with index32_type (KILN_INDEX32) */
   bool lazy_select;     /* grid dialects: a select's branch that reads memory only when taken (KILN_LAZY_SELECT) */
   bool dependent_launch;/* kernels start with the dialect's kernel_entry (KILN_CUDA_PDL) */
+  bool cluster_splitk;  /* split-K through thread-block clusters where the spans fit one (KILN_CUDA_CLUSTER) */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
                            above 1 the shared tiles are double-buffered); KILN_CUDA_GEMM_STAGES */
   /* Per plan kernel (NULL: none): may not join a group, and why ("budget: 96 registers, ...");
@@ -343,6 +348,8 @@ typedef struct CgGemm {
   int acc_item;                    /* index of the IT_ACC item */
   int splits;                      /* split-K: blocks per tile, each over kspan points of K */
   int64_t kspan;                   /* (a multiple of bk; 1 split: kspan >= K) */
+  bool cluster;                    /* split-K: a tile's spans are the blocks of one cluster, their partials
+                                      added from each other's shared memory (no global round trip) */
   int stages;                      /* k-tiles read ahead into registers (CgOptions.gemm_stages); above 1
                                       the shared tiles are double-buffered, one barrier a k-tile */
 } CgGemm;

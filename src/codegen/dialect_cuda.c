@@ -156,4 +156,25 @@ const Dialect cg_dialect_cuda = {
   .phase_thread_stride = "((int64_t)k_nbid * blockDim.x)",
   .grid_barrier = "k_grid_sync(%s);",
   .kernel_entry = "  k_dependent_entry();",
+  /* sm_90 and later: barrier.cluster, and mapa to reach another block's shared memory */
+  .cluster_dims = "__cluster_dims__(%d, 1, 1)",
+  .cluster_helpers =
+    "#ifndef KILN_CLUSTER_HELPERS\n"
+    "#define KILN_CLUSTER_HELPERS\n"
+    "static __device__ __forceinline__ void k_cluster_sync(void) {\n"
+    "  asm volatile(\"barrier.cluster.arrive.release.aligned;\\n\\tbarrier.cluster.wait.acquire.aligned;\" ::: \"memory\");\n"
+    "}\n"
+    "static __device__ __forceinline__ float k_cluster_ld(const float *p, unsigned int rank) {\n"
+    "  unsigned long long s;\n"
+    "  unsigned int a, ra;\n"
+    "  float v;\n"
+    "  asm(\"cvta.to.shared.u64 %0, %1;\" : \"=l\"(s) : \"l\"(p));\n"
+    "  a = (unsigned int)s;\n"
+    "  asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(ra) : \"r\"(a), \"r\"(rank));\n"
+    "  asm volatile(\"ld.shared::cluster.f32 %0, [%1];\" : \"=f\"(v) : \"r\"(ra) : \"memory\");\n"
+    "  return v;\n"
+    "}\n"
+    "#endif\n",
+  .cluster_sync = "k_cluster_sync();",
+  .cluster_load = "k_cluster_ld(%s, %s)",
 };

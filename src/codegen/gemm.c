@@ -195,6 +195,8 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
    * work to hide its reads, and a second stage of its operand registers took it from 128
    * registers a thread to 201 (one block a multiprocessor instead of two) */
   g.stages = (o->gemm_stages == 2 || o->gemm_stages == 4) && g.bm <= 64 ? o->gemm_stages : 1;
+  /* a cluster of at most 8 blocks (the portable size); each block one span of one tile */
+  g.cluster = o->cluster_splitk && g.splits > 1 && g.splits <= 8 && tiles_at(&g, g.bm, g.bn) * g.splits <= ((int64_t)1 << 20);
   g.a_kfast = reads_along_k(p, k, g.a, &g, ROLE_M);
   g.b_kfast = reads_along_k(p, k, g.b, &g, ROLE_N);
   if (out) *out = g;
@@ -203,7 +205,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
 
 int64_t cg_gemm_smem(const CgGemm *g) {
   int pad = g->kgroups > 1 ? 4 : 32 / g->bk, bufs = g->stages > 1 ? 2 : 1;
-  return 4 * (int64_t)bufs * g->bk * (g->bm + g->bn + 2 * pad) + 16;
+  return 4 * (int64_t)bufs * g->bk * (g->bm + g->bn + 2 * pad) + 16 + (g->cluster ? 4 * (int64_t)g->bm * g->bn : 0);
 }
 
 int64_t cg_gemm_blocks(const CgGemm *g) {
@@ -213,6 +215,10 @@ int64_t cg_gemm_blocks(const CgGemm *g) {
 
 void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out) {
   if (g->splits <= 1) return;
+  if (g->cluster) {
+    sb_printf(out, "\n%s", d->cluster_helpers);
+    return;
+  }
   int64_t tiles = tiles_at(g, g->bm, g->bn);
   sb_printf(out, "\n/* kernel %d, split-K: partial tiles of its %d spans, and each tile's arrivals (0 at\n"
                  " * module load; the last block of a tile puts its count back to 0) */\n", ki, g->splits);
@@ -357,6 +363,38 @@ static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, in
   put(em, "if (%s == 0) kiln_arrived%d[tile] = 0%s;", d->thread_id, ki, d->uint_suffix);
 }
 
+/* Split-K in a cluster (CgGemm.cluster): the tile's spans are the cluster's blocks, rank =
+ * span. Each block's partial tile goes to its shared kiln_cp; after a cluster barrier the
+ * rank-0 block adds every rank's partial in rank order (deterministic, as the global split),
+ * and a second barrier keeps the others' shared memory until it has read it. Only rank 0
+ * runs the epilogue. */
+static void cluster_combine(const CgEmit *em, const CgGemm *g, int rows, int cols) {
+  const Dialect *d = em->d;
+  const char *F = d->value_type[KILN_F32];
+  int S = g->splits;
+  char st[128];
+  snprintf(st, sizeof st, "kiln_cp[(ty + i * %d) * %d + tx + j * %d] = acc[i][j];", rows, g->bn, cols);
+  each_output(em, g, st);
+  put(em, "%s", d->cluster_sync);
+  open_(em, "if (w %% %d == 0) {", S);
+  put(em, "%s", d->unroll);
+  open_(em, "for (int i = 0; i < %d; i++) {", g->tm);
+  put(em, "%s", d->unroll);
+  open_(em, "for (int j = 0; j < %d; j++) {", g->tn);
+  put(em, "%s s = 0.0%s;", F, d->f32_suffix);
+  char addr[96], ld[160];
+  snprintf(addr, sizeof addr, "&kiln_cp[(ty + i * %d) * %d + tx + j * %d]", rows, g->bn, cols);
+  snprintf(ld, sizeof ld, d->cluster_load, addr, "q");
+  put(em, "%s", d->unroll);
+  put(em, "for (unsigned int q = 0; q < %du; q++) s += %s;", S, ld);
+  put(em, "acc[i][j] = s;");
+  close_(em);
+  close_(em);
+  close_(em);
+  put(em, "%s", d->cluster_sync);
+  put(em, "if (w %% %d != 0) continue;", S);
+}
+
 /* ---- k groups (CgGemm.kgroups > 1) ----
  * The tiles live in shared arrays of 16-byte vectors (so a row of 4 floats is one vector
  * load), viewed as float rows padded by 4 floats: As[kk][m], Bs[kk][n]. Group kg of the
@@ -451,7 +489,8 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   int64_t tiles = mt * nt * g->batch;
   int S = g->splits > 1 ? g->splits : 1;
   if (S > 1) {
-    put(em, "%s %s last;", d->shared_qual, d->counter_type);
+    if (g->cluster) put(em, "%s %s kiln_cp[%d];", d->shared_qual, F, g->bm * g->bn);
+    else put(em, "%s %s last;", d->shared_qual, d->counter_type);
     open_(em, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, L(em, tiles * S), d->grid_size);
     put(em, "const %s tile = w / %d, kbeg = (w %% %d) * %s;", I, S, S, L(em, g->kspan));
     put(em, "const %s kend = kbeg + %s < %s ? kbeg + %s : %s;", I, L(em, g->kspan), L(em, g->K), L(em, g->kspan),
@@ -528,7 +567,8 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   close_(em);
   if (dbl) put(em, "%s", d->barrier);  /* every multiply done before the buffers are reused */
   if (g->kgroups > 1) kg_sum(em, g, rows, cols, sa[0], sb[0]);
-  if (S > 1) split_combine(em, k, g, tiles, rows, cols);
+  if (S > 1 && g->cluster) cluster_combine(em, g, rows, cols);
+  else if (S > 1) split_combine(em, k, g, tiles, rows, cols);
   /* epilogue: every output of the sub-tile, in the kernel's own vars */
   put(em, "%s", d->unroll);
   open_(em, "for (int i = 0; i < %d; i++) {", g->tm);

@@ -50,7 +50,8 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     int n = g.kgroups > 1 ? snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%d k-groups of 4x4 a thread)", g.bm, g.bn, g.kgroups)
                           : snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%dx%d a thread)", g.bm, g.bn, g.tm, g.tn);
     if (g.splits > 1 && n > 0 && (size_t)n < sizeof l->why)
-      snprintf(l->why + n, sizeof l->why - (size_t)n, " x %d K-spans of %lld", g.splits, (long long)g.kspan);
+      snprintf(l->why + n, sizeof l->why - (size_t)n, " x %d K-spans of %lld%s", g.splits, (long long)g.kspan,
+               g.cluster ? " (a cluster)" : "");
     return;
   }
   if (s == CG_GPU_BLOCK_ROWS) {
@@ -226,6 +227,10 @@ static const char *not_groupable(const Plan *p, const Dialect *d, const CgOption
   if (l->block != POINT_THREADS) return "block size";
   if (l->smem > 0) return "dynamic shared memory";
   if (cg_library_candidate(p, &p->kernels[l->kernel], o)) return "library GEMM";
+  CgGemm gm;
+  if (cg_kernel_shape(p, &p->kernels[l->kernel], d, o) == CG_GPU_GEMM && cg_gemm_match(p, &p->kernels[l->kernel], o, &gm) &&
+      gm.cluster)
+    return "cluster split-K";  /* its launch fixes a cluster of its spans */
   return NULL;
 }
 

@@ -2050,6 +2050,10 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
     else sb_printf(out, d->block_bounds, gs == CG_GPU_GEMM ? (int)CG_GEMM_THREADS : ro.threads * ro.rows);
     sb_puts(out, " ");
   }
+  if (gs == CG_GPU_GEMM && gemm.cluster && !phase) {
+    sb_printf(out, d->cluster_dims, gemm.splits);
+    sb_puts(out, " ");
+  }
   sb_printf(out, "%s(", name);
   if (phase) sb_printf(out, "%s k_bid, %s k_nbid%s", d->index_type, d->index_type, np ? ", " : "");
   for (int i = 0; i < np; i++) {

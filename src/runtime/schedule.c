@@ -525,6 +525,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_gemm_stages ($KILN_CUDA_GEMM_STAGES) is %d: 0 the default, or 1, 2 or 4 "
                      "k-tiles in flight", o->cuda_gemm_stages);
   if (o->cuda_gemm_stages) g->gemm_stages = o->cuda_gemm_stages;
+  g->cluster_splitk = o->cuda_cluster && d && d->cluster_dims;
   if (o->index32 < -1 || o->index32 > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "index32 ($KILN_INDEX32) is %d: -1 the default, 0 off, 1 on", o->index32);
   g->index32 = o->index32 >= 0 ? o->index32 == 1 : d && d->grid;
