@@ -345,6 +345,13 @@ kiln_status kiln_program_compile(const kiln_graph *g, const kiln_options *opt, k
 /* inputs: one host buffer per graph input, in creation order; outputs: one per marked output.
  * String tensors: see "strings" above (outputs stay valid until the next run). */
 kiln_status kiln_program_run(kiln_program *p, const void *const *inputs, void *const *outputs);
+/* times runs of p in a row (times >= 1) on its resident inputs (kiln_program_set_input; every
+ * input must have been set), reading no output (kiln_program_read_output reads the last run's).
+ * On a device the runs are enqueued back to back and the call waits once, so no host round trip
+ * separates two runs: a training loop over data the program keeps (its step counter and losses
+ * in params) runs as fast as the device goes. The census describes one run, except device_ms,
+ * which spans all of them. */
+kiln_status kiln_program_run_times(kiln_program *p, int times);
 kiln_status kiln_program_census(const kiln_program *p, kiln_census *out);
 /* Prints the plan: each kernel, its ops, anchor, buffers, bytes and boundary reasons. */
 kiln_status kiln_program_print(const kiln_program *p, FILE *f);

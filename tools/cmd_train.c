@@ -7,7 +7,8 @@
  * The training set lives in that program (train_net_build_resident): normalised images,
  * one-hot labels, the epoch's shuffle order, a step counter and the per-step losses are
  * params, each step gathers its batch on the device and records its loss there, so a step
- * is one kiln_program_run that moves nothing between host and device. Per epoch the host
+ * is a run that moves nothing between host and device, and 25 steps are one
+ * kiln_program_run_times (the host waits once for them). Per epoch the host
  * writes the new order and resets the counter (kiln_program_write_param), and after the
  * epoch reads the losses back once. --host-batches keeps the old way (a batch filled on the
  * host and uploaded, the loss downloaded, every step), to compare against.
@@ -242,8 +243,12 @@ static int train_epoch(const Args *a, const Dataset *train, kiln_program *prog, 
   for (int i = 0; perm && i < n; i++) perm[i] = idx[i];
   if (perm && !(st = kiln_program_write_param(prog, tn->perm, perm))) st = kiln_program_write_param(prog, tn->step, &zero);
   if (st) return fail("writing the epoch's order", st);
-  for (int s = 0; s < steps; s++) {
-    if (perm) st = kiln_program_run(prog, NULL, NULL);
+  /* resident: up to the next progress line (every 25 steps) in one kiln_program_run_times, so
+   * the host waits once per 25 steps, not once a step (the first step alone: its census) */
+  for (int s = 0, n = 1; s < steps; s += n) {
+    n = perm && !(e == 1 && s == 0) ? 25 - s % 25 : 1;
+    if (n > steps - s) n = steps - s;
+    if (perm) st = kiln_program_run_times(prog, n);
     else {
       fill_batch(train, idx + (size_t)s * a->batch, a->batch, a->batch, x, y);
       st = kiln_program_run(prog, (const void *[]){x, y}, (void *[]){&curve[s]});
@@ -251,8 +256,9 @@ static int train_epoch(const Args *a, const Dataset *train, kiln_program *prog, 
     }
     if (st) return fail("training step", st);
     if (e == 1 && s == 0) print_census(prog);
-    if (s % 25 == 24 || s == steps - 1)
-      progress(e, a->epochs, s + 1, steps, perm ? -1 : sum / (s + 1), (double)(s + 1) * a->batch / (now() - t0));
+    int done = s + n;
+    if (done % 25 == 0 || done == steps)
+      progress(e, a->epochs, done, steps, perm ? -1 : sum / done, (double)done * a->batch / (now() - t0));
   }
   if (perm) {
     if ((st = kiln_program_read_param(prog, tn->losses, curve))) return fail("reading the epoch's losses", st);

@@ -408,9 +408,10 @@ static void kg_declare(const CgEmit *em, const CgGemm *g) {
   int st = kg_stride(g), n = g->bk * st / 4, bufs = g->stages > 1 ? 2 : 1;
   put(em, "%s %s Asv[%d], Bsv[%d];", d->shared_qual, V, bufs * n, bufs * n);
   if (bufs == 1) put(em, "%s (*As)[%d] = (%s (*)[%d])Asv, (*Bs)[%d] = (%s (*)[%d])Bsv;", F, st, F, st, st, F, st);
-  for (int b = 0; b < bufs && bufs > 1; b++)
-    put(em, "%s (*As%d)[%d] = (%s (*)[%d])(Asv + %d), (*Bs%d)[%d] = (%s (*)[%d])(Bsv + %d);", F, b, st, F, st, b * n, b,
-        st, F, st, b * n);
+  else
+    for (int b = 0; b < bufs; b++)
+      put(em, "%s (*As%d)[%d] = (%s (*)[%d])(Asv + %d), (*Bs%d)[%d] = (%s (*)[%d])(Bsv + %d);", F, b, st, F, st, b * n,
+          b, st, F, st, b * n);
   put(em, "const int kg = %s / %d, cx = (%s %% %d) %% %d, cy = (%s %% %d) / %d;", d->thread_id, KG_THREADS, d->thread_id,
       KG_THREADS, g->bn / KG_TN, d->thread_id, KG_THREADS, g->bn / KG_TN);
 }
@@ -480,8 +481,7 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   else if (dbl) sa[0] = "As[0]", sa[1] = "As[1]", sb[0] = "Bs[0]", sb[1] = "Bs[1]";
   if (g->kgroups > 1) kg_declare(em, g);
   else {
-    char bufs[8] = "";
-    if (dbl) snprintf(bufs, sizeof bufs, "[2]");
+    const char *bufs = dbl ? "[2]" : "";
     put(em, "%s %s As%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bm + 32 / g->bk);
     put(em, "%s %s Bs%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bn + 32 / g->bk);
   }

@@ -183,9 +183,23 @@ kiln_status kiln_program_run(kiln_program *p, const void *const *inputs, void *c
     if ((!inputs || !inputs[i]) && te->stages[te->inputs[i]].numel && !(p->in_set && p->in_set[i]))
       return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: input %d ('%s') is NULL and was never set", i,
                        te->stages[te->inputs[i]].name);
-  kiln_status st = rt_schedule_run(p->sched, inputs, outputs, &p->census);
+  kiln_status st = rt_schedule_run(p->sched, inputs, outputs, 1, &p->census);
   if (!st && outputs) st = own_strings(p, outputs);
   if (st == KILN_OK) p->census.runs++;
+  return st;
+}
+
+kiln_status kiln_program_run_times(kiln_program *p, int times) {
+  if (!p) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run_times: program is NULL");
+  if (times < 1) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run_times: times is %d (at least 1)", times);
+  const TE *te = p->te;
+  for (int i = 0; i < te->n_inputs; i++)
+    if (te->stages[te->inputs[i]].numel && !(p->in_set && p->in_set[i]))
+      return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run_times: input %d ('%s') was never set", i,
+                       te->stages[te->inputs[i]].name);
+  arena_free(&p->out_strings);
+  kiln_status st = rt_schedule_run(p->sched, NULL, NULL, times, &p->census);
+  if (st == KILN_OK) p->census.runs += times;
   return st;
 }
 

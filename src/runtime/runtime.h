@@ -115,10 +115,12 @@ typedef struct Schedule Schedule;
  * decided (kernels planned, cache hit, peak bytes). te must outlive the schedule. */
 kiln_status rt_schedule_create(const Backend *be, TE *te, const kiln_options *o, kiln_census *c, Schedule **out);
 void rt_schedule_free(Schedule *s);
-/* One run. inputs/outputs: host buffers in te order; NULL arrays or entries keep the
- * tensor resident (rt_schedule_set_input) or leave an output on the device. Assigns take
- * effect after the outputs are written. */
-kiln_status rt_schedule_run(Schedule *s, const void *const *inputs, void *const *outputs, kiln_census *c);
+/* times runs (>= 1), waiting once after the last. inputs/outputs: host buffers in te order,
+ * bound for the first run and read after the last (times > 1: both NULL); NULL arrays or
+ * entries keep the tensor resident (rt_schedule_set_input) or leave an output on the device.
+ * Assigns take effect after the outputs are written. The census counts one run (device_ms:
+ * all of them). */
+kiln_status rt_schedule_run(Schedule *s, const void *const *inputs, void *const *outputs, int times, kiln_census *c);
 /* Resident tensors: host -> input i (kept until set again); output i of the last run -> host;
  * a param's current value -> host; host -> a param (numeric, not string), in place. */
 kiln_status rt_schedule_set_input(Schedule *s, int i, const void *src);

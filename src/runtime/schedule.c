@@ -692,7 +692,8 @@ static kiln_status copy_outputs(Schedule *s, void *const *out, kiln_census *c) {
   return st;
 }
 
-kiln_status rt_schedule_run(Schedule *s, const void *const *in, void *const *out, kiln_census *c) {
+kiln_status rt_schedule_run(Schedule *s, const void *const *in, void *const *out, int times, kiln_census *c) {
+  KILN_ASSERT(times >= 1 && (times == 1 || (!in && !out)));
   c->h2d_bytes = c->d2h_bytes = c->h2d_copies = c->d2h_copies = 0;
   c->device_ms = 0;
   fallbacks_reset(s, c);
@@ -700,10 +701,22 @@ kiln_status rt_schedule_run(Schedule *s, const void *const *in, void *const *out
   kiln_status st = bind_inputs(s, in, c);
   bind_outputs(s, out);
   if (!st && s->be->mark) st = s->be->mark(s->dev, 0);
-  if (!st && !s->plan) st = interpret(s, c);
-  else if (!st && s->replay) st = s->be->replay(s->dev, s->graph);
-  else if (!st) st = enqueue_kernels(s, c);
-  if (!st && !s->replay && s->assigns_after_kernels) st = enqueue_assigns(s);
+  for (int t = 0; t < times && !st; t++) {
+    if (t > 0) {  /* the census is one run's */
+      c->h2d_bytes = c->d2h_bytes = c->h2d_copies = c->d2h_copies = 0;
+      fallbacks_reset(s, c);
+      arena_free(&s->strings);
+    }
+    if (!s->plan) st = interpret(s, c);
+    else if (s->replay) st = s->be->replay(s->dev, s->graph);
+    else st = enqueue_kernels(s, c);
+    if (!st && !s->replay && s->assigns_after_kernels) st = enqueue_assigns(s);
+    /* assigns that wait for the outputs' read (an output is an assigned param) follow each run */
+    if (!st && t + 1 < times && !s->assigns_after_kernels) {
+      st = dev_sync(s, "outputs");
+      if (!st) st = enqueue_assigns(s);
+    }
+  }
   if (!st && s->be->mark) st = s->be->mark(s->dev, 1);
   if (!st) st = copy_outputs(s, out, c);
   if (!st && !s->assigns_after_kernels) {  /* an output is an assigned param: read it first */

@@ -11,6 +11,7 @@
  * source is exactly cg_render_plan's.
  */
 #include "built.h"
+#include "runtime/runtime.h"
 
 /* One launch's numbers: grid, block, smem, carveout, library. */
 typedef struct Want { int kernel; int64_t grid; int block, smem, carveout; bool library; } Want;
@@ -137,6 +138,45 @@ int main(void) {
     }
   }
   built_free(&b);
+
+  /* read-ahead stages and cluster split-K render what they say (raced on the H200, both off by
+   * default): two register stages and double-buffered k-grouped tiles; a cluster of the 4
+   * spans of each tile, kept out of launch groups, with no global partials */
+  {
+    CgOptions st2 = dflt, cl = dflt;
+    st2.gemm_stages = 2;
+    cl.cluster_splitk = true, cl.group = CG_GROUP_SIBLINGS;
+    if (build("mlp_fwd_b128", cu, &st2, &b)) {
+      CHECK(strstr(b.g->source.s, "float pfa1[4], pfb1[4];") && strstr(b.g->source.s, "(*As1)[36]"));
+      CHECK(b.g->launch[0].grid == 256);
+    }
+    built_free(&b);
+    if (build("mlp_fwd_b128", cu, &dflt, &b))
+      CHECK(!strstr(b.g->source.s, "pfa1") && !strstr(b.g->source.s, "__cluster_dims__") && strstr(b.g->source.s, "kiln_part0"));
+    built_free(&b);
+    if (build("mlp_fwd_b128", cu, &cl, &b)) {
+      CHECK(strstr(b.g->source.s, "__cluster_dims__(4, 1, 1) kiln_k0(") && strstr(b.g->source.s, "__cluster_dims__(8, 1, 1) kiln_k2("));
+      CHECK(!strstr(b.g->source.s, "kiln_part0") && strstr(b.g->launch[0].why, "(a cluster)"));
+      CHECK(b.g->n_group == 0 && b.g->launch[0].group < 0 && b.g->launch[0].grid == 256);
+    }
+    built_free(&b);
+  }
+
+  /* the options' switches reach codegen: stages 1, 2 or 4 (0 the default, 1), anything else
+   * refused; clusters only in a dialect that has them */
+  {
+    kiln_options ko = kiln_options_default();
+    CgOptions co;
+    ko.cuda_gemm_stages = 4, ko.cuda_cluster = 1;
+    if (rt_codegen_options(&ko, cu, &co) == KILN_OK) CHECK(co.gemm_stages == 4 && co.cluster_splitk);
+    else CHECK_MSG(false, "%s", kiln_last_error());
+    if (rt_codegen_options(&ko, &cg_dialect_c, &co) == KILN_OK) CHECK(!co.cluster_splitk);
+    ko.cuda_gemm_stages = 0;
+    if (rt_codegen_options(&ko, cu, &co) == KILN_OK) CHECK(co.gemm_stages == 1);
+    ko.cuda_gemm_stages = 3;
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&ko, cu, &co));
+    CHECK(strstr(kiln_last_error(), "KILN_CUDA_GEMM_STAGES"));
+  }
 
   /* mlp_train_b1024: dW2 (k6) and dW1 with its SGD update (k8) are large enough for the cost
    * rule, but the library cannot take k8 (its stored value is the update) nor k0 (it stores

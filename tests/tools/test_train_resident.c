@@ -168,9 +168,22 @@ static void test_model(ModelKind m, const char *name, const float *images, const
     int64_t zero = 0;
     OK(kiln_program_write_param(rp, rn.perm, perm));
     OK(kiln_program_write_param(rp, rn.step, &zero));
+    /* the last epoch's resident steps as two kiln_program_run_times: the same losses and
+     * parameters as step by step with host batches, the census one run's */
+    bool chunked = e == EPOCHS - 1;
+    if (chunked) {
+      kiln_census c0, c1;
+      OK(kiln_program_census(rp, &c0));
+      OK(kiln_program_run_times(rp, steps / 2));
+      OK(kiln_program_run_times(rp, steps - steps / 2));
+      OK(kiln_program_census(rp, &c1));
+      CHECK_MSG(c1.runs == c0.runs + steps, "%s: %lld runs counted for %d", name, (long long)(c1.runs - c0.runs), steps);
+      CHECK(c1.host_fallbacks == 0 && c1.h2d_copies == 0 && c1.d2h_copies == 0 &&
+            c1.kernels_launched == c0.kernels_launched);
+    }
     for (int s = 0; s < steps; s++) {
-      OK(kiln_program_run(rp, NULL, NULL));
       kiln_census c;
+      if (!chunked) OK(kiln_program_run(rp, NULL, NULL));
       OK(kiln_program_census(rp, &c));
       CHECK_MSG(c.host_fallbacks == 0, "%s: %lld host fallbacks (%s)", name, (long long)c.host_fallbacks,
                 c.fallback_ops);
@@ -199,6 +212,10 @@ static void test_model(ModelKind m, const char *name, const float *images, const
     CHECK_MSG(worst <= 1e-6, "%s epoch %d: resident and host-batch parameters differ by %g (relative)", name, e, worst);
     fprintf(stderr, "%s epoch %d: mean loss %.4f, parameters differ by %g (relative)\n", name, e, sum / steps, worst);
   }
+  /* run_times refuses no runs, and a program with an input never set (the host-batch step) */
+  FAILS(KILN_ERR_INVALID_ARG, kiln_program_run_times(rp, 0));
+  FAILS(KILN_ERR_INVALID_ARG, kiln_program_run_times(hp, 3));
+  CHECK_MSG(strstr(kiln_last_error(), "input 0") && strstr(kiln_last_error(), "never set"), "%s", kiln_last_error());
   CHECK_MSG(last_epoch < 0.9 * first_epoch, "%s: mean loss %g in the last epoch, %g in the first", name, last_epoch,
             first_epoch);
   check_eval(m, name, rp, &rn, images, labels);
