@@ -1466,12 +1466,12 @@ CgRows cg_gpu_rows(const Kernel *k, int variant) {
  * f32 only (the partials are f32, added in block order: deterministic), and only kernels
  * whose one inner loop is followed by per-row values (n_steps <= 2: no second pass over the
  * row, which would need the whole row's statistic first). */
-enum { SPLIT_ROWS_BELOW = 128, SPLIT_MIN_SPAN = 1024, SPLIT_MAX = 64, SPLIT_THREADS = 256, SPLIT_BLOCKS = 256 };
+enum { SPLIT_MIN_SPAN = 1024, SPLIT_MAX = 64, SPLIT_THREADS = 256 };
 
 static int row_splits(const Plan *p, const Kernel *k, const CgOptions *o, const CgRows *ro) {
   if (o->splitk == CG_SPLITK_OFF || o->row_variant != ROW_AUTO || ro->rows != 1 || ro->reg_points || k->n_steps > 2)
     return 1;
-  if (k->outer_numel >= SPLIT_ROWS_BELOW || k->inner_numel < 2 * SPLIT_MIN_SPAN) return 1;
+  if (k->outer_numel >= o->split_rows_below || k->inner_numel < 2 * SPLIT_MIN_SPAN) return 1;
   int accs = 0;
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
@@ -1481,7 +1481,7 @@ static int row_splits(const Plan *p, const Kernel *k, const CgOptions *o, const 
     accs++;
   }
   if (!accs) return 1;
-  int64_t s = (SPLIT_BLOCKS + k->outer_numel - 1) / k->outer_numel;
+  int64_t s = (o->split_blocks + k->outer_numel - 1) / k->outer_numel;
   if (s > k->inner_numel / SPLIT_MIN_SPAN) s = k->inner_numel / SPLIT_MIN_SPAN;
   if (s > SPLIT_MAX) s = SPLIT_MAX;
   return s < 2 ? 1 : (int)s;

@@ -81,6 +81,8 @@ kiln_options kiln_options_default(void) {
   o.cuda_pdl = kiln_env_int("KILN_CUDA_PDL", 0) != 0;
   o.cuda_gemm_stages = kiln_env_int("KILN_CUDA_GEMM_STAGES", 0);
   o.cuda_cluster = kiln_env_int("KILN_CUDA_CLUSTER", 0) != 0;
+  o.cuda_split_rows = kiln_env_int("KILN_CUDA_SPLIT_ROWS", 0);
+  o.cuda_split_blocks = kiln_env_int("KILN_CUDA_SPLIT_BLOCKS", 0);
   o.index32 = kiln_env_int("KILN_INDEX32", -1);
   o.lazy_select = kiln_env_int("KILN_LAZY_SELECT", 1) != 0;
   env_text("KILN_CC", "cc", o.cc, sizeof o.cc);

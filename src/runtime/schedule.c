@@ -526,6 +526,11 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
                      "k-tiles in flight", o->cuda_gemm_stages);
   if (o->cuda_gemm_stages) g->gemm_stages = o->cuda_gemm_stages;
   g->cluster_splitk = o->cuda_cluster && d && d->cluster_dims;
+  if (o->cuda_split_rows < 0 || o->cuda_split_rows > 1 << 20 || o->cuda_split_blocks < 0 || o->cuda_split_blocks > 1 << 20)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_split_rows/cuda_split_blocks ($KILN_CUDA_SPLIT_ROWS, $KILN_CUDA_SPLIT_BLOCKS) "
+                     "are %d and %d: 0 the default, else 1 .. 2^20", o->cuda_split_rows, o->cuda_split_blocks);
+  if (o->cuda_split_rows) g->split_rows_below = o->cuda_split_rows;
+  if (o->cuda_split_blocks) g->split_blocks = o->cuda_split_blocks;
   if (o->index32 < -1 || o->index32 > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "index32 ($KILN_INDEX32) is %d: -1 the default, 0 off, 1 on", o->index32);
   g->index32 = o->index32 >= 0 ? o->index32 == 1 : d && d->grid;
