@@ -285,9 +285,9 @@ typedef struct kiln_options {
                            thread-block cluster, adding the partials through each other's shared memory
                            ($KILN_CUDA_CLUSTER=1; raced, default 0) */
   int cuda_split_rows;  /* cuda: a few long rows of f32 sums go in two phases when there are fewer rows than
-                           this; 0 (default) 128 ($KILN_CUDA_SPLIT_ROWS, a race) */
-  int cuda_split_blocks; /* cuda: ... split so that about this many blocks run in all; 0 (default) 256
-                           ($KILN_CUDA_SPLIT_BLOCKS, a race) */
+                           this; 0 (default) 512, what the H200 race chose ($KILN_CUDA_SPLIT_ROWS) */
+  int cuda_split_blocks; /* cuda: ... split so that about this many blocks run in all; 0 (default) 576
+                           ($KILN_CUDA_SPLIT_BLOCKS) */
   int cuda_gemm_stages; /* cuda: k-tiles of a generated GEMM whose global reads are in flight at once, 1, 2
                            or 4 (above 1 the shared tiles are double-buffered); 0 (default) what measurement
                            chose ($KILN_CUDA_GEMM_STAGES) */

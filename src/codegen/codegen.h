@@ -203,8 +203,11 @@ typedef struct CgOptions {
   bool index32;         /* 32-bit index math where proven in range, in dialects with index32_type (KILN_INDEX32) */
   bool lazy_select;     /* grid dialects: a select's branch that reads memory only when taken (KILN_LAZY_SELECT) */
   bool dependent_launch;/* kernels start with the dialect's kernel_entry (KILN_CUDA_PDL) */
-  int split_rows_below; /* two-phase rows: kernels of fewer rows than this (128; KILN_CUDA_SPLIT_ROWS, a race) */
-  int split_blocks;     /* ... split so that about this many blocks run in all (256; KILN_CUDA_SPLIT_BLOCKS) */
+  /* two-phase rows: kernels of fewer rows than split_rows_below, split so that about split_blocks
+   * blocks run in all (KILN_CUDA_SPLIT_ROWS, KILN_CUDA_SPLIT_BLOCKS; the H200 race chose 512 and
+   * 576, about 4 blocks of 256 threads a multiprocessor: cnn_train_b32 0.932 against 128 and 256) */
+  int split_rows_below;
+  int split_blocks;
   bool cluster_splitk;  /* split-K through thread-block clusters where the spans fit one (KILN_CUDA_CLUSTER) */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
                            above 1 the shared tiles are double-buffered); KILN_CUDA_GEMM_STAGES */

@@ -31,7 +31,7 @@ static const int64_t GRID_CAP = (int64_t)1 << 20;
 CgOptions cg_options_default(void) {
   return (CgOptions){ .row_variant = cg_row_variant(NULL), .splitk = CG_SPLITK_ON, .library = true,
                       .group = CG_GROUP_OFF, .in_place = true, .lazy_select = true, .gemm_stages = 1,
-                      .split_rows_below = 128, .split_blocks = 256 };
+                      .split_rows_below = 512, .split_blocks = 576 };
 }
 
 static int64_t capped_blocks(int64_t work, int64_t per_block) {

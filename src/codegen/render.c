@@ -1461,8 +1461,10 @@ CgRows cg_gpu_rows(const Kernel *k, int variant) {
   return ro;
 }
 
-/* Two-phase rows: fewer rows than multiprocessors, each long enough to give every block of
- * 256 threads at least SPLIT_MIN_SPAN points; ~2 blocks per multiprocessor in all. Sums of
+/* Two-phase rows: fewer rows than CgOptions.split_rows_below (512: a few rows more than
+ * multiprocessors left some of them two blocks of 1024 threads, the rest one), each long
+ * enough to give every block of 256 threads at least SPLIT_MIN_SPAN points; about
+ * split_blocks (576, ~4 a multiprocessor) blocks in all. Sums of
  * f32 only (the partials are f32, added in block order: deterministic), and only kernels
  * whose one inner loop is followed by per-row values (n_steps <= 2: no second pass over the
  * row, which would need the whole row's statistic first). */
