@@ -558,16 +558,56 @@ static kiln_status store_offset(Plan *p, Kernel *k, Item *it) {
   return it->offset ? KILN_OK : kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
 }
 
+/* Marks the kernel vars e uses, through the indices of the loads inside it; false when the
+ * walk passes `budget` nodes (a DAG walked as a tree), and then nothing is known. */
+static bool mark_vars(const Expr *e, bool *used, int *budget) {
+  if (--*budget < 0) return false;
+  if (e->kind == EX_VAR) used[e->var] = true;
+  for (int i = 0; i < e->n_args; i++)
+    if (!mark_vars(e->args[i], used, budget)) return false;
+  return true;
+}
+
+/* Elements of its stage that load L can touch in kernel k: along each dimension of the stage,
+ * at most the points of the vars that dimension's index uses (through the indices of loads
+ * inside it) and at most the dimension's extent. So a batch gathered from a resident data set
+ * counts the batch, not the set, also when a convolution's window reads it; a slice counts its
+ * part. An upper bound (two vars may meet at one element), INT64_MAX when unknown. */
+static int64_t load_points(const Kernel *k, const TE *te, const Expr *L) {
+  const Stage *S = &te->stages[L->src];
+  int64_t total = 1;
+  for (int i = 0; i < L->n_args && i < S->rank; i++) {
+    bool used[2 * KILN_MAX_RANK] = { false };
+    int budget = 4096;
+    if (!mark_vars(L->args[i], used, &budget)) return INT64_MAX;
+    int64_t n = 1;
+    for (int v = 0; v < k->rank + k->n_red && n < S->shape[i]; v++) {
+      int64_t extent = v < k->rank ? k->shape[v] : k->red_shape[v - k->rank];
+      if (used[v] && extent > 1) n = n > INT64_MAX / extent ? INT64_MAX : n * extent;
+    }
+    if (n > S->shape[i]) n = S->shape[i];
+    if (n > 0 && total > INT64_MAX / n) return INT64_MAX;
+    total *= n;
+  }
+  return total;
+}
+
 static kiln_status fill_io(Plan *p) {
   TE *te = p->te;
   LoadList ll = { 0 };
   kiln_status st = KILN_OK;
+  /* per kernel: the elements its loads of each input may touch, and the loads already counted */
+  int64_t *points = kiln_calloc((size_t)te->n_stages + 1, sizeof *points);
+  const Expr **counted = NULL;
+  int n_counted = 0, cap_counted = 0;
+  if (!points) return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
   for (int ki = 0; ki < p->n_kernels && !st; ki++) {
     Kernel *k = &p->kernels[ki];
     k->n_ins = 0;
     k->ins = arena_alloc(&p->arena, (size_t)(te->n_stages + 1) * sizeof *k->ins);
-    if (!k->ins) return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
+    if (!k->ins) { st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); break; }
     k->bytes_read = k->bytes_written = 0;
+    n_counted = 0;
     for (int i = 0; i < k->n_items && !st; i++) {
       Item *it = &k->items[i];
       it->store = p->stored[it->stage];
@@ -576,19 +616,36 @@ static kiln_status fill_io(Plan *p) {
         if (k->kind != KN_HOST && (st = store_offset(p, k, it))) break;
       }
       if ((st = loads_of(it->body, &ll))) break;
-      for (int j = 0; j < ll.n; j++) {
+      for (int j = 0; j < ll.n && !st; j++) {
         int d = ll.l[j]->src;
         if (p->kernel_of[d] == ki || plan_is_baked(te, d)) continue;
+        bool seen = false;
+        for (int x = 0; x < n_counted && !seen; x++) seen = counted[x] == ll.l[j];
+        if (seen) continue;
+        if (n_counted == cap_counted) {
+          int cap = cap_counted ? 2 * cap_counted : 64;
+          const Expr **nc = kiln_realloc(counted, (size_t)cap * sizeof *nc);
+          if (!nc) { st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); break; }
+          counted = nc, cap_counted = cap;
+        }
+        counted[n_counted++] = ll.l[j];
         bool dup = false;
         for (int x = 0; x < k->n_ins && !dup; x++) dup = k->ins[x] == d;
-        if (dup) continue;
-        k->ins[k->n_ins++] = d;
-        k->bytes_read += stage_bytes(&te->stages[d]);
+        if (!dup) k->ins[k->n_ins++] = d, points[d] = 0;
+        int64_t n = load_points(k, te, ll.l[j]);
+        points[d] = points[d] > INT64_MAX - n ? INT64_MAX : points[d] + n;
       }
+    }
+    for (int x = 0; x < k->n_ins; x++) {
+      const Stage *S = &te->stages[k->ins[x]];
+      int64_t n = points[k->ins[x]] < S->numel ? points[k->ins[x]] : S->numel;
+      k->bytes_read += n * (int64_t)kiln_dtype_size(S->dtype);
     }
     p->bytes_read += k->bytes_read;
     p->bytes_written += k->bytes_written;
   }
+  kiln_free(counted);
+  kiln_free(points);
   kiln_free(ll.l);
   return st;
 }
