@@ -562,7 +562,7 @@ static kiln_status store_offset(Plan *p, Kernel *k, Item *it) {
  * walk passes `budget` nodes (a DAG walked as a tree), and then nothing is known. */
 static bool mark_vars(const Expr *e, bool *used, int *budget) {
   if (--*budget < 0) return false;
-  if (e->kind == EX_VAR) used[e->var] = true;
+  if (e->kind == EX_VAR && e->var >= 0 && e->var < 2 * KILN_MAX_RANK) used[e->var] = true;
   for (int i = 0; i < e->n_args; i++)
     if (!mark_vars(e->args[i], used, budget)) return false;
   return true;
