@@ -333,6 +333,23 @@ void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, char out[C
   snprintf(out[5], 256, "%s", d->fence);
 }
 
+/* acc[i][j] = the sum over the tile's spans q of one partial each: for every output of the
+ * sub-tile, s starts at 0 and `q_loop` (a loop over q adding to s, after an unroll pragma when
+ * unroll_q) runs. Both split-K forms add their partials this way, in span order. */
+static void sum_partials(const CgEmit *em, const CgGemm *g, const char *q_loop, bool unroll_q) {
+  const Dialect *d = em->d;
+  put(em, "%s", d->unroll);
+  open_(em, "for (int i = 0; i < %d; i++) {", g->tm);
+  put(em, "%s", d->unroll);
+  open_(em, "for (int j = 0; j < %d; j++) {", g->tn);
+  put(em, "%s s = 0.0%s;", d->value_type[KILN_F32], d->f32_suffix);
+  if (unroll_q) put(em, "%s", d->unroll);
+  put(em, "%s", q_loop);
+  put(em, "acc[i][j] = s;");
+  close_(em);
+  close_(em);
+}
+
 /* Split-K: this block's partial tile out; the block that arrives last at the tile sums every
  * span's partial in span order into acc (the others go on to their next tile). */
 static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, int64_t tiles, int rows, int cols) {
@@ -348,18 +365,11 @@ static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, in
   cg_arrival_lines(d, slot, S, meet);
   for (int i = 0; i < CG_ARRIVAL_LINES; i++) put(em, "%s", meet[i]);
   put(em, "const %s *tp = kiln_part%d + tile * %d;", F, ki, bmn);
-  put(em, "%s", d->unroll);
-  open_(em, "for (int i = 0; i < %d; i++) {", g->tm);
-  put(em, "%s", d->unroll);
-  open_(em, "for (int j = 0; j < %d; j++) {", g->tn);
-  put(em, "%s s = 0.0%s;", F, d->f32_suffix);
-  char addr[160], ld[200];
+  char addr[160], ld[200], loop[256];
   snprintf(addr, sizeof addr, "tp + q * %s + (ty + i * %d) * %d + tx + j * %d", L(em, tiles * bmn), rows, g->bn, cols);
   snprintf(ld, sizeof ld, d->cached_load, addr);
-  put(em, "for (int q = 0; q < %d; q++) s += %s;", S, ld);
-  put(em, "acc[i][j] = s;");
-  close_(em);
-  close_(em);
+  snprintf(loop, sizeof loop, "for (int q = 0; q < %d; q++) s += %s;", S, ld);
+  sum_partials(em, g, loop, false);
   put(em, "if (%s == 0) kiln_arrived%d[tile] = 0%s;", d->thread_id, ki, d->uint_suffix);
 }
 
@@ -370,26 +380,17 @@ static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, in
  * runs the epilogue. */
 static void cluster_combine(const CgEmit *em, const CgGemm *g, int rows, int cols) {
   const Dialect *d = em->d;
-  const char *F = d->value_type[KILN_F32];
   int S = g->splits;
   char st[128];
   snprintf(st, sizeof st, "kiln_cp[(ty + i * %d) * %d + tx + j * %d] = acc[i][j];", rows, g->bn, cols);
   each_output(em, g, st);
   put(em, "%s", d->cluster_sync);
   open_(em, "if (w %% %d == 0) {", S);
-  put(em, "%s", d->unroll);
-  open_(em, "for (int i = 0; i < %d; i++) {", g->tm);
-  put(em, "%s", d->unroll);
-  open_(em, "for (int j = 0; j < %d; j++) {", g->tn);
-  put(em, "%s s = 0.0%s;", F, d->f32_suffix);
-  char addr[96], ld[160];
+  char addr[96], ld[160], loop[256];
   snprintf(addr, sizeof addr, "&kiln_cp[(ty + i * %d) * %d + tx + j * %d]", rows, g->bn, cols);
   snprintf(ld, sizeof ld, d->cluster_load, addr, "q");
-  put(em, "%s", d->unroll);
-  put(em, "for (unsigned int q = 0; q < %du; q++) s += %s;", S, ld);
-  put(em, "acc[i][j] = s;");
-  close_(em);
-  close_(em);
+  snprintf(loop, sizeof loop, "for (unsigned int q = 0; q < %du; q++) s += %s;", S, ld);
+  sum_partials(em, g, loop, true);
   close_(em);
   put(em, "%s", d->cluster_sync);
   put(em, "if (w %% %d != 0) continue;", S);

@@ -172,6 +172,16 @@ static kiln_status own_strings(kiln_program *p, void *const *out) {
   return KILN_OK;
 }
 
+/* Every input the caller does not give (a NULL array or entry) must be resident (set_input). */
+static kiln_status inputs_given_or_set(const kiln_program *p, const void *const *inputs, const char *fn) {
+  const TE *te = p->te;
+  for (int i = 0; i < te->n_inputs; i++)
+    if ((!inputs || !inputs[i]) && te->stages[te->inputs[i]].numel && !(p->in_set && p->in_set[i]))
+      return kiln_fail(KILN_ERR_INVALID_ARG, "%s: input %d ('%s') is NULL and was never set", fn, i,
+                       te->stages[te->inputs[i]].name);
+  return KILN_OK;
+}
+
 kiln_status kiln_program_run(kiln_program *p, const void *const *inputs, void *const *outputs) {
   if (!p) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: program is NULL");
   const TE *te = p->te;
@@ -180,12 +190,8 @@ kiln_status kiln_program_run(kiln_program *p, const void *const *inputs, void *c
     if (st) return st;
   }
   arena_free(&p->out_strings);
-  /* A NULL array or entry means the resident tensor (kiln_program_set_input). */
-  for (int i = 0; i < te->n_inputs; i++)
-    if ((!inputs || !inputs[i]) && te->stages[te->inputs[i]].numel && !(p->in_set && p->in_set[i]))
-      return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run: input %d ('%s') is NULL and was never set", i,
-                       te->stages[te->inputs[i]].name);
-  kiln_status st = rt_schedule_run(p->sched, inputs, outputs, 1, &p->census);
+  kiln_status st = inputs_given_or_set(p, inputs, "kiln_program_run");
+  if (!st) st = rt_schedule_run(p->sched, inputs, outputs, 1, &p->census);
   if (!st && outputs) st = own_strings(p, outputs);
   if (st == KILN_OK) p->census.runs++;
   return st;
@@ -194,13 +200,10 @@ kiln_status kiln_program_run(kiln_program *p, const void *const *inputs, void *c
 kiln_status kiln_program_run_times(kiln_program *p, int times) {
   if (!p) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run_times: program is NULL");
   if (times < 1) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run_times: times is %d (at least 1)", times);
-  const TE *te = p->te;
-  for (int i = 0; i < te->n_inputs; i++)
-    if (te->stages[te->inputs[i]].numel && !(p->in_set && p->in_set[i]))
-      return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_run_times: input %d ('%s') was never set", i,
-                       te->stages[te->inputs[i]].name);
+  kiln_status st = inputs_given_or_set(p, NULL, "kiln_program_run_times");
+  if (st) return st;
   arena_free(&p->out_strings);
-  kiln_status st = rt_schedule_run(p->sched, NULL, NULL, times, &p->census);
+  st = rt_schedule_run(p->sched, NULL, NULL, times, &p->census);
   if (st == KILN_OK) p->census.runs += times;
   return st;
 }
