@@ -304,6 +304,14 @@ typedef struct kiln_options {
   int index32;          /* index math proven to stay inside int32 is done in 32 bits ($KILN_INDEX32): 1 on,
                            0 off, -1 (default) what measurement chose per backend: on for cuda (a 64-bit
                            division by a constant is tens of GPU instructions), off for cpu */
+  int store_moved;      /* 1 (default): a transpose, reshape or slice the planner would store because its
+                           readers recompute the arithmetic under it stores that arithmetic's result
+                           instead, in its own iteration space (joining its producer's kernel), and the
+                           move becomes its readers' index map; 0 store the moved tensor ($KILN_STORE_MOVED=0) */
+  int gemm_reuse;       /* planner: a GEMM operand's prologue (a bias add, a scale) is recomputed once per
+                           this many outputs of the other factor, and inlined when that is at most 4 times;
+                           0 n times (kept stored); -1 (default) the backend's: 32 on cuda (its tiles),
+                           0 on cpu ($KILN_GEMM_REUSE) */
   int lazy_select;      /* 1 (default) a select whose branches read memory computes only the branch taken
                            (cpu: only where both branches read memory, outside pointwise kernels); 0 both,
                            eagerly ($KILN_LAZY_SELECT=0) */

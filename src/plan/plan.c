@@ -26,9 +26,17 @@
 #include <string.h>
 
 enum { DEFAULT_MAX_INPUTS = 24, DEFAULT_MAX_NODES = 4000 };
+/* A GEMM operand's prologue (a bias add, a scale) may be recomputed up to this many times,
+ * once per tile of the other factor, rather than stored by a kernel of its own: attention's
+ * q * scale and k * scale before the score product (64 keys: twice at 32-wide tiles). */
+enum { GEMM_RECOMPUTE_MAX = 4 };
 
 PlanOptions plan_options(const kiln_options *o) {
-  PlanOptions p = { .fuse = o ? o->fuse : 1, .cse = o ? o->cse : 0 };
+  PlanOptions p = { .fuse = o ? o->fuse : 1, .cse = o ? o->cse : 0, .store_moved = o ? o->store_moved : 1 };
+  /* the cuda backend's GEMM tiles are 32 to 128 wide; the cpu's contraction loops reread an
+   * operand per output row, so there the prologue is recomputed n times and stays stored */
+  const char *be = o && o->backend ? o->backend : "cpu";
+  p.gemm_reuse = o && o->gemm_reuse >= 0 ? o->gemm_reuse : !strcmp(be, "cuda") ? 32 : 0;
   p.max_inputs = o && o->max_inputs > 0 ? o->max_inputs : DEFAULT_MAX_INPUTS;
   p.max_nodes = o && o->max_nodes > 0 ? o->max_nodes : DEFAULT_MAX_NODES;
   return p;
@@ -42,6 +50,7 @@ typedef struct Ctx {
   bool *needed;        /* computed: output, assigned, or read by a needed stage */
   bool *assigned;      /* stage is the value of an assign */
   bool *opaque_reader; /* read by an opaque stage: must be materialised */
+  bool *updated;       /* a parameter some assign overwrites (an optimizer step's weights) */
 } Ctx;
 
 static const char *fmt(Plan *p, const char *f, ...) __attribute__((format(printf, 2, 3)));
@@ -204,8 +213,34 @@ static kiln_status inline_body(Ctx *c, int s) {
   return c->ib[s] ? KILN_OK : kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory inlining t%d", s);
 }
 
-/* Why injective stage s must be materialised, or NULL to inline it. */
-static const char *must_materialise(Ctx *c, int s, LoadList *ll) {
+/* Whether e reads var v (outside loads too). */
+static bool reads_var(const Expr *e, int v) {
+  if (e->kind == EX_VAR) return e->var == v;
+  for (int i = 0; i < e->n_args; i++)
+    if (reads_var(e->args[i], v)) return true;
+  return false;
+}
+
+/* Consumer C recomputes stage s dom times in all. When C is a contraction (a sum of a product)
+ * that loads s in one factor only, a tiled GEMM reads that factor once per tile of the other
+ * factor's outer extent n, not n times: with PlanOptions.gemm_reuse = r, dom counts ceil(n / r)
+ * reads (the cuda backend's tiles are at least 32 wide; 0 leaves dom as it is). */
+static int64_t tiled_reads(const Plan *p, const Stage *C, int s, int64_t dom) {
+  int r = p->opt.gemm_reuse;
+  const Expr *b = C->body;
+  if (r <= 1 || C->kind != ST_REDUCE || C->rop != RO_SUM || b->kind != EX_BINARY || b->op != TB_MUL) return dom;
+  int in0 = count_loads_of(b->args[0], s), in1 = count_loads_of(b->args[1], s);
+  if ((in0 > 0) == (in1 > 0)) return dom;
+  const Expr *own = in0 ? b->args[0] : b->args[1];
+  int64_t n = 1;
+  for (int v = 0; v < C->rank; v++)
+    if (!reads_var(own, v)) n *= C->shape[v];
+  return n > 1 ? dom / n * ((n + r - 1) / r) : dom;
+}
+
+/* Why injective stage s must be materialised, or NULL to inline it. *recompute: the reason
+ * is the recompute rule (not an output, assign, opaque reader or budget). */
+static const char *must_materialise(Ctx *c, int s, LoadList *ll, bool *recompute) {
   Plan *p = c->p;
   TE *te = c->te;
   const Stage *S = &te->stages[s];
@@ -220,15 +255,62 @@ static const char *must_materialise(Ctx *c, int s, LoadList *ll) {
   int nin = distinct_stages(ll, te);
   if (nin > p->opt.max_inputs) return fmt(p, "budget: %d inputs", nin);
   if (!arith) return NULL;  /* pure movement: free to recompute anywhere */
+  *recompute = true;
   if (p->opt.cse && c->n_cons[s] > 1) return fmt(p, "t%d: read by %d stages (cse)", s, c->n_cons[s]);
+  /* a recompute that reads a parameter the run overwrites has to come before that update
+   * (a training step's relu(x @ W1 + b1) read again by dW2 would order dW2 before b1's
+   * update, one more phase); such a value is stored once, as before */
+  bool updated = false;
+  for (int i = 0; i < ll->n && !updated; i++) updated = c->updated[ll->l[i]->src];
   for (int i = 0; i < c->n_cons[s]; i++) {
     const Stage *C = &te->stages[c->cons[s][i]];
-    int64_t dom = C->numel * red_numel(C) * count_loads_of(C->body, s);
-    if (S->numel > 0 && dom > S->numel)
+    int64_t all = C->numel * red_numel(C) * count_loads_of(C->body, s);
+    int64_t dom = updated ? all : tiled_reads(p, C, s, all);
+    int64_t allowed = dom < all ? GEMM_RECOMPUTE_MAX : 1;
+    if (S->numel > 0 && dom > allowed * S->numel)
       return fmt(p, "t%d: recomputed %lldx by t%d (%s)", s, (long long)(dom / S->numel), C->id,
                  C->op >= 0 && C->op < OP_COUNT ? op_names[C->op] : "?");
   }
   return NULL;
+}
+
+/* The stage that body e moves, or -1: e does no arithmetic and loads exactly one stage
+ * (constants folded into the source do not count). */
+static int moved_stage(Ctx *c, const Expr *e, LoadList *ll) {
+  bool arith;
+  count_nodes(e, &arith);
+  if (arith || loads_of(e, ll)) return -1;
+  int d = -1;
+  for (int i = 0; i < ll->n; i++) {
+    int x = ll->l[i]->src;
+    if (plan_is_baked(c->te, x) || x == d) continue;
+    if (d >= 0) return -1;
+    d = x;
+  }
+  return d;
+}
+
+/* Stage s, which the recompute rule materialises, only moves data (a transpose, a reshape,
+ * a slice) of values an inlined arithmetic stage computes (x @ W + b, or a normalised row,
+ * before the head split or the layout change): the arithmetic stage a, reached through
+ * inlined moves, or -1. Materialising a instead stores the same bytes, but in a's own
+ * iteration space, where a joins the kernel that produces its operands (the GEMM's epilogue,
+ * the row kernel's last loop); the move then composes into its readers' index maps. */
+static int stored_before_move(Ctx *c, int s, LoadList *ll) {
+  const TE *te = c->te;
+  int d = moved_stage(c, te->stages[s].body, ll);
+  for (int hops = 0; d >= 0 && hops < 64; hops++) {
+    const Stage *D = &te->stages[d];
+    if (is_source(D) || D->kind != ST_INJECTIVE || !c->p->inlined[d]) return -1;
+    int next = moved_stage(c, D->body, ll);
+    if (next < 0) {
+      bool arith;
+      count_nodes(D->body, &arith);
+      return arith ? d : -1;
+    }
+    d = next;
+  }
+  return -1;
 }
 
 static kiln_status decide_inline(Ctx *c) {
@@ -242,7 +324,17 @@ static kiln_status decide_inline(Ctx *c) {
     if (S->kind == ST_OPAQUE) { p->why[s] = "opaque op"; continue; }
     if ((st = inline_body(c, s))) break;
     if (S->kind != ST_INJECTIVE) { p->why[s] = "reduction"; continue; }
-    const char *why = must_materialise(c, s, &ll);
+    bool recompute = false;
+    const char *why = must_materialise(c, s, &ll, &recompute);
+    int a = why && recompute && p->opt.store_moved ? stored_before_move(c, s, &ll) : -1;
+    if (a >= 0) {
+      p->inlined[a] = false;
+      p->why[a] = fmt(p, "moved by t%d (%s), which would be %s", s,
+                      S->op >= 0 && S->op < OP_COUNT ? op_names[S->op] : "?", why);
+      if ((st = inline_body(c, s))) break;
+      recompute = false;
+      why = must_materialise(c, s, &ll, &recompute);
+    }
     if (why) p->why[s] = why;
     else p->inlined[s] = true;
   }
@@ -713,6 +805,7 @@ static void ctx_free(Ctx *c, int n) {
   kiln_free(c->needed);
   kiln_free(c->assigned);
   kiln_free(c->opaque_reader);
+  kiln_free(c->updated);
 }
 
 static kiln_status plan_alloc(Plan *p, int n) {
@@ -745,11 +838,12 @@ kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out) {
   c.needed = kiln_calloc(m, sizeof *c.needed);
   c.assigned = kiln_calloc(m, sizeof *c.assigned);
   c.opaque_reader = kiln_calloc(m, sizeof *c.opaque_reader);
+  c.updated = kiln_calloc(m, sizeof *c.updated);
   kiln_status st = KILN_OK;
-  if (!c.ib || !c.cons || !c.n_cons || !c.needed || !c.assigned || !c.opaque_reader)
+  if (!c.ib || !c.cons || !c.n_cons || !c.needed || !c.assigned || !c.opaque_reader || !c.updated)
     st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
   if (!st) st = plan_alloc(p, n);
-  for (int i = 0; !st && i < te->n_assigns; i++) c.assigned[te->assigns[i].value] = true;
+  for (int i = 0; !st && i < te->n_assigns; i++) c.assigned[te->assigns[i].value] = c.updated[te->assigns[i].param] = true;
   if (!st) st = fill_uses(&c);
   if (!st) st = decide_inline(&c);
   for (int s = 0; s < n && !st; s++) {

@@ -68,6 +68,8 @@ typedef struct PlanOptions {
   int cse;          /* 1: materialise injective values read by several kernels */
   int max_inputs;   /* budget: buffers read by one kernel */
   int max_nodes;    /* budget: expression nodes in one kernel */
+  int store_moved;  /* store the arithmetic under a move rather than the moved tensor (kiln_options) */
+  int gemm_reuse;   /* a GEMM reads an operand once per this many outputs of the other factor (0: n times) */
 } PlanOptions;
 
 typedef struct Plan {

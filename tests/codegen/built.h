@@ -16,6 +16,7 @@ typedef struct Built { Workload w; TE *te; Plan *p; CgProgram *g; } Built;
 static bool build(const char *name, const Dialect *d, const CgOptions *o, Built *b) {
   memset(b, 0, sizeof *b);
   kiln_options ko = kiln_options_default();
+  ko.backend = d->grid ? "cuda" : "cpu";  /* the plan that backend makes (its GEMM operand reuse) */
   PlanOptions po = plan_options(&ko);
   OK(wl_build(name, &b->w));
   if (b->w.g) OK(te_lower(&b->w.g->g, &b->te));

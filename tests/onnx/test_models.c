@@ -17,13 +17,16 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static int run_dir(const char *dir, const char *name, bool run) {
+static int run_on(const char *dir, const char *name, const char *backend, bool run) {
   double err, t0 = now_s();
-  kiln_status s = onnx_check_dir(dir, "ref", 1e-3, 1e-5, run, &err);
-  CHECK_MSG(s == KILN_OK, "%s: %s: %s", name, kiln_status_name(s), kiln_last_error());
-  if (s == KILN_OK) printf("%s: %s (max abs err %.3g, %.2f s)\n", name, run ? "ok" : "loaded and compiled", err, now_s() - t0);
+  kiln_status s = onnx_check_dir(dir, backend, 1e-3, 1e-5, run, &err);
+  CHECK_MSG(s == KILN_OK, "%s on %s: %s: %s", name, backend, kiln_status_name(s), kiln_last_error());
+  if (s == KILN_OK)
+    printf("%s on %s: %s (max abs err %.3g, %.2f s)\n", name, backend, run ? "ok" : "loaded and compiled", err, now_s() - t0);
   return s == KILN_OK;
 }
+
+static int run_dir(const char *dir, const char *name, bool run) { return run_on(dir, name, "ref", run); }
 
 int main(void) {
   const char *shared = onnx_shared_dir();
@@ -47,11 +50,27 @@ int main(void) {
   if (d) closedir(d);
   CHECK_MSG(n == 23, "found %d onnx-simple tests, expected 23", n);
   CHECK_MSG(passed == 23, "%d onnx-simple tests passed, expected all 23", passed);
-  const char *models[] = { "mlp", "lenet", "encoder4_d256" };
+  const char *models[] = { "mlp", "lenet", "encoder4_d256", "gpt_tiny", "convnet_mini" };
   bool sanitized = kiln_env_int("KILN_SANITIZED", 0) != 0;
   for (int i = 0; i < 3; i++) {
     snprintf(dir, sizeof dir, "%s/models/%s", shared, models[i]);
     CHECK(run_dir(dir, models[i], !sanitized) == 1);
   }
+  /* all five on the backend under test (cpu unless KILN_TEST_BACKEND says), and on cpu again
+   * with the cuda backend's plan: GEMM prologues recomputed once per 32-wide tile
+   * (KILN_GEMM_REUSE=32), so the C dialect renders the plan the GPU gets */
+  const char *be = getenv("KILN_TEST_BACKEND");
+  be = be && *be ? be : "cpu";
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) {
+      if (strcmp(be, "cpu")) break;
+      setenv("KILN_GEMM_REUSE", "32", 1);
+    }
+    for (int i = 0; i < 5; i++) {
+      snprintf(dir, sizeof dir, "%s/models/%s", shared, models[i]);
+      CHECK(run_on(dir, models[i], be, true) == 1);
+    }
+  }
+  unsetenv("KILN_GEMM_REUSE");
   TEST_MAIN_END();
 }

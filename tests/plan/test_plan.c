@@ -101,8 +101,81 @@ static void liveness(void) {
   wl_free(&w);
 }
 
+static Plan *plan_with(const Graph *g, const char *backend, int store_moved, int gemm_reuse, TE **te) {
+  Plan *p = NULL;
+  *te = NULL;
+  OK(te_lower(g, te));
+  if (!*te) return NULL;
+  kiln_options o = kiln_options_default();
+  o.backend = backend;
+  o.store_moved = store_moved;
+  o.gemm_reuse = gemm_reuse;
+  PlanOptions po = plan_options(&o);
+  OK(plan_build(*te, &po, &p));
+  if (p) OK(plan_check(p));
+  return p;
+}
+
+static int kernels_with(const Graph *g, const char *backend, int store_moved, int gemm_reuse, const char *needle) {
+  TE *te;
+  Plan *p = plan_with(g, backend, store_moved, gemm_reuse, &te);
+  int n = p ? p->n_kernels : -1;
+  if (p && needle) CHECK_MSG(printed_has(p, needle), "%s plan lacks \"%s\"", backend, needle);
+  plan_free(p);
+  te_free(te);
+  return n;
+}
+
+/* A transpose or head split over arithmetic (x @ W + b, a normalised row) that its readers
+ * would recompute: the arithmetic is stored in its own space (joining the GEMM or the row
+ * kernel before it) and the move becomes the readers' index map. On cuda a GEMM operand's
+ * prologue is recomputed once per 32-wide tile, at most 4 times (q * scale before a product
+ * over 64 keys), instead of being stored by a kernel of its own. Kernel counts pinned. */
+static void moves_and_prologues(void) {
+  Workload w;
+  OK(wl_build("bert_layer_b8s128", &w));
+  const Graph *g = &w.g->g;
+  CHECK(kernels_with(g, "cpu", 0, 0, NULL) == 11);                 /* q, k^T, v copied by two kernels */
+  CHECK(kernels_with(g, "cpu", 1, -1, "moved by t9 (transpose)") == 9);  /* the bias add stored instead */
+  CHECK(kernels_with(g, "cuda", 0, -1, NULL) == 9);                /* the bias add recomputed in tiles */
+  TE *te;
+  Plan *p = plan_with(g, "cuda", 1, -1, &te);
+  CHECK(p && p->n_kernels == 9);
+  for (int k = 0; p && k < p->n_kernels; k++) CHECK(p->kernels[k].kind != KN_POINTWISE);
+  if (p) CHECK_MSG(p->kernels[2].kind == KN_ROW && p->kernels[2].bytes_written == 2 * 96 * 128 * 4,
+                   "softmax rows write %lld B", (long long)p->kernels[2].bytes_written);  /* the max and sum only */
+  plan_free(p);
+  te_free(te);
+  wl_free(&w);
+  /* a training step keeps relu(x @ W1 + b1) stored: recomputed by dW2 it would read b1 before
+   * b1's update */
+  OK(wl_build("mlp_train_b32", &w));
+  p = plan_with(&w.g->g, "cuda", 1, -1, &te);
+  CHECK(p && p->n_kernels == 9 && p->kernels[0].n_items == 2);
+  plan_free(p);
+  te_free(te);
+  wl_free(&w);
+
+  const char *shared = getenv("KILN_SHARED_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/models/encoder4_d256/model.onnx", shared ? shared : "../shared");
+  kiln_graph *kg = NULL;
+  if (kiln_graph_load_onnx(path, &kg) != KILN_OK) {
+    printf("skip: %s\n", path);
+    return;
+  }
+  /* PyTorch's export scales q and k before their product and transposes between the layers'
+   * batch-first and sequence-first layouts: 43 kernels before, 40 with the layernorm stored
+   * before its transpose, 36 with q * scale and k * scale recomputed in the score product's tiles */
+  CHECK(kernels_with(&kg->g, "cpu", 0, 0, NULL) == 43);
+  CHECK(kernels_with(&kg->g, "cpu", 1, -1, "moved by") == 40);
+  CHECK(kernels_with(&kg->g, "cuda", 1, -1, NULL) == 36);
+  kiln_graph_free(kg);
+}
+
 int main(void) {
   cse();
   liveness();
+  moves_and_prologues();
   TEST_MAIN_END();
 }
