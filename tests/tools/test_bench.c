@@ -74,6 +74,16 @@ int main(void) {
   CHECK(json_num("max_abs_err") >= 0 && json_num("max_abs_err") < 1e-4);
   CHECK(strstr(out, "\"model\":\"lenet\"") != NULL);
 
+  /* --resident: inputs set once, runs move nothing to or from the host; the backend under test
+   * (cuda on the GPU machine) gives its device time, and the resident outputs are checked */
+  const char *be = getenv("KILN_TEST_BACKEND") && *getenv("KILN_TEST_BACKEND") ? getenv("KILN_TEST_BACKEND") : "cpu";
+  rc = run_kiln((const char *[]){ "kiln", "bench", dir, "--backend", be, "--threads", "1", "--runs", "3", "--warmup", "1",
+                                  "--resident", NULL });
+  CHECK_MSG(rc == 0, "rc %d, output: %s", rc, out);
+  CHECK(json_num("resident") == 1 && json_num("runs") == 3 && json_num("fallbacks") == 0);
+  CHECK(json_num("max_abs_err") >= 0 && json_num("max_abs_err") < 1e-4);
+  CHECK(strcmp(be, "cuda") ? json_num("device_ms") == 0 : json_num("device_ms") > 0);
+
   /* the model file instead of its folder; --budget-ms stops after the minimum of 3 runs */
   rc = run_kiln((const char *[]){ "kiln", "bench", onnx, "--threads", "1", "--runs", "20", "--warmup", "0",
                                   "--budget-ms", "0.001", NULL });
