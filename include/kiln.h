@@ -308,10 +308,10 @@ typedef struct kiln_options {
                            readers recompute the arithmetic under it stores that arithmetic's result
                            instead, in its own iteration space (joining its producer's kernel), and the
                            move becomes its readers' index map; 0 store the moved tensor ($KILN_STORE_MOVED=0) */
-  int gemm_reuse;       /* planner: a GEMM operand's prologue (a bias add, a scale) is recomputed once per
-                           this many outputs of the other factor, and inlined when that is at most 4 times;
-                           0 n times (kept stored); -1 (default) the backend's: 32 on cuda (its tiles),
-                           0 on cpu ($KILN_GEMM_REUSE) */
+  int gemm_reuse;       /* planner: a GEMM operand's prologue (a bias add, a scale) counts as recomputed
+                           once per this many outputs of the other factor, and is inlined when that is at
+                           most 4 times (32 matches cuda's tiles); 0 (default, what the H200 race chose)
+                           n times, so it stays stored ($KILN_GEMM_REUSE) */
   int lazy_select;      /* 1 (default) a select whose branches read memory computes only the branch taken
                            (cpu: only where both branches read memory, outside pointwise kernels); 0 both,
                            eagerly ($KILN_LAZY_SELECT=0) */

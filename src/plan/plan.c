@@ -33,10 +33,12 @@ enum { GEMM_RECOMPUTE_MAX = 4 };
 
 PlanOptions plan_options(const kiln_options *o) {
   PlanOptions p = { .fuse = o ? o->fuse : 1, .cse = o ? o->cse : 0, .store_moved = o ? o->store_moved : 1 };
-  /* the cuda backend's GEMM tiles are 32 to 128 wide; the cpu's contraction loops reread an
-   * operand per output row, so there the prologue is recomputed n times and stays stored */
-  const char *be = o && o->backend ? o->backend : "cpu";
-  p.gemm_reuse = o && o->gemm_reuse >= 0 ? o->gemm_reuse : !strcmp(be, "cuda") ? 32 : 0;
+  /* off by default on every backend. The cuda backend's tiles are 32 to 128 wide, but on the
+   * H200 (2026-12-01, 06bbce1) recomputing prologues in its tiles was slower where it removed
+   * kernels: encoder4_d256 0.193 -> 0.205 ms (40 -> 36 kernels), gpt_tiny 0.086 -> 0.095,
+   * cnn_train_b32 97 -> 120 us; the tile reads are what its small GEMMs spend their time on.
+   * The cpu's contraction loops reread an operand per output row. */
+  p.gemm_reuse = o && o->gemm_reuse > 0 ? o->gemm_reuse : 0;
   p.max_inputs = o && o->max_inputs > 0 ? o->max_inputs : DEFAULT_MAX_INPUTS;
   p.max_nodes = o && o->max_nodes > 0 ? o->max_nodes : DEFAULT_MAX_NODES;
   return p;

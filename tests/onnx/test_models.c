@@ -57,8 +57,8 @@ int main(void) {
     CHECK(run_dir(dir, models[i], !sanitized) == 1);
   }
   /* all five on the backend under test (cpu unless KILN_TEST_BACKEND says), and on cpu again
-   * with the cuda backend's plan: GEMM prologues recomputed once per 32-wide tile
-   * (KILN_GEMM_REUSE=32), so the C dialect renders the plan the GPU gets */
+   * with GEMM prologues recomputed once per 32-wide tile (KILN_GEMM_REUSE=32, a raced plan),
+   * so the C dialect renders that plan too */
   const char *be = getenv("KILN_TEST_BACKEND");
   be = be && *be ? be : "cpu";
   for (int pass = 0; pass < 2; pass++) {
