@@ -292,7 +292,12 @@ void cg_render_prelude(const Dialect *d, StrBuf *out);
  * POINTS one thread per outer point, grid-stride; VEC4 four points per thread, 16-byte f32
  * vectors (outer_numel/4 threads' worth); BLOCK_ROWS one block per outer point, any block
  * size that is a multiple of 32, up to 1024. */
-typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS, CG_GPU_GEMM } CgGpuShape;
+typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS, CG_GPU_GEMM, CG_GPU_CHAIN } CgGpuShape;
+/* CHAIN: the kernels of an attention chain (plan.h), rendered and launched as its last one:
+ * CG_GEMM_THREADS threads, a block per PLAN_CHAIN_ROWS rows of one batch point, this much
+ * dynamic shared memory (bytes) and these blocks. */
+int64_t cg_chain_smem(const Kernel *last);
+int64_t cg_chain_blocks(const Kernel *last);
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o);
 /* The shape kernel k is rendered with in dialect d: cg_gpu_shape where the dialect has
  * the means (VEC4 needs a vector type), CG_GPU_POINTS for loop dialects. */

@@ -42,6 +42,17 @@ static int64_t capped_blocks(int64_t work, int64_t per_block) {
 /* Grid, block, shared memory and why, for a non-host kernel of a grid dialect. */
 static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const CgOptions *o, CgLaunch *l) {
   CgGpuShape s = cg_kernel_shape(p, k, d, o);
+  if (s == CG_GPU_CHAIN) {
+    l->block = CG_GEMM_THREADS;
+    l->grid = k->chain > 0 ? cg_chain_blocks(k) : 0;
+    l->smem = k->chain > 0 ? (int)cg_chain_smem(k) : 0;
+    if (l->smem > 48 * 1024) l->smem_carveout = SMEM_CARVEOUT_ALL;
+    if (k->chain > 0)
+      snprintf(l->why, sizeof l->why, "attention: k%d..k%d, %d rows a block, %d B shared", k->id - k->chain + 1, k->id,
+               (int)PLAN_CHAIN_ROWS, l->smem);
+    else snprintf(l->why, sizeof l->why, "in the attention kernel k%d", plan_chain_end(p, k->id));
+    return;
+  }
   if (s == CG_GPU_GEMM) {
     CgGemm g;
     bool ok = cg_gemm_match(p, k, o, &g);  /* cg_kernel_shape said so */
@@ -88,9 +99,13 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
   }
   cg_kernel_name(ki, !d->grid && d->trampoline, l->name);
   if (d->grid) grid_launch(p, k, d, o, l);
-  else {
+  else if (k->chain < 0) {
+    l->grid = 0, l->block = 1;
+    snprintf(l->why, sizeof l->why, "in the attention kernel k%d", plan_chain_end(p, k->id));
+  } else {
     l->grid = 1, l->block = 1;
-    snprintf(l->why, sizeof l->why, "loop: one call%s", d->trampoline ? " through the trampoline" : "");
+    snprintf(l->why, sizeof l->why, "loop: one call%s%s", d->trampoline ? " through the trampoline" : "",
+             k->chain > 0 ? ", an attention chain" : "");
   }
   return KILN_OK;
 }
@@ -222,6 +237,7 @@ static bool depends_on(const Plan *p, const CgProgram *g, int a, int b) {
 static const char *not_groupable(const Plan *p, const Dialect *d, const CgOptions *o, const CgLaunch *l) {
   if (l->host) return "host";
   if (o->group_veto && o->group_veto[l->kernel]) return o->group_veto[l->kernel];
+  if (p->kernels[l->kernel].chain) return "attention chain";
   if (!d->grid) return NULL;
   if (!d->phase_prefix) return "dialect has no phases";
   if (l->grid <= 0) return "nothing to run";

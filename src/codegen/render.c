@@ -61,6 +61,10 @@ typedef struct R {
   char lits[8][48]; int n_lit;   /* texts of the latest index literals (lit) */
   char guard0[48];     /* block rows: "<thread id> == 0" */
   bool narrow;         /* the text emit() gave last is 32-bit index math (index32_type) */
+  int chain_lo, chain_hi;  /* loads of stages of these kernels read locals s<stage> (an attention chain) */
+  const char *inner_pre;   /* a line at the top of every inner loop's body (a chain's row value from shared memory) */
+  const char *inner_post;  /* ... at the end of step inner_post_step's (the row value P put back) */
+  int inner_post_step;
   kiln_status st;
 } R;
 
@@ -398,7 +402,8 @@ static void declare(R *r, const Expr *e, const char *text, char *out, size_t n) 
 static void emit_load(R *r, const Expr *e, char *out, size_t n) {
   snprintf(out, n, "0");  /* what callers print if a failure below returns early */
   int src = e->src;
-  if (r->p->kernel_of[src] == r->k->id) { snprintf(out, n, "s%d", src); return; }
+  int ks = r->p->kernel_of[src];
+  if (ks >= 0 && (ks == r->k->id || (ks >= r->chain_lo && ks <= r->chain_hi))) { snprintf(out, n, "s%d", src); return; }
   const Stage *S = &r->p->te->stages[src];
   if (plan_is_baked(r->p->te, src)) {
     TE *te = r->p->te;
@@ -734,6 +739,7 @@ static void inner_loop(R *r, int step) {
   open_for(r, "r", 0, k->inner_numel);
   push(r);
   decompose(r, "r", k->rank, k->n_red, k->red_shape);
+  if (r->inner_pre) line(r, "%s", r->inner_pre);
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->step != step) continue;
@@ -743,6 +749,7 @@ static void inner_loop(R *r, int step) {
       acc_update(r, it, v);
     } else value_item(r, it);
   }
+  if (r->inner_post && step == r->inner_post_step) line(r, "%s", r->inner_post);
   pop(r);
   close_block(r);
   for (int i = 0; i < k->n_items; i++) {
@@ -1541,6 +1548,7 @@ static void rows_split_combine(R *r, int step) {
 }
 
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o) {
+  if (k->chain) return CG_GPU_CHAIN;
   if (cg_gemm_match(p, k, o, NULL)) return CG_GPU_GEMM;
   if (k->kind == KN_ROW || (k->kind == KN_REDUCE && k->inner_numel >= 64 && k->outer_numel < 32768))
     return CG_GPU_BLOCK_ROWS;
@@ -1960,6 +1968,287 @@ static void render_vec4(R *r) {
   close_block(r);
 }
 
+
+/* ---- attention chains (plan.h: KC scores, KR rows, KO the product over the rows) ----
+ * Rendered once, as the chain's last kernel, over the rows of KR's outer domain. Loops: each
+ * row's scores into a local row, KR's steps over it (its one row value P put back in place),
+ * then each output of the row as KO's sum over the row. Grid: a block per PLAN_CHAIN_ROWS rows
+ * of one batch point; the rows' queries, the point's keys (later its values) and the rows of
+ * scores (later P) in dynamic shared memory; a warp per row for KR's steps (shuffles). */
+
+typedef struct Chain {
+  const Kernel *kc, *kr, *ko;
+  const Item *acc_c, *acc_o, *p;
+  const Expr *qa, *kb, *pf, *vf;  /* KC's factors (A free of j, B free of i), KO's (P's, V) */
+  int x;                          /* the stage of KC that KR reads */
+  int n;                          /* rank */
+  int64_t L, D, E, I, batch, W;   /* row length, depth, width, queries, batch points, max(D, E) */
+} Chain;
+
+static bool chain_reads_var(const Expr *e, int v) {
+  if (e->kind == EX_VAR) return e->var == v;
+  for (int i = 0; i < e->n_args; i++)
+    if (chain_reads_var(e->args[i], v)) return true;
+  return false;
+}
+
+static bool chain_reads_stage(const Expr *e, int s) {
+  if (e->kind == EX_LOAD && e->src == s) return true;
+  for (int i = 0; i < e->n_args; i++)
+    if (chain_reads_stage(e->args[i], s)) return true;
+  return false;
+}
+
+static const Item *chain_acc(const Kernel *k) {
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].kind == IT_ACC) return &k->items[i];
+  return NULL;
+}
+
+static void chain_of(const Plan *p, const Kernel *ko, Chain *c) {
+  memset(c, 0, sizeof *c);
+  c->kc = ko - 2, c->kr = ko - 1, c->ko = ko;
+  c->n = ko->rank;
+  c->acc_c = chain_acc(c->kc), c->acc_o = chain_acc(ko);
+  const Expr *b = c->acc_c->body;
+  int ai = chain_reads_var(b->args[0], c->n - 1) ? 1 : 0;
+  c->qa = b->args[ai], c->kb = b->args[1 - ai];
+  for (int i = 0; i < c->kr->n_items; i++)
+    if (c->kr->items[i].kind == IT_INNER) c->p = &c->kr->items[i];
+  const Expr *f = c->acc_o->body;
+  int pi = chain_reads_stage(f->args[0], c->p->stage) ? 0 : 1;
+  c->pf = f->args[pi], c->vf = f->args[1 - pi];
+  c->x = c->acc_c->stage;
+  for (int i = 0; i < c->kc->n_items; i++)
+    for (int j = 0; j < c->kr->n_items; j++)
+      if (chain_reads_stage(c->kr->items[j].body, c->kc->items[i].stage)) c->x = c->kc->items[i].stage;
+  c->L = c->kc->shape[c->n - 1], c->D = c->kc->red_shape[0], c->E = ko->shape[c->n - 1];
+  c->I = c->kc->shape[c->n - 2], c->batch = c->kc->outer_numel / (c->L * c->I);
+  c->W = c->D > c->E ? c->D : c->E;
+  (void)p;
+}
+
+int64_t cg_chain_smem(const Kernel *ko) {
+  int64_t L = ko->red_shape[0], E = ko->shape[ko->rank - 1], D = (ko - 2)->red_shape[0], W = D > E ? D : E;
+  return 4 * (L * (W + 1) + PLAN_CHAIN_ROWS * (L + 1) + PLAN_CHAIN_ROWS * (D + 1));
+}
+
+int64_t cg_chain_blocks(const Kernel *ko) {
+  int64_t L = ko->red_shape[0], I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
+  (void)L;
+  int64_t t = batch * ((I + PLAN_CHAIN_ROWS - 1) / PLAN_CHAIN_ROWS);
+  return t < ((int64_t)1 << 20) ? t : ((int64_t)1 << 20);
+}
+
+/* r renders part k of the chain: its vars' ranges for simplification. */
+static void chain_part(R *r, const Kernel *k) {
+  r->k = k;
+  for (int i = 0; i < k->rank; i++) { r->lo[i] = 0; r->hi[i] = k->shape[i] - 1; }
+  for (int i = 0; i < k->n_red; i++) { r->lo[k->rank + i] = 0; r->hi[k->rank + i] = k->red_shape[i] - 1; }
+  r->nv = k->rank + k->n_red;
+}
+
+/* Items of k at step `step` but the accumulations (per point: value_item). */
+static void chain_values(R *r, const Kernel *k, int step) {
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].step == step && k->items[i].kind != IT_ACC) value_item(r, &k->items[i]);
+}
+
+static void render_chain_loops(R *r, const Chain *c) {
+  const char *I = ix(r), *F = vt(r, KILN_F32);
+  const Kernel *kr = c->kr;
+  char pre[96], post[96];
+  open_outer(r, kr->outer_numel, kr->outer_numel * c->L * (c->D + c->E), false);
+  line(r, "%s kS[%lld];", F, (long long)c->L);
+  /* scores of row o */
+  chain_part(r, c->kc);
+  push(r);
+  line(r, "for (%s q = 0; q < %s; q++) {", I, lit(r, c->L));
+  r->indent++;
+  line(r, "const %s oc = o * %s + q;", I, lit(r, c->L));
+  decompose(r, "oc", 0, c->kc->rank, c->kc->shape);
+  inner_loop(r, 0);
+  chain_values(r, c->kc, 1);
+  line(r, "kS[q] = s%d;", c->x);
+  close_block(r);
+  pop(r);
+  /* KR's steps over the row */
+  chain_part(r, kr);
+  push(r);
+  decompose(r, "o", 0, kr->rank, kr->shape);
+  snprintf(pre, sizeof pre, "const %s s%d = kS[r];", F, c->x);
+  snprintf(post, sizeof post, "kS[r] = s%d;", c->p->stage);
+  r->inner_pre = pre, r->inner_post = post, r->inner_post_step = c->p->step;
+  for (int step = 0; step < kr->n_steps; step++) {
+    if (!(step & 1)) inner_loop(r, step);
+    else chain_values(r, kr, step);
+  }
+  r->inner_post = NULL;
+  pop(r);
+  /* each output of the row: KO's sum over it */
+  chain_part(r, c->ko);
+  push(r);
+  snprintf(pre, sizeof pre, "const %s s%d = kS[r];", F, c->p->stage);
+  r->inner_pre = pre;
+  line(r, "for (%s e = 0; e < %s; e++) {", I, lit(r, c->E));
+  r->indent++;
+  line(r, "const %s oo = o * %s + e;", I, lit(r, c->E));
+  decompose(r, "oo", 0, c->ko->rank, c->ko->shape);
+  inner_loop(r, 0);
+  chain_values(r, c->ko, 1);
+  close_block(r);
+  r->inner_pre = NULL;
+  pop(r);
+  close_block(r);
+}
+
+/* const v<i> for the batch digits of bz (vars 0..n-3 of every part) */
+static void chain_batch_vars(R *r, const Chain *c) { decompose(r, "bz", 0, c->n - 2, c->kc->shape); }
+
+/* One factor of a part into shared memory: for every flat f < rows * cols of the block's
+ * tile, var vr = r0 + f / cols (or f / cols with r0 NULL), var vc = f % cols, var vz = 0,
+ * sh[(f / cols) * ld + f % cols] = x (0 past the queries when guarded). */
+static void chain_stage(R *r, const Kernel *k, const Expr *x, int64_t rows, int64_t cols, int64_t ld, int vr,
+                        const char *r0, int vc, int vz, const char *sh) {
+  const char *I = ix(r), *F = vt(r, KILN_F32);
+  line(r, "for (int f = %s; f < %lld; f += %d) {", r->d->thread_id, (long long)(rows * cols), CG_GEMM_THREADS);
+  r->indent++;
+  chain_part(r, k);
+  push(r);
+  line(r, "const int fr = f / %lld, fc = f %% %lld;", (long long)cols, (long long)cols);
+  chain_batch_vars(r, &(Chain){ .n = k->rank, .kc = k });
+  line(r, "const %s v%d = %s%s(%s)fr;", I, vr, r0 ? r0 : "", r0 ? " + " : "", I);
+  line(r, "const %s v%d = fc;", I, vc);
+  if (vz >= 0) line(r, "const %s v%d = 0;", I, vz);
+  if (r0) line(r, "%s xv = 0.0%s;", F, r->d->f32_suffix), line(r, "if (v%d < %s) {", vr, lit(r, k->shape[vr])), r->indent++;
+  char v[256];
+  emit(r, x, v, sizeof v);
+  if (r0) line(r, "xv = %s;", v), close_block(r), line(r, "%s[fr * %lld + fc] = xv;", sh, (long long)ld);
+  else line(r, "%s[fr * %lld + fc] = %s;", sh, (long long)ld, v);
+  pop(r);
+  close_block(r);
+}
+
+static void render_chain_grid(R *r, const Chain *c) {
+  const Dialect *d = r->d;
+  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id;
+  int n = c->n, R_ = PLAN_CHAIN_ROWS;
+  int64_t it = (c->I + R_ - 1) / R_, tiles = c->batch * it, ks = c->W + 1, ss = c->L + 1, qs = c->D + 1;
+  line(r, "%s", d->dyn_shared);
+  line(r, "%s *Ks = %s, *Ss = %s + %lld, *Qs = %s + %lld;", F, d->dyn_shared_name, d->dyn_shared_name,
+       (long long)(c->L * ks), d->dyn_shared_name, (long long)(c->L * ks + R_ * ss));
+  line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
+  line(r, "for (%s blk = %s; blk < %s; blk += %s) {", I, d->block_id, lit(r, tiles), d->grid_size);
+  r->indent++;
+  line(r, "const %s bz = blk / %s, i0 = (blk %% %s) * %d;", I, lit(r, it), lit(r, it), R_);
+  /* the rows' queries [R][D] and the point's keys [L][D] */
+  char r0[32];
+  snprintf(r0, sizeof r0, "i0");
+  chain_stage(r, c->kc, c->qa, R_, c->D, qs, n - 2, r0, n, n - 1, "Qs");
+  chain_stage(r, c->kc, c->kb, c->L, c->D, ks, n - 1, NULL, n, n - 2, "Ks");
+  line(r, "%s", d->barrier);
+  /* scores: thread f's points (f / L, f % L), lanes along the keys */
+  line(r, "for (int f = %s; f < %lld; f += %d) {", T, (long long)(R_ * c->L), CG_GEMM_THREADS);
+  r->indent++;
+  chain_part(r, c->kc);
+  push(r);
+  line(r, "const int fr = f / %lld, fc = f %% %lld;", (long long)c->L, (long long)c->L);
+  line(r, "%s acc = 0.0%s;", F, d->f32_suffix);
+  {
+    char a1[64], a2[64], f2[200];
+    snprintf(a1, sizeof a1, "Qs[fr * %lld + t]", (long long)qs);
+    snprintf(a2, sizeof a2, "Ks[fc * %lld + t]", (long long)ks);
+    snprintf(f2, sizeof f2, d->fma, a1, a2, "acc");
+    line(r, "for (int t = 0; t < %lld; t++) acc = %s;", (long long)c->D, f2);
+  }
+  chain_batch_vars(r, c);
+  line(r, "const %s v%d = i0 + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
+  acc_final(r, c->acc_c, "acc");
+  chain_values(r, c->kc, 1);
+  line(r, "Ss[fr * %lld + fc] = s%d;", (long long)ss, c->x);
+  pop(r);
+  close_block(r);
+  line(r, "%s", d->barrier);
+  /* KR's steps: warp wp takes rows wp, wp + 8, ...; lanes along the row */
+  chain_part(r, c->kr);
+  line(r, "for (int rr = wp; rr < %d; rr += %d) {", R_, CG_GEMM_THREADS / 32);
+  r->indent++;
+  line(r, "if (i0 + rr >= %s) break;", lit(r, c->I));
+  push(r);
+  chain_batch_vars(r, c);
+  line(r, "const %s v%d = i0 + (%s)rr, v%d = 0;", I, n - 2, I, n - 1);
+  CgRows saved = r->ro;
+  r->ro.rows = 2;  /* block_combine: a warp per row, shuffles */
+  const Kernel *kr = c->kr;
+  for (int step = 0; step < kr->n_steps; step++) {
+    if (step & 1) { chain_values(r, kr, step); continue; }
+    for (int i = 0; i < kr->n_items; i++)
+      if (kr->items[i].step == step && kr->items[i].kind == IT_ACC) acc_init(r, &kr->items[i]);
+    line(r, "for (%s r = lane; r < %s; r += 32) {", I, lit(r, c->L));
+    r->indent++;
+    push(r);
+    line(r, "const %s v%d = r;", I, n);
+    line(r, "const %s s%d = Ss[rr * %lld + r];", F, c->x, (long long)ss);
+    for (int i = 0; i < kr->n_items; i++) {
+      const Item *x = &kr->items[i];
+      if (x->step != step) continue;
+      if (x->kind == IT_ACC) {
+        char v[256];
+        emit(r, x->body, v, sizeof v);
+        acc_update(r, x, v);
+      } else value_item(r, x);
+    }
+    if (step == c->p->step) line(r, "Ss[rr * %lld + r] = s%d;", (long long)ss, c->p->stage);
+    pop(r);
+    close_block(r);
+    for (int i = 0; i < kr->n_items; i++) {
+      const Item *x = &kr->items[i];
+      if (x->step != step || x->kind != IT_ACC) continue;
+      block_combine(r, x);
+      char a[32];
+      snprintf(a, sizeof a, "a%d", x->stage);
+      acc_final(r, x, a);
+    }
+  }
+  r->ro = saved;
+  pop(r);
+  close_block(r);
+  line(r, "%s", d->barrier);
+  /* the point's values [L][E] over the keys, then each output (f / E, f % E) */
+  chain_stage(r, c->ko, c->vf, c->L, c->E, ks, n, NULL, n - 1, n - 2, "Ks");
+  line(r, "%s", d->barrier);
+  line(r, "for (int f = %s; f < %lld; f += %d) {", T, (long long)(R_ * c->E), CG_GEMM_THREADS);
+  r->indent++;
+  chain_part(r, c->ko);
+  push(r);
+  line(r, "const int fr = f / %lld, fc = f %% %lld;", (long long)c->E, (long long)c->E);
+  line(r, "if (i0 + fr >= %s) continue;", lit(r, c->I));
+  line(r, "%s acc = 0.0%s;", F, d->f32_suffix);
+  {
+    char a1[64], a2[64], f2[200];
+    snprintf(a1, sizeof a1, "Ss[fr * %lld + t]", (long long)ss);
+    snprintf(a2, sizeof a2, "Ks[t * %lld + fc]", (long long)ks);
+    snprintf(f2, sizeof f2, d->fma, a1, a2, "acc");
+    line(r, "for (int t = 0; t < %lld; t++) acc = %s;", (long long)c->L, f2);
+  }
+  chain_batch_vars(r, c);
+  line(r, "const %s v%d = i0 + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
+  items_at(r, 1, NULL, "acc");
+  pop(r);
+  close_block(r);
+  line(r, "%s", d->barrier);  /* the next tile's staging waits for every read of this one */
+  close_block(r);
+}
+
+static void render_chain(R *r) {
+  Chain c;
+  chain_of(r->p, r->k, &c);
+  r->chain_lo = c.kc->id, r->chain_hi = c.ko->id;
+  if (r->d->grid) render_chain_grid(r, &c);
+  else render_chain_loops(r, &c);
+  chain_part(r, c.ko);
+}
+
 /* What gemm.c borrows from the renderer to render the tiled contraction shape. */
 static void hk_put(void *r, const char *s) { line(r, "%s", s); }
 static void hk_indent(void *r, int d) { ((R *)r)->indent += d; }
@@ -2016,7 +2305,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
                              StrBuf *out) {
   const Kernel *k = &p->kernels[ki];
   const TE *te = p->te;
-  if (k->kind == KN_HOST) return KILN_OK;
+  if (k->kind == KN_HOST || k->chain < 0) return KILN_OK;  /* a chain is rendered as its last kernel */
   Dialect pd;
   bool phase = g && ki < g->n_launch && g->launch[ki].group >= 0 && d->grid && d->phase_prefix;
   bool in_place = false;  /* it stores into a param it also reads: the two parameters alias */
@@ -2038,6 +2327,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   for (int i = 0; i < k->n_red; i++) { r.lo[k->rank + i] = 0; r.hi[k->rank + i] = k->red_shape[i] - 1; }
   r.nv = k->rank + k->n_red;
   r.step = -1;
+  r.chain_lo = r.chain_hi = -1;
   char name[32];
   cg_kernel_name(ki, false, name);
   CgGpuShape gs = cg_kernel_shape(p, k, d, o);
@@ -2045,7 +2335,8 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   if (gs == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, d, out);
   if (gs == CG_GPU_BLOCK_ROWS) cg_rows_globals(p, k, o, d, out);
   sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
-  if (d->block_bounds && (gs == CG_GPU_BLOCK_ROWS || gs == CG_GPU_GEMM)) {
+  if (d->block_bounds && gs == CG_GPU_CHAIN) sb_printf(out, d->block_bounds, (int)CG_GEMM_THREADS), sb_puts(out, " ");
+  else if (d->block_bounds && (gs == CG_GPU_BLOCK_ROWS || gs == CG_GPU_GEMM)) {
     CgRows ro = cg_rows_of(p, k, o);
     if (gs == CG_GPU_BLOCK_ROWS && ro.min_blocks > 1 && d->block_bounds_min)
       sb_printf(out, d->block_bounds_min, ro.threads * ro.rows, ro.min_blocks);
@@ -2066,7 +2357,8 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   sb_puts(out, ") {\n");
   if (d->kernel_entry && o->dependent_launch && !phase) sb_printf(out, "%s\n", d->kernel_entry);
   r.indent = 1;
-  if (gs == CG_GPU_GEMM) render_gemm(&r);
+  if (k->chain > 0) render_chain(&r);
+  else if (gs == CG_GPU_GEMM) render_gemm(&r);
   else if (gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
   else if (gs == CG_GPU_VEC4) render_vec4(&r);
   else if (k->kind == KN_POINTWISE) render_pointwise(&r);

@@ -32,13 +32,18 @@ enum { DEFAULT_MAX_INPUTS = 24, DEFAULT_MAX_NODES = 4000 };
 enum { GEMM_RECOMPUTE_MAX = 4 };
 
 PlanOptions plan_options(const kiln_options *o) {
-  PlanOptions p = { .fuse = o ? o->fuse : 1, .cse = o ? o->cse : 0, .store_moved = o ? o->store_moved : 1 };
+  PlanOptions p = { .fuse = o ? o->fuse : 1, .cse = o ? o->cse : 0, .store_moved = o ? o->store_moved : 1,
+                    .chains = 0 };
   /* off by default on every backend. The cuda backend's tiles are 32 to 128 wide, but on the
    * H200 (2026-12-01, 06bbce1) recomputing prologues in its tiles was slower where it removed
    * kernels: encoder4_d256 0.193 -> 0.205 ms (40 -> 36 kernels), gpt_tiny 0.086 -> 0.095,
    * cnn_train_b32 97 -> 120 us; the tile reads are what its small GEMMs spend their time on.
    * The cpu's contraction loops reread an operand per output row. */
   p.gemm_reuse = o && o->gemm_reuse > 0 ? o->gemm_reuse : 0;
+  /* attention chains: on for cuda, off for cpu unless asked, where the chain's plain loops ran
+   * behind the three kernels' tuned ones (encoder4_d256 26.6 against 10.0 ms, 2 threads) */
+  const char *be = o && o->backend ? o->backend : "cpu";
+  p.chains = o && o->attention >= 0 ? o->attention : !strcmp(be, "cuda");
   p.max_inputs = o && o->max_inputs > 0 ? o->max_inputs : DEFAULT_MAX_INPUTS;
   p.max_nodes = o && o->max_nodes > 0 ? o->max_nodes : DEFAULT_MAX_NODES;
   return p;
@@ -604,6 +609,159 @@ static kiln_status place(Ctx *c, int s) {
   return new_kernel(c, s, why);
 }
 
+/* ---- attention chains ----
+ * Three consecutive kernels: KC a contraction S[.., i, j] = sum_d A[.., i, d] B[.., j, d] (its
+ * epilogue items per point), KR a row kernel over S's rows (softmax: max, sum, the normalised
+ * row P as its one row value, in its last loop), KO a contraction O[.., i, e] = sum_j P[.., i, j]
+ * V[.., j, e]. When nothing else reads S, P or the row statistics, the three run as one kernel
+ * that keeps a block's rows of S (then P) on chip: the scores never reach memory. The chain is
+ * found from the expressions (which stage each load reads, at which index), never from op
+ * names, and only within the limits of plan.h (a block's rows, the keys' and the values'
+ * tiles in shared memory). */
+
+static bool expr_reads_var(const Expr *e, int v) {
+  if (e->kind == EX_VAR) return e->var == v;
+  for (int i = 0; i < e->n_args; i++)
+    if (expr_reads_var(e->args[i], v)) return true;
+  return false;
+}
+
+/* Every load in e of a stage computed by kernels lo..hi is at the kernel's point given by
+ * want (its index list, n entries); with want NULL there must be none. */
+static bool chain_loads_at(Ctx *c, const Expr *e, int lo, int hi, Expr *const *want, int n, LoadList *ll) {
+  if (loads_of(e, ll)) return false;
+  for (int i = 0; i < ll->n; i++) {
+    const Expr *L = ll->l[i];
+    int k = c->p->kernel_of[L->src];
+    if (k < lo || k > hi) continue;
+    if (!want || L->n_args != n || memcmp(L->args, want, (size_t)n * sizeof *want)) return false;
+  }
+  return true;
+}
+
+/* The one accumulation of a contraction kernel (a sum of a product; the other items after
+ * it, per point), or NULL. */
+static const Item *contraction_of(const Plan *p, const Kernel *k) {
+  if (k->kind != KN_REDUCE || k->n_red != 1 || k->rank < 3 || k->rank > KILN_MAX_RANK) return NULL;
+  const Item *acc = NULL;
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind == IT_ACC) {
+      if (acc || it->step != 0) return NULL;
+      acc = it;
+    } else if (it->kind != IT_OUTER || it->step != 1) return NULL;
+  }
+  if (!acc) return NULL;
+  const Stage *S = &p->te->stages[acc->stage];
+  const Expr *b = acc->body;
+  if (S->rop != RO_SUM || S->dtype != KILN_F32 || b->kind != EX_BINARY || b->op != TB_MUL) return NULL;
+  return acc;
+}
+
+static bool read_elsewhere(Ctx *c, int s, int lo, int hi, LoadList *ll) {
+  Plan *p = c->p;
+  if (plan_is_output(p, s) || c->assigned[s]) return true;
+  for (int k = 0; k < p->n_kernels; k++) {
+    if (k >= lo && k <= hi) continue;
+    for (int i = 0; i < p->kernels[k].n_items; i++) {
+      if (loads_of(p->kernels[k].items[i].body, ll)) return true;
+      for (int j = 0; j < ll->n; j++)
+        if (ll->l[j]->src == s) return true;
+    }
+  }
+  return false;
+}
+
+static bool chain_fits(Ctx *c, int kc, LoadList *ll) {
+  Plan *p = c->p;
+  TE *te = c->te;
+  Kernel *KC = &p->kernels[kc], *KR = &p->kernels[kc + 1], *KO = &p->kernels[kc + 2];
+  const Item *ac = contraction_of(p, KC), *ao = contraction_of(p, KO);
+  if (!ac || !ao || KR->kind != KN_ROW || !KR->has_row || KR->n_red != 1) return false;
+  int n = KC->rank;
+  int64_t L = KC->shape[n - 1], D = KC->red_shape[0], E = KO->shape[n - 1];
+  if (KR->rank != n || KO->rank != n || KR->row_stage_shape_rank != n || KR->red_shape[0] != L ||
+      KO->red_shape[0] != L || KR->shape[n - 1] != 1)
+    return false;
+  for (int v = 0; v < n - 1; v++)
+    if (KR->shape[v] != KC->shape[v] || KO->shape[v] != KC->shape[v] || KR->row_shape[v] != KC->shape[v]) return false;
+  if (KR->row_shape[n - 1] != L || L > PLAN_CHAIN_MAX_ROW || D > PLAN_CHAIN_MAX_DEPTH || E > PLAN_CHAIN_MAX_DEPTH)
+    return false;
+  /* the cuda block's shared memory: keys (then values) [L][max(D, E) + 1], rows [R][L + 1],
+   * the rows' queries [R][D + 1], in floats, at most 96 KB */
+  int64_t wide = D > E ? D : E, R = PLAN_CHAIN_ROWS;
+  if ((L * (wide + 1) + R * (L + 1) + R * (D + 1)) * 4 > 96 * 1024) return false;
+  /* KR reads KC's stages at its row point, KR's row map is the identity (S[.., i, j] at the
+   * row var j), and its one row value P is in its last loop */
+  for (int v = 0; v < n; v++) {
+    const Expr *m = KR->row_map[v];
+    if (!m || m->kind != EX_VAR || m->var != (v < n - 1 ? v : n)) return false;
+  }
+  const Item *P = NULL;
+  for (int i = 0; i < KR->n_items; i++) {
+    const Item *it = &KR->items[i];
+    if (!chain_loads_at(c, it->body, kc, kc, KR->row_map, n, ll)) return false;
+    if (it->kind == IT_INNER) {
+      if (P) return false;
+      P = it;
+    }
+  }
+  if (!P || P->step != KR->n_steps - 1) return false;
+  /* KC's factors: A free of j, B free of i; its epilogue reads only its own point */
+  const Expr *b = ac->body;
+  int ai = expr_reads_var(b->args[0], n - 1) ? 1 : 0;
+  if (expr_reads_var(b->args[ai], n - 1) || expr_reads_var(b->args[1 - ai], n - 2)) return false;
+  /* KO: one factor reads P at (.., i, j) and nothing else of the chain, the other (V) reads
+   * none of it and is free of i; the epilogue reads nothing of KC or KR */
+  Expr *at[KILN_MAX_RANK];
+  for (int v = 0; v < n - 1; v++) at[v] = te_var(te, v);
+  at[n - 1] = te_var(te, n);
+  const Expr *f = ao->body;
+  int pi = -1;
+  for (int x = 0; x < 2; x++) {
+    if (loads_of(f->args[x], ll)) return false;
+    for (int j = 0; j < ll->n; j++)
+      if (ll->l[j]->src == P->stage) pi = x;
+  }
+  if (pi < 0 || !chain_loads_at(c, f->args[pi], kc, kc + 1, at, n, ll)) return false;
+  if (loads_of(f->args[pi], ll)) return false;
+  for (int j = 0; j < ll->n; j++)
+    if (p->kernel_of[ll->l[j]->src] >= kc && p->kernel_of[ll->l[j]->src] <= kc + 1 && ll->l[j]->src != P->stage)
+      return false;
+  if (!chain_loads_at(c, f->args[1 - pi], kc, kc + 1, NULL, 0, ll) || expr_reads_var(f->args[1 - pi], n - 2)) return false;
+  for (int i = 0; i < KO->n_items; i++)
+    if (KO->items[i].kind != IT_ACC && !chain_loads_at(c, KO->items[i].body, kc, kc + 1, NULL, 0, ll)) return false;
+  /* what KC and KR compute stays in the chain */
+  for (int k = kc; k <= kc + 1; k++)
+    for (int i = 0; i < p->kernels[k].n_items; i++)
+      if (read_elsewhere(c, p->kernels[k].items[i].stage, kc, kc + 2, ll)) return false;
+  return true;
+}
+
+static kiln_status find_chains(Ctx *c) {
+  Plan *p = c->p;
+  LoadList ll = { 0 };
+  for (int k = 0; p->opt.chains && k + 2 < p->n_kernels; k++) {
+    if (p->kernels[k].chain || !chain_fits(c, k, &ll)) continue;
+    p->kernels[k].chain = p->kernels[k + 1].chain = -1;
+    p->kernels[k + 2].chain = 3;
+    p->kernels[k + 2].why = fmt(p, "%s; one attention kernel with k%d..k%d (rows on chip)", p->kernels[k + 2].why, k, k + 1);
+    k += 2;
+  }
+  bool failed = ll.failed;
+  kiln_free(ll.l);
+  return failed ? kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory") : KILN_OK;
+}
+
+int plan_chain_end(const Plan *p, int k) {
+  while (k >= 0 && k < p->n_kernels && p->kernels[k].chain < 0) k++;
+  return k;
+}
+
+static bool same_chain(const Plan *p, int a, int b) {
+  return a >= 0 && b >= 0 && (a == b || plan_chain_end(p, a) == plan_chain_end(p, b));
+}
+
 /* ---- stores, inputs, bytes ---- */
 
 static int64_t stage_bytes(const Stage *s) { return s->numel * (int64_t)kiln_dtype_size(s->dtype); }
@@ -626,7 +784,7 @@ static kiln_status fill_stores(Ctx *c) {
     if ((st = loads_of(body, &ll))) break;
     for (int i = 0; i < ll.n; i++) {
       int d = ll.l[i]->src;
-      if (p->kernel_of[d] < 0 || p->kernel_of[d] == ks || p->stored[d]) continue;
+      if (p->kernel_of[d] < 0 || same_chain(p, p->kernel_of[d], ks) || p->stored[d]) continue;
       p->stored[d] = true;
       if (p->why[d] && !strcmp(p->why[d], "reduction")) p->why[d] = fmt(p, "t%d: read by kernel %d (t%d)", d, ks, s);
       else if (p->why[d]) p->why[d] = fmt(p, "%s; read by kernel %d", p->why[d], ks);
@@ -712,7 +870,7 @@ static kiln_status fill_io(Plan *p) {
       if ((st = loads_of(it->body, &ll))) break;
       for (int j = 0; j < ll.n && !st; j++) {
         int d = ll.l[j]->src;
-        if (p->kernel_of[d] == ki || plan_is_baked(te, d)) continue;
+        if (same_chain(p, p->kernel_of[d], ki) || plan_is_baked(te, d)) continue;
         bool seen = false;
         for (int x = 0; x < n_counted && !seen; x++) seen = counted[x] == ll.l[j];
         if (seen) continue;
@@ -734,6 +892,19 @@ static kiln_status fill_io(Plan *p) {
       const Stage *S = &te->stages[k->ins[x]];
       int64_t n = points[k->ins[x]] < S->numel ? points[k->ins[x]] : S->numel;
       k->bytes_read += n * (int64_t)kiln_dtype_size(S->dtype);
+    }
+    if (k->chain > 0 && !st) {  /* the chain's inputs are its last kernel's: it runs there */
+      for (int m = ki - k->chain + 1; m < ki; m++) {
+        Kernel *e = &p->kernels[m];
+        for (int x = 0; x < e->n_ins; x++) {
+          bool dup = false;
+          for (int y = 0; y < k->n_ins && !dup; y++) dup = k->ins[y] == e->ins[x];
+          if (!dup) k->ins[k->n_ins++] = e->ins[x];
+        }
+        k->bytes_read += e->bytes_read, k->bytes_written += e->bytes_written;
+        p->bytes_read -= e->bytes_read, p->bytes_written -= e->bytes_written;
+        e->n_ins = 0, e->bytes_read = e->bytes_written = 0;
+      }
     }
     p->bytes_read += k->bytes_read;
     p->bytes_written += k->bytes_written;
@@ -853,6 +1024,7 @@ kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out) {
     if (is_source(S) || p->inlined[s] || !c.needed[s]) continue;
     st = place(&c, s);
   }
+  if (!st) st = find_chains(&c);
   if (!st) st = fill_stores(&c);
   if (!st) st = fill_io(p);
   if (!st) st = fill_memory(p, c.assigned);

@@ -61,6 +61,10 @@ typedef struct Kernel {
   int64_t bytes_read, bytes_written;
   int64_t nodes;                  /* expression nodes (budget) */
   const char *why;                /* why this kernel could not join an earlier one */
+  /* attention chains (plan.c find_chains): a contraction, the row kernel over its rows and the
+   * contraction over those rows, consecutive, run as one kernel with the rows kept on chip.
+   * On the chain's last kernel: how many it joins (3); on the ones before: -1; else 0. */
+  int chain;
 } Kernel;
 
 typedef struct PlanOptions {
@@ -70,6 +74,7 @@ typedef struct PlanOptions {
   int max_nodes;    /* budget: expression nodes in one kernel */
   int store_moved;  /* store the arithmetic under a move rather than the moved tensor (kiln_options) */
   int gemm_reuse;   /* a GEMM reads an operand once per this many outputs of the other factor (0: n times) */
+  int chains;       /* find attention chains (kiln_options.attention) */
 } PlanOptions;
 
 typedef struct Plan {
@@ -97,6 +102,12 @@ void plan_free(Plan *p);
  * the current point, launch order respects dependences. For tests and debug builds. */
 kiln_status plan_check(const Plan *p);
 bool plan_is_output(const Plan *p, int stage);
+/* The last kernel of kernel k's attention chain (k itself when it is in none). */
+int plan_chain_end(const Plan *p, int k);
+/* Limits of an attention chain (the cuda dialect keeps a block's rows, the keys' and values'
+ * tiles in shared memory): rows of at most this many points, contractions at most this deep
+ * and wide, and CHAIN_ROWS rows a block. */
+enum { PLAN_CHAIN_MAX_ROW = 512, PLAN_CHAIN_MAX_DEPTH = 256, PLAN_CHAIN_ROWS = 16 };
 /* A scalar constant: rendered as a literal in the source, never a buffer. */
 bool plan_is_baked(const TE *te, int stage);
 

@@ -335,6 +335,7 @@ static kiln_status bind_launches(Schedule *s) {
     L->l = l;
     if (l->host) { s->n_host++; continue; }
     if (l->group >= 0) continue;  /* its group's launch runs it */
+    if (l->grid <= 0) continue;   /* nothing to run (a kernel of an attention chain before its last) */
     if (!(L->args = kiln_calloc((size_t)l->n_params + 1, sizeof *L->args)))
       return kiln_fail(KILN_ERR_NO_MEMORY, "%s: no memory for kernel arguments", s->be->name);
     for (int j = 0; j < l->n_params; j++) {

@@ -56,21 +56,20 @@ int main(void) {
     snprintf(dir, sizeof dir, "%s/models/%s", shared, models[i]);
     CHECK(run_dir(dir, models[i], !sanitized) == 1);
   }
-  /* all five on the backend under test (cpu unless KILN_TEST_BACKEND says), and on cpu again
-   * with GEMM prologues recomputed once per 32-wide tile (KILN_GEMM_REUSE=32, a raced plan),
-   * so the C dialect renders that plan too */
+  /* all five on the backend under test (cpu unless KILN_TEST_BACKEND says); on cpu again with
+   * the attention chains (KILN_ATTENTION=1, the cuda default: the C dialect renders them too)
+   * and with GEMM prologues recomputed once per 32-wide tile (KILN_GEMM_REUSE=32, raced) */
   const char *be = getenv("KILN_TEST_BACKEND");
   be = be && *be ? be : "cpu";
-  for (int pass = 0; pass < 2; pass++) {
-    if (pass == 1) {
-      if (strcmp(be, "cpu")) break;
-      setenv("KILN_GEMM_REUSE", "32", 1);
-    }
+  static const char *const envs[3][2] = { { NULL, NULL }, { "KILN_ATTENTION", "1" }, { "KILN_GEMM_REUSE", "32" } };
+  for (int pass = 0; pass < 3; pass++) {
+    if (pass && strcmp(be, "cpu")) break;
+    if (envs[pass][0]) setenv(envs[pass][0], envs[pass][1], 1);
     for (int i = 0; i < 5; i++) {
       snprintf(dir, sizeof dir, "%s/models/%s", shared, models[i]);
       CHECK(run_on(dir, models[i], be, true) == 1);
     }
+    if (envs[pass][0]) unsetenv(envs[pass][0]);
   }
-  unsetenv("KILN_GEMM_REUSE");
   TEST_MAIN_END();
 }

@@ -179,9 +179,72 @@ static void moves_and_prologues(void) {
   kiln_graph_free(kg);
 }
 
+/* Attention chains: scores, softmax rows, the product with v as one kernel (cuda's default;
+ * asked for here on cpu), found in bert's workload graph and in the exports of encoder4_d256
+ * and gpt_tiny (a causal mask in the rows); the scores and P are absent from the memory plan. */
+static int chains_in(const Plan *p) {
+  int n = 0;
+  for (int k = 0; k < p->n_kernels; k++) n += p->kernels[k].chain > 0;
+  return n;
+}
+
+static void attention_chains(void) {
+  Workload w;
+  OK(wl_build("bert_layer_b8s128", &w));
+  TE *te;
+  kiln_options o = kiln_options_default();
+  o.attention = 1;
+  OK(te_lower(&w.g->g, &te));
+  PlanOptions po = plan_options(&o);
+  Plan *p = NULL;
+  if (te) OK(plan_build(te, &po, &p));
+  if (p) {
+    OK(plan_check(p));
+    CHECK(p->n_kernels == 9 && chains_in(p) == 1 && p->kernels[3].chain == 3);
+    CHECK(p->kernels[1].chain == -1 && p->kernels[2].chain == -1 && plan_chain_end(p, 1) == 3);
+    /* the scores [8,12,128,128] and P are not stored; the chain reads q, k, v (one buffer) */
+    for (int s = 0; s < te->n_stages; s++)
+      if (p->kernel_of[s] == 1 || p->kernel_of[s] == 2) CHECK_MSG(!p->stored[s] && p->offset[s] < 0, "t%d stored", s);
+    CHECK(p->kernels[3].n_ins == 1 && p->kernels[1].n_ins == 0 && p->kernels[1].bytes_read == 0);
+    CHECK(p->kernels[3].bytes_written == 8 * 128 * 768 * 4);
+    CHECK(printed_has(p, "one attention kernel with k1..k2"));
+  }
+  plan_free(p);
+  te_free(te);
+  o.attention = 0;
+  po = plan_options(&o);
+  OK(te_lower(&w.g->g, &te));
+  if (te) OK(plan_build(te, &po, &p));
+  if (p) CHECK(chains_in(p) == 0);
+  plan_free(p);
+  te_free(te);
+  wl_free(&w);
+  const char *shared = getenv("KILN_SHARED_DIR");
+  const char *models[2] = { "encoder4_d256", "gpt_tiny" };
+  int want[2] = { 4, 2 };
+  for (int m = 0; m < 2; m++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/models/%s/model.onnx", shared ? shared : "../shared", models[m]);
+    kiln_graph *kg = NULL;
+    if (kiln_graph_load_onnx(path, &kg) != KILN_OK) {
+      printf("skip: %s\n", path);
+      continue;
+    }
+    o.attention = 1;
+    po = plan_options(&o);
+    OK(te_lower(&kg->g, &te));
+    if (te) OK(plan_build(te, &po, &p));
+    if (p) CHECK_MSG(chains_in(p) == want[m], "%s: %d chains", models[m], chains_in(p));
+    plan_free(p);
+    te_free(te);
+    kiln_graph_free(kg);
+  }
+}
+
 int main(void) {
   cse();
   liveness();
   moves_and_prologues();
+  attention_chains();
   TEST_MAIN_END();
 }
