@@ -297,6 +297,7 @@ typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS, CG_GPU_GEMM, CG_GP
  * CG_GEMM_THREADS threads, a block per PLAN_CHAIN_ROWS rows of one batch point, this much
  * dynamic shared memory (bytes) and these blocks. */
 int64_t cg_chain_smem(const Kernel *last);
+int cg_chain_rows(const Kernel *last);
 int64_t cg_chain_blocks(const Kernel *last);
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o);
 /* The shape kernel k is rendered with in dialect d: cg_gpu_shape where the dialect has

@@ -49,7 +49,7 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     if (l->smem > 48 * 1024) l->smem_carveout = SMEM_CARVEOUT_ALL;
     if (k->chain > 0)
       snprintf(l->why, sizeof l->why, "attention: k%d..k%d, %d rows a block, %d B shared", k->id - k->chain + 1, k->id,
-               (int)PLAN_CHAIN_ROWS, l->smem);
+               cg_chain_rows(k), l->smem);
     else snprintf(l->why, sizeof l->why, "in the attention kernel k%d", plan_chain_end(p, k->id));
     return;
   }

@@ -2028,15 +2028,27 @@ static void chain_of(const Plan *p, const Kernel *ko, Chain *c) {
   (void)p;
 }
 
+/* Rows a block: PLAN_CHAIN_ROWS, or half that when the blocks would not fill 128 multiprocessors
+ * (encoder4_d256: 16 heads of 64 queries, 64 blocks of 16 rows; its blocks wait on memory, so
+ * more of them in flight win). */
+int cg_chain_rows(const Kernel *ko) {
+  int64_t I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
+  int rows = PLAN_CHAIN_ROWS;
+  if (batch * ((I + rows - 1) / rows) < 128) rows /= 2;
+  return rows;
+}
+
+/* Shared memory (floats), rows padded by 4 so that 16-byte vectors stay aligned: the rows'
+ * queries Qs[R][D+4], the keys Ks[L][D+4], the values Vs[L][E+4], the rows Ss[R][L+4]. */
 int64_t cg_chain_smem(const Kernel *ko) {
-  int64_t L = ko->red_shape[0], E = ko->shape[ko->rank - 1], D = (ko - 2)->red_shape[0], W = D > E ? D : E;
-  return 4 * (L * (W + 1) + PLAN_CHAIN_ROWS * (L + 1) + PLAN_CHAIN_ROWS * (D + 1));
+  int64_t L = ko->red_shape[0], E = ko->shape[ko->rank - 1], D = (ko - 2)->red_shape[0], R = PLAN_CHAIN_ROWS;
+  return 4 * (R * (D + 4) + L * (D + 4) + L * (E + 4) + R * (L + 4));
 }
 
 int64_t cg_chain_blocks(const Kernel *ko) {
-  int64_t L = ko->red_shape[0], I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
-  (void)L;
-  int64_t t = batch * ((I + PLAN_CHAIN_ROWS - 1) / PLAN_CHAIN_ROWS);
+  int64_t I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
+  int rows = cg_chain_rows(ko);
+  int64_t t = batch * ((I + rows - 1) / rows);
   return t < ((int64_t)1 << 20) ? t : ((int64_t)1 << 20);
 }
 
@@ -2105,67 +2117,111 @@ static void render_chain_loops(R *r, const Chain *c) {
 /* const v<i> for the batch digits of bz (vars 0..n-3 of every part) */
 static void chain_batch_vars(R *r, const Chain *c) { decompose(r, "bz", 0, c->n - 2, c->kc->shape); }
 
-/* One factor of a part into shared memory: for every flat f < rows * cols of the block's
- * tile, var vr = r0 + f / cols (or f / cols with r0 NULL), var vc = f % cols, var vz = 0,
- * sh[(f / cols) * ld + f % cols] = x (0 past the queries when guarded). */
+/* The element offset of the first memory load in x at the var values v (INT64_MIN: none). */
+typedef struct FirstLoad { const Expr *l; } FirstLoad;
+static void first_load_cb(const Expr *L, void *ctx) {
+  FirstLoad *f = ctx;
+  if (!f->l) f->l = L;
+}
+
+static int64_t offset_at_vars(R *r, const Expr *x, const int64_t *v) {
+  FirstLoad f = { NULL };
+  te_visit_loads(x, first_load_cb, &f);
+  if (!f.l) return INT64_MIN;
+  Expr *o = load_offset(r, f.l);
+  int64_t mn, mx;
+  if (!o || !te_range(o, v, v, r->nv, &mn, &mx) || mn != mx) return INT64_MIN;
+  return mn;
+}
+
+/* One factor of a part into shared memory: for every element (fr, fc) of the rows x cols tile,
+ * var vr = r0 + fr (or fr with r0 NULL), var vc = fc, var vz = 0, sh[fr * ld + fc] = x (0 past
+ * the queries when guarded). Consecutive threads walk the tile along whichever of fr and fc
+ * has unit stride in x's first load, so the global reads coalesce. */
 static void chain_stage(R *r, const Kernel *k, const Expr *x, int64_t rows, int64_t cols, int64_t ld, int vr,
                         const char *r0, int vc, int vz, const char *sh) {
   const char *I = ix(r), *F = vt(r, KILN_F32);
+  chain_part(r, k);
+  int64_t v[2 * KILN_MAX_RANK] = { 0 };
+  int64_t o0 = offset_at_vars(r, x, v);
+  v[vr] = 1;
+  int64_t o1 = offset_at_vars(r, x, v);
+  v[vr] = 0, v[vc] = 1;
+  int64_t o2 = offset_at_vars(r, x, v);
+  bool row_fast = o0 != INT64_MIN && o1 != INT64_MIN && o1 - o0 == 1 && !(o2 != INT64_MIN && o2 - o0 == 1);
   line(r, "for (int f = %s; f < %lld; f += %d) {", r->d->thread_id, (long long)(rows * cols), CG_GEMM_THREADS);
   r->indent++;
-  chain_part(r, k);
   push(r);
-  line(r, "const int fr = f / %lld, fc = f %% %lld;", (long long)cols, (long long)cols);
+  if (row_fast) line(r, "const int fr = f %% %lld, fc = f / %lld;", (long long)rows, (long long)rows);
+  else line(r, "const int fr = f / %lld, fc = f %% %lld;", (long long)cols, (long long)cols);
   chain_batch_vars(r, &(Chain){ .n = k->rank, .kc = k });
   line(r, "const %s v%d = %s%s(%s)fr;", I, vr, r0 ? r0 : "", r0 ? " + " : "", I);
   line(r, "const %s v%d = fc;", I, vc);
   if (vz >= 0) line(r, "const %s v%d = 0;", I, vz);
   if (r0) line(r, "%s xv = 0.0%s;", F, r->d->f32_suffix), line(r, "if (v%d < %s) {", vr, lit(r, k->shape[vr])), r->indent++;
-  char v[256];
-  emit(r, x, v, sizeof v);
-  if (r0) line(r, "xv = %s;", v), close_block(r), line(r, "%s[fr * %lld + fc] = xv;", sh, (long long)ld);
-  else line(r, "%s[fr * %lld + fc] = %s;", sh, (long long)ld, v);
+  char t[256];
+  emit(r, x, t, sizeof t);
+  if (r0) line(r, "xv = %s;", t), close_block(r), line(r, "%s[fr * %lld + fc] = xv;", sh, (long long)ld);
+  else line(r, "%s[fr * %lld + fc] = %s;", sh, (long long)ld, t);
   pop(r);
+  close_block(r);
+}
+
+/* acc += the dot product of n floats at a and b (16-byte aligned, n a multiple of 4) as
+ * vectors: one line. */
+static void chain_dot4(R *r, const char *a, const char *b, int64_t n) {
+  const Dialect *d = r->d;
+  const char *V = d->vec4_type;
+  line(r, "for (int t = 0; t < %lld; t += 4) {", (long long)n);
+  r->indent++;
+  line(r, "const %s x4 = *(const %s *)&%s[t], y4 = *(const %s *)&%s[t];", V, V, a, V, b);
+  char f[4][160], in[4][32];
+  for (int l = 0; l < 4; l++) {
+    char xa[16], yb[16];
+    snprintf(xa, sizeof xa, "x4%s", d->vec4_lane[l]);
+    snprintf(yb, sizeof yb, "y4%s", d->vec4_lane[l]);
+    snprintf(in[l], sizeof in[l], "acc");
+    snprintf(f[l], sizeof f[l], d->fma, xa, yb, in[l]);
+    line(r, "acc = %s;", f[l]);
+  }
   close_block(r);
 }
 
 static void render_chain_grid(R *r, const Chain *c) {
   const Dialect *d = r->d;
-  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id;
-  int n = c->n, R_ = PLAN_CHAIN_ROWS;
-  int64_t it = (c->I + R_ - 1) / R_, tiles = c->batch * it, ks = c->W + 1, ss = c->L + 1, qs = c->D + 1;
+  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *V = d->vec4_type;
+  int n = c->n, R_ = cg_chain_rows(c->ko), RS = PLAN_CHAIN_ROWS;
+  int64_t it = (c->I + R_ - 1) / R_, tiles = c->batch * it;
+  int64_t qd = c->D + 4, kd = c->D + 4, vd = c->E + 4, sd = c->L + 4;
+  const char *dy = d->dyn_shared_name;
   line(r, "%s", d->dyn_shared);
-  line(r, "%s *Ks = %s, *Ss = %s + %lld, *Qs = %s + %lld;", F, d->dyn_shared_name, d->dyn_shared_name,
-       (long long)(c->L * ks), d->dyn_shared_name, (long long)(c->L * ks + R_ * ss));
+  line(r, "%s *Qs = %s, *Ks = %s + %lld, *Vs = %s + %lld, *Ss = %s + %lld;", F, dy, dy, (long long)(RS * qd), dy,
+       (long long)(RS * qd + c->L * kd), dy, (long long)(RS * qd + c->L * kd + c->L * vd));
   line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
   line(r, "for (%s blk = %s; blk < %s; blk += %s) {", I, d->block_id, lit(r, tiles), d->grid_size);
   r->indent++;
   line(r, "const %s bz = blk / %s, i0 = (blk %% %s) * %d;", I, lit(r, it), lit(r, it), R_);
-  /* the rows' queries [R][D] and the point's keys [L][D] */
-  char r0[32];
-  snprintf(r0, sizeof r0, "i0");
-  chain_stage(r, c->kc, c->qa, R_, c->D, qs, n - 2, r0, n, n - 1, "Qs");
-  chain_stage(r, c->kc, c->kb, c->L, c->D, ks, n - 1, NULL, n, n - 2, "Ks");
+  /* the rows' queries [R][D], the point's keys [L][D] and values [L][E], read at once */
+  chain_stage(r, c->kc, c->qa, R_, c->D, qd, n - 2, "i0", n, n - 1, "Qs");
+  chain_stage(r, c->kc, c->kb, c->L, c->D, kd, n - 1, NULL, n, n - 2, "Ks");
+  chain_stage(r, c->ko, c->vf, c->L, c->E, vd, n, NULL, n - 1, n - 2, "Vs");
   line(r, "%s", d->barrier);
-  /* scores: thread f's points (f / L, f % L), lanes along the keys */
+  /* scores: thread f's points (f / L, f % L), lanes along the keys, 16-byte reads along d */
   line(r, "for (int f = %s; f < %lld; f += %d) {", T, (long long)(R_ * c->L), CG_GEMM_THREADS);
   r->indent++;
   chain_part(r, c->kc);
   push(r);
   line(r, "const int fr = f / %lld, fc = f %% %lld;", (long long)c->L, (long long)c->L);
   line(r, "%s acc = 0.0%s;", F, d->f32_suffix);
-  {
-    char a1[64], a2[64], f2[200];
-    snprintf(a1, sizeof a1, "Qs[fr * %lld + t]", (long long)qs);
-    snprintf(a2, sizeof a2, "Ks[fc * %lld + t]", (long long)ks);
-    snprintf(f2, sizeof f2, d->fma, a1, a2, "acc");
-    line(r, "for (int t = 0; t < %lld; t++) acc = %s;", (long long)c->D, f2);
-  }
+  char a[64], b[64];
+  snprintf(a, sizeof a, "(Qs + fr * %lld)", (long long)qd);
+  snprintf(b, sizeof b, "(Ks + fc * %lld)", (long long)kd);
+  chain_dot4(r, a, b, c->D);
   chain_batch_vars(r, c);
   line(r, "const %s v%d = i0 + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
   acc_final(r, c->acc_c, "acc");
   chain_values(r, c->kc, 1);
-  line(r, "Ss[fr * %lld + fc] = s%d;", (long long)ss, c->x);
+  line(r, "Ss[fr * %lld + fc] = s%d;", (long long)sd, c->x);
   pop(r);
   close_block(r);
   line(r, "%s", d->barrier);
@@ -2188,7 +2244,7 @@ static void render_chain_grid(R *r, const Chain *c) {
     r->indent++;
     push(r);
     line(r, "const %s v%d = r;", I, n);
-    line(r, "const %s s%d = Ss[rr * %lld + r];", F, c->x, (long long)ss);
+    line(r, "const %s s%d = Ss[rr * %lld + r];", F, c->x, (long long)sd);
     for (int i = 0; i < kr->n_items; i++) {
       const Item *x = &kr->items[i];
       if (x->step != step) continue;
@@ -2198,42 +2254,52 @@ static void render_chain_grid(R *r, const Chain *c) {
         acc_update(r, x, v);
       } else value_item(r, x);
     }
-    if (step == c->p->step) line(r, "Ss[rr * %lld + r] = s%d;", (long long)ss, c->p->stage);
+    if (step == c->p->step) line(r, "Ss[rr * %lld + r] = s%d;", (long long)sd, c->p->stage);
     pop(r);
     close_block(r);
     for (int i = 0; i < kr->n_items; i++) {
       const Item *x = &kr->items[i];
       if (x->step != step || x->kind != IT_ACC) continue;
       block_combine(r, x);
-      char a[32];
-      snprintf(a, sizeof a, "a%d", x->stage);
-      acc_final(r, x, a);
+      char acc[32];
+      snprintf(acc, sizeof acc, "a%d", x->stage);
+      acc_final(r, x, acc);
     }
   }
   r->ro = saved;
   pop(r);
   close_block(r);
   line(r, "%s", d->barrier);
-  /* the point's values [L][E] over the keys, then each output (f / E, f % E) */
-  chain_stage(r, c->ko, c->vf, c->L, c->E, ks, n, NULL, n - 1, n - 2, "Ks");
-  line(r, "%s", d->barrier);
-  line(r, "for (int f = %s; f < %lld; f += %d) {", T, (long long)(R_ * c->E), CG_GEMM_THREADS);
+  /* each output group (f / (E/4), 4 consecutive e): the row of P against 16-byte rows of v */
+  int64_t e4 = c->E / 4;
+  line(r, "for (int f = %s; f < %lld; f += %d) {", T, (long long)(R_ * e4), CG_GEMM_THREADS);
   r->indent++;
   chain_part(r, c->ko);
   push(r);
-  line(r, "const int fr = f / %lld, fc = f %% %lld;", (long long)c->E, (long long)c->E);
+  line(r, "const int fr = f / %lld, f4 = f %% %lld;", (long long)e4, (long long)e4);
   line(r, "if (i0 + fr >= %s) continue;", lit(r, c->I));
-  line(r, "%s acc = 0.0%s;", F, d->f32_suffix);
-  {
-    char a1[64], a2[64], f2[200];
-    snprintf(a1, sizeof a1, "Ss[fr * %lld + t]", (long long)ss);
-    snprintf(a2, sizeof a2, "Ks[t * %lld + fc]", (long long)ks);
-    snprintf(f2, sizeof f2, d->fma, a1, a2, "acc");
-    line(r, "for (int t = 0; t < %lld; t++) acc = %s;", (long long)c->L, f2);
+  line(r, "%s o4[4] = { 0.0%s, 0.0%s, 0.0%s, 0.0%s };", F, d->f32_suffix, d->f32_suffix, d->f32_suffix, d->f32_suffix);
+  line(r, "for (int t = 0; t < %lld; t++) {", (long long)c->L);
+  r->indent++;
+  line(r, "const %s pv = Ss[fr * %lld + t];", F, (long long)sd);
+  line(r, "const %s w4 = *(const %s *)&Vs[t * %lld + 4 * f4];", V, V, (long long)vd);
+  for (int l = 0; l < 4; l++) {
+    char vl[16], ol[16], fm[160];
+    snprintf(vl, sizeof vl, "w4%s", d->vec4_lane[l]);
+    snprintf(ol, sizeof ol, "o4[%d]", l);
+    snprintf(fm, sizeof fm, d->fma, "pv", vl, ol);
+    line(r, "o4[%d] = %s;", l, fm);
   }
+  close_block(r);
+  line(r, "%s", d->unroll);
+  line(r, "for (int l = 0; l < 4; l++) {");
+  r->indent++;
+  push(r);
   chain_batch_vars(r, c);
-  line(r, "const %s v%d = i0 + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
-  items_at(r, 1, NULL, "acc");
+  line(r, "const %s v%d = i0 + (%s)fr, v%d = 4 * f4 + l;", I, n - 2, I, n - 1);
+  items_at(r, 1, NULL, "o4[l]");
+  pop(r);
+  close_block(r);
   pop(r);
   close_block(r);
   line(r, "%s", d->barrier);  /* the next tile's staging waits for every read of this one */
