@@ -2167,26 +2167,6 @@ static void chain_stage(R *r, const Kernel *k, const Expr *x, int64_t rows, int6
   close_block(r);
 }
 
-/* acc += the dot product of n floats at a and b (16-byte aligned, n a multiple of 4) as
- * vectors: one line. */
-static void chain_dot4(R *r, const char *a, const char *b, int64_t n) {
-  const Dialect *d = r->d;
-  const char *V = d->vec4_type;
-  line(r, "for (int t = 0; t < %lld; t += 4) {", (long long)n);
-  r->indent++;
-  line(r, "const %s x4 = *(const %s *)&%s[t], y4 = *(const %s *)&%s[t];", V, V, a, V, b);
-  char f[4][160], in[4][32];
-  for (int l = 0; l < 4; l++) {
-    char xa[16], yb[16];
-    snprintf(xa, sizeof xa, "x4%s", d->vec4_lane[l]);
-    snprintf(yb, sizeof yb, "y4%s", d->vec4_lane[l]);
-    snprintf(in[l], sizeof in[l], "acc");
-    snprintf(f[l], sizeof f[l], d->fma, xa, yb, in[l]);
-    line(r, "acc = %s;", f[l]);
-  }
-  close_block(r);
-}
-
 static void render_chain_grid(R *r, const Chain *c) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *V = d->vec4_type;
@@ -2206,23 +2186,42 @@ static void render_chain_grid(R *r, const Chain *c) {
   chain_stage(r, c->kc, c->kb, c->L, c->D, kd, n - 1, NULL, n, n - 2, "Ks");
   chain_stage(r, c->ko, c->vf, c->L, c->E, vd, n, NULL, n - 1, n - 2, "Vs");
   line(r, "%s", d->barrier);
-  /* scores: thread f's points (f / L, f % L), lanes along the keys, 16-byte reads along d */
-  line(r, "for (int f = %s; f < %lld; f += %d) {", T, (long long)(R_ * c->L), CG_GEMM_THREADS);
+  /* scores: thread f's 4 rows 4 (f / L) .. and key f % L, lanes along the keys, 16-byte reads
+   * along d (each key's vector serves 4 rows: shared-memory bytes, not multiply-adds, bound
+   * this loop) */
+  line(r, "for (int f = %s; f < %lld; f += %d) {", T, (long long)(R_ / 4 * c->L), CG_GEMM_THREADS);
   r->indent++;
   chain_part(r, c->kc);
+  line(r, "const int rg = f / %lld, fc = f %% %lld;", (long long)c->L, (long long)c->L);
+  line(r, "%s acc[4] = { 0.0%s, 0.0%s, 0.0%s, 0.0%s };", F, d->f32_suffix, d->f32_suffix, d->f32_suffix, d->f32_suffix);
+  line(r, "for (int t = 0; t < %lld; t += 4) {", (long long)c->D);
+  r->indent++;
+  line(r, "const %s y4 = *(const %s *)&Ks[fc * %lld + t];", V, V, (long long)kd);
+  line(r, "%s", d->unroll);
+  line(r, "for (int i = 0; i < 4; i++) {");
+  r->indent++;
+  line(r, "const %s x4 = *(const %s *)&Qs[(4 * rg + i) * %lld + t];", V, V, (long long)qd);
+  for (int l = 0; l < 4; l++) {
+    char xa[16], yb[16], fm[160];
+    snprintf(xa, sizeof xa, "x4%s", d->vec4_lane[l]);
+    snprintf(yb, sizeof yb, "y4%s", d->vec4_lane[l]);
+    snprintf(fm, sizeof fm, d->fma, xa, yb, "acc[i]");
+    line(r, "acc[i] = %s;", fm);
+  }
+  close_block(r);
+  close_block(r);
+  line(r, "%s", d->unroll);
+  line(r, "for (int i = 0; i < 4; i++) {");
+  r->indent++;
   push(r);
-  line(r, "const int fr = f / %lld, fc = f %% %lld;", (long long)c->L, (long long)c->L);
-  line(r, "%s acc = 0.0%s;", F, d->f32_suffix);
-  char a[64], b[64];
-  snprintf(a, sizeof a, "(Qs + fr * %lld)", (long long)qd);
-  snprintf(b, sizeof b, "(Ks + fc * %lld)", (long long)kd);
-  chain_dot4(r, a, b, c->D);
+  line(r, "const int fr = 4 * rg + i;");
   chain_batch_vars(r, c);
   line(r, "const %s v%d = i0 + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
-  acc_final(r, c->acc_c, "acc");
+  acc_final(r, c->acc_c, "acc[i]");
   chain_values(r, c->kc, 1);
   line(r, "Ss[fr * %lld + fc] = s%d;", (long long)sd, c->x);
   pop(r);
+  close_block(r);
   close_block(r);
   line(r, "%s", d->barrier);
   /* KR's steps: warp wp takes rows wp, wp + 8, ...; lanes along the row */
@@ -2270,37 +2269,51 @@ static void render_chain_grid(R *r, const Chain *c) {
   pop(r);
   close_block(r);
   line(r, "%s", d->barrier);
-  /* each output group (f / (E/4), 4 consecutive e): the row of P against 16-byte rows of v */
+  /* outputs: thread f's 4 rows 4 (f / (E/4)) .. by 4 consecutive e, P's rows and v's rows
+   * read as 16-byte vectors */
   int64_t e4 = c->E / 4;
-  line(r, "for (int f = %s; f < %lld; f += %d) {", T, (long long)(R_ * e4), CG_GEMM_THREADS);
+  line(r, "for (int f = %s; f < %lld; f += %d) {", T, (long long)(R_ / 4 * e4), CG_GEMM_THREADS);
   r->indent++;
   chain_part(r, c->ko);
-  push(r);
-  line(r, "const int fr = f / %lld, f4 = f %% %lld;", (long long)e4, (long long)e4);
-  line(r, "if (i0 + fr >= %s) continue;", lit(r, c->I));
-  line(r, "%s o4[4] = { 0.0%s, 0.0%s, 0.0%s, 0.0%s };", F, d->f32_suffix, d->f32_suffix, d->f32_suffix, d->f32_suffix);
-  line(r, "for (int t = 0; t < %lld; t++) {", (long long)c->L);
+  line(r, "const int rg = f / %lld, f4 = f %% %lld;", (long long)e4, (long long)e4);
+  line(r, "%s o4[4][4];", F);
+  line(r, "%s", d->unroll);
+  line(r, "for (int i = 0; i < 16; i++) o4[i / 4][i %% 4] = 0.0%s;", d->f32_suffix);
+  line(r, "for (int t = 0; t < %lld; t += 4) {", (long long)c->L);
   r->indent++;
-  line(r, "const %s pv = Ss[fr * %lld + t];", F, (long long)sd);
-  line(r, "const %s w4 = *(const %s *)&Vs[t * %lld + 4 * f4];", V, V, (long long)vd);
-  for (int l = 0; l < 4; l++) {
-    char vl[16], ol[16], fm[160];
-    snprintf(vl, sizeof vl, "w4%s", d->vec4_lane[l]);
-    snprintf(ol, sizeof ol, "o4[%d]", l);
-    snprintf(fm, sizeof fm, d->fma, "pv", vl, ol);
-    line(r, "o4[%d] = %s;", l, fm);
-  }
+  line(r, "%s w4[4];", V);
+  line(r, "%s", d->unroll);
+  line(r, "for (int u = 0; u < 4; u++) w4[u] = *(const %s *)&Vs[(t + u) * %lld + 4 * f4];", V, (long long)vd);
+  line(r, "%s", d->unroll);
+  line(r, "for (int i = 0; i < 4; i++) {");
+  r->indent++;
+  line(r, "const %s p4 = *(const %s *)&Ss[(4 * rg + i) * %lld + t];", V, V, (long long)sd);
+  for (int u = 0; u < 4; u++)
+    for (int l = 0; l < 4; l++) {
+      char pu[16], wl[24], ol[24], fm[200];
+      snprintf(pu, sizeof pu, "p4%s", d->vec4_lane[u]);
+      snprintf(wl, sizeof wl, "w4[%d]%s", u, d->vec4_lane[l]);
+      snprintf(ol, sizeof ol, "o4[i][%d]", l);
+      snprintf(fm, sizeof fm, d->fma, pu, wl, ol);
+      line(r, "o4[i][%d] = %s;", l, fm);
+    }
   close_block(r);
+  close_block(r);
+  line(r, "%s", d->unroll);
+  line(r, "for (int i = 0; i < 4; i++) {");
+  r->indent++;
+  line(r, "const int fr = 4 * rg + i;");
+  line(r, "if (i0 + fr >= %s) break;", lit(r, c->I));
   line(r, "%s", d->unroll);
   line(r, "for (int l = 0; l < 4; l++) {");
   r->indent++;
   push(r);
   chain_batch_vars(r, c);
   line(r, "const %s v%d = i0 + (%s)fr, v%d = 4 * f4 + l;", I, n - 2, I, n - 1);
-  items_at(r, 1, NULL, "o4[l]");
+  items_at(r, 1, NULL, "o4[i][l]");
   pop(r);
   close_block(r);
-  pop(r);
+  close_block(r);
   close_block(r);
   line(r, "%s", d->barrier);  /* the next tile's staging waits for every read of this one */
   close_block(r);
