@@ -314,8 +314,8 @@ typedef struct kiln_options {
                            n times, so it stays stored ($KILN_GEMM_REUSE) */
   int attention;        /* 1: a contraction, a row kernel over its rows (softmax) and a contraction over
                            those rows run as one kernel that keeps a block's rows on chip, the scores never
-                           stored; 0 three kernels; -1 (default) the backend's: on for cuda, off for cpu
-                           ($KILN_ATTENTION) */
+                           stored; 0 three kernels; -1 (default) what measurement chose per backend: on
+                           cuda for scores of at most 2^20 elements, off on cpu ($KILN_ATTENTION) */
   int lazy_select;      /* 1 (default) a select whose branches read memory computes only the branch taken
                            (cpu: only where both branches read memory, outside pointwise kernels); 0 both,
                            eagerly ($KILN_LAZY_SELECT=0) */

@@ -30,6 +30,7 @@ enum { DEFAULT_MAX_INPUTS = 24, DEFAULT_MAX_NODES = 4000 };
  * once per tile of the other factor, rather than stored by a kernel of its own: attention's
  * q * scale and k * scale before the score product (64 keys: twice at 32-wide tiles). */
 enum { GEMM_RECOMPUTE_MAX = 4 };
+enum { CHAIN_AUTO_SCORES = 1 << 20 };  /* attention chains by default: scores of at most this many elements */
 
 PlanOptions plan_options(const kiln_options *o) {
   PlanOptions p = { .fuse = o ? o->fuse : 1, .cse = o ? o->cse : 0, .store_moved = o ? o->store_moved : 1,
@@ -40,10 +41,13 @@ PlanOptions plan_options(const kiln_options *o) {
    * cnn_train_b32 97 -> 120 us; the tile reads are what its small GEMMs spend their time on.
    * The cpu's contraction loops reread an operand per output row. */
   p.gemm_reuse = o && o->gemm_reuse > 0 ? o->gemm_reuse : 0;
-  /* attention chains: on for cuda, off for cpu unless asked, where the chain's plain loops ran
-   * behind the three kernels' tuned ones (encoder4_d256 26.6 against 10.0 ms, 2 threads) */
+  /* attention chains: 1 always, 0 never; by default (2) on cuda for scores of at most
+   * CHAIN_AUTO_SCORES elements, off for cpu. On the H200 (8eabbc1) the chain ran level with the
+   * three kernels on encoder4_d256 and gpt_tiny (0.193 and 0.086 ms both ways) with 8 and 4
+   * fewer launches, and 3 % behind them on bert_layer_b8s128 (1.5M scores); on the cpu its plain
+   * loops ran behind the three kernels' tuned ones (encoder4_d256 26.6 against 10.0 ms) */
   const char *be = o && o->backend ? o->backend : "cpu";
-  p.chains = o && o->attention >= 0 ? o->attention : !strcmp(be, "cuda");
+  p.chains = o && o->attention >= 0 ? o->attention : !strcmp(be, "cuda") ? 2 : 0;
   p.max_inputs = o && o->max_inputs > 0 ? o->max_inputs : DEFAULT_MAX_INPUTS;
   p.max_nodes = o && o->max_nodes > 0 ? o->max_nodes : DEFAULT_MAX_NODES;
   return p;
@@ -743,6 +747,7 @@ static kiln_status find_chains(Ctx *c) {
   LoadList ll = { 0 };
   for (int k = 0; p->opt.chains && k + 2 < p->n_kernels; k++) {
     if (p->kernels[k].chain || !chain_fits(c, k, &ll)) continue;
+    if (p->opt.chains == 2 && p->kernels[k].outer_numel > CHAIN_AUTO_SCORES) continue;
     p->kernels[k].chain = p->kernels[k + 1].chain = -1;
     p->kernels[k + 2].chain = 3;
     p->kernels[k + 2].why = fmt(p, "%s; one attention kernel with k%d..k%d (rows on chip)", p->kernels[k + 2].why, k, k + 1);

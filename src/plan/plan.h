@@ -74,7 +74,7 @@ typedef struct PlanOptions {
   int max_nodes;    /* budget: expression nodes in one kernel */
   int store_moved;  /* store the arithmetic under a move rather than the moved tensor (kiln_options) */
   int gemm_reuse;   /* a GEMM reads an operand once per this many outputs of the other factor (0: n times) */
-  int chains;       /* find attention chains (kiln_options.attention) */
+  int chains;       /* attention chains: 0 none, 1 all that fit, 2 small ones (kiln_options.attention) */
 } PlanOptions;
 
 typedef struct Plan {
