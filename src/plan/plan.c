@@ -62,6 +62,7 @@ typedef struct Ctx {
   bool *assigned;      /* stage is the value of an assign */
   bool *opaque_reader; /* read by an opaque stage: must be materialised */
   bool *updated;       /* a parameter some assign overwrites (an optimizer step's weights) */
+  const bool *force;   /* stages to inline whatever the recompute rule says (NULL: none) */
 } Ctx;
 
 static const char *fmt(Plan *p, const char *f, ...) __attribute__((format(printf, 2, 3)));
@@ -266,6 +267,7 @@ static const char *must_materialise(Ctx *c, int s, LoadList *ll, bool *recompute
   int nin = distinct_stages(ll, te);
   if (nin > p->opt.max_inputs) return fmt(p, "budget: %d inputs", nin);
   if (!arith) return NULL;  /* pure movement: free to recompute anywhere */
+  if (c->force && c->force[s]) return NULL;
   *recompute = true;
   if (p->opt.cse && c->n_cons[s] > 1) return fmt(p, "t%d: read by %d stages (cse)", s, c->n_cons[s]);
   /* a recompute that reads a parameter the run overwrites has to come before that update
@@ -999,7 +1001,63 @@ static kiln_status plan_alloc(Plan *p, int n) {
   return KILN_OK;
 }
 
+/* The prologues of attention chains' score products: stages stored only because the recompute
+ * rule counts them read L times (q * scale, k * scale), that no kernel but the chain's first
+ * reads. The chain stages its operands once per block, so they are inlined there instead (a
+ * second planning with them forced inline). force[s] set for each; returns how many. */
+static int chain_prologues(Ctx *c, bool *force) {
+  Plan *p = c->p;
+  LoadList ll = { 0 }, other = { 0 };
+  int found = 0;
+  for (int ko = 0; ko < p->n_kernels; ko++) {
+    if (p->kernels[ko].chain <= 0) continue;
+    const Kernel *kc = &p->kernels[ko - p->kernels[ko].chain + 1];
+    for (int i = 0; i < kc->n_items; i++) {
+      if (loads_of(kc->items[i].body, &ll)) break;
+      for (int j = 0; j < ll.n; j++) {
+        int x = ll.l[j]->src, kx = p->kernel_of[x];
+        const Stage *X = &c->te->stages[x];
+        if (kx < 0 || kx == kc->id || force[x] || X->kind != ST_INJECTIVE || !p->why[x] || !strstr(p->why[x], "recomputed"))
+          continue;
+        bool alone = !plan_is_output(p, x) && !c->assigned[x];
+        for (int k = 0; k < p->n_kernels && alone; k++) {
+          if (k == kc->id) continue;
+          for (int t = 0; t < p->kernels[k].n_items && alone; t++) {
+            if (loads_of(p->kernels[k].items[t].body, &other)) { alone = false; break; }
+            for (int y = 0; y < other.n && alone; y++) alone = other.l[y]->src != x;
+          }
+        }
+        if (alone) force[x] = true, found++;
+      }
+    }
+  }
+  kiln_free(ll.l);
+  kiln_free(other.l);
+  return found;
+}
+
+static kiln_status build_once(TE *te, const PlanOptions *o, const bool *force, bool *prologues, Plan **out);
+
 kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out) {
+  *out = NULL;
+  bool *force = kiln_calloc((size_t)te->n_stages + 1, sizeof *force);
+  if (!force) return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
+  Plan *p = NULL;
+  bool again = false;
+  kiln_status st = build_once(te, o, NULL, force, &p);
+  for (int s = 0; s < te->n_stages && !st; s++) again |= force[s];
+  if (!st && again) {
+    plan_free(p);
+    p = NULL;
+    st = build_once(te, o, force, NULL, &p);
+  }
+  kiln_free(force);
+  *out = st ? NULL : p;
+  return st;
+}
+
+/* One planning; with prologues, also which stages a second one should inline (chain_prologues). */
+static kiln_status build_once(TE *te, const PlanOptions *o, const bool *force, bool *prologues, Plan **out) {
   *out = NULL;
   Plan *p = kiln_calloc(1, sizeof *p);
   if (!p) return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
@@ -1008,7 +1066,7 @@ kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out) {
   if (p->opt.max_inputs <= 0) p->opt.max_inputs = DEFAULT_MAX_INPUTS;
   if (p->opt.max_nodes <= 0) p->opt.max_nodes = DEFAULT_MAX_NODES;
   int n = te->n_stages;
-  Ctx c = { .p = p, .te = te };
+  Ctx c = { .p = p, .te = te, .force = force };
   size_t m = (size_t)n + 1;
   c.ib = kiln_calloc(m, sizeof *c.ib);
   c.cons = kiln_calloc(m, sizeof *c.cons);
@@ -1030,6 +1088,7 @@ kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out) {
     st = place(&c, s);
   }
   if (!st) st = find_chains(&c);
+  if (!st && prologues) chain_prologues(&c, prologues);
   if (!st) st = fill_stores(&c);
   if (!st) st = fill_io(p);
   if (!st) st = fill_memory(p, c.assigned);
