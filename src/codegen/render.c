@@ -2028,6 +2028,8 @@ static void chain_of(const Plan *p, const Kernel *ko, Chain *c) {
   (void)p;
 }
 
+bool cg_chain_blocked(const Dialect *d) { return d->grid && d->vec4_type && d->dyn_shared && d->warp_reduce; }
+
 /* Rows a block: PLAN_CHAIN_ROWS, or half that when the blocks would not fill 128 multiprocessors
  * (encoder4_d256: 16 heads of 64 queries, 64 blocks of 16 rows; its blocks wait on memory, so
  * more of them in flight win). */
@@ -2323,8 +2325,8 @@ static void render_chain(R *r) {
   Chain c;
   chain_of(r->p, r->k, &c);
   r->chain_lo = c.kc->id, r->chain_hi = c.ko->id;
-  if (r->d->grid) render_chain_grid(r, &c);
-  else render_chain_loops(r, &c);
+  if (cg_chain_blocked(r->d)) render_chain_grid(r, &c);
+  else render_chain_loops(r, &c);  /* on a grid without the means: a thread per row, its row in registers */
   chain_part(r, c.ko);
 }
 

@@ -131,6 +131,13 @@ int main(void) {
     CHECK(strstr(b.g->launch[1].why, "in the attention kernel k3") && strstr(b.g->source.s, "extern __shared__ float k_dyn[];"));
   }
   built_free(&b);
+  /* a grid dialect without 16-byte vectors runs the chain as a thread per row (12288 rows) */
+  Dialect novec = cg_dialect_cuda;
+  novec.vec4_type = NULL;
+  if (build("bert_layer_b8s128", &novec, &dflt, &b) && b.g->n_launch == 9)
+    CHECK(b.g->launch[3].grid == 48 && b.g->launch[3].smem == 0 && strstr(b.g->launch[3].why, "a thread per row") &&
+          strstr(b.g->source.s, "float kS[128];") && !strstr(b.g->source.s, "k_dyn"));
+  built_free(&b);
   unsetenv("KILN_ATTENTION");
 
   /* cnn_train_b32's bias gradients: 32 rows of 6272 and 16 rows of 25088 points, each row

@@ -288,7 +288,7 @@ static bool render(const char *name, const Dialect *toy, const Dialect *real, co
     s->real = strdup(gr->source.s + pr.len);
     sb_free(&pt);
     sb_free(&pr);
-    for (int i = 0; i < p->n_kernels; i++) s->kernels += p->kernels[i].kind != KN_HOST;
+    for (int i = 0; i < p->n_kernels; i++) s->kernels += p->kernels[i].kind != KN_HOST && p->kernels[i].chain >= 0;
   }
   cg_program_free(gt);
   cg_program_free(gr);
@@ -395,6 +395,17 @@ int main(void) {
   s = check("bert_layer_b8s128", &toy_grid, &cg_dialect_cuda, mg, &dflt, 1);
   pin(s, "bert_layer_b8s128", (const char *const[]){ "toy_tanh_f(", "TOY_LIT(" }, 2);
   free(s);
+  /* an attention chain (KILN_ATTENTION=1): blocks with vector products, shared rows and warp
+   * reductions in the grid form, loops over rows in the loop form */
+  setenv("KILN_ATTENTION", "1", 1);
+  s = check("bert_layer_b8s128", &toy_grid, &cg_dialect_cuda, mg, &dflt, 1);
+  pin(s, "bert_layer_b8s128 chain", (const char *const[]){ "toy_dynamic_shared(toy_dyn);", "*Ks = toy_dyn + ",
+      "const toyvec4 y4 = *(const toyvec4 *)&Ks[", "= toy_warp_reduce(a", "toy_fma(p4.toy_l0, w4[0].toy_l0, o4[i][0])" }, 5);
+  free(s);
+  s = check("bert_layer_b8s128", &loop, &cg_dialect_c, ml, &dflt, 1);
+  pin(s, "bert_layer_b8s128 chain (loop)", (const char *const[]){ "toyF32 kS[128];", "kS[q] = s15;" }, 2);
+  free(s);
+  unsetenv("KILN_ATTENTION");
   s = check("mlp_fwd_b128", &loop, &cg_dialect_c, ml, &dflt, 1);  /* loop form: the trampolines, parallel loops */
   pin(s, "mlp_fwd_b128 (loop)", (const char *const[]){ "toy_entry kiln_e0(toy_args a) { kiln_k0(toy_arg(a)[0]",
       "); toy_end }", "toy_parallel_for", "toy_routine kiln_k0(" }, 4);
