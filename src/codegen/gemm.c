@@ -47,13 +47,6 @@ enum { ENOUGH_BLOCKS = 128 };  /* about one per multiprocessor of an H100/H200 (
 enum { MAX_SPLITS = 64, MIN_SPAN_TILES = 2 };
 #define SPLIT_WS_BYTES (16 << 20)               /* split-K partial tiles of one kernel, at most */
 
-static bool uses_var(const Expr *e, int v) {
-  if (e->kind == EX_VAR) return e->var == v;
-  for (int i = 0; i < e->n_args; i++)
-    if (uses_var(e->args[i], v)) return true;
-  return false;
-}
-
 static bool has_memory_load(const Plan *p, const Kernel *k, const Expr *e) {
   if (e->kind == EX_LOAD) return p->kernel_of[e->src] != k->id && !plan_is_baked(p->te, e->src);
   for (int i = 0; i < e->n_args; i++)
@@ -168,7 +161,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   if (!has_memory_load(p, k, g.a) || !has_memory_load(p, k, g.b)) return false;
   g.M = g.N = g.batch = 1;
   for (int v = 0; v < k->rank; v++) {
-    bool ua = uses_var(g.a, v), ub = uses_var(g.b, v);
+    bool ua = te_uses_var(g.a, v), ub = te_uses_var(g.b, v);
     if (ua && ub) g.role[v] = ROLE_BATCH, g.batch *= k->shape[v];
     else if (ub) g.role[v] = ROLE_N, g.N *= k->shape[v];
     else g.role[v] = ROLE_M, g.M *= k->shape[v];

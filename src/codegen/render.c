@@ -1985,13 +1985,6 @@ typedef struct Chain {
   int64_t L, D, E, I, batch, W;   /* row length, depth, width, queries, batch points, max(D, E) */
 } Chain;
 
-static bool chain_reads_var(const Expr *e, int v) {
-  if (e->kind == EX_VAR) return e->var == v;
-  for (int i = 0; i < e->n_args; i++)
-    if (chain_reads_var(e->args[i], v)) return true;
-  return false;
-}
-
 static bool chain_reads_stage(const Expr *e, int s) {
   if (e->kind == EX_LOAD && e->src == s) return true;
   for (int i = 0; i < e->n_args; i++)
@@ -2011,7 +2004,7 @@ static void chain_of(const Plan *p, const Kernel *ko, Chain *c) {
   c->n = ko->rank;
   c->acc_c = chain_acc(c->kc), c->acc_o = chain_acc(ko);
   const Expr *b = c->acc_c->body;
-  int ai = chain_reads_var(b->args[0], c->n - 1) ? 1 : 0;
+  int ai = te_uses_var(b->args[0], c->n - 1) ? 1 : 0;
   c->qa = b->args[ai], c->kb = b->args[1 - ai];
   for (int i = 0; i < c->kr->n_items; i++)
     if (c->kr->items[i].kind == IT_INNER) c->p = &c->kr->items[i];

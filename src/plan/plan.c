@@ -225,14 +225,6 @@ static kiln_status inline_body(Ctx *c, int s) {
   return c->ib[s] ? KILN_OK : kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory inlining t%d", s);
 }
 
-/* Whether e reads var v (outside loads too). */
-static bool reads_var(const Expr *e, int v) {
-  if (e->kind == EX_VAR) return e->var == v;
-  for (int i = 0; i < e->n_args; i++)
-    if (reads_var(e->args[i], v)) return true;
-  return false;
-}
-
 /* Consumer C recomputes stage s dom times in all. When C is a contraction (a sum of a product)
  * that loads s in one factor only, a tiled GEMM reads that factor once per tile of the other
  * factor's outer extent n, not n times: with PlanOptions.gemm_reuse = r, dom counts ceil(n / r)
@@ -246,7 +238,7 @@ static int64_t tiled_reads(const Plan *p, const Stage *C, int s, int64_t dom) {
   const Expr *own = in0 ? b->args[0] : b->args[1];
   int64_t n = 1;
   for (int v = 0; v < C->rank; v++)
-    if (!reads_var(own, v)) n *= C->shape[v];
+    if (!te_uses_var(own, v)) n *= C->shape[v];
   return n > 1 ? dom / n * ((n + r - 1) / r) : dom;
 }
 
@@ -625,13 +617,6 @@ static kiln_status place(Ctx *c, int s) {
  * names, and only within the limits of plan.h (a block's rows, the keys' and the values'
  * tiles in shared memory). */
 
-static bool expr_reads_var(const Expr *e, int v) {
-  if (e->kind == EX_VAR) return e->var == v;
-  for (int i = 0; i < e->n_args; i++)
-    if (expr_reads_var(e->args[i], v)) return true;
-  return false;
-}
-
 /* Every load in e of a stage computed by kernels lo..hi is at the kernel's point given by
  * want (its index list, n entries); with want NULL there must be none. */
 static bool chain_loads_at(Ctx *c, const Expr *e, int lo, int hi, Expr *const *want, int n, LoadList *ll) {
@@ -715,8 +700,8 @@ static bool chain_fits(Ctx *c, int kc, LoadList *ll) {
   if (!P || P->step != KR->n_steps - 1) return false;
   /* KC's factors: A free of j, B free of i; its epilogue reads only its own point */
   const Expr *b = ac->body;
-  int ai = expr_reads_var(b->args[0], n - 1) ? 1 : 0;
-  if (expr_reads_var(b->args[ai], n - 1) || expr_reads_var(b->args[1 - ai], n - 2)) return false;
+  int ai = te_uses_var(b->args[0], n - 1) ? 1 : 0;
+  if (te_uses_var(b->args[ai], n - 1) || te_uses_var(b->args[1 - ai], n - 2)) return false;
   /* KO: one factor reads P at (.., i, j) and nothing else of the chain, the other (V) reads
    * none of it and is free of i; the epilogue reads nothing of KC or KR */
   Expr *at[KILN_MAX_RANK];
@@ -734,7 +719,7 @@ static bool chain_fits(Ctx *c, int kc, LoadList *ll) {
   for (int j = 0; j < ll->n; j++)
     if (p->kernel_of[ll->l[j]->src] >= kc && p->kernel_of[ll->l[j]->src] <= kc + 1 && ll->l[j]->src != P->stage)
       return false;
-  if (!chain_loads_at(c, f->args[1 - pi], kc, kc + 1, NULL, 0, ll) || expr_reads_var(f->args[1 - pi], n - 2)) return false;
+  if (!chain_loads_at(c, f->args[1 - pi], kc, kc + 1, NULL, 0, ll) || te_uses_var(f->args[1 - pi], n - 2)) return false;
   for (int i = 0; i < KO->n_items; i++)
     if (KO->items[i].kind != IT_ACC && !chain_loads_at(c, KO->items[i].body, kc, kc + 1, NULL, 0, ll)) return false;
   /* what KC and KR compute stays in the chain */

@@ -313,6 +313,13 @@ Expr *te_load(TE *te, int stage, int n, Expr *const *idx) {
 
 bool te_is_float(const Expr *e) { return dtype_is_float(e->dtype); }
 
+bool te_uses_var(const Expr *e, int v) {
+  if (e->kind == EX_VAR) return e->var == v;
+  for (int i = 0; i < e->n_args; i++)
+    if (te_uses_var(e->args[i], v)) return true;
+  return false;
+}
+
 static bool is_const(const Expr *e) { return e && e->kind == EX_CONST; }
 static bool is_int_const(const Expr *e, int64_t v) {
   return is_const(e) && !dtype_is_float(e->dtype) && e->c.i == v;

@@ -148,6 +148,9 @@ bool te_range(const Expr *e, const int64_t *lo, const int64_t *hi, int nvars, in
  * calls), operands before the load itself. */
 void te_visit_loads(const Expr *e, void (*fn)(const Expr *load, void *ctx), void *ctx);
 bool te_is_float(const Expr *e);
+/* Whether e reads index var v anywhere (loads' indices included). A walk of the tree, not the
+ * DAG: for the small operand and body expressions the planner and renderers ask about. */
+bool te_uses_var(const Expr *e, int v);
 /* The scalar semantics every backend must match (constant folding and ref use them).
  * t is the operands' dtype; comparisons give bool 0/1, ISNAN/ISINF too. Ints: DIV
  * truncates, MOD takes the divisor's sign, FMOD the dividend's, FLOORDIV floors;
