@@ -298,6 +298,7 @@ typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS, CG_GPU_GEMM, CG_GP
  * dynamic shared memory (bytes) and these blocks. */
 int64_t cg_chain_smem(const Kernel *last);
 int cg_chain_rows(const Kernel *last);
+int64_t cg_chain_splits(const Kernel *last);
 /* Does grid dialect d run a chain in blocks (16-byte vectors, dynamic shared memory and warp
  * reductions)? Else (and in loop dialects) a chain is a loop over its rows, a thread each. */
 bool cg_chain_blocked(const Dialect *d);

@@ -2040,10 +2040,19 @@ int64_t cg_chain_smem(const Kernel *ko) {
   return 4 * (R * (D + 4) + L * (D + 4) + L * (E + 4) + R * (L + 4));
 }
 
-int64_t cg_chain_blocks(const Kernel *ko) {
+/* Blocks a batch point (each stages the point's keys and values once, then takes its share of
+ * the point's row tiles in turn): enough to give the chip about 132 blocks, at most a tile each.
+ * bert's 96 heads: 2 blocks of 4 tiles (the keys and values read twice, not 8 times). */
+int64_t cg_chain_splits(const Kernel *ko) {
   int64_t I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
   int rows = cg_chain_rows(ko);
-  int64_t t = batch * ((I + rows - 1) / rows);
+  int64_t tiles = (I + rows - 1) / rows, sp = (132 + batch - 1) / batch;
+  return sp < tiles ? sp : tiles;
+}
+
+int64_t cg_chain_blocks(const Kernel *ko) {
+  int64_t I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
+  int64_t t = batch * cg_chain_splits(ko);
   return t < ((int64_t)1 << 20) ? t : ((int64_t)1 << 20);
 }
 
@@ -2166,20 +2175,24 @@ static void render_chain_grid(R *r, const Chain *c) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *V = d->vec4_type;
   int n = c->n, R_ = cg_chain_rows(c->ko), RS = PLAN_CHAIN_ROWS;
-  int64_t it = (c->I + R_ - 1) / R_, tiles = c->batch * it;
+  int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko), tpb = (it + sp - 1) / sp;
   int64_t qd = c->D + 4, kd = c->D + 4, vd = c->E + 4, sd = c->L + 4;
   const char *dy = d->dyn_shared_name;
   line(r, "%s", d->dyn_shared);
   line(r, "%s *Qs = %s, *Ks = %s + %lld, *Vs = %s + %lld, *Ss = %s + %lld;", F, dy, dy, (long long)(RS * qd), dy,
        (long long)(RS * qd + c->L * kd), dy, (long long)(RS * qd + c->L * kd + c->L * vd));
   line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
-  line(r, "for (%s blk = %s; blk < %s; blk += %s) {", I, d->block_id, lit(r, tiles), d->grid_size);
+  line(r, "for (%s blk = %s; blk < %s; blk += %s) {", I, d->block_id, lit(r, c->batch * sp), d->grid_size);
   r->indent++;
-  line(r, "const %s bz = blk / %s, i0 = (blk %% %s) * %d;", I, lit(r, it), lit(r, it), R_);
-  /* the rows' queries [R][D], the point's keys [L][D] and values [L][E], read at once */
-  chain_stage(r, c->kc, c->qa, R_, c->D, qd, n - 2, "i0", n, n - 1, "Qs");
+  line(r, "const %s bz = blk / %s, t0 = (blk %% %s) * %lld;", I, lit(r, sp), lit(r, sp), (long long)tpb);
+  /* the point's keys [L][D] and values [L][E], once; then each row tile's queries [R][D] */
   chain_stage(r, c->kc, c->kb, c->L, c->D, kd, n - 1, NULL, n, n - 2, "Ks");
   chain_stage(r, c->ko, c->vf, c->L, c->E, vd, n, NULL, n - 1, n - 2, "Vs");
+  line(r, "for (%s tt = 0; tt < %lld; tt++) {", I, (long long)tpb);
+  r->indent++;
+  line(r, "const %s i0 = (t0 + tt) * %d;", I, R_);
+  line(r, "if (i0 >= %s) break;  /* the same for every thread of the block */", lit(r, c->I));
+  chain_stage(r, c->kc, c->qa, R_, c->D, qd, n - 2, "i0", n, n - 1, "Qs");
   line(r, "%s", d->barrier);
   /* scores: thread f's 4 rows 4 (f / L) .. and key f % L, lanes along the keys, 16-byte reads
    * along d (each key's vector serves 4 rows: shared-memory bytes, not multiply-adds, bound
@@ -2311,6 +2324,7 @@ static void render_chain_grid(R *r, const Chain *c) {
   close_block(r);
   close_block(r);
   line(r, "%s", d->barrier);  /* the next tile's staging waits for every read of this one */
+  close_block(r);
   close_block(r);
 }
 

@@ -119,12 +119,12 @@ int main(void) {
   }
   built_free(&b);
   /* KILN_ATTENTION=1: scores, softmax rows and the product with v are one attention chain
-   * launched as k3, a block per 16 query rows of a head (96 heads x 8), the rows' queries, the
-   * head's keys and values and its 16 rows of scores in 82432 B of shared memory (all of L1
-   * asked for); k1 and k2 launch nothing */
+   * launched as k3: two blocks a head (192), each staging the head's keys and values once and
+   * taking 4 tiles of 16 query rows in turn, the rows' queries and scores beside them, 82432 B
+   * of shared memory (all of L1 asked for); k1 and k2 launch nothing */
   setenv("KILN_ATTENTION", "1", 1);
   const Want bert_chain[] = { { 0, 144, 256, 0, 0, true }, { 1, 0, 256, 0, 0, false }, { 2, 0, 256, 0, 0, false },
-                              { 3, 768, 256, 82432, 100, false }, { 4, 192, 256, 0, 0, false } };
+                              { 3, 192, 256, 82432, 100, false }, { 4, 192, 256, 0, 0, false } };
   check("bert_layer_b8s128", cu, &dflt, bert_chain, 5);
   if (build("bert_layer_b8s128", cu, &dflt, &b) && b.g->n_launch == 9) {
     CHECK(b.p->kernels[1].n_ins == 0 && b.p->kernels[3].n_ins == 1);  /* the chain reads q + b, k + b, v + b in place */
