@@ -1972,17 +1972,18 @@ static void render_vec4(R *r) {
 /* ---- attention chains (plan.h: KC scores, KR rows, KO the product over the rows) ----
  * Rendered once, as the chain's last kernel, over the rows of KR's outer domain. Loops: each
  * row's scores into a local row, KR's steps over it (its one row value P put back in place),
- * then each output of the row as KO's sum over the row. Grid: a block per PLAN_CHAIN_ROWS rows
- * of one batch point; the rows' queries, the point's keys (later its values) and the rows of
- * scores (later P) in dynamic shared memory; a warp per row for KR's steps (shuffles). */
+ * then each output of the row as KO's sum over the row. Grid (cg_chain_blocked): a block
+ * stages one batch point's keys and values in dynamic shared memory, then takes its share of
+ * the point's tiles of cg_chain_rows query rows: the rows' queries, their scores (then P) beside
+ * the keys; a warp per row for KR's steps (shuffles). */
 
 typedef struct Chain {
   const Kernel *kc, *kr, *ko;
   const Item *acc_c, *acc_o, *p;
-  const Expr *qa, *kb, *pf, *vf;  /* KC's factors (A free of j, B free of i), KO's (P's, V) */
+  const Expr *qa, *kb, *vf;       /* KC's factors (A free of j, B free of i), KO's factor V */
   int x;                          /* the stage of KC that KR reads */
   int n;                          /* rank */
-  int64_t L, D, E, I, batch, W;   /* row length, depth, width, queries, batch points, max(D, E) */
+  int64_t L, D, E, I, batch;      /* row length, depth, width, queries, batch points */
 } Chain;
 
 static bool chain_reads_stage(const Expr *e, int s) {
@@ -2010,14 +2011,13 @@ static void chain_of(const Plan *p, const Kernel *ko, Chain *c) {
     if (c->kr->items[i].kind == IT_INNER) c->p = &c->kr->items[i];
   const Expr *f = c->acc_o->body;
   int pi = chain_reads_stage(f->args[0], c->p->stage) ? 0 : 1;
-  c->pf = f->args[pi], c->vf = f->args[1 - pi];
+  c->vf = f->args[1 - pi];
   c->x = c->acc_c->stage;
   for (int i = 0; i < c->kc->n_items; i++)
     for (int j = 0; j < c->kr->n_items; j++)
       if (chain_reads_stage(c->kr->items[j].body, c->kc->items[i].stage)) c->x = c->kc->items[i].stage;
   c->L = c->kc->shape[c->n - 1], c->D = c->kc->red_shape[0], c->E = ko->shape[c->n - 1];
   c->I = c->kc->shape[c->n - 2], c->batch = c->kc->outer_numel / (c->L * c->I);
-  c->W = c->D > c->E ? c->D : c->E;
   (void)p;
 }
 

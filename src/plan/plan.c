@@ -689,9 +689,15 @@ static bool chain_fits(Ctx *c, int kc, LoadList *ll) {
     if (!m || m->kind != EX_VAR || m->var != (v < n - 1 ? v : n)) return false;
   }
   const Item *P = NULL;
+  int x = -1;  /* the one stage of KC that KR reads */
   for (int i = 0; i < KR->n_items; i++) {
     const Item *it = &KR->items[i];
     if (!chain_loads_at(c, it->body, kc, kc, KR->row_map, n, ll)) return false;
+    for (int j = 0; j < ll->n; j++)
+      if (p->kernel_of[ll->l[j]->src] == kc) {
+        if (x >= 0 && x != ll->l[j]->src) return false;
+        x = ll->l[j]->src;
+      }
     if (it->kind == IT_INNER) {
       if (P) return false;
       P = it;
@@ -989,36 +995,26 @@ static kiln_status plan_alloc(Plan *p, int n) {
 /* The prologues of attention chains' score products: stages stored only because the recompute
  * rule counts them read L times (q * scale, k * scale), that no kernel but the chain's first
  * reads. The chain stages its operands once per block, so they are inlined there instead (a
- * second planning with them forced inline). force[s] set for each; returns how many. */
-static int chain_prologues(Ctx *c, bool *force) {
+ * second planning with them forced inline): force[s] is set for each. */
+static void chain_prologues(Ctx *c, bool *force) {
   Plan *p = c->p;
   LoadList ll = { 0 }, other = { 0 };
-  int found = 0;
   for (int ko = 0; ko < p->n_kernels; ko++) {
     if (p->kernels[ko].chain <= 0) continue;
-    const Kernel *kc = &p->kernels[ko - p->kernels[ko].chain + 1];
-    for (int i = 0; i < kc->n_items; i++) {
-      if (loads_of(kc->items[i].body, &ll)) break;
+    int kc = ko - p->kernels[ko].chain + 1;
+    for (int i = 0; i < p->kernels[kc].n_items; i++) {
+      if (loads_of(p->kernels[kc].items[i].body, &ll)) break;
       for (int j = 0; j < ll.n; j++) {
         int x = ll.l[j]->src, kx = p->kernel_of[x];
         const Stage *X = &c->te->stages[x];
-        if (kx < 0 || kx == kc->id || force[x] || X->kind != ST_INJECTIVE || !p->why[x] || !strstr(p->why[x], "recomputed"))
+        if (kx < 0 || kx == kc || force[x] || X->kind != ST_INJECTIVE || !p->why[x] || !strstr(p->why[x], "recomputed"))
           continue;
-        bool alone = !plan_is_output(p, x) && !c->assigned[x];
-        for (int k = 0; k < p->n_kernels && alone; k++) {
-          if (k == kc->id) continue;
-          for (int t = 0; t < p->kernels[k].n_items && alone; t++) {
-            if (loads_of(p->kernels[k].items[t].body, &other)) { alone = false; break; }
-            for (int y = 0; y < other.n && alone; y++) alone = other.l[y]->src != x;
-          }
-        }
-        if (alone) force[x] = true, found++;
+        force[x] = !read_elsewhere(c, x, kc, kc, &other);
       }
     }
   }
   kiln_free(ll.l);
   kiln_free(other.l);
-  return found;
 }
 
 static kiln_status build_once(TE *te, const PlanOptions *o, const bool *force, bool *prologues, Plan **out);
