@@ -299,9 +299,10 @@ typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS, CG_GPU_GEMM, CG_GP
 int64_t cg_chain_smem(const Kernel *last);
 int cg_chain_rows(const Kernel *last);
 int64_t cg_chain_splits(const Kernel *last);
-/* Does grid dialect d run a chain in blocks (16-byte vectors, dynamic shared memory and warp
- * reductions)? Else (and in loop dialects) a chain is a loop over its rows, a thread each. */
-bool cg_chain_blocked(const Dialect *d);
+/* Does grid dialect d run the chain ending at kernel last in blocks (16-byte vectors along the
+ * row, the depth and the width, all multiples of 4; dynamic shared memory; warp reductions)?
+ * Else (and in loop dialects) a chain is a loop over its rows, a thread each. */
+bool cg_chain_blocked(const Dialect *d, const Kernel *last);
 int64_t cg_chain_blocks(const Kernel *last);
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o);
 /* The shape kernel k is rendered with in dialect d: cg_gpu_shape where the dialect has

@@ -42,7 +42,8 @@ static int64_t capped_blocks(int64_t work, int64_t per_block) {
 /* Grid, block, shared memory and why, for a non-host kernel of a grid dialect. */
 static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const CgOptions *o, CgLaunch *l) {
   CgGpuShape s = cg_kernel_shape(p, k, d, o);
-  if (s == CG_GPU_CHAIN && !cg_chain_blocked(d)) {
+  const Kernel *end = s == CG_GPU_CHAIN ? &p->kernels[plan_chain_end(p, k->id)] : NULL;
+  if (end && !cg_chain_blocked(d, end)) {
     l->block = POINT_THREADS;
     l->grid = k->chain > 0 ? capped_blocks((k - 1)->outer_numel, POINT_THREADS) : 0;
     snprintf(l->why, sizeof l->why, k->chain > 0 ? "attention: a thread per row" : "in the attention kernel");

@@ -2021,7 +2021,10 @@ static void chain_of(const Plan *p, const Kernel *ko, Chain *c) {
   (void)p;
 }
 
-bool cg_chain_blocked(const Dialect *d) { return d->grid && d->vec4_type && d->dyn_shared && d->warp_reduce; }
+bool cg_chain_blocked(const Dialect *d, const Kernel *ko) {
+  int64_t L = ko->red_shape[0], E = ko->shape[ko->rank - 1], D = (ko - 2)->red_shape[0];
+  return d->grid && d->vec4_type && d->dyn_shared && d->warp_reduce && L % 4 == 0 && D % 4 == 0 && E % 4 == 0;
+}
 
 /* Rows a block: PLAN_CHAIN_ROWS, or half that when the blocks would not fill 128 multiprocessors
  * (encoder4_d256: 16 heads of 64 queries, 64 blocks of 16 rows; its blocks wait on memory, so
@@ -2332,7 +2335,7 @@ static void render_chain(R *r) {
   Chain c;
   chain_of(r->p, r->k, &c);
   r->chain_lo = c.kc->id, r->chain_hi = c.ko->id;
-  if (cg_chain_blocked(r->d)) render_chain_grid(r, &c);
+  if (cg_chain_blocked(r->d, c.ko)) render_chain_grid(r, &c);
   else render_chain_loops(r, &c);  /* on a grid without the means: a thread per row, its row in registers */
   chain_part(r, c.ko);
 }

@@ -679,9 +679,9 @@ static bool chain_fits(Ctx *c, int kc, LoadList *ll) {
   if (KR->row_shape[n - 1] != L || L > PLAN_CHAIN_MAX_ROW || D > PLAN_CHAIN_MAX_DEPTH || E > PLAN_CHAIN_MAX_DEPTH)
     return false;
   /* the cuda block's shared memory: the rows' queries [R][D+4], keys [L][D+4], values [L][E+4]
-   * and rows [R][L+4] in floats, at most 96 KB; 16-byte vectors along d, e and the row */
+   * and rows [R][L+4] in floats, at most 96 KB */
   int64_t R = PLAN_CHAIN_ROWS;
-  if ((R * (D + 4) + L * (D + 4) + L * (E + 4) + R * (L + 4)) * 4 > 96 * 1024 || D % 4 || E % 4 || L % 4) return false;
+  if ((R * (D + 4) + L * (D + 4) + L * (E + 4) + R * (L + 4)) * 4 > 96 * 1024) return false;
   /* KR reads KC's stages at its row point, KR's row map is the identity (S[.., i, j] at the
    * row var j), and its one row value P is in its last loop */
   for (int v = 0; v < n; v++) {

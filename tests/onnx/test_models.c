@@ -71,5 +71,18 @@ int main(void) {
     }
     if (envs[pass][0]) unsetenv(envs[pass][0]);
   }
+  /* ONNX Attention exports that form attention chains (test_plan checks that they do): grouped
+   * query heads, boolean and additive masks, causal, softcap, past and present, f16, padded keys;
+   * on the backend under test with the chains forced on */
+  static const char *const attn[] = { "test_attention_3d_gqa_causal", "test_attention_4d_attn_mask_bool",
+                                      "test_attention_4d_diff_heads_sizes_softcap", "test_attention_4d_causal_with_past_and_present",
+                                      "test_attention_3d_diff_heads_sizes_scaled", "test_attention_4d_fp16",
+                                      "test_attention_4d_diff_heads_mask4d_padded_kv" };
+  setenv("KILN_ATTENTION", "1", 1);
+  for (size_t i = 0; i < sizeof attn / sizeof attn[0]; i++) {
+    snprintf(dir, sizeof dir, "%s/conformance/onnx-node/%s", shared, attn[i]);
+    CHECK(run_on(dir, attn[i], be, true) == 1);
+  }
+  unsetenv("KILN_ATTENTION");
   TEST_MAIN_END();
 }

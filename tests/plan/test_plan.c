@@ -248,6 +248,28 @@ static void attention_chains(void) {
     te_free(te);
     kiln_graph_free(kg);
   }
+  /* ONNX Attention node tests (test_models runs them): each forms one chain when asked */
+  static const char *const attn[] = { "test_attention_3d_gqa_causal", "test_attention_4d_attn_mask_bool",
+                                      "test_attention_4d_diff_heads_sizes_softcap", "test_attention_4d_causal_with_past_and_present",
+                                      "test_attention_3d_diff_heads_sizes_scaled", "test_attention_4d_fp16",
+                                      "test_attention_4d_diff_heads_mask4d_padded_kv" };
+  o.attention = 1;
+  po = plan_options(&o);
+  for (size_t m = 0; m < sizeof attn / sizeof attn[0]; m++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/conformance/onnx-node/%s/model.onnx", shared ? shared : "../shared", attn[m]);
+    kiln_graph *kg = NULL;
+    if (kiln_graph_load_onnx(path, &kg) != KILN_OK) {
+      printf("skip: %s\n", path);
+      continue;
+    }
+    OK(te_lower(&kg->g, &te));
+    if (te) OK(plan_build(te, &po, &p));
+    if (p) CHECK_MSG(chains_in(p) == 1, "%s: %d chains", attn[m], chains_in(p));
+    plan_free(p);
+    te_free(te);
+    kiln_graph_free(kg);
+  }
 }
 
 int main(void) {
