@@ -2121,8 +2121,8 @@ static void render_chain_loops(R *r, const Chain *c) {
   close_block(r);
 }
 
-/* const v<i> for the batch digits of bz (vars 0..n-3 of every part) */
-static void chain_batch_vars(R *r, const Chain *c) { decompose(r, "bz", 0, c->n - 2, c->kc->shape); }
+/* const v<i> for the batch digits of bz: vars 0 .. rank-3, the same in every part of a chain */
+static void chain_batch_vars(R *r, const Kernel *k) { decompose(r, "bz", 0, k->rank - 2, k->shape); }
 
 /* The element offset of the first memory load in x at the var values v (INT64_MIN: none). */
 typedef struct FirstLoad { const Expr *l; } FirstLoad;
@@ -2161,7 +2161,7 @@ static void chain_stage(R *r, const Kernel *k, const Expr *x, int64_t rows, int6
   push(r);
   if (row_fast) line(r, "const int fr = f %% %lld, fc = f / %lld;", (long long)rows, (long long)rows);
   else line(r, "const int fr = f / %lld, fc = f %% %lld;", (long long)cols, (long long)cols);
-  chain_batch_vars(r, &(Chain){ .n = k->rank, .kc = k });
+  chain_batch_vars(r, k);
   line(r, "const %s v%d = %s%s(%s)fr;", I, vr, r0 ? r0 : "", r0 ? " + " : "", I);
   line(r, "const %s v%d = fc;", I, vc);
   if (vz >= 0) line(r, "const %s v%d = 0;", I, vz);
@@ -2226,7 +2226,7 @@ static void render_chain_grid(R *r, const Chain *c) {
   r->indent++;
   push(r);
   line(r, "const int fr = 4 * rg + i;");
-  chain_batch_vars(r, c);
+  chain_batch_vars(r, c->kc);
   line(r, "const %s v%d = i0 + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
   acc_final(r, c->acc_c, "acc[i]");
   chain_values(r, c->kc, 1);
@@ -2241,7 +2241,7 @@ static void render_chain_grid(R *r, const Chain *c) {
   r->indent++;
   line(r, "if (i0 + rr >= %s) break;", lit(r, c->I));
   push(r);
-  chain_batch_vars(r, c);
+  chain_batch_vars(r, c->kc);
   line(r, "const %s v%d = i0 + (%s)rr, v%d = 0;", I, n - 2, I, n - 1);
   CgRows saved = r->ro;
   r->ro.rows = 2;  /* block_combine: a warp per row, shuffles */
@@ -2319,7 +2319,7 @@ static void render_chain_grid(R *r, const Chain *c) {
   line(r, "for (int l = 0; l < 4; l++) {");
   r->indent++;
   push(r);
-  chain_batch_vars(r, c);
+  chain_batch_vars(r, c->kc);
   line(r, "const %s v%d = i0 + (%s)fr, v%d = 4 * f4 + l;", I, n - 2, I, n - 1);
   items_at(r, 1, NULL, "o4[i][l]");
   pop(r);
