@@ -717,6 +717,34 @@ static size_t simd_clause(const R *r, const char *op, const char *name, int stag
   return len > 0 ? (size_t)len : 0;
 }
 
+/* At one point of inner loop `step`: its accumulations updated, its other items computed. */
+static void point_items(R *r, const Kernel *k, int step) {
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->step != step) continue;
+    if (it->kind == IT_ACC) {
+      char v[256];
+      emit(r, it->body, v, sizeof v);
+      acc_update(r, it, v);
+    } else value_item(r, it);
+  }
+}
+
+static void block_combine(R *r, const Item *it);
+
+/* After inner loop `step`: each accumulation's result (combined across the threads of its row
+ * first when `combine`, block_combine). */
+static void accs_final(R *r, const Kernel *k, int step, bool combine) {
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->step != step || it->kind != IT_ACC) continue;
+    if (combine) block_combine(r, it);
+    char acc[32];
+    snprintf(acc, sizeof acc, "a%d", it->stage);
+    acc_final(r, it, acc);
+  }
+}
+
 static void inner_loop(R *r, int step) {
   const Kernel *k = r->k;
   char clauses[512] = "";
@@ -740,25 +768,11 @@ static void inner_loop(R *r, int step) {
   push(r);
   decompose(r, "r", k->rank, k->n_red, k->red_shape);
   if (r->inner_pre) line(r, "%s", r->inner_pre);
-  for (int i = 0; i < k->n_items; i++) {
-    const Item *it = &k->items[i];
-    if (it->step != step) continue;
-    if (it->kind == IT_ACC) {
-      char v[256];
-      emit(r, it->body, v, sizeof v);
-      acc_update(r, it, v);
-    } else value_item(r, it);
-  }
+  point_items(r, k, step);
   if (r->inner_post && step == r->inner_post_step) line(r, "%s", r->inner_post);
   pop(r);
   close_block(r);
-  for (int i = 0; i < k->n_items; i++) {
-    const Item *it = &k->items[i];
-    if (it->step != step || it->kind != IT_ACC) continue;
-    char acc[32];
-    snprintf(acc, sizeof acc, "a%d", it->stage);
-    acc_final(r, it, acc);
-  }
+  accs_final(r, k, step, false);
 }
 
 static void render_general(R *r, bool simd) {
@@ -2255,26 +2269,11 @@ static void render_chain_grid(R *r, const Chain *c) {
     push(r);
     line(r, "const %s v%d = r;", I, n);
     line(r, "const %s s%d = Ss[rr * %lld + r];", F, c->x, (long long)sd);
-    for (int i = 0; i < kr->n_items; i++) {
-      const Item *x = &kr->items[i];
-      if (x->step != step) continue;
-      if (x->kind == IT_ACC) {
-        char v[256];
-        emit(r, x->body, v, sizeof v);
-        acc_update(r, x, v);
-      } else value_item(r, x);
-    }
+    point_items(r, kr, step);
     if (step == c->p->step) line(r, "Ss[rr * %lld + r] = s%d;", (long long)sd, c->p->stage);
     pop(r);
     close_block(r);
-    for (int i = 0; i < kr->n_items; i++) {
-      const Item *x = &kr->items[i];
-      if (x->step != step || x->kind != IT_ACC) continue;
-      block_combine(r, x);
-      char acc[32];
-      snprintf(acc, sizeof acc, "a%d", x->stage);
-      acc_final(r, x, acc);
-    }
+    accs_final(r, kr, step, true);
   }
   r->ro = saved;
   pop(r);
