@@ -7,18 +7,34 @@
 #include "../../bench/workloads.c"
 #include "plan/plan.h"
 
-static Plan *plan_of(Workload *w, int fuse, int cse, TE **te) {
+/* g lowered (into *te) and planned under o, the plan checked; NULL on failure. */
+static Plan *plan_graph(const Graph *g, const kiln_options *o, TE **te) {
   Plan *p = NULL;
   *te = NULL;
-  OK(te_lower(&w->g->g, te));
+  OK(te_lower(g, te));
   if (!*te) return NULL;
-  kiln_options o = kiln_options_default();
-  o.fuse = fuse;
-  o.cse = cse;
-  PlanOptions po = plan_options(&o);
+  PlanOptions po = plan_options(o);
   OK(plan_build(*te, &po, &p));
   if (p) OK(plan_check(p));
   return p;
+}
+
+static Plan *plan_of(Workload *w, int fuse, int cse, TE **te) {
+  kiln_options o = kiln_options_default();
+  o.fuse = fuse;
+  o.cse = cse;
+  return plan_graph(&w->g->g, &o, te);
+}
+
+/* A model of ../shared (path relative to it) loaded into *g; false (printing a skip) if absent. */
+static bool load_shared(const char *rel, kiln_graph **g) {
+  const char *shared = getenv("KILN_SHARED_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", shared ? shared : "../shared", rel);
+  *g = NULL;
+  if (kiln_graph_load_onnx(path, g) == KILN_OK) return true;
+  printf("skip: %s\n", path);
+  return false;
 }
 
 static bool printed_has(const Plan *p, const char *needle) {
@@ -102,18 +118,11 @@ static void liveness(void) {
 }
 
 static Plan *plan_with(const Graph *g, const char *backend, int store_moved, int gemm_reuse, TE **te) {
-  Plan *p = NULL;
-  *te = NULL;
-  OK(te_lower(g, te));
-  if (!*te) return NULL;
   kiln_options o = kiln_options_default();
   o.backend = backend;
   o.store_moved = store_moved;
   o.gemm_reuse = gemm_reuse;
-  PlanOptions po = plan_options(&o);
-  OK(plan_build(*te, &po, &p));
-  if (p) OK(plan_check(p));
-  return p;
+  return plan_graph(g, &o, te);
 }
 
 static int kernels_with(const Graph *g, const char *backend, int store_moved, int gemm_reuse, const char *needle) {
@@ -162,14 +171,8 @@ static void moves_and_prologues(void) {
   te_free(te);
   wl_free(&w);
 
-  const char *shared = getenv("KILN_SHARED_DIR");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/models/encoder4_d256/model.onnx", shared ? shared : "../shared");
-  kiln_graph *kg = NULL;
-  if (kiln_graph_load_onnx(path, &kg) != KILN_OK) {
-    printf("skip: %s\n", path);
-    return;
-  }
+  kiln_graph *kg;
+  if (!load_shared("models/encoder4_d256/model.onnx", &kg)) return;
   /* PyTorch's export scales q and k before their product and transposes between the layers'
    * batch-first and sequence-first layouts: 43 kernels before, 40 with the layernorm stored
    * before its transpose, 36 with q * scale and k * scale recomputed in the score product's tiles */
@@ -194,12 +197,8 @@ static void attention_chains(void) {
   TE *te;
   kiln_options o = kiln_options_default();
   o.attention = 1;
-  OK(te_lower(&w.g->g, &te));
-  PlanOptions po = plan_options(&o);
-  Plan *p = NULL;
-  if (te) OK(plan_build(te, &po, &p));
+  Plan *p = plan_graph(&w.g->g, &o, &te);
   if (p) {
-    OK(plan_check(p));
     CHECK(p->n_kernels == 9 && chains_in(p) == 1 && p->kernels[3].chain == 3);
     CHECK(p->kernels[1].chain == -1 && p->kernels[2].chain == -1 && plan_chain_end(p, 1) == 3);
     /* the scores [8,12,128,128] and P are not stored; the chain reads q, k, v (one buffer) */
@@ -216,32 +215,22 @@ static void attention_chains(void) {
   for (int m = 0; m < 3; m++) {
     o.attention = m ? -1 : 0;
     o.backend = backends[m];
-    po = plan_options(&o);
-    OK(te_lower(&w.g->g, &te));
-    if (te) OK(plan_build(te, &po, &p));
+    p = plan_graph(&w.g->g, &o, &te);
     if (p) CHECK(chains_in(p) == 0);
     plan_free(p);
     te_free(te);
   }
   o.backend = "cuda";
   wl_free(&w);
-  const char *shared = getenv("KILN_SHARED_DIR");
   /* encoder4_d256's q * scale and k * scale are inlined into the chains' staged operands (a
    * second planning): 40 -> 36 kernels, 8 of them in chains, 28 launches */
-  const char *models[2] = { "encoder4_d256", "gpt_tiny" };
+  const char *models[2] = { "models/encoder4_d256/model.onnx", "models/gpt_tiny/model.onnx" };
   int want[2] = { 4, 2 }, kernels[2] = { 36, 20 };
+  o.attention = -1;  /* cuda's default takes these small ones */
   for (int m = 0; m < 2; m++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/models/%s/model.onnx", shared ? shared : "../shared", models[m]);
-    kiln_graph *kg = NULL;
-    if (kiln_graph_load_onnx(path, &kg) != KILN_OK) {
-      printf("skip: %s\n", path);
-      continue;
-    }
-    o.attention = -1;  /* cuda's default takes these small ones */
-    po = plan_options(&o);
-    OK(te_lower(&kg->g, &te));
-    if (te) OK(plan_build(te, &po, &p));
+    kiln_graph *kg;
+    if (!load_shared(models[m], &kg)) continue;
+    p = plan_graph(&kg->g, &o, &te);
     if (p) CHECK_MSG(chains_in(p) == want[m] && p->n_kernels == kernels[m], "%s: %d chains, %d kernels", models[m],
                      chains_in(p), p->n_kernels);
     plan_free(p);
@@ -254,17 +243,12 @@ static void attention_chains(void) {
                                       "test_attention_3d_diff_heads_sizes_scaled", "test_attention_4d_fp16",
                                       "test_attention_4d_diff_heads_mask4d_padded_kv" };
   o.attention = 1;
-  po = plan_options(&o);
   for (size_t m = 0; m < sizeof attn / sizeof attn[0]; m++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/conformance/onnx-node/%s/model.onnx", shared ? shared : "../shared", attn[m]);
-    kiln_graph *kg = NULL;
-    if (kiln_graph_load_onnx(path, &kg) != KILN_OK) {
-      printf("skip: %s\n", path);
-      continue;
-    }
-    OK(te_lower(&kg->g, &te));
-    if (te) OK(plan_build(te, &po, &p));
+    char rel[256];
+    snprintf(rel, sizeof rel, "conformance/onnx-node/%s/model.onnx", attn[m]);
+    kiln_graph *kg;
+    if (!load_shared(rel, &kg)) continue;
+    p = plan_graph(&kg->g, &o, &te);
     if (p) CHECK_MSG(chains_in(p) == 1, "%s: %d chains", attn[m], chains_in(p));
     plan_free(p);
     te_free(te);
