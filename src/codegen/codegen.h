@@ -273,9 +273,11 @@ extern const Dialect cg_dialect_cuda;
 
 /* -- render.c -- */
 
-/* Parameters of kernel k in order: inputs, then stored items. Returns the count; stages
- * gets the stage of each (room for k->n_ins + k->n_items). */
+/* Parameters of kernel k in order: inputs, then stored items (a chain's last kernel: those of
+ * every kernel of the chain). Returns the count; stages gets the stage of each (room for
+ * cg_kernel_params_max). */
 int cg_kernel_params(const Plan *p, const Kernel *k, int *stages);
+int cg_kernel_params_max(const Kernel *k);
 /* Name of kernel k's function ("kiln_k3") and of its trampoline ("kiln_e3"). */
 void cg_kernel_name(int k, bool trampoline, char buf[32]);
 /* Source of one kernel (appended to out). With launches g (NULL: none), a group member is
@@ -303,6 +305,11 @@ int64_t cg_chain_splits(const Kernel *last);
  * row, the depth and the width, all multiples of 4; dynamic shared memory; warp reductions)?
  * Else (and in loop dialects) a chain is a loop over its rows, a thread each. */
 bool cg_chain_blocked(const Dialect *d, const Kernel *last);
+/* A pair (plan.h: a narrow contraction and the row kernel over its rows) in grid dialect d:
+ * with warp reductions, a warp a row (its columns one a lane), CG_PAIR_ROWS rows a block of
+ * CG_GEMM_THREADS; else a thread a row. */
+enum { CG_PAIR_ROWS = 8 };
+bool cg_pair_warps(const Dialect *d);
 int64_t cg_chain_blocks(const Kernel *last);
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o);
 /* The shape kernel k is rendered with in dialect d: cg_gpu_shape where the dialect has

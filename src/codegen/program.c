@@ -43,6 +43,16 @@ static int64_t capped_blocks(int64_t work, int64_t per_block) {
 static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const CgOptions *o, CgLaunch *l) {
   CgGpuShape s = cg_kernel_shape(p, k, d, o);
   const Kernel *end = s == CG_GPU_CHAIN ? &p->kernels[plan_chain_end(p, k->id)] : NULL;
+  if (end && end->chain == 2) {  /* a pair */
+    bool warps = cg_pair_warps(d);
+    l->block = warps ? CG_GEMM_THREADS : POINT_THREADS;
+    l->grid = k->chain > 0 ? capped_blocks(k->outer_numel, warps ? CG_PAIR_ROWS : POINT_THREADS) : 0;
+    if (k->chain > 0)
+      snprintf(l->why, sizeof l->why, "rows: k%d..k%d, %s", k->id - 1, k->id,
+               warps ? "a warp a row, one column a lane" : "a thread a row");
+    else snprintf(l->why, sizeof l->why, "in the rows kernel k%d", end->id);
+    return;
+  }
   if (end && !cg_chain_blocked(d, end)) {
     l->block = POINT_THREADS;
     l->grid = k->chain > 0 ? capped_blocks((k - 1)->outer_numel, POINT_THREADS) : 0;
@@ -97,7 +107,7 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
 static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOptions *o, Arena *a, CgLaunch *l) {
   const Kernel *k = &p->kernels[ki];
   *l = (CgLaunch){ .kernel = ki, .group = -1, .host = k->kind == KN_HOST };
-  l->params = arena_alloc(a, sizeof *l->params * (size_t)(k->n_ins + k->n_items + 1));
+  l->params = arena_alloc(a, sizeof *l->params * (size_t)cg_kernel_params_max(k));
   if (!l->params) return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for kernel %d's parameters", ki);
   l->n_params = cg_kernel_params(p, k, l->params);
   if (l->host) {
@@ -108,11 +118,12 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
   if (d->grid) grid_launch(p, k, d, o, l);
   else if (k->chain < 0) {
     l->grid = 0, l->block = 1;
-    snprintf(l->why, sizeof l->why, "in the attention kernel k%d", plan_chain_end(p, k->id));
+    snprintf(l->why, sizeof l->why, "in the %s kernel k%d", p->kernels[plan_chain_end(p, k->id)].chain == 2 ? "rows" : "attention",
+             plan_chain_end(p, k->id));
   } else {
     l->grid = 1, l->block = 1;
     snprintf(l->why, sizeof l->why, "loop: one call%s%s", d->trampoline ? " through the trampoline" : "",
-             k->chain > 0 ? ", an attention chain" : "");
+             k->chain == 3 ? ", an attention chain" : k->chain == 2 ? ", a contraction with its rows" : "");
   }
   return KILN_OK;
 }
@@ -244,7 +255,8 @@ static bool depends_on(const Plan *p, const CgProgram *g, int a, int b) {
 static const char *not_groupable(const Plan *p, const Dialect *d, const CgOptions *o, const CgLaunch *l) {
   if (l->host) return "host";
   if (o->group_veto && o->group_veto[l->kernel]) return o->group_veto[l->kernel];
-  if (p->kernels[l->kernel].chain) return "attention chain";
+  if (p->kernels[l->kernel].chain < 0) return "nothing to run";  /* its chain's last kernel runs it */
+  if (p->kernels[l->kernel].chain == 3) return "attention chain";
   if (!d->grid) return NULL;
   if (!d->phase_prefix) return "dialect has no phases";
   if (l->grid <= 0) return "nothing to run";
@@ -284,6 +296,12 @@ static kiln_status close_group(const Dialect *d, CgProgram *g, int first, int en
   CgLaunch *G = &g->group[g->n_group];
   int cap = 0;
   for (int i = first; i < end; i++) cap += g->launch[i].n_params;
+  int members = 0;
+  for (int i = first; i < end; i++) members += g->launch[i].grid > 0;
+  if (members < 2) {
+    for (int i = first; i < end; i++) g->launch[i].group = -1, g->launch[i].phase = 0;
+    return KILN_OK;
+  }
   *G = (CgLaunch){ .kernel = -1, .group = g->n_group, .phase = phases, .cooperative = d->grid && phases > 1,
                    .block = d->grid ? POINT_THREADS : 1 };
   G->params = arena_alloc(&g->arena, sizeof *G->params * (size_t)(cap + 1));
@@ -296,6 +314,7 @@ static kiln_status close_group(const Dialect *d, CgProgram *g, int first, int en
     if (total > most) most = total;
   }
   for (int i = first; i < end; i++) {
+    if (g->launch[i].grid <= 0) continue;  /* a chain's kernel before its last: runs there */
     g->launch[i].group = g->n_group;
     for (int j = 0; j < g->launch[i].n_params; j++) G->n_params = union_add(G->params, G->n_params, g->launch[i].params[j]);
   }
@@ -465,6 +484,7 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
   for (int i = 0; i < g->n_launch && !st; i++) {
     CgLaunch *l = &g->launch[i];
     const char *no = not_groupable(p, d, o, l);
+    if (no && !strcmp(no, "nothing to run")) continue;  /* no launch, no buffers: no boundary */
     if (no) {
       if (first >= 0) st = close_group(d, g, first, i, phases);
       first = -1;

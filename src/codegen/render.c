@@ -1587,6 +1587,10 @@ static void block_combine(R *r, const Item *it) {
     line(r, "ai%d = %s(a%d, ai%d, %d, %d);", s, warp ? d->warp_reduce_arg : d->block_reduce_arg, s, s,
          S->rop == RO_ARGMAX, S->select_last != 0);
   else line(r, "a%d = %s(a%d, %s);", s, warp ? d->warp_reduce : d->block_reduce, s, d->reduce_op[S->rop]);
+  /* a NaN one thread saw makes the row's result NaN for every thread (the one that stores it
+   * and those that read it in the row's later steps) */
+  if (nan_flag(S, it->body->dtype))
+    line(r, "an%d = %s(an%d, %s);", s, warp ? d->warp_reduce : d->block_reduce, s, d->reduce_op[RO_MAX]);
 }
 
 /* Memory loads in e (not of this kernel's stages), each once; seen is a DAG walk's list. */
@@ -2087,41 +2091,47 @@ static void chain_values(R *r, const Kernel *k, int step) {
     if (k->items[i].step == step && k->items[i].kind != IT_ACC) value_item(r, &k->items[i]);
 }
 
-static void render_chain_loops(R *r, const Chain *c) {
-  const char *I = ix(r), *F = vt(r, KILN_F32);
-  const Kernel *kr = c->kr;
+/* Loops over a chain's rows, open at row o: kS[q] = the value x the row kernel reads of
+ * contraction kc's point (o, q) for each of the L points of the row, then kr's steps over the
+ * row (p_stage >= 0: kr's row value of that stage put back into kS at its step). */
+static void rows_then_steps(R *r, const Kernel *kc, const Kernel *kr, int x, int64_t L, int p_stage, int p_step) {
+  const char *I = ix(r), *X = vt(r, r->p->te->stages[x].dtype);
   char pre[96], post[96];
-  open_outer(r, kr->outer_numel, kr->outer_numel * c->L * (c->D + c->E), false);
-  line(r, "%s kS[%lld];", F, (long long)c->L);
-  /* scores of row o */
-  chain_part(r, c->kc);
+  line(r, "%s kS[%lld];", X, (long long)L);
+  chain_part(r, kc);
   push(r);
-  line(r, "for (%s q = 0; q < %s; q++) {", I, lit(r, c->L));
+  line(r, "for (%s q = 0; q < %s; q++) {", I, lit(r, L));
   r->indent++;
-  line(r, "const %s oc = o * %s + q;", I, lit(r, c->L));
-  decompose(r, "oc", 0, c->kc->rank, c->kc->shape);
+  line(r, "const %s oc = o * %s + q;", I, lit(r, L));
+  decompose(r, "oc", 0, kc->rank, kc->shape);
   inner_loop(r, 0);
-  chain_values(r, c->kc, 1);
-  line(r, "kS[q] = s%d;", c->x);
+  chain_values(r, kc, 1);
+  line(r, "kS[q] = s%d;", x);
   close_block(r);
   pop(r);
-  /* KR's steps over the row */
   chain_part(r, kr);
   push(r);
   decompose(r, "o", 0, kr->rank, kr->shape);
-  snprintf(pre, sizeof pre, "const %s s%d = kS[r];", F, c->x);
-  snprintf(post, sizeof post, "kS[r] = s%d;", c->p->stage);
-  r->inner_pre = pre, r->inner_post = post, r->inner_post_step = c->p->step;
+  snprintf(pre, sizeof pre, "const %s s%d = kS[r];", X, x);
+  snprintf(post, sizeof post, "kS[r] = s%d;", p_stage);
+  r->inner_pre = pre, r->inner_post = p_stage >= 0 ? post : NULL, r->inner_post_step = p_step;
   for (int step = 0; step < kr->n_steps; step++) {
     if (!(step & 1)) inner_loop(r, step);
     else chain_values(r, kr, step);
   }
-  r->inner_post = NULL;
+  r->inner_pre = r->inner_post = NULL;
   pop(r);
+}
+
+static void render_chain_loops(R *r, const Chain *c) {
+  const char *I = ix(r);
+  char pre[96];
+  open_outer(r, c->kr->outer_numel, c->kr->outer_numel * c->L * (c->D + c->E), false);
+  rows_then_steps(r, c->kc, c->kr, c->x, c->L, c->p->stage, c->p->step);
   /* each output of the row: KO's sum over it */
   chain_part(r, c->ko);
   push(r);
-  snprintf(pre, sizeof pre, "const %s s%d = kS[r];", F, c->p->stage);
+  snprintf(pre, sizeof pre, "const %s s%d = kS[r];", vt(r, r->p->te->stages[c->x].dtype), c->p->stage);
   r->inner_pre = pre;
   line(r, "for (%s e = 0; e < %s; e++) {", I, lit(r, c->E));
   r->indent++;
@@ -2133,6 +2143,120 @@ static void render_chain_loops(R *r, const Chain *c) {
   r->inner_pre = NULL;
   pop(r);
   close_block(r);
+}
+
+/* ---- pairs (plan.h: KC a contraction of at most a warp's columns, KR the row kernel over
+ * its rows) ----
+ * Rendered once, as KR. Loops: each row's values into a local row, then KR's steps over it.
+ * Grid (cg_pair_warps): a warp a row, CG_PAIR_ROWS rows a block. The lanes walk the
+ * contraction's depth, each with a partial sum for every column (the factor free of the
+ * columns read once a depth point); the sums meet in warp reductions; lane q then runs KC's
+ * epilogue at column q and holds the row's value there, the one point of KR's row loops it
+ * takes, and KR's row values combine in warp reductions. */
+
+bool cg_pair_warps(const Dialect *d) { return d->grid && d->warp_reduce; }
+
+static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x) {
+  const Dialect *d = r->d;
+  const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
+  int n = kc->rank;
+  int64_t J = kc->shape[n - 1];
+  const Item *acc = chain_acc(kc);
+  const Expr *b = acc->body;
+  int bi = te_uses_var(b->args[0], n - 1) ? 0 : 1;  /* the factor that reads the column */
+  line(r, "const int lane = %s %% 32;", T);
+  line(r, "for (%s o = (%s)%s * %d + %s / 32; o < %s; o += (%s)%s * %d) {", I, I, d->block_id, CG_PAIR_ROWS, T,
+       lit(r, kr->outer_numel), I, d->grid_size, CG_PAIR_ROWS);
+  r->indent++;
+  line(r, "%s xv = 0;", X);
+  line(r, "{");
+  r->indent++;
+  chain_part(r, kc);
+  push(r);
+  decompose(r, "o", 0, n - 1, kc->shape);
+  line(r, "%s pa[%lld];", F, (long long)J);
+  line(r, "%s", d->unroll);
+  line(r, "for (int q = 0; q < %lld; q++) pa[q] = 0.0%s;", (long long)J, d->f32_suffix);
+  line(r, "for (%s kq = lane; kq < %s; kq += 32) {", I, lit(r, kc->inner_numel));
+  r->indent++;
+  push(r);
+  decompose(r, "kq", n, kc->n_red, kc->red_shape);
+  char t[256], fm[320];
+  emit(r, b->args[1 - bi], t, sizeof t);
+  line(r, "const %s fa = %s;", F, t);
+  for (int64_t q = 0; q < J; q++) {
+    line(r, "{");
+    r->indent++;
+    push(r);
+    line(r, "const %s v%d = %lld;", I, n - 1, (long long)q);
+    emit(r, b->args[bi], t, sizeof t);
+    char pq[24];
+    snprintf(pq, sizeof pq, "pa[%lld]", (long long)q);
+    snprintf(fm, sizeof fm, d->fma, "fa", t, pq);
+    line(r, "%s = %s;", pq, fm);
+    pop(r);
+    close_block(r);
+  }
+  pop(r);
+  close_block(r);
+  line(r, "%s xa = 0.0%s;", F, d->f32_suffix);
+  for (int64_t q = 0; q < J; q++)
+    line(r, "{ const %s s = %s(pa[%lld], %s); if (lane == %lld) xa = s; }", F, d->warp_reduce, (long long)q,
+         d->reduce_op[RO_SUM], (long long)q);
+  line(r, "if (lane < %lld) {", (long long)J);
+  r->indent++;
+  push(r);
+  line(r, "const %s v%d = lane;", I, n - 1);
+  acc_final(r, acc, "xa");
+  chain_values(r, kc, 1);
+  line(r, "xv = s%d;", x);
+  pop(r);
+  close_block(r);
+  pop(r);
+  close_block(r);
+  /* KR's steps: lane q holds point q of the row */
+  chain_part(r, kr);
+  push(r);
+  decompose(r, "o", 0, kr->rank, kr->shape);
+  CgRows saved = r->ro;
+  r->ro.rows = 2;  /* block_combine: shuffles */
+  r->guard = "lane == 0";
+  for (int step = 0; step < kr->n_steps; step++) {
+    if (step & 1) { chain_values(r, kr, step); continue; }
+    for (int i = 0; i < kr->n_items; i++)
+      if (kr->items[i].step == step && kr->items[i].kind == IT_ACC) acc_init(r, &kr->items[i]);
+    line(r, "if (lane < %lld) {", (long long)J);
+    r->indent++;
+    push(r);
+    line(r, "const %s v%d = lane;", I, n);
+    line(r, "const %s s%d = xv;", X, x);
+    r->guard = NULL;  /* each lane stores its own point */
+    point_items(r, kr, step);
+    r->guard = "lane == 0";
+    pop(r);
+    close_block(r);
+    accs_final(r, kr, step, true);
+  }
+  r->guard = NULL;
+  r->ro = saved;
+  pop(r);
+  close_block(r);
+}
+
+static void render_pair(R *r) {
+  const Kernel *kr = r->k, *kc = kr - 1;
+  int x = -1;  /* the stage of KC that KR reads */
+  for (int i = 0; i < kc->n_items; i++)
+    for (int j = 0; j < kr->n_items; j++)
+      if (chain_reads_stage(kr->items[j].body, kc->items[i].stage)) x = kc->items[i].stage;
+  r->chain_lo = kc->id, r->chain_hi = kr->id;
+  if (cg_pair_warps(r->d)) render_pair_warps(r, kc, kr, x);
+  else {
+    open_outer(r, kr->outer_numel, kr->outer_numel * kc->shape[kc->rank - 1] * kc->inner_numel, false);
+    rows_then_steps(r, kc, kr, x, kc->shape[kc->rank - 1], -1, -1);
+    close_block(r);
+  }
+  chain_part(r, kr);
 }
 
 /* const v<i> for the batch digits of bz: vars 0 .. rank-3, the same in every part of a chain */
@@ -2331,6 +2455,7 @@ static void render_chain_grid(R *r, const Chain *c) {
 }
 
 static void render_chain(R *r) {
+  if (r->k->chain == 2) { render_pair(r); return; }
   Chain c;
   chain_of(r->p, r->k, &c);
   r->chain_lo = c.kc->id, r->chain_hi = c.ko->id;
@@ -2365,9 +2490,18 @@ static void render_gemm(R *r) {
 
 int cg_kernel_params(const Plan *p, const Kernel *k, int *stages) {
   int n = 0;
+  if (k->chain < 0) return 0;  /* its buffers are its chain's last kernel's */
   for (int i = 0; i < k->n_ins; i++) stages[n++] = k->ins[i];
-  for (int i = 0; i < k->n_items; i++)
-    if (p->stored[k->items[i].stage]) stages[n++] = k->items[i].stage;
+  /* a chain stores at its last kernel what any of its kernels stores (a pair's logits) */
+  for (const Kernel *m = k->chain > 0 ? k - k->chain + 1 : k; m <= k; m++)
+    for (int i = 0; i < m->n_items; i++)
+      if (p->stored[m->items[i].stage]) stages[n++] = m->items[i].stage;
+  return n;
+}
+
+int cg_kernel_params_max(const Kernel *k) {
+  int n = k->n_ins + 1;
+  for (const Kernel *m = k->chain > 0 ? k - k->chain + 1 : k; m <= k; m++) n += m->n_items;
   return n;
 }
 
@@ -2403,7 +2537,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   if (phase) pd = phase_dialect(d), d = &pd;
   else if (in_place) pd = *d, pd.buf_restrict = "", d = &pd;
   R r = { .p = p, .k = k, .d = d, .o = o, .sb = out, .cidx = "j" };
-  int *params = kiln_calloc((size_t)(k->n_ins + k->n_items + 1), sizeof *params);
+  int *params = kiln_calloc((size_t)cg_kernel_params_max(k), sizeof *params);
   r.param_of = kiln_calloc((size_t)te->n_stages + 1, sizeof *r.param_of);
   if (!params || !r.param_of) {
     kiln_free(params);

@@ -48,6 +48,9 @@ PlanOptions plan_options(const kiln_options *o) {
    * loops ran behind the three kernels' tuned ones (encoder4_d256 26.6 against 10.0 ms) */
   const char *be = o && o->backend ? o->backend : "cpu";
   p.chains = o && o->attention >= 0 ? o->attention : !strcmp(be, "cuda") ? 2 : 0;
+  /* a narrow contraction with the row kernel over its rows: 1 on, 0 off, by default on cuda
+   * (one launch fewer, the logits never stored) and off on cpu (its tuned loops) */
+  p.pairs = o && o->gemm_rows >= 0 ? o->gemm_rows != 0 : !strcmp(be, "cuda");
   p.max_inputs = o && o->max_inputs > 0 ? o->max_inputs : DEFAULT_MAX_INPUTS;
   p.max_nodes = o && o->max_nodes > 0 ? o->max_nodes : DEFAULT_MAX_NODES;
   return p;
@@ -632,8 +635,9 @@ static bool chain_loads_at(Ctx *c, const Expr *e, int lo, int hi, Expr *const *w
 
 /* The one accumulation of a contraction kernel (a sum of a product; the other items after
  * it, per point), or NULL. */
-static const Item *contraction_of(const Plan *p, const Kernel *k) {
-  if (k->kind != KN_REDUCE || k->n_red != 1 || k->rank < 3 || k->rank > KILN_MAX_RANK) return NULL;
+static const Item *contraction_of(const Plan *p, const Kernel *k, int min_rank) {
+  if (k->kind != KN_REDUCE || k->rank < min_rank || k->rank > KILN_MAX_RANK) return NULL;
+  if (min_rank >= 3 && k->n_red != 1) return NULL;
   const Item *acc = NULL;
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
@@ -663,11 +667,33 @@ static bool read_elsewhere(Ctx *c, int s, int lo, int hi, LoadList *ll) {
   return false;
 }
 
+/* KR = kernel kc + 1, a row kernel over the rows of contraction kc: its row map is the identity
+ * (S[.., i, j] at the row var j), and its items read kc's stages only at the row point, and
+ * only one of them (the row's values). */
+static bool rows_read_one(Ctx *c, int kc, LoadList *ll) {
+  Plan *p = c->p;
+  const Kernel *KR = &p->kernels[kc + 1];
+  int n = KR->rank, x = -1;
+  for (int v = 0; v < n; v++) {
+    const Expr *m = KR->row_map[v];
+    if (!m || m->kind != EX_VAR || m->var != (v < n - 1 ? v : n)) return false;
+  }
+  for (int i = 0; i < KR->n_items; i++) {
+    if (!chain_loads_at(c, KR->items[i].body, kc, kc, KR->row_map, n, ll)) return false;
+    for (int j = 0; j < ll->n; j++)
+      if (p->kernel_of[ll->l[j]->src] == kc) {
+        if (x >= 0 && x != ll->l[j]->src) return false;
+        x = ll->l[j]->src;
+      }
+  }
+  return x >= 0;
+}
+
 static bool chain_fits(Ctx *c, int kc, LoadList *ll) {
   Plan *p = c->p;
   TE *te = c->te;
   Kernel *KC = &p->kernels[kc], *KR = &p->kernels[kc + 1], *KO = &p->kernels[kc + 2];
-  const Item *ac = contraction_of(p, KC), *ao = contraction_of(p, KO);
+  const Item *ac = contraction_of(p, KC, 3), *ao = contraction_of(p, KO, 3);
   if (!ac || !ao || KR->kind != KN_ROW || !KR->has_row || KR->n_red != 1) return false;
   int n = KC->rank;
   int64_t L = KC->shape[n - 1], D = KC->red_shape[0], E = KO->shape[n - 1];
@@ -682,22 +708,12 @@ static bool chain_fits(Ctx *c, int kc, LoadList *ll) {
    * and rows [R][L+4] in floats, at most 96 KB */
   int64_t R = PLAN_CHAIN_ROWS;
   if ((R * (D + 4) + L * (D + 4) + L * (E + 4) + R * (L + 4)) * 4 > 96 * 1024) return false;
-  /* KR reads KC's stages at its row point, KR's row map is the identity (S[.., i, j] at the
-   * row var j), and its one row value P is in its last loop */
-  for (int v = 0; v < n; v++) {
-    const Expr *m = KR->row_map[v];
-    if (!m || m->kind != EX_VAR || m->var != (v < n - 1 ? v : n)) return false;
-  }
+  /* KR reads KC's stages at its row point (rows_read_one), and its one row value P is in
+   * its last loop */
+  if (!rows_read_one(c, kc, ll)) return false;
   const Item *P = NULL;
-  int x = -1;  /* the one stage of KC that KR reads */
   for (int i = 0; i < KR->n_items; i++) {
     const Item *it = &KR->items[i];
-    if (!chain_loads_at(c, it->body, kc, kc, KR->row_map, n, ll)) return false;
-    for (int j = 0; j < ll->n; j++)
-      if (p->kernel_of[ll->l[j]->src] == kc) {
-        if (x >= 0 && x != ll->l[j]->src) return false;
-        x = ll->l[j]->src;
-      }
     if (it->kind == IT_INNER) {
       if (P) return false;
       P = it;
@@ -735,6 +751,30 @@ static bool chain_fits(Ctx *c, int kc, LoadList *ll) {
   return true;
 }
 
+/* A narrow contraction and the row kernel over its rows (a classifier's logits and their
+ * softmax, or the loss on them): KC a sum over its reduction of a product of two factors, its
+ * last var j of at most PLAN_PAIR_MAX_COLS points read by one factor only, and the other
+ * factor free of j; KR a row kernel over j (rows_read_one). They run as one kernel over KC's
+ * rows: a row's values stay in registers between the contraction and the row's steps. What
+ * either computes may be stored as usual. */
+static bool pair_fits(Ctx *c, int kc, LoadList *ll) {
+  Plan *p = c->p;
+  const Kernel *KC = &p->kernels[kc], *KR = &p->kernels[kc + 1];
+  const Item *ac = contraction_of(p, KC, 2);
+  if (!ac || KR->kind != KN_ROW || !KR->has_row || KR->n_red != 1 || KR->chain) return false;
+  int n = KC->rank;
+  int64_t J = KC->shape[n - 1];
+  if (KR->rank != n || KR->row_stage_shape_rank != n || KR->shape[n - 1] != 1 || KR->red_shape[0] != J ||
+      KR->row_shape[n - 1] != J || J > PLAN_PAIR_MAX_COLS || KC->inner_numel > PLAN_PAIR_MAX_DEPTH)
+    return false;
+  for (int v = 0; v < n - 1; v++)
+    if (KR->shape[v] != KC->shape[v] || KR->row_shape[v] != KC->shape[v]) return false;
+  const Expr *b = ac->body;
+  int bi = te_uses_var(b->args[0], n - 1) ? 0 : 1;  /* the factor that reads j */
+  if (te_uses_var(b->args[1 - bi], n - 1)) return false;
+  return rows_read_one(c, kc, ll);
+}
+
 static kiln_status find_chains(Ctx *c) {
   Plan *p = c->p;
   LoadList ll = { 0 };
@@ -745,6 +785,14 @@ static kiln_status find_chains(Ctx *c) {
     p->kernels[k + 2].chain = 3;
     p->kernels[k + 2].why = fmt(p, "%s; one attention kernel with k%d..k%d (rows on chip)", p->kernels[k + 2].why, k, k + 1);
     k += 2;
+  }
+  for (int k = 0; p->opt.pairs && k + 1 < p->n_kernels; k++) {
+    if (p->kernels[k].chain || !pair_fits(c, k, &ll)) continue;
+    p->kernels[k].chain = -1;
+    p->kernels[k + 1].chain = 2;
+    p->kernels[k + 1].why = fmt(p, "%s; one kernel with the contraction k%d over its rows (the rows in registers)",
+                                p->kernels[k + 1].why, k);
+    k += 1;
   }
   bool failed = ll.failed;
   kiln_free(ll.l);
@@ -1000,7 +1048,7 @@ static void chain_prologues(Ctx *c, bool *force) {
   Plan *p = c->p;
   LoadList ll = { 0 }, other = { 0 };
   for (int ko = 0; ko < p->n_kernels; ko++) {
-    if (p->kernels[ko].chain <= 0) continue;
+    if (p->kernels[ko].chain != 3) continue;  /* attention; a pair reads its factors once a row */
     int kc = ko - p->kernels[ko].chain + 1;
     for (int i = 0; i < p->kernels[kc].n_items; i++) {
       if (loads_of(p->kernels[kc].items[i].body, &ll)) break;

@@ -61,9 +61,11 @@ typedef struct Kernel {
   int64_t bytes_read, bytes_written;
   int64_t nodes;                  /* expression nodes (budget) */
   const char *why;                /* why this kernel could not join an earlier one */
-  /* attention chains (plan.c find_chains): a contraction, the row kernel over its rows and the
-   * contraction over those rows, consecutive, run as one kernel with the rows kept on chip.
-   * On the chain's last kernel: how many it joins (3); on the ones before: -1; else 0. */
+  /* chains (plan.c find_chains), consecutive kernels run as one, the rows kept on chip: an
+   * attention chain (a contraction, the row kernel over its rows and the contraction over
+   * those rows), or a pair (a narrow contraction and the row kernel over its rows). On the
+   * chain's last kernel: how many it joins (3 attention, 2 a pair); on the ones before: -1;
+   * else 0. */
   int chain;
 } Kernel;
 
@@ -75,6 +77,7 @@ typedef struct PlanOptions {
   int store_moved;  /* store the arithmetic under a move rather than the moved tensor (kiln_options) */
   int gemm_reuse;   /* a GEMM reads an operand once per this many outputs of the other factor (0: n times) */
   int chains;       /* attention chains: 0 none, 1 all that fit, 2 small ones (kiln_options.attention) */
+  int pairs;        /* a narrow contraction and the row kernel over its rows as one (kiln_options.gemm_rows) */
 } PlanOptions;
 
 typedef struct Plan {
@@ -102,12 +105,15 @@ void plan_free(Plan *p);
  * the current point, launch order respects dependences. For tests and debug builds. */
 kiln_status plan_check(const Plan *p);
 bool plan_is_output(const Plan *p, int stage);
-/* The last kernel of kernel k's attention chain (k itself when it is in none). */
+/* The last kernel of kernel k's chain (k itself when it is in none). */
 int plan_chain_end(const Plan *p, int k);
 /* Limits of an attention chain (the cuda dialect keeps a block's rows, the keys' and values'
  * tiles in shared memory): rows of at most this many points, contractions at most this deep
  * and wide, and CHAIN_ROWS rows a block. */
 enum { PLAN_CHAIN_MAX_ROW = 512, PLAN_CHAIN_MAX_DEPTH = 256, PLAN_CHAIN_ROWS = 16 };
+/* Limits of a pair: rows of at most a warp's lanes (the cuda dialect keeps a row's values one
+ * a lane), a contraction at most this deep (a warp walks it for each row). */
+enum { PLAN_PAIR_MAX_COLS = 32, PLAN_PAIR_MAX_DEPTH = 4096 };
 /* A scalar constant: rendered as a literal in the source, never a buffer. */
 bool plan_is_baked(const TE *te, int stage);
 

@@ -12,6 +12,9 @@
  * small, so compile time dominates: graphs are batched, many independent graphs in one
  * kiln graph, so one compile covers a batch.
  *
+ * The grouped run also takes every chain the planner finds (attention chains, and pairs of a
+ * narrow matmul and the softmax over its rows).
+ *
  * KILN_SEED=S: base seed (graph i of the run uses S + i; a failure prints its seed, and
  * KILN_SEED=<that seed> KILN_DIFF_GRAPHS=1 replays exactly that graph). KILN_DIFF_GRAPHS:
  * how many graphs (default 520; 130 under sanitizers, KILN_SANITIZED=1, for time).
@@ -99,7 +102,7 @@ static void step_float(Gen *G, Io *io) {
     put(G, out);
     return;
   }
-  int op = rnd(G, 15);
+  int op = rnd(G, 16);
   switch (op) {
   case 0: {
     static const kiln_unary_op u[] = { KILN_NEG, KILN_ABS, KILN_TANH, KILN_SIGMOID, KILN_RELU, KILN_SIN, KILN_COS,
@@ -186,6 +189,14 @@ static void step_float(Gen *G, Io *io) {
     OK(kiln_graph_unary(G->g, KILN_RELU, sum, &out));
   } break;
   case 11: if (rank >= 1) OK(kiln_graph_softmax(G->g, a, -1, &out)); break;
+  case 14: {  /* a classifier's rows: softmax(X @ W + b) over at most 32 columns (a pair on cuda) */
+    static const int64_t ms[] = { 1, 3, 8, 13 }, ks[] = { 3, 8, 40, 67 }, ns[] = { 2, 5, 10, 17, 32 };
+    int64_t xs[2] = { ms[rnd(G, 4)], ks[rnd(G, 4)] }, ws[2] = { xs[1], ns[rnd(G, 5)] };
+    kiln_tensor mm, sum, b = new_input(G, io, KILN_F32, 1, &ws[1]);
+    OK(kiln_graph_matmul(G->g, new_input(G, io, KILN_F32, 2, xs), new_input(G, io, KILN_F32, 2, ws), &mm));
+    OK(kiln_graph_binary(G->g, KILN_ADD, mm, b, &sum));
+    OK(kiln_graph_softmax(G->g, sum, -1, &out));
+  } break;
   case 12: if (rank >= 1) {  /* concat with itself */
     kiln_tensor xs[2] = { a, a };
     OK(kiln_graph_concat(G->g, 2, xs, rnd(G, rank), &out));
@@ -254,6 +265,7 @@ static void run(kiln_graph *g, const char *backend, int fuse, int grid_sync, Io 
   o.backend = backend;
   o.fuse = fuse;
   o.grid_sync = grid_sync;
+  if (grid_sync == 2) o.attention = o.gemm_rows = 1;  /* every join the planner has: chains and pairs too */
   kiln_program *p = NULL;
   OK(kiln_program_compile(g, &o, &p));
   for (int i = 0; i < io->n_out; i++) outs[i] = calloc(io->out_n[i] + 1, 8);

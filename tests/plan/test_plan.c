@@ -187,7 +187,7 @@ static void moves_and_prologues(void) {
  * and gpt_tiny (a causal mask in the rows); the scores and P are absent from the memory plan. */
 static int chains_in(const Plan *p) {
   int n = 0;
-  for (int k = 0; k < p->n_kernels; k++) n += p->kernels[k].chain > 0;
+  for (int k = 0; k < p->n_kernels; k++) n += p->kernels[k].chain == 3;
   return n;
 }
 
@@ -256,10 +256,68 @@ static void attention_chains(void) {
   }
 }
 
+/* Pairs: a contraction of at most 32 columns and the row kernel over its rows as one kernel
+ * (cuda's default; off on cpu): the shared MLP's logits and their softmax, a training step's
+ * logits and its loss rows. The logits are stored only where another kernel reads them. */
+static int pairs_in(const Plan *p, int *last) {
+  int n = 0;
+  for (int k = 0; k < p->n_kernels; k++)
+    if (p->kernels[k].chain == 2) n++, *last = k;
+  return n;
+}
+
+static void pairs(void) {
+  kiln_options o = kiln_options_default();
+  o.backend = "cuda";
+  TE *te;
+  int at = -1;
+  kiln_graph *kg;
+  if (load_shared("models/mlp/model.onnx", &kg)) {
+    Plan *p = plan_graph(&kg->g, &o, &te);
+    if (p) {
+      CHECK_MSG(p->n_kernels == 4 && pairs_in(p, &at) == 1 && at == 3 && p->kernels[2].chain == -1, "%d kernels",
+                p->n_kernels);
+      for (int s = 0; s < te->n_stages; s++)  /* the logits [128, 10]: not stored */
+        if (p->kernel_of[s] == 2) CHECK_MSG(!p->stored[s], "t%d stored", s);
+      CHECK(p->kernels[2].n_ins == 0 && p->kernels[3].n_ins == 3 && printed_has(p, "with the contraction k2 over its rows"));
+    }
+    plan_free(p);
+    te_free(te);
+    for (int m = 0; m < 2; m++) {  /* off; cpu's default */
+      kiln_options q = o;
+      q.gemm_rows = m ? -1 : 0;
+      q.backend = m ? "cpu" : "cuda";
+      p = plan_graph(&kg->g, &q, &te);
+      if (p) CHECK(p->n_kernels == 4 && pairs_in(p, &at) == 0);
+      plan_free(p);
+      te_free(te);
+    }
+    kiln_graph_free(kg);
+  }
+  /* the training steps: the logits (k1) with the softmax cross-entropy's rows (k2); the loss's
+   * mean reads the logits too, so they are stored by the pair */
+  const char *steps[2] = { "mlp_train_b32", "cnn_train_b32" };
+  for (int m = 0; m < 2; m++) {
+    Workload w;
+    OK(wl_build(steps[m], &w));
+    Plan *p = plan_graph(&w.g->g, &o, &te);
+    if (p) {
+      CHECK_MSG(pairs_in(p, &at) == 1 && p->kernels[at - 1].chain == -1, "%s: %d pairs", steps[m], pairs_in(p, &at));
+      bool stored = false;
+      for (int s = 0; s < te->n_stages; s++) stored |= p->kernel_of[s] == at - 1 && p->stored[s];
+      CHECK_MSG(stored && p->kernels[at].bytes_written > 0, "%s: the logits are not stored", steps[m]);
+    }
+    plan_free(p);
+    te_free(te);
+    wl_free(&w);
+  }
+}
+
 int main(void) {
   cse();
   liveness();
   moves_and_prologues();
   attention_chains();
+  pairs();
   TEST_MAIN_END();
 }
