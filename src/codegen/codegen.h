@@ -306,10 +306,11 @@ int64_t cg_chain_splits(const Kernel *last);
  * Else (and in loop dialects) a chain is a loop over its rows, a thread each. */
 bool cg_chain_blocked(const Dialect *d, const Kernel *last);
 /* A pair (plan.h: a narrow contraction and the row kernel over its rows) in grid dialect d:
- * with warp reductions, a warp a row (its columns one a lane), CG_PAIR_ROWS rows a block of
- * CG_GEMM_THREADS; else a thread a row. */
-enum { CG_PAIR_ROWS = 8 };
+ * with warp reductions, a block of CG_GEMM_THREADS a row (its columns one a lane of the first
+ * warp) and this much static shared memory (bytes; last: the pair's last kernel); else a
+ * thread a row. */
 bool cg_pair_warps(const Dialect *d);
+int64_t cg_pair_smem(const Kernel *last);
 int64_t cg_chain_blocks(const Kernel *last);
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o);
 /* The shape kernel k is rendered with in dialect d: cg_gpu_shape where the dialect has

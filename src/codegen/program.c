@@ -46,10 +46,10 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
   if (end && end->chain == 2) {  /* a pair */
     bool warps = cg_pair_warps(d);
     l->block = warps ? CG_GEMM_THREADS : POINT_THREADS;
-    l->grid = k->chain > 0 ? capped_blocks(k->outer_numel, warps ? CG_PAIR_ROWS : POINT_THREADS) : 0;
+    l->grid = k->chain > 0 ? capped_blocks(k->outer_numel, warps ? 1 : POINT_THREADS) : 0;
     if (k->chain > 0)
       snprintf(l->why, sizeof l->why, "rows: k%d..k%d, %s", k->id - 1, k->id,
-               warps ? "a warp a row, one column a lane" : "a thread a row");
+               warps ? "a block a row, one column a lane" : "a thread a row");
     else snprintf(l->why, sizeof l->why, "in the rows kernel k%d", end->id);
     return;
   }
@@ -277,6 +277,7 @@ static int64_t static_smem(const Plan *p, const Dialect *d, const CgOptions *o, 
   CgGemm gm;
   if (d->grid && cg_kernel_shape(p, k, d, o) == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gm))
     return cg_gemm_smem(&gm);
+  if (d->grid && k->chain == 2 && cg_pair_warps(d)) return cg_pair_smem(k) + 32 * 16;
   return 32 * 16;
 }
 

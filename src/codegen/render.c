@@ -2148,25 +2148,33 @@ static void render_chain_loops(R *r, const Chain *c) {
 /* ---- pairs (plan.h: KC a contraction of at most a warp's columns, KR the row kernel over
  * its rows) ----
  * Rendered once, as KR. Loops: each row's values into a local row, then KR's steps over it.
- * Grid (cg_pair_warps): a warp a row, CG_PAIR_ROWS rows a block. The lanes walk the
- * contraction's depth, each with a partial sum for every column (the factor free of the
- * columns read once a depth point); the sums meet in warp reductions; lane q then runs KC's
- * epilogue at column q and holds the row's value there, the one point of KR's row loops it
- * takes, and KR's row values combine in warp reductions. */
+ * Grid (cg_pair_warps): a block a row. Its threads walk the contraction's depth, each with a
+ * partial sum for every column (the factor free of the columns read once a depth point);
+ * each warp's sums meet in warp reductions, the warps' in shared memory, added in warp order
+ * by the first warp, whose lane q then runs KC's epilogue at column q and holds the row's
+ * value there: the one point of KR's row loops it takes. KR's row values combine in warp
+ * reductions. (A warp a row, 8 rows a block, ran 15 % behind the GEMM and the row kernel on
+ * the shared mlp's 128 x 10 x 512 logits, H200: each warp's chain of 16 dependent steps of
+ * loads was the time.) */
 
 bool cg_pair_warps(const Dialect *d) { return d->grid && d->warp_reduce; }
+
+int64_t cg_pair_smem(const Kernel *last) {
+  const Kernel *kc = last - 1;
+  return 4 * (int64_t)(CG_GEMM_THREADS / 32) * kc->shape[kc->rank - 1];
+}
 
 static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
-  int n = kc->rank;
+  int n = kc->rank, W = CG_GEMM_THREADS / 32;
   int64_t J = kc->shape[n - 1];
   const Item *acc = chain_acc(kc);
   const Expr *b = acc->body;
   int bi = te_uses_var(b->args[0], n - 1) ? 0 : 1;  /* the factor that reads the column */
-  line(r, "const int lane = %s %% 32;", T);
-  line(r, "for (%s o = (%s)%s * %d + %s / 32; o < %s; o += (%s)%s * %d) {", I, I, d->block_id, CG_PAIR_ROWS, T,
-       lit(r, kr->outer_numel), I, d->grid_size, CG_PAIR_ROWS);
+  line(r, "%s %s kiln_pr[%d][%lld];", d->shared_qual, F, W, (long long)J);
+  line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
+  line(r, "for (%s o = %s; o < %s; o += %s) {", I, d->block_id, lit(r, kr->outer_numel), d->grid_size);
   r->indent++;
   line(r, "%s xv = 0;", X);
   line(r, "{");
@@ -2177,7 +2185,7 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x) {
   line(r, "%s pa[%lld];", F, (long long)J);
   line(r, "%s", d->unroll);
   line(r, "for (int q = 0; q < %lld; q++) pa[q] = 0.0%s;", (long long)J, d->f32_suffix);
-  line(r, "for (%s kq = lane; kq < %s; kq += 32) {", I, lit(r, kc->inner_numel));
+  line(r, "for (%s kq = %s; kq < %s; kq += %d) {", I, T, lit(r, kc->inner_numel), CG_GEMM_THREADS);
   r->indent++;
   push(r);
   decompose(r, "kq", n, kc->n_red, kc->red_shape);
@@ -2199,13 +2207,15 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x) {
   }
   pop(r);
   close_block(r);
-  line(r, "%s xa = 0.0%s;", F, d->f32_suffix);
   for (int64_t q = 0; q < J; q++)
-    line(r, "{ const %s s = %s(pa[%lld], %s); if (lane == %lld) xa = s; }", F, d->warp_reduce, (long long)q,
+    line(r, "{ const %s s = %s(pa[%lld], %s); if (lane == 0) kiln_pr[wp][%lld] = s; }", F, d->warp_reduce, (long long)q,
          d->reduce_op[RO_SUM], (long long)q);
-  line(r, "if (lane < %lld) {", (long long)J);
+  line(r, "%s", d->barrier);
+  line(r, "if (wp == 0 && lane < %lld) {", (long long)J);
   r->indent++;
   push(r);
+  line(r, "%s xa = kiln_pr[0][lane];", F);
+  line(r, "for (int w = 1; w < %d; w++) xa += kiln_pr[w][lane];", W);
   line(r, "const %s v%d = lane;", I, n - 1);
   acc_final(r, acc, "xa");
   chain_values(r, kc, 1);
@@ -2214,7 +2224,9 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x) {
   close_block(r);
   pop(r);
   close_block(r);
-  /* KR's steps: lane q holds point q of the row */
+  /* KR's steps in the first warp: lane q holds point q of the row */
+  line(r, "if (wp == 0) {");
+  r->indent++;
   chain_part(r, kr);
   push(r);
   decompose(r, "o", 0, kr->rank, kr->shape);
@@ -2240,6 +2252,8 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x) {
   r->guard = NULL;
   r->ro = saved;
   pop(r);
+  close_block(r);
+  line(r, "%s  /* the next row's partials wait for these reads */", d->barrier);
   close_block(r);
 }
 
