@@ -140,6 +140,19 @@ static kiln_status linear_relu(Workload *w, int64_t m, int64_t k, int64_t n) {
   return add_output(w, y, "y");
 }
 
+/* Three projections of one input, q, k and v as separate MatMuls (as most ONNX exports of
+ * attention write them): x @ Wi + bi, i = 1..3 */
+static kiln_status projections(Workload *w, int64_t m, int64_t k, int64_t n) {
+  int64_t xs[2] = { m, k };
+  kiln_tensor x, y[3];
+  static const char *const names[3] = { "q", "k", "v" };
+  TRY(add_input(w, "x", 2, xs, &x));
+  for (int i = 0; i < 3; i++) TRY(dense(w, x, k, n, false, i + 1, &y[i]));
+  w->flops = 3 * 2.0 * (double)m * (double)k * (double)n;
+  for (int i = 0; i < 3; i++) TRY(add_output(w, y[i], names[i]));
+  return KILN_OK;
+}
+
 static kiln_status mlp_fwd(Workload *w, int64_t b) {
   int64_t xs[2] = { b, 784 };
   kiln_tensor x, h1, h2, y;
@@ -304,6 +317,8 @@ kiln_status wl_build(const char *name, Workload *w) {
   else if (sscanf(name, "layernorm_%lldx%lld", (long long *)&a, (long long *)&b) == 2) st = rows(w, 2, a, b);
   else if (sscanf(name, "linear_relu_%lldx%lldx%lld", (long long *)&a, (long long *)&b, (long long *)&c) == 3)
     st = linear_relu(w, a, b, c);
+  else if (sscanf(name, "siblings_%lldx%lldx%lld", (long long *)&a, (long long *)&b, (long long *)&c) == 3)
+    st = projections(w, a, b, c);
   else if (sscanf(name, "mlp_fwd_b%lld", (long long *)&a) == 1) st = mlp_fwd(w, a);
   else if (sscanf(name, "mlp_train_b%lld", (long long *)&a) == 1) st = mlp_train(w, a);
   else if (sscanf(name, "cnn_train_b%lld", (long long *)&a) == 1) st = cnn_train(w, a);

@@ -2,7 +2,7 @@
  * workloads.h — the workloads of ../shared/bench/WORKLOADS.md, built through the
  * public C API, shared by the benchmark (bench/bench.c), `kiln plan` and the tests.
  * A name picks the workload and its shape: chain10_<N>[K|M], softmax_<R>x<C>,
- * logsoftmax_<R>x<C>, layernorm_<R>x<C>, linear_relu_<M>x<K>x<N>, mlp_fwd_b<B>,
+ * logsoftmax_<R>x<C>, layernorm_<R>x<C>, linear_relu_<M>x<K>x<N>, siblings_<M>x<K>x<N>, mlp_fwd_b<B>,
  * mlp_train_b<B>, cnn_train_b<B>, bert_layer_b<B>s<S>. Inputs are filled with deterministic standard-normal data.
  */
 #ifndef KILN_WORKLOADS_H

@@ -7,7 +7,9 @@
  * with one cluster per kernel. --source prints the generated source of the whole plan in
  * that dialect, so kernels can be read on a machine without a GPU or compiler; --launches
  * prints each kernel's launch as codegen decided it (cg_program_print: grid, block, shared
- * memory, library GEMM, why), in the --source dialect (cuda when none is given). The codegen
+ * memory, library GEMM, why), in the --source dialect (cuda when none is given). With either,
+ * the plan is that dialect's backend's (cuda: attention chains, pairs), unless KILN_BACKEND
+ * names another. The codegen
  * options are the program's (kiln_options_default: KILN_CUDA_ROW, KILN_CUDA_SPLITK,
  * KILN_CUBLASLT), turned into codegen's as the pipeline turns them (rt_codegen_options).
  *
@@ -30,7 +32,7 @@ static int usage(bool help) {
   fprintf(f, "usage: kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda] [--launches]\n"
              "workloads:");
   for (int i = 0; i < wl_n_standard; i++) fprintf(f, " %s", wl_standard[i]);
-  fprintf(f, "\n  (also chain10_N, softmax_RxC, logsoftmax_RxC, layernorm_RxC, linear_relu_MxKxN, mlp_fwd_bB)\n"
+  fprintf(f, "\n  (also chain10_N, softmax_RxC, logsoftmax_RxC, layernorm_RxC, linear_relu_MxKxN, siblings_MxKxN, mlp_fwd_bB)\n"
              "  exit status: 0 the plan was printed, 1 the model or workload failed, 2 a usage error\n");
   return help ? 0 : 2;
 }
@@ -55,6 +57,9 @@ int cmd_plan(int argc, char **argv) {
   if (cse) o.cse = 1;
   kiln_status st0;
   const Dialect *dialect = source && !strcmp(source, "c") ? &cg_dialect_c : &cg_dialect_cuda;
+  /* the source or launches of a dialect come from the plan of its backend (unless KILN_BACKEND
+   * says otherwise): cuda plans attention chains and pairs the cpu's does not */
+  if (!o.backend && (source || launches)) o.backend = dialect->grid ? "cuda" : "cpu";
   CgOptions co;
   if ((st0 = rt_codegen_options(&o, dialect, &co))) return fail(NULL, st0);
   Workload w = { 0 };

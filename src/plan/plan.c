@@ -51,6 +51,7 @@ PlanOptions plan_options(const kiln_options *o) {
   /* a narrow contraction with the row kernel over its rows: 1 on, 0 off, by default on cuda
    * (one launch fewer, the logits never stored) and off on cpu (its tuned loops) */
   p.pairs = o && o->gemm_rows >= 0 ? o->gemm_rows != 0 : !strcmp(be, "cuda");
+  p.one_contraction = !strcmp(be, "cuda");
   p.max_inputs = o && o->max_inputs > 0 ? o->max_inputs : DEFAULT_MAX_INPUTS;
   p.max_nodes = o && o->max_nodes > 0 ? o->max_nodes : DEFAULT_MAX_NODES;
   return p;
@@ -495,6 +496,18 @@ static bool kernel_reads(const Kernel *k, int d) {
 }
 
 /* Tries to place stage s in kernel k; on failure returns false and sets *why. */
+/* A sum of a product whose factors each have an outer var the other lacks (x @ W: the rows
+ * and the columns), the shape a grid backend tiles as a GEMM. */
+static bool tiled_product(const TE *te, int stage, const Expr *body, int rank) {
+  if (te->stages[stage].rop != RO_SUM || !body || body->kind != EX_BINARY || body->op != TB_MUL) return false;
+  bool only_a = false, only_b = false;
+  for (int v = 0; v < rank; v++) {
+    bool ua = te_uses_var(body->args[0], v), ub = te_uses_var(body->args[1], v);
+    only_a |= ua && !ub, only_b |= ub && !ua;
+  }
+  return only_a && only_b;
+}
+
 static bool try_join(Ctx *c, Kernel *k, int s, const char **why, kiln_status *st) {
   Plan *p = c->p;
   TE *te = c->te;
@@ -512,6 +525,7 @@ static bool try_join(Ctx *c, Kernel *k, int s, const char **why, kiln_status *st
     }
     it.kind = IT_ACC;
     it.body = te_simplify(te, c->ib[s], lo, hi, nv);
+
   } else if (k->has_row && same_shape(S->rank, S->shape, k->row_stage_shape_rank, k->row_shape)) {
     it.kind = IT_INNER;
     it.body = te_substitute(te, c->ib[s], k->row_map, S->rank);
@@ -559,6 +573,14 @@ static bool try_join(Ctx *c, Kernel *k, int s, const char **why, kiln_status *st
   int64_t nodes = k->nodes + count_nodes(it.body, NULL);
   if (nodes > p->opt.max_nodes) { *why = fmt(p, "budget: %lld nodes", (long long)nodes); return false; }
   if (k->n_ins + new_ins > p->opt.max_inputs) { *why = fmt(p, "budget: %d inputs", k->n_ins + new_ins); return false; }
+  /* sibling contractions (q, k and v from one input): a grid backend tiles one contraction a
+   * kernel; two in one ran as a point a thread, each reading its rows and columns alone */
+  for (int i = 0; p->opt.one_contraction && it.kind == IT_ACC && i < k->n_items; i++)
+    if (k->items[i].kind == IT_ACC && tiled_product(te, k->items[i].stage, k->items[i].body, k->rank) &&
+        tiled_product(te, s, it.body, k->rank)) {
+      *why = fmt(p, "t%d: a second contraction over this space (each its own tiled kernel)", s);
+      return false;
+    }
   it.step = step;
   if ((*st = push_item(p, k, it))) return false;
   k->nodes = nodes;
@@ -600,13 +622,19 @@ static kiln_status place(Ctx *c, int s) {
   /* horizontal: a recent sibling that reads one of the same inputs; a stage that reads no
    * kernel's stage at all (a sum of the labels) depends on nothing computed, so any recent
    * kernel of its iteration space takes it */
+  const char *sibling = NULL;  /* why the nearest sibling that shares an input refused */
+  int ks = -1;
   for (int k = p->n_kernels - 1; k >= 0 && k >= kmax && k >= p->n_kernels - 8; k--) {
-    const char *w2;
-    if (k == kmax || (kmax >= 0 && !shares_input(c, &p->kernels[k], s))) continue;
+    const char *w2 = NULL;
+    bool shares = k != kmax && shares_input(c, &p->kernels[k], s);
+    if (k == kmax || (kmax >= 0 && !shares)) continue;
     if (try_join(c, &p->kernels[k], s, &w2, &st)) return KILN_OK;
     if (st) return st;
+    if (shares && !sibling) sibling = w2, ks = k;
   }
-  if (kmax < 0 && p->n_kernels) why = fmt(p, "t%d: no producer kernel, no sibling fits", s);
+  if (kmax < 0 && p->n_kernels)
+    why = sibling ? fmt(p, "t%d: no producer kernel; sibling k%d: %s", s, ks, sibling)
+                  : fmt(p, "t%d: no producer kernel, no sibling fits", s);
   return new_kernel(c, s, why);
 }
 

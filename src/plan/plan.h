@@ -78,6 +78,7 @@ typedef struct PlanOptions {
   int gemm_reuse;   /* a GEMM reads an operand once per this many outputs of the other factor (0: n times) */
   int chains;       /* attention chains: 0 none, 1 all that fit, 2 small ones (kiln_options.attention) */
   int pairs;        /* a narrow contraction and the row kernel over its rows as one (kiln_options.gemm_rows) */
+  int one_contraction;  /* a kernel holds at most one GEMM-shaped sum (grid backends tile each) */
 } PlanOptions;
 
 typedef struct Plan {

@@ -313,11 +313,39 @@ static void pairs(void) {
   }
 }
 
+/* Sibling contractions: q, k and v as three MatMuls of one input share a kernel on cpu (its
+ * loops read x once for the three) and are three GEMM kernels on cuda, each with one
+ * accumulator (two in one kernel left the tiled shape for a point a thread). */
+static void sibling_contractions(void) {
+  Workload w;
+  OK(wl_build("siblings_128x256x256", &w));
+  const char *backends[2] = { "cpu", "cuda" };
+  for (int m = 0; m < 2; m++) {
+    kiln_options o = kiln_options_default();
+    o.backend = backends[m];
+    TE *te;
+    Plan *p = plan_graph(&w.g->g, &o, &te);
+    if (p) {
+      CHECK_MSG(p->n_kernels == (m ? 3 : 1), "%s: %d kernels", backends[m], p->n_kernels);
+      for (int k = 0; k < p->n_kernels; k++) {
+        int accs = 0;
+        for (int i = 0; i < p->kernels[k].n_items; i++) accs += p->kernels[k].items[i].kind == IT_ACC;
+        CHECK(accs == (m ? 1 : 3));
+      }
+      CHECK(!m || printed_has(p, "a second contraction over this space"));
+    }
+    plan_free(p);
+    te_free(te);
+  }
+  wl_free(&w);
+}
+
 int main(void) {
   cse();
   liveness();
   moves_and_prologues();
   attention_chains();
   pairs();
+  sibling_contractions();
   TEST_MAIN_END();
 }
