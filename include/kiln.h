@@ -316,6 +316,9 @@ typedef struct kiln_options {
                            those rows run as one kernel that keeps a block's rows on chip, the scores never
                            stored; 0 three kernels; -1 (default) what measurement chose per backend: on
                            cuda for scores of at most 2^20 elements, off on cpu ($KILN_ATTENTION) */
+  int siblings;         /* cuda: contractions of one input over one space (q, k and v as three MatMuls) as
+                           one tiled GEMM, the input's tile shared, a tile of each weight; 0 one GEMM
+                           kernel each; -1 (default) what measurement chose ($KILN_SIBLINGS) */
   int gemm_rows;        /* 1: a contraction of at most 32 columns and the row kernel over its rows (the
                            logits and their softmax or loss) run as one kernel, a row's values kept on
                            chip; 0 two kernels; -1 (default) on cuda, off on cpu ($KILN_GEMM_ROWS) */

@@ -13,6 +13,7 @@
  * against eager, and the line says so). One JSON line per workload on stdout.
  *
  *   kiln_gpubench [--backend cuda] [--only NAME,...] [--cse-race] [--row-race] [--no-check]
+ *   (--only may also name siblings_<M>x<K>x<N>: three projections of one input)
  *
  * --row-race: the cuda block-row variants (KILN_CUDA_ROW, codegen.h's cg_gpu_rows) on the
  * softmax and layernorm workloads, plus a tiny softmax whose time is the launch-and-wait
@@ -175,6 +176,18 @@ static void mlp_fwd(Work *w, int64_t batch) {
   double p = 784.0 * 512 + 512 + 512.0 * 512 + 512 + 512.0 * 10 + 10;
   w->flops = 2.0 * batch * (784 * 512 + 512 * 512 + 512 * 10);
   w->min_bytes = 4.0 * (p + batch * 784.0 + batch * 10.0), w->ref_cost = w->flops;
+}
+
+/* Three projections of one input, q, k and v as separate MatMuls (siblings_<M>x<K>x<N>: run
+ * only when --only names it; not a row of WORKLOADS.md). */
+static void siblings(Work *w, int64_t m, int64_t k, int64_t n) {
+  int64_t s[2] = { m, k };
+  begin(w, "siblings_%lldx%lldx%lld", (long long)m, (long long)k, (long long)n);
+  kiln_tensor x = input(w, "x", 2, s, randn(m * k, 1, 0));
+  static const char *const names[3] = { "q", "k", "v" };
+  for (int i = 0; i < 3; i++) output(w, dense(w, x, k, n, false, names[i]));
+  w->flops = 3 * 2.0 * (double)m * (double)k * (double)n;
+  w->min_bytes = 4.0 * ((double)m * k + 3.0 * ((double)k * n + n) + 3.0 * m * n), w->ref_cost = w->flops;
 }
 
 /* loss = -sum(log_softmax(z) * y) / batch */
@@ -503,6 +516,18 @@ int main(int argc, char **argv) {
     if (pick) run_work(&w, backend, check);
     kiln_graph_free(w.g);
     for (int i = 0; i < w.n_in; i++) free(w.in[i]);
+  }
+  for (const char *s = only; *s;) {  /* shapes named only in --only */
+    size_t n = strcspn(s, ",");
+    long long m, k, c;
+    if (sscanf(s, "siblings_%lldx%lldx%lld", &m, &k, &c) == 3 && m > 0 && k > 0 && c > 0) {
+      Work w;
+      siblings(&w, m, k, c);
+      run_work(&w, backend, check);
+      kiln_graph_free(w.g);
+      for (int i = 0; i < w.n_in; i++) free(w.in[i]);
+    }
+    s += n + (s[n] == ',');
   }
   return 0;
 }

@@ -243,7 +243,7 @@ typedef struct CgLaunch {
   int smem_carveout;     /* percent of L1 as shared memory to request, 0: leave the default */
   bool library;          /* a library GEMM may replace it (lib is filled); the kernel stays as fallback */
   CgLibGemm lib;
-  char why[96];          /* what was chosen and why, printable: "gemm 32x32 tiles (2x2 a thread) x 4 K-spans of 224",
+  char why[160];        /* what was chosen and why, printable: "gemm 32x32 tiles (2x2 a thread) x 4 K-spans of 224",
                           * "block rows p16: 64 threads x 1 rows", "vec4 points: 4 a thread, 256 threads", ... */
 } CgLaunch;
 
@@ -359,8 +359,14 @@ const char *cg_row_variant_name(int variant);
  * index maps: transposes, broadcasts, padding), then runs the kernel's epilogue items on
  * each of its outputs. */
 enum { CG_GEMM_THREADS = 256 };
+enum { CG_GEMM_MAX_B = PLAN_SIBLINGS_MAX };
 typedef struct CgGemm {
   const Expr *a, *b;               /* the two factors (A: no N var, B: no M var) */
+  /* sibling contractions over one A (q, k and v of one input): n_b sums of A times bs[q],
+   * accumulations acc_items[q], one tile of each B beside A's; n_b 1: bs[0] = b */
+  int n_b;
+  const Expr *bs[CG_GEMM_MAX_B];
+  int acc_items[CG_GEMM_MAX_B];
   int role[KILN_MAX_RANK];         /* per outer var: 0 batch, 1 M, 2 N */
   int64_t M, N, K, batch;
   int bm, bn, bk, tm, tn;          /* tile and per-thread sub-tile (of the epilogue, after any k groups) */

@@ -117,7 +117,8 @@ static int64_t splits_for(const CgGemm *g, int c) {
   int64_t splits = (2 * ENOUGH_BLOCKS + tiles - 1) / tiles;
   if (splits > ktiles / MIN_SPAN_TILES) splits = ktiles / MIN_SPAN_TILES;
   if (splits > MAX_SPLITS) splits = MAX_SPLITS;
-  while (splits > 1 && (double)splits * (double)tiles * tile_cfg[c][0] * tile_cfg[c][1] * 4 > SPLIT_WS_BYTES) splits--;
+  while (splits > 1 && (double)splits * (double)tiles * tile_cfg[c][0] * tile_cfg[c][1] * 4 * g->n_b > SPLIT_WS_BYTES)
+    splits--;
   return splits < 1 ? 1 : splits;
 }
 
@@ -127,10 +128,10 @@ static int64_t splits_for(const CgGemm *g, int c) {
  * (fewer, longer-per-thread blocks: 4x4 outputs a thread rather than 2x2). */
 static void pick_tile(CgGemm *g, CgSplitK splitk) {
   bool off = splitk == CG_SPLITK_OFF, wide = splitk == CG_SPLITK_WIDE;
-  int c = 0;
+  int c = g->n_b > 1 ? 1 : 0;  /* siblings: 64 outputs a thread per sum would not fit in registers */
   while (c < 2 && tiles_of(g, c) < ENOUGH_BLOCKS) c++;
   int64_t splits = tiles_of(g, c) < ENOUGH_BLOCKS && !off ? splits_for(g, c) : 1;
-  for (int w = 0; wide && splits > 1 && w < c; w++) {
+  for (int w = g->n_b > 1 ? 1 : 0; wide && splits > 1 && w < c; w++) {
     int64_t ws = splits_for(g, w);
     if (tiles_of(g, w) * ws >= ENOUGH_BLOCKS) { c = w, splits = ws; break; }
   }
@@ -147,8 +148,9 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->kind == IT_ACC) {
-      if (g.acc_item >= 0 || it->step != 0) return false;
-      g.acc_item = i;
+      if (g.n_b == CG_GEMM_MAX_B || it->step != 0) return false;
+      if (g.acc_item < 0) g.acc_item = i;
+      g.acc_items[g.n_b++] = i;
     } else if (it->kind != IT_OUTER || it->step != 1) return false;
   }
   if (g.acc_item < 0) return false;
@@ -174,6 +176,20 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
     int64_t m = g.M; g.M = g.N; g.N = m;
   }
   g.K = k->inner_numel;
+  g.bs[0] = g.b;
+  /* siblings: each further sum is the same A times a B that reads no M var */
+  for (int q = 1; q < g.n_b; q++) {
+    const Item *it = &k->items[g.acc_items[q]];
+    const Stage *Sq = &p->te->stages[it->stage];
+    const Expr *bq = it->body;
+    if (Sq->rop != RO_SUM || Sq->dtype != KILN_F32 || bq->dtype != KILN_F32 || bq->kind != EX_BINARY || bq->op != TB_MUL)
+      return false;
+    int ai = bq->args[0] == g.a ? 0 : bq->args[1] == g.a ? 1 : -1;
+    if (ai < 0 || !has_memory_load(p, k, bq->args[1 - ai])) return false;
+    g.bs[q] = bq->args[1 - ai];
+    for (int v = 0; v < k->rank; v++)
+      if (g.role[v] == ROLE_M && te_uses_var(g.bs[q], v)) return false;
+  }
   /* worth a tile: both sides at least 8 wide, and either enough small tiles to spread over
    * the chip or a shape the one-block-per-output reduction does not take */
   if (g.M < 8 || g.N < 8 || g.K < 4) return false;
@@ -187,18 +203,22 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   /* read-ahead is for the small tiles of short, latency-bound chains; a 128x128 tile has the
    * work to hide its reads, and a second stage of its operand registers took it from 128
    * registers a thread to 201 (one block a multiprocessor instead of two) */
-  g.stages = (o->gemm_stages == 2 || o->gemm_stages == 4) && g.bm <= 64 ? o->gemm_stages : 1;
+  g.stages = (o->gemm_stages == 2 || o->gemm_stages == 4) && g.bm <= 64 && g.n_b == 1 ? o->gemm_stages : 1;
   /* a cluster of at most 8 blocks (the portable size); each block one span of one tile */
-  g.cluster = o->cluster_splitk && g.splits > 1 && g.splits <= 8 && tiles_at(&g, g.bm, g.bn) * g.splits <= ((int64_t)1 << 20);
+  g.cluster = o->cluster_splitk && g.n_b == 1 && g.splits > 1 && g.splits <= 8 &&
+              tiles_at(&g, g.bm, g.bn) * g.splits <= ((int64_t)1 << 20);
   g.a_kfast = reads_along_k(p, k, g.a, &g, ROLE_M);
   g.b_kfast = reads_along_k(p, k, g.b, &g, ROLE_N);
+  for (int q = 1; q < g.n_b; q++)  /* one read order for every B tile */
+    if (reads_along_k(p, k, g.bs[q], &g, ROLE_N) != g.b_kfast) return false;
   if (out) *out = g;
   return true;
 }
 
 int64_t cg_gemm_smem(const CgGemm *g) {
   int pad = g->kgroups > 1 ? 4 : 32 / g->bk, bufs = g->stages > 1 ? 2 : 1;
-  return 4 * (int64_t)bufs * g->bk * (g->bm + g->bn + 2 * pad) + 16 + (g->cluster ? 4 * (int64_t)g->bm * g->bn : 0);
+  return 4 * (int64_t)bufs * g->bk * (g->bm + g->n_b * g->bn + (1 + g->n_b) * pad) + 16 +
+         (g->cluster ? 4 * (int64_t)g->bm * g->bn : 0);
 }
 
 int64_t cg_gemm_blocks(const CgGemm *g) {
@@ -216,7 +236,7 @@ void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out) {
   sb_printf(out, "\n/* kernel %d, split-K: partial tiles of its %d spans, and each tile's arrivals (0 at\n"
                  " * module load; the last block of a tile puts its count back to 0) */\n", ki, g->splits);
   sb_printf(out, "%s %s kiln_part%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], ki,
-            (long long)(g->splits * tiles * g->bm * g->bn));
+            (long long)(g->splits * tiles * g->bm * g->bn * g->n_b));
   sb_printf(out, "%s %s kiln_arrived%d[%lld];\n", d->global_qual, d->counter_type, ki, (long long)tiles);
 }
 
@@ -296,13 +316,30 @@ static void stage_regs(const CgGemm *g, int s, char pa[16], char pb[16]) {
   snprintf(pb, 16, s < 0 ? "pfb" : "pfb%d", s);
 }
 
-/* Both factors' shares of the k-tile at kb into register stage s. */
+/* Names of sibling q's accumulators, registers and tiles. q 0 keeps the one-B names (acc,
+ * cacc, pfb, Bs); with siblings each accumulator carries its stage (the epilogue's items name
+ * them so: acc%d) and each further B's registers and tile carry q. */
+static void acc_of(const Kernel *k, const CgGemm *g, int q, const char *base, char out[32]) {
+  if (g->n_b == 1) snprintf(out, 32, "%s", base);
+  else snprintf(out, 32, "%s%d", base, k->items[g->acc_items[q]].stage);
+}
+
+static void b_of(int q, const char *base, char out[32]) {
+  if (q == 0) snprintf(out, 32, "%s", base);
+  else snprintf(out, 32, "%s_%d", base, q);
+}
+
+/* Both factors' shares of the k-tile at kb into register stage s (every B's, siblings). */
 static void fetch_both(const CgEmit *em, const Kernel *k, const CgGemm *g, const char *kb, int s) {
   char pa[16], pb[16];
   stage_regs(g, s, pa, pb);
   open_(em, "{ const %s kb = %s;", em->d->index_type, kb);
   fetch_tile(em, k, g, g->a, ROLE_M, pa, g->bm, g->a_kfast);
-  fetch_tile(em, k, g, g->b, ROLE_N, pb, g->bn, g->b_kfast);
+  for (int q = 0; q < g->n_b; q++) {
+    char pq[32];
+    b_of(q, pb, pq);
+    fetch_tile(em, k, g, g->bs[q], ROLE_N, pq, g->bn, g->b_kfast);
+  }
   close_(em);
 }
 
@@ -329,7 +366,7 @@ void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, char out[C
 /* acc[i][j] = the sum over the tile's spans q of one partial each: for every output of the
  * sub-tile, s starts at 0 and `q_loop` (a loop over q adding to s, after an unroll pragma when
  * unroll_q) runs. Both split-K forms add their partials this way, in span order. */
-static void sum_partials(const CgEmit *em, const CgGemm *g, const char *q_loop, bool unroll_q) {
+static void sum_partials(const CgEmit *em, const CgGemm *g, const char *q_loop, bool unroll_q, const char *acc) {
   const Dialect *d = em->d;
   put(em, "%s", d->unroll);
   open_(em, "for (int i = 0; i < %d; i++) {", g->tm);
@@ -338,7 +375,7 @@ static void sum_partials(const CgEmit *em, const CgGemm *g, const char *q_loop, 
   put(em, "%s s = 0.0%s;", d->value_type[KILN_F32], d->f32_suffix);
   if (unroll_q) put(em, "%s", d->unroll);
   put(em, "%s", q_loop);
-  put(em, "acc[i][j] = s;");
+  put(em, "%s[i][j] = s;", acc);
   close_(em);
   close_(em);
 }
@@ -349,20 +386,31 @@ static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, in
   const Dialect *d = em->d;
   const char *F = d->value_type[KILN_F32];
   int ki = k->id, bmn = g->bm * g->bn, S = g->splits;
+  int64_t each = (int64_t)S * tiles * bmn;  /* a sibling's partial tiles */
   put(em, "%s *part = kiln_part%d + (w %% %d) * %s + tile * %d;", F, ki, S, L(em, tiles * bmn), bmn);
-  char st[128];
-  snprintf(st, sizeof st, "part[(ty + i * %d) * %d + tx + j * %d] = acc[i][j];", rows, g->bn, cols);
-  each_output(em, g, st);
+  for (int b = 0; b < g->n_b; b++) {
+    char st[160], acc[32];
+    acc_of(k, g, b, "acc", acc);
+    if (b) snprintf(st, sizeof st, "part[%s + (ty + i * %d) * %d + tx + j * %d] = %s[i][j];", L(em, b * each), rows, g->bn,
+                    cols, acc);
+    else snprintf(st, sizeof st, "part[(ty + i * %d) * %d + tx + j * %d] = %s[i][j];", rows, g->bn, cols, acc);
+    each_output(em, g, st);
+  }
   char slot[48], meet[CG_ARRIVAL_LINES][256];
   snprintf(slot, sizeof slot, "kiln_arrived%d[tile]", ki);
   cg_arrival_lines(d, slot, S, meet);
   for (int i = 0; i < CG_ARRIVAL_LINES; i++) put(em, "%s", meet[i]);
   put(em, "const %s *tp = kiln_part%d + tile * %d;", F, ki, bmn);
-  char addr[160], ld[200], loop[256];
-  snprintf(addr, sizeof addr, "tp + q * %s + (ty + i * %d) * %d + tx + j * %d", L(em, tiles * bmn), rows, g->bn, cols);
-  snprintf(ld, sizeof ld, d->cached_load, addr);
-  snprintf(loop, sizeof loop, "for (int q = 0; q < %d; q++) s += %s;", S, ld);
-  sum_partials(em, g, loop, false);
+  for (int b = 0; b < g->n_b; b++) {
+    char addr[200], ld[240], loop[300], acc[32];
+    acc_of(k, g, b, "acc", acc);
+    if (b) snprintf(addr, sizeof addr, "tp + %s + q * %s + (ty + i * %d) * %d + tx + j * %d", L(em, b * each),
+                    L(em, tiles * bmn), rows, g->bn, cols);
+    else snprintf(addr, sizeof addr, "tp + q * %s + (ty + i * %d) * %d + tx + j * %d", L(em, tiles * bmn), rows, g->bn, cols);
+    snprintf(ld, sizeof ld, d->cached_load, addr);
+    snprintf(loop, sizeof loop, "for (int q = 0; q < %d; q++) s += %s;", S, ld);
+    sum_partials(em, g, loop, false, acc);
+  }
   put(em, "if (%s == 0) kiln_arrived%d[tile] = 0%s;", d->thread_id, ki, d->uint_suffix);
 }
 
@@ -383,7 +431,7 @@ static void cluster_combine(const CgEmit *em, const CgGemm *g, int rows, int col
   snprintf(addr, sizeof addr, "&kiln_cp[(ty + i * %d) * %d + tx + j * %d]", rows, g->bn, cols);
   snprintf(ld, sizeof ld, d->cluster_load, addr, "q");
   snprintf(loop, sizeof loop, "for (unsigned int q = 0; q < %du; q++) s += %s;", S, ld);
-  sum_partials(em, g, loop, true);
+  sum_partials(em, g, loop, true, "acc");
   close_(em);
   put(em, "%s", d->cluster_sync);
   put(em, "if (w %% %d != 0) continue;", S);
@@ -406,11 +454,13 @@ static void kg_declare(const CgEmit *em, const CgGemm *g) {
     for (int b = 0; b < bufs; b++)
       put(em, "%s (*As%d)[%d] = (%s (*)[%d])(Asv + %d), (*Bs%d)[%d] = (%s (*)[%d])(Bsv + %d);", F, b, st, F, st, b * n,
           b, st, F, st, b * n);
+  for (int q = 1; q < g->n_b; q++)  /* siblings' B tiles (one buffer: siblings read ahead one stage) */
+    put(em, "%s %s Bsv_%d[%d]; %s (*Bs_%d)[%d] = (%s (*)[%d])Bsv_%d;", d->shared_qual, V, q, n, F, q, st, F, st, q);
   put(em, "const int kg = %s / %d, cx = (%s %% %d) %% %d, cy = (%s %% %d) / %d;", d->thread_id, KG_THREADS, d->thread_id,
       KG_THREADS, g->bn / KG_TN, d->thread_id, KG_THREADS, g->bn / KG_TN);
 }
 
-static void kg_multiply(const CgEmit *em, const CgGemm *g, const char *As, const char *Bs) {
+static void kg_multiply(const CgEmit *em, const CgGemm *g, const char *As, const char *Bs, const char *cacc) {
   const Dialect *d = em->d;
   const char *V = d->vec4_type;
   int per = g->bk / g->kgroups;
@@ -422,18 +472,20 @@ static void kg_multiply(const CgEmit *em, const CgGemm *g, const char *As, const
   put(em, "const %s ra[4] = { a4%s, a4%s, a4%s, a4%s }, rb[4] = { b4%s, b4%s, b4%s, b4%s };", d->value_type[KILN_F32],
       d->vec4_lane[0], d->vec4_lane[1], d->vec4_lane[2], d->vec4_lane[3], d->vec4_lane[0], d->vec4_lane[1],
       d->vec4_lane[2], d->vec4_lane[3]);
-  char fma[96];
-  snprintf(fma, sizeof fma, d->fma, "ra[i]", "rb[j]", "cacc[i][j]");
+  char fma[160], at[48];
+  snprintf(at, sizeof at, "%s[i][j]", cacc);
+  snprintf(fma, sizeof fma, d->fma, "ra[i]", "rb[j]", at);
   put(em, "%s", d->unroll);
   put(em, "for (int i = 0; i < %d; i++)", KG_TM);
   put(em, "%s", d->unroll);
-  put(em, "  for (int j = 0; j < %d; j++) cacc[i][j] = %s;", KG_TN, fma);
+  put(em, "  for (int j = 0; j < %d; j++) %s = %s;", KG_TN, at, fma);
   close_(em);
 }
 
 /* The groups' partial tiles added in shared memory, (g0 + g2) + (g1 + g3) (a fixed order),
  * then each thread's epilogue outputs (rows ty + i * rows, column tx + j * cols) read back. */
-static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const char *As, const char *Bs) {
+static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const char *As, const char *Bs,
+                   const char *cacc, const char *acc) {
   const Dialect *d = em->d;
   int st = kg_stride(g);
   const char *F = d->value_type[KILN_F32];
@@ -441,12 +493,13 @@ static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const 
   snprintf(at, sizeof at, "[(cy * %d + i) * %d + cx * %d + j]", KG_TM, st, KG_TN);
   put(em, "%s *Ra = &%s[0][0], *Rb = &%s[0][0];", F, As, Bs);
   static const char *const steps[4][2] = {
-    { "kg >= 2", "(kg == 2 ? Ra : Rb)%s = cacc[i][j];" }, { "kg < 2", "cacc[i][j] += (kg == 0 ? Ra : Rb)%s;" },
-    { "kg == 1", "Ra%s = cacc[i][j];" }, { "kg == 0", "Ra%s += cacc[i][j];" },
+    { "kg >= 2", "(kg == 2 ? Ra : Rb)%s = %s[i][j];" }, { "kg < 2", "%s[i][j] += (kg == 0 ? Ra : Rb)%s;" },
+    { "kg == 1", "Ra%s = %s[i][j];" }, { "kg == 0", "Ra%s += %s[i][j];" },
   };
   for (int s = 0; s < 4; s++) {
-    char stmt[128];
-    snprintf(stmt, sizeof stmt, steps[s][1], at);
+    char stmt[160];
+    if (s == 1) snprintf(stmt, sizeof stmt, steps[s][1], cacc, at);  /* the one that adds into cacc */
+    else snprintf(stmt, sizeof stmt, steps[s][1], at, cacc);
     open_(em, "if (%s) {", steps[s][0]);
     put(em, "%s", d->unroll);
     put(em, "for (int i = 0; i < %d; i++)", KG_TM);
@@ -456,7 +509,7 @@ static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const 
     put(em, "%s", d->barrier);
   }
   char rd[128];
-  snprintf(rd, sizeof rd, "acc[i][j] = Ra[(ty + i * %d) * %d + tx + j * %d];", rows, st, cols);
+  snprintf(rd, sizeof rd, "%s[i][j] = Ra[(ty + i * %d) * %d + tx + j * %d];", acc, rows, st, cols);
   each_output(em, g, rd);
   put(em, "%s", d->barrier);  /* the next tile's stores into As wait for every read */
 }
@@ -478,6 +531,7 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
     const char *bufs = dbl ? "[2]" : "";
     put(em, "%s %s As%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bm + 32 / g->bk);
     put(em, "%s %s Bs%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bn + 32 / g->bk);
+    for (int q = 1; q < g->n_b; q++) put(em, "%s %s Bs_%d[%d][%d];", d->shared_qual, F, q, g->bk, g->bn + 32 / g->bk);
   }
   put(em, "const int tx = %s %% %d, ty = %s / %d;", d->thread_id, cols, d->thread_id, cols);
   int64_t tiles = mt * nt * g->batch;
@@ -498,17 +552,21 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   put(em, "const %s bz = tile / %s;", I, L(em, nt * mt));
   em->push(em->r);
   decompose(em, k, g, ROLE_BATCH, "bz");
-  put(em, "%s acc[%d][%d];", F, g->tm, g->tn);
-  char zero[64];
-  snprintf(zero, sizeof zero, "acc[i][j] = 0.0%s;", d->f32_suffix);
-  if (g->kgroups > 1) {
-    put(em, "%s cacc[%d][%d];", F, KG_TM, KG_TN);
-    snprintf(zero, sizeof zero, "cacc[i][j] = 0.0%s;", d->f32_suffix);
-    put(em, "%s", d->unroll);
-    put(em, "for (int i = 0; i < %d; i++)", KG_TM);
-    put(em, "%s", d->unroll);
-    put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, zero);
-  } else each_output(em, g, zero);
+  for (int q = 0; q < g->n_b; q++) {
+    char acc[32], cacc[32], zero[64];
+    acc_of(k, g, q, "acc", acc);
+    acc_of(k, g, q, "cacc", cacc);
+    put(em, "%s %s[%d][%d];", F, acc, g->tm, g->tn);
+    snprintf(zero, sizeof zero, "%s[i][j] = 0.0%s;", acc, d->f32_suffix);
+    if (g->kgroups > 1) {
+      put(em, "%s %s[%d][%d];", F, cacc, KG_TM, KG_TN);
+      snprintf(zero, sizeof zero, "%s[i][j] = 0.0%s;", cacc, d->f32_suffix);
+      put(em, "%s", d->unroll);
+      put(em, "for (int i = 0; i < %d; i++)", KG_TM);
+      put(em, "%s", d->unroll);
+      put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, zero);
+    } else each_output(em, g, zero);
+  }
   /* Register stages: the reads of the next `stages` k-tiles are in flight while one is
    * multiplied (a short span pays its memory latency about once, not once a k-tile). With
    * one stage the shared tile is rewritten behind a second barrier; with more, the tiles
@@ -520,6 +578,7 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
     char pa[16], pb[16];
     stage_regs(g, s, pa, pb);
     put(em, "%s %s[%d], %s[%d];", F, pa, g->bk * g->bm / CG_GEMM_THREADS, pb, g->bk * g->bn / CG_GEMM_THREADS);
+    for (int q = 1; q < g->n_b; q++) put(em, "%s %s_%d[%d];", F, pb, q, g->bk * g->bn / CG_GEMM_THREADS);
   }
   for (int s = 0; s < D; s++) {
     char at[48];
@@ -536,23 +595,40 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
     if (s > 0) put(em, "if (kc >= kend) break;");
     stash_tile(em, g, pa, As, g->bm, g->a_kfast);
     stash_tile(em, g, pb, Bs, g->bn, g->b_kfast);
+    for (int q = 1; q < g->n_b; q++) {  /* siblings: one stage, one buffer */
+      char pq[32], bq[32];
+      b_of(q, pb, pq);
+      b_of(q, "Bs", bq);
+      stash_tile(em, g, pq, bq, g->bn, g->b_kfast);
+    }
     put(em, "%s", d->barrier);
     put(em, "if (%s + %d < kend)", kc, D * g->bk);
     snprintf(next, sizeof next, "%s + %d", kc, D * g->bk);
     fetch_both(em, k, g, next, s);
-    if (g->kgroups > 1) kg_multiply(em, g, As, Bs);
+    if (g->kgroups > 1)
+      for (int q = 0; q < g->n_b; q++) {
+        char bq[32], cacc[32];
+        b_of(q, Bs, bq);
+        acc_of(k, g, q, "cacc", cacc);
+        kg_multiply(em, g, As, bq, cacc);
+      }
     else {
       put(em, "%s", d->unroll);
       open_(em, "for (int kk = 0; kk < %d; kk++) {", g->bk);
       put(em, "%s ra[%d], rb[%d];", F, g->tm, g->tn);
       put(em, "%s", d->unroll);
       put(em, "for (int i = 0; i < %d; i++) ra[i] = %s[kk][ty + i * %d];", g->tm, As, rows);
-      put(em, "%s", d->unroll);
-      put(em, "for (int j = 0; j < %d; j++) rb[j] = %s[kk][tx + j * %d];", g->tn, Bs, cols);
-      char fma[96], step[128];
-      snprintf(fma, sizeof fma, d->fma, "ra[i]", "rb[j]", "acc[i][j]");
-      snprintf(step, sizeof step, "acc[i][j] = %s;", fma);
-      each_output(em, g, step);
+      for (int q = 0; q < g->n_b; q++) {
+        char bq[32], acc[32], at[48], fma[160], step[224];
+        b_of(q, Bs, bq);
+        acc_of(k, g, q, "acc", acc);
+        put(em, "%s", d->unroll);
+        put(em, "for (int j = 0; j < %d; j++) rb[j] = %s[kk][tx + j * %d];", g->tn, bq, cols);
+        snprintf(at, sizeof at, "%s[i][j]", acc);
+        snprintf(fma, sizeof fma, d->fma, "ra[i]", "rb[j]", at);
+        snprintf(step, sizeof step, "%s = %s;", at, fma);
+        each_output(em, g, step);
+      }
       close_(em);
     }
     if (!dbl) put(em, "%s", d->barrier);
@@ -560,7 +636,14 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   }
   close_(em);
   if (dbl) put(em, "%s", d->barrier);  /* every multiply done before the buffers are reused */
-  if (g->kgroups > 1) kg_sum(em, g, rows, cols, sa[0], sb[0]);
+  for (int q = 0; g->kgroups > 1 && q < g->n_b; q++) {
+    char acc[32], cacc[32];
+    acc_of(k, g, q, "acc", acc);
+    acc_of(k, g, q, "cacc", cacc);
+    if (g->n_b > 1) open_(em, "{");  /* each sum's scratch pointers in a scope of their own */
+    kg_sum(em, g, rows, cols, sa[0], sb[0], cacc, acc);
+    if (g->n_b > 1) close_(em);
+  }
   if (S > 1 && g->cluster) cluster_combine(em, g, rows, cols);
   else if (S > 1) split_combine(em, k, g, tiles, rows, cols);
   /* epilogue: every output of the sub-tile, in the kernel's own vars */
@@ -573,7 +656,7 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   em->push(em->r);
   decompose(em, k, g, ROLE_M, "mq");
   decompose(em, k, g, ROLE_N, "nq");
-  em->items(em->r, 1, "acc[i][j]");
+  em->items(em->r, 1, g->n_b > 1 ? "acc%d[i][j]" : "acc[i][j]");  /* siblings: each item's own sum */
   em->pop(em->r);
   close_(em);
   close_(em);

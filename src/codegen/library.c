@@ -142,7 +142,7 @@ static bool worth_a_library(const CgGemm *g, const CgOptions *o) {
  * product by 0.5 of the right shape is taken for one). */
 static bool lib_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibGemm *c, bool probe) {
   CgGemm g;
-  if (!cg_gemm_match(p, k, o, &g) || !worth_a_library(&g, o)) return false;
+  if (!cg_gemm_match(p, k, o, &g) || g.n_b > 1 || !worth_a_library(&g, o)) return false;  /* one B a call */
   if (!is_memory_load(p, k, g.a) || !is_memory_load(p, k, g.b)) return false;
   memset(c, 0, sizeof *c);
   c->bias_stage = -1;

@@ -79,8 +79,10 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     int n = g.kgroups > 1 ? snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%d k-groups of 4x4 a thread)", g.bm, g.bn, g.kgroups)
                           : snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%dx%d a thread)", g.bm, g.bn, g.tm, g.tn);
     if (g.splits > 1 && n > 0 && (size_t)n < sizeof l->why)
-      snprintf(l->why + n, sizeof l->why - (size_t)n, " x %d K-spans of %lld%s", g.splits, (long long)g.kspan,
-               g.cluster ? " (a cluster)" : "");
+      n += snprintf(l->why + n, sizeof l->why - (size_t)n, " x %d K-spans of %lld%s", g.splits, (long long)g.kspan,
+                    g.cluster ? " (a cluster)" : "");
+    if (g.n_b > 1 && n > 0 && (size_t)n < sizeof l->why)
+      snprintf(l->why + n, sizeof l->why - (size_t)n, ", %d sums over one A tile (siblings)", g.n_b);
     return;
   }
   if (s == CG_GPU_BLOCK_ROWS) {

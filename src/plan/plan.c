@@ -51,7 +51,9 @@ PlanOptions plan_options(const kiln_options *o) {
   /* a narrow contraction with the row kernel over its rows: 1 on, 0 off, by default on cuda
    * (one launch fewer, the logits never stored) and off on cpu (its tuned loops) */
   p.pairs = o && o->gemm_rows >= 0 ? o->gemm_rows != 0 : !strcmp(be, "cuda");
-  p.one_contraction = !strcmp(be, "cuda");
+  /* grid backends tile one contraction a kernel, or siblings over one A (1: siblings joined,
+   * 2: not even those) */
+  p.one_contraction = !strcmp(be, "cuda") ? (o && o->siblings == 0 ? 2 : 1) : 0;
   p.max_inputs = o && o->max_inputs > 0 ? o->max_inputs : DEFAULT_MAX_INPUTS;
   p.max_nodes = o && o->max_nodes > 0 ? o->max_nodes : DEFAULT_MAX_NODES;
   return p;
@@ -508,6 +510,30 @@ static bool tiled_product(const TE *te, int stage, const Expr *body, int rank) {
   return only_a && only_b;
 }
 
+/* The factor of a tiled product that a grid backend stages as A: the one that reads the first
+ * outer var (of more than one point) not read by both (x of x @ W). */
+static const Expr *tiled_a(const Expr *body, const Kernel *k) {
+  for (int v = 0; v < k->rank; v++) {
+    bool ua = te_uses_var(body->args[0], v), ub = te_uses_var(body->args[1], v);
+    if (k->shape[v] > 1 && ua != ub) return ua ? body->args[0] : body->args[1];
+  }
+  return NULL;
+}
+
+/* May tiled product `body` join kernel k's? Siblings over the same A (q, k and v from one
+ * input), at most PLAN_SIBLINGS_MAX of them: a grid backend tiles them as one GEMM with a B
+ * tile each. */
+static bool joins_contractions(const TE *te, const Kernel *k, const Expr *body) {
+  const Expr *a = tiled_a(body, k);
+  int n = 1;
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind != IT_ACC || !tiled_product(te, it->stage, it->body, k->rank)) continue;
+    if (!a || tiled_a(it->body, k) != a || ++n > PLAN_SIBLINGS_MAX) return false;
+  }
+  return true;
+}
+
 static bool try_join(Ctx *c, Kernel *k, int s, const char **why, kiln_status *st) {
   Plan *p = c->p;
   TE *te = c->te;
@@ -573,14 +599,14 @@ static bool try_join(Ctx *c, Kernel *k, int s, const char **why, kiln_status *st
   int64_t nodes = k->nodes + count_nodes(it.body, NULL);
   if (nodes > p->opt.max_nodes) { *why = fmt(p, "budget: %lld nodes", (long long)nodes); return false; }
   if (k->n_ins + new_ins > p->opt.max_inputs) { *why = fmt(p, "budget: %d inputs", k->n_ins + new_ins); return false; }
-  /* sibling contractions (q, k and v from one input): a grid backend tiles one contraction a
-   * kernel; two in one ran as a point a thread, each reading its rows and columns alone */
-  for (int i = 0; p->opt.one_contraction && it.kind == IT_ACC && i < k->n_items; i++)
-    if (k->items[i].kind == IT_ACC && tiled_product(te, k->items[i].stage, k->items[i].body, k->rank) &&
-        tiled_product(te, s, it.body, k->rank)) {
-      *why = fmt(p, "t%d: a second contraction over this space (each its own tiled kernel)", s);
-      return false;
-    }
+  /* sibling contractions (q, k and v from one input) share a kernel on a grid backend only
+   * over one A, which it tiles once for all of them; others in one kernel would leave the
+   * tiled shape (a point a thread, each reading its rows and columns alone) */
+  if (p->opt.one_contraction && it.kind == IT_ACC && tiled_product(te, s, it.body, k->rank) &&
+      (p->opt.one_contraction == 2 || !joins_contractions(te, k, it.body))) {
+    *why = fmt(p, "t%d: another contraction over this space, not a sibling over the same A (each its own tiled kernel)", s);
+    return false;
+  }
   it.step = step;
   if ((*st = push_item(p, k, it))) return false;
   k->nodes = nodes;

@@ -78,7 +78,8 @@ typedef struct PlanOptions {
   int gemm_reuse;   /* a GEMM reads an operand once per this many outputs of the other factor (0: n times) */
   int chains;       /* attention chains: 0 none, 1 all that fit, 2 small ones (kiln_options.attention) */
   int pairs;        /* a narrow contraction and the row kernel over its rows as one (kiln_options.gemm_rows) */
-  int one_contraction;  /* a kernel holds at most one GEMM-shaped sum (grid backends tile each) */
+  int one_contraction;  /* grid backends: a kernel holds one GEMM-shaped sum, or (1) siblings over one A
+                           (kiln_options.siblings); 0 any number */
 } PlanOptions;
 
 typedef struct Plan {
@@ -115,6 +116,8 @@ enum { PLAN_CHAIN_MAX_ROW = 512, PLAN_CHAIN_MAX_DEPTH = 256, PLAN_CHAIN_ROWS = 1
 /* Limits of a pair: rows of at most a warp's lanes (the cuda dialect keeps a row's values one
  * a lane), a contraction at most this deep (a warp walks it for each row). */
 enum { PLAN_PAIR_MAX_COLS = 32, PLAN_PAIR_MAX_DEPTH = 4096 };
+/* Sibling contractions a kernel may hold on a grid backend (one A tile, a B tile each). */
+enum { PLAN_SIBLINGS_MAX = 4 };
 /* A scalar constant: rendered as a literal in the source, never a buffer. */
 bool plan_is_baked(const TE *te, int stage);
 

@@ -86,16 +86,13 @@ int main(void) {
         (Want[]){ { 0, 256, 256, 0, 0, false }, { 1, 256, 256, 0, 0, false }, { 2, 32, 256, 0, 0, false } }, 3);
   check("mlp_fwd_b128", cu, &off,
         (Want[]){ { 0, 64, 256, 0, 0, false }, { 1, 64, 256, 0, 0, false }, { 2, 1280, 32, 0, 0, false } }, 3);
-  /* three projections of one input: three GEMMs (32x32 tiles, 4 K-spans) in one launch */
+  /* three projections of one input: one GEMM (32x32 tiles, 4 K-spans), three B tiles */
+  check("siblings_128x256x256", cu, &dflt, (Want[]){ { 0, 128, 256, 0, 0, false } }, 1);
   {
     Built sb;
-    CgOptions sib = dflt;
-    sib.group = CG_GROUP_SIBLINGS;  /* the cuda backend's default */
-    if (build("siblings_128x256x256", cu, &sib, &sb)) {
-      CHECK(sb.g->n_launch == 3 && sb.g->n_group == 1 && strstr(sb.g->group[0].why, "group of k0..k2: 3 kernels in 1 phase"));
-      for (int i = 0; i < sb.g->n_launch; i++)
-        CHECK(strstr(sb.g->launch[i].why, "gemm 32x32 tiles") && sb.g->launch[i].grid == 128);
-    }
+    if (build("siblings_128x256x256", cu, &dflt, &sb))
+      CHECK(sb.g->n_launch == 1 && strstr(sb.g->launch[0].why, "gemm 32x32 tiles (4 k-groups of 4x4 a thread) x 4 K-spans "
+                                                                 "of 64, 3 sums over one A tile (siblings)"));
     built_free(&sb);
   }
   /* a training step's logits (k1, 32 x 10 over 128) run in the kernel of the softmax

@@ -313,31 +313,55 @@ static void pairs(void) {
   }
 }
 
-/* Sibling contractions: q, k and v as three MatMuls of one input share a kernel on cpu (its
- * loops read x once for the three) and are three GEMM kernels on cuda, each with one
- * accumulator (two in one kernel left the tiled shape for a point a thread). */
+/* Sibling contractions: q, k and v as three MatMuls of one input share a kernel, as one GEMM
+ * over one A tile on cuda (three with siblings off, KILN_SIBLINGS=0) and as one loop nest
+ * on cpu. Two contractions that share their B but not their A stay apart on cuda. */
 static void sibling_contractions(void) {
   Workload w;
   OK(wl_build("siblings_128x256x256", &w));
-  const char *backends[2] = { "cpu", "cuda" };
-  for (int m = 0; m < 2; m++) {
+  const char *backends[3] = { "cpu", "cuda", "cuda" };
+  for (int m = 0; m < 3; m++) {
     kiln_options o = kiln_options_default();
     o.backend = backends[m];
+    o.siblings = m == 2 ? 0 : -1;
     TE *te;
     Plan *p = plan_graph(&w.g->g, &o, &te);
     if (p) {
-      CHECK_MSG(p->n_kernels == (m ? 3 : 1), "%s: %d kernels", backends[m], p->n_kernels);
+      CHECK_MSG(p->n_kernels == (m == 2 ? 3 : 1), "%s (siblings %d): %d kernels", backends[m], o.siblings, p->n_kernels);
       for (int k = 0; k < p->n_kernels; k++) {
         int accs = 0;
         for (int i = 0; i < p->kernels[k].n_items; i++) accs += p->kernels[k].items[i].kind == IT_ACC;
-        CHECK(accs == (m ? 1 : 3));
+        CHECK(accs == (m == 2 ? 1 : 3));
       }
-      CHECK(!m || printed_has(p, "a second contraction over this space"));
+      CHECK(m < 2 || printed_has(p, "another contraction over this space"));
     }
     plan_free(p);
     te_free(te);
   }
   wl_free(&w);
+  /* y1 = x1 @ w, y2 = x2 @ w: the same B, two As */
+  kiln_graph *g;
+  kiln_tensor x1, x2, wt, y1, y2;
+  int64_t xs[2] = { 64, 96 }, ws[2] = { 96, 80 };
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_input(g, "x1", KILN_F32, 2, xs, &x1));
+  OK(kiln_graph_input(g, "x2", KILN_F32, 2, xs, &x2));
+  OK(kiln_graph_input(g, "w", KILN_F32, 2, ws, &wt));
+  OK(kiln_graph_matmul(g, x1, wt, &y1));
+  OK(kiln_graph_matmul(g, x2, wt, &y2));
+  OK(kiln_graph_output(g, y1, NULL));
+  OK(kiln_graph_output(g, y2, NULL));
+  for (int m = 0; m < 2; m++) {
+    kiln_options o = kiln_options_default();
+    o.backend = backends[m];
+    TE *te;
+    Plan *p = plan_graph(&g->g, &o, &te);
+    if (p) CHECK_MSG(p->n_kernels == (m ? 2 : 1), "%s: %d kernels for two As", backends[m], p->n_kernels);
+    if (p && m) CHECK(printed_has(p, "not a sibling over the same A"));
+    plan_free(p);
+    te_free(te);
+  }
+  kiln_graph_free(g);
 }
 
 int main(void) {

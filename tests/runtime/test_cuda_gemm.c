@@ -44,6 +44,30 @@ static kiln_graph *dense(int64_t m, int64_t k, int64_t n, bool xt) {
 }
 
 /* gelu_tanh(x @ w + b), x [m, k] input, w [k, n] param. */
+/* nb sibling projections of one input: x @ w_i + b_i (relu on the odd ones), x [m, k] (or
+ * stored [k, m] and transposed), each w_i [k, n]: one GEMM over one A tile on cuda. */
+static kiln_graph *siblings(int64_t m, int64_t k, int64_t n, bool xt, int nb) {
+  int64_t xs[2] = { xt ? k : m, xt ? m : k }, ws[2] = { k, n };
+  kiln_graph *g;
+  kiln_tensor x;
+  static const int perm[2] = { 1, 0 };
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
+  if (xt) OK(kiln_graph_transpose(g, x, perm, &x));
+  for (int i = 0; i < nb; i++) {
+    float *w = rnd(k * n), *b = rnd(n);
+    kiln_tensor wt, bt, y, z;
+    OK(kiln_graph_param(g, NULL, KILN_F32, 2, ws, w, &wt));
+    OK(kiln_graph_param(g, NULL, KILN_F32, 1, &n, b, &bt));
+    OK(kiln_graph_matmul(g, x, wt, &y));
+    OK(kiln_graph_binary(g, KILN_ADD, y, bt, &z));
+    if (i & 1) OK(kiln_graph_unary(g, KILN_RELU, z, &z));
+    OK(kiln_graph_output(g, z, NULL));
+    free(w), free(b);
+  }
+  return g;
+}
+
 static kiln_graph *dense_gelu(int64_t m, int64_t k, int64_t n) {
   int64_t xs[2] = { m, k }, ws[2] = { k, n };
   float *w = rnd(k * n), *b = rnd(n);
@@ -126,14 +150,17 @@ static kiln_graph *train(int64_t batch, int64_t in, int64_t hid, int64_t out) {
 
 typedef struct Plans { TE *te; Plan *p; } Plans;
 
-static Plans plan_of(kiln_graph *g) {
+static Plans plan_for(kiln_graph *g, const char *backend) {
   Plans r = { 0 };
   kiln_options o = kiln_options_default();
+  if (backend) o.backend = backend;
   PlanOptions po = plan_options(&o);
   OK(te_lower(&g->g, &r.te));
   if (r.te) OK(plan_build(r.te, &po, &r.p));
   return r;
 }
+
+static Plans plan_of(kiln_graph *g) { return plan_for(g, NULL); }
 
 static void plans_free(Plans *r) {
   plan_free(r->p);
@@ -175,6 +202,7 @@ static void compiles(const Plans *r, const char *what) {
 
 static void test_shapes(void) {
   CgGemm g;
+  CgOptions dflt0 = cg_options_default();
   kiln_graph *gr = dense(128, 784, 512, false);
   Plans r = plan_of(gr);
   if (only_gemm(&r, &g, "dense")) {
@@ -237,6 +265,26 @@ static void test_shapes(void) {
   compiles(&r, "conv");
   plans_free(&r);
   kiln_graph_free(gr);
+
+  /* sibling projections of one input, as cuda plans them: one kernel, one A tile and a B
+   * tile for each (never 128x128: 64 sums a thread for each would not fit in registers),
+   * split along K like any GEMM, never the library's */
+  static const struct { int64_t m, k, n; bool xt; int nb, bm, splits; } sb[] = {
+    { 128, 784, 512, false, 3, 32, 4 }, { 1024, 768, 768, false, 3, 64, 1 }, { 300, 64, 96, true, 2, 32, 1 },
+    { 4096, 256, 512, false, 4, 64, 1 } };
+  for (int i = 0; i < 4; i++) {
+    gr = siblings(sb[i].m, sb[i].k, sb[i].n, sb[i].xt, sb[i].nb);
+    r = plan_for(gr, "cuda");
+    if (only_gemm(&r, &g, "siblings")) {
+      CHECK_MSG(g.n_b == sb[i].nb && g.bm == sb[i].bm && g.splits == sb[i].splits && r.p->n_kernels == 1,
+                "siblings %lldx%lldx%lld: %d sums, %dx%d tiles, %d spans", (long long)sb[i].m, (long long)sb[i].k,
+                (long long)sb[i].n, g.n_b, g.bm, g.bn, g.splits);
+      CHECK(!cg_library_candidate(r.p, &r.p->kernels[0], &dflt0));
+    }
+    compiles(&r, "siblings");
+    plans_free(&r);
+    kiln_graph_free(gr);
+  }
 
   /* a row of 10 outputs over a long reduction stays one block per output */
   gr = dense(10, 4096, 10, false);
@@ -385,6 +433,16 @@ static void test_values(void) {
     int64_t ins[1] = { 2 * 3 * 17 * 19 }, outs[1] = { 2 * 8 * 17 * 19 };
     kiln_graph *g = conv(2, 3, 17, 19, 8);
     check_values("conv", g, 1, ins, 1, outs);
+    kiln_graph_free(g);
+  }
+  /* siblings: split-K with k-grouped 32x32 tiles, ragged 64x64 tiles, a transposed A */
+  static const struct { int64_t m, k, n; bool xt; int nb; } sb[] = {
+    { 128, 784, 512, false, 3 }, { 1000, 300, 260, false, 3 }, { 300, 64, 96, true, 2 }, { 33, 65, 17, false, 4 } };
+  for (int i = 0; i < 4; i++) {
+    int64_t ni = sb[i].m * sb[i].k, no[4];
+    for (int j = 0; j < sb[i].nb; j++) no[j] = sb[i].m * sb[i].n;
+    kiln_graph *g = siblings(sb[i].m, sb[i].k, sb[i].n, sb[i].xt, sb[i].nb);
+    check_values("siblings", g, 1, &ni, sb[i].nb, no);
     kiln_graph_free(g);
   }
   {
