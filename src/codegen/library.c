@@ -135,7 +135,7 @@ static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const Expr
 static bool worth_a_library(const CgGemm *g, const CgOptions *o) {
   if (o->library_all) return true;
   double work = (double)g->M * (double)g->N * (double)g->K * (double)g->batch;
-  return work >= 67108864.0;  /* 2^26 multiply-adds */
+  return work >= PLAN_LIBRARY_WORK;  /* 2^26 multiply-adds (plan.h: siblings split there) */
 }
 
 /* probe: every test but the GELU's, which would build the candidate's GELU in the TE (a

@@ -116,8 +116,11 @@ enum { PLAN_CHAIN_MAX_ROW = 512, PLAN_CHAIN_MAX_DEPTH = 256, PLAN_CHAIN_ROWS = 1
 /* Limits of a pair: rows of at most a warp's lanes (the cuda dialect keeps a row's values one
  * a lane), a contraction at most this deep (a warp walks it for each row). */
 enum { PLAN_PAIR_MAX_COLS = 32, PLAN_PAIR_MAX_DEPTH = 4096 };
-/* Sibling contractions a kernel may hold on a grid backend (one A tile, a B tile each). */
+/* Sibling contractions a kernel may hold on a grid backend (one A tile, a B tile each); they
+ * share one only below PLAN_LIBRARY_WORK multiply-adds each, where the cuda backend hands a
+ * GEMM to its library (codegen/library.c reads it too). */
 enum { PLAN_SIBLINGS_MAX = 4 };
+#define PLAN_LIBRARY_WORK 67108864.0 /* 2^26 */
 /* A scalar constant: rendered as a literal in the source, never a buffer. */
 bool plan_is_baked(const TE *te, int stage);
 

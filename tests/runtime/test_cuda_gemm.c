@@ -268,14 +268,19 @@ static void test_shapes(void) {
 
   /* sibling projections of one input, as cuda plans them: one kernel, one A tile and a B
    * tile for each (never 128x128: 64 sums a thread for each would not fit in registers),
-   * split along K like any GEMM, never the library's */
+   * split along K like any GEMM, never the library's; from the library's size on
+   * (PLAN_LIBRARY_WORK) a GEMM kernel each instead */
   static const struct { int64_t m, k, n; bool xt; int nb, bm, splits; } sb[] = {
-    { 128, 784, 512, false, 3, 32, 4 }, { 1024, 768, 768, false, 3, 64, 1 }, { 300, 64, 96, true, 2, 32, 1 },
-    { 4096, 256, 512, false, 4, 64, 1 } };
+    { 128, 784, 512, false, 3, 32, 4 }, { 1000, 100, 520, false, 3, 64, 1 }, { 300, 64, 96, true, 2, 32, 1 },
+    { 1024, 768, 768, false, 3, 0, 0 } };
   for (int i = 0; i < 4; i++) {
     gr = siblings(sb[i].m, sb[i].k, sb[i].n, sb[i].xt, sb[i].nb);
     r = plan_for(gr, "cuda");
-    if (only_gemm(&r, &g, "siblings")) {
+    if (!sb[i].bm && r.p) {
+      CHECK_MSG(r.p->n_kernels == sb[i].nb, "siblings %lldx%lldx%lld: %d kernels", (long long)sb[i].m, (long long)sb[i].k,
+                (long long)sb[i].n, r.p->n_kernels);
+      for (int j = 0; j < r.p->n_kernels; j++) CHECK(cg_library_candidate(r.p, &r.p->kernels[j], &dflt0));
+    } else if (only_gemm(&r, &g, "siblings")) {
       CHECK_MSG(g.n_b == sb[i].nb && g.bm == sb[i].bm && g.splits == sb[i].splits && r.p->n_kernels == 1,
                 "siblings %lldx%lldx%lld: %d sums, %dx%d tiles, %d spans", (long long)sb[i].m, (long long)sb[i].k,
                 (long long)sb[i].n, g.n_b, g.bm, g.bn, g.splits);
@@ -437,7 +442,7 @@ static void test_values(void) {
   }
   /* siblings: split-K with k-grouped 32x32 tiles, ragged 64x64 tiles, a transposed A */
   static const struct { int64_t m, k, n; bool xt; int nb; } sb[] = {
-    { 128, 784, 512, false, 3 }, { 1000, 300, 260, false, 3 }, { 300, 64, 96, true, 2 }, { 33, 65, 17, false, 4 } };
+    { 128, 784, 512, false, 3 }, { 1000, 100, 520, false, 3 }, { 300, 64, 96, true, 2 }, { 33, 65, 17, false, 4 } };
   for (int i = 0; i < 4; i++) {
     int64_t ni = sb[i].m * sb[i].k, no[4];
     for (int j = 0; j < sb[i].nb; j++) no[j] = sb[i].m * sb[i].n;
