@@ -27,6 +27,11 @@
  * block per multiprocessor, else 64x64 (4x4), else 32x32 (2x2), so small layers still
  * spread over the chip.
  *
+ * Siblings (CgGemm.n_b > 1): the sums of one A times several Bs (q, k and v of one input)
+ * share the kernel: the A tile is staged once, each B has its tile, its registers and its
+ * accumulators (named by stage, as the epilogue's items read them), and its split-K
+ * partials; 32x32 or 64x64 tiles only, one read-ahead stage.
+ *
  * Split-K: when even 32x32 tiles leave most of the chip idle and K is long (a batch-32
  * layer of 784 inputs is 4 tiles, each a chain of 25 k-steps), each tile is cut along K
  * into `splits` spans of `kspan` points, one block each. A block stores its partial tile

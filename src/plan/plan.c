@@ -13,9 +13,12 @@
  *      same domain, a pointwise value on the outer space, or on the row space of the
  *      kernel's first reduction) and every read of that kernel's stages hits the
  *      current point; else a sibling kernel reading the same input (horizontal
- *      fusion); else they start a kernel of their own, and the reason is kept.
- * Then fill_stores decides which stages are written (read by another kernel, output,
- * assigned) and fill_memory places intermediates in one arena by liveness.
+ *      fusion; on a grid backend two GEMM-shaped sums share a kernel only as siblings
+ *      over one A); else they start a kernel of their own, and the reason is kept.
+ * Then find_chains joins consecutive kernels that keep rows on chip (attention chains;
+ * pairs of a narrow contraction and its rows' kernel), fill_stores decides which stages
+ * are written (read by another kernel, output, assigned) and fill_memory places
+ * intermediates in one arena by liveness.
  * The cost model is bytes: joining a kernel never adds memory traffic, a boundary
  * adds a write and a read of the tensor, so every join that is legal is taken;
  * inlining adds none unless it recomputes arithmetic (counted above).
