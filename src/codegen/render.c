@@ -52,6 +52,7 @@ typedef struct R {
   /* block rows: values of a row point (loads, unary ops) that a later inner loop needs again
    * are kept in registers c<i>[j], captured in the first loop computing them */
   const Expr *cached[8]; int cap_step[8]; int n_cached;
+  bool cache_filled[8];  /* the loop at cap_step wrote it (a read before that is a renderer bug) */
   char cidx[24];       /* index of the current point in the c<i> arrays ("j", "4 * j + 1") */
   CgRows ro;           /* block rows: threads per row, rows per block, vector width */
   const char *kt;      /* block rows: this thread's index within its row's threads */
@@ -379,6 +380,7 @@ static void cache_get(const R *r, int i, char *out, size_t n) {
 }
 
 static void cache_put(R *r, int i, int id) {
+  r->cache_filled[i] = true;
   if (!r->ro.reg_points) { line(r, "c%d[%s] = t%d;", i, r->cidx, id); return; }
   line(r, "if (%s < %d) c%d[%s] = t%d; else %s[(%s - %d) * %d + %s] = t%d;", r->cidx, r->ro.reg_points, i, r->cidx,
        id, r->d->dyn_shared_name, r->cidx, r->ro.reg_points, r->ro.threads, r->kt, id);
@@ -1648,10 +1650,17 @@ static int row_cache(R *r) {
       for (int b = 0; b < a && !earlier; b++) earlier = in_list(nodes[b], nn[b], e);
       for (int b = a + 1; b < n_loops && !later; b++) later = in_list(nodes[b], nn[b], e);
       if (earlier || !later || r->n_cached >= 8 || (r->n_cached + 1) * per > 96) continue;
+      /* a value of the row, not of its points (a row statistic a kernel before stored), is
+       * computed once outside the loops and memoised there: the first loop never fills a
+       * cache for it, and a later loop would read the cache unfilled */
+      bool per_point = false;
+      for (int v = k->rank; v < k->rank + k->n_red && !per_point; v++) per_point = te_uses_var(e, v);
+      if (!per_point) continue;
       /* a long row split with shared memory keeps its f32 loads only (one array; what
        * derives from them, exp, is computed again) */
       if (r->ro.reg_points && (e->kind != EX_LOAD || e->dtype != KILN_F32 || r->n_cached >= 1)) continue;
       r->cap_step[r->n_cached] = 2 * a;
+      r->cache_filled[r->n_cached] = false;
       r->cached[r->n_cached++] = e;
     }
   for (int i = 0; i < r->n_cached; i++)
@@ -1761,6 +1770,8 @@ static void block_point(R *r, int step, int per, const VecStep *v, int lane) {
   const Kernel *k = r->k;
   for (int i = 0; per && i < r->n_cached; i++) {
     if (r->cap_step[i] >= step) continue;
+    if (!r->cache_filled[i] && !r->st)  /* never a read of registers nothing wrote */
+      r->st = kiln_fail(KILN_ERR_UNSUPPORTED, "codegen: kernel %d's row cache c%d is read but was never filled", r->k->id, i);
     int id = r->tmp++;
     char c[200];
     cache_get(r, i, c, sizeof c);

@@ -61,6 +61,47 @@ static void check(const char *name, const Dialect *d, const CgOptions *o, const 
   built_free(&b);
 }
 
+/* A layernorm's backward row kernel reads the forward's stored rsqrt in two of its loops; a
+ * row statistic like it is computed once outside them and never kept in the row cache (the
+ * cache once claimed it, was never filled, and its garbage turned a transformer step's
+ * gradients into NaN on the H200). The renderer refuses a read of a cache nothing wrote. */
+static void layernorm_backward(void) {
+  kiln_graph *g;
+  kiln_tensor x, gs, bs, w, y, m, p, s, gr[3];
+  int64_t xs[2] = { 32, 32 }, d = 32;
+  float data[1024];
+  for (int i = 0; i < 1024; i++) data[i] = (float)((i * 37) % 11) / 11.0f;
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
+  OK(kiln_graph_param(g, "g", KILN_F32, 1, &d, data, &gs));
+  OK(kiln_graph_param(g, "b", KILN_F32, 1, &d, data + 32, &bs));
+  OK(kiln_graph_param(g, "w", KILN_F32, 2, xs, data, &w));
+  OK(kiln_graph_layernorm(g, x, gs, bs, 1, 1e-5, &y));
+  OK(kiln_graph_matmul(g, y, w, &m));
+  OK(kiln_graph_binary(g, KILN_MUL, m, m, &p));
+  OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, p, 0, NULL, 0, &s));
+  OK(kiln_graph_grad(g, s, 3, (kiln_tensor[]){ x, gs, w }, gr));
+  for (int i = 0; i < 3; i++) OK(kiln_graph_output(g, gr[i], NULL));
+  const char *backends[2] = { "cpu", "cuda" };
+  for (int m2 = 0; m2 < 2; m2++) {  /* both backends' plans, in the cuda dialect */
+    kiln_options ko = kiln_options_default();
+    ko.backend = backends[m2];
+    PlanOptions po = plan_options(&ko);
+    TE *te = NULL;
+    Plan *pl = NULL;
+    CgProgram *prog = NULL;
+    CgOptions co = cg_options_default();
+    OK(te_lower(&g->g, &te));
+    if (te) OK(plan_build(te, &po, &pl));
+    if (pl) OK(cg_program_build(pl, &cg_dialect_cuda, &co, &prog));
+    CHECK_MSG(prog && strstr(prog->source.s, "c0[j] = "), "layernorm backward (%s plan): no row cache in the source", backends[m2]);
+    cg_program_free(prog);
+    plan_free(pl);
+    te_free(te);
+  }
+  kiln_graph_free(g);
+}
+
 int main(void) {
   const Dialect *cu = &cg_dialect_cuda;
   CgOptions dflt = cg_options_default(), off = dflt, base = dflt, nolib = dflt;
@@ -237,6 +278,7 @@ int main(void) {
   /* a loop dialect: one call per kernel, through the trampoline */
   const Want loop[] = { { 0, 1, 1, 0, 0, false }, { 1, 1, 1, 0, 0, false }, { 2, 1, 1, 0, 0, false } };
   check("mlp_fwd_b128", &cg_dialect_c, &dflt, loop, 3);
+  layernorm_backward();
   check("softmax_256x32768", &cg_dialect_c, &dflt, loop, 1);
 
   /* every standard workload: the common invariants in both dialects */
