@@ -309,7 +309,7 @@ bool cg_chain_blocked(const Dialect *d, const Kernel *last);
  * with warp reductions, a block of CG_GEMM_THREADS a row (its columns one a lane of the first
  * warp) and this much static shared memory (bytes; last: the pair's last kernel); else a
  * thread a row. */
-bool cg_pair_warps(const Dialect *d);
+bool cg_pair_blocked(const Dialect *d);
 int64_t cg_pair_smem(const Kernel *last);
 int64_t cg_chain_blocks(const Kernel *last);
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o);

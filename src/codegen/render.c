@@ -2159,7 +2159,7 @@ static void render_chain_loops(R *r, const Chain *c) {
 /* ---- pairs (plan.h: KC a contraction of at most a warp's columns, KR the row kernel over
  * its rows) ----
  * Rendered once, as KR. Loops: each row's values into a local row, then KR's steps over it.
- * Grid (cg_pair_warps): a block a row. Its threads walk the contraction's depth, each with a
+ * Grid (cg_pair_blocked): a block a row. Its threads walk the contraction's depth, each with a
  * partial sum for every column (the factor free of the columns read once a depth point);
  * each warp's sums meet in warp reductions, the warps' in shared memory, added in warp order
  * by the first warp, whose lane q then runs KC's epilogue at column q and holds the row's
@@ -2168,14 +2168,14 @@ static void render_chain_loops(R *r, const Chain *c) {
  * the shared mlp's 128 x 10 x 512 logits, H200: each warp's chain of 16 dependent steps of
  * loads was the time.) */
 
-bool cg_pair_warps(const Dialect *d) { return d->grid && d->warp_reduce; }
+bool cg_pair_blocked(const Dialect *d) { return d->grid && d->warp_reduce; }
 
 int64_t cg_pair_smem(const Kernel *last) {
   const Kernel *kc = last - 1;
   return 4 * (int64_t)(CG_GEMM_THREADS / 32) * kc->shape[kc->rank - 1];
 }
 
-static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x) {
+static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
   int n = kc->rank, W = CG_GEMM_THREADS / 32;
@@ -2275,7 +2275,7 @@ static void render_pair(R *r) {
     for (int j = 0; j < kr->n_items; j++)
       if (chain_reads_stage(kr->items[j].body, kc->items[i].stage)) x = kc->items[i].stage;
   r->chain_lo = kc->id, r->chain_hi = kr->id;
-  if (cg_pair_warps(r->d)) render_pair_warps(r, kc, kr, x);
+  if (cg_pair_blocked(r->d)) render_pair_block(r, kc, kr, x);
   else {
     open_outer(r, kr->outer_numel, kr->outer_numel * kc->shape[kc->rank - 1] * kc->inner_numel, false);
     rows_then_steps(r, kc, kr, x, kc->shape[kc->rank - 1], -1, -1);
