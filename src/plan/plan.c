@@ -502,7 +502,6 @@ static bool kernel_reads(const Kernel *k, int d) {
   return found;
 }
 
-/* Tries to place stage s in kernel k; on failure returns false and sets *why. */
 /* A sum of a product whose factors each have an outer var the other lacks (x @ W: the rows
  * and the columns), the shape a grid backend tiles as a GEMM. */
 static bool tiled_product(const TE *te, int stage, const Expr *body, int rank) {
@@ -543,6 +542,7 @@ static bool joins_contractions(const TE *te, const Kernel *k, const Expr *body) 
   return true;
 }
 
+/* Tries to place stage s in kernel k; on failure returns false and sets *why. */
 static bool try_join(Ctx *c, Kernel *k, int s, const char **why, kiln_status *st) {
   Plan *p = c->p;
   TE *te = c->te;
@@ -560,7 +560,6 @@ static bool try_join(Ctx *c, Kernel *k, int s, const char **why, kiln_status *st
     }
     it.kind = IT_ACC;
     it.body = te_simplify(te, c->ib[s], lo, hi, nv);
-
   } else if (k->has_row && same_shape(S->rank, S->shape, k->row_stage_shape_rank, k->row_shape)) {
     it.kind = IT_INNER;
     it.body = te_substitute(te, c->ib[s], k->row_map, S->rank);
