@@ -292,19 +292,13 @@ static int union_add(int *set, int n, int s) {
 
 /* Closes members first..last-1 as group g->n_group (or leaves them alone when one). */
 static kiln_status close_group(const Dialect *d, CgProgram *g, int first, int end, int phases) {
-  if (end - first < 2) {
-    for (int i = first; i < end; i++) g->launch[i].group = -1, g->launch[i].phase = 0;
-    return KILN_OK;
-  }
-  CgLaunch *G = &g->group[g->n_group];
-  int cap = 0;
-  for (int i = first; i < end; i++) cap += g->launch[i].n_params;
-  int members = 0;
-  for (int i = first; i < end; i++) members += g->launch[i].grid > 0;
+  int members = 0, cap = 0;  /* a chain's kernels before its last (grid 0) launch nothing */
+  for (int i = first; i < end; i++) members += g->launch[i].grid > 0, cap += g->launch[i].n_params;
   if (members < 2) {
     for (int i = first; i < end; i++) g->launch[i].group = -1, g->launch[i].phase = 0;
     return KILN_OK;
   }
+  CgLaunch *G = &g->group[g->n_group];
   *G = (CgLaunch){ .kernel = -1, .group = g->n_group, .phase = phases, .cooperative = d->grid && phases > 1,
                    .block = d->grid ? POINT_THREADS : 1 };
   G->params = arena_alloc(&g->arena, sizeof *G->params * (size_t)(cap + 1));

@@ -2156,6 +2156,41 @@ static void render_chain_loops(R *r, const Chain *c) {
   close_block(r);
 }
 
+/* KR's steps over one row held by one warp (r->k = KR, the row's outer vars declared): each
+ * inner loop opens with `head` (a loop or guard over the row's points this lane takes, its
+ * point `at`), where `value` (a format for x's stage) gives the row's value x; `post` (NULL:
+ * none) runs after step post_step's items; the accumulations meet in shuffles, and the row's
+ * outer values are stored by lane 0. */
+static void warp_row_steps(R *r, const Kernel *kr, const char *head, const char *at, int x, const char *value,
+                           const char *post, int post_step) {
+  const char *I = ix(r), *X = vt(r, r->p->te->stages[x].dtype);
+  int n = kr->rank;
+  CgRows saved = r->ro;
+  r->ro.rows = 2;  /* block_combine: a warp per row, shuffles */
+  r->guard = "lane == 0";
+  for (int step = 0; step < kr->n_steps; step++) {
+    if (step & 1) { chain_values(r, kr, step); continue; }
+    for (int i = 0; i < kr->n_items; i++)
+      if (kr->items[i].step == step && kr->items[i].kind == IT_ACC) acc_init(r, &kr->items[i]);
+    line(r, "%s", head);
+    r->indent++;
+    push(r);
+    line(r, "const %s v%d = %s;", I, n, at);
+    char v[160];
+    snprintf(v, sizeof v, value, x);
+    line(r, "const %s s%d = %s;", X, x, v);
+    r->guard = NULL;  /* each lane stores its own points */
+    point_items(r, kr, step);
+    r->guard = "lane == 0";
+    if (post && step == post_step) line(r, "%s", post);
+    pop(r);
+    close_block(r);
+    accs_final(r, kr, step, true);
+  }
+  r->guard = NULL;
+  r->ro = saved;
+}
+
 /* ---- pairs (plan.h: KC a contraction of at most a warp's columns, KR the row kernel over
  * its rows) ----
  * Rendered once, as KR. Loops: each row's values into a local row, then KR's steps over it.
@@ -2241,27 +2276,9 @@ static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x) {
   chain_part(r, kr);
   push(r);
   decompose(r, "o", 0, kr->rank, kr->shape);
-  CgRows saved = r->ro;
-  r->ro.rows = 2;  /* block_combine: shuffles */
-  r->guard = "lane == 0";
-  for (int step = 0; step < kr->n_steps; step++) {
-    if (step & 1) { chain_values(r, kr, step); continue; }
-    for (int i = 0; i < kr->n_items; i++)
-      if (kr->items[i].step == step && kr->items[i].kind == IT_ACC) acc_init(r, &kr->items[i]);
-    line(r, "if (lane < %lld) {", (long long)J);
-    r->indent++;
-    push(r);
-    line(r, "const %s v%d = lane;", I, n);
-    line(r, "const %s s%d = xv;", X, x);
-    r->guard = NULL;  /* each lane stores its own point */
-    point_items(r, kr, step);
-    r->guard = "lane == 0";
-    pop(r);
-    close_block(r);
-    accs_final(r, kr, step, true);
-  }
-  r->guard = NULL;
-  r->ro = saved;
+  char head[48];
+  snprintf(head, sizeof head, "if (lane < %lld) {", (long long)J);
+  warp_row_steps(r, kr, head, "lane", x, "xv", NULL, -1);
   pop(r);
   close_block(r);
   line(r, "%s  /* the next row's partials wait for these reads */", d->barrier);
@@ -2406,25 +2423,11 @@ static void render_chain_grid(R *r, const Chain *c) {
   push(r);
   chain_batch_vars(r, c->kc);
   line(r, "const %s v%d = i0 + (%s)rr, v%d = 0;", I, n - 2, I, n - 1);
-  CgRows saved = r->ro;
-  r->ro.rows = 2;  /* block_combine: a warp per row, shuffles */
-  const Kernel *kr = c->kr;
-  for (int step = 0; step < kr->n_steps; step++) {
-    if (step & 1) { chain_values(r, kr, step); continue; }
-    for (int i = 0; i < kr->n_items; i++)
-      if (kr->items[i].step == step && kr->items[i].kind == IT_ACC) acc_init(r, &kr->items[i]);
-    line(r, "for (%s r = lane; r < %s; r += 32) {", I, lit(r, c->L));
-    r->indent++;
-    push(r);
-    line(r, "const %s v%d = r;", I, n);
-    line(r, "const %s s%d = Ss[rr * %lld + r];", F, c->x, (long long)sd);
-    point_items(r, kr, step);
-    if (step == c->p->step) line(r, "Ss[rr * %lld + r] = s%d;", (long long)sd, c->p->stage);
-    pop(r);
-    close_block(r);
-    accs_final(r, kr, step, true);
-  }
-  r->ro = saved;
+  char head[96], value[64], post[96];
+  snprintf(head, sizeof head, "for (%s r = lane; r < %s; r += 32) {", I, lit(r, c->L));
+  snprintf(value, sizeof value, "Ss[rr * %lld + r]", (long long)sd);
+  snprintf(post, sizeof post, "Ss[rr * %lld + r] = s%d;", (long long)sd, c->p->stage);
+  warp_row_steps(r, c->kr, head, "r", c->x, value, post, c->p->step);
   pop(r);
   close_block(r);
   line(r, "%s", d->barrier);
