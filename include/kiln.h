@@ -322,6 +322,9 @@ typedef struct kiln_options {
   int gemm_rows;        /* 1: a contraction of at most 32 columns and the row kernel over its rows (the
                            logits and their softmax or loss) run as one kernel, a row's values kept on
                            chip; 0 two kernels; -1 (default) on cuda, off on cpu ($KILN_GEMM_ROWS) */
+  int reorder_sums;     /* 1: a reduction read only through a transpose of its indices (attention's output
+                           before the heads merge) is computed in its reader's order, so the reader gets a
+                           plain row-major operand; 0 in its own order; -1 (default) on ($KILN_REORDER_SUMS) */
   int lazy_select;      /* 1 (default) a select whose branches read memory computes only the branch taken
                            (cpu: only where both branches read memory, outside pointwise kernels); 0 both,
                            eagerly ($KILN_LAZY_SELECT=0) */

@@ -59,6 +59,8 @@ PlanOptions plan_options(const kiln_options *o) {
   /* grid backends tile one contraction a kernel, or siblings over one A (1: siblings joined,
    * 2: not even those) */
   p.one_contraction = !strcmp(be, "cuda") ? (o && o->siblings == 0 ? 2 : 1) : 0;
+  /* a reduction read only through a transpose computed in its reader's order: -1 (default) on */
+  p.reorder_sums = o ? o->reorder_sums != 0 : 1;
   p.max_inputs = o && o->max_inputs > 0 ? o->max_inputs : DEFAULT_MAX_INPUTS;
   p.max_nodes = o && o->max_nodes > 0 ? o->max_nodes : DEFAULT_MAX_NODES;
   return p;
@@ -1129,6 +1131,64 @@ static void chain_prologues(Ctx *c, bool *force) {
 
 static kiln_status build_once(TE *te, const PlanOptions *o, const bool *force, bool *prologues, Plan **out);
 
+static void count_reader(const Expr *load, void *ctx) {
+  int *readers = ctx;
+  readers[load->src]++;
+}
+
+/* The var permutation of a stage whose body is one load of a reduction at permuted vars
+ * (transpose(att @ v) before the heads are merged): perm[i] is the var of the load's arg i;
+ * false for any other body, or the identity. */
+static bool permuted_load(const TE *te, const Stage *T, int perm[KILN_MAX_RANK]) {
+  const Expr *L = T->body;
+  if (T->kind != ST_INJECTIVE || !L || L->kind != EX_LOAD) return false;
+  const Stage *R = &te->stages[L->src];
+  if (R->kind != ST_REDUCE || R->rank != T->rank || L->n_args != T->rank) return false;
+  bool seen[KILN_MAX_RANK] = { false }, identity = true;
+  for (int i = 0; i < T->rank; i++) {
+    const Expr *a = L->args[i];
+    if (a->kind != EX_VAR || a->var >= T->rank || seen[a->var]) return false;
+    seen[a->var] = true;
+    perm[i] = a->var;
+    identity &= a->var == i;
+  }
+  return !identity;
+}
+
+/* Reductions read only through a permutation of their vars, computed in that permutation's
+ * order instead (kiln_options.reorder_sums): R[.., s, h, ..] read as T = transpose(R) becomes
+ * R' = T's shape, its body at the permuted vars, and T an identity view of R'. Attention's
+ * output then lands in the layout the output projection reads as a plain matrix (a library
+ * GEMM's operand), not through the heads' transpose. A reduction in a chain or a pair keeps
+ * its order (those kernels index their rows by the plan's own vars). *n_done: how many. */
+static kiln_status reorder_sums(TE *te, const Plan *p, int *n_done) {
+  *n_done = 0;
+  int *readers = kiln_calloc((size_t)te->n_stages + 1, sizeof *readers);
+  if (!readers) return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
+  for (int s = 0; s < te->n_stages; s++)  /* a body loads a stage at most once after hash-consing, or counts twice */
+    if (te->stages[s].body) te_visit_loads(te->stages[s].body, count_reader, readers);
+  for (int s = 0; s < te->n_stages; s++) {
+    Stage *T = &te->stages[s];
+    int perm[KILN_MAX_RANK];
+    if (!permuted_load(te, T, perm)) continue;
+    int r = T->body->src, k = p->kernel_of[r];
+    bool kept = readers[r] != 1 || plan_is_output(p, r) || k < 0 || p->kernels[k].chain != 0;
+    for (int i = 0; i < te->n_assigns && !kept; i++) kept = te->assigns[i].value == r || te->assigns[i].param == r;
+    if (kept) continue;
+    Stage *R = &te->stages[r];
+    Expr *map[KILN_MAX_RANK], *at[KILN_MAX_RANK];
+    for (int i = 0; i < T->rank; i++) map[i] = te_var(te, perm[i]), at[i] = te_var(te, i);
+    Expr *body = te_substitute(te, R->body, map, T->rank), *view = te_load(te, r, T->rank, at);
+    if (!body || !view) { kiln_free(readers); return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); }
+    R->body = body;
+    memcpy(R->shape, T->shape, sizeof R->shape);
+    T->body = view;
+    ++*n_done;
+  }
+  kiln_free(readers);
+  return KILN_OK;
+}
+
 kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out) {
   *out = NULL;
   bool *force = kiln_calloc((size_t)te->n_stages + 1, sizeof *force);
@@ -1136,6 +1196,14 @@ kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out) {
   Plan *p = NULL;
   bool again = false;
   kiln_status st = build_once(te, o, NULL, force, &p);
+  int reordered = 0;
+  if (!st && o->reorder_sums) st = reorder_sums(te, p, &reordered);
+  if (!st && reordered) {  /* the plan again over the new orders */
+    plan_free(p);
+    p = NULL;
+    memset(force, 0, ((size_t)te->n_stages + 1) * sizeof *force);
+    st = build_once(te, o, NULL, force, &p);
+  }
   for (int s = 0; s < te->n_stages && !st; s++) again |= force[s];
   if (!st && again) {
     plan_free(p);

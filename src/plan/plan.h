@@ -80,6 +80,8 @@ typedef struct PlanOptions {
   int pairs;        /* a narrow contraction and the row kernel over its rows as one (kiln_options.gemm_rows) */
   int one_contraction;  /* grid backends: a kernel holds one GEMM-shaped sum, or (1) siblings over one A
                            (kiln_options.siblings); 0 any number */
+  int reorder_sums;     /* a reduction read only through a permutation of its vars is computed in that
+                           order (kiln_options.reorder_sums) */
 } PlanOptions;
 
 typedef struct Plan {

@@ -90,6 +90,7 @@ kiln_options kiln_options_default(void) {
   o.attention = kiln_env_int("KILN_ATTENTION", -1);
   o.gemm_rows = kiln_env_int("KILN_GEMM_ROWS", -1);
   o.siblings = kiln_env_int("KILN_SIBLINGS", -1);
+  o.reorder_sums = kiln_env_int("KILN_REORDER_SUMS", -1);
   env_text("KILN_CC", "cc", o.cc, sizeof o.cc);
   const char *dir = getenv("KILN_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   if (dir && *dir) snprintf(o.cache_dir, sizeof o.cache_dir, "%s", dir);

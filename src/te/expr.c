@@ -368,11 +368,17 @@ static bool range_binary(const Expr *e, const Ranges *r, int64_t *mn, int64_t *m
     *mn = te_eval_binary(TB_FLOORDIV, KILN_I64, (TeValue){ .i = a0 }, (TeValue){ .i = b0 }).i;
     *mx = te_eval_binary(TB_FLOORDIV, KILN_I64, (TeValue){ .i = a1 }, (TeValue){ .i = b0 }).i;
     return true;
-  case TB_MOD:
+  case TB_MOD: {
     if (b0 != b1 || b0 <= 0) return false;
-    if (a0 >= 0 && a1 < b0) { *mn = a0; *mx = a1; }
-    else { *mn = 0; *mx = b0 - 1; }
+    /* one quotient over a0..a1 (a single point among them): the remainders run a0 % b .. a1 % b */
+    TeValue q0 = te_eval_binary(TB_FLOORDIV, KILN_I64, (TeValue){ .i = a0 }, (TeValue){ .i = b0 });
+    TeValue q1 = te_eval_binary(TB_FLOORDIV, KILN_I64, (TeValue){ .i = a1 }, (TeValue){ .i = b0 });
+    if (q0.i == q1.i) {
+      *mn = te_eval_binary(TB_MOD, KILN_I64, (TeValue){ .i = a0 }, (TeValue){ .i = b0 }).i;
+      *mx = te_eval_binary(TB_MOD, KILN_I64, (TeValue){ .i = a1 }, (TeValue){ .i = b0 }).i;
+    } else *mn = 0, *mx = b0 - 1;
     return true;
+  }
   case TB_MAX: *mn = a0 > b0 ? a0 : b0; *mx = a1 > b1 ? a1 : b1; return true;
   case TB_MIN: *mn = a0 < b0 ? a0 : b0; *mx = a1 < b1 ? a1 : b1; return true;
   default: return false;

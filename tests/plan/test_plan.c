@@ -364,6 +364,37 @@ static void sibling_contractions(void) {
   kiln_graph_free(g);
 }
 
+/* bert's attention output o = att @ v, [b, h, s, d], is read only as transpose(o) [b, s, h, d]
+ * reshaped to [b*s, h*d] by the output projection: the sum is computed in the reader's order
+ * (kiln_options.reorder_sums), so the projection's A operand is a plain matrix; off, or in an
+ * attention chain (its kernels index rows by the plan's vars), the order stays. */
+static void reordered_sums(void) {
+  Workload w;
+  OK(wl_build("bert_layer_b8s128", &w));
+  for (int m = 0; m < 3; m++) {
+    kiln_options o = kiln_options_default();
+    o.backend = "cuda";
+    o.reorder_sums = m == 1 ? 0 : -1;
+    o.attention = m == 2 ? 1 : -1;
+    TE *te;
+    Plan *p = plan_graph(&w.g->g, &o, &te);
+    int found = 0;
+    for (int k = 0; p && k < p->n_kernels; k++) {
+      const Kernel *K = &p->kernels[k];
+      if (K->rank != 4 || K->n_red != 1 || K->red_shape[0] != 128 || K->shape[3] != 64) continue;  /* att @ v */
+      found++;
+      int64_t s1 = m == 0 ? 128 : 12, s2 = m == 0 ? 12 : 128;  /* [b, s, h, d] reordered, else [b, h, s, d] */
+      CHECK_MSG(K->shape[0] == 8 && K->shape[1] == s1 && K->shape[2] == s2,
+                "reorder_sums %d attention %d: att @ v over [%lld,%lld,%lld,%lld]", o.reorder_sums, o.attention,
+                (long long)K->shape[0], (long long)K->shape[1], (long long)K->shape[2], (long long)K->shape[3]);
+    }
+    CHECK_MSG(found == 1, "m %d: %d att @ v kernels", m, found);
+    plan_free(p);
+    te_free(te);
+  }
+  wl_free(&w);
+}
+
 int main(void) {
   cse();
   liveness();
@@ -371,5 +402,6 @@ int main(void) {
   attention_chains();
   pairs();
   sibling_contractions();
+  reordered_sums();
   TEST_MAIN_END();
 }

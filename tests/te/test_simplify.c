@@ -126,6 +126,14 @@ static void test_affine(void) {
   CHECK(te_range(q, lo, hi, 2, &mn, &mx) && mn == 0 && mx == 39);
   CHECK(te_range(bin(te, TB_MOD, bin(te, TB_SUB, j, I(te, 7)), I(te, 5)), lo, hi, 2, &mn, &mx) && mn == 0 && mx == 4);
   CHECK(!te_range(q, NULL, NULL, 0, &mn, &mx));
+  /* a remainder at a point, or over a span of one quotient, is exact (a reshape's k % 64 at k =
+   * 767 is 63, not 0..63: the library's operand probes evaluate offsets at points) */
+  int64_t at[2] = { 7, 3 }, span_lo[2] = { 4, 0 }, span_hi[2] = { 6, 0 }, wide_lo[2] = { 2, 0 }, wide_hi[2] = { 6, 0 };
+  CHECK(te_range(bin(te, TB_MOD, q, I(te, 5)), at, at, 2, &mn, &mx) && mn == 1 && mx == 1);  /* 31 % 5 */
+  CHECK(te_range(bin(te, TB_MOD, i, I(te, 8)), span_lo, span_hi, 2, &mn, &mx) && mn == 4 && mx == 6);
+  CHECK(te_range(bin(te, TB_MOD, i, I(te, 4)), wide_lo, wide_hi, 2, &mn, &mx) && mn == 0 && mx == 3);
+  int64_t neg[2] = { -3, 0 };
+  CHECK(te_range(bin(te, TB_MOD, i, I(te, 5)), neg, neg, 2, &mn, &mx) && mn == 2 && mx == 2);  /* floor mod */
   /* substitution */
   Expr *map[2] = { bin(te, TB_ADD, j, I(te, 1)), I(te, 2) };
   CHECK(te_substitute(te, q, map, 2) == bin(te, TB_ADD, bin(te, TB_MUL, j, I(te, 4)), I(te, 6)));
