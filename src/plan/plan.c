@@ -1211,6 +1211,7 @@ kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out) {
     st = build_once(te, o, force, NULL, &p);
   }
   kiln_free(force);
+  if (st) plan_free(p);  /* a step after a plan was built failed */
   *out = st ? NULL : p;
   return st;
 }
