@@ -321,7 +321,8 @@ typedef struct kiln_options {
                            kernel each; -1 (default) what measurement chose ($KILN_SIBLINGS) */
   int gemm_rows;        /* 1: a contraction of at most 32 columns and the row kernel over its rows (the
                            logits and their softmax or loss) run as one kernel, a row's values kept on
-                           chip; 0 two kernels; -1 (default) on cuda, off on cpu ($KILN_GEMM_ROWS) */
+                           chip; 2: also rows up to 1024 wide (a layernorm after its GEMM; slower on the
+                           H200); 0 two kernels; -1 (default) 1 on cuda, 0 on cpu ($KILN_GEMM_ROWS) */
   int reorder_sums;     /* 1: a reduction read only through a transpose of its indices (attention's output
                            before the heads merge) is computed in its reader's order, so the reader gets a
                            plain row-major operand; 0 in its own order; -1 (default) on ($KILN_REORDER_SUMS) */

@@ -311,6 +311,13 @@ bool cg_chain_blocked(const Dialect *d, const Kernel *last);
  * thread a row. */
 bool cg_pair_blocked(const Dialect *d);
 int64_t cg_pair_smem(const Kernel *last);
+/* A wide pair (rows of more than 32 columns, plan.h's PLAN_PAIR_MAX_WIDE) in a blocked grid
+ * dialect: a block of CG_GEMM_THREADS takes 8 rows (a warp each) of one of cg_pair_splits spans
+ * of the depth, cg_pair_blocks blocks; cg_pair_globals its partial rows and arrival counts. */
+bool cg_pair_wide(const Kernel *last);
+int64_t cg_pair_splits(const Kernel *last);
+int64_t cg_pair_blocks(const Kernel *last);
+void cg_pair_globals(const Kernel *last, const Dialect *d, StrBuf *out);
 int64_t cg_chain_blocks(const Kernel *last);
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o);
 /* The shape kernel k is rendered with in dialect d: cg_gpu_shape where the dialect has

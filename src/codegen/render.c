@@ -2161,8 +2161,8 @@ static void render_chain_loops(R *r, const Chain *c) {
  * point `at`), where `value` (a format for x's stage) gives the row's value x; `post` (NULL:
  * none) runs after step post_step's items; the accumulations meet in shuffles, and the row's
  * outer values are stored by lane 0. */
-static void warp_row_steps(R *r, const Kernel *kr, const char *head, const char *at, int x, const char *value,
-                           const char *post, int post_step) {
+static void warp_row_steps(R *r, const Kernel *kr, const char *pre, const char *head, const char *at, int x,
+                           const char *value, const char *post, int post_step) {
   const char *I = ix(r), *X = vt(r, r->p->te->stages[x].dtype);
   int n = kr->rank;
   CgRows saved = r->ro;
@@ -2172,6 +2172,7 @@ static void warp_row_steps(R *r, const Kernel *kr, const char *head, const char 
     if (step & 1) { chain_values(r, kr, step); continue; }
     for (int i = 0; i < kr->n_items; i++)
       if (kr->items[i].step == step && kr->items[i].kind == IT_ACC) acc_init(r, &kr->items[i]);
+    if (pre) line(r, "%s", pre);
     line(r, "%s", head);
     r->indent++;
     push(r);
@@ -2278,10 +2279,161 @@ static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x) {
   decompose(r, "o", 0, kr->rank, kr->shape);
   char head[48];
   snprintf(head, sizeof head, "if (lane < %lld) {", (long long)J);
-  warp_row_steps(r, kr, head, "lane", x, "xv", NULL, -1);
+  warp_row_steps(r, kr, NULL, head, "lane", x, "xv", NULL, -1);
   pop(r);
   close_block(r);
   line(r, "%s  /* the next row's partials wait for these reads */", d->barrier);
+  close_block(r);
+}
+
+/* ---- wide pairs (rows wider than a warp: a layernorm after its GEMM) ----
+ * Grid: a block of CG_GEMM_THREADS takes PAIR_ROWS rows (a warp each) of one span of the
+ * depth; lane l holds the row's columns l, l + 32, ... in registers. A depth point's factor
+ * free of the columns is one load a warp (every lane reads the same element); the other is
+ * read along the row, the block's warps sharing it through L1. With more than one span each
+ * block stores its partial rows and counts itself in at its rows' arrival count; the block
+ * that arrives last adds the spans in span order (deterministic), puts the count back to 0,
+ * runs KC's epilogue at each of a lane's columns and KR's steps over the row held in the
+ * warp, as a narrow pair's first warp does. */
+enum { PAIR_ROWS = CG_GEMM_THREADS / 32, PAIR_MIN_SPAN = 32, PAIR_MAX_SPANS = 32 };
+
+bool cg_pair_wide(const Kernel *last) {
+  const Kernel *kc = last - 1;
+  return kc->shape[kc->rank - 1] > 32;
+}
+
+static int64_t pair_row_blocks(const Kernel *last) { return (last->outer_numel + PAIR_ROWS - 1) / PAIR_ROWS; }
+
+/* Spans of the depth: about two blocks a multiprocessor of an H100/H200, each span at least
+ * PAIR_MIN_SPAN deep. */
+int64_t cg_pair_splits(const Kernel *last) {
+  const Kernel *kc = last - 1;
+  int64_t rb = pair_row_blocks(last), s = (256 + rb - 1) / rb, most = kc->inner_numel / PAIR_MIN_SPAN;
+  if (s > most) s = most;
+  if (s > PAIR_MAX_SPANS) s = PAIR_MAX_SPANS;
+  return s < 1 ? 1 : s;
+}
+
+int64_t cg_pair_blocks(const Kernel *last) {
+  int64_t t = pair_row_blocks(last) * cg_pair_splits(last);
+  return t < ((int64_t)1 << 20) ? t : ((int64_t)1 << 20);
+}
+
+void cg_pair_globals(const Kernel *last, const Dialect *d, StrBuf *out) {
+  const Kernel *kc = last - 1;
+  int64_t S = cg_pair_splits(last), rb = pair_row_blocks(last), J = kc->shape[kc->rank - 1];
+  if (S <= 1) return;
+  sb_printf(out, "\n/* kernel %d, a wide pair over %lld spans: each span's partial rows, and each row block's\n"
+                 " * arrivals (0 at module load; the last block of a row block puts its count back to 0) */\n",
+            last->id, (long long)S);
+  sb_printf(out, "%s %s kiln_part%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], last->id,
+            (long long)(S * rb * PAIR_ROWS * J));
+  sb_printf(out, "%s %s kiln_arrived%d[%lld];\n", d->global_qual, d->counter_type, last->id, (long long)rb);
+}
+
+static void render_pair_wide(R *r, const Kernel *kc, const Kernel *kr, int x) {
+  const Dialect *d = r->d;
+  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id;
+  int n = kc->rank;
+  int64_t J = kc->shape[n - 1], C = (J + 31) / 32, S = cg_pair_splits(kr), RB = pair_row_blocks(kr);
+  int64_t span = (kc->inner_numel + S - 1) / S;
+  bool ragged = J % 32 != 0;  /* the last column group has lanes past the row */
+  const Item *acc = chain_acc(kc);
+  const Expr *b = acc->body;
+  int bi = te_uses_var(b->args[0], n - 1) ? 0 : 1;  /* the factor that reads the column */
+  char col[64], cond[96];
+  snprintf(col, sizeof col, "c * 32 + lane");
+  snprintf(cond, sizeof cond, "c * 32 + lane < %lld", (long long)J);
+  if (S > 1) line(r, "%s %s last;", d->shared_qual, d->counter_type);
+  line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
+  line(r, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, lit(r, RB * S), d->grid_size);
+  r->indent++;
+  line(r, "const %s rb = w / %lld, sp = w %% %lld, o = rb * %d + wp;", I, (long long)S, (long long)S, PAIR_ROWS);
+  line(r, "const bool live = o < %s;", lit(r, kr->outer_numel));
+  line(r, "%s pa[%lld], xv[%lld];", F, (long long)C, (long long)C);
+  line(r, "%s", d->unroll);
+  line(r, "for (int c = 0; c < %lld; c++) pa[c] = 0.0%s;", (long long)C, d->f32_suffix);
+  line(r, "if (live) {");
+  r->indent++;
+  chain_part(r, kc);
+  push(r);
+  decompose(r, "o", 0, n - 1, kc->shape);
+  line(r, "const %s kb = sp * %s, ke = kb + %s < %s ? kb + %s : %s;", I, lit(r, span), lit(r, span),
+       lit(r, kc->inner_numel), lit(r, span), lit(r, kc->inner_numel));
+  line(r, "for (%s kq = kb; kq < ke; kq++) {", I);
+  r->indent++;
+  push(r);
+  decompose(r, "kq", n, kc->n_red, kc->red_shape);
+  char t[256], fm[320];
+  emit(r, b->args[1 - bi], t, sizeof t);
+  line(r, "const %s fa = %s;", F, t);
+  line(r, "%s", d->unroll);
+  line(r, ragged ? "for (int c = 0; c < %lld; c++) if (%s) {" : "for (int c = 0; c < %lld; c++) {%s", (long long)C,
+       ragged ? cond : "");
+  r->indent++;
+  push(r);
+  line(r, "const %s v%d = %s;", I, n - 1, col);
+  emit(r, b->args[bi], t, sizeof t);
+  snprintf(fm, sizeof fm, d->fma, "fa", t, "pa[c]");
+  line(r, "pa[c] = %s;", fm);
+  pop(r);
+  close_block(r);
+  pop(r);
+  close_block(r);
+  pop(r);
+  close_block(r);
+  if (S > 1) {
+    /* partial rows [span][row][column] */
+    line(r, "%s *part = kiln_part%d + (sp * %s + o) * %lld;", F, kr->id, lit(r, RB * PAIR_ROWS), (long long)J);
+    line(r, "%s", d->unroll);
+    line(r, "for (int c = 0; c < %lld; c++) if (live && %s) part[%s] = pa[c];", (long long)C, cond, col);
+    char slot[48], meet[CG_ARRIVAL_LINES][256];
+    snprintf(slot, sizeof slot, "kiln_arrived%d[rb]", kr->id);
+    cg_arrival_lines(d, slot, (int)S, meet);
+    for (int m = 0; m < CG_ARRIVAL_LINES; m++) line(r, "%s", meet[m]);
+    char addr[160], ld[200];
+    snprintf(addr, sizeof addr, "kiln_part%d + (q * %lld + o) * %lld + c * 32 + lane", kr->id,
+             (long long)(RB * PAIR_ROWS), (long long)J);
+    snprintf(ld, sizeof ld, d->cached_load, addr);
+    line(r, "%s", d->unroll);
+    line(r, "for (int c = 0; c < %lld; c++) {", (long long)C);
+    line(r, "  %s s = 0.0%s;", F, d->f32_suffix);
+    line(r, "  if (live && %s)", cond);
+    line(r, "    for (int q = 0; q < %lld; q++) s += %s;", (long long)S, ld);
+    line(r, "  pa[c] = s;");
+    line(r, "}");
+    line(r, "if (%s == 0) kiln_arrived%d[rb] = 0%s;", T, kr->id, d->uint_suffix);
+  }
+  /* KC's epilogue at each of the lane's columns, then KR's steps over the warp's row */
+  line(r, "if (live) {");
+  r->indent++;
+  line(r, "{");
+  r->indent++;
+  chain_part(r, kc);
+  push(r);
+  decompose(r, "o", 0, n - 1, kc->shape);
+  line(r, "%s", d->unroll);
+  line(r, ragged ? "for (int c = 0; c < %lld; c++) if (%s) {" : "for (int c = 0; c < %lld; c++) {%s", (long long)C,
+       ragged ? cond : "");
+  r->indent++;
+  push(r);
+  line(r, "const %s v%d = %s;", I, n - 1, col);
+  acc_final(r, acc, "pa[c]");
+  chain_values(r, kc, 1);
+  line(r, "xv[c] = s%d;", x);
+  pop(r);
+  close_block(r);
+  pop(r);
+  close_block(r);
+  chain_part(r, kr);
+  push(r);
+  decompose(r, "o", 0, kr->rank, kr->shape);
+  char head[128];
+  snprintf(head, sizeof head, ragged ? "for (int c = 0; c < %lld; c++) if (%s) {" : "for (int c = 0; c < %lld; c++) {%s",
+           (long long)C, ragged ? cond : "");
+  warp_row_steps(r, kr, d->unroll, head, col, x, "xv[c]", NULL, -1);
+  pop(r);
+  close_block(r);
   close_block(r);
 }
 
@@ -2292,7 +2444,8 @@ static void render_pair(R *r) {
     for (int j = 0; j < kr->n_items; j++)
       if (chain_reads_stage(kr->items[j].body, kc->items[i].stage)) x = kc->items[i].stage;
   r->chain_lo = kc->id, r->chain_hi = kr->id;
-  if (cg_pair_blocked(r->d)) render_pair_block(r, kc, kr, x);
+  if (cg_pair_blocked(r->d) && cg_pair_wide(kr)) render_pair_wide(r, kc, kr, x);
+  else if (cg_pair_blocked(r->d)) render_pair_block(r, kc, kr, x);
   else {
     open_outer(r, kr->outer_numel, kr->outer_numel * kc->shape[kc->rank - 1] * kc->inner_numel, false);
     rows_then_steps(r, kc, kr, x, kc->shape[kc->rank - 1], -1, -1);
@@ -2427,7 +2580,7 @@ static void render_chain_grid(R *r, const Chain *c) {
   snprintf(head, sizeof head, "for (%s r = lane; r < %s; r += 32) {", I, lit(r, c->L));
   snprintf(value, sizeof value, "Ss[rr * %lld + r]", (long long)sd);
   snprintf(post, sizeof post, "Ss[rr * %lld + r] = s%d;", (long long)sd, c->p->stage);
-  warp_row_steps(r, c->kr, head, "r", c->x, value, post, c->p->step);
+  warp_row_steps(r, c->kr, NULL, head, "r", c->x, value, post, c->p->step);
   pop(r);
   close_block(r);
   line(r, "%s", d->barrier);
@@ -2586,6 +2739,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   CgGemm gemm;
   if (gs == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, d, out);
   if (gs == CG_GPU_BLOCK_ROWS) cg_rows_globals(p, k, o, d, out);
+  if (gs == CG_GPU_CHAIN && k->chain == 2 && cg_pair_blocked(d) && cg_pair_wide(k)) cg_pair_globals(k, d, out);
   sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
   if (d->block_bounds && gs == CG_GPU_CHAIN) sb_printf(out, d->block_bounds, (int)CG_GEMM_THREADS), sb_puts(out, " ");
   else if (d->block_bounds && (gs == CG_GPU_BLOCK_ROWS || gs == CG_GPU_GEMM)) {

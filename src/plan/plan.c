@@ -54,8 +54,10 @@ PlanOptions plan_options(const kiln_options *o) {
   /* a narrow contraction with the row kernel over its rows: 1 on, 0 off, by default on cuda
    * (H200: the shared mlp 0.027 -> 0.024 ms, the training steps 0.976-0.993) and off on cpu
    * (this 2-vCPU EPYC, 2 threads: the mlp 2.65 -> 2.68 ms; its loops over a row's columns
-   * do not vectorise as the contraction's own loops do) */
-  p.pairs = o && o->gemm_rows >= 0 ? o->gemm_rows != 0 : !strcmp(be, "cuda");
+   * do not vectorise as the contraction's own loops do). Wide pairs (2) only when asked: on the
+   * H200 (session 9) gpt_tiny's four layernorms with their GEMMs took it from 16 to 12 kernels
+   * but from 0.087 to 0.150 ms (a warp a row walks the depth one point at a time) */
+  p.pairs = o && o->gemm_rows >= 0 ? (o->gemm_rows > 2 ? 2 : o->gemm_rows) : !strcmp(be, "cuda");
   /* grid backends tile one contraction a kernel, or siblings over one A (1: siblings joined,
    * 2: not even those) */
   p.one_contraction = !strcmp(be, "cuda") ? (o && o->siblings == 0 ? 2 : 1) : 0;
@@ -817,7 +819,8 @@ static bool chain_fits(Ctx *c, int kc, LoadList *ll) {
 
 /* A narrow contraction and the row kernel over its rows (a classifier's logits and their
  * softmax, or the loss on them): KC a sum over its reduction of a product of two factors, its
- * last var j of at most PLAN_PAIR_MAX_COLS points read by one factor only, and the other
+ * last var j of at most PLAN_PAIR_MAX_COLS points (PLAN_PAIR_MAX_WIDE with wide pairs: a
+ * layernorm after its GEMM) read by one factor only, and the other
  * factor free of j; KR a row kernel over j (rows_read_one). They run as one kernel over KC's
  * rows: a row's values stay in registers between the contraction and the row's steps. What
  * either computes may be stored as usual. */
@@ -828,8 +831,10 @@ static bool pair_fits(Ctx *c, int kc, LoadList *ll) {
   if (!ac || KR->kind != KN_ROW || !KR->has_row || KR->n_red != 1 || KR->chain) return false;
   int n = KC->rank;
   int64_t J = KC->shape[n - 1];
+  bool wide = p->opt.pairs == 2 && J <= PLAN_PAIR_MAX_WIDE &&
+              (double)KC->outer_numel * (double)KC->inner_numel < PLAN_LIBRARY_WORK;
   if (KR->rank != n || KR->row_stage_shape_rank != n || KR->shape[n - 1] != 1 || KR->red_shape[0] != J ||
-      KR->row_shape[n - 1] != J || J > PLAN_PAIR_MAX_COLS || KC->inner_numel > PLAN_PAIR_MAX_DEPTH)
+      KR->row_shape[n - 1] != J || (J > PLAN_PAIR_MAX_COLS && !wide) || KC->inner_numel > PLAN_PAIR_MAX_DEPTH)
     return false;
   for (int v = 0; v < n - 1; v++)
     if (KR->shape[v] != KC->shape[v] || KR->row_shape[v] != KC->shape[v]) return false;

@@ -77,7 +77,8 @@ typedef struct PlanOptions {
   int store_moved;  /* store the arithmetic under a move rather than the moved tensor (kiln_options) */
   int gemm_reuse;   /* a GEMM reads an operand once per this many outputs of the other factor (0: n times) */
   int chains;       /* attention chains: 0 none, 1 all that fit, 2 small ones (kiln_options.attention) */
-  int pairs;        /* a narrow contraction and the row kernel over its rows as one (kiln_options.gemm_rows) */
+  int pairs;        /* a contraction and the row kernel over its rows as one (kiln_options.gemm_rows): 0 never,
+                       1 rows of at most a warp's columns, 2 also wide rows (PLAN_PAIR_MAX_WIDE) */
   int one_contraction;  /* grid backends: a kernel holds one GEMM-shaped sum, or (1) siblings over one A
                            (kiln_options.siblings); 0 any number */
   int reorder_sums;     /* a reduction read only through a permutation of its vars is computed in that
@@ -116,8 +117,10 @@ int plan_chain_end(const Plan *p, int k);
  * and wide, and CHAIN_ROWS rows a block. */
 enum { PLAN_CHAIN_MAX_ROW = 512, PLAN_CHAIN_MAX_DEPTH = 256, PLAN_CHAIN_ROWS = 16 };
 /* Limits of a pair: rows of at most a warp's lanes (the cuda dialect keeps a row's values one
- * a lane), a contraction at most this deep (a warp walks it for each row). */
-enum { PLAN_PAIR_MAX_COLS = 32, PLAN_PAIR_MAX_DEPTH = 4096 };
+ * a lane), a contraction at most this deep (a warp walks it for each row). A wide pair
+ * (PlanOptions.pairs 2): rows of at most PLAN_PAIR_MAX_WIDE points (32 a lane), below the
+ * library's work. */
+enum { PLAN_PAIR_MAX_COLS = 32, PLAN_PAIR_MAX_DEPTH = 4096, PLAN_PAIR_MAX_WIDE = 1024 };
 /* Sibling contractions a kernel may hold on a grid backend (one A tile, a B tile each); they
  * share one only below PLAN_LIBRARY_WORK multiply-adds each, where the cuda backend hands a
  * GEMM to its library (codegen/library.c reads it too). */

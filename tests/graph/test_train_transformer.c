@@ -138,7 +138,7 @@ static kiln_program *step(Block *b, const char *be, int joins, const float *x, c
   kiln_options o = kiln_options_default();
   o.backend = be;
   o.strict = strcmp(be, "ref") != 0;
-  if (joins) o.attention = o.gemm_rows = 1;
+  if (joins) o.attention = 1, o.gemm_rows = 2;  /* wide pairs too */
   kiln_program *p = NULL;
   OK(kiln_program_compile(b->g, &o, &p));
   if (!p) return NULL;

@@ -265,7 +265,7 @@ static void run(kiln_graph *g, const char *backend, int fuse, int grid_sync, Io 
   o.backend = backend;
   o.fuse = fuse;
   o.grid_sync = grid_sync;
-  if (grid_sync == 2) o.attention = o.gemm_rows = 1;  /* every join the planner has: chains and pairs too */
+  if (grid_sync == 2) o.attention = 1, o.gemm_rows = 2;  /* every join the planner has: chains and pairs, wide too */
   kiln_program *p = NULL;
   OK(kiln_program_compile(g, &o, &p));
   for (int i = 0; i < io->n_out; i++) outs[i] = calloc(io->out_n[i] + 1, 8);

@@ -311,6 +311,24 @@ static void pairs(void) {
     te_free(te);
     wl_free(&w);
   }
+  /* wide pairs (gemm_rows 2): gpt_tiny's layernorms after their GEMMs, 256 wide (the output
+   * projection and the second FFN layer of each block); narrow pairs only by default */
+  if (load_shared("models/gpt_tiny/model.onnx", &kg)) {
+    for (int m = 0; m < 2; m++) {
+      kiln_options q = o;
+      q.gemm_rows = m ? 2 : -1;
+      Plan *p = plan_graph(&kg->g, &q, &te);
+      if (p) {
+        int n = pairs_in(p, &at), wide = 0;
+        for (int k = 0; k < p->n_kernels; k++)
+          wide += p->kernels[k].chain == 2 && p->kernels[k - 1].shape[p->kernels[k - 1].rank - 1] == 256;
+        CHECK_MSG(n == (m ? 4 : 0) && wide == n, "gpt_tiny gemm_rows %d: %d pairs, %d wide", q.gemm_rows, n, wide);
+      }
+      plan_free(p);
+      te_free(te);
+    }
+    kiln_graph_free(kg);
+  }
 }
 
 /* Sibling contractions: q, k and v as three MatMuls of one input share a kernel, as one GEMM
