@@ -2295,7 +2295,7 @@ static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x) {
  * that arrives last adds the spans in span order (deterministic), puts the count back to 0,
  * runs KC's epilogue at each of a lane's columns and KR's steps over the row held in the
  * warp, as a narrow pair's first warp does. */
-enum { PAIR_ROWS = CG_GEMM_THREADS / 32, PAIR_MIN_SPAN = 32, PAIR_MAX_SPANS = 32 };
+enum { PAIR_ROWS = CG_GEMM_THREADS / 32, PAIR_MIN_SPAN = 32, PAIR_MAX_SPANS = 32, PAIR_UNROLL = 8 };
 
 bool cg_pair_wide(const Kernel *last) {
   const Kernel *kc = last - 1;
@@ -2360,8 +2360,14 @@ static void render_pair_wide(R *r, const Kernel *kc, const Kernel *kr, int x) {
   decompose(r, "o", 0, n - 1, kc->shape);
   line(r, "const %s kb = sp * %s, ke = kb + %s < %s ? kb + %s : %s;", I, lit(r, span), lit(r, span),
        lit(r, kc->inner_numel), lit(r, span), lit(r, kc->inner_numel));
-  line(r, "for (%s kq = kb; kq < ke; kq++) {", I);
+  /* PAIR_UNROLL depth points at once, so their loads are in flight together (H200, gpt_tiny
+   * with wide pairs: 0.150 ms a point at a time, 0.135 with 8; 0.087 without wide pairs) */
+  line(r, "for (%s k0 = kb; k0 < ke; k0 += %d) {", I, PAIR_UNROLL);
   r->indent++;
+  line(r, "%s", d->unroll);
+  line(r, "for (int u = 0; u < %d; u++) if (k0 + u < ke) {", PAIR_UNROLL);
+  r->indent++;
+  line(r, "const %s kq = k0 + u;", I);
   push(r);
   decompose(r, "kq", n, kc->n_red, kc->red_shape);
   char t[256], fm[320];
@@ -2379,6 +2385,7 @@ static void render_pair_wide(R *r, const Kernel *kc, const Kernel *kr, int x) {
   pop(r);
   close_block(r);
   pop(r);
+  close_block(r);
   close_block(r);
   pop(r);
   close_block(r);

@@ -56,7 +56,7 @@ PlanOptions plan_options(const kiln_options *o) {
    * (this 2-vCPU EPYC, 2 threads: the mlp 2.65 -> 2.68 ms; its loops over a row's columns
    * do not vectorise as the contraction's own loops do). Wide pairs (2) only when asked: on the
    * H200 (session 9) gpt_tiny's four layernorms with their GEMMs took it from 16 to 12 kernels
-   * but from 0.087 to 0.150 ms (a warp a row walks the depth one point at a time) */
+   * but from 0.087 to 0.135 ms (a warp a row reads the weights' rows the GEMM tiles share) */
   p.pairs = o && o->gemm_rows >= 0 ? (o->gemm_rows > 2 ? 2 : o->gemm_rows) : !strcmp(be, "cuda");
   /* grid backends tile one contraction a kernel, or siblings over one A (1: siblings joined,
    * 2: not even those) */
