@@ -1166,7 +1166,7 @@ static bool permuted_load(const TE *te, const Stage *T, int perm[KILN_MAX_RANK])
  * output then lands in the layout the output projection reads as a plain matrix (a library
  * GEMM's operand), not through the heads' transpose. A reduction in a chain or a pair keeps
  * its order (those kernels index their rows by the plan's own vars). *n_done: how many. */
-static kiln_status reorder_sums(TE *te, const Plan *p, int *n_done) {
+static kiln_status reorder_sums(TE *te, const Plan *p, int *reader, int *n_done) {
   *n_done = 0;
   int *readers = kiln_calloc((size_t)te->n_stages + 1, sizeof *readers);
   if (!readers) return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
@@ -1188,6 +1188,7 @@ static kiln_status reorder_sums(TE *te, const Plan *p, int *n_done) {
     R->body = body;
     memcpy(R->shape, T->shape, sizeof R->shape);
     T->body = view;
+    reader[r] = s;
     ++*n_done;
   }
   kiln_free(readers);
@@ -1201,8 +1202,10 @@ kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out) {
   Plan *p = NULL;
   bool again = false;
   kiln_status st = build_once(te, o, NULL, force, &p);
-  int reordered = 0;
-  if (!st && o->reorder_sums) st = reorder_sums(te, p, &reordered);
+  int reordered = 0, *reader = kiln_calloc((size_t)te->n_stages + 1, sizeof *reader);
+  if (!reader && !st) st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
+  for (int s = 0; reader && s < te->n_stages; s++) reader[s] = -1;
+  if (!st && o->reorder_sums) st = reorder_sums(te, p, reader, &reordered);
   if (!st && reordered) {  /* the plan again over the new orders */
     plan_free(p);
     p = NULL;
@@ -1215,6 +1218,12 @@ kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out) {
     p = NULL;
     st = build_once(te, o, force, NULL, &p);
   }
+  for (int s = 0; !st && reordered && s < te->n_stages; s++) {  /* kiln plan says so where the sum is */
+    int k = reader[s] >= 0 ? p->kernel_of[s] : -1;
+    if (k >= 0 && p->kernels[k].why)
+      p->kernels[k].why = fmt(p, "%s; t%d in the order t%d reads it (reorder_sums)", p->kernels[k].why, s, reader[s]);
+  }
+  kiln_free(reader);
   kiln_free(force);
   if (st) plan_free(p);  /* a step after a plan was built failed */
   *out = st ? NULL : p;

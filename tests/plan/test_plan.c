@@ -407,6 +407,7 @@ static void reordered_sums(void) {
                 (long long)K->shape[0], (long long)K->shape[1], (long long)K->shape[2], (long long)K->shape[3]);
     }
     CHECK_MSG(found == 1, "m %d: %d att @ v kernels", m, found);
+    CHECK(!p || printed_has(p, "reads it (reorder_sums)") == (m == 0));  /* kiln plan shows the new order */
     plan_free(p);
     te_free(te);
   }
