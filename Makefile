@@ -3,7 +3,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo test test-fast test-asan valgrind valgrind-quick clean fuzz fuzz-build mutate
+.PHONY: all deps build demo test test-fast test-asan valgrind valgrind-quick clean fuzz fuzz-build mutate install
 
 all: build
 
@@ -16,6 +16,11 @@ build: deps
 
 demo: build
 	@$(BUILD)/kiln demo
+
+# libkiln.so and libkiln.a, kiln.h, kiln.pc (pkg-config) and the CMake package, under PREFIX.
+PREFIX ?= /usr/local
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 # Every test, then every test again under ASan+UBSan.
 test: build
