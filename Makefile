@@ -3,7 +3,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo test test-fast test-asan valgrind valgrind-quick clean fuzz fuzz-build mutate install
+.PHONY: all deps build demo test test-fast test-asan valgrind valgrind-quick clean fuzz fuzz-build mutate install python
 
 all: build
 
@@ -21,6 +21,11 @@ demo: build
 PREFIX ?= /usr/local
 install: build
 	@cmake --install $(BUILD) --prefix $(PREFIX)
+
+# python/kiln with this build's libkiln.so inside, ready for `pip install ./python`.
+python: build
+	@rm -f python/kiln/libkiln.so*
+	@cp -L $(BUILD)/libkiln.so python/kiln/libkiln.so.0
 
 # Every test, then every test again under ASan+UBSan.
 test: build

@@ -342,6 +342,14 @@ typedef struct kiln_options {
  * called and nowhere else (a program keeps its own copy of its options, so two programs in
  * one process may differ). */
 kiln_options kiln_options_default(void);
+/* For bindings that cannot lay out this struct (Python's ctypes): its size, the defaults
+ * written into caller memory of that size, and one field set by its name as text ("backend"
+ * "cuda", "fuse" "0", "cuda_row" "p16"). backend takes a backend's name; an integer field a
+ * whole number in its range; a text field a string that fits. An unknown name or a bad value is
+ * KILN_ERR_INVALID_ARG naming it. */
+size_t kiln_options_size(void);
+kiln_status kiln_options_init(kiln_options *o);
+kiln_status kiln_options_set(kiln_options *o, const char *name, const char *value);
 
 typedef struct kiln_program kiln_program;
 

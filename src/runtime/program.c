@@ -8,7 +8,10 @@
  */
 #include "runtime.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -100,6 +103,72 @@ kiln_options kiln_options_default(void) {
   o.no_cache = kiln_env_int("KILN_NO_CACHE", 0) != 0;
   o.omp_dynamic = getenv("OMP_DYNAMIC") ? -1 : 1;
   return o;
+}
+
+size_t kiln_options_size(void) { return sizeof(kiln_options); }
+
+kiln_status kiln_options_init(kiln_options *o) {
+  if (!o) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_options_init: NULL options");
+  *o = kiln_options_default();
+  return KILN_OK;
+}
+
+/* kiln_options' fields by name, for kiln_options_set: where each is, and how it is read */
+typedef enum { OPT_INT, OPT_I64, OPT_TEXT } OptKind;
+static const struct { const char *name; size_t at, size; OptKind kind; } option_fields[] = {
+#define INT_FIELD(f) { #f, offsetof(kiln_options, f), sizeof(int), OPT_INT }
+#define I64_FIELD(f) { #f, offsetof(kiln_options, f), sizeof(int64_t), OPT_I64 }
+#define TEXT_FIELD(f) { #f, offsetof(kiln_options, f), sizeof(((kiln_options *)0)->f), OPT_TEXT }
+  INT_FIELD(fuse), INT_FIELD(cse), INT_FIELD(strict), INT_FIELD(debug), INT_FIELD(graph_replay), INT_FIELD(tf32),
+  INT_FIELD(max_inputs), INT_FIELD(max_nodes), I64_FIELD(max_tensor_bytes), I64_FIELD(max_planned_bytes),
+  I64_FIELD(max_ref_work), TEXT_FIELD(cuda_row), INT_FIELD(cuda_splitk), INT_FIELD(cuda_fma), INT_FIELD(cublaslt),
+  INT_FIELD(cuda_cluster), INT_FIELD(cuda_split_rows), INT_FIELD(cuda_split_blocks), INT_FIELD(cuda_gemm_stages),
+  INT_FIELD(cuda_pdl), INT_FIELD(grid_sync), INT_FIELD(in_place), INT_FIELD(index32), INT_FIELD(store_moved),
+  INT_FIELD(gemm_reuse), INT_FIELD(attention), INT_FIELD(siblings), INT_FIELD(gemm_rows), INT_FIELD(reorder_sums),
+  INT_FIELD(lazy_select), TEXT_FIELD(cc), TEXT_FIELD(cache_dir), INT_FIELD(no_cache), INT_FIELD(omp_dynamic),
+#undef INT_FIELD
+#undef I64_FIELD
+#undef TEXT_FIELD
+};
+
+kiln_status kiln_options_set(kiln_options *o, const char *name, const char *value) {
+  if (!o || !name || !value) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_options_set: NULL argument");
+  if (!strcmp(name, "backend")) {  /* kiln's own name string, so the options own nothing */
+    const Backend *b = rt_backend_find(value);
+    if (!b) {
+      char why[256];  /* the message is rewritten in place: copy it first */
+      snprintf(why, sizeof why, "%s", kiln_last_error());
+      return kiln_fail(KILN_ERR_INVALID_ARG, "option backend: %s", why);
+    }
+    o->backend = b->name;
+    return KILN_OK;
+  }
+  for (size_t i = 0; i < sizeof option_fields / sizeof option_fields[0]; i++) {
+    if (strcmp(option_fields[i].name, name)) continue;
+    char *field = (char *)o + option_fields[i].at;
+    if (option_fields[i].kind == OPT_TEXT) {
+      if (strlen(value) >= option_fields[i].size)
+        return kiln_fail(KILN_ERR_INVALID_ARG, "option %s: longer than %zu bytes", name, option_fields[i].size - 1);
+      memcpy(field, value, strlen(value) + 1);
+      return KILN_OK;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(value, &end, 10);
+    bool is_int = option_fields[i].kind == OPT_INT;
+    if (!*value || *end || errno || (is_int && (v < INT_MIN || v > INT_MAX)))
+      return kiln_fail(KILN_ERR_INVALID_ARG, "option %s: '%s' is not a whole number%s", name, value,
+                       is_int ? " in int range" : "");
+    if (is_int) {
+      int x = (int)v;
+      memcpy(field, &x, sizeof x);
+    } else {
+      int64_t x = v;
+      memcpy(field, &x, sizeof x);
+    }
+    return KILN_OK;
+  }
+  return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_options_set: no option named '%s'", name);
 }
 
 const Backend *rt_backend_find(const char *name) {

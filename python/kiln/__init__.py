@@ -1,0 +1,379 @@
+"""kiln for Python: load an ONNX model, run it on numpy arrays.
+
+    import kiln
+    model = kiln.load("model.onnx", backend="cpu")
+    (y,) = model.run({"input": x})          # or y = model(x) with one input and one output
+    print(model.census["kernels_planned"])
+
+``kiln.InferenceSession`` takes onnxruntime's common calls (``run(output_names, feeds)``,
+``get_inputs()``, ``get_outputs()``), so switching is one import.
+
+The binding is ctypes over kiln's C API (include/kiln.h) in libkiln.so: no compiled
+extension. The library is found at $KILN_LIB, beside this file, or by the system's loader.
+"""
+import ctypes
+import ctypes.util
+import os
+import tempfile
+
+import numpy as np
+
+__all__ = ["load", "Model", "InferenceSession", "TensorInfo", "read_tensor", "bfloat16_to_float32", "Error", "InvalidArgument",
+           "ModelError", "Unsupported", "OutOfMemory", "DeviceError", "CompileError", "FallbackError", "FileError"]
+
+MAX_RANK = 8
+
+
+class Error(Exception):
+    """A kiln call failed; the message is kiln's (kiln_last_error)."""
+    status = None
+
+
+class InvalidArgument(Error, ValueError):
+    status = -1
+
+
+class ModelError(Error):
+    status = -2
+
+
+class Unsupported(Error):
+    status = -3
+
+
+class OutOfMemory(Error, MemoryError):
+    status = -4
+
+
+class DeviceError(Error):
+    status = -5
+
+
+class CompileError(Error):
+    status = -6
+
+
+class FallbackError(Error):
+    status = -7
+
+
+class FileError(Error, OSError):
+    status = -8
+
+
+_ERRORS = {c.status: c for c in (InvalidArgument, ModelError, Unsupported, OutOfMemory, DeviceError, CompileError,
+                                 FallbackError, FileError)}
+
+
+def _find_library():
+    path = os.environ.get("KILN_LIB")
+    if path:
+        return path
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in sorted(os.listdir(here)):
+        if name.startswith("libkiln.so"):
+            return os.path.join(here, name)
+    return ctypes.util.find_library("kiln") or "libkiln.so.0"
+
+
+_lib = ctypes.CDLL(_find_library())
+
+# kiln_dtype, in include/kiln.h's order, and the numpy type of each. numpy has no bfloat16: a
+# bf16 tensor is its uint16 bit patterns (bfloat16_to_float32 widens them)
+_DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "uint16",
+           "uint32", "uint64", "bool", "string"]
+_NUMPY = [np.float32, np.float64, np.float16, np.uint16, np.int64, np.int32, np.int16, np.int8, np.uint8, np.uint16,
+          np.uint32, np.uint64, np.bool_, object]
+_ORT_TYPES = ["tensor(float)", "tensor(double)", "tensor(float16)", "tensor(bfloat16)", "tensor(int64)",
+              "tensor(int32)", "tensor(int16)", "tensor(int8)", "tensor(uint8)", "tensor(uint16)", "tensor(uint32)",
+              "tensor(uint64)", "tensor(bool)", "tensor(string)"]
+_STRING = 13
+
+
+class _TensorInfo(ctypes.Structure):
+    _fields_ = [("tensor", ctypes.c_int32), ("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
+                ("shape", ctypes.c_int64 * MAX_RANK), ("numel", ctypes.c_int64)]
+
+
+class _Census(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int64) for n in ("runs", "kernels_launched", "phases", "submissions", "bytes_read",
+                                              "bytes_written", "host_fallbacks", "largest_fallback_bytes")] + \
+               [("fallback_ops", ctypes.c_char * 256)] + \
+               [(n, ctypes.c_int64) for n in ("h2d_bytes", "d2h_bytes", "h2d_copies", "d2h_copies", "peak_bytes")] + \
+               [("compile_ms", ctypes.c_double), ("cache_hit", ctypes.c_int), ("kernels_planned", ctypes.c_int64),
+                ("device_ms", ctypes.c_double)]
+
+
+class _Value(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
+                ("shape", ctypes.c_int64 * MAX_RANK), ("numel", ctypes.c_int64), ("data", ctypes.c_void_p)]
+
+
+def _fn(name, restype, *argtypes):
+    f = getattr(_lib, name)
+    f.restype, f.argtypes = restype, list(argtypes)
+    return f
+
+
+_vp, _int, _i64p = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)
+_last_error = _fn("kiln_last_error", ctypes.c_char_p)
+_load_onnx = _fn("kiln_graph_load_onnx", _int, ctypes.c_char_p, ctypes.POINTER(_vp))
+_graph_free = _fn("kiln_graph_free", None, _vp)
+_input_count = _fn("kiln_graph_input_count", _int, _vp, ctypes.POINTER(_int))
+_input_info = _fn("kiln_graph_input_info", _int, _vp, _int, ctypes.POINTER(_TensorInfo))
+_output_count = _fn("kiln_graph_output_count", _int, _vp, ctypes.POINTER(_int))
+_output_info = _fn("kiln_graph_output_info", _int, _vp, _int, ctypes.POINTER(_TensorInfo))
+_options_size = _fn("kiln_options_size", ctypes.c_size_t)
+_options_init = _fn("kiln_options_init", _int, _vp)
+_options_set = _fn("kiln_options_set", _int, _vp, ctypes.c_char_p, ctypes.c_char_p)
+_compile = _fn("kiln_program_compile", _int, _vp, _vp, ctypes.POINTER(_vp))
+_run = _fn("kiln_program_run", _int, _vp, ctypes.POINTER(_vp), ctypes.POINTER(_vp))
+_census = _fn("kiln_program_census", _int, _vp, ctypes.POINTER(_Census))
+_program_free = _fn("kiln_program_free", None, _vp)
+_value_read_pb = _fn("kiln_value_read_pb", _int, ctypes.c_char_p, ctypes.POINTER(_Value))
+_value_clear = _fn("kiln_value_clear", None, ctypes.POINTER(_Value))
+_libc = ctypes.CDLL(ctypes.util.find_library("c"))
+_libc.fopen.restype, _libc.fopen.argtypes = _vp, [ctypes.c_char_p, ctypes.c_char_p]
+_libc.fclose.restype, _libc.fclose.argtypes = _int, [_vp]
+_print = _fn("kiln_program_print", _int, _vp, _vp)
+
+
+def _check(status, what):
+    if status != 0:
+        message = (_last_error() or b"").decode("utf-8", "replace")
+        raise _ERRORS.get(status, Error)("%s: %s" % (what, message) if message else what)
+
+
+class TensorInfo:
+    """An input or output: ``name``, ``dtype`` (kiln's name: "float32", ...), ``shape`` (a tuple)
+    and ``type`` (onnxruntime's spelling, "tensor(float)")."""
+
+    def __init__(self, info):
+        self.name = info.name.decode("utf-8", "replace")
+        self.dtype = _DTYPES[info.dtype]
+        self.shape = tuple(info.shape[i] for i in range(info.rank))
+        self.type = _ORT_TYPES[info.dtype]
+        self._dtype = info.dtype
+        self._numel = info.numel
+
+    def __repr__(self):
+        return "TensorInfo(name=%r, dtype=%r, shape=%r)" % (self.name, self.dtype, self.shape)
+
+
+def _numpy_type(dtype, name):
+    t = _NUMPY[dtype]
+    if t is None:
+        raise Unsupported("%s: %s tensors have no numpy type" % (name, _DTYPES[dtype]))
+    return t
+
+
+class Model:
+    """A compiled model (kiln_program over the ONNX graph). Frees itself when collected, or at
+    ``close()`` / the end of a ``with`` block; a closed model raises InvalidArgument."""
+
+    def __init__(self, path, backend=None, **options):
+        self._graph = self._program = None
+        graph, program = _vp(), _vp()
+        _check(_load_onnx(os.fsencode(path), ctypes.byref(graph)), "load")  # kiln's message names the file
+        self._graph = graph
+        opts = ctypes.create_string_buffer(_options_size())
+        _check(_options_init(opts), "options")
+        if backend is not None:
+            options["backend"] = backend
+        for name, value in options.items():
+            if isinstance(value, bool):
+                value = int(value)
+            _check(_options_set(opts, name.encode(), str(value).encode()), "option %s" % name)
+        self.inputs = self._infos(_input_count, _input_info)
+        self.outputs = self._infos(_output_count, _output_info)
+        _check(_compile(graph, opts, ctypes.byref(program)), "compile %s" % path)
+        self._program = program
+        self._keep = []
+
+    def _infos(self, count, info):
+        n = _int()
+        _check(count(self._graph, ctypes.byref(n)), "tensors")
+        out = []
+        for i in range(n.value):
+            t = _TensorInfo()
+            _check(info(self._graph, i, ctypes.byref(t)), "tensor %d" % i)
+            out.append(TensorInfo(t))
+        return out
+
+    def _live(self):
+        if not self._program:
+            raise InvalidArgument("the model is closed")
+
+    def _input_buffer(self, info, value):
+        if info._dtype == _STRING:
+            a = np.asarray(value, dtype=object)
+            if a.shape != info.shape:
+                raise InvalidArgument("input %s: shape %s, the model takes %s" % (info.name, a.shape, info.shape))
+            items = [s.encode("utf-8") if isinstance(s, str) else s for s in a.reshape(-1)]
+            if not all(isinstance(s, bytes) and b"\0" not in s for s in items):
+                raise InvalidArgument("input %s: strings (str or bytes without NUL) expected" % info.name)
+            buf = (ctypes.c_char_p * max(len(items), 1))(*items)
+            return buf, ctypes.cast(buf, _vp)
+        t = _numpy_type(info._dtype, info.name)
+        a = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=t)
+        if a.dtype != np.dtype(t):
+            raise InvalidArgument("input %s: dtype %s, the model takes %s" % (info.name, a.dtype, info.dtype))
+        if a.shape != info.shape:
+            raise InvalidArgument("input %s: shape %s, the model takes %s" % (info.name, a.shape, info.shape))
+        a = np.ascontiguousarray(a)
+        return a, _vp(a.ctypes.data)
+
+    def run(self, feeds=None, output_names=None):
+        """Runs the model. feeds: a dict of input name -> array, or a list in input order. Returns
+        the outputs as a list of numpy arrays (those named in output_names, in that order; None:
+        every output)."""
+        self._live()
+        if feeds is None:
+            feeds = {}
+        if isinstance(feeds, dict):
+            unknown = set(feeds) - {i.name for i in self.inputs}
+            if unknown:
+                raise InvalidArgument("no input named %s (inputs: %s)" % (
+                    ", ".join(sorted(unknown)), ", ".join(i.name for i in self.inputs)))
+            missing = [i.name for i in self.inputs if i.name not in feeds]
+            if missing:
+                raise InvalidArgument("missing input %s" % ", ".join(missing))
+            values = [feeds[i.name] for i in self.inputs]
+        else:
+            values = list(feeds)
+            if len(values) != len(self.inputs):
+                raise InvalidArgument("%d inputs given, the model takes %d" % (len(values), len(self.inputs)))
+        keep, ins = [], (_vp * max(len(self.inputs), 1))()
+        for k, (info, v) in enumerate(zip(self.inputs, values)):
+            held, ptr = self._input_buffer(info, v)
+            keep.append(held)
+            ins[k] = ptr
+        outs_np, outs = [], (_vp * max(len(self.outputs), 1))()
+        for k, info in enumerate(self.outputs):
+            if info._dtype == _STRING:
+                buf = (ctypes.c_char_p * max(info._numel, 1))()
+                outs_np.append(buf)
+                outs[k] = ctypes.cast(buf, _vp)
+            else:
+                a = np.empty(info.shape, dtype=_numpy_type(info._dtype, info.name))
+                outs_np.append(a)
+                outs[k] = _vp(a.ctypes.data)
+        _check(_run(self._program, ins, outs), "run")
+        results = []
+        for info, a in zip(self.outputs, outs_np):
+            if info._dtype == _STRING:  # kiln's strings are valid until the next run: copied now
+                s = np.empty(info._numel, dtype=object)
+                for i in range(info._numel):
+                    s[i] = a[i].decode("utf-8", "replace") if a[i] is not None else ""
+                a = s.reshape(info.shape)
+            results.append(a)
+        if output_names is None:
+            return results
+        names = [o.name for o in self.outputs]
+        for n in output_names:
+            if n not in names:
+                raise InvalidArgument("no output named %s (outputs: %s)" % (n, ", ".join(names)))
+        return [results[names.index(n)] for n in output_names]
+
+    def __call__(self, *arrays):
+        out = self.run(list(arrays))
+        return out[0] if len(out) == 1 else tuple(out)
+
+    @property
+    def census(self):
+        """The last run's counters (kiln_census) as a dict: kernels, bytes, fallbacks by op, ..."""
+        self._live()
+        c = _Census()
+        _check(_census(self._program, ctypes.byref(c)), "census")
+        d = {name: getattr(c, name) for name, _ in _Census._fields_}
+        d["fallback_ops"] = c.fallback_ops.decode("utf-8", "replace")
+        return d
+
+    def plan(self):
+        """The plan as kiln prints it: each kernel, its anchor, bytes and boundary reasons."""
+        self._live()
+        with tempfile.NamedTemporaryFile(prefix="kiln-plan-", suffix=".txt") as tmp:
+            f = _libc.fopen(os.fsencode(tmp.name), b"w")
+            if not f:
+                raise FileError("plan: cannot open %s" % tmp.name)
+            try:
+                _check(_print(self._program, f), "plan")
+            finally:
+                _libc.fclose(f)
+            with open(tmp.name, encoding="utf-8", errors="replace") as text:
+                return text.read()
+
+    def close(self):
+        if self._program:
+            _program_free(self._program)
+            self._program = None
+        if self._graph:
+            _graph_free(self._graph)
+            self._graph = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def load(path, backend=None, **options):
+    """Loads and compiles an ONNX model. backend: "cpu" (default), "cuda" or "ref"; options:
+    any kiln_options field by name (fuse=0, grid_sync=1, ...)."""
+    return Model(path, backend, **options)
+
+
+_PROVIDERS = {"CPUExecutionProvider": "cpu", "CUDAExecutionProvider": "cuda"}
+
+
+class InferenceSession:
+    """onnxruntime's InferenceSession over kiln: the first of providers kiln knows picks the
+    backend (CUDAExecutionProvider: cuda, CPUExecutionProvider: cpu); a kiln backend name works too."""
+
+    def __init__(self, path, sess_options=None, providers=None, **kwargs):
+        backend = None
+        for p in providers or []:
+            name = p[0] if isinstance(p, (tuple, list)) else p
+            if name in _PROVIDERS or name in ("cpu", "cuda", "ref"):
+                backend = _PROVIDERS.get(name, name)
+                break
+        self._model = Model(path, backend)
+
+    def get_inputs(self):
+        return list(self._model.inputs)
+
+    def get_outputs(self):
+        return list(self._model.outputs)
+
+    def run(self, output_names, input_feed, run_options=None):
+        return self._model.run(input_feed, output_names)
+
+
+def bfloat16_to_float32(bits):
+    """bf16 bit patterns (uint16, as kiln hands bf16 tensors over) widened to float32, exactly."""
+    b = np.asarray(bits, dtype=np.uint16)
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def read_tensor(path):
+    """A serialized ONNX TensorProto file (an ONNX test-data input_0.pb) as a numpy array."""
+    v = _Value()
+    _check(_value_read_pb(os.fsencode(path), ctypes.byref(v)), "read")  # the message starts with path
+    try:
+        shape = tuple(v.shape[i] for i in range(v.rank))
+        if v.dtype == _STRING:
+            ptrs = ctypes.cast(v.data, ctypes.POINTER(ctypes.c_char_p))
+            return np.array([ptrs[i].decode("utf-8", "replace") for i in range(v.numel)], dtype=object).reshape(shape)
+        t = _numpy_type(v.dtype, path)
+        n = v.numel * np.dtype(t).itemsize
+        raw = ctypes.string_at(v.data, n) if n else b""
+        return np.frombuffer(raw, dtype=t).reshape(shape).copy()
+    finally:
+        _value_clear(ctypes.byref(v))

@@ -1,0 +1,156 @@
+"""The Python binding (python/kiln) on the cpu backend: the shared models through
+InferenceSession against their PyTorch references, numpy round trips per dtype through ONNX node
+tests, options, the census and the plan, every error case, and a leak check.
+
+Run by ctest (python/pytest) with KILN_LIB at the built libkiln.so and KILN_SHARED_DIR at
+../shared."""
+import gc
+import os
+
+import numpy as np
+import pytest
+
+import kiln
+
+SHARED = os.environ.get("KILN_SHARED_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared"))
+MODELS = os.path.join(SHARED, "models")
+NODE = os.path.join(SHARED, "conformance", "onnx-node")
+
+
+def data_set(folder):
+    d = os.path.join(folder, "test_data_set_0")
+    read = lambda prefix: [kiln.read_tensor(os.path.join(d, "%s_%d.pb" % (prefix, i)))
+                           for i in range(64) if os.path.exists(os.path.join(d, "%s_%d.pb" % (prefix, i)))]
+    return read("input"), read("output")
+
+
+@pytest.mark.parametrize("name", ["mlp", "lenet", "encoder4_d256", "gpt_tiny", "convnet_mini"])
+def test_shared_models_through_inference_session(name):
+    folder = os.path.join(MODELS, name)
+    inputs, outputs = data_set(folder)
+    sess = kiln.InferenceSession(os.path.join(folder, "model.onnx"), providers=["CPUExecutionProvider"])
+    feeds = {i.name: x for i, x in zip(sess.get_inputs(), inputs)}
+    got = sess.run(None, feeds)
+    assert len(got) == len(outputs)
+    for g, want in zip(got, outputs):
+        assert g.shape == want.shape and g.dtype == want.dtype
+        np.testing.assert_allclose(g, want, rtol=1e-3, atol=1e-5)
+    named = sess.run([sess.get_outputs()[0].name], feeds)
+    assert len(named) == 1 and np.array_equal(named[0], got[0])
+    assert all(isinstance(i.type, str) and i.type.startswith("tensor(") for i in sess.get_inputs())
+
+
+# one node test per dtype kiln has: f32, f64, f16, bf16 (as uint16 bits), i8..i64, u8..u64, bool, strings
+NODE_TESTS = ["test_abs", "test_cast_FLOAT_to_DOUBLE", "test_cast_FLOAT16_to_FLOAT", "test_cast_FLOAT_to_BFLOAT16",
+              "test_cast_BFLOAT16_to_FLOAT", "test_bitwise_and_i16_3d", "test_bitwise_and_i32_2d",
+              "test_bitwise_and_ui8_bcast_4v3d", "test_bitwise_and_ui64_bcast_3v1d", "test_and2d", "test_string_concat",
+              "test_regex_full_match_basic", "test_strnormalizer_nostopwords_nochangecase", "test_argmax_default_axis_example"]
+
+
+@pytest.mark.parametrize("name", NODE_TESTS)
+def test_dtype_round_trips(name):
+    folder = os.path.join(NODE, name)
+    inputs, outputs = data_set(folder)
+    with kiln.load(os.path.join(folder, "model.onnx")) as m:
+        got = m.run(inputs)
+        for info, g, want in zip(m.outputs, got, outputs):
+            assert g.shape == want.shape, (info, g.shape, want.shape)
+            assert g.dtype == want.dtype, (info, g.dtype, want.dtype)
+            if g.dtype == object:
+                assert list(g.reshape(-1)) == list(want.reshape(-1))
+            elif info.dtype == "bfloat16":
+                np.testing.assert_allclose(kiln.bfloat16_to_float32(g), kiln.bfloat16_to_float32(want), rtol=1e-2)
+            elif g.dtype.kind == "f":
+                np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-7)
+            else:
+                assert np.array_equal(g, want)
+
+
+def mlp_path():
+    return os.path.join(MODELS, "mlp", "model.onnx")
+
+
+def test_call_inputs_outputs_census_plan():
+    m = kiln.load(mlp_path(), backend="cpu")
+    (x,), (want,) = data_set(os.path.join(MODELS, "mlp"))
+    assert [(i.name, i.dtype, i.shape) for i in m.inputs] == [("input_0", "float32", (128, 784))]
+    assert m.outputs[0].shape == (128, 10)
+    y = m(x)
+    np.testing.assert_allclose(y, want, rtol=1e-3, atol=1e-5)
+    c = m.census
+    assert c["runs"] == 1 and c["host_fallbacks"] == 0 and c["fallback_ops"] == ""
+    assert c["kernels_planned"] >= 1 and c["compile_ms"] >= 0
+    text = m.plan()
+    assert text.startswith("plan: %d kernels" % c["kernels_planned"])
+    m.close()
+    m.close()  # twice is fine
+
+
+def test_options_reach_the_planner():
+    fused = kiln.load(mlp_path()).census["kernels_planned"]
+    eager = kiln.load(mlp_path(), fuse=0).census["kernels_planned"]
+    assert eager > fused
+    with pytest.raises(kiln.InvalidArgument, match="no_such_option"):
+        kiln.load(mlp_path(), no_such_option=1)
+    with pytest.raises(kiln.InvalidArgument, match="fuse"):
+        kiln.load(mlp_path(), fuse="yes")
+    with pytest.raises(kiln.InvalidArgument, match="tpu"):
+        kiln.load(mlp_path(), backend="tpu")
+
+
+def test_errors():
+    with pytest.raises(kiln.Error, match="nope.onnx"):
+        kiln.load("/nonexistent/nope.onnx")
+    m = kiln.load(mlp_path())
+    x = np.zeros((128, 784), np.float32)
+    with pytest.raises(kiln.InvalidArgument, match="dtype float64"):
+        m.run({"input_0": x.astype(np.float64)})
+    with pytest.raises(kiln.InvalidArgument, match="shape"):
+        m.run({"input_0": x[:64]})
+    with pytest.raises(kiln.InvalidArgument, match="no input named nope"):
+        m.run({"nope": x})
+    with pytest.raises(kiln.InvalidArgument, match="missing input input_0"):
+        m.run({})
+    with pytest.raises(kiln.InvalidArgument, match="2 inputs given"):
+        m.run([x, x])
+    with pytest.raises(kiln.InvalidArgument, match="no output named"):
+        m.run({"input_0": x}, ["nope"])
+    m.run({"input_0": x[:, ::1]})  # a contiguous view is fine
+    m.run({"input_0": np.asfortranarray(x)})  # any layout: copied to row-major
+    m.close()
+    with pytest.raises(kiln.InvalidArgument, match="closed"):
+        m.run({"input_0": x})
+    with pytest.raises(kiln.InvalidArgument, match="closed"):
+        m.census
+    bad = os.path.join(os.path.dirname(__file__), "not-a-model.onnx")
+    with open(bad, "wb") as f:
+        f.write(b"\x08\x07garbage")
+    try:
+        with pytest.raises(kiln.ModelError):
+            kiln.load(bad)
+    finally:
+        os.remove(bad)
+    s = kiln.load(os.path.join(NODE, "test_string_concat", "model.onnx"))
+    with pytest.raises(kiln.InvalidArgument, match="strings"):
+        s.run([np.array([1, 2], dtype=object)] * 2)
+
+
+def rss_kib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def test_no_leak_over_load_run_free_cycles():
+    (x,), _ = data_set(os.path.join(MODELS, "mlp"))
+
+    def cycles(n):
+        for _ in range(n):
+            with kiln.load(mlp_path()) as m:
+                m.run({"input_0": x})
+        gc.collect()
+
+    cycles(50)  # warm: the compile cache, allocator arenas
+    before = rss_kib()
+    cycles(400)
+    grown = rss_kib() - before
+    assert grown < 16 * 1024, "RSS grew %d KiB over 400 load/run/free cycles" % grown
