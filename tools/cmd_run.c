@@ -20,7 +20,7 @@
 
 static const char usage[] =
     "usage: kiln run MODEL.onnx [--backend B] [--input NAME=FILE.pb]... [--check DIR/test_data_set_0]\n"
-    "                [--rtol R] [--atol A]\n"
+    "                [--rtol R (default 1e-3)] [--atol A (default 1e-5)]\n"
     "  exit status: 0 the outputs match (or ran, without --check), 1 the run failed, 2 a usage error\n";
 
 /* The --input NAME=FILE.pb arguments. */
@@ -63,7 +63,9 @@ static int run_once(OnnxTestSpec *spec, const Named *in) {
 int cmd_run(int argc, char **argv) {
   OnnxTestSpec spec = { 0 };
   Named in = { 0 };
-  spec.rtol = 1e-3, spec.atol = 1e-7, spec.verbose = 1;
+  /* a whole model's reference (PyTorch's f32) carries rounding through every layer: rtol 1e-3,
+   * atol 1e-5 by default; kiln conformance keeps the node tests' 1e-7 */
+  spec.rtol = 1e-3, spec.atol = 1e-5, spec.verbose = 1;
   Cli c = cli_start("run", argc, argv);
   while (cli_next(&c))
     if (!cli_str(&c, "--backend", "B", &spec.backend) && !cli_str(&c, "--check", "DIR", &spec.data_dir) &&
