@@ -18,7 +18,7 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["load", "Model", "InferenceSession", "TensorInfo", "read_tensor", "bfloat16_to_float32", "Error", "InvalidArgument",
+__all__ = ["load", "Model", "Graph", "Tensor", "InferenceSession", "TensorInfo", "read_tensor", "bfloat16_to_float32", "Error", "InvalidArgument",
            "ModelError", "Unsupported", "OutOfMemory", "DeviceError", "CompileError", "FallbackError", "FileError"]
 
 MAX_RANK = 8
@@ -132,6 +132,26 @@ _census = _fn("kiln_program_census", _int, _vp, ctypes.POINTER(_Census))
 _program_free = _fn("kiln_program_free", None, _vp)
 _value_read_pb = _fn("kiln_value_read_pb", _int, ctypes.c_char_p, ctypes.POINTER(_Value))
 _value_clear = _fn("kiln_value_clear", None, ctypes.POINTER(_Value))
+_tensor_info = _fn("kiln_graph_tensor_info", _int, _vp, ctypes.c_int32, ctypes.POINTER(_TensorInfo))
+_read_param = _fn("kiln_program_read_param", _int, _vp, ctypes.c_int32, _vp)
+_t, _tp = ctypes.c_int32, ctypes.POINTER(ctypes.c_int32)
+_graph_create = _fn("kiln_graph_create", _int, ctypes.POINTER(_vp))
+_graph_input = _fn("kiln_graph_input", _int, _vp, ctypes.c_char_p, _int, _int, _i64p, _tp)
+_graph_param = _fn("kiln_graph_param", _int, _vp, ctypes.c_char_p, _int, _int, _i64p, _vp, _tp)
+_graph_const = _fn("kiln_graph_const", _int, _vp, _int, _int, _i64p, _vp, _tp)
+_graph_scalar = _fn("kiln_graph_scalar", _int, _vp, _int, ctypes.c_double, _tp)
+_graph_output = _fn("kiln_graph_output", _int, _vp, _t, ctypes.c_char_p)
+_graph_unary = _fn("kiln_graph_unary", _int, _vp, _int, _t, _tp)
+_graph_binary = _fn("kiln_graph_binary", _int, _vp, _int, _t, _t, _tp)
+_graph_matmul = _fn("kiln_graph_matmul", _int, _vp, _t, _t, _tp)
+_graph_reshape = _fn("kiln_graph_reshape", _int, _vp, _t, _int, _i64p, _tp)
+_graph_transpose = _fn("kiln_graph_transpose", _int, _vp, _t, ctypes.POINTER(_int), _tp)
+_graph_reduce = _fn("kiln_graph_reduce", _int, _vp, _int, _t, _int, ctypes.POINTER(_int), _int, _tp)
+_graph_softmax = _fn("kiln_graph_softmax", _int, _vp, _t, _int, _tp)
+_graph_log_softmax = _fn("kiln_graph_log_softmax", _int, _vp, _t, _int, _tp)
+_graph_sgd = _fn("kiln_graph_sgd", _int, _vp, _t, _int, _tp, ctypes.c_double, ctypes.c_double, _tp)
+_graph_adam = _fn("kiln_graph_adam", _int, _vp, _t, _int, _tp, ctypes.c_double, ctypes.c_double, ctypes.c_double,
+                  ctypes.c_double, _tp)
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.fopen.restype, _libc.fopen.argtypes = _vp, [ctypes.c_char_p, ctypes.c_char_p]
 _libc.fclose.restype, _libc.fclose.argtypes = _int, [_vp]
@@ -171,11 +191,14 @@ class Model:
     """A compiled model (kiln_program over the ONNX graph). Frees itself when collected, or at
     ``close()`` / the end of a ``with`` block; a closed model raises InvalidArgument."""
 
-    def __init__(self, path, backend=None, **options):
+    def __init__(self, path, backend=None, _graph=None, **options):
         self._graph = self._program = None
         graph, program = _vp(), _vp()
-        _check(_load_onnx(os.fsencode(path), ctypes.byref(graph)), "load")  # kiln's message names the file
-        self._graph = graph
+        if _graph is None:
+            _check(_load_onnx(os.fsencode(path), ctypes.byref(graph)), "load")  # kiln's message names the file
+            self._graph = graph
+        else:  # a kiln.Graph's: the Graph keeps it, this program only reads it
+            graph = _graph
         opts = ctypes.create_string_buffer(_options_size())
         _check(_options_init(opts), "options")
         if backend is not None:
@@ -184,19 +207,19 @@ class Model:
             if isinstance(value, bool):
                 value = int(value)
             _check(_options_set(opts, name.encode(), str(value).encode()), "option %s" % name)
+        self._source = graph
         self.inputs = self._infos(_input_count, _input_info)
         self.outputs = self._infos(_output_count, _output_info)
-        _check(_compile(graph, opts, ctypes.byref(program)), "compile %s" % path)
+        _check(_compile(graph, opts, ctypes.byref(program)), "compile %s" % (path or "graph"))
         self._program = program
-        self._keep = []
 
     def _infos(self, count, info):
         n = _int()
-        _check(count(self._graph, ctypes.byref(n)), "tensors")
+        _check(count(self._source, ctypes.byref(n)), "tensors")
         out = []
         for i in range(n.value):
             t = _TensorInfo()
-            _check(info(self._graph, i, ctypes.byref(t)), "tensor %d" % i)
+            _check(info(self._source, i, ctypes.byref(t)), "tensor %d" % i)
             out.append(TensorInfo(t))
         return out
 
@@ -274,6 +297,19 @@ class Model:
             if n not in names:
                 raise InvalidArgument("no output named %s (outputs: %s)" % (n, ", ".join(names)))
         return [results[names.index(n)] for n in output_names]
+
+    def read_param(self, tensor):
+        """The current value of a parameter (after the runs' updates) as a numpy array; tensor: a
+        kiln.Tensor of the Graph the program was compiled from."""
+        self._live()
+        owner = getattr(self, "_graph_owner", None)
+        if owner is None or not owner._g or tensor.graph is not owner:
+            raise InvalidArgument("read_param: a tensor of the open kiln.Graph this model was compiled from")
+        info = _TensorInfo()
+        _check(_tensor_info(self._source, tensor.id, ctypes.byref(info)), "param")
+        a = np.empty(tuple(info.shape[i] for i in range(info.rank)), dtype=_numpy_type(info.dtype, "param"))
+        _check(_read_param(self._program, tensor.id, _vp(a.ctypes.data)), "read_param")
+        return a
 
     def __call__(self, *arrays):
         out = self.run(list(arrays))
@@ -377,3 +413,182 @@ def read_tensor(path):
         return np.frombuffer(raw, dtype=t).reshape(shape).copy()
     finally:
         _value_clear(ctypes.byref(v))
+
+
+# include/kiln.h's op enums, in order (python/tests checks them against the header)
+UNARY_OPS = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "relu", "gelu_erf",
+             "gelu_tanh", "erf", "sin", "cos", "floor", "ceil", "round", "sign", "not", "isnan", "isinf"]
+BINARY_OPS = ["add", "sub", "mul", "div", "pow", "max", "min", "mod", "fmod", "eq", "ne", "lt", "le", "gt", "ge",
+              "and", "or", "xor", "shl", "shr"]
+REDUCE_OPS = ["sum", "mean", "max", "min", "prod", "sum_square", "l1", "l2", "log_sum_exp"]
+
+
+class Tensor:
+    """A tensor of a kiln.Graph: its id, and its graph."""
+
+    def __init__(self, graph, tid):
+        self.graph, self.id = graph, tid
+
+    @property
+    def shape(self):
+        info = _TensorInfo()
+        _check(_tensor_info(self.graph._g, self.id, ctypes.byref(info)), "tensor")
+        return tuple(info.shape[i] for i in range(info.rank))
+
+    @property
+    def dtype(self):
+        info = _TensorInfo()
+        _check(_tensor_info(self.graph._g, self.id, ctypes.byref(info)), "tensor")
+        return _DTYPES[info.dtype]
+
+    def __repr__(self):
+        return "Tensor(%d, %s%s)" % (self.id, self.dtype, list(self.shape))
+
+
+def _dims(shape):
+    shape = tuple(int(d) for d in shape)
+    if len(shape) > MAX_RANK:
+        raise InvalidArgument("rank %d is above kiln's %d" % (len(shape), MAX_RANK))
+    return len(shape), (ctypes.c_int64 * max(len(shape), 1))(*shape)
+
+
+def _dtype_code(dtype):
+    name = np.dtype(dtype).name if not isinstance(dtype, str) or dtype not in _DTYPES else dtype
+    if name == "bool":
+        name = "bool"
+    if name not in _DTYPES:
+        raise Unsupported("dtype %s has no kiln type" % name)
+    return _DTYPES.index(name)
+
+
+class Graph:
+    """kiln's C graph API from Python: inputs, params and constants from numpy, ops by name
+    (unary/binary/reduce names as in include/kiln.h: "relu", "add", "mean"), outputs, gradients'
+    training steps (sgd, adam); compile() gives a Model whose read_param reads the trained values.
+
+        g = kiln.Graph()
+        x = g.input("x", "float32", (32, 4)); w = g.param("w", np.ones((4, 2), np.float32))
+        y = g.unary("relu", g.matmul(x, w)); g.output(y, "y")
+        model = g.compile(backend="cpu"); (out,) = model.run({"x": xs})
+    """
+
+    def __init__(self):
+        self._g = None
+        g = _vp()
+        _check(_graph_create(ctypes.byref(g)), "graph")
+        self._g = g
+        self._programs = []
+
+    def _new(self, f, what, *args):
+        if not self._g:
+            raise InvalidArgument("the graph is closed")
+        out = ctypes.c_int32()
+        _check(f(self._g, *args, ctypes.byref(out)), what)
+        return Tensor(self, out.value)
+
+    def _tensor(self, x):
+        if isinstance(x, Tensor):
+            if x.graph is not self:
+                raise InvalidArgument("tensor %d belongs to another graph" % x.id)
+            return x.id
+        if isinstance(x, (int, float)) and not isinstance(x, bool):
+            return self.scalar(x).id
+        raise InvalidArgument("expected a kiln.Tensor of this graph, got %r" % (x,))
+
+    def input(self, name, dtype, shape):
+        rank, dims = _dims(shape)
+        return self._new(_graph_input, "input %s" % name, name.encode(), _dtype_code(dtype), rank, dims)
+
+    def param(self, name, value):
+        a = np.ascontiguousarray(value)
+        rank, dims = _dims(a.shape)
+        return self._new(_graph_param, "param %s" % name, name.encode(), _dtype_code(a.dtype), rank, dims,
+                         _vp(a.ctypes.data))
+
+    def const(self, value):
+        a = np.ascontiguousarray(value)
+        rank, dims = _dims(a.shape)
+        return self._new(_graph_const, "const", _dtype_code(a.dtype), rank, dims, _vp(a.ctypes.data))
+
+    def scalar(self, value, dtype="float32"):
+        return self._new(_graph_scalar, "scalar", _dtype_code(dtype), float(value))
+
+    def unary(self, op, x):
+        if op not in UNARY_OPS:
+            raise InvalidArgument("no unary op %r (ops: %s)" % (op, ", ".join(UNARY_OPS)))
+        return self._new(_graph_unary, op, UNARY_OPS.index(op), self._tensor(x))
+
+    def binary(self, op, a, b):
+        if op not in BINARY_OPS:
+            raise InvalidArgument("no binary op %r (ops: %s)" % (op, ", ".join(BINARY_OPS)))
+        return self._new(_graph_binary, op, BINARY_OPS.index(op), self._tensor(a), self._tensor(b))
+
+    def add(self, a, b): return self.binary("add", a, b)
+    def sub(self, a, b): return self.binary("sub", a, b)
+    def mul(self, a, b): return self.binary("mul", a, b)
+    def div(self, a, b): return self.binary("div", a, b)
+
+    def matmul(self, a, b):
+        return self._new(_graph_matmul, "matmul", self._tensor(a), self._tensor(b))
+
+    def reshape(self, x, shape):
+        rank, dims = _dims(shape)
+        return self._new(_graph_reshape, "reshape", self._tensor(x), rank, dims)
+
+    def transpose(self, x, perm):
+        p = (ctypes.c_int * max(len(perm), 1))(*perm)
+        return self._new(_graph_transpose, "transpose", self._tensor(x), p)
+
+    def reduce(self, op, x, axes=None, keepdims=False):
+        if op not in REDUCE_OPS:
+            raise InvalidArgument("no reduce op %r (ops: %s)" % (op, ", ".join(REDUCE_OPS)))
+        axes = list(axes or [])
+        a = (ctypes.c_int * max(len(axes), 1))(*axes)
+        return self._new(_graph_reduce, "reduce", REDUCE_OPS.index(op), self._tensor(x), len(axes), a, int(keepdims))
+
+    def softmax(self, x, axis=-1):
+        return self._new(_graph_softmax, "softmax", self._tensor(x), axis)
+
+    def log_softmax(self, x, axis=-1):
+        return self._new(_graph_log_softmax, "log_softmax", self._tensor(x), axis)
+
+    def output(self, x, name=None):
+        if not self._g:
+            raise InvalidArgument("the graph is closed")
+        _check(_graph_output(self._g, self._tensor(x), name.encode() if name else None), "output")
+
+    def _step(self, f, what, loss, params, *hyper):
+        ids = (ctypes.c_int32 * max(len(params), 1))(*[self._tensor(p) for p in params])
+        upd = (ctypes.c_int32 * max(len(params), 1))()
+        if not self._g:
+            raise InvalidArgument("the graph is closed")
+        _check(f(self._g, self._tensor(loss), len(params), ids, *hyper, upd), what)
+        return [Tensor(self, upd[i]) for i in range(len(params))]
+
+    def sgd(self, loss, params, lr, momentum=0.0):
+        """A training step: the gradients of loss for params and their SGD update in place (each
+        run of the compiled program computes loss, gradients and update). Returns the updated
+        params' tensors."""
+        return self._step(_graph_sgd, "sgd", loss, params, float(lr), float(momentum))
+
+    def adam(self, loss, params, lr, beta1=0.9, beta2=0.999, eps=1e-8):
+        return self._step(_graph_adam, "adam", loss, params, float(lr), float(beta1), float(beta2), float(eps))
+
+    def compile(self, backend=None, **options):
+        """A Model running this graph as it is now (later changes need a new compile)."""
+        if not self._g:
+            raise InvalidArgument("the graph is closed")
+        m = Model(None, backend, _graph=self._g, **options)
+        m._graph_owner = self  # the program reads the graph's tensor info: keep the graph alive
+        return m
+
+    def close(self):
+        if self._g:
+            _graph_free(self._g)
+            self._g = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -154,3 +154,71 @@ def test_no_leak_over_load_run_free_cycles():
     cycles(400)
     grown = rss_kib() - before
     assert grown < 16 * 1024, "RSS grew %d KiB over 400 load/run/free cycles" % grown
+
+
+def test_op_names_match_kiln_h():
+    header = open(os.path.join(os.path.dirname(__file__), "..", "..", "include", "kiln.h")).read()
+
+    def enum(name, prefix):
+        body = header.split("typedef enum %s {" % name)[1].split("}")[0]
+        import re
+        body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+        names = [w.strip() for w in body.replace("\n", " ").split(",") if w.strip()]
+        return [n[len(prefix):].lower() for n in names if not n.endswith("_COUNT")]
+
+    assert enum("kiln_unary_op", "KILN_") == kiln.UNARY_OPS
+    assert enum("kiln_binary_op", "KILN_") == kiln.BINARY_OPS
+    assert enum("kiln_reduce_op", "KILN_REDUCE_") == kiln.REDUCE_OPS
+
+
+def test_graph_forward_matches_numpy():
+    rng = np.random.default_rng(1)
+    w1, b1 = rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    g = kiln.Graph()
+    x = g.input("x", "float32", (3, 6))
+    h = g.unary("tanh", g.add(g.matmul(x, g.param("w1", w1)), g.const(b1)))
+    y = g.softmax(g.mul(h, 2.0), axis=-1)
+    g.output(y, "y")
+    g.output(g.reduce("mean", h, axes=[1], keepdims=True), "m")
+    assert y.shape == (3, 5) and y.dtype == "float32"
+    m = g.compile(backend="cpu")
+    xs = rng.standard_normal((3, 6)).astype(np.float32)
+    got_y, got_m = m.run({"x": xs})
+    hh = np.tanh(xs @ w1 + b1)
+    e = np.exp(2 * hh - (2 * hh).max(axis=1, keepdims=True))
+    np.testing.assert_allclose(got_y, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_m, hh.mean(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+    with pytest.raises(kiln.InvalidArgument, match="no unary op"):
+        g.unary("frobnicate", x)
+    other = kiln.Graph()
+    with pytest.raises(kiln.InvalidArgument, match="another graph"):
+        other.unary("relu", x)
+    with pytest.raises(kiln.InvalidArgument):  # kiln's own check: shapes that do not multiply
+        g.matmul(x, x)
+    g.close()
+    with pytest.raises(kiln.InvalidArgument, match="closed"):
+        g.unary("relu", x)
+
+
+def test_graph_training_with_sgd_lowers_the_loss():
+    rng = np.random.default_rng(2)
+    true_w = rng.standard_normal((4, 1)).astype(np.float32)
+    xs = rng.standard_normal((64, 4)).astype(np.float32)
+    ys = xs @ true_w
+    g = kiln.Graph()
+    x, t = g.input("x", "float32", (64, 4)), g.input("t", "float32", (64, 1))
+    w = g.param("w", np.zeros((4, 1), np.float32))
+    d = g.sub(g.matmul(x, w), t)
+    loss = g.reduce("mean", g.mul(d, d))
+    (w_new,) = g.sgd(loss, [w], lr=0.1)
+    g.output(loss, "loss")
+    m = g.compile(backend="cpu")
+    losses = [float(m.run({"x": xs, "t": ys})[0]) for _ in range(60)]
+    assert losses[-1] < 1e-2 * losses[0], losses[::10]
+    np.testing.assert_allclose(m.read_param(w), true_w, rtol=0.05, atol=0.05)
+    # one step by hand from the start: w -= lr * 2/N x^T (x w - t), w = 0
+    m2 = g.compile(backend="cpu")
+    m2.run({"x": xs, "t": ys})
+    np.testing.assert_allclose(m2.read_param(w), -0.1 * 2 / 64 * xs.T @ (-ys), rtol=1e-5, atol=1e-6)
+    with pytest.raises(kiln.InvalidArgument, match="read_param"):
+        kiln.load(mlp_path()).read_param(w)
