@@ -389,6 +389,9 @@ kiln_status kiln_program_run_times(kiln_program *p, int times);
 kiln_status kiln_program_census(const kiln_program *p, kiln_census *out);
 /* Prints the plan: each kernel, its ops, anchor, buffers, bytes and boundary reasons. */
 kiln_status kiln_program_print(const kiln_program *p, FILE *f);
+/* The same plan as a Graphviz digraph (each kernel a cluster of its stages); the ref backend,
+ * which plans nothing, is KILN_ERR_UNSUPPORTED. */
+kiln_status kiln_program_print_dot(const kiln_program *p, FILE *f);
 /* Reads the current value of a parameter (after assign updates) into host memory. */
 kiln_status kiln_program_read_param(kiln_program *p, kiln_tensor param, void *dst);
 /* Overwrites a parameter with numel elements from host memory at src, where the program keeps

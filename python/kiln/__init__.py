@@ -156,6 +156,7 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.fopen.restype, _libc.fopen.argtypes = _vp, [ctypes.c_char_p, ctypes.c_char_p]
 _libc.fclose.restype, _libc.fclose.argtypes = _int, [_vp]
 _print = _fn("kiln_program_print", _int, _vp, _vp)
+_print_dot = _fn("kiln_program_print_dot", _int, _vp, _vp)
 
 
 def _check(status, what):
@@ -325,19 +326,26 @@ class Model:
         d["fallback_ops"] = c.fallback_ops.decode("utf-8", "replace")
         return d
 
-    def plan(self):
-        """The plan as kiln prints it: each kernel, its anchor, bytes and boundary reasons."""
+    def _printed(self, printer, what):
         self._live()
         with tempfile.NamedTemporaryFile(prefix="kiln-plan-", suffix=".txt") as tmp:
             f = _libc.fopen(os.fsencode(tmp.name), b"w")
             if not f:
-                raise FileError("plan: cannot open %s" % tmp.name)
+                raise FileError("%s: cannot open %s" % (what, tmp.name))
             try:
-                _check(_print(self._program, f), "plan")
+                _check(printer(self._program, f), what)
             finally:
                 _libc.fclose(f)
             with open(tmp.name, encoding="utf-8", errors="replace") as text:
                 return text.read()
+
+    def plan(self):
+        """The plan as kiln prints it: each kernel, its anchor, bytes and boundary reasons."""
+        return self._printed(_print, "plan")
+
+    def plan_dot(self):
+        """The plan as Graphviz text (each kernel a cluster of its stages)."""
+        return self._printed(_print_dot, "plan_dot")
 
     def close(self):
         if self._program:

@@ -82,6 +82,10 @@ def test_call_inputs_outputs_census_plan():
     assert c["kernels_planned"] >= 1 and c["compile_ms"] >= 0
     text = m.plan()
     assert text.startswith("plan: %d kernels" % c["kernels_planned"])
+    dot = m.plan_dot()
+    assert dot.startswith("digraph") and dot.count("subgraph cluster") == c["kernels_planned"]
+    with pytest.raises(kiln.Unsupported, match="ref"):
+        kiln.load(mlp_path(), backend="ref").plan_dot()
     m.close()
     m.close()  # twice is fine
 

@@ -294,6 +294,11 @@ kiln_status kiln_program_print(const kiln_program *p, FILE *f) {
   return rt_schedule_print(p->sched, f);
 }
 
+kiln_status kiln_program_print_dot(const kiln_program *p, FILE *f) {
+  if (!p || !f) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_print_dot: %s is NULL", p ? "file" : "program");
+  return rt_schedule_print_dot(p->sched, f);
+}
+
 /* The stage of parameter param, for read_param and write_param (fn names the call in the message). */
 static kiln_status param_stage(const kiln_program *p, kiln_tensor param, const char *fn, int *stage) {
   const TE *te = p->te;

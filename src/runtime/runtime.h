@@ -128,6 +128,8 @@ kiln_status rt_schedule_read_output(Schedule *s, int i, void *dst);
 kiln_status rt_schedule_read_param(Schedule *s, int stage, void *dst);
 kiln_status rt_schedule_write_param(Schedule *s, int stage, const void *src);
 kiln_status rt_schedule_print(const Schedule *s, FILE *f);
+/* The plan as Graphviz: kernels as clusters of their stages (plan_dot); no plan (ref) is KILN_ERR_UNSUPPORTED. */
+kiln_status rt_schedule_print_dot(const Schedule *s, FILE *f);
 /* The codegen choices options o make for dialect d (row variant, split-K, library GEMMs, launch
  * groups, stores in place); an unknown cuda_row or grid_sync is KILN_ERR_INVALID_ARG. */
 kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOptions *out);

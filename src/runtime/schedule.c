@@ -798,6 +798,13 @@ kiln_status rt_schedule_write_param(Schedule *s, int stage, const void *src) {
   return st ? st : dev_sync(s, "write_param");
 }
 
+kiln_status rt_schedule_print_dot(const Schedule *s, FILE *f) {
+  if (!s->plan)
+    return kiln_fail(KILN_ERR_UNSUPPORTED, "the %s backend interprets the graph: it has no plan to draw", s->be->name);
+  plan_dot(s->plan, f);
+  return KILN_OK;
+}
+
 kiln_status rt_schedule_print(const Schedule *s, FILE *f) {
   if (!s->plan) {
     fprintf(f, "%s: %d stages interpreted on the host, no kernels\n", s->be->name, s->te->n_stages);

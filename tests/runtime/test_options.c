@@ -2,6 +2,7 @@
  * and values refused with a message naming them, and the options a program then runs with. */
 #include "test.h"
 
+#include <stdio.h>
 #include <string.h>
 
 int main(void) {
@@ -46,6 +47,27 @@ int main(void) {
   kiln_census c;
   OK(kiln_program_census(p, &c));
   CHECK_MSG(c.kernels_planned == 2, "%lld kernels planned (eager: 2)", (long long)c.kernels_planned);
+  /* the plan as Graphviz: a cluster per kernel; ref plans nothing */
+  FILE *f = tmpfile();
+  CHECK(f);
+  if (f) {
+    OK(kiln_program_print_dot(p, f));
+    rewind(f);
+    char text[4096] = "";
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    CHECK(!strncmp(text, "digraph", 7) && strstr(text, "cluster_0") && strstr(text, "cluster_1") && !strstr(text, "cluster_2"));
+    fclose(f);
+  }
+  CHECK(kiln_program_print_dot(p, NULL) == KILN_ERR_INVALID_ARG);
+  kiln_program_free(p);
+  OK(kiln_options_set(&o, "backend", "ref"));
+  OK(kiln_program_compile(g, &o, &p));
+  f = tmpfile();
+  if (f) {
+    CHECK(kiln_program_print_dot(p, f) == KILN_ERR_UNSUPPORTED && strstr(kiln_last_error(), "ref"));
+    fclose(f);
+  }
   kiln_program_free(p);
   kiln_graph_free(g);
   TEST_MAIN_END();
