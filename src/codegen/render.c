@@ -2211,6 +2211,15 @@ int64_t cg_pair_smem(const Kernel *last) {
   return 4 * (int64_t)(CG_GEMM_THREADS / 32) * kc->shape[kc->rank - 1];
 }
 
+/* A pair's column after its sum: KC's var j = col, the sum's final value from `sum`, KC's
+ * epilogue items at the point, and the value KR reads (stage x) into dst. */
+static void pair_column(R *r, const Kernel *kc, int x, const char *col, const char *sum, const char *dst) {
+  line(r, "const %s v%d = %s;", ix(r), kc->rank - 1, col);
+  acc_final(r, chain_acc(kc), sum);
+  chain_values(r, kc, 1);
+  line(r, "%s = s%d;", dst, x);
+}
+
 static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
@@ -2263,10 +2272,7 @@ static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x) {
   push(r);
   line(r, "%s xa = kiln_pr[0][lane];", F);
   line(r, "for (int w = 1; w < %d; w++) xa += kiln_pr[w][lane];", W);
-  line(r, "const %s v%d = lane;", I, n - 1);
-  acc_final(r, acc, "xa");
-  chain_values(r, kc, 1);
-  line(r, "xv = s%d;", x);
+  pair_column(r, kc, x, "lane", "xa", "xv");
   pop(r);
   close_block(r);
   pop(r);
@@ -2341,9 +2347,11 @@ static void render_pair_wide(R *r, const Kernel *kc, const Kernel *kr, int x) {
   const Item *acc = chain_acc(kc);
   const Expr *b = acc->body;
   int bi = te_uses_var(b->args[0], n - 1) ? 0 : 1;  /* the factor that reads the column */
-  char col[64], cond[96];
+  char col[64], cond[96], each[160];  /* each: the loop over a lane's columns, past the row skipped */
   snprintf(col, sizeof col, "c * 32 + lane");
   snprintf(cond, sizeof cond, "c * 32 + lane < %lld", (long long)J);
+  if (ragged) snprintf(each, sizeof each, "for (int c = 0; c < %lld; c++) if (%s) {", (long long)C, cond);
+  else snprintf(each, sizeof each, "for (int c = 0; c < %lld; c++) {", (long long)C);
   if (S > 1) line(r, "%s %s last;", d->shared_qual, d->counter_type);
   line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
   line(r, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, lit(r, RB * S), d->grid_size);
@@ -2374,8 +2382,7 @@ static void render_pair_wide(R *r, const Kernel *kc, const Kernel *kr, int x) {
   emit(r, b->args[1 - bi], t, sizeof t);
   line(r, "const %s fa = %s;", F, t);
   line(r, "%s", d->unroll);
-  line(r, ragged ? "for (int c = 0; c < %lld; c++) if (%s) {" : "for (int c = 0; c < %lld; c++) {%s", (long long)C,
-       ragged ? cond : "");
+  line(r, "%s", each);
   r->indent++;
   push(r);
   line(r, "const %s v%d = %s;", I, n - 1, col);
@@ -2420,14 +2427,10 @@ static void render_pair_wide(R *r, const Kernel *kc, const Kernel *kr, int x) {
   push(r);
   decompose(r, "o", 0, n - 1, kc->shape);
   line(r, "%s", d->unroll);
-  line(r, ragged ? "for (int c = 0; c < %lld; c++) if (%s) {" : "for (int c = 0; c < %lld; c++) {%s", (long long)C,
-       ragged ? cond : "");
+  line(r, "%s", each);
   r->indent++;
   push(r);
-  line(r, "const %s v%d = %s;", I, n - 1, col);
-  acc_final(r, acc, "pa[c]");
-  chain_values(r, kc, 1);
-  line(r, "xv[c] = s%d;", x);
+  pair_column(r, kc, x, col, "pa[c]", "xv[c]");
   pop(r);
   close_block(r);
   pop(r);
@@ -2435,10 +2438,7 @@ static void render_pair_wide(R *r, const Kernel *kc, const Kernel *kr, int x) {
   chain_part(r, kr);
   push(r);
   decompose(r, "o", 0, kr->rank, kr->shape);
-  char head[128];
-  snprintf(head, sizeof head, ragged ? "for (int c = 0; c < %lld; c++) if (%s) {" : "for (int c = 0; c < %lld; c++) {%s",
-           (long long)C, ragged ? cond : "");
-  warp_row_steps(r, kr, d->unroll, head, col, x, "xv[c]", NULL, -1);
+  warp_row_steps(r, kr, d->unroll, each, col, x, "xv[c]", NULL, -1);
   pop(r);
   close_block(r);
   close_block(r);
