@@ -348,6 +348,10 @@ kiln_options kiln_options_default(void);
  * whole number in its range; a text field a string that fits. An unknown name or a bad value is
  * KILN_ERR_INVALID_ARG naming it. */
 size_t kiln_options_size(void);
+/* sizeof one of kiln.h's structs by its name ("kiln_census", "kiln_tensor_info", "kiln_value",
+ * "kiln_value_list", "kiln_options"), 0 for any other: a binding that lays them out itself checks
+ * its layout against this library's. */
+size_t kiln_struct_size(const char *name);
 kiln_status kiln_options_init(kiln_options *o);
 kiln_status kiln_options_set(kiln_options *o, const char *name, const char *value);
 

@@ -109,6 +109,18 @@ class _Value(ctypes.Structure):
                 ("shape", ctypes.c_int64 * MAX_RANK), ("numel", ctypes.c_int64), ("data", ctypes.c_void_p)]
 
 
+def _check_layouts():
+    size = _lib.kiln_struct_size
+    size.restype, size.argtypes = ctypes.c_size_t, [ctypes.c_char_p]
+    for c_name, py in (("kiln_census", _Census), ("kiln_tensor_info", _TensorInfo), ("kiln_value", _Value)):
+        if size(c_name.encode()) != ctypes.sizeof(py):
+            raise ImportError("kiln: this package's %s is %d bytes, the library's %d: they are from different kilns" %
+                              (c_name, ctypes.sizeof(py), size(c_name.encode())))
+
+
+_check_layouts()
+
+
 def _fn(name, restype, *argtypes):
     f = getattr(_lib, name)
     f.restype, f.argtypes = restype, list(argtypes)

@@ -107,6 +107,17 @@ kiln_options kiln_options_default(void) {
 
 size_t kiln_options_size(void) { return sizeof(kiln_options); }
 
+size_t kiln_struct_size(const char *name) {
+  static const struct { const char *name; size_t size; } t[] = {
+    { "kiln_options", sizeof(kiln_options) }, { "kiln_census", sizeof(kiln_census) },
+    { "kiln_tensor_info", sizeof(kiln_tensor_info) }, { "kiln_value", sizeof(kiln_value) },
+    { "kiln_value_list", sizeof(kiln_value_list) },
+  };
+  for (size_t i = 0; name && i < sizeof t / sizeof t[0]; i++)
+    if (!strcmp(t[i].name, name)) return t[i].size;
+  return 0;
+}
+
 kiln_status kiln_options_init(kiln_options *o) {
   if (!o) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_options_init: NULL options");
   *o = kiln_options_default();

@@ -7,6 +7,10 @@
 
 int main(void) {
   CHECK(kiln_options_size() == sizeof(kiln_options));
+  CHECK(kiln_struct_size("kiln_census") == sizeof(kiln_census) && kiln_struct_size("kiln_value") == sizeof(kiln_value));
+  CHECK(kiln_struct_size("kiln_tensor_info") == sizeof(kiln_tensor_info) && kiln_struct_size("kiln_options") == sizeof(kiln_options));
+  CHECK(kiln_struct_size("kiln_value_list") == sizeof(kiln_value_list));
+  CHECK(kiln_struct_size("nope") == 0 && kiln_struct_size(NULL) == 0);
   kiln_options o;
   memset(&o, 0x5a, sizeof o);
   OK(kiln_options_init(&o));
