@@ -342,16 +342,15 @@ typedef struct kiln_options {
  * called and nowhere else (a program keeps its own copy of its options, so two programs in
  * one process may differ). */
 kiln_options kiln_options_default(void);
-/* For bindings that cannot lay out this struct (Python's ctypes): its size, the defaults
- * written into caller memory of that size, and one field set by its name as text ("backend"
- * "cuda", "fuse" "0", "cuda_row" "p16"). backend takes a backend's name; an integer field a
- * whole number in its range; a text field a string that fits. An unknown name or a bad value is
- * KILN_ERR_INVALID_ARG naming it. */
-size_t kiln_options_size(void);
 /* sizeof one of kiln.h's structs by its name ("kiln_census", "kiln_tensor_info", "kiln_value",
  * "kiln_value_list", "kiln_options"), 0 for any other: a binding that lays them out itself checks
  * its layout against this library's. */
 size_t kiln_struct_size(const char *name);
+/* For bindings that cannot lay out kiln_options (Python's ctypes): the defaults written into
+ * caller memory of kiln_struct_size("kiln_options") bytes, and one field set by its name as text
+ * ("backend" "cuda", "fuse" "0", "cuda_row" "p16"). backend takes a backend's name; an integer
+ * field a whole number in its range; a text field a string that fits. An unknown name or a bad
+ * value is KILN_ERR_INVALID_ARG naming it. */
 kiln_status kiln_options_init(kiln_options *o);
 kiln_status kiln_options_set(kiln_options *o, const char *name, const char *value);
 

@@ -109,18 +109,6 @@ class _Value(ctypes.Structure):
                 ("shape", ctypes.c_int64 * MAX_RANK), ("numel", ctypes.c_int64), ("data", ctypes.c_void_p)]
 
 
-def _check_layouts():
-    size = _lib.kiln_struct_size
-    size.restype, size.argtypes = ctypes.c_size_t, [ctypes.c_char_p]
-    for c_name, py in (("kiln_census", _Census), ("kiln_tensor_info", _TensorInfo), ("kiln_value", _Value)):
-        if size(c_name.encode()) != ctypes.sizeof(py):
-            raise ImportError("kiln: this package's %s is %d bytes, the library's %d: they are from different kilns" %
-                              (c_name, ctypes.sizeof(py), size(c_name.encode())))
-
-
-_check_layouts()
-
-
 def _fn(name, restype, *argtypes):
     f = getattr(_lib, name)
     f.restype, f.argtypes = restype, list(argtypes)
@@ -128,6 +116,19 @@ def _fn(name, restype, *argtypes):
 
 
 _vp, _int, _i64p = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)
+_struct_size = _fn("kiln_struct_size", ctypes.c_size_t, ctypes.c_char_p)
+
+
+def _check_layouts():
+    for c_name, py in (("kiln_census", _Census), ("kiln_tensor_info", _TensorInfo), ("kiln_value", _Value)):
+        if _struct_size(c_name.encode()) != ctypes.sizeof(py):
+            raise ImportError("kiln: this package's %s is %d bytes, the library's %d: they are from different kilns" %
+                              (c_name, ctypes.sizeof(py), _struct_size(c_name.encode())))
+
+
+_check_layouts()
+
+
 _last_error = _fn("kiln_last_error", ctypes.c_char_p)
 _load_onnx = _fn("kiln_graph_load_onnx", _int, ctypes.c_char_p, ctypes.POINTER(_vp))
 _graph_free = _fn("kiln_graph_free", None, _vp)
@@ -135,7 +136,6 @@ _input_count = _fn("kiln_graph_input_count", _int, _vp, ctypes.POINTER(_int))
 _input_info = _fn("kiln_graph_input_info", _int, _vp, _int, ctypes.POINTER(_TensorInfo))
 _output_count = _fn("kiln_graph_output_count", _int, _vp, ctypes.POINTER(_int))
 _output_info = _fn("kiln_graph_output_info", _int, _vp, _int, ctypes.POINTER(_TensorInfo))
-_options_size = _fn("kiln_options_size", ctypes.c_size_t)
 _options_init = _fn("kiln_options_init", _int, _vp)
 _options_set = _fn("kiln_options_set", _int, _vp, ctypes.c_char_p, ctypes.c_char_p)
 _compile = _fn("kiln_program_compile", _int, _vp, _vp, ctypes.POINTER(_vp))
@@ -204,15 +204,16 @@ class Model:
     """A compiled model (kiln_program over the ONNX graph). Frees itself when collected, or at
     ``close()`` / the end of a ``with`` block; a closed model raises InvalidArgument."""
 
-    def __init__(self, path, backend=None, _graph=None, **options):
+    def __init__(self, path, backend=None, _owner=None, **options):
         self._graph = self._program = None
+        self._owner = _owner  # a kiln.Graph compiled from: it keeps the graph, read_param reads its tensors
         graph, program = _vp(), _vp()
-        if _graph is None:
+        if _owner is None:
             _check(_load_onnx(os.fsencode(path), ctypes.byref(graph)), "load")  # kiln's message names the file
             self._graph = graph
-        else:  # a kiln.Graph's: the Graph keeps it, this program only reads it
-            graph = _graph
-        opts = ctypes.create_string_buffer(_options_size())
+        else:
+            graph = _owner._g
+        opts = ctypes.create_string_buffer(_struct_size(b"kiln_options"))
         _check(_options_init(opts), "options")
         if backend is not None:
             options["backend"] = backend
@@ -315,7 +316,7 @@ class Model:
         """The current value of a parameter (after the runs' updates) as a numpy array; tensor: a
         kiln.Tensor of the Graph the program was compiled from."""
         self._live()
-        owner = getattr(self, "_graph_owner", None)
+        owner = self._owner
         if owner is None or not owner._g or tensor.graph is not owner:
             raise InvalidArgument("read_param: a tensor of the open kiln.Graph this model was compiled from")
         info = _TensorInfo()
@@ -598,9 +599,7 @@ class Graph:
         """A Model running this graph as it is now (later changes need a new compile)."""
         if not self._g:
             raise InvalidArgument("the graph is closed")
-        m = Model(None, backend, _graph=self._g, **options)
-        m._graph_owner = self  # the program reads the graph's tensor info: keep the graph alive
-        return m
+        return Model(None, backend, _owner=self, **options)
 
     def close(self):
         if self._g:

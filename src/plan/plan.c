@@ -1165,12 +1165,13 @@ static bool permuted_load(const TE *te, const Stage *T, int perm[KILN_MAX_RANK])
  * R' = T's shape, its body at the permuted vars, and T an identity view of R'. Attention's
  * output then lands in the layout the output projection reads as a plain matrix (a library
  * GEMM's operand), not through the heads' transpose. A reduction in a chain or a pair keeps
- * its order (those kernels index their rows by the plan's own vars). *n_done: how many. */
-static kiln_status reorder_sums(TE *te, const Plan *p, int *reader, int *n_done) {
-  *n_done = 0;
-  int *readers = kiln_calloc((size_t)te->n_stages + 1, sizeof *readers);
+ * its order (those kernels index their rows by the plan's own vars). *reader_out: each reordered
+ * sum's reader (-1 elsewhere), or NULL when none was reordered; the caller frees it. */
+static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
+  *reader_out = NULL;
+  int *readers = kiln_calloc((size_t)te->n_stages + 1, sizeof *readers), *reader = NULL;
   if (!readers) return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
-  for (int s = 0; s < te->n_stages; s++)  /* a body loads a stage at most once after hash-consing, or counts twice */
+  for (int s = 0; s < te->n_stages; s++)  /* loads, not stages: a stage read twice counts 2 and is kept */
     if (te->stages[s].body) te_visit_loads(te->stages[s].body, count_reader, readers);
   for (int s = 0; s < te->n_stages; s++) {
     Stage *T = &te->stages[s];
@@ -1180,18 +1181,26 @@ static kiln_status reorder_sums(TE *te, const Plan *p, int *reader, int *n_done)
     bool kept = readers[r] != 1 || plan_is_output(p, r) || k < 0 || p->kernels[k].chain != 0;
     for (int i = 0; i < te->n_assigns && !kept; i++) kept = te->assigns[i].value == r || te->assigns[i].param == r;
     if (kept) continue;
+    if (!reader) {
+      reader = kiln_malloc(((size_t)te->n_stages + 1) * sizeof *reader);
+      if (!reader) { kiln_free(readers); return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); }
+      for (int i = 0; i < te->n_stages; i++) reader[i] = -1;
+    }
     Stage *R = &te->stages[r];
     Expr *map[KILN_MAX_RANK], *at[KILN_MAX_RANK];
     for (int i = 0; i < T->rank; i++) map[i] = te_var(te, perm[i]), at[i] = te_var(te, i);
     Expr *body = te_substitute(te, R->body, map, T->rank), *view = te_load(te, r, T->rank, at);
-    if (!body || !view) { kiln_free(readers); return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); }
+    if (!body || !view) {
+      kiln_free(readers), kiln_free(reader);
+      return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
+    }
     R->body = body;
     memcpy(R->shape, T->shape, sizeof R->shape);
     T->body = view;
     reader[r] = s;
-    ++*n_done;
   }
   kiln_free(readers);
+  *reader_out = reader;
   return KILN_OK;
 }
 
@@ -1202,11 +1211,9 @@ kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out) {
   Plan *p = NULL;
   bool again = false;
   kiln_status st = build_once(te, o, NULL, force, &p);
-  int reordered = 0, *reader = kiln_calloc((size_t)te->n_stages + 1, sizeof *reader);
-  if (!reader && !st) st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
-  for (int s = 0; reader && s < te->n_stages; s++) reader[s] = -1;
-  if (!st && o->reorder_sums) st = reorder_sums(te, p, reader, &reordered);
-  if (!st && reordered) {  /* the plan again over the new orders */
+  int *reader = NULL;
+  if (!st && o->reorder_sums) st = reorder_sums(te, p, &reader);
+  if (!st && reader) {  /* the plan again over the new orders */
     plan_free(p);
     p = NULL;
     memset(force, 0, ((size_t)te->n_stages + 1) * sizeof *force);
@@ -1218,7 +1225,7 @@ kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out) {
     p = NULL;
     st = build_once(te, o, force, NULL, &p);
   }
-  for (int s = 0; !st && reordered && s < te->n_stages; s++) {  /* kiln plan says so where the sum is */
+  for (int s = 0; !st && reader && s < te->n_stages; s++) {  /* kiln plan says so where the sum is */
     int k = reader[s] >= 0 ? p->kernel_of[s] : -1;
     if (k >= 0 && p->kernels[k].why)
       p->kernels[k].why = fmt(p, "%s; t%d in the order t%d reads it (reorder_sums)", p->kernels[k].why, s, reader[s]);

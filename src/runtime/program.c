@@ -105,8 +105,6 @@ kiln_options kiln_options_default(void) {
   return o;
 }
 
-size_t kiln_options_size(void) { return sizeof(kiln_options); }
-
 size_t kiln_struct_size(const char *name) {
   static const struct { const char *name; size_t size; } t[] = {
     { "kiln_options", sizeof(kiln_options) }, { "kiln_census", sizeof(kiln_census) },
