@@ -343,7 +343,7 @@ typedef struct kiln_options {
  * one process may differ). */
 kiln_options kiln_options_default(void);
 /* sizeof one of kiln.h's structs by its name ("kiln_census", "kiln_tensor_info", "kiln_value",
- * "kiln_value_list", "kiln_options"), 0 for any other: a binding that lays them out itself checks
+ * "kiln_value_list", "kiln_options", "kiln_model_tensor"), 0 for any other: a binding that lays them out itself checks
  * its layout against this library's. */
 size_t kiln_struct_size(const char *name);
 /* For bindings that cannot lay out kiln_options (Python's ctypes): the defaults written into
@@ -376,6 +376,10 @@ typedef struct kiln_census {
   double device_ms;             /* cuda: the last run's schedule between two stream events
                                    (what CUDA-event timers measure; inputs/outputs copies
                                    excluded); 0 on backends without a device clock */
+  int64_t shape_programs;       /* kiln_model_census: programs the model holds, one per set of
+                                   input shapes; 0 from kiln_program_census */
+  int64_t shape_compiles;       /* kiln_model_census: compiles since the model was opened (a set
+                                   of shapes evicted and met again compiles again) */
 } kiln_census;
 
 kiln_status kiln_program_compile(const kiln_graph *g, const kiln_options *opt, kiln_program **out);
@@ -519,6 +523,57 @@ kiln_status kiln_shape_format(int rank, const int64_t *shape, char *buf, size_t 
 kiln_status kiln_graph_load_onnx_bound(const char *path, int n, const kiln_value *bind, kiln_graph **out);
 kiln_status kiln_graph_load_onnx_buffer_bound(const void *data, size_t size, const char *base_dir, int n,
                                               const kiln_value *bind, kiln_graph **out);
+
+/* ---- models with symbolic dimensions ---------------------------------------------
+ *
+ * An ONNX export usually leaves the batch symbolic ("batch", "N"). A kiln_model holds such
+ * a model's bytes and compiles it once per distinct set of input shapes, on first use:
+ * kiln_model_program binds the shapes (as kiln_graph_load_onnx_bound does, so shape-dependent
+ * folding happens per concrete shape), compiles, and keeps the program. At most `capacity`
+ * programs are kept; past that the least recently used one is freed. A model without
+ * symbolic dims works the same way with one program. Not thread-safe (one model, one thread
+ * at a time).
+ */
+typedef struct kiln_model kiln_model;
+
+/* A declared input or output of a model. */
+typedef struct kiln_model_tensor {
+  const char *name;                     /* valid until kiln_model_free */
+  int dtype;                            /* a kiln_dtype; -1 when the model declares none (outputs only) */
+  int rank;                             /* -1 when the model declares no shape */
+  int64_t shape[KILN_MAX_RANK];         /* rank dims; -1 for a symbolic one */
+  const char *dim_name[KILN_MAX_RANK];  /* a symbolic dim's name (dim_param); NULL otherwise */
+} kiln_model_tensor;
+
+/* Reads the model and its declared inputs and outputs; compiles nothing. opt: the options
+ * every program is compiled with (NULL: kiln_options_default()); capacity <= 0: 8. An input
+ * that is not a tensor or has no type, or dims past KILN_MAX_RANK, fail here. External data
+ * is read from beside path (from base_dir for a buffer, NULL: none) at each compile. The
+ * buffer is copied. */
+kiln_status kiln_model_open(const char *path, const kiln_options *opt, int capacity, kiln_model **out);
+kiln_status kiln_model_open_buffer(const void *data, size_t size, const char *base_dir, const kiln_options *opt,
+                                   int capacity, kiln_model **out);
+/* The declared inputs (graph inputs that are not initializers, in order) and outputs. An
+ * index out of range is KILN_ERR_INVALID_ARG. */
+kiln_status kiln_model_input_count(const kiln_model *m, int *out);
+kiln_status kiln_model_input_info(const kiln_model *m, int i, kiln_model_tensor *out);
+kiln_status kiln_model_output_count(const kiln_model *m, int *out);
+kiln_status kiln_model_output_info(const kiln_model *m, int i, kiln_model_tensor *out);
+/* The program for input shapes: shapes[i] gives input i's dtype, rank and shape (name and
+ * data are not read; n must be the input count). Compiled on the first call with these
+ * shapes, found again after. *program (and *graph, the graph it was compiled from, for its
+ * input and output infos; graph may be NULL) stay the model's: valid until the next
+ * kiln_model_program on m or kiln_model_free. Run it with the kiln_program_* calls. A shape
+ * the model's declaration refuses is KILN_ERR_INVALID_ARG naming the input and dim; an input
+ * the model reads as data while importing (a Reshape's shape) cannot be bound by shape and
+ * is KILN_ERR_INVALID_ARG (bind it with kiln_graph_load_onnx_bound). A failed compile keeps
+ * nothing. */
+kiln_status kiln_model_program(kiln_model *m, int n, const kiln_value *shapes, kiln_program **program,
+                               const kiln_graph **graph);
+/* The census of the program used last (zeros before the first), with shape_programs and
+ * shape_compiles filled. */
+kiln_status kiln_model_census(const kiln_model *m, kiln_census *out);
+void kiln_model_free(kiln_model *m);
 
 #ifdef __cplusplus
 }

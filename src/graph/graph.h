@@ -226,6 +226,10 @@ kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *bas
 /* As graph_load_onnx_bound from the file at path (external data beside it); every
  * failure's message starts with the path. */
 kiln_status graph_load_onnx_file(const char *path, const OnnxTensor *bind, int n_bind, Graph **out);
+/* The declared graph inputs (those that are not initializers, in order) and outputs of a
+ * model, for kiln_model: arrays, names and dim names in a. Inputs must be typed tensors. */
+kiln_status onnx_declared_io(const void *data, size_t size, Arena *a, kiln_model_tensor **in, int *n_in,
+                             kiln_model_tensor **out, int *n_out);
 /* Reads one serialized TensorProto; name and data come from kiln_malloc (onnx_tensor_clear).
  * A string tensor's data is one block: numel char pointers, then the strings they point at. */
 kiln_status onnx_read_tensor(const void *data, size_t size, const char *base_dir, OnnxTensor *out);

@@ -995,6 +995,74 @@ kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *bas
   return s;
 }
 
+/* One declared graph input or output into *t, its names copied into a. An input must be a
+ * typed tensor (add_input refuses the rest the same way); an output may leave its type out. */
+static kiln_status declared_tensor(const Onnx__ValueInfoProto *vi, bool input, Arena *a, kiln_model_tensor *t) {
+  const char *kind = input ? "input" : "output";
+  memset(t, 0, sizeof *t);
+  t->dtype = t->rank = -1;
+  if (!vi->name || !*vi->name) return kiln_fail(KILN_ERR_MODEL, "a graph %s has no name", kind);
+  if (!(t->name = arena_strdup(a, vi->name))) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
+  if (!tt) {
+    if (!input) return KILN_OK;
+    return kiln_fail(vi->type ? KILN_ERR_UNSUPPORTED : KILN_ERR_MODEL, "input '%s': %s", vi->name,
+                     vi->type ? "only tensor inputs are supported (sequence/map/optional are not)" : "no type declared");
+  }
+  char what[300];
+  snprintf(what, sizeof what, "%s '%s'", kind, vi->name);
+  kiln_dtype dt;
+  kiln_status s = KILN_OK;
+  if (input || tt->has_elem_type) s = onnx_elem_type(tt->has_elem_type ? tt->elem_type : 0, what, &dt);
+  if (s) return s;
+  if (tt->has_elem_type) t->dtype = (int)dt;
+  if (!tt->shape) return KILN_OK;
+  if (tt->shape->n_dim > KILN_MAX_RANK)
+    return kiln_fail(KILN_ERR_UNSUPPORTED, "%s: rank %zu exceeds %d", what, tt->shape->n_dim, KILN_MAX_RANK);
+  t->rank = (int)tt->shape->n_dim;
+  for (int i = 0; i < t->rank; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+    const char *param = dim_param(d);
+    t->shape[i] = -1;
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+      if (d->dim_value < 0)
+        return kiln_fail(KILN_ERR_MODEL, "%s: dimension %d is negative (%lld)", what, i, (long long)d->dim_value);
+      t->shape[i] = d->dim_value;
+    } else if (param && !(t->dim_name[i] = arena_strdup(a, param))) {
+      return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+    }
+  }
+  return KILN_OK;
+}
+
+kiln_status onnx_declared_io(const void *data, size_t size, Arena *a, kiln_model_tensor **in, int *n_in,
+                             kiln_model_tensor **out, int *n_out) {
+  *in = *out = NULL, *n_in = *n_out = 0;
+  if (!data && size) return kiln_fail(KILN_ERR_INVALID_ARG, "onnx_declared_io: data is NULL");
+  if (!size) return kiln_fail(KILN_ERR_MODEL, "the model is empty (0 bytes)");
+  Onnx__ModelProto *m;
+  kiln_status s = unpack_model(data, size, &m);
+  if (s) return s;
+  const Onnx__GraphProto *gp = m->graph;
+  size_t ni = 0;
+  if (!gp) s = kiln_fail(KILN_ERR_MODEL, "the model has no graph");
+  else if (gp->n_input > (size_t)INT_MAX / sizeof(kiln_model_tensor) ||
+           gp->n_output > (size_t)INT_MAX / sizeof(kiln_model_tensor))
+    s = kiln_fail(KILN_ERR_MODEL, "the graph declares %zu inputs and %zu outputs", gp->n_input, gp->n_output);
+  else if ((gp->n_input && !(*in = arena_alloc(a, gp->n_input * sizeof **in))) ||
+           (gp->n_output && !(*out = arena_alloc(a, gp->n_output * sizeof **out))))
+    s = kiln_fail(KILN_ERR_NO_MEMORY, "out of memory (model inputs)");
+  for (size_t i = 0; !s && i < gp->n_input; i++) {
+    const Onnx__ValueInfoProto *vi = gp->input[i];
+    if (vi->name && is_initializer(gp, vi->name)) continue;  /* a default value, not an input */
+    s = declared_tensor(vi, true, a, &(*in)[ni++]);
+  }
+  for (size_t i = 0; !s && gp && i < gp->n_output; i++) s = declared_tensor(gp->output[i], false, a, &(*out)[i]);
+  if (!s) *n_in = (int)ni, *n_out = (int)gp->n_output;
+  onnx__model_proto__free_unpacked(m, &pb_allocator);
+  return s;
+}
+
 /* The attribute check alone on nodes and the subgraphs in their attributes, at opset. */
 static kiln_status check_attrs_in(Importer *im, size_t n, Onnx__NodeProto *const *nodes, int opset, int depth) {
   if (depth > MAX_NESTING) return KILN_OK;  /* the wire walk refused deeper files already */

@@ -109,7 +109,7 @@ size_t kiln_struct_size(const char *name) {
   static const struct { const char *name; size_t size; } t[] = {
     { "kiln_options", sizeof(kiln_options) }, { "kiln_census", sizeof(kiln_census) },
     { "kiln_tensor_info", sizeof(kiln_tensor_info) }, { "kiln_value", sizeof(kiln_value) },
-    { "kiln_value_list", sizeof(kiln_value_list) },
+    { "kiln_value_list", sizeof(kiln_value_list) }, { "kiln_model_tensor", sizeof(kiln_model_tensor) },
   };
   for (size_t i = 0; name && i < sizeof t / sizeof t[0]; i++)
     if (!strcmp(t[i].name, name)) return t[i].size;
