@@ -101,12 +101,17 @@ class _Census(ctypes.Structure):
                [("fallback_ops", ctypes.c_char * 256)] + \
                [(n, ctypes.c_int64) for n in ("h2d_bytes", "d2h_bytes", "h2d_copies", "d2h_copies", "peak_bytes")] + \
                [("compile_ms", ctypes.c_double), ("cache_hit", ctypes.c_int), ("kernels_planned", ctypes.c_int64),
-                ("device_ms", ctypes.c_double)]
+                ("device_ms", ctypes.c_double), ("shape_programs", ctypes.c_int64), ("shape_compiles", ctypes.c_int64)]
 
 
 class _Value(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
                 ("shape", ctypes.c_int64 * MAX_RANK), ("numel", ctypes.c_int64), ("data", ctypes.c_void_p)]
+
+
+class _ModelTensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
+                ("shape", ctypes.c_int64 * MAX_RANK), ("dim_name", ctypes.c_char_p * MAX_RANK)]
 
 
 def _fn(name, restype, *argtypes):
@@ -120,7 +125,8 @@ _struct_size = _fn("kiln_struct_size", ctypes.c_size_t, ctypes.c_char_p)
 
 
 def _check_layouts():
-    for c_name, py in (("kiln_census", _Census), ("kiln_tensor_info", _TensorInfo), ("kiln_value", _Value)):
+    for c_name, py in (("kiln_census", _Census), ("kiln_tensor_info", _TensorInfo), ("kiln_value", _Value),
+                       ("kiln_model_tensor", _ModelTensor)):
         if _struct_size(c_name.encode()) != ctypes.sizeof(py):
             raise ImportError("kiln: this package's %s is %d bytes, the library's %d: they are from different kilns" %
                               (c_name, ctypes.sizeof(py), _struct_size(c_name.encode())))
@@ -130,7 +136,6 @@ _check_layouts()
 
 
 _last_error = _fn("kiln_last_error", ctypes.c_char_p)
-_load_onnx = _fn("kiln_graph_load_onnx", _int, ctypes.c_char_p, ctypes.POINTER(_vp))
 _graph_free = _fn("kiln_graph_free", None, _vp)
 _input_count = _fn("kiln_graph_input_count", _int, _vp, ctypes.POINTER(_int))
 _input_info = _fn("kiln_graph_input_info", _int, _vp, _int, ctypes.POINTER(_TensorInfo))
@@ -168,6 +173,15 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.fopen.restype, _libc.fopen.argtypes = _vp, [ctypes.c_char_p, ctypes.c_char_p]
 _libc.fclose.restype, _libc.fclose.argtypes = _int, [_vp]
 _print = _fn("kiln_program_print", _int, _vp, _vp)
+_model_open = _fn("kiln_model_open", _int, ctypes.c_char_p, _vp, _int, ctypes.POINTER(_vp))
+_model_input_count = _fn("kiln_model_input_count", _int, _vp, ctypes.POINTER(_int))
+_model_output_count = _fn("kiln_model_output_count", _int, _vp, ctypes.POINTER(_int))
+_model_input_info = _fn("kiln_model_input_info", _int, _vp, _int, ctypes.POINTER(_ModelTensor))
+_model_output_info = _fn("kiln_model_output_info", _int, _vp, _int, ctypes.POINTER(_ModelTensor))
+_model_program = _fn("kiln_model_program", _int, _vp, _int, ctypes.POINTER(_Value), ctypes.POINTER(_vp),
+                     ctypes.POINTER(_vp))
+_model_free = _fn("kiln_model_free", None, _vp)
+_model_census = _fn("kiln_model_census", _int, _vp, ctypes.POINTER(_Census))
 _print_dot = _fn("kiln_program_print_dot", _int, _vp, _vp)
 
 
@@ -200,71 +214,127 @@ def _numpy_type(dtype, name):
     return t
 
 
+def _declared(t):
+    """A TensorInfo from a model's declaration: a symbolic dim is its name (None if unnamed)."""
+    info = _TensorInfo()
+    info.name, info.dtype, info.rank = t.name, max(t.dtype, 0), max(t.rank, 0)
+    out = TensorInfo(info)
+    if t.dtype < 0:
+        out.dtype = out.type = None
+    if t.rank < 0:
+        out.shape = None
+    else:
+        out.shape = tuple(t.shape[i] if t.shape[i] >= 0 else
+                          (t.dim_name[i].decode("utf-8", "replace") if t.dim_name[i] else None) for i in range(t.rank))
+    return out
+
+
+def _options(backend, options):
+    opts = ctypes.create_string_buffer(_struct_size(b"kiln_options"))
+    _check(_options_init(opts), "options")
+    if backend is not None:
+        options["backend"] = backend
+    for name, value in options.items():
+        if isinstance(value, bool):
+            value = int(value)
+        _check(_options_set(opts, name.encode(), str(value).encode()), "option %s" % name)
+    return opts
+
+
 class Model:
-    """A compiled model (kiln_program over the ONNX graph). Frees itself when collected, or at
-    ``close()`` / the end of a ``with`` block; a closed model raises InvalidArgument."""
+    """A compiled model. From an ONNX file it is a kiln_model: one program per set of input
+    shapes, compiled on first use (a model without symbolic dims compiles at load) and kept, at
+    most ``capacity`` of them (least recently used evicted; ``census["shape_programs"]``).
+    Frees itself when collected, or at ``close()`` / the end of a ``with`` block; a closed model
+    raises InvalidArgument."""
 
-    def __init__(self, path, backend=None, _owner=None, **options):
-        self._graph = self._program = None
+    def __init__(self, path, backend=None, _owner=None, capacity=8, **options):
+        self._model = self._program = None
         self._owner = _owner  # a kiln.Graph compiled from: it keeps the graph, read_param reads its tensors
-        graph, program = _vp(), _vp()
+        self._entries = {}    # input shapes -> (their TensorInfos, the outputs' TensorInfos)
+        self._last = None     # (shapes, program, inputs, outputs) of the last run
+        opts = _options(backend, options)
         if _owner is None:
-            _check(_load_onnx(os.fsencode(path), ctypes.byref(graph)), "load")  # kiln's message names the file
-            self._graph = graph
-        else:
-            graph = _owner._g
-        opts = ctypes.create_string_buffer(_struct_size(b"kiln_options"))
-        _check(_options_init(opts), "options")
-        if backend is not None:
-            options["backend"] = backend
-        for name, value in options.items():
-            if isinstance(value, bool):
-                value = int(value)
-            _check(_options_set(opts, name.encode(), str(value).encode()), "option %s" % name)
-        self._source = graph
-        self.inputs = self._infos(_input_count, _input_info)
-        self.outputs = self._infos(_output_count, _output_info)
-        _check(_compile(graph, opts, ctypes.byref(program)), "compile %s" % (path or "graph"))
+            m = _vp()
+            _check(_model_open(os.fsencode(path), opts, int(capacity), ctypes.byref(m)), "load")
+            self._model = m
+            self.inputs = [_declared(t) for t in self._model_tensors(_model_input_count, _model_input_info)]
+            self.outputs = [_declared(t) for t in self._model_tensors(_model_output_count, _model_output_info)]
+            if all(i.shape is not None and all(isinstance(d, int) for d in i.shape) for i in self.inputs):
+                key = tuple(i.shape for i in self.inputs)
+                self._select(key)  # static: compiled now, and the outputs are the compiled ones
+                self.outputs = list(self._last[3])
+            return
+        graph, program = _owner._g, _vp()
+        ins, outs = _infos(graph, _input_count, _input_info), _infos(graph, _output_count, _output_info)
+        _check(_compile(graph, opts, ctypes.byref(program)), "compile graph")
         self._program = program
+        self.inputs, self.outputs = ins, outs
+        self._last = (tuple(i.shape for i in ins), program, ins, outs)
 
-    def _infos(self, count, info):
+    def _model_tensors(self, count, info):
         n = _int()
-        _check(count(self._source, ctypes.byref(n)), "tensors")
+        _check(count(self._model, ctypes.byref(n)), "model tensors")
         out = []
         for i in range(n.value):
-            t = _TensorInfo()
-            _check(info(self._source, i, ctypes.byref(t)), "tensor %d" % i)
-            out.append(TensorInfo(t))
+            t = _ModelTensor()
+            _check(info(self._model, i, ctypes.byref(t)), "model tensor %d" % i)
+            out.append(t)
         return out
 
     def _live(self):
-        if not self._program:
+        if not self._model and not self._program:
             raise InvalidArgument("the model is closed")
 
-    def _input_buffer(self, info, value):
+    def _select(self, key):
+        """The program for input shapes key (a tuple of shape tuples), compiled on first use."""
+        if self._model is None:  # a Graph's program has one set of shapes
+            for info, shape in zip(self.inputs, key):
+                if shape != info.shape:
+                    raise InvalidArgument("input %s: shape %s, the model takes %s" % (info.name, shape, info.shape))
+            return self._last
+        n = len(self.inputs)
+        values = (_Value * max(n, 1))()
+        for k, (info, shape) in enumerate(zip(self.inputs, key)):
+            if len(shape) > MAX_RANK:
+                raise InvalidArgument("input %s: rank %d is above kiln's %d" % (info.name, len(shape), MAX_RANK))
+            values[k].dtype, values[k].rank = info._dtype, len(shape)
+            for d, v in enumerate(shape):
+                values[k].shape[d] = v
+        program, graph = _vp(), _vp()
+        _check(_model_program(self._model, n, values, ctypes.byref(program), ctypes.byref(graph)),
+               "input shapes %s" % (list(key),))
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = (_infos(graph, _input_count, _input_info),
+                                          _infos(graph, _output_count, _output_info))
+            if len(self._entries) > 64:  # infos of shapes kiln may have evicted: keep the newest
+                self._entries.pop(next(iter(self._entries)))
+        self._last = (key, program, entry[0], entry[1])
+        return self._last
+
+    @staticmethod
+    def _input_array(info, value):
+        """value as a C-contiguous array of the input's numpy type (strings: an object array)."""
         if info._dtype == _STRING:
-            a = np.asarray(value, dtype=object)
-            if a.shape != info.shape:
-                raise InvalidArgument("input %s: shape %s, the model takes %s" % (info.name, a.shape, info.shape))
-            items = [s.encode("utf-8") if isinstance(s, str) else s for s in a.reshape(-1)]
-            if not all(isinstance(s, bytes) and b"\0" not in s for s in items):
-                raise InvalidArgument("input %s: strings (str or bytes without NUL) expected" % info.name)
-            buf = (ctypes.c_char_p * max(len(items), 1))(*items)
-            return buf, ctypes.cast(buf, _vp)
+            return np.asarray(value, dtype=object)
         t = _numpy_type(info._dtype, info.name)
         a = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=t)
         if a.dtype != np.dtype(t):
             raise InvalidArgument("input %s: dtype %s, the model takes %s" % (info.name, a.dtype, info.dtype))
-        if a.shape != info.shape:
-            raise InvalidArgument("input %s: shape %s, the model takes %s" % (info.name, a.shape, info.shape))
-        a = np.ascontiguousarray(a)
+        return np.ascontiguousarray(a)
+
+    @staticmethod
+    def _input_pointer(a):
+        if a.dtype == object:
+            items = [s.encode("utf-8") if isinstance(s, str) else s for s in a.reshape(-1)]
+            if not all(isinstance(s, bytes) and b"\0" not in s for s in items):
+                raise InvalidArgument("strings (str or bytes without NUL) expected")
+            buf = (ctypes.c_char_p * max(len(items), 1))(*items)
+            return buf, ctypes.cast(buf, _vp)
         return a, _vp(a.ctypes.data)
 
-    def run(self, feeds=None, output_names=None):
-        """Runs the model. feeds: a dict of input name -> array, or a list in input order. Returns
-        the outputs as a list of numpy arrays (those named in output_names, in that order; None:
-        every output)."""
-        self._live()
+    def _ordered(self, feeds):
         if feeds is None:
             feeds = {}
         if isinstance(feeds, dict):
@@ -275,18 +345,30 @@ class Model:
             missing = [i.name for i in self.inputs if i.name not in feeds]
             if missing:
                 raise InvalidArgument("missing input %s" % ", ".join(missing))
-            values = [feeds[i.name] for i in self.inputs]
-        else:
-            values = list(feeds)
-            if len(values) != len(self.inputs):
-                raise InvalidArgument("%d inputs given, the model takes %d" % (len(values), len(self.inputs)))
-        keep, ins = [], (_vp * max(len(self.inputs), 1))()
-        for k, (info, v) in enumerate(zip(self.inputs, values)):
-            held, ptr = self._input_buffer(info, v)
+            return [feeds[i.name] for i in self.inputs]
+        values = list(feeds)
+        if len(values) != len(self.inputs):
+            raise InvalidArgument("%d inputs given, the model takes %d" % (len(values), len(self.inputs)))
+        return values
+
+    def run(self, feeds=None, output_names=None):
+        """Runs the model. feeds: a dict of input name -> array, or a list in input order. Returns
+        the outputs as a list of numpy arrays (those named in output_names, in that order; None:
+        every output)."""
+        self._live()
+        arrays = [self._input_array(info, v) for info, v in zip(self.inputs, self._ordered(feeds))]
+        key = tuple(a.shape for a in arrays)
+        last = self._last if self._last is not None and self._last[0] == key else self._select(key)
+        _, program, in_infos, out_infos = last
+        keep, ins = [], (_vp * max(len(arrays), 1))()
+        for k, (info, a) in enumerate(zip(in_infos, arrays)):
+            try:
+                held, ins[k] = self._input_pointer(a)
+            except InvalidArgument as e:
+                raise InvalidArgument("input %s: %s" % (info.name, e)) from None
             keep.append(held)
-            ins[k] = ptr
-        outs_np, outs = [], (_vp * max(len(self.outputs), 1))()
-        for k, info in enumerate(self.outputs):
+        outs_np, outs = [], (_vp * max(len(out_infos), 1))()
+        for k, info in enumerate(out_infos):
             if info._dtype == _STRING:
                 buf = (ctypes.c_char_p * max(info._numel, 1))()
                 outs_np.append(buf)
@@ -295,9 +377,9 @@ class Model:
                 a = np.empty(info.shape, dtype=_numpy_type(info._dtype, info.name))
                 outs_np.append(a)
                 outs[k] = _vp(a.ctypes.data)
-        _check(_run(self._program, ins, outs), "run")
+        _check(_run(program, ins, outs), "run")
         results = []
-        for info, a in zip(self.outputs, outs_np):
+        for info, a in zip(out_infos, outs_np):
             if info._dtype == _STRING:  # kiln's strings are valid until the next run: copied now
                 s = np.empty(info._numel, dtype=object)
                 for i in range(info._numel):
@@ -306,7 +388,7 @@ class Model:
             results.append(a)
         if output_names is None:
             return results
-        names = [o.name for o in self.outputs]
+        names = [o.name for o in out_infos]
         for n in output_names:
             if n not in names:
                 raise InvalidArgument("no output named %s (outputs: %s)" % (n, ", ".join(names)))
@@ -320,7 +402,7 @@ class Model:
         if owner is None or not owner._g or tensor.graph is not owner:
             raise InvalidArgument("read_param: a tensor of the open kiln.Graph this model was compiled from")
         info = _TensorInfo()
-        _check(_tensor_info(self._source, tensor.id, ctypes.byref(info)), "param")
+        _check(_tensor_info(owner._g, tensor.id, ctypes.byref(info)), "param")
         a = np.empty(tuple(info.shape[i] for i in range(info.rank)), dtype=_numpy_type(info.dtype, "param"))
         _check(_read_param(self._program, tensor.id, _vp(a.ctypes.data)), "read_param")
         return a
@@ -331,42 +413,51 @@ class Model:
 
     @property
     def census(self):
-        """The last run's counters (kiln_census) as a dict: kernels, bytes, fallbacks by op, ..."""
+        """The last run's counters (kiln_census) as a dict: kernels, bytes, fallbacks by op, and
+        for an ONNX model the programs it holds (shape_programs) and its compiles (shape_compiles)."""
         self._live()
         c = _Census()
-        _check(_census(self._program, ctypes.byref(c)), "census")
+        if self._model:
+            _check(_model_census(self._model, ctypes.byref(c)), "census")
+        else:
+            _check(_census(self._program, ctypes.byref(c)), "census")
         d = {name: getattr(c, name) for name, _ in _Census._fields_}
         d["fallback_ops"] = c.fallback_ops.decode("utf-8", "replace")
         return d
 
     def _printed(self, printer, what):
         self._live()
+        if self._last is None:
+            raise InvalidArgument("%s: the model has symbolic dims and has not run yet: nothing is compiled" % what)
         with tempfile.NamedTemporaryFile(prefix="kiln-plan-", suffix=".txt") as tmp:
             f = _libc.fopen(os.fsencode(tmp.name), b"w")
             if not f:
                 raise FileError("%s: cannot open %s" % (what, tmp.name))
             try:
-                _check(printer(self._program, f), what)
+                _check(printer(self._last[1], f), what)
             finally:
                 _libc.fclose(f)
             with open(tmp.name, encoding="utf-8", errors="replace") as text:
                 return text.read()
 
     def plan(self):
-        """The plan as kiln prints it: each kernel, its anchor, bytes and boundary reasons."""
+        """The plan of the program run last (compiled at load for a model without symbolic dims):
+        each kernel, its anchor, bytes and boundary reasons."""
         return self._printed(_print, "plan")
 
     def plan_dot(self):
-        """The plan as Graphviz text (each kernel a cluster of its stages)."""
+        """The same plan as Graphviz text (each kernel a cluster of its stages)."""
         return self._printed(_print_dot, "plan_dot")
 
     def close(self):
+        self._last = None
+        self._entries = {}
         if self._program:
             _program_free(self._program)
             self._program = None
-        if self._graph:
-            _graph_free(self._graph)
-            self._graph = None
+        if self._model:
+            _model_free(self._model)
+            self._model = None
 
     def __enter__(self):
         return self
@@ -381,10 +472,23 @@ class Model:
             pass
 
 
-def load(path, backend=None, **options):
-    """Loads and compiles an ONNX model. backend: "cpu" (default), "cuda" or "ref"; options:
-    any kiln_options field by name (fuse=0, grid_sync=1, ...)."""
-    return Model(path, backend, **options)
+def _infos(graph, count, info):
+    n = _int()
+    _check(count(graph, ctypes.byref(n)), "tensors")
+    out = []
+    for i in range(n.value):
+        t = _TensorInfo()
+        _check(info(graph, i, ctypes.byref(t)), "tensor %d" % i)
+        out.append(TensorInfo(t))
+    return out
+
+
+def load(path, backend=None, capacity=8, **options):
+    """Loads an ONNX model and compiles it (now, or on first use per set of input shapes where
+    the model leaves dims symbolic). backend: "cpu" (default), "cuda" or "ref"; capacity: how
+    many programs for distinct shapes are kept; options: any kiln_options field by name
+    (fuse=0, grid_sync=1, ...)."""
+    return Model(path, backend, capacity=capacity, **options)
 
 
 _PROVIDERS = {"CPUExecutionProvider": "cpu", "CUDAExecutionProvider": "cuda"}

@@ -102,14 +102,14 @@ def test_options_reach_the_planner():
         kiln.load(mlp_path(), backend="tpu")
 
 
-def test_errors():
+def test_errors(tmp_path):
     with pytest.raises(kiln.Error, match="nope.onnx"):
         kiln.load("/nonexistent/nope.onnx")
     m = kiln.load(mlp_path())
     x = np.zeros((128, 784), np.float32)
     with pytest.raises(kiln.InvalidArgument, match="dtype float64"):
         m.run({"input_0": x.astype(np.float64)})
-    with pytest.raises(kiln.InvalidArgument, match="shape"):
+    with pytest.raises(kiln.InvalidArgument, match="input 'input_0' dim 0: the model declares 128, the value has 64"):
         m.run({"input_0": x[:64]})
     with pytest.raises(kiln.InvalidArgument, match="no input named nope"):
         m.run({"nope": x})
@@ -126,17 +126,50 @@ def test_errors():
         m.run({"input_0": x})
     with pytest.raises(kiln.InvalidArgument, match="closed"):
         m.census
-    bad = os.path.join(os.path.dirname(__file__), "not-a-model.onnx")
-    with open(bad, "wb") as f:
-        f.write(b"\x08\x07garbage")
-    try:
-        with pytest.raises(kiln.ModelError):
-            kiln.load(bad)
-    finally:
-        os.remove(bad)
+    bad = tmp_path / "not-a-model.onnx"
+    bad.write_bytes(b"\x08\x07garbage")
+    with pytest.raises(kiln.ModelError):
+        kiln.load(str(bad))
     s = kiln.load(os.path.join(NODE, "test_string_concat", "model.onnx"))
     with pytest.raises(kiln.InvalidArgument, match="strings"):
         s.run([np.array([1, 2], dtype=object)] * 2)
+
+
+def symbolic_batch(name, tmp_path):
+    """The shared model with its batch dim made symbolic ("batch") on every input and output,
+    as a dynamic-batch export has it."""
+    import onnx
+    m = onnx.load(os.path.join(MODELS, name, "model.onnx"))
+    for v in list(m.graph.input) + list(m.graph.output):
+        if v.name not in {i.name for i in m.graph.initializer}:
+            v.type.tensor_type.shape.dim[0].dim_param = "batch"
+    path = str(tmp_path / (name + "-batch.onnx"))
+    onnx.save(m, path)
+    return path
+
+
+@pytest.mark.parametrize("name", ["mlp", "lenet"])
+def test_symbolic_batch_compiles_once_per_shape(name, tmp_path):
+    (x,), (want,) = data_set(os.path.join(MODELS, name))
+    with kiln.load(symbolic_batch(name, tmp_path), capacity=2) as m:
+        assert m.inputs[0].shape[0] == "batch" and m.outputs[0].shape[0] == "batch"
+        assert m.census["shape_programs"] == 0  # nothing compiled before the first run
+        with pytest.raises(kiln.InvalidArgument, match="not run yet"):
+            m.plan()
+        for batch, compiles in ((1, 1), (5, 2), (len(x), 3), (5, 3), (1, 4)):  # capacity 2: 1 was evicted
+            got = m(x[:batch])
+            assert got.shape == (batch,) + want.shape[1:]
+            np.testing.assert_allclose(got, want[:batch], rtol=1e-3, atol=1e-5)  # rows are independent
+            c = m.census
+            assert (c["shape_compiles"], c["shape_programs"]) == (compiles, min(compiles, 2)), (batch, c)
+            assert c["host_fallbacks"] == 0 and c["kernels_planned"] >= 1
+        assert "kernel" in m.plan()
+        with pytest.raises(kiln.InvalidArgument, match="dim %d: the model declares" % (x.ndim - 1)):
+            m(x[:2, ..., :5])
+    sess = kiln.InferenceSession(symbolic_batch(name, tmp_path), providers=["CPUExecutionProvider"])
+    assert sess.get_inputs()[0].shape[0] == "batch"
+    (got,) = sess.run(None, {sess.get_inputs()[0].name: x[:3]})
+    np.testing.assert_allclose(got, want[:3], rtol=1e-3, atol=1e-5)
 
 
 def rss_kib():
