@@ -343,7 +343,7 @@ typedef struct kiln_options {
  * one process may differ). */
 kiln_options kiln_options_default(void);
 /* sizeof one of kiln.h's structs by its name ("kiln_census", "kiln_tensor_info", "kiln_value",
- * "kiln_value_list", "kiln_options", "kiln_model_tensor"), 0 for any other: a binding that lays them out itself checks
+ * "kiln_value_list", "kiln_options", "kiln_model_tensor", "kiln_buffer"), 0 for any other: a binding that lays them out itself checks
  * its layout against this library's. */
 size_t kiln_struct_size(const char *name);
 /* For bindings that cannot lay out kiln_options (Python's ctypes): the defaults written into
@@ -416,6 +416,30 @@ kiln_status kiln_program_write_param(kiln_program *p, kiln_tensor param, const v
 kiln_status kiln_program_set_input(kiln_program *p, int i, const void *src);
 kiln_status kiln_program_read_output(kiln_program *p, int i, void *dst);
 void kiln_program_free(kiln_program *p);
+
+/* Memory a program keeps, for exchange with other libraries without a trip through the host
+ * (DLPack; the device numbers are DLPack's). */
+#define KILN_DEVICE_HOST 1
+#define KILN_DEVICE_CUDA 2
+typedef struct kiln_buffer {
+  int device_type;   /* KILN_DEVICE_HOST or KILN_DEVICE_CUDA */
+  int device_id;     /* the device's ordinal (kiln's cuda backend runs on device 0's primary context) */
+  uint64_t address;  /* the first byte: a host pointer or a CUDA device address */
+  int64_t bytes;
+  uint64_t stream;   /* a CUstream: the one the program enqueues on (kiln_program_device), or the one
+                        whose work wrote the memory (kiln_program_set_input_buffer; 1 is the legacy
+                        default stream); 0 on the host */
+} kiln_buffer;
+/* The program's device and stream (address and bytes 0). */
+kiln_status kiln_program_device(const kiln_program *p, kiln_buffer *out);
+/* Input i's resident value (as kiln_program_set_input) copied from memory on the program's
+ * device: one device-to-device copy, after the work enqueued on src->stream, done when the
+ * call returns. src->bytes must be the input's size; strings are KILN_ERR_UNSUPPORTED. */
+kiln_status kiln_program_set_input_buffer(kiln_program *p, int i, const kiln_buffer *src);
+/* Where output i of the last run is: on a device backend the program's own buffer (a run
+ * with outputs NULL leaves it there and moves nothing); on the host only when the last run
+ * was given no buffer for it. The next run overwrites it, kiln_program_free frees it. */
+kiln_status kiln_program_output_buffer(const kiln_program *p, int i, kiln_buffer *out);
 
 /* ---- introspection and host values -----------------------------------------------
  *

@@ -110,6 +110,7 @@ size_t kiln_struct_size(const char *name) {
     { "kiln_options", sizeof(kiln_options) }, { "kiln_census", sizeof(kiln_census) },
     { "kiln_tensor_info", sizeof(kiln_tensor_info) }, { "kiln_value", sizeof(kiln_value) },
     { "kiln_value_list", sizeof(kiln_value_list) }, { "kiln_model_tensor", sizeof(kiln_model_tensor) },
+    { "kiln_buffer", sizeof(kiln_buffer) },
   };
   for (size_t i = 0; name && i < sizeof t / sizeof t[0]; i++)
     if (!strcmp(t[i].name, name)) return t[i].size;
@@ -361,6 +362,66 @@ kiln_status kiln_program_set_input(kiln_program *p, int i, const void *src) {
   st = rt_schedule_set_input(p->sched, i, src);
   if (!st) p->in_set[i] = true;
   return st;
+}
+
+kiln_status kiln_program_device(const kiln_program *p, kiln_buffer *out) {
+  if (!p || !out) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_device: %s is NULL", p ? "out" : "program");
+  memset(out, 0, sizeof *out);
+  unsigned long long stream;
+  rt_schedule_where(p->sched, &out->device_type, &out->device_id, &stream);
+  out->stream = stream;
+  return KILN_OK;
+}
+
+/* Input or output i as a numeric stage of p, for the buffer calls. */
+static kiln_status buffer_stage(const char *fn, const kiln_program *p, int i, bool input, const Stage **out) {
+  const TE *te = p->te;
+  int n = input ? te->n_inputs : te->n_outputs;
+  if (i < 0 || i >= n)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "%s: %s %d does not exist (0..%d)", fn, input ? "input" : "output", i, n - 1);
+  const Stage *S = &te->stages[(input ? te->inputs : te->outputs)[i]];
+  if (S->dtype == KILN_STRING)
+    return kiln_fail(KILN_ERR_UNSUPPORTED, "%s: %s %d ('%s') holds strings, which have no device buffer", fn,
+                     input ? "input" : "output", i, S->name);
+  *out = S;
+  return KILN_OK;
+}
+
+kiln_status kiln_program_set_input_buffer(kiln_program *p, int i, const kiln_buffer *src) {
+  if (!p || !src) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_set_input_buffer: %s is NULL", p ? "src" : "program");
+  const Stage *S;
+  kiln_status st = buffer_stage(__func__, p, i, true, &S);
+  if (st) return st;
+  kiln_buffer here;
+  kiln_program_device(p, &here);
+  if (src->device_type != here.device_type || src->device_id != here.device_id)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_set_input_buffer: input %d ('%s'): the memory is on device %d:%d, "
+                     "the program on %d:%d", i, S->name, src->device_type, src->device_id, here.device_type, here.device_id);
+  int64_t want = S->numel * (int64_t)kiln_dtype_size(S->dtype);
+  if (src->bytes != want)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_set_input_buffer: input %d ('%s'): %lld bytes given, it holds %lld",
+                     i, S->name, (long long)src->bytes, (long long)want);
+  if (!src->address && want)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_set_input_buffer: input %d ('%s'): address is 0", i, S->name);
+  if (!p->in_set && !(p->in_set = kiln_calloc((size_t)p->te->n_inputs, sizeof *p->in_set)))
+    return kiln_fail(KILN_ERR_NO_MEMORY, "kiln_program_set_input_buffer: out of memory");
+  st = rt_schedule_copy_input(p->sched, i, src->address, src->stream);
+  if (!st) p->in_set[i] = true;
+  return st;
+}
+
+kiln_status kiln_program_output_buffer(const kiln_program *p, int i, kiln_buffer *out) {
+  if (!p || !out) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_output_buffer: %s is NULL", p ? "out" : "program");
+  const Stage *S;
+  kiln_status st = buffer_stage(__func__, p, i, false, &S);
+  if (st) return st;
+  if (!p->census.runs) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_output_buffer: the program has not run");
+  unsigned long long address;
+  if ((st = rt_schedule_output_at(p->sched, i, &address))) return st;
+  kiln_program_device(p, out);
+  out->address = address;
+  out->bytes = S->numel * (int64_t)kiln_dtype_size(S->dtype);
+  return KILN_OK;
 }
 
 kiln_status kiln_program_read_output(kiln_program *p, int i, void *dst) {

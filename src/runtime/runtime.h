@@ -86,6 +86,12 @@ typedef struct Backend {
   /* Optional device clock: mark(0) before the schedule, mark(1) after, elapsed after a sync. */
   kiln_status (*mark)(void *dev, int which);
   kiln_status (*elapsed)(void *dev, double *ms);
+  /* Optional: the device (DLPack's numbering: 2 for CUDA), its ordinal and the stream the
+   * program enqueues on, for exchange with other libraries (kiln_program_device); and a copy
+   * from memory another library wrote on this device, after the work it enqueued on its
+   * stream. NULL: the buffers are host memory (device 1, no stream), copied with memcpy. */
+  void (*where)(void *dev, int *device_type, int *device_id, unsigned long long *stream);
+  kiln_status (*copy_after)(void *dev, RtBuf dst, RtBuf src, int64_t bytes, unsigned long long stream, const char *what);
   /* One line on what compiled and runs the kernels (print). NULL: nothing. */
   void (*describe)(void *dev, FILE *f);
 } Backend;
@@ -127,6 +133,11 @@ kiln_status rt_schedule_set_input(Schedule *s, int i, const void *src);
 kiln_status rt_schedule_read_output(Schedule *s, int i, void *dst);
 kiln_status rt_schedule_read_param(Schedule *s, int stage, void *dst);
 kiln_status rt_schedule_write_param(Schedule *s, int stage, const void *src);
+/* Input i's resident value copied from bytes at address on the program's device, written by
+ * work on stream (0 on host); output i of the last run where the schedule keeps it. */
+kiln_status rt_schedule_copy_input(Schedule *s, int i, unsigned long long address, unsigned long long stream);
+kiln_status rt_schedule_output_at(const Schedule *s, int i, unsigned long long *address);
+void rt_schedule_where(const Schedule *s, int *device_type, int *device_id, unsigned long long *stream);
 kiln_status rt_schedule_print(const Schedule *s, FILE *f);
 /* The plan as Graphviz: kernels as clusters of their stages (plan_dot); no plan (ref) is KILN_ERR_UNSUPPORTED. */
 kiln_status rt_schedule_print_dot(const Schedule *s, FILE *f);

@@ -798,6 +798,33 @@ kiln_status rt_schedule_write_param(Schedule *s, int stage, const void *src) {
   return st ? st : dev_sync(s, "write_param");
 }
 
+kiln_status rt_schedule_copy_input(Schedule *s, int i, unsigned long long address, unsigned long long stream) {
+  int k = s->te->inputs[i];
+  const Stage *S = &s->te->stages[k];
+  int64_t n = stage_bytes(S);
+  if (!s->be->copy_after) {  /* host memory */
+    if (n > 0) memcpy((void *)(uintptr_t)s->own[k], (const void *)(uintptr_t)address, (size_t)n);
+    return KILN_OK;
+  }
+  kiln_status st = s->be->copy_after(s->dev, s->own[k], (RtBuf)address, n, stream, S->name);
+  return st ? st : dev_sync(s, "set_input_buffer");
+}
+
+kiln_status rt_schedule_output_at(const Schedule *s, int i, unsigned long long *address) {
+  int k = s->te->outputs[i];
+  if (s->be->host_memory && !s->out_kept[i])
+    return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_output_buffer: output %d was not kept (the last run wrote it "
+                     "to the caller's buffer)", i);
+  if (!s->buf[k]) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_output_buffer: output %d has no buffer", i);
+  *address = s->buf[k];
+  return KILN_OK;
+}
+
+void rt_schedule_where(const Schedule *s, int *device_type, int *device_id, unsigned long long *stream) {
+  *device_type = 1, *device_id = 0, *stream = 0;
+  if (s->be->where) s->be->where(s->dev, device_type, device_id, stream);
+}
+
 kiln_status rt_schedule_print_dot(const Schedule *s, FILE *f) {
   if (!s->plan)
     return kiln_fail(KILN_ERR_UNSUPPORTED, "the %s backend interprets the graph: it has no plan to draw", s->be->name);

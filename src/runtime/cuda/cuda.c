@@ -89,6 +89,25 @@ static kiln_status cuda_copy(void *dev, RtBuf dst, RtBuf src, int64_t n, const c
   return cuda_check(x->d->cuMemcpyDtoDAsync(dst, src, (size_t)n, x->stream), "cuMemcpyDtoDAsync", what);
 }
 
+/* kiln always runs on device 0's primary context, the one PyTorch and other runtimes share. */
+static void cuda_where(void *dev, int *device_type, int *device_id, unsigned long long *stream) {
+  CudaDev *x = dev;
+  *device_type = 2, *device_id = 0, *stream = (unsigned long long)(uintptr_t)x->stream;
+}
+
+/* Memory another library wrote: its stream is waited for first (1 is the legacy default
+ * stream, as DLPack numbers it and as the driver's CU_STREAM_LEGACY is), so the copy on
+ * kiln's stream reads what that work left. */
+static kiln_status cuda_copy_after(void *dev, RtBuf dst, RtBuf src, int64_t n, unsigned long long stream, const char *what) {
+  CudaDev *x = dev;
+  CUstream theirs = (CUstream)(uintptr_t)stream;
+  if (theirs != x->stream) {
+    kiln_status st = cuda_check(x->d->cuStreamSynchronize(theirs), "cuStreamSynchronize", what);
+    if (st) return st;
+  }
+  return cuda_copy(dev, dst, src, n, what);
+}
+
 static kiln_status cuda_build(void *dev, const char *src, size_t len, const kiln_options *o, void **module, bool *hit) {
   CudaDev *x = dev;
   (void)len;
@@ -292,4 +311,6 @@ const Backend rt_backend_cuda = {
   .mark = cuda_mark,
   .elapsed = cuda_elapsed,
   .describe = cuda_describe,
+  .where = cuda_where,
+  .copy_after = cuda_copy_after,
 };
