@@ -18,7 +18,9 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["load", "Model", "Graph", "Tensor", "InferenceSession", "TensorInfo", "read_tensor", "bfloat16_to_float32", "Error", "InvalidArgument",
+from . import _dlpack
+
+__all__ = ["load", "Model", "DeviceArray", "from_dlpack", "Graph", "Tensor", "InferenceSession", "TensorInfo", "read_tensor", "bfloat16_to_float32", "Error", "InvalidArgument",
            "ModelError", "Unsupported", "OutOfMemory", "DeviceError", "CompileError", "FallbackError", "FileError"]
 
 MAX_RANK = 8
@@ -114,6 +116,11 @@ class _ModelTensor(ctypes.Structure):
                 ("shape", ctypes.c_int64 * MAX_RANK), ("dim_name", ctypes.c_char_p * MAX_RANK)]
 
 
+class _Buffer(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int), ("address", ctypes.c_uint64),
+                ("bytes", ctypes.c_int64), ("stream", ctypes.c_uint64)]
+
+
 def _fn(name, restype, *argtypes):
     f = getattr(_lib, name)
     f.restype, f.argtypes = restype, list(argtypes)
@@ -126,7 +133,7 @@ _struct_size = _fn("kiln_struct_size", ctypes.c_size_t, ctypes.c_char_p)
 
 def _check_layouts():
     for c_name, py in (("kiln_census", _Census), ("kiln_tensor_info", _TensorInfo), ("kiln_value", _Value),
-                       ("kiln_model_tensor", _ModelTensor)):
+                       ("kiln_model_tensor", _ModelTensor), ("kiln_buffer", _Buffer)):
         if _struct_size(c_name.encode()) != ctypes.sizeof(py):
             raise ImportError("kiln: this package's %s is %d bytes, the library's %d: they are from different kilns" %
                               (c_name, ctypes.sizeof(py), _struct_size(c_name.encode())))
@@ -180,6 +187,10 @@ _model_input_info = _fn("kiln_model_input_info", _int, _vp, _int, ctypes.POINTER
 _model_output_info = _fn("kiln_model_output_info", _int, _vp, _int, ctypes.POINTER(_ModelTensor))
 _model_program = _fn("kiln_model_program", _int, _vp, _int, ctypes.POINTER(_Value), ctypes.POINTER(_vp),
                      ctypes.POINTER(_vp))
+_program_device = _fn("kiln_program_device", _int, _vp, ctypes.POINTER(_Buffer))
+_set_input_buffer = _fn("kiln_program_set_input_buffer", _int, _vp, _int, ctypes.POINTER(_Buffer))
+_output_buffer = _fn("kiln_program_output_buffer", _int, _vp, _int, ctypes.POINTER(_Buffer))
+_read_output = _fn("kiln_program_read_output", _int, _vp, _int, _vp)
 _model_free = _fn("kiln_model_free", None, _vp)
 _model_census = _fn("kiln_model_census", _int, _vp, ctypes.POINTER(_Census))
 _print_dot = _fn("kiln_program_print_dot", _int, _vp, _vp)
@@ -253,6 +264,9 @@ class Model:
         self._owner = _owner  # a kiln.Graph compiled from: it keeps the graph, read_param reads its tensors
         self._entries = {}    # input shapes -> (their TensorInfos, the outputs' TensorInfos)
         self._last = None     # (shapes, program, inputs, outputs) of the last run
+        self._runs = 0        # DeviceArrays of an earlier run know they are stale
+        self._exports = 0     # DLPack views of outputs not yet released: close() waits for them
+        self._closed = False
         opts = _options(backend, options)
         if _owner is None:
             m = _vp()
@@ -283,7 +297,7 @@ class Model:
         return out
 
     def _live(self):
-        if not self._model and not self._program:
+        if self._closed:
             raise InvalidArgument("the model is closed")
 
     def _select(self, key):
@@ -315,7 +329,14 @@ class Model:
 
     @staticmethod
     def _input_array(info, value):
-        """value as a C-contiguous array of the input's numpy type (strings: an object array)."""
+        """value as a C-contiguous array of the input's numpy type (strings: an object array), or
+        as it is when it is device memory (a DeviceArray, or a DLPack producer on a device)."""
+        if isinstance(value, DeviceArray):
+            return value
+        if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack_device__"):
+            if value.__dlpack_device__()[0] != _dlpack.KDL_CPU:
+                return _Producer(value)
+            value = np.from_dlpack(value)  # host memory: a view
         if info._dtype == _STRING:
             return np.asarray(value, dtype=object)
         t = _numpy_type(info._dtype, info.name)
@@ -351,10 +372,38 @@ class Model:
             raise InvalidArgument("%d inputs given, the model takes %d" % (len(values), len(self.inputs)))
         return values
 
-    def run(self, feeds=None, output_names=None):
-        """Runs the model. feeds: a dict of input name -> array, or a list in input order. Returns
-        the outputs as a list of numpy arrays (those named in output_names, in that order; None:
-        every output)."""
+    def _device_input(self, program, k, info, value):
+        """Input k from device memory: one device-to-device copy into the program's buffer."""
+        here = _Buffer()
+        _check(_program_device(program, ctypes.byref(here)), "device")
+        imported = None
+        if isinstance(value, _Producer):
+            stream = here.stream if here.device_type != _dlpack.KDL_CPU else None
+            try:
+                imported = _dlpack.Imported(value.obj.__dlpack__(stream=stream))
+            except (TypeError, ValueError) as e:
+                raise InvalidArgument("input %s: %s" % (info.name, e)) from None
+            b = _Buffer(imported.device_type, imported.device_id, imported.address, imported.nbytes, here.stream)
+            dtype, shape = imported.dtype, imported.shape
+        else:
+            b, dtype, shape = value._buffer(), value._dtype, value.shape
+        try:
+            if dtype != info._dtype:
+                raise InvalidArgument("input %s: dtype %s, the model takes %s" % (info.name, _DTYPES[dtype], info.dtype))
+            if shape != info.shape:
+                raise InvalidArgument("input %s: shape %s, the model takes %s" % (info.name, shape, info.shape))
+            _check(_set_input_buffer(program, k, ctypes.byref(b)), "input %s" % info.name)
+        finally:
+            if imported is not None:
+                imported.release()
+
+    def run(self, feeds=None, output_names=None, device_outputs=False):
+        """Runs the model. feeds: a dict of input name -> array, or a list in input order; an
+        array is a numpy array (or anything numpy takes), or device memory: a DeviceArray or any
+        DLPack producer (a CUDA torch tensor), copied device to device. Returns the outputs as a
+        list (those named in output_names, in that order; None: every output): numpy arrays, or
+        with device_outputs on a device backend, DeviceArrays viewing the program's own output
+        buffers (no copy; valid until the model's next run)."""
         self._live()
         arrays = [self._input_array(info, v) for info, v in zip(self.inputs, self._ordered(feeds))]
         key = tuple(a.shape for a in arrays)
@@ -362,14 +411,23 @@ class Model:
         _, program, in_infos, out_infos = last
         keep, ins = [], (_vp * max(len(arrays), 1))()
         for k, (info, a) in enumerate(zip(in_infos, arrays)):
+            if isinstance(a, (DeviceArray, _Producer)):
+                self._device_input(program, k, info, a)
+                continue  # ins[k] NULL: the resident value
             try:
                 held, ins[k] = self._input_pointer(a)
             except InvalidArgument as e:
                 raise InvalidArgument("input %s: %s" % (info.name, e)) from None
             keep.append(held)
+        if device_outputs:
+            here = _Buffer()
+            _check(_program_device(program, ctypes.byref(here)), "device")
+            device_outputs = here.device_type != _dlpack.KDL_CPU  # host outputs are numpy arrays, DLPack producers too
         outs_np, outs = [], (_vp * max(len(out_infos), 1))()
         for k, info in enumerate(out_infos):
-            if info._dtype == _STRING:
+            if device_outputs and info._dtype != _STRING:
+                outs_np.append(None)  # left on the device
+            elif info._dtype == _STRING:
                 buf = (ctypes.c_char_p * max(info._numel, 1))()
                 outs_np.append(buf)
                 outs[k] = ctypes.cast(buf, _vp)
@@ -378,9 +436,12 @@ class Model:
                 outs_np.append(a)
                 outs[k] = _vp(a.ctypes.data)
         _check(_run(program, ins, outs), "run")
+        self._runs += 1
         results = []
-        for info, a in zip(out_infos, outs_np):
-            if info._dtype == _STRING:  # kiln's strings are valid until the next run: copied now
+        for k, (info, a) in enumerate(zip(out_infos, outs_np)):
+            if a is None:
+                a = DeviceArray(self, program, k, info)
+            elif info._dtype == _STRING:  # kiln's strings are valid until the next run: copied now
                 s = np.empty(info._numel, dtype=object)
                 for i in range(info._numel):
                     s[i] = a[i].decode("utf-8", "replace") if a[i] is not None else ""
@@ -449,7 +510,18 @@ class Model:
         """The same plan as Graphviz text (each kernel a cluster of its stages)."""
         return self._printed(_print_dot, "plan_dot")
 
+    def _export_done(self):
+        self._exports -= 1
+        if self._closed and not self._exports:
+            self._free()
+
     def close(self):
+        """Frees the programs now, or when the last DLPack view of an output is released."""
+        self._closed = True
+        if not self._exports:
+            self._free()
+
+    def _free(self):
         self._last = None
         self._entries = {}
         if self._program:
@@ -470,6 +542,98 @@ class Model:
             self.close()
         except Exception:
             pass
+
+
+class _Producer:
+    """A DLPack producer on a device (a CUDA torch tensor), read when its program is known."""
+
+    def __init__(self, obj):
+        self.obj = obj
+        self.shape = tuple(int(d) for d in obj.shape)
+
+
+class DeviceArray:
+    """Device memory as kiln hands it over: a model's output left where its program keeps it
+    (``model.run(..., device_outputs=True)``; valid until the model's next run, which overwrites
+    it), or memory another library exported (``kiln.from_dlpack``). Both are DLPack producers
+    (``torch.from_dlpack(a)`` views them with no copy) and model inputs (one device-to-device
+    copy). ``numpy()`` copies an output to the host."""
+
+    def __init__(self, model, program, index, info, imported=None):
+        self._model, self._program, self._index, self._imported = model, program, index, imported
+        self._generation = model._runs if model is not None else None
+        if imported is not None:
+            self.shape, self._dtype = imported.shape, imported.dtype
+            self._device = (imported.device_type, imported.device_id)
+        else:
+            self.shape, self._dtype = info.shape, info._dtype
+            b = self._buffer()
+            self._device = (b.device_type, b.device_id)
+        self.dtype = _DTYPES[self._dtype]
+
+    def _buffer(self):
+        if self._imported is not None:
+            i = self._imported
+            return _Buffer(i.device_type, i.device_id, i.address, i.nbytes, 1)  # made ready on the legacy stream
+        m = self._model
+        if m._closed or m._runs != self._generation:
+            raise InvalidArgument("this output was overwritten by a later run of its model (or the model is "
+                                  "closed): copy what you keep")
+        b = _Buffer()
+        _check(_output_buffer(self._program, self._index, ctypes.byref(b)), "output buffer")
+        return b
+
+    @property
+    def device(self):
+        return "%s:%d" % ({_dlpack.KDL_CPU: "cpu", _dlpack.KDL_CUDA: "cuda"}.get(self._device[0], "?"), self._device[1])
+
+    def __dlpack_device__(self):
+        return self._device
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule viewing this memory. kiln's runs are complete when run() returns,
+        so any consumer stream may read it at once."""
+        if copy:
+            raise BufferError("kiln exports views (copy=True is not supported)")
+        if dl_device is not None and tuple(dl_device) != self._device:
+            raise BufferError("the memory is on %s" % self.device)
+        b = self._buffer()
+        owner = self._model if self._imported is None else self
+        capsule = _dlpack.export(b.address, b.device_type, b.device_id, self._dtype, self.shape, owner)
+        if self._imported is None:
+            self._model._exports += 1
+        return capsule
+
+    def numpy(self):
+        if self._imported is not None:
+            raise Unsupported("memory from another library: copy it to the host with that library")
+        self._buffer()  # not stale
+        a = np.empty(self.shape, dtype=_numpy_type(self._dtype, "output"))
+        _check(_read_output(self._program, self._index, _vp(a.ctypes.data)), "read_output")
+        return a
+
+    def __array__(self, dtype=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __repr__(self):
+        return "DeviceArray(%s, %s%s)" % (self.device, self.dtype, list(self.shape))
+
+
+def from_dlpack(x):
+    """A DLPack producer's memory for kiln: host memory as a numpy array (a view), device
+    memory as a DeviceArray (holding the producer's memory until it is collected). The
+    producer is asked to have its work done on the legacy default stream."""
+    device = x.__dlpack_device__()
+    if device[0] == _dlpack.KDL_CPU:
+        return np.from_dlpack(x)
+    if device[0] != _dlpack.KDL_CUDA:
+        raise Unsupported("DLPack device type %d: kiln has cpu and cuda" % device[0])
+    try:
+        imported = _dlpack.Imported(x.__dlpack__(stream=1))
+    except (TypeError, ValueError) as e:
+        raise InvalidArgument(str(e)) from None
+    return DeviceArray(None, None, None, None, imported)
 
 
 def _infos(graph, count, info):

@@ -259,3 +259,59 @@ def test_graph_training_with_sgd_lowers_the_loss():
     np.testing.assert_allclose(m2.read_param(w), -0.1 * 2 / 64 * xs.T @ (-ys), rtol=1e-5, atol=1e-6)
     with pytest.raises(kiln.InvalidArgument, match="read_param"):
         kiln.load(mlp_path()).read_param(w)
+
+
+class DLPackOnly:
+    """A producer that numpy cannot read except through DLPack (no __array__)."""
+
+    def __init__(self, a):
+        self._a, self.shape = a, a.shape
+
+    def __dlpack__(self, stream=None, **kwargs):
+        assert stream is None  # host memory: no stream
+        return self._a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_dlpack_on_the_host():
+    (x,), (want,) = data_set(os.path.join(MODELS, "mlp"))
+    with kiln.load(mlp_path()) as m:
+        np.testing.assert_allclose(m(DLPackOnly(x)), want, rtol=1e-3, atol=1e-5)  # a producer as an input
+        y = m.run([x], device_outputs=True)[0]  # cpu: outputs are numpy arrays, DLPack producers themselves
+        assert isinstance(y, np.ndarray) and y.__dlpack_device__() == (1, 0)
+        with pytest.raises(kiln.InvalidArgument, match="dtype float64"):
+            m(DLPackOnly(x.astype(np.float64)))
+    assert isinstance(kiln.from_dlpack(DLPackOnly(x)), np.ndarray)
+    # kiln's producer over host memory, read back by numpy's consumer; released when numpy is done
+    src = np.arange(12, dtype=np.float32).reshape(3, 4)
+    before = len(kiln._dlpack._exports)
+
+    class Exported:
+        def __dlpack__(self, stream=None):
+            return kiln._dlpack.export(src.ctypes.data, 1, 0, 0, src.shape, src)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    view = np.from_dlpack(Exported())
+    assert np.array_equal(view, src) and view.ctypes.data == src.ctypes.data  # no copy
+    assert len(kiln._dlpack._exports) == before + 1
+    del view
+    gc.collect()
+    assert len(kiln._dlpack._exports) == before  # the consumer called the deleter
+    Exported().__dlpack__()  # a capsule dropped unconsumed releases its tensor too
+    gc.collect()
+    assert len(kiln._dlpack._exports) == before
+    # kiln's consumer: fields read from numpy's capsule; strided and typeless tensors refused
+    imp = kiln._dlpack.Imported(src.__dlpack__())
+    assert (imp.shape, imp.dtype, imp.address, imp.nbytes) == ((3, 4), 0, src.ctypes.data, 48)
+    imp.release()
+    with pytest.raises(ValueError, match="strided"):
+        kiln._dlpack.Imported(src[:, ::2].__dlpack__())
+    with pytest.raises(TypeError, match="no kiln type"):
+        kiln._dlpack.Imported(np.zeros(2, np.complex64).__dlpack__())
+    for dt in (np.float64, np.float16, np.int8, np.uint16, np.int64):  # numpy 1.24 exports no bool
+        a = np.zeros(3, dt)
+        assert kiln._DTYPES[kiln._dlpack.Imported(a.__dlpack__()).dtype] == np.dtype(dt).name
