@@ -1,7 +1,8 @@
 /*
  * fuzz_onnx.c — libFuzzer target for the ONNX loader: the bytes are a ModelProto
- * (and, the same bytes, a TensorProto). Imports into a graph and frees it; any crash,
- * leak, sanitizer report or missing error message is a finding.
+ * (and, the same bytes, a TensorProto). Imports into a graph and frees it, and reads the
+ * declared inputs and outputs as kiln_model_open does; any crash, leak, sanitizer report or
+ * missing error message is a finding.
  *
  *   make fuzz                       # builds build-fuzz/fuzz_onnx, seeds, runs 60 s
  *   make fuzz FUZZ_SECONDS=600      # longer
@@ -25,6 +26,14 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   } else if (g || !kiln_last_error()[0]) {
     abort();  /* a failure must leave no graph and say why */
   }
+  Arena a = { 0 };
+  kiln_model_tensor *in, *out;
+  int n_in, n_out;
+  s = onnx_declared_io(data, size, &a, &in, &n_in, &out, &n_out);
+  if (s != KILN_OK && !kiln_last_error()[0]) abort();
+  for (int i = 0; s == KILN_OK && i < n_in; i++)  /* inputs are typed tensors of a known rank or none */
+    if (!in[i].name || in[i].dtype < 0 || in[i].rank > KILN_MAX_RANK) abort();
+  arena_free(&a);
   OnnxTensor t;
   if (onnx_read_tensor(data, size, NULL, &t) == KILN_OK) onnx_tensor_clear(&t);
   return 0;
