@@ -121,6 +121,9 @@ def test_errors(tmp_path):
         m.run({"input_0": x}, ["nope"])
     m.run({"input_0": x[:, ::1]})  # a contiguous view is fine
     m.run({"input_0": np.asfortranarray(x)})  # any layout: copied to row-major
+    ro = x.copy()
+    ro.setflags(write=False)
+    np.testing.assert_array_equal(m.run({"input_0": ro})[0], m.run({"input_0": x})[0])  # read-only memory is fine
     m.close()
     with pytest.raises(kiln.InvalidArgument, match="closed"):
         m.run({"input_0": x})
