@@ -389,7 +389,7 @@ static kiln_status buffer_stage(const char *fn, const kiln_program *p, int i, bo
 
 kiln_status kiln_program_set_input_buffer(kiln_program *p, int i, const kiln_buffer *src) {
   if (!p || !src) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_set_input_buffer: %s is NULL", p ? "src" : "program");
-  const Stage *S;
+  const Stage *S = NULL;
   kiln_status st = buffer_stage(__func__, p, i, true, &S);
   if (st) return st;
   kiln_buffer here;
@@ -412,7 +412,7 @@ kiln_status kiln_program_set_input_buffer(kiln_program *p, int i, const kiln_buf
 
 kiln_status kiln_program_output_buffer(const kiln_program *p, int i, kiln_buffer *out) {
   if (!p || !out) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_output_buffer: %s is NULL", p ? "out" : "program");
-  const Stage *S;
+  const Stage *S = NULL;
   kiln_status st = buffer_stage(__func__, p, i, false, &S);
   if (st) return st;
   if (!p->census.runs) return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_program_output_buffer: the program has not run");
