@@ -638,19 +638,26 @@ static kiln_status check_bindings(Importer *im, const Onnx__GraphProto *gp) {
   return KILN_OK;
 }
 
+/* What every graph input must be, for the import and for kiln_model's declared inputs: named,
+ * a tensor, of an element type kiln has. */
+static kiln_status input_type(const Onnx__ValueInfoProto *vi, const Onnx__TypeProto__Tensor **tt, kiln_dtype *dt) {
+  const char *name = vi->name;
+  if (!name || !*name) return kiln_fail(KILN_ERR_MODEL, "a graph input has no name");
+  if (!(*tt = tensor_type(vi)))
+    return kiln_fail(vi->type ? KILN_ERR_UNSUPPORTED : KILN_ERR_MODEL, "input '%s': %s", name,
+                     vi->type ? "only tensor inputs are supported (sequence/map/optional are not)" : "no type declared");
+  char what[300];
+  snprintf(what, sizeof what, "input '%s'", name);
+  return onnx_elem_type((*tt)->has_elem_type ? (*tt)->elem_type : 0, what, dt);
+}
+
 /* A graph input that is not an initializer: its declared type, or the caller's value
  * (checked against it by check_bindings). */
 static kiln_status add_input(Importer *im, const Onnx__ValueInfoProto *vi, int pos, bool as_const) {
   const char *name = vi->name;
-  if (!name || !*name) return kiln_fail(KILN_ERR_MODEL, "a graph input has no name");
-  const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
-  if (!tt)
-    return kiln_fail(vi->type ? KILN_ERR_UNSUPPORTED : KILN_ERR_MODEL, "input '%s': %s", name,
-                     vi->type ? "only tensor inputs are supported (sequence/map/optional are not)" : "no type declared");
+  const Onnx__TypeProto__Tensor *tt;
   kiln_dtype dt;
-  char what[300];
-  snprintf(what, sizeof what, "input '%s'", name);
-  kiln_status s = onnx_elem_type(tt->has_elem_type ? tt->elem_type : 0, what, &dt);
+  kiln_status s = input_type(vi, &tt, &dt);
   if (s) return s;
   const OnnxTensor *b = find_binding(im, name, pos);
   int rank = 0;
@@ -995,27 +1002,24 @@ kiln_status graph_load_onnx_bound(const void *data, size_t size, const char *bas
   return s;
 }
 
-/* One declared graph input or output into *t, its names copied into a. An input must be a
- * typed tensor (add_input refuses the rest the same way); an output may leave its type out. */
+/* One declared graph input or output into *t, its names copied into a. An input must be what
+ * the import takes (input_type); an output may leave its type out. */
 static kiln_status declared_tensor(const Onnx__ValueInfoProto *vi, bool input, Arena *a, kiln_model_tensor *t) {
   const char *kind = input ? "input" : "output";
   memset(t, 0, sizeof *t);
   t->dtype = t->rank = -1;
-  if (!vi->name || !*vi->name) return kiln_fail(KILN_ERR_MODEL, "a graph %s has no name", kind);
-  if (!(t->name = arena_strdup(a, vi->name))) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
-  const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
-  if (!tt) {
-    if (!input) return KILN_OK;
-    return kiln_fail(vi->type ? KILN_ERR_UNSUPPORTED : KILN_ERR_MODEL, "input '%s': %s", vi->name,
-                     vi->type ? "only tensor inputs are supported (sequence/map/optional are not)" : "no type declared");
-  }
+  const Onnx__TypeProto__Tensor *tt = NULL;
+  kiln_dtype dt = KILN_F32;
   char what[300];
-  snprintf(what, sizeof what, "%s '%s'", kind, vi->name);
-  kiln_dtype dt;
+  snprintf(what, sizeof what, "%s '%s'", kind, vi->name ? vi->name : "");
   kiln_status s = KILN_OK;
-  if (input || tt->has_elem_type) s = onnx_elem_type(tt->has_elem_type ? tt->elem_type : 0, what, &dt);
+  if (input) s = input_type(vi, &tt, &dt);
+  else if (!vi->name || !*vi->name) s = kiln_fail(KILN_ERR_MODEL, "a graph output has no name");
+  else if ((tt = tensor_type(vi)) && tt->has_elem_type) s = onnx_elem_type(tt->elem_type, what, &dt);
   if (s) return s;
-  if (tt->has_elem_type) t->dtype = (int)dt;
+  if (!(t->name = arena_strdup(a, vi->name))) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
+  if (!tt) return KILN_OK;
+  if (input || tt->has_elem_type) t->dtype = (int)dt;
   if (!tt->shape) return KILN_OK;
   if (tt->shape->n_dim > KILN_MAX_RANK)
     return kiln_fail(KILN_ERR_UNSUPPORTED, "%s: rank %zu exceeds %d", what, tt->shape->n_dim, KILN_MAX_RANK);
