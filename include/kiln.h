@@ -278,9 +278,10 @@ typedef struct kiln_options {
   int cuda_fma;         /* cuda: 1 let NVRTC contract a * b + c into one fused multiply-add (f32 still,
                            one rounding instead of two, as cuBLAS and PyTorch's kernels do);
                            0 (default) --fmad=false ($KILN_CUDA_FMA=1: raced, not yet the default) */
-  int cublaslt;         /* cuda: 1 let cuBLASLt run the plain GEMMs the cost rule gives it (default);
-                           0 generated kernels only ($KILN_CUBLASLT=0); 2 every plain GEMM it can take,
-                           whatever the cost rule says (a race) */
+  int cublaslt;         /* 1 let the backend's library run the plain GEMMs the cost rule gives it (default;
+                           cuda: cuBLASLt, cpu: kiln's packed micro-kernel); 0 generated kernels only
+                           ($KILN_CUBLASLT=0); 2 every plain GEMM it can take, whatever the cost rule
+                           says (a race) */
   int cuda_cluster;     /* cuda, sm_90 and later: 1 a GEMM split along K into at most 8 spans runs them as one
                            thread-block cluster, adding the partials through each other's shared memory
                            ($KILN_CUDA_CLUSTER=1; raced, default 0) */

@@ -198,6 +198,9 @@ typedef struct CgOptions {
   CgSplitK splitk;      /* what KILN_CUDA_SPLITK set: default on, "0" off, "wide" */
   bool library;         /* offer plain GEMMs to a library (cuBLASLt); KILN_CUBLASLT=0 sets false */
   bool library_all;     /* with library: every plain GEMM, whatever the cost rule says (KILN_CUBLASLT=2, a race) */
+  double library_work;  /* the cost rule: multiply-adds from which the library runs a GEMM (0: PLAN_LIBRARY_WORK) */
+  bool loop_library;    /* loop dialects (cpu): offer plain GEMMs to the backend's library too, matched by
+                           their structure alone (cg_gemm_match skips the GPU tile rules) */
   CgGroupMode group;    /* KILN_GRID_SYNC: 0 off, 1 siblings, 2 grid sync */
   bool in_place;        /* store an assigned value straight into its param where that is safe (KILN_IN_PLACE) */
   bool index32;         /* 32-bit index math where proven in range, in dialects with index32_type (KILN_INDEX32) */
@@ -219,6 +222,13 @@ CgOptions cg_options_default(void);   /* auto rows, split-K on, library on, no g
 
 /* A GEMM a library may run instead of the generated kernel (the plan part of today's CudaLtCall):
  * kiln's row-major D[m, n] (+ bias[n], relu or tanh-gelu) = sum_k A[m, k] B[k, n], per batch. */
+/* On loop dialects, f32 sums over at most this many points accumulate in f32 (as ONNX Runtime's
+ * MLAS does): twice the vector width of f64 and no conversion per product. The rounding error of
+ * a sum of K terms grows like K * 2^-24 at worst (sqrt(K) * 2^-24 typically): <= 2.4e-4 relative
+ * for K = 4096, ~1e-6 on the ONNX models here. Longer sums (column sums over many rows) keep f64
+ * accumulators in the renderer, and the cpu library GEMM (f32 accumulators) declines them. */
+#define CG_CPU_F32_SUM_MAX 4096
+
 typedef struct CgLibGemm {
   int a_stage, b_stage, d_stage, bias_stage;   /* bias_stage -1: none */
   int64_t M, N, K, batch;
@@ -227,6 +237,8 @@ typedef struct CgLibGemm {
   int64_t a_sb, b_sb, d_sb;                    /* batch strides (elements) */
   bool a_t, b_t;                               /* A stored along m (k strided), B along k */
   bool relu, gelu;
+  bool b_constant;                             /* B is a constant of the program: a const, or a param
+                                                  no assign updates (the cpu library packs it once) */
 } CgLibGemm;
 
 typedef struct CgLaunch {

@@ -195,6 +195,10 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
     for (int v = 0; v < k->rank; v++)
       if (g.role[v] == ROLE_M && te_uses_var(g.bs[q], v)) return false;
   }
+  if (o->loop_library) {  /* a loop dialect's library GEMM: no GPU tile decisions */
+    if (out) *out = g;
+    return true;
+  }
   /* worth a tile: both sides at least 8 wide, and either enough small tiles to spread over
    * the chip or a shape the one-block-per-output reduction does not take */
   if (g.M < 8 || g.N < 8 || g.K < 4) return false;

@@ -135,7 +135,7 @@ static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const Expr
 static bool worth_a_library(const CgGemm *g, const CgOptions *o) {
   if (o->library_all) return true;
   double work = (double)g->M * (double)g->N * (double)g->K * (double)g->batch;
-  return work >= PLAN_LIBRARY_WORK;  /* 2^26 multiply-adds (plan.h: siblings split there) */
+  return work >= (o->library_work > 0 ? o->library_work : PLAN_LIBRARY_WORK);  /* cuda: 2^26 (plan.h: siblings split there) */
 }
 
 /* probe: every test but the GELU's, which would build the candidate's GELU in the TE (a
@@ -143,6 +143,7 @@ static bool worth_a_library(const CgGemm *g, const CgOptions *o) {
 static bool lib_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibGemm *c, bool probe) {
   CgGemm g;
   if (!cg_gemm_match(p, k, o, &g) || g.n_b > 1 || !worth_a_library(&g, o)) return false;  /* one B a call */
+  if (o->loop_library && g.K > CG_CPU_F32_SUM_MAX) return false;  /* the f64 rows' sums, not the library's f32 */
   if (!is_memory_load(p, k, g.a) || !is_memory_load(p, k, g.b)) return false;
   memset(c, 0, sizeof *c);
   c->bias_stage = -1;
@@ -170,6 +171,9 @@ static bool lib_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibG
   c->a_stage = g.a->src, c->b_stage = g.b->src, c->d_stage = out->stage;
   c->a_off = a.base, c->b_off = b.base, c->d_off = d.base;
   c->a_sb = a.sb, c->b_sb = b.sb, c->d_sb = d.sb, c->ldd = d.sm;
+  const Stage *B = &p->te->stages[c->b_stage];
+  c->b_constant = B->kind == ST_CONST || B->kind == ST_PARAM;
+  for (int i = 0; c->b_constant && i < p->te->n_assigns; i++) c->b_constant = p->te->assigns[i].param != c->b_stage;
   return true;
 }
 

@@ -144,8 +144,8 @@ static void why_append(CgLaunch *l, const char *f, ...) {
 
 /* Library GEMMs, once the source is rendered (the matcher's probes add to the TE). */
 static void library_of(const Plan *p, const Dialect *d, const CgOptions *o, CgLaunch *l) {
-  if (l->host || l->group >= 0 || !o->library || !d->grid) return;
-  if (cg_kernel_shape(p, &p->kernels[l->kernel], d, o) != CG_GPU_GEMM) return;
+  if (l->host || l->group >= 0 || !o->library || (!d->grid && !o->loop_library)) return;
+  if (d->grid && cg_kernel_shape(p, &p->kernels[l->kernel], d, o) != CG_GPU_GEMM) return;
   l->library = cg_library_match(p, &p->kernels[l->kernel], o, &l->lib);
   if (l->library)
     why_append(l, "; library %lldx%lldx%lld x%lld", (long long)l->lib.M, (long long)l->lib.N, (long long)l->lib.K,

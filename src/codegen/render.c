@@ -17,7 +17,7 @@
  * (a conv's output channels), the row loop split into border / interior / border where
  * the interior's padding guards simplify away; x @ W^T (weights [out, in]) as a 4 x 4 tile
  * of dot products; short reductions (pooling) vectorised over the last outer dim. f32 sums
- * of at most CPU_F32_SUM_MAX terms accumulate in f32 there, longer ones in f64 like ref.
+ * of at most CG_CPU_F32_SUM_MAX terms accumulate in f32 there, longer ones in f64 like ref.
  * Names in the output are numbers only: buffers b<param>, vars v<n>, stage values
  * s<stage id>, accumulators a<stage id>, temporaries t<n>.
  *
@@ -932,15 +932,11 @@ static int rowacc_unroll(R *r) {
   return 4;
 }
 
-/* f32 sums over at most this many points accumulate in f32 (as ONNX Runtime's MLAS does): twice
- * the vector width of f64 and no conversion per product. The rounding error of a sum of K terms
- * grows like K * 2^-24 at worst (sqrt(K) * 2^-24 typically): <= 2.4e-4 relative for K = 4096,
- * ~1e-6 on the ONNX models here. Longer sums (column sums over many rows) keep the f64 rows. */
-#define CPU_F32_SUM_MAX 4096
+/* f32 sums over at most CG_CPU_F32_SUM_MAX points accumulate in f32; longer ones keep the f64 rows. */
 static bool sums_f32(const Kernel *k) {
   for (int i = 0; i < k->n_items; i++)
     if (k->items[i].kind == IT_ACC && k->items[i].body->dtype != KILN_F32) return false;
-  return k->inner_numel <= CPU_F32_SUM_MAX;
+  return k->inner_numel <= CG_CPU_F32_SUM_MAX;
 }
 
 /* Var ids of the copies: the inner vars of unrolled step u (u >= 1) start at inner_first,

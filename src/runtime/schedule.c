@@ -505,6 +505,10 @@ static kiln_status record(Schedule *s) {
 
 /* ---- compile ---- */
 
+/* The cpu library GEMM's cost rule: products of at least 2^20 multiply-adds (raced on this
+ * cpu: bench/results/2026-12-02-cpu-gemm.md). */
+#define CPU_LIBRARY_WORK 1048576.0
+
 kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOptions *g) {
   *g = cg_options_default();
   g->row_variant = cg_row_variant(o->cuda_row);
@@ -514,6 +518,8 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   g->splitk = o->cuda_splitk == 0 ? CG_SPLITK_OFF : o->cuda_splitk == 2 ? CG_SPLITK_WIDE : CG_SPLITK_ON;
   g->library = o->cublaslt != 0;
   g->library_all = o->cublaslt == 2;
+  /* loop dialects (cpu): the packed micro-kernel wins from small products on (this cpu's race) */
+  if (!d->grid) g->library_work = CPU_LIBRARY_WORK, g->loop_library = true;
   if (o->grid_sync < -1 || o->grid_sync > 2)
     return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: -1 the default, 0 off, 1 sibling kernels "
                      "share a launch, 2 also dependent ones across grid barriers", o->grid_sync);
@@ -795,7 +801,16 @@ kiln_status rt_schedule_write_param(Schedule *s, int stage, const void *src) {
   const Stage *S = &s->te->stages[stage];
   if (!s->buf[stage]) return kiln_fail(KILN_ERR_INVALID_ARG, "%s: stage %d ('%s') has no buffer", s->be->name, stage, S->name);
   kiln_status st = mem_upload(s, s->buf[stage], src, stage_bytes(S), S->name, NULL);
-  return st ? st : dev_sync(s, "write_param");
+  if (!st) st = dev_sync(s, "write_param");
+  /* a library call that packed this param once packs the new value (prepared again) */
+  for (int i = 0; !st && i < s->n_launch; i++) {
+    Launch *L = &s->launch[i];
+    if (!s->be->host_memory || !L->lib || L->l->lib.b_stage != stage || !L->l->lib.b_constant) continue;
+    s->be->library_release(s->dev, L->lib);
+    L->lib = NULL;
+    if (s->be->library_prepare(s->dev, &L->l->lib, s->buf, &L->lib) != KILN_OK) L->lib = NULL, s->n_library--;
+  }
+  return st;
 }
 
 kiln_status rt_schedule_copy_input(Schedule *s, int i, unsigned long long address, unsigned long long stream) {

@@ -72,6 +72,20 @@ static kiln_status cpu_launch(void *dev, void *fn, const CgLaunch *l, const RtBu
   return KILN_OK;
 }
 
+static kiln_status cpu_library_prepare(void *dev, const CgLibGemm *g, const RtBuf *buf, void **call) {
+  return cpu_gemm_prepare(g, buf, ((Cpu *)dev)->omp_dynamic, call);
+}
+
+static kiln_status cpu_library_run(void *dev, void *call) {
+  (void)dev;
+  return cpu_gemm_run(call);
+}
+
+static void cpu_library_release(void *dev, void *call) {
+  (void)dev;
+  cpu_gemm_release(call);
+}
+
 static void cpu_describe(void *dev, FILE *f) {
   (void)dev;
   fprintf(f, "compiled: cc %s\n", cpu_cc_flags());
@@ -88,5 +102,8 @@ const Backend rt_backend_cpu = {
   .unload = cpu_unload,
   .lookup = cpu_lookup,
   .launch = cpu_launch,
+  .library_prepare = cpu_library_prepare,
+  .library_run = cpu_library_run,
+  .library_release = cpu_library_release,
   .describe = cpu_describe,
 };

@@ -17,4 +17,12 @@ void cpu_cc_identity(const char *cc, char out[512]);
  * o->cache_dir when its stored source equals src (never with o->no_cache). *hit says which. */
 kiln_status cpu_build(const char *src, size_t len, const kiln_options *o, void **dl, bool *hit);
 
+/* -- gemm.c: the library GEMM (a packed-panel micro-kernel) -- */
+
+/* A call for g on the schedule's stage buffers buf (read at each run); B is packed now when
+ * g->b_constant. KILN_ERR_UNSUPPORTED declines (the generated kernel runs). */
+kiln_status cpu_gemm_prepare(const CgLibGemm *g, const RtBuf *buf, int omp_dynamic, void **call);
+kiln_status cpu_gemm_run(void *call);
+void cpu_gemm_release(void *call);
+
 #endif

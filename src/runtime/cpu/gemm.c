@@ -1,0 +1,170 @@
+/*
+ * gemm.c — the cpu backend's library GEMM: a plain (batched) f32 product with its bias and
+ * relu or tanh GELU (what codegen/library.c matches), run by a register-blocked micro-kernel
+ * over B packed in panels of 16 columns. Packing is done once when B is a constant of the
+ * program (weights), else before each run. The micro-kernel keeps a 6-row tile of D, two
+ * vectors wide, in registers: per step of k one pair of panel loads and six broadcasts of A
+ * feed twelve vector multiply-adds, where the generated dot-product tiles reload their operands
+ * (bench/results/2026-11-30-cpu-vs-ort-2.md). It is compiled for AVX-512, AVX2 and the
+ * baseline, chosen from the host CPU at run time.
+ */
+#include "cpu.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { MR = 6, NR_MAX = 32 };
+
+typedef struct CpuGemm {
+  CgLibGemm g;
+  const RtBuf *buf;    /* the schedule's stage buffers, read at each run: host-memory backends rebind
+                          inputs and outputs to the caller's arrays every run */
+  float *packed;       /* B as [batch_b][Np / NR][K][NR], Np = N rounded up to NR_MAX, zero padded */
+  int64_t np;          /* Np */
+  int64_t packed_batches;
+  bool packed_once;    /* B is a constant of the program: packed at prepare */
+  int omp_dynamic;
+  void (*tile)(const float *const *, int64_t, int64_t, const float *, int64_t, float *);
+  int nr;              /* the tile's columns (two vectors of the CPU's width) */
+} CpuGemm;
+
+typedef float v16 __attribute__((vector_size(64), aligned(4)));
+typedef float v8 __attribute__((vector_size(32), aligned(4)));
+
+/* One MR x (2 W) tile in W-wide vectors: acc = sum over k of a(r, k) * P[k][0..2W), the six
+ * rows' twelve accumulators written out so that they stay in registers (AVX2 has 16, AVX-512
+ * 32). Rows past the last read its last row again (their results are not stored). */
+#define TILE_KERNEL(NAME, V, W, ATTR)                                                                        \
+  ATTR static void NAME(const float *const *rows, int64_t a_step, int64_t K, const float *P, int64_t np,        \
+                        float *out) {                                                                         \
+    V c00 = { 0 }, c01 = { 0 }, c10 = { 0 }, c11 = { 0 }, c20 = { 0 }, c21 = { 0 };                        \
+    V c30 = { 0 }, c31 = { 0 }, c40 = { 0 }, c41 = { 0 }, c50 = { 0 }, c51 = { 0 };                        \
+    const float *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3], *r4 = rows[4], *r5 = rows[5];  \
+    for (int64_t k = 0; k < K; k++, P += np) {                                                             \
+      V b0 = *(const V *)P, b1 = *(const V *)(P + W); /* the types allow unaligned loads */                \
+      int64_t at = k * a_step;                                                                              \
+      c00 += r0[at] * b0, c01 += r0[at] * b1;                                                               \
+      c10 += r1[at] * b0, c11 += r1[at] * b1;                                                               \
+      c20 += r2[at] * b0, c21 += r2[at] * b1;                                                               \
+      c30 += r3[at] * b0, c31 += r3[at] * b1;                                                               \
+      c40 += r4[at] * b0, c41 += r4[at] * b1;                                                               \
+      c50 += r5[at] * b0, c51 += r5[at] * b1;                                                               \
+    }                                                                                                       \
+    V all[2 * MR] = { c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51 };                         \
+    memcpy(out, all, sizeof all);                                                                           \
+  }
+
+/* libkiln is ISO C (no contraction by default): the tiles ask for multiply-adds themselves */
+TILE_KERNEL(tile_avx512, v16, 16, __attribute__((target("avx512f,fma"), optimize("fp-contract=fast"))))
+TILE_KERNEL(tile_avx2, v8, 8, __attribute__((target("avx2,fma"), optimize("fp-contract=fast"))))
+TILE_KERNEL(tile_base, v8, 8, __attribute__((optimize("fp-contract=fast"))))
+
+typedef void (*TileFn)(const float *const *, int64_t, int64_t, const float *, int64_t, float *);
+
+/* The widest tile this CPU runs, and its width in columns (two vectors). */
+static TileFn tile_fn(int *nr) {
+  __builtin_cpu_init();
+  *nr = 16;
+  if (__builtin_cpu_supports("avx512f")) return *nr = 32, tile_avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return tile_avx2;
+  return tile_base;
+}
+
+static const float *stage_at(const CpuGemm *c, int stage, int64_t off) {
+  return (const float *)(uintptr_t)c->buf[stage] + off;
+}
+
+/* B of batch b into panels of NR columns, each K rows of NR contiguous floats (a tile streams
+ * its panel front to back): P[n / NR][k][n % NR] = B(k, n), zero past N. */
+static void pack(const CpuGemm *c, int64_t b, float *P) {
+  const CgLibGemm *g = &c->g;
+  const float *B = stage_at(c, g->b_stage, g->b_off + b * g->b_sb);
+  int NR = c->nr;
+  for (int64_t n0 = 0; n0 < c->np; n0 += NR) {
+    float *panel = P + n0 * g->K;
+    for (int64_t k = 0; k < g->K; k++)
+      for (int j = 0; j < NR; j++) {
+        int64_t n = n0 + j;
+        panel[k * NR + j] = n >= g->N ? 0 : g->b_t ? B[n * g->ldb + k] : B[k * g->ldb + n];
+      }
+  }
+}
+
+static void pack_all(CpuGemm *c) {
+  int64_t per = c->g.K * c->np;
+  #pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < c->packed_batches; b++) pack(c, b, c->packed + b * per);
+}
+
+/* kiln's tanh GELU (te_gelu_tanh): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+static float gelu_tanh(float x) { return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))); }
+
+static void run_tiles(const CpuGemm *c) {
+  TileFn tile = c->tile;
+  const CgLibGemm *g = &c->g;
+  int NR = c->nr;
+  int64_t mt = (g->M + MR - 1) / MR, nt = c->np / NR, per = g->K * c->np;
+  int64_t a_step = g->a_t ? g->lda : 1;
+  #pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < g->batch * mt * nt; t++) {
+    /* the m tiles of one panel run in a row: the panel stays in cache while A streams by */
+    int64_t b = t / (mt * nt), ni = t / mt % nt, mi = t % mt;
+    const float *A = stage_at(c, g->a_stage, g->a_off + b * g->a_sb);
+    const float *rows[MR];
+    int64_t m0 = mi * MR, n0 = ni * NR;
+    for (int r = 0; r < MR; r++) {
+      int64_t m = m0 + r < g->M ? m0 + r : g->M - 1;
+      rows[r] = g->a_t ? A + m : A + m * g->lda;
+    }
+    const float *P = c->packed + (c->packed_batches > 1 ? b * per : 0) + n0 * g->K;
+    float acc[MR * NR_MAX];
+    tile(rows, a_step, g->K, P, NR, acc);
+    float *D = (float *)(uintptr_t)c->buf[g->d_stage] + g->d_off + b * g->d_sb;
+    const float *bias = g->bias_stage >= 0 ? stage_at(c, g->bias_stage, g->bias_off) : NULL;
+    for (int r = 0; r < MR && m0 + r < g->M; r++)
+      for (int j = 0; j < NR && n0 + j < g->N; j++) {
+        float v = acc[r * NR + j] + (bias ? bias[n0 + j] : 0.0f);
+        if (g->relu) v = v > 0 ? v : 0;
+        else if (g->gelu) v = gelu_tanh(v);
+        D[(m0 + r) * g->ldd + n0 + j] = v;
+      }
+  }
+}
+
+kiln_status cpu_gemm_prepare(const CgLibGemm *g, const RtBuf *buf, int omp_dynamic, void **call) {
+  *call = NULL;
+  if (g->M < 1 || g->N < 1 || g->K < 1 || g->batch < 1)
+    return kiln_fail(KILN_ERR_UNSUPPORTED, "cpu gemm: an empty product");
+  CpuGemm *c = kiln_calloc(1, sizeof *c);
+  if (!c) return kiln_fail(KILN_ERR_NO_MEMORY, "cpu gemm: out of memory");
+  c->g = *g, c->buf = buf, c->omp_dynamic = omp_dynamic, c->tile = tile_fn(&c->nr);
+  c->np = (g->N + NR_MAX - 1) / NR_MAX * NR_MAX;
+  c->packed_batches = g->b_sb ? g->batch : 1;
+  c->packed_once = g->b_constant;
+  int64_t n;
+  if (!size_mul(g->K, c->np, &n) || !size_mul(n, c->packed_batches, &n) || !size_mul(n, (int64_t)sizeof(float), &n) ||
+      !(c->packed = kiln_malloc((size_t)n))) {
+    kiln_free(c);
+    return kiln_fail(KILN_ERR_NO_MEMORY, "cpu gemm: no memory for the packed operand");
+  }
+  if (c->packed_once) pack_all(c);
+  *call = c;
+  return KILN_OK;
+}
+
+kiln_status cpu_gemm_run(void *call) {
+  CpuGemm *c = call;
+  if (c->omp_dynamic >= 0) omp_set_dynamic(c->omp_dynamic);
+  if (!c->packed_once) pack_all(c);
+  run_tiles(c);
+  return KILN_OK;
+}
+
+void cpu_gemm_release(void *call) {
+  CpuGemm *c = call;
+  if (!c) return;
+  kiln_free(c->packed);
+  kiln_free(c);
+}

@@ -1,0 +1,133 @@
+/* The cpu backend's library GEMM (src/runtime/cpu/gemm.c): products with tails in every
+ * dimension, B read along k or along n, batched with shared and with per-batch B, bias with
+ * relu or tanh GELU, against ref; the plan says a library GEMM ran (and none with
+ * cublaslt = 0); a weight overwritten with kiln_program_write_param is packed again; a sum
+ * too long for f32 accumulators stays with the generated kernel. */
+#include "test.h"
+
+#include <stdio.h>
+
+enum { M = 64, K = 300, N = 70, BATCH = 3 };  /* 64 x 70 x 300 is above the cpu cost rule (2^20) */
+
+typedef struct Case {
+  const char *name;
+  bool b_along_n;   /* the weight is a [N, K] param read through a transpose */
+  bool batched, batched_b;
+  int epilogue;     /* 0 none, 1 bias + relu, 2 bias + gelu_tanh */
+} Case;
+
+static int libraries_in_plan(kiln_program *p) {
+  FILE *f = tmpfile();
+  if (!f) return -1;
+  kiln_program_print(p, f);
+  rewind(f);
+  char line[512];
+  int n = -1;
+  while (fgets(line, sizeof line, f)) {
+    const char *at = strstr(line, " library GEMMs)");
+    if (at) {
+      while (at > line && at[-1] != '(' && at[-1] != ' ') at--;
+      n = atoi(at);
+    }
+  }
+  fclose(f);
+  return n;
+}
+
+static float wval(int i, int salt) { return (float)((i * 37 + salt * 11) % 23 - 11) / 16.0f; }
+
+static void run_case(const Case *c) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[3] = { BATCH, M, K }, ws[3] = { BATCH, K, N }, wt[2] = { N, K }, bs[1] = { N };
+  int xr = c->batched ? 3 : 2;
+  static float w[BATCH * K * N], bias[N];
+  for (int i = 0; i < BATCH * K * N; i++) w[i] = wval(i, 1);
+  for (int i = 0; i < N; i++) bias[i] = wval(i, 2);
+  kiln_tensor x, wp, wk, y, b;
+  OK(kiln_graph_input(g, "x", KILN_F32, xr, c->batched ? xs : xs + 1, &x));
+  if (c->batched_b) OK(kiln_graph_input(g, "w", KILN_F32, 3, ws, &wp));  /* changes every run: packed per run */
+  else if (c->b_along_n) OK(kiln_graph_param(g, "w", KILN_F32, 2, wt, w, &wp));
+  else OK(kiln_graph_param(g, "w", KILN_F32, 2, ws + 1, w, &wp));
+  wk = wp;
+  int perm[2] = { 1, 0 };
+  if (c->b_along_n) OK(kiln_graph_transpose(g, wp, perm, &wk));
+  OK(kiln_graph_matmul(g, x, wk, &y));
+  if (c->epilogue) {
+    OK(kiln_graph_param(g, "bias", KILN_F32, 1, bs, bias, &b));
+    OK(kiln_graph_binary(g, KILN_ADD, y, b, &y));
+    OK(kiln_graph_unary(g, c->epilogue == 1 ? KILN_RELU : KILN_GELU_TANH, y, &y));
+  }
+  OK(kiln_graph_output(g, y, "y"));
+  static float xv[BATCH * M * K], got[BATCH * M * N], want[BATCH * M * N];
+  for (int i = 0; i < BATCH * M * K; i++) xv[i] = wval(i, 3);
+  const void *in[2] = { xv, w };
+  void *out_got[1] = { got }, *out_want[1] = { want };
+  int64_t n_out = (c->batched ? BATCH : 1) * M * N;
+  for (int lib = 1; lib >= 0; lib--) {
+    kiln_options o = kiln_options_default();
+    o.backend = "cpu";
+    o.cublaslt = lib;
+    kiln_program *p = NULL, *r = NULL;
+    OK(kiln_program_compile(g, &o, &p));
+    o.backend = "ref";
+    OK(kiln_program_compile(g, &o, &r));
+    if (!p || !r) break;
+    int libs = libraries_in_plan(p);
+    CHECK_MSG(libs == lib, "%s: %d library GEMMs with cublaslt = %d", c->name, libs, lib);
+    for (int round = 0; round < 2; round++) {
+      if (round == 1 && !c->batched_b) {  /* new weights: packed again */
+        for (int i = 0; i < BATCH * K * N; i++) w[i] = wval(i, 4);
+        OK(kiln_program_write_param(p, wp, w));
+        OK(kiln_program_write_param(r, wp, w));
+      }
+      if (round == 1 && c->batched_b) for (int i = 0; i < BATCH * K * N; i++) w[i] = wval(i, 5);
+      OK(kiln_program_run(p, in, out_got));
+      OK(kiln_program_run(r, in, out_want));
+      double worst = 0;
+      for (int64_t i = 0; i < n_out; i++) {
+        double e = fabs((double)got[i] - want[i]) / (1 + fabs((double)want[i]));
+        if (e > worst) worst = e;
+      }
+      CHECK_MSG(worst <= 2e-5, "%s (library %d, round %d): worst relative error %.3g", c->name, lib, round, worst);
+    }
+    kiln_program_free(p);
+    kiln_program_free(r);
+    for (int i = 0; i < BATCH * K * N; i++) w[i] = wval(i, 1);  /* the next compile starts from the first weights */
+  }
+  kiln_graph_free(g);
+}
+
+/* A sum over more than CG_CPU_F32_SUM_MAX (4096) points keeps the renderer's f64 accumulators:
+ * the library, which sums in f32, declines it. */
+static void long_sum_declined(void) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[2] = { 16, 5000 }, ws[2] = { 5000, 40 };
+  static float w[5000 * 40];
+  kiln_tensor x, wp, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
+  OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wp));
+  OK(kiln_graph_matmul(g, x, wp, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  kiln_options o = kiln_options_default();
+  o.backend = "cpu";
+  kiln_program *p = NULL;
+  OK(kiln_program_compile(g, &o, &p));
+  if (p) CHECK_MSG(libraries_in_plan(p) == 0, "K = 5000: %d library GEMMs", libraries_in_plan(p));
+  kiln_program_free(p);
+  kiln_graph_free(g);
+}
+
+int main(void) {
+  long_sum_declined();
+  static const Case cases[] = {
+    { "plain", false, false, false, 0 },
+    { "bias relu", false, false, false, 1 },
+    { "bias gelu, B along n", true, false, false, 2 },
+    { "batched, shared B", false, true, false, 1 },
+    { "batched B (an input)", false, true, true, 0 },
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+  TEST_MAIN_END();
+}
