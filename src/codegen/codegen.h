@@ -237,6 +237,8 @@ typedef struct CgLibGemm {
   int64_t a_sb, b_sb, d_sb;                    /* batch strides (elements) */
   bool a_t, b_t;                               /* A stored along m (k strided), B along k */
   bool relu, gelu;
+  bool bias_m;                                 /* the bias runs along m (a convolution's per-channel bias,
+                                                  its channels being the rows): loop dialects only */
   bool b_constant;                             /* B is a constant of the program: a const, or a param
                                                   no assign updates (the cpu library packs it once) */
 } CgLibGemm;

@@ -88,10 +88,14 @@ static bool is_memory_load(const Plan *p, const Kernel *k, const Expr *e) {
 /* A load of this kernel's accumulated stage at the current point. */
 static bool is_acc(const Plan *p, const Kernel *k, const Expr *e, int acc_stage) {
   (void)p;
-  if (e->kind != EX_LOAD || e->src != acc_stage) return false;
-  for (int i = 0; i < e->n_args; i++)
-    if (e->args[i]->kind != EX_VAR || e->args[i]->var != i) return false;
-  return k->rank == e->n_args;
+  if (e->kind != EX_LOAD || e->src != acc_stage || k->rank != e->n_args) return false;
+  for (int i = 0; i < e->n_args; i++) {  /* the kernel's own point; a dim of one may read as index 0 */
+    const Expr *x = e->args[i];
+    bool own = x->kind == EX_VAR && x->var == i;
+    bool zero = x->kind == EX_CONST && x->dtype != KILN_F32 && x->dtype != KILN_F64 && x->c.i == 0 && k->shape[i] == 1;
+    if (!own && !zero) return false;
+  }
+  return true;
 }
 
 /* y when e is kiln's tanh GELU of y: the candidate y is read off e's x/2 factor and its GELU
@@ -111,9 +115,10 @@ static const Expr *gelu_of(TE *te, const Expr *e, bool probe) {
   return NULL;
 }
 
-/* The stored item's body: [relu|gelu](acc [+ bias[n]]), in either operand order. */
-static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const Expr *e, int acc_stage, CgLibGemm *c,
-                     bool probe) {
+/* The stored item's body: [relu|gelu](acc [+ bias[n]]), in either operand order; on loop
+ * dialects the bias may run along m instead (bias[m]: cuBLASLt's runs along n only). */
+static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const CgOptions *o, const Expr *e, int acc_stage,
+                     CgLibGemm *c, bool probe) {
   const Expr *y;
   if (e->kind == EX_BINARY && e->op == TB_MAX && e->args[1]->kind == EX_CONST && e->args[1]->c.f == 0) {
     c->relu = true;
@@ -127,8 +132,10 @@ static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const Expr
   const Expr *b = is_acc(p, k, e->args[0], acc_stage) ? e->args[1] : is_acc(p, k, e->args[1], acc_stage) ? e->args[0] : NULL;
   Affine a;
   if (!b || !is_memory_load(p, k, b) || !affine(p, k, g, b, NULL, &a)) return false;
-  if (a.sm || a.sk || a.sb || a.sn != 1) return false;  /* bias[n], shared by every row and batch */
-  c->bias_stage = b->src, c->bias_off = a.base;
+  bool along_n = !a.sm && !a.sk && !a.sb && a.sn == 1;  /* bias[n], shared by every row and batch */
+  bool along_m = o->loop_library && !a.sn && !a.sk && !a.sb && a.sm == 1;
+  if (!along_n && !along_m) return false;
+  c->bias_stage = b->src, c->bias_off = a.base, c->bias_m = along_m;
   return true;
 }
 
@@ -155,7 +162,7 @@ static bool lib_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibG
     out = &k->items[i];
   }
   if (!out || !out->offset) return false;
-  if (out != acc && !epilogue(p, k, &g, out->body, acc->stage, c, probe)) return false;
+  if (out != acc && !epilogue(p, k, &g, o, out->body, acc->stage, c, probe)) return false;
   if (out != acc && k->n_items != 2) return false;  /* no other values in between */
   Affine a, b, d;
   if (!affine(p, k, &g, g.a, NULL, &a) || !affine(p, k, &g, g.b, NULL, &b) || !affine(p, k, &g, NULL, out->offset, &d))

@@ -1,6 +1,6 @@
 /* The cpu backend's library GEMM (src/runtime/cpu/gemm.c): products with tails in every
  * dimension, B read along k or along n, batched with shared and with per-batch B, bias with
- * relu or tanh GELU, against ref; the plan says a library GEMM ran (and none with
+ * relu or tanh GELU, a bias per row (a 1x1 convolution), against ref; the plan says a library GEMM ran (and none with
  * cublaslt = 0); a weight overwritten with kiln_program_write_param is packed again; a sum
  * too long for f32 accumulators stays with the generated kernel. */
 #include "test.h"
@@ -119,8 +119,51 @@ static void long_sum_declined(void) {
   kiln_graph_free(g);
 }
 
+/* A 1x1 convolution's shape: relu(w [M, K] @ x [1, K, N] + bias [M, 1]), the weight the rows and
+ * a bias per row, the output's leading dim of one read as index 0: the library takes it. */
+static void bias_along_m(void) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t ws[2] = { M, K }, xs[3] = { 1, K, N }, bs[2] = { M, 1 };
+  static float w[M * K], bias[M], x[K * N], got[M * N], want[M * N];
+  for (int i = 0; i < M * K; i++) w[i] = wval(i, 6);
+  for (int i = 0; i < M; i++) bias[i] = wval(i, 7);
+  for (int i = 0; i < K * N; i++) x[i] = wval(i, 8);
+  kiln_tensor wp, xi, b, y;
+  OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wp));
+  OK(kiln_graph_input(g, "x", KILN_F32, 3, xs, &xi));
+  OK(kiln_graph_param(g, "bias", KILN_F32, 2, bs, bias, &b));
+  OK(kiln_graph_matmul(g, wp, xi, &y));
+  OK(kiln_graph_binary(g, KILN_ADD, y, b, &y));
+  OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  kiln_options o = kiln_options_default();
+  o.backend = "cpu";
+  kiln_program *p = NULL, *r = NULL;
+  OK(kiln_program_compile(g, &o, &p));
+  o.backend = "ref";
+  OK(kiln_program_compile(g, &o, &r));
+  if (p && r) {
+    CHECK_MSG(libraries_in_plan(p) == 1, "bias along m: %d library GEMMs", libraries_in_plan(p));
+    const void *in[1] = { x };
+    void *og[1] = { got }, *ow[1] = { want };
+    OK(kiln_program_run(p, in, og));
+    OK(kiln_program_run(r, in, ow));
+    double worst = 0;
+    for (int i = 0; i < M * N; i++) {
+      double e = fabs((double)got[i] - want[i]) / (1 + fabs((double)want[i]));
+      if (e > worst) worst = e;
+    }
+    CHECK_MSG(worst <= 2e-5, "bias along m: worst relative error %.3g", worst);
+  }
+  kiln_program_free(p);
+  kiln_program_free(r);
+  kiln_graph_free(g);
+}
+
 int main(void) {
   long_sum_declined();
+  bias_along_m();
   static const Case cases[] = {
     { "plain", false, false, false, 0 },
     { "bias relu", false, false, false, 1 },

@@ -125,7 +125,7 @@ static void run_tiles(const CpuGemm *c) {
     const float *bias = g->bias_stage >= 0 ? stage_at(c, g->bias_stage, g->bias_off) : NULL;
     for (int r = 0; r < MR && m0 + r < g->M; r++)
       for (int j = 0; j < NR && n0 + j < g->N; j++) {
-        float v = acc[r * NR + j] + (bias ? bias[n0 + j] : 0.0f);
+        float v = acc[r * NR + j] + (bias ? bias[g->bias_m ? m0 + r : n0 + j] : 0.0f);
         if (g->relu) v = v > 0 ? v : 0;
         else if (g->gelu) v = gelu_tanh(v);
         D[(m0 + r) * g->ldd + n0 + j] = v;

@@ -120,6 +120,7 @@ static kiln_status layout(void **l, uint64_t rows, uint64_t cols, int64_t ld, in
 kiln_status cuda_lt_prepare(CudaLtCall *c, const CgLibGemm *g, const CUdeviceptr *buf, bool tf32, size_t ws_bytes) {
   memset(c, 0, sizeof *c);
   c->g = *g;
+  if (c->g.bias_m) return kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: cuBLASLt's bias runs along n only");
   if (c->g.batch > 2147483647 || c->g.M > 2147483647 || c->g.N > 2147483647)
     return kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: GEMM too large for one cuBLASLt call");
   c->pa = buf[c->g.a_stage] + (CUdeviceptr)c->g.a_off * 4;
