@@ -228,6 +228,8 @@ CgOptions cg_options_default(void);   /* auto rows, split-K on, library on, no g
  * for K = 4096, ~1e-6 on the ONNX models here. Longer sums (column sums over many rows) keep f64
  * accumulators in the renderer, and the cpu library GEMM (f32 accumulators) declines them. */
 #define CG_CPU_F32_SUM_MAX 4096
+/* ... and the cpu library GEMM takes sums over at least this many points (raced on convnet_mini). */
+#define CG_CPU_LIBRARY_MIN_K 128
 
 typedef struct CgLibGemm {
   int a_stage, b_stage, d_stage, bias_stage;   /* bias_stage -1: none */
