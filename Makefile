@@ -2,6 +2,10 @@
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
+# The suites run JOBS processes at once, each with an OpenMP team per kernel: there teams sized
+# by the load average (OMP_DYNAMIC=true; kiln's default is exact teams, for one program on the
+# machine) keep a barrier from waiting on a thread another process holds the core from.
+SHARED_OMP = OMP_DYNAMIC=true
 
 .PHONY: all deps build demo test test-fast test-asan valgrind valgrind-quick clean fuzz fuzz-build mutate install python
 
@@ -29,16 +33,16 @@ python: build
 
 # Every test, then every test again under ASan+UBSan.
 test: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && $(SHARED_OMP) ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory test-asan
 
 test-fast: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && $(SHARED_OMP) ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
-	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 KILN_SANITIZED=1 ctest --output-on-failure -j $(JOBS)
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 KILN_SANITIZED=1 $(SHARED_OMP) ctest --output-on-failure -j $(JOBS)
 
 # Documented memcheck run (not part of `make test`: slow). The CMake project does not
 # include(CTest), so the checker is named here. The cpu backend compiles through
@@ -89,7 +93,7 @@ mutate: deps
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@rm -rf $(MUTATE_DIR)/findings
 	@[ -d "$${KILN_SHARED_DIR:-../shared}/models" ] || { echo "make mutate: no $${KILN_SHARED_DIR:-../shared}/models to mutate; skipped"; exit 0; }; \
-	fuzz/mutate-models --seconds $(MUTATE_SECONDS) --seed $(MUTATE_SEED) --jobs $(JOBS) --kiln $(ASAN_BUILD)/kiln \
+	$(SHARED_OMP) fuzz/mutate-models --seconds $(MUTATE_SECONDS) --seed $(MUTATE_SEED) --jobs $(JOBS) --kiln $(ASAN_BUILD)/kiln \
 	  --keep $(MUTATE_DIR)/findings --summary $(MUTATE_DIR)/summary.md
 
 

@@ -335,8 +335,9 @@ typedef struct kiln_options {
   char cache_dir[1024]; /* compiled kernels ($KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
                            $HOME/.cache/kiln, else /tmp/kiln) */
   int no_cache;         /* 1: never read the on-disk cache, compile again ($KILN_NO_CACHE=1) */
-  int omp_dynamic;      /* cpu: 1 size OpenMP teams by the load average (default), 0 fixed teams,
-                           -1 leave OpenMP's own setting (the default when $OMP_DYNAMIC is set) */
+  int omp_dynamic;      /* cpu: 0 teams of exactly the threads asked for (default), 1 size OpenMP teams
+                           by the load average (for a machine shared with other work), -1 leave
+                           OpenMP's own setting (the default when $OMP_DYNAMIC is set) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

@@ -101,7 +101,9 @@ kiln_options kiln_options_default(void) {
   else if (home && *home) snprintf(o.cache_dir, sizeof o.cache_dir, "%s/.cache/kiln", home);
   else snprintf(o.cache_dir, sizeof o.cache_dir, "/tmp/kiln");
   o.no_cache = kiln_env_int("KILN_NO_CACHE", 0) != 0;
-  o.omp_dynamic = getenv("OMP_DYNAMIC") ? -1 : 1;
+  /* teams of exactly the threads asked for, as ONNX Runtime's pool: at load 1.2 on this 2-vCPU
+   * machine dynamic teams ran one thread, twice as slow (bench/results/2026-12-02-cpu-threads.md) */
+  o.omp_dynamic = getenv("OMP_DYNAMIC") ? -1 : 0;
   return o;
 }
 

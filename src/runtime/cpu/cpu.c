@@ -62,9 +62,10 @@ static kiln_status cpu_launch(void *dev, void *fn, const CgLaunch *l, const RtBu
   void *a[MAX_ARGS];
   if (l->n_params > MAX_ARGS) return kiln_fail(KILN_ERR_UNSUPPORTED, "cpu: kernel %d has %d parameters (at most %d)", l->kernel, l->n_params, MAX_ARGS);
   for (int i = 0; i < l->n_params; i++) a[i] = (void *)(uintptr_t)args[i];
-  /* Threads by load: on a busy machine a parallel region waits for a thread that is not
-   * scheduled (measured: 0.14 ms -> 124 ms per training step at load 7 on 2 cores);
-   * libgomp's dynamic mode sizes each team from the load average. */
+  /* Exact teams by default (kiln_options.omp_dynamic 0). On a machine shared with other work
+   * a parallel region can wait for a thread that is not scheduled (measured: 0.14 ms -> 124 ms
+   * per training step at load 7 on 2 cores); omp_dynamic 1 (or OMP_DYNAMIC) lets libgomp size
+   * each team from the load average instead. */
   if (x->omp_dynamic >= 0) omp_set_dynamic(x->omp_dynamic);
   Entry e;
   memcpy(&e, &fn, sizeof e);  /* object pointer -> function pointer, as POSIX allows */
