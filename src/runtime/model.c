@@ -25,9 +25,9 @@ typedef struct ShapeProgram {
 struct kiln_model {
   void *bytes;
   size_t size;
-  char *base_dir;  /* NULL: no external data */
+  const char *base_dir;  /* NULL: no external data (in names) */
   kiln_options opt;
-  Arena names;     /* the declared tensors' names */
+  Arena names;     /* the declared tensors' names, the path and the base folder */
   kiln_model_tensor *in, *out;
   int n_in, n_out;
   ShapeProgram *cache;
@@ -50,7 +50,6 @@ void kiln_model_free(kiln_model *m) {
   for (int i = 0; i < m->n_cached; i++) entry_free(&m->cache[i]);
   kiln_free(m->cache);
   kiln_free(m->bytes);
-  kiln_free(m->base_dir);
   arena_free(&m->names);
   kiln_free(m);
 }
@@ -68,10 +67,9 @@ static kiln_status model_create(void *bytes, size_t size, const char *base_dir, 
   m->opt = opt ? *opt : kiln_options_default();
   m->capacity = capacity > 0 ? capacity : MODEL_DEFAULT_CAPACITY;
   kiln_status s = KILN_OK;
-  if (!(m->path = arena_strdup(&m->names, what)) || (base_dir && !(m->base_dir = kiln_malloc(strlen(base_dir) + 1))) ||
+  if (!(m->path = arena_strdup(&m->names, what)) || (base_dir && !(m->base_dir = arena_strdup(&m->names, base_dir))) ||
       !(m->cache = kiln_malloc((size_t)m->capacity * sizeof *m->cache)))
     s = kiln_fail(KILN_ERR_NO_MEMORY, "kiln_model_open: out of memory");
-  if (!s && base_dir) memcpy(m->base_dir, base_dir, strlen(base_dir) + 1);
   if (!s) s = onnx_declared_io(bytes, size, &m->names, &m->in, &m->n_in, &m->out, &m->n_out);
   if (s) {
     kiln_model_free(m);

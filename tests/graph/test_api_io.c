@@ -551,23 +551,6 @@ static void test_mlp_model(void) {
 
 /* ---- binding at import ---- */
 
-/* ValueInfo "name": a tensor of ONNX type elem; dims < 0 are symbolic ("N"). */
-static void value_info(Buf *out, int field, const char *name, int elem, int rank, const int64_t *dims) {
-  Buf shape = { .n = 0 }, tt = { .n = 0 }, tp = { .n = 0 }, vi = { .n = 0 };
-  for (int i = 0; i < rank; i++) {
-    Buf d = { .n = 0 };
-    if (dims[i] < 0) f_str(&d, 2, "N");
-    else f_int(&d, 1, dims[i]);
-    f_msg(&shape, 1, &d);
-  }
-  f_int(&tt, 1, elem);
-  f_msg(&tt, 2, &shape);
-  f_msg(&tp, 1, &tt);
-  f_str(&vi, 1, name);
-  f_msg(&vi, 2, &tp);
-  f_msg(out, field, &vi);
-}
-
 /* A model of one node y = op(inputs...), opset 13. */
 static void model(Buf *m, const char *op, int n_in, const char *const *ins, const Buf *graph_io) {
   Buf g = { .n = 0 }, node = { .n = 0 };
@@ -583,8 +566,8 @@ static void model(Buf *m, const char *op, int n_in, const char *const *ins, cons
 /* y = Relu(x), x: f32 [N, 3]. Unloadable until x is bound. */
 static void test_bind_symbolic(void) {
   Buf io = { .n = 0 }, m = { .n = 0 };
-  value_info(&io, 11, "x", T_FLOAT, 2, (int64_t[]){ -1, 3 });
-  value_info(&io, 12, "y", T_FLOAT, 2, (int64_t[]){ -1, 3 });
+  f_value_info(&io, 11, "x", T_FLOAT, 2, (int64_t[]){ -1, 3 });
+  f_value_info(&io, 12, "y", T_FLOAT, 2, (int64_t[]){ -1, 3 });
   model(&m, "Relu", 1, (const char *[]){ "x" }, &io);
   kiln_graph *g = (kiln_graph *)1;
   FAILS(KILN_ERR_UNSUPPORTED, kiln_graph_load_onnx_buffer_bound(m.b, m.n, NULL, 0, NULL, &g));
@@ -659,9 +642,9 @@ static void test_bind_symbolic(void) {
 /* y = Reshape(x, s): bound, s becomes a constant and the graph has one input left. */
 static void test_bind_shape_operand(void) {
   Buf io = { .n = 0 }, m = { .n = 0 };
-  value_info(&io, 11, "x", T_FLOAT, 2, (int64_t[]){ 2, 3 });
-  value_info(&io, 11, "s", T_INT64, 1, (int64_t[]){ 2 });
-  value_info(&io, 12, "y", T_FLOAT, 2, (int64_t[]){ 3, 2 });
+  f_value_info(&io, 11, "x", T_FLOAT, 2, (int64_t[]){ 2, 3 });
+  f_value_info(&io, 11, "s", T_INT64, 1, (int64_t[]){ 2 });
+  f_value_info(&io, 12, "y", T_FLOAT, 2, (int64_t[]){ 3, 2 });
   model(&m, "Reshape", 2, (const char *[]){ "x", "s" }, &io);
   kiln_graph *g = NULL;
   CHECK(kiln_graph_load_onnx_buffer_bound(m.b, m.n, NULL, 0, NULL, &g) != KILN_OK && !g);  /* s unknown */
@@ -711,8 +694,8 @@ static void test_alloc_failure(void) {
   f_bytes(&t, 9, x, sizeof x);
   tensor_head(&ts, 1, (int64_t[]){ 2 }, T_STRING, "s");
   f_str(&ts, 6, "one"), f_str(&ts, 6, "two");
-  value_info(&io, 11, "x", T_FLOAT, 2, (int64_t[]){ -1, 3 });
-  value_info(&io, 12, "y", T_FLOAT, 2, (int64_t[]){ -1, 3 });
+  f_value_info(&io, 11, "x", T_FLOAT, 2, (int64_t[]){ -1, 3 });
+  f_value_info(&io, 12, "y", T_FLOAT, 2, (int64_t[]){ -1, 3 });
   model(&m, "Relu", 1, (const char *[]){ "x" }, &io);
   kiln_value bind = { .name = "x", .dtype = KILN_F32, .rank = 2, .shape = { 2, 3 }, .numel = 6, .data = x };
   int failures[4] = { 0 };

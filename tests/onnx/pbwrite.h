@@ -24,20 +24,27 @@ static inline void f_bytes(Buf *w, int field, const void *p, size_t n) {
 }
 static inline void f_str(Buf *w, int field, const char *s) { f_bytes(w, field, s, strlen(s)); }
 static inline void f_msg(Buf *w, int field, const Buf *m) { f_bytes(w, field, m->b, m->n); }
-/* ValueInfoProto `name` (field of out): a float tensor of the given dims. */
-static inline void f_float_value_info(Buf *out, int field, const char *name, int rank, const int64_t *dims) {
+/* ValueInfoProto `name` (field of out): a tensor of ONNX element type elem; a dim < 0 is
+ * symbolic (dim_param "N"). */
+static inline void f_value_info(Buf *out, int field, const char *name, int elem, int rank, const int64_t *dims) {
   Buf shape = { .n = 0 }, tt = { .n = 0 }, tp = { .n = 0 }, vi = { .n = 0 };
   for (int i = 0; i < rank; i++) {
     Buf d = { .n = 0 };
-    f_int(&d, 1, dims[i]);
+    if (dims[i] < 0) f_str(&d, 2, "N");
+    else f_int(&d, 1, dims[i]);
     f_msg(&shape, 1, &d);
   }
-  f_int(&tt, 1, 1);  /* FLOAT */
+  f_int(&tt, 1, elem);
   f_msg(&tt, 2, &shape);
   f_msg(&tp, 1, &tt);
   f_str(&vi, 1, name);
   f_msg(&vi, 2, &tp);
   f_msg(out, field, &vi);
+}
+
+/* A float tensor (ONNX type 1) of the given dims. */
+static inline void f_float_value_info(Buf *out, int field, const char *name, int rank, const int64_t *dims) {
+  f_value_info(out, field, name, 1, rank, dims);
 }
 
 /* ModelProto: IR version 8, the default domain at opset, and graph g. */

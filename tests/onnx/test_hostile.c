@@ -16,23 +16,6 @@
 #include <dirent.h>
 #include <unistd.h>
 
-/* ValueInfo "name": float tensor of the given dims (dim < 0 writes dim_param "N"). */
-static void value_info(Buf *out, int field, const char *name, int rank, const int64_t *dims) {
-  Buf shape = { .n = 0 }, tt = { .n = 0 }, tp = { .n = 0 }, vi = { .n = 0 };
-  for (int i = 0; i < rank; i++) {
-    Buf d = { .n = 0 };
-    if (dims[i] < 0) f_str(&d, 2, "N");
-    else f_int(&d, 1, dims[i]);
-    f_msg(&shape, 1, &d);
-  }
-  f_int(&tt, 1, 1);  /* FLOAT */
-  f_msg(&tt, 2, &shape);
-  f_msg(&tp, 1, &tt);
-  f_str(&vi, 1, name);
-  f_msg(&vi, 2, &tp);
-  f_msg(out, field, &vi);
-}
-
 /* A float initializer "w" with declared dims and `have` floats of raw data. */
 static void initializer(Buf *g, int rank, const int64_t *dims, size_t have, const char *ext_location) {
   Buf t = { .n = 0 };
@@ -73,9 +56,9 @@ static void build(Buf *m, const Spec *sp) {
   f_msg(&g, 1, &node);
   f_str(&g, 2, "g");
   initializer(&g, 2, sp->wdims, sp->w_have, sp->ext);
-  value_info(&g, 11, "x", 2, sp->xdims);
+  f_value_info(&g, 11, "x", 1, 2, sp->xdims);
   int64_t yd[2] = { sp->xdims[0], sp->xdims[1] };
-  value_info(&g, 12, "y", 2, yd);
+  f_value_info(&g, 12, "y", 1, 2, yd);
   pb_model(m, &g, sp->opset ? sp->opset : 13);
 }
 

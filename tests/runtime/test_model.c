@@ -6,24 +6,6 @@
 
 #include <unistd.h>
 
-/* ValueInfo: a tensor of elem type elem; dims[i] < 0 is the symbolic dim names[i]. */
-static void value_info(Buf *out, int field, const char *name, int elem, int rank, const int64_t *dims,
-                       const char *const *names) {
-  Buf shape = { .n = 0 }, tt = { .n = 0 }, tp = { .n = 0 }, vi = { .n = 0 };
-  for (int i = 0; i < rank; i++) {
-    Buf d = { .n = 0 };
-    if (dims[i] < 0) f_str(&d, 2, names[i]);
-    else f_int(&d, 1, dims[i]);
-    f_msg(&shape, 1, &d);
-  }
-  f_int(&tt, 1, elem);
-  f_msg(&tt, 2, &shape);
-  f_msg(&tp, 1, &tt);
-  f_str(&vi, 1, name);
-  f_msg(&vi, 2, &tp);
-  f_msg(out, field, &vi);
-}
-
 static void node(Buf *g, const char *op, const char *a, const char *b, const char *out) {
   Buf n = { .n = 0 };
   f_str(&n, 1, a);
@@ -48,11 +30,10 @@ static void mlp_model(Buf *m, int64_t batch) {
   f_str(&t, 8, "w");
   f_bytes(&t, 9, W, sizeof W);
   f_msg(&g, 5, &t);
-  const char *names[2] = { "N", NULL };
   int64_t xd[2] = { batch > 0 ? batch : -1, 4 }, bd[2] = { xd[0], 2 };
-  value_info(&g, 11, "x", 1, 2, xd, names);
-  value_info(&g, 11, "b", 1, 2, bd, names);
-  value_info(&g, 12, "z", 1, 2, bd, names);
+  f_value_info(&g, 11, "x", 1, 2, xd);
+  f_value_info(&g, 11, "b", 1, 2, bd);
+  f_value_info(&g, 12, "z", 1, 2, bd);
   pb_model(m, &g, 13);
 }
 
@@ -175,11 +156,10 @@ static void test_static_and_data_inputs(void) {
   Buf g = { .n = 0 }, mr = { .n = 0 };
   node(&g, "Reshape", "x", "s", "y");
   f_str(&g, 2, "g");
-  const char *names[2] = { "N", NULL };
   int64_t xd[2] = { -1, 4 }, sd[1] = { 2 }, yd[2] = { -1, 4 };
-  value_info(&g, 11, "x", 1, 2, xd, names);
-  value_info(&g, 11, "s", 7, 1, sd, names);
-  value_info(&g, 12, "y", 1, 2, yd, names);
+  f_value_info(&g, 11, "x", 1, 2, xd);
+  f_value_info(&g, 11, "s", 7, 1, sd);
+  f_value_info(&g, 12, "y", 1, 2, yd);
   pb_model(&mr, &g, 13);
   OK(kiln_model_open_buffer(mr.b, mr.n, NULL, NULL, 0, &m));
   if (m) {
