@@ -338,6 +338,9 @@ typedef struct kiln_options {
   int omp_dynamic;      /* cpu: 0 teams of exactly the threads asked for (default), 1 size OpenMP teams
                            by the load average (for a machine shared with other work), -1 leave
                            OpenMP's own setting (the default when $OMP_DYNAMIC is set) */
+  int cpu_tiles;        /* cpu: 1 (default) contractions the library GEMM does not take (convolutions read
+                           through their window, short sums) run as register tiles over packed panels;
+                           0 the dot-product loops ($KILN_CPU_TILES=0) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

@@ -212,6 +212,8 @@ typedef struct CgOptions {
   int split_rows_below;
   int split_blocks;
   bool cluster_splitk;  /* split-K through thread-block clusters where the spans fit one (KILN_CUDA_CLUSTER) */
+  bool cpu_tiles;       /* loop dialects: contractions as register tiles over packed panels (cpu_tile.c;
+                           KILN_CPU_TILES) */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
                            above 1 the shared tiles are double-buffered); KILN_CUDA_GEMM_STAGES */
   /* Per plan kernel (NULL: none): may not join a group, and why ("budget: 96 registers, ...");
@@ -441,6 +443,21 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
  * `slot` (of `blocks`) goes on past them, the others `continue` to their next piece. */
 enum { CG_ARRIVAL_LINES = 6 };
 void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, char out[CG_ARRIVAL_LINES][256]);
+
+/* -- cpu_tile.c: register tiles for the contractions of loop dialects -- */
+
+/* A contraction as rows x cols tiles (KILN_MR x KILN_NR of the C prelude) over K: cols is
+ * the role of the kernel's last var (the vector side), rows the other. */
+typedef struct CgCpuTile {
+  CgGemm g;                        /* the product as cg_gemm_match reads it (structure only) */
+  int rows_role, cols_role;        /* CgGemm.role values: 1 M, 2 N */
+  const Expr *rows_x, *cols_x;     /* the operands of each side */
+  int64_t rows, cols;              /* extents (M or N) */
+  bool rows_once;                  /* the rows operand is packed once per thread, for every tile */
+} CgCpuTile;
+/* Does kernel k of a loop dialect render as register tiles under o? Fills t (may be NULL). */
+bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuTile *t);
+void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em);
 
 /* -- library.c: which GEMMs a library (cuBLASLt) may run -- */
 

@@ -109,6 +109,8 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
            POINT_THREADS);
 }
 
+static void why_append(CgLaunch *l, const char *f, ...) __attribute__((format(printf, 2, 3)));
+
 static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOptions *o, Arena *a, CgLaunch *l) {
   const Kernel *k = &p->kernels[ki];
   *l = (CgLaunch){ .kernel = ki, .group = -1, .host = k->kind == KN_HOST };
@@ -129,6 +131,10 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
     l->grid = 1, l->block = 1;
     snprintf(l->why, sizeof l->why, "loop: one call%s%s", d->trampoline ? " through the trampoline" : "",
              k->chain == 3 ? ", an attention chain" : k->chain == 2 ? ", a contraction with its rows" : "");
+    CgCpuTile t;
+    if (cg_cpu_tile_match(p, k, o, &t))
+      why_append(l, "; register tiles %lld rows x %lld columns over %lld%s", (long long)t.rows, (long long)t.cols,
+                 (long long)t.g.K, t.rows_once ? ", rows packed once" : "");
   }
   return KILN_OK;
 }

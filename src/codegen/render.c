@@ -2661,6 +2661,15 @@ static void hk_push(void *r) { push(r); }
 static void hk_pop(void *r) { pop(r); }
 static void hk_items(void *r, int step, const char *acc) { items_at(r, step, NULL, acc); }
 
+static void render_cpu_tile(R *r) {
+  CgCpuTile t;
+  bool ok = cg_cpu_tile_match(r->p, r->k, r->o, &t);
+  KILN_ASSERT(ok);
+  if (!ok) return;
+  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_push, hk_pop, hk_items };
+  cg_render_cpu_tile(r->p, r->k, &t, &em);
+}
+
 static void render_gemm(R *r) {
   CgGemm g;
   bool ok = cg_gemm_match(r->p, r->k, r->o, &g);  /* cg_gpu_shape said so */
@@ -2771,6 +2780,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   else if (gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
   else if (gs == CG_GPU_VEC4) render_vec4(&r);
   else if (k->kind == KN_POINTWISE) render_pointwise(&r);
+  else if (!d->grid && cg_cpu_tile_match(p, k, o, NULL)) render_cpu_tile(&r);
   else if (!d->grid && rowacc_fits(k, te) && rows_contiguous(&r)) render_rowacc(&r);
   else if (!d->grid && dot_fits(k, te) && !rows_contiguous(&r)) render_dot(&r);
   else if (!d->grid && rowsmall_fits(k)) render_rowsmall(&r);

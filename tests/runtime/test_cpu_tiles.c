@@ -1,0 +1,142 @@
+/* The cpu backend's register tiles (src/codegen/cpu_tile.c): contractions the library GEMM
+ * does not take run as packed-panel tiles with their operands read through the plan's
+ * expressions. Convolutions with padding, stride, dilation, groups (depthwise), tails in
+ * every dimension and a bias + relu epilogue; a batched product with a short sum and a
+ * transposed operand; each against ref, and the printed plan says which kernels are tiles
+ * (none with cpu_tiles = 0). */
+#include "test.h"
+
+#include <stdio.h>
+
+static int tiles_in_plan(kiln_program *p) {
+  FILE *f = tmpfile();
+  if (!f) return -1;
+  kiln_program_print(p, f);
+  rewind(f);
+  char line[1024];
+  int n = 0;
+  while (fgets(line, sizeof line, f)) n += strstr(line, "register tiles") != NULL;
+  fclose(f);
+  return n;
+}
+
+static float *alloc_f32(int64_t n) {
+  float *p = calloc((size_t)n, sizeof *p);
+  if (!p) {
+    fprintf(stderr, "out of memory\n");
+    exit(1);
+  }
+  return p;
+}
+
+static float val(int64_t i, int salt) { return (float)((i * 37 + salt * 11) % 23 - 11) / 16.0f; }
+
+/* Compiles g on cpu (tiles on, then off) and on ref, runs each on the same inputs and
+ * compares the one output; tiles on must give `want_tiles` tile kernels. */
+static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in_numel, int64_t out_numel,
+                    int want_tiles) {
+  float *in[4] = { 0 }, *got = alloc_f32(out_numel), *want = alloc_f32(out_numel);
+  const void *ins[4];
+  for (int i = 0; i < n_in; i++) {
+    in[i] = alloc_f32(in_numel[i]);
+    for (int64_t j = 0; j < in_numel[i]; j++) in[i][j] = val(j, 3 + i);
+    ins[i] = in[i];
+  }
+  kiln_options o = kiln_options_default();
+  o.backend = "ref";
+  kiln_program *r = NULL;
+  OK(kiln_program_compile(g, &o, &r));
+  void *ow[1] = { want };
+  if (r) OK(kiln_program_run(r, ins, ow));
+  for (int tiles = 1; tiles >= 0 && r; tiles--) {
+    o = kiln_options_default();
+    o.backend = "cpu";
+    o.cpu_tiles = tiles;
+    kiln_program *p = NULL;
+    OK(kiln_program_compile(g, &o, &p));
+    if (!p) break;
+    int n = tiles_in_plan(p);
+    CHECK_MSG(n == (tiles ? want_tiles : 0), "%s: %d tile kernels with cpu_tiles = %d (want %d)", name, n, tiles,
+              tiles ? want_tiles : 0);
+    void *og[1] = { got };
+    OK(kiln_program_run(p, ins, og));
+    double worst = 0;
+    for (int64_t i = 0; i < out_numel; i++) {
+      double e = fabs((double)got[i] - want[i]) / (1 + fabs((double)want[i]));
+      if (!(e <= worst)) worst = e;  /* a NaN is the worst */
+    }
+    CHECK_MSG(worst <= 2e-5, "%s (cpu_tiles %d): worst relative error %.3g", name, tiles, worst);
+    kiln_program_free(p);
+  }
+  kiln_program_free(r);
+  for (int i = 0; i < n_in; i++) free(in[i]);
+  free(got);
+  free(want);
+}
+
+typedef struct ConvCase {
+  const char *name;
+  int64_t n, c, h, w, m, kh, kw, stride, dilation, pad, group;
+  bool bias_relu;
+  int tiles;   /* tile kernels expected: a grouped convolution's channel var is read by both operands
+                  (a batch var), which leaves one row a tile: the dot-product loops keep it */
+} ConvCase;
+
+static void conv_case(const ConvCase *c) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[4] = { c->n, c->c, c->h, c->w }, ws[4] = { c->m, c->c / c->group, c->kh, c->kw }, bs[1] = { c->m };
+  int64_t wn = ws[0] * ws[1] * ws[2] * ws[3];
+  float *w = alloc_f32(wn), bias[64];
+  for (int64_t i = 0; i < wn; i++) w[i] = val(i, 1);
+  for (int i = 0; i < 64; i++) bias[i] = val(i, 2);
+  kiln_tensor x, wp, b = { -1 }, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+  OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, w, &wp));
+  if (c->bias_relu) OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &b));
+  kiln_conv_params p = { .spatial = 2, .strides = { c->stride, c->stride }, .dilations = { c->dilation, c->dilation },
+                         .pads = { c->pad, c->pad, c->pad, c->pad }, .group = c->group };
+  OK(kiln_graph_conv(g, x, wp, b, &p, &y));
+  if (c->bias_relu) OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  kiln_tensor_info info;
+  OK(kiln_graph_tensor_info(g, y, &info));
+  int64_t out = info.numel;
+  int64_t in_numel[1] = { c->n * c->c * c->h * c->w };
+  compare(c->name, g, 1, in_numel, out, c->tiles);
+  free(w);
+  kiln_graph_free(g);
+}
+
+/* y[b] = x[b] @ w^T with a sum of 24 points (below the library's 128) and w read through a
+ * transpose: a batched tile product. */
+static void short_batched_product(void) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[3] = { 3, 37, 24 }, ws[3] = { 3, 29, 24 };
+  kiln_tensor x, w, wt, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 3, xs, &x));
+  OK(kiln_graph_input(g, "w", KILN_F32, 3, ws, &w));
+  int perm[3] = { 0, 2, 1 };
+  OK(kiln_graph_transpose(g, w, perm, &wt));
+  OK(kiln_graph_matmul(g, x, wt, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  int64_t in_numel[2] = { 3 * 37 * 24, 3 * 29 * 24 };
+  compare("short batched product", g, 2, in_numel, 3 * 37 * 29, 1);
+  kiln_graph_free(g);
+}
+
+int main(void) {
+  static const ConvCase convs[] = {
+    { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1 },
+    { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1 },
+    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1 },
+    { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1 },
+    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0 },
+    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0 },
+    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1 },
+  };
+  for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
+  short_batched_product();
+  TEST_MAIN_END();
+}
