@@ -8,11 +8,12 @@
  *
  *   - cols, the side that runs along a vector, is the role of the kernel's last var (the
  *     pixels of a convolution, whose stores are then contiguous); rows, the other;
- *   - a thread packs the cols operand of one panel (KILN_NR columns, every k) into its own
- *     stack array when the panel changes, evaluating the operand's expression per element
- *     with the reduction vars as nested loops (no division per k);
+ *   - a thread packs the cols operand of a group of panels (KILN_NR columns each, every k;
+ *     the group within 128 KiB) into its own stack array when the group changes, evaluating
+ *     the operand's expression per element with the reduction vars as nested loops (no
+ *     division per k), then runs every row tile over each panel of the group;
  *   - the rows operand is packed once per thread for all row tiles when it is small and
- *     the same in every batch (a convolution's weights), else per tile;
+ *     the same in every batch (a convolution's weights), else once per row tile and group;
  *   - the prelude's k_tile (dialect_c.c) multiplies a KILN_MR x KILN_NR tile in registers:
  *     per k one pair of vector loads, KILN_MR broadcasts, 2 KILN_MR vector multiply-adds;
  *   - the epilogue (the kernel's own items: bias, activation, residual, stores) runs per
@@ -31,6 +32,8 @@ enum { TILE_MR = 6, TILE_NR_MAX = 32 };
 /* A thread's panel and row tile live on its stack: at most 2048 k (256 KiB of panel at the
  * widest vectors), and the rows packed once only within 64 KiB. */
 enum { TILE_K_MAX = 2048, ROWS_ONCE_BYTES = 64 << 10 };
+/* A group of panels packed at once: within 128 KiB at the widest vectors (L2-resident). */
+enum { GROUP_BYTES = 128 << 10 };
 
 static int last_role(const Kernel *k, const CgGemm *g) {
   for (int v = k->rank - 1; v >= 0; v--)
@@ -83,11 +86,69 @@ static void decompose(const CgEmit *em, const Kernel *k, const CgCpuTile *t, int
   em->digits(em->r, flat, 0, k->rank, k->shape, t->g.role, role, total);
 }
 
-/* dst[kiln_k * stride + lane] = x for every k, the reduction vars as nested loops in the
- * order of the flat k (the last fastest), kiln_k counting along. */
-static void pack_k(const CgEmit *em, const Kernel *k, const Expr *x, const char *dst, const char *stride,
-                   const char *lane) {
+/* The vars of `role` with more than one point, into vars; how many. */
+static int role_vars(const Kernel *k, const CgCpuTile *t, int role, int *vars) {
+  int n = 0;
+  for (int v = 0; v < k->rank; v++)
+    if (t->g.role[v] == role && k->shape[v] > 1) vars[n++] = v;
+  return n;
+}
+
+/* Element offset of load L with the kernel's vars at v; false if not exact there. */
+static bool offset_at(const Plan *p, const Expr *L, const int64_t *v, int nv, int64_t *out) {
+  const Stage *S = &p->te->stages[L->src];
+  int64_t off = 0;
+  for (int i = 0; i < L->n_args; i++) {
+    int64_t mn, mx, stride = 1;
+    if (!te_range(L->args[i], v, v, nv, &mn, &mx) || mn != mx) return false;
+    for (int j = i + 1; j < S->rank; j++) stride *= S->shape[j];
+    off += mn * stride;
+  }
+  *out = off;
+  return true;
+}
+
+typedef struct FirstLoad { const Plan *p; const Kernel *k; const Expr *L; } FirstLoad;
+
+static void first_memory_load(const Expr *L, void *ctx) {
+  FirstLoad *f = ctx;
+  if (!f->L && f->p->kernel_of[L->src] != f->k->id && !plan_is_baked(f->p->te, L->src)) f->L = L;
+}
+
+/* Does operand x (its first memory load) move by one element when the last reduction var
+ * does, at the middle of the kernel's space (away from a window's clamped edges)? */
+static bool runs_along_k(const Plan *p, const Kernel *k, const Expr *x) {
+  FirstLoad f = { p, k, NULL };
+  te_visit_loads(x, first_memory_load, &f);
+  int nv = k->rank + k->n_red, last = -1;
+  for (int i = k->n_red - 1; i >= 0 && last < 0; i--)
+    if (k->red_shape[i] > 1) last = k->rank + i;
+  if (!f.L || last < 0) return false;
+  int64_t v[2 * KILN_MAX_RANK], o0, o1;
+  for (int i = 0; i < k->rank; i++) v[i] = k->shape[i] / 2;
+  for (int i = 0; i < k->n_red; i++) v[k->rank + i] = k->red_shape[i] / 2;
+  if (v[last] + 1 >= k->red_shape[last - k->rank]) v[last] = 0;
+  if (!offset_at(p, f.L, v, nv, &o0)) return false;
+  v[last]++;
+  return offset_at(p, f.L, v, nv, &o1) && o1 - o0 == 1;
+}
+
+/* Packs operand x of `role` for `lanes` consecutive flat indices from `first` (clamped to the
+ * last: lanes past it are computed, not stored): lane l, point k goes to
+ * dst[(l / width) * K * width + k * width + l % width]. First each lane's vars into the
+ * arrays kiln_<tag>v<var>[lanes] (one division per lane), then the points: the reduction
+ * vars as nested loops outside (no division per k), the lanes inside, so that consecutive
+ * lanes read consecutive memory when the operand runs along them (a weight's columns: a
+ * column at a time walked the matrix 4 KiB apart, one L1 set). An operand that runs along k
+ * (a convolution's window, a row of activations) is packed a lane at a time instead, its
+ * vars in registers and its reads walking k. */
+/* pack_lanes for an operand of one var that does not run along k (a weight's columns):
+ * per point, each group of `width` lanes is one vector loop of consecutive elements (a
+ * clamped one at the edge of the extent). */
+static void pack_one_var(const CgEmit *em, const Kernel *k, const CgCpuTile *t, int role, const Expr *x, const char *first,
+                         int64_t groups, const char *width, const char *dst) {
   const char *I = em->d->index_type;
+  int64_t extent = role == t->rows_role ? t->rows : t->cols;
   open_(em, "{ %s kiln_k = 0;", I);
   int opened = 0;
   for (int i = 0; i < k->n_red; i++) {
@@ -95,84 +156,191 @@ static void pack_k(const CgEmit *em, const Kernel *k, const Expr *x, const char 
     if (k->red_shape[i] == 1) put(em, "const %s v%d = 0;", I, v);
     else open_(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, v, v, L(em, k->red_shape[i]), v), opened++;
   }
-  em->push(em->r);
-  char val[256];
-  em->emit(em->r, x, val, sizeof val);
-  put(em, "%s[kiln_k * %s + %s] = %s;", dst, stride, lane, val);
+  open_(em, "for (int kiln_g = 0; kiln_g < %lld; kiln_g++) {", (long long)groups);
+  put(em, "const %s kiln_b = %s + kiln_g * %s;", I, first, width);
+  put(em, "float *kiln_o = %s + kiln_g * %s * %s + kiln_k * %s;", dst, L(em, t->g.K), width, width);
+  for (int edge = 0; edge < 2; edge++) {
+    if (!edge) {
+      open_(em, "if (kiln_b + %s <= %s) {", width, L(em, extent));
+      put(em, "%s", em->d->simd);
+    }
+    open_(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", width);
+    if (!edge) put(em, "const %s kiln_q = kiln_b + kiln_l;", I);
+    else put(em, "const %s kiln_q = kiln_b + kiln_l < %s ? kiln_b + kiln_l : %s;", I, L(em, extent), L(em, extent - 1));
+    em->push(em->r);
+    decompose(em, k, t, role, "kiln_q");
+    char val[256];
+    em->emit(em->r, x, val, sizeof val);
+    put(em, "kiln_o[kiln_l] = %s;", val);
+    em->pop(em->r);
+    close_(em);
+    if (!edge) {
+      em->indent(em->r, -1);
+      put(em, "} else {");
+      em->indent(em->r, 1);
+    } else close_(em);
+  }
+  close_(em);
   put(em, "kiln_k++;");
-  em->pop(em->r);
   while (opened--) close_(em);
   close_(em);
 }
 
-/* Rows r0 .. r0 + KILN_MR of the rows operand into dst ([K][KILN_MR]); rows past the last
- * read the last again (their results are not stored). */
-static void pack_rows(const CgEmit *em, const Kernel *k, const CgCpuTile *t, const char *r0, const char *dst) {
+static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, int role, const Expr *x,
+                       const char *first, int64_t groups, const char *width, const char *dst, char tag) {
   const char *I = em->d->index_type;
-  open_(em, "for (int kiln_i = 0; kiln_i < KILN_MR; kiln_i++) {");
-  put(em, "const %s kiln_rq = %s + kiln_i < %s ? %s + kiln_i : %s;", I, r0, L(em, t->rows), r0, L(em, t->rows - 1));
+  int64_t extent = role == t->rows_role ? t->rows : t->cols;
+  int vars[KILN_MAX_RANK], nv = role_vars(k, t, role, vars);
+  bool lane_outer = runs_along_k(p, k, x);
+  if (!lane_outer && nv <= 1) {
+    pack_one_var(em, k, t, role, x, first, groups, width, dst);
+    return;
+  }
+  char lanes[64];
+  snprintf(lanes, sizeof lanes, "%lld * %s", (long long)groups, width);
+  open_(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
+  put(em, "const %s kiln_q = %s + kiln_l < %s ? %s + kiln_l : %s;", I, first, L(em, extent), first, L(em, extent - 1));
   em->push(em->r);
-  decompose(em, k, t, t->rows_role, "kiln_rq");
-  pack_k(em, k, t->rows_x, dst, "KILN_MR", "kiln_i");
+  decompose(em, k, t, role, "kiln_q");
+  for (int i = 0; i < nv; i++) put(em, "kiln_%cv%d[kiln_l] = v%d;", tag, vars[i], vars[i]);
   em->pop(em->r);
   close_(em);
+  if (lane_outer) open_(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
+  open_(em, "{ %s kiln_k = 0;", I);
+  int opened = 0;
+  for (int i = 0; i < k->n_red; i++) {
+    int v = k->rank + i;
+    if (k->red_shape[i] == 1) put(em, "const %s v%d = 0;", I, v);
+    else open_(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, v, v, L(em, k->red_shape[i]), v), opened++;
+  }
+  if (!lane_outer) open_(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
+  em->push(em->r);
+  for (int v = 0; v < k->rank; v++) {
+    if (t->g.role[v] != role) continue;
+    if (k->shape[v] > 1) put(em, "const %s v%d = kiln_%cv%d[kiln_l];", I, v, tag, v);
+    else put(em, "const %s v%d = 0;", I, v);
+  }
+  char val[256];
+  em->emit(em->r, x, val, sizeof val);
+  put(em, "%s[kiln_l / %s * %s * %s + kiln_k * %s + kiln_l %% %s] = %s;", dst, width, L(em, t->g.K), width, width, width,
+      val);
+  em->pop(em->r);
+  if (!lane_outer) close_(em);
+  put(em, "kiln_k++;");
+  while (opened--) close_(em);
+  close_(em);
+  if (lane_outer) close_(em);
+}
+
+/* Rows r0 .. r0 + KILN_MR of the rows operand into dst ([K][KILN_MR]). */
+static void pack_rows(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, const char *r0, const char *dst) {
+  pack_lanes(em, p, k, t, t->rows_role, t->rows_x, r0, 1, "KILN_MR", dst, 'r');
+}
+
+/* Output row kiln_i's columns kiln_j (while in range) through the kernel's items. With one
+ * cols var the column is kiln_c0 + kiln_j itself, and a whole panel runs as a vector loop
+ * (its bias loads and stores contiguous, its activation vectorised); with several, each
+ * column's vars come from the panel's kiln_cv arrays (no division per output). */
+static void epilogue_row(const CgEmit *em, const Kernel *k, const CgCpuTile *t, const int *cv, int n_cv) {
+  const char *I = em->d->index_type;
+  if (n_cv <= 1) {
+    open_(em, "if (kiln_c0 + KILN_NR <= %s) {", L(em, t->cols));
+    put(em, "%s", em->d->simd);
+    open_(em, "for (int kiln_j = 0; kiln_j < KILN_NR; kiln_j++) {");
+    put(em, "const %s kiln_cq = kiln_c0 + kiln_j;", I);
+    em->push(em->r);
+    decompose(em, k, t, t->cols_role, "kiln_cq");
+    em->items(em->r, 1, "kiln_d[kiln_i * KILN_NR + kiln_j]");
+    em->pop(em->r);
+    close_(em);
+    em->indent(em->r, -1);
+    put(em, "} else {");
+    em->indent(em->r, 1);
+  }
+  open_(em, "for (int kiln_j = 0; kiln_j < KILN_NR && kiln_c0 + kiln_j < %s; kiln_j++) {", L(em, t->cols));
+  em->push(em->r);
+  if (n_cv <= 1) {
+    put(em, "const %s kiln_cq = kiln_c0 + kiln_j;", I);
+    decompose(em, k, t, t->cols_role, "kiln_cq");
+  } else
+    for (int v = 0; v < k->rank; v++)
+      if (t->g.role[v] == t->cols_role) {
+        int c = 0;
+        while (c < n_cv && cv[c] != v) c++;
+        if (c < n_cv) put(em, "const %s v%d = kiln_cv%d[kiln_p * KILN_NR + kiln_j];", I, v, v);
+        else put(em, "const %s v%d = 0;", I, v);
+      }
+  em->items(em->r, 1, "kiln_d[kiln_i * KILN_NR + kiln_j]");
+  em->pop(em->r);
+  close_(em);
+  if (n_cv <= 1) close_(em);
 }
 
 void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em) {
-  (void)p;
   const Dialect *d = em->d;
   const char *I = d->index_type;
   const CgGemm *g = &t->g;
   int64_t K = g->K, row_tiles = (t->rows + TILE_MR - 1) / TILE_MR;
+  /* panels a group: a thread packs a group of panels, then runs every row tile over each
+   * panel of it, so a row tile packed per tile is packed once a group, not once a panel */
+  int64_t group = GROUP_BYTES / (K * TILE_NR_MAX * 4);
+  int64_t most = (t->cols + 15) / 16;  /* panels at the narrowest vectors */
+  if (group > most) group = most;
+  if (group < 1) group = 1;
   double work = (double)t->rows * (double)t->cols * (double)K * (double)g->batch;
   bool parallel = work >= (double)d->min_parallel_work;
   if (parallel) put(em, "#pragma omp parallel");
   open_(em, "{");
-  put(em, "float kiln_pc[%lld * KILN_NR];", (long long)K);
+  put(em, "float kiln_pc[%lld * KILN_NR];", (long long)(group * K));
   if (t->rows_once) put(em, "float kiln_pr[%lld * KILN_MR];", (long long)(row_tiles * K));
   else put(em, "float kiln_pr[%lld * KILN_MR];", (long long)K);
-  put(em, "%s kiln_pl = -1;", I);
-  put(em, "const %s kiln_ct = (%s + KILN_NR - 1) / KILN_NR;", I, L(em, t->cols));
+  put(em, "%s kiln_pl = -1, kiln_rl = -1;", I);
+  int cv[KILN_MAX_RANK], n_cv = role_vars(k, t, t->cols_role, cv);
+  int rv[KILN_MAX_RANK], n_rv = role_vars(k, t, t->rows_role, rv);
+  for (int c = 0; c < n_cv; c++) put(em, "%s kiln_cv%d[%lld * KILN_NR];", I, cv[c], (long long)group);
+  for (int c = 0; c < n_rv; c++) put(em, "%s kiln_rv%d[KILN_MR];", I, rv[c]);
+  put(em, "const %s kiln_ct = (%s + KILN_NR - 1) / KILN_NR, kiln_ng = (kiln_ct + %lld) / %lld;", I, L(em, t->cols),
+      (long long)group - 1, (long long)group);
   if (t->rows_once) {  /* every row tile, [tile][K][KILN_MR], before the first panel */
     open_(em, "for (%s kiln_ri = 0; kiln_ri < %s; kiln_ri++) {", I, L(em, row_tiles));
     put(em, "const %s kiln_r0 = kiln_ri * KILN_MR;", I);
     put(em, "float *kiln_dst = kiln_pr + kiln_ri * %s;", L(em, K * TILE_MR));
-    pack_rows(em, k, t, "kiln_r0", "kiln_dst");
+    pack_rows(em, p, k, t, "kiln_r0", "kiln_dst");
     close_(em);
   }
   if (parallel) put(em, "#pragma omp for schedule(static)");
-  /* the row tiles of one panel run in a row: a thread packs a panel once */
-  open_(em, "for (%s kiln_t = 0; kiln_t < %s * kiln_ct; kiln_t++) {", I, L(em, g->batch * row_tiles));
-  put(em, "const %s kiln_ri = kiln_t %% %s, kiln_cb = kiln_t / %s;", I, L(em, row_tiles), L(em, row_tiles));
-  put(em, "const %s kiln_ci = kiln_cb %% kiln_ct, kiln_bz = kiln_cb / kiln_ct;", I);
+  /* tile t: panel kiln_p of the group fastest, then the row tile, the group, the batch point */
+  open_(em, "for (%s kiln_t = 0; kiln_t < %s * kiln_ng; kiln_t++) {", I, L(em, g->batch * row_tiles * group));
+  put(em, "const %s kiln_p = kiln_t %% %lld, kiln_rb = kiln_t / %lld;", I, (long long)group, (long long)group);
+  put(em, "const %s kiln_ri = kiln_rb %% %s, kiln_gb = kiln_rb / %s;", I, L(em, row_tiles), L(em, row_tiles));
+  put(em, "const %s kiln_gi = kiln_gb %% kiln_ng, kiln_bz = kiln_gb / kiln_ng;", I);
+  put(em, "const %s kiln_ci = kiln_gi * %lld + kiln_p;", I, (long long)group);
+  put(em, "if (kiln_ci >= kiln_ct) continue;  /* the last group's missing panels */");
   put(em, "const %s kiln_r0 = kiln_ri * KILN_MR, kiln_c0 = kiln_ci * KILN_NR;", I);
   em->push(em->r);
   decompose(em, k, t, ROLE_BATCH, "kiln_bz");
-  open_(em, "if (kiln_cb != kiln_pl) {");
-  put(em, "kiln_pl = kiln_cb;");
-  open_(em, "for (int kiln_j = 0; kiln_j < KILN_NR; kiln_j++) {");
-  put(em, "const %s kiln_cq = kiln_c0 + kiln_j < %s ? kiln_c0 + kiln_j : %s;", I, L(em, t->cols), L(em, t->cols - 1));
-  em->push(em->r);
-  decompose(em, k, t, t->cols_role, "kiln_cq");
-  pack_k(em, k, t->cols_x, "kiln_pc", "KILN_NR", "kiln_j");
-  em->pop(em->r);
+  open_(em, "if (kiln_gb != kiln_pl) {");
+  put(em, "kiln_pl = kiln_gb;");
+  {
+    char first[96];
+    snprintf(first, sizeof first, "kiln_gi * %lld * KILN_NR", (long long)group);
+    pack_lanes(em, p, k, t, t->cols_role, t->cols_x, first, group, "KILN_NR", "kiln_pc", 'c');
+  }
   close_(em);
-  close_(em);
-  if (!t->rows_once) pack_rows(em, k, t, "kiln_r0", "kiln_pr");
+  if (!t->rows_once) {
+    open_(em, "if (kiln_rb != kiln_rl) {");
+    put(em, "kiln_rl = kiln_rb;");
+    pack_rows(em, p, k, t, "kiln_r0", "kiln_pr");
+    close_(em);
+  }
   put(em, "float kiln_d[KILN_MR * KILN_NR];");
-  if (t->rows_once) put(em, "k_tile(kiln_pr + kiln_ri * %s, kiln_pc, %s, kiln_d);", L(em, K * TILE_MR), L(em, K));
-  else put(em, "k_tile(kiln_pr, kiln_pc, %s, kiln_d);", L(em, K));
+  put(em, "k_tile(kiln_pr%s%s, kiln_pc + kiln_p * %s * KILN_NR, %s, kiln_d);", t->rows_once ? " + kiln_ri * " : "",
+      t->rows_once ? L(em, K * TILE_MR) : "", L(em, K), L(em, K));
   open_(em, "for (int kiln_i = 0; kiln_i < KILN_MR && kiln_r0 + kiln_i < %s; kiln_i++) {", L(em, t->rows));
   put(em, "const %s kiln_rq = kiln_r0 + kiln_i;", I);
   em->push(em->r);
   decompose(em, k, t, t->rows_role, "kiln_rq");
-  open_(em, "for (int kiln_j = 0; kiln_j < KILN_NR && kiln_c0 + kiln_j < %s; kiln_j++) {", L(em, t->cols));
-  put(em, "const %s kiln_cq = kiln_c0 + kiln_j;", I);
-  em->push(em->r);
-  decompose(em, k, t, t->cols_role, "kiln_cq");
-  em->items(em->r, 1, "kiln_d[kiln_i * KILN_NR + kiln_j]");
-  em->pop(em->r);
-  close_(em);
+  epilogue_row(em, k, t, cv, n_cv);
   em->pop(em->r);
   close_(em);
   em->pop(em->r);

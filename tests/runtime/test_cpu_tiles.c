@@ -126,6 +126,24 @@ static void short_batched_product(void) {
   kiln_graph_free(g);
 }
 
+/* y = a^T @ b, a [24, 29] and b [24, 37]: neither operand runs along k, so both are packed a
+ * point at a time across their lanes (a weight's columns), with tails in both panels. */
+static void product_across_k(void) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t as[2] = { 24, 29 }, bs[2] = { 24, 37 };
+  kiln_tensor a, at, b, y;
+  OK(kiln_graph_input(g, "a", KILN_F32, 2, as, &a));
+  OK(kiln_graph_input(g, "b", KILN_F32, 2, bs, &b));
+  int perm[2] = { 1, 0 };
+  OK(kiln_graph_transpose(g, a, perm, &at));
+  OK(kiln_graph_matmul(g, at, b, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  int64_t in_numel[2] = { 24 * 29, 24 * 37 };
+  compare("product across k", g, 2, in_numel, 29 * 37, 1);
+  kiln_graph_free(g);
+}
+
 int main(void) {
   static const ConvCase convs[] = {
     { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1 },
@@ -138,5 +156,6 @@ int main(void) {
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   short_batched_product();
+  product_across_k();
   TEST_MAIN_END();
 }

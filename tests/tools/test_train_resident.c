@@ -203,7 +203,10 @@ static void test_model(ModelKind m, const char *name, const float *images, const
     double sum = 0;
     for (int s = 0; s < steps; s++) {
       sum += losses[s];
-      CHECK_MSG(fabs(losses[s] - host_losses[s]) <= 1e-6 * fabs(host_losses[s]),
+      /* relative, but not below 1e-7 absolute: a loss near 0 (-log p, p near 1) carries the
+       * logits' f32 rounding as an absolute error, which differing plans (register tiles on
+       * one side, dot-product loops on the other) give in the last places */
+      CHECK_MSG(fabs(losses[s] - host_losses[s]) <= 1e-6 * fmax(fabs(host_losses[s]), 0.1),
                 "%s epoch %d step %d: resident loss %.9g, host batches %.9g", name, e, s, losses[s], host_losses[s]);
     }
     if (e == 0) first_epoch = sum / steps;
