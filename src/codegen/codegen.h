@@ -119,6 +119,10 @@ typedef struct Dialect {
   long long min_parallel_work;    /* points below which a kernel runs on one thread */
   const char *parallel_for_simd;  /* the same for a flat loop that also vectorises */
   const char *simd;               /* pragma before a vectorisable inner loop */
+  const char *tile;               /* loop dialects: the prelude's register tile (cpu_tile.c renders calls to
+                                     it with its KILN_MR x KILN_NR shape); NULL: none */
+  const char *array_align;        /* after a local array's declarator: its alignment for vector loops
+                                     (GCC's vector code for one assumed 16 bytes the stack did not give) */
   const char *simd_sum;           /* vectorising pragma of a reduction loop; %s its reduction clauses */
   const char *simd_reduce;        /* one reduction clause; %s operator, %s variable: " reduction(%s:%s)" */
   const char *simd_reduce_op[RO_ARGMIN + 1];  /* the clause's operator per reduction (NULL: no clause) */

@@ -158,7 +158,7 @@ static void pack_one_var(const CgEmit *em, const Kernel *k, const CgCpuTile *t, 
   }
   open_(em, "for (int kiln_g = 0; kiln_g < %lld; kiln_g++) {", (long long)groups);
   put(em, "const %s kiln_b = %s + kiln_g * %s;", I, first, width);
-  put(em, "float *kiln_o = %s + kiln_g * %s * %s + kiln_k * %s;", dst, L(em, t->g.K), width, width);
+  put(em, "%s *kiln_o = %s + kiln_g * %s * %s + kiln_k * %s;", em->d->value_type[KILN_F32], dst, L(em, t->g.K), width, width);
   for (int edge = 0; edge < 2; edge++) {
     if (!edge) {
       open_(em, "if (kiln_b + %s <= %s) {", width, L(em, extent));
@@ -291,20 +291,21 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
   bool parallel = work >= (double)d->min_parallel_work;
   if (parallel) put(em, "#pragma omp parallel");
   open_(em, "{");
-  put(em, "float kiln_pc[%lld * KILN_NR];", (long long)(group * K));
-  if (t->rows_once) put(em, "float kiln_pr[%lld * KILN_MR];", (long long)(row_tiles * K));
-  else put(em, "float kiln_pr[%lld * KILN_MR];", (long long)K);
+  const char *al = d->array_align ? d->array_align : "";
+  const char *F = d->value_type[KILN_F32];
+  put(em, "%s kiln_pc[%lld * KILN_NR]%s;", F, (long long)(group * K), al);
+  put(em, "%s kiln_pr[%lld * KILN_MR]%s;", F, (long long)(t->rows_once ? row_tiles * K : K), al);
   put(em, "%s kiln_pl = -1, kiln_rl = -1;", I);
   int cv[KILN_MAX_RANK], n_cv = role_vars(k, t, t->cols_role, cv);
   int rv[KILN_MAX_RANK], n_rv = role_vars(k, t, t->rows_role, rv);
-  for (int c = 0; c < n_cv; c++) put(em, "%s kiln_cv%d[%lld * KILN_NR];", I, cv[c], (long long)group);
-  for (int c = 0; c < n_rv; c++) put(em, "%s kiln_rv%d[KILN_MR];", I, rv[c]);
+  for (int c = 0; c < n_cv; c++) put(em, "%s kiln_cv%d[%lld * KILN_NR]%s;", I, cv[c], (long long)group, al);
+  for (int c = 0; c < n_rv; c++) put(em, "%s kiln_rv%d[KILN_MR]%s;", I, rv[c], al);
   put(em, "const %s kiln_ct = (%s + KILN_NR - 1) / KILN_NR, kiln_ng = (kiln_ct + %lld) / %lld;", I, L(em, t->cols),
       (long long)group - 1, (long long)group);
   if (t->rows_once) {  /* every row tile, [tile][K][KILN_MR], before the first panel */
     open_(em, "for (%s kiln_ri = 0; kiln_ri < %s; kiln_ri++) {", I, L(em, row_tiles));
     put(em, "const %s kiln_r0 = kiln_ri * KILN_MR;", I);
-    put(em, "float *kiln_dst = kiln_pr + kiln_ri * %s;", L(em, K * TILE_MR));
+    put(em, "%s *kiln_dst = kiln_pr + kiln_ri * %s;", d->value_type[KILN_F32], L(em, K * TILE_MR));
     pack_rows(em, p, k, t, "kiln_r0", "kiln_dst");
     close_(em);
   }
@@ -333,8 +334,8 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
     pack_rows(em, p, k, t, "kiln_r0", "kiln_pr");
     close_(em);
   }
-  put(em, "float kiln_d[KILN_MR * KILN_NR];");
-  put(em, "k_tile(kiln_pr%s%s, kiln_pc + kiln_p * %s * KILN_NR, %s, kiln_d);", t->rows_once ? " + kiln_ri * " : "",
+  put(em, "%s kiln_d[KILN_MR * KILN_NR]%s;", F, al);
+  put(em, "%s(kiln_pr%s%s, kiln_pc + kiln_p * %s * KILN_NR, %s, kiln_d);", d->tile, t->rows_once ? " + kiln_ri * " : "",
       t->rows_once ? L(em, K * TILE_MR) : "", L(em, K), L(em, K));
   open_(em, "for (int kiln_i = 0; kiln_i < KILN_MR && kiln_r0 + kiln_i < %s; kiln_i++) {", L(em, t->rows));
   put(em, "const %s kiln_rq = kiln_r0 + kiln_i;", I);

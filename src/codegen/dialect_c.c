@@ -125,6 +125,8 @@ const Dialect cg_dialect_c = {
   .min_parallel_work = 32768,
   .parallel_for_simd = "#pragma omp parallel for simd schedule(static)",
   .simd = "#pragma omp simd",
+  .array_align = " __attribute__((aligned(64)))",
+  .tile = "k_tile",
   .simd_sum = "#pragma omp simd%s",
   .simd_reduce = " reduction(%s:%s)",
   .simd_reduce_op = { [RO_SUM] = "+", [RO_PROD] = "*", [RO_MAX] = "max", [RO_MIN] = "min" },

@@ -132,7 +132,7 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
     snprintf(l->why, sizeof l->why, "loop: one call%s%s", d->trampoline ? " through the trampoline" : "",
              k->chain == 3 ? ", an attention chain" : k->chain == 2 ? ", a contraction with its rows" : "");
     CgCpuTile t;
-    if (cg_cpu_tile_match(p, k, o, &t))
+    if (d->tile && cg_cpu_tile_match(p, k, o, &t))
       why_append(l, "; register tiles %lld rows x %lld columns over %lld%s", (long long)t.rows, (long long)t.cols,
                  (long long)t.g.K, t.rows_once ? ", rows packed once" : "");
   }

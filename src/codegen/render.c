@@ -59,6 +59,7 @@ typedef struct R {
   int step;            /* the inner loop being rendered (-1 outside one) */
   int bdim;            /* cpu row blocks: the prefix dim whose copies are the rows (-1: flat blocks) */
   bool in_simd;        /* cpu: inside a vector loop over outer points (no nested simd pragma) */
+  const char *lane;    /* cpu: accumulators are arrays over the vector loop's points, indexed so ("[v3]") */
   char lits[8][48]; int n_lit;   /* texts of the latest index literals (lit) */
   char guard0[48];     /* block rows: "<thread id> == 0" */
   bool narrow;         /* the text emit() gave last is 32-bit index math (index32_type) */
@@ -596,33 +597,44 @@ static void acc_init(R *r, const Item *it) {
     break;
   default: snprintf(init, sizeof init, "0"); break;
   }
+  bool arg = S->rop == RO_ARGMAX || S->rop == RO_ARGMIN;
+  if (r->lane) {  /* the arrays are declared by the loop that holds them */
+    line(r, "a%d%s = %s;", it->stage, r->lane, init);
+    if (arg) line(r, "ai%d%s = -1;", it->stage, r->lane);
+    if (nan_flag(S, bt)) line(r, "an%d%s = 0;", it->stage, r->lane);
+    return;
+  }
   line(r, "%s a%d = %s;", A, it->stage, init);
-  if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN) line(r, "%s ai%d = -1;", ix(r), it->stage);
+  if (arg) line(r, "%s ai%d = -1;", ix(r), it->stage);
   if (nan_flag(S, bt)) line(r, "int an%d = 0;", it->stage);  /* a NaN seen: the result is NaN */
 }
 
 static void acc_update(R *r, const Item *it, const char *v) {
   const Stage *S = &r->p->te->stages[it->stage];
   kiln_dtype bt = it->body->dtype;
-  int s = it->stage;
   bool f = dtype_is_float(bt);
+  char a[48], an[48], ai[48];  /* the accumulator, its NaN flag and its index (r->lane: array elements) */
+  const char *ln = r->lane ? r->lane : "";
+  snprintf(a, sizeof a, "a%d%s", it->stage, ln);
+  snprintf(an, sizeof an, "an%d%s", it->stage, ln);
+  snprintf(ai, sizeof ai, "ai%d%s", it->stage, ln);
   switch (S->rop) {
-  case RO_SUM: line(r, "a%d += (%s)%s;", s, acc_type(r, S, bt), v); break;
-  case RO_PROD: line(r, "a%d *= (%s)%s;", s, acc_type(r, S, bt), v); break;
+  case RO_SUM: line(r, "%s += (%s)%s;", a, acc_type(r, S, bt), v); break;
+  case RO_PROD: line(r, "%s *= (%s)%s;", a, acc_type(r, S, bt), v); break;
   case RO_MAX:
-    line(r, "a%d = %s > a%d ? %s : a%d;", s, v, s, v, s);
-    if (f) line(r, "an%d |= %s != %s;", s, v, v);
+    line(r, "%s = %s > %s ? %s : %s;", a, v, a, v, a);
+    if (f) line(r, "%s |= %s != %s;", an, v, v);
     break;
   case RO_MIN:
-    line(r, "a%d = %s < a%d ? %s : a%d;", s, v, s, v, s);
-    if (f) line(r, "an%d |= %s != %s;", s, v, v);
+    line(r, "%s = %s < %s ? %s : %s;", a, v, a, v, a);
+    if (f) line(r, "%s |= %s != %s;", an, v, v);
     break;
   case RO_ARGMAX: case RO_ARGMIN: {
     const char *op = S->rop == RO_ARGMAX ? (S->select_last ? ">=" : ">") : (S->select_last ? "<=" : "<");
     if (f)  /* as ref: NaN is the extreme, the first NaN wins (the last with select_last) */
-      line(r, "if (ai%d < 0 || (%s != %s && (a%d == a%d || %d)) || (a%d == a%d && %s %s a%d)) { a%d = %s; ai%d = r; }", s, v, v,
-           s, s, S->select_last, s, s, v, op, s, s, v, s);
-    else line(r, "if (ai%d < 0 || %s %s a%d) { a%d = %s; ai%d = r; }", s, v, op, s, s, v, s);
+      line(r, "if (%s < 0 || (%s != %s && (%s == %s || %d)) || (%s == %s && %s %s %s)) { %s = %s; %s = r; }", ai, v, v,
+           a, a, S->select_last, a, a, v, op, a, a, v, ai);
+    else line(r, "if (%s < 0 || %s %s %s) { %s = %s; %s = r; }", ai, v, op, a, a, v, ai);
     break;
   }
   }
@@ -630,10 +642,11 @@ static void acc_update(R *r, const Item *it, const char *v) {
 
 static void acc_final(R *r, const Item *it, const char *acc) {
   const Stage *S = &r->p->te->stages[it->stage];
-  char text[128];
-  if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN) snprintf(text, sizeof text, "ai%d", it->stage);
+  const char *ln = r->lane ? r->lane : "";
+  char text[160];
+  if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN) snprintf(text, sizeof text, "ai%d%s", it->stage, ln);
   else if (nan_flag(S, it->body->dtype))
-    snprintf(text, sizeof text, "an%d ? (%s)%s : (%s)%s", it->stage, vt(r, S->dtype),
+    snprintf(text, sizeof text, "an%d%s ? (%s)%s : (%s)%s", it->stage, ln, vt(r, S->dtype),
              S->dtype == KILN_F64 ? r->d->nan_f64 : r->d->nan_f32, vt(r, S->dtype), acc);
   else {
     snprintf(text, sizeof text, "(%s)%s", vt(r, S->dtype), acc);
@@ -741,8 +754,8 @@ static void accs_final(R *r, const Kernel *k, int step, bool combine) {
     const Item *it = &k->items[i];
     if (it->step != step || it->kind != IT_ACC) continue;
     if (combine) block_combine(r, it);
-    char acc[32];
-    snprintf(acc, sizeof acc, "a%d", it->stage);
+    char acc[48];
+    snprintf(acc, sizeof acc, "a%d%s", it->stage, r->lane ? r->lane : "");
     acc_final(r, it, acc);
   }
 }
@@ -795,17 +808,76 @@ static void render_general(R *r, bool simd) {
  * loop runs over the prefix and a vector loop over the last dim holds each lane's own
  * accumulator, the short reduction loop inside it (unrolled by the compiler, so its index
  * division folds). Any reduction op works this way, max with its NaN flag included. */
+static bool rowsmall_interchange(const Kernel *k);
+
 static bool rowsmall_fits(const Kernel *k) {
-  return k->kind == KN_REDUCE && k->rank >= 2 && k->shape[k->rank - 1] >= 8 && k->inner_numel <= 16 &&
-         k->outer_numel / k->shape[k->rank - 1] >= 2;
+  if (k->kind != KN_REDUCE || k->rank < 2 || k->inner_numel > 16) return false;
+  int64_t J = k->shape[k->rank - 1];  /* 7 (lenet's second pool) vectorises once interchanged */
+  return (J >= 8 || (J >= 4 && rowsmall_interchange(k))) && k->outer_numel / J >= 2;
+}
+
+/* One accumulation step then values (a pooling window and its epilogue): the reduction
+ * loop goes outside and the vector loop over the last dim inside it, each accumulator an
+ * array over that dim. GCC vectorises no loop over outer points with a reduction loop
+ * inside (the window's index is not affine in a flat reduction index): lenet's pooling,
+ * scalar and branchy so, took a third of its run. */
+static bool rowsmall_interchange(const Kernel *k) {
+  for (int i = 0; i < k->n_items; i++)
+    if ((k->items[i].kind == IT_ACC) != (k->items[i].step == 0) || k->items[i].step > 1) return false;
+  return k->n_steps <= 2;
 }
 
 static void render_rowsmall(R *r) {
   const Kernel *k = r->k;
-  int64_t J = k->shape[k->rank - 1];
+  int jv = k->rank - 1;
+  int64_t J = k->shape[jv];
   open_outer(r, k->outer_numel / J, k->outer_numel * k->inner_numel, false);
   push(r);
   decompose(r, "o", 0, k->rank - 1, k->shape);
+  if (rowsmall_interchange(k)) {
+    char lane[24];
+    snprintf(lane, sizeof lane, "[v%d]", jv);
+    for (int i = 0; i < k->n_items; i++) {
+      const Item *it = &k->items[i];
+      const Stage *S = &r->p->te->stages[it->stage];
+      if (it->kind != IT_ACC) continue;
+      const char *al = r->d->array_align ? r->d->array_align : "";
+      line(r, "%s a%d[%lld]%s;", acc_type(r, S, it->body->dtype), it->stage, (long long)J, al);
+      if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN) line(r, "%s ai%d[%lld]%s;", ix(r), it->stage, (long long)J, al);
+      if (nan_flag(S, it->body->dtype)) line(r, "int an%d[%lld]%s;", it->stage, (long long)J, al);
+    }
+    r->lane = lane;
+    r->in_simd = true;
+    line(r, "%s", r->d->simd);
+    open_var_for(r, jv, 0, J);
+    for (int i = 0; i < k->n_items; i++)
+      if (k->items[i].kind == IT_ACC) acc_init(r, &k->items[i]);
+    close_block(r);
+    open_for(r, "r", 0, k->inner_numel);
+    push(r);
+    decompose(r, "r", k->rank, k->n_red, k->red_shape);
+    line(r, "%s", r->d->simd);
+    open_var_for(r, jv, 0, J);
+    push(r);
+    point_items(r, k, 0);
+    pop(r);
+    close_block(r);
+    pop(r);
+    close_block(r);
+    line(r, "%s", r->d->simd);
+    open_var_for(r, jv, 0, J);
+    push(r);
+    accs_final(r, k, 0, false);
+    for (int i = 0; i < k->n_items; i++)
+      if (k->items[i].step == 1) value_item(r, &k->items[i]);
+    pop(r);
+    close_block(r);
+    r->lane = NULL;
+    r->in_simd = false;
+    pop(r);
+    close_block(r);
+    return;
+  }
   line(r, "%s", r->d->simd);
   open_var_for(r, k->rank - 1, 0, J);
   push(r);
@@ -2780,7 +2852,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   else if (gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
   else if (gs == CG_GPU_VEC4) render_vec4(&r);
   else if (k->kind == KN_POINTWISE) render_pointwise(&r);
-  else if (!d->grid && cg_cpu_tile_match(p, k, o, NULL)) render_cpu_tile(&r);
+  else if (!d->grid && d->tile && cg_cpu_tile_match(p, k, o, NULL)) render_cpu_tile(&r);
   else if (!d->grid && rowacc_fits(k, te) && rows_contiguous(&r)) render_rowacc(&r);
   else if (!d->grid && dot_fits(k, te) && !rows_contiguous(&r)) render_dot(&r);
   else if (!d->grid && rowsmall_fits(k)) render_rowsmall(&r);
