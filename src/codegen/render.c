@@ -2951,14 +2951,112 @@ static void render_group(const Plan *p, const Dialect *d, const CgOptions *o, co
   sb_puts(out, d->grid ? "}\n" : d->group_close);
 }
 
+/* ---- one body for kernels alike ----
+ * The layers of a model repeat: kernel bodies that differ only in the names of their own
+ * locals (accumulators a<stage>, values s<stage>, temporaries t<n>: the stage numbers
+ * differ from layer to layer) are one function, and each such kernel's trampoline calls
+ * the first. The compiler then sees each distinct body once (encoder4_d256: four layers). */
+
+/* Is identifier id[0..n) one of the renderer's locals named by a number (a13, an13, ai13,
+ * s13, t7, a13_2)? Parameters (b<i>) and vars (v<i>) keep their names: they are positional. */
+static bool numbered_local(const char *id, size_t n) {
+  size_t pre = 0;
+  while (pre < n && id[pre] >= 'a' && id[pre] <= 'z') pre++;
+  if (pre == 0 || pre == n || pre > 2 || id[pre] < '0' || id[pre] > '9') return false;  /* a number, a word, ... */
+  for (size_t i = pre; i < n; i++)  /* a13, a13_2 (a dot tile's accumulators) */
+    if ((id[i] < '0' || id[i] > '9') && id[i] != '_') return false;
+  return !strncmp(id, "a", pre) || !strncmp(id, "an", pre) || !strncmp(id, "ai", pre) || !strncmp(id, "s", pre) ||
+         !strncmp(id, "t", pre);
+}
+
+static bool ident_char(char c) { return c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+/* text[0..len) with each numbered local renamed by its order of first appearance ("@0"...). */
+static void canonical(const char *text, size_t len, StrBuf *out) {
+  const char *seen[512];
+  size_t seen_n[512];
+  int n_seen = 0;
+  for (size_t i = 0; i < len;) {
+    if (!ident_char(text[i]) || (i > 0 && ident_char(text[i - 1]))) {
+      size_t j = i;
+      while (j < len && !ident_char(text[j])) j++;
+      if (j == i) j++;  /* inside an identifier: one char at a time */
+      char tmp[256];
+      while (i < j) {
+        size_t m = j - i < sizeof tmp - 1 ? j - i : sizeof tmp - 1;
+        memcpy(tmp, text + i, m);
+        tmp[m] = 0;
+        sb_puts(out, tmp);
+        i += m;
+      }
+      continue;
+    }
+    size_t j = i;
+    while (j < len && ident_char(text[j])) j++;
+    int id = -1;
+    if (numbered_local(text + i, j - i)) {
+      for (int q = 0; q < n_seen && id < 0; q++)
+        if (seen_n[q] == j - i && !memcmp(seen[q], text + i, j - i)) id = q;
+      if (id < 0 && n_seen < 512) seen[n_seen] = text + i, seen_n[n_seen] = j - i, id = n_seen++;
+      if (id < 0) out->failed = true;  /* too many to tell apart: this body is kept as it is */
+    }
+    if (id >= 0) sb_printf(out, "@%d", id);
+    else sb_printf(out, "%.*s", (int)(j - i), text + i);
+    i = j;
+  }
+}
+
+typedef struct Body { int kernel; StrBuf canon; } Body;
+
 kiln_status cg_render_plan(const Plan *p, const Dialect *d, const CgOptions *o, const CgProgram *g, StrBuf *out) {
   CgOptions dflt = cg_options_default();
   if (!o) o = &dflt;
   cg_render_prelude(d, out);
-  for (int k = 0; k < p->n_kernels; k++) {
-    kiln_status st = cg_render_kernel(p, k, d, o, g, out);
-    if (st) return st;
+  bool share = !d->grid && d->trampoline;
+  Body *bodies = share ? kiln_calloc((size_t)p->n_kernels + 1, sizeof *bodies) : NULL;
+  int n_bodies = 0;
+  kiln_status st = share && !bodies ? kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory") : KILN_OK;
+  for (int k = 0; !st && k < p->n_kernels; k++) {
+    if (!share) {
+      st = cg_render_kernel(p, k, d, o, g, out);
+      continue;
+    }
+    StrBuf kb = { 0 };
+    st = cg_render_kernel(p, k, d, o, g, &kb);
+    char name[32], tn[32];
+    cg_kernel_name(k, false, name);
+    cg_kernel_name(k, true, tn);
+    const char *sig = kb.s ? strstr(kb.s, name) : NULL;
+    const char *tramp = kb.s ? strstr(kb.s, tn) : NULL;
+    while (tramp && tramp > kb.s && tramp[-1] != '\n') tramp--;
+    StrBuf canon = { 0 };
+    int same = -1;
+    if (!st && sig && tramp && tramp > sig) {
+      sig += strlen(name);
+      canonical(sig, (size_t)(tramp - sig), &canon);
+      for (int b = 0; b < n_bodies && same < 0 && !canon.failed; b++)
+        if (bodies[b].canon.len == canon.len && !memcmp(bodies[b].canon.s, canon.s, canon.len)) same = bodies[b].kernel;
+    }
+    if (same >= 0) {  /* only its trampoline, calling the body it shares */
+      char first[32], call[40];
+      cg_kernel_name(same, false, first);
+      snprintf(call, sizeof call, "%s(", name);
+      const char *at = strstr(tramp, call);
+      sb_printf(out, "\n/* kernel %d: the body of kernel %d */\n", k, same);
+      if (at) sb_printf(out, "%.*s%s%s", (int)(at - tramp), tramp, first, at + strlen(name));
+      else out->failed = true;
+      sb_free(&canon);
+    } else {
+      if (kb.s) sb_puts(out, kb.s);
+      if (sig && tramp && !canon.failed && canon.s) bodies[n_bodies].kernel = k, bodies[n_bodies++].canon = canon;
+      else sb_free(&canon);
+    }
+    if (kb.failed) out->failed = true;
+    sb_free(&kb);
   }
+  for (int b = 0; b < n_bodies; b++) sb_free(&bodies[b].canon);
+  kiln_free(bodies);
+  if (st) return st;
   for (int i = 0; g && i < g->n_group; i++) render_group(p, d, o, g, i, out);
   return out->failed ? kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory") : KILN_OK;
 }
