@@ -3008,11 +3008,24 @@ static void canonical(const char *text, size_t len, StrBuf *out) {
 
 typedef struct Body { int kernel; StrBuf canon; } Body;
 
+/* The prototype of the kernel function in kb (its signature line, "{" made ";"), so that a
+ * backend may compile the source in pieces, each after the prelude and every prototype. */
+static void prototype(const StrBuf *kb, const char *name, StrBuf *out) {
+  const char *at = kb->s ? strstr(kb->s, name) : NULL;
+  if (!at) return;
+  const char *line = at;
+  while (line > kb->s && line[-1] != '\n') line--;
+  const char *end = strstr(at, ") {\n");
+  if (end) sb_printf(out, "%.*s);\n", (int)(end - line), line);
+}
+
 kiln_status cg_render_plan(const Plan *p, const Dialect *d, const CgOptions *o, const CgProgram *g, StrBuf *out) {
   CgOptions dflt = cg_options_default();
   if (!o) o = &dflt;
   cg_render_prelude(d, out);
   bool share = !d->grid && d->trampoline;
+  StrBuf protos = { 0 }, kernels = { 0 };
+  StrBuf *dst = share ? &kernels : out;  /* loop dialects: prototypes, then the kernels */
   Body *bodies = share ? kiln_calloc((size_t)p->n_kernels + 1, sizeof *bodies) : NULL;
   int n_bodies = 0;
   kiln_status st = share && !bodies ? kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory") : KILN_OK;
@@ -3031,7 +3044,8 @@ kiln_status cg_render_plan(const Plan *p, const Dialect *d, const CgOptions *o, 
     while (tramp && tramp > kb.s && tramp[-1] != '\n') tramp--;
     StrBuf canon = { 0 };
     int same = -1;
-    if (!st && sig && tramp && tramp > sig) {
+    bool grouped = g && k < g->n_launch && g->launch[k].group >= 0;  /* its group calls kiln_k<k> itself */
+    if (!st && sig && tramp && tramp > sig && !grouped) {
       sig += strlen(name);
       canonical(sig, (size_t)(tramp - sig), &canon);
       for (int b = 0; b < n_bodies && same < 0 && !canon.failed; b++)
@@ -3042,20 +3056,29 @@ kiln_status cg_render_plan(const Plan *p, const Dialect *d, const CgOptions *o, 
       cg_kernel_name(same, false, first);
       snprintf(call, sizeof call, "%s(", name);
       const char *at = strstr(tramp, call);
-      sb_printf(out, "\n/* kernel %d: the body of kernel %d */\n", k, same);
-      if (at) sb_printf(out, "%.*s%s%s", (int)(at - tramp), tramp, first, at + strlen(name));
-      else out->failed = true;
+      sb_printf(dst, "\n/* kernel %d: %d items, %d steps, the body of kernel %d */\n", k, p->kernels[k].n_items,
+                p->kernels[k].n_steps, same);
+      if (at) sb_printf(dst, "%.*s%s%s", (int)(at - tramp), tramp, first, at + strlen(name));
+      else dst->failed = true;
       sb_free(&canon);
     } else {
-      if (kb.s) sb_puts(out, kb.s);
+      if (kb.s) sb_puts(dst, kb.s);
+      prototype(&kb, name, &protos);
       if (sig && tramp && !canon.failed && canon.s) bodies[n_bodies].kernel = k, bodies[n_bodies++].canon = canon;
       else sb_free(&canon);
     }
-    if (kb.failed) out->failed = true;
+    if (kb.failed) dst->failed = true;
     sb_free(&kb);
   }
   for (int b = 0; b < n_bodies; b++) sb_free(&bodies[b].canon);
   kiln_free(bodies);
+  if (share && !st) {
+    if (protos.len) sb_printf(out, "\n/* every kernel's prototype: the source may be compiled in pieces */\n%s", protos.s);
+    if (kernels.len) sb_puts(out, kernels.s);
+    if (protos.failed || kernels.failed) out->failed = true;
+  }
+  sb_free(&protos);
+  sb_free(&kernels);
   if (st) return st;
   for (int i = 0; g && i < g->n_group; i++) render_group(p, d, o, g, i, out);
   return out->failed ? kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory") : KILN_OK;

@@ -8,6 +8,12 @@
  * Each compile runs in a private temporary folder inside the cache folder, which is
  * removed afterwards; the finished files are renamed into place, so a reader never
  * sees a half-written object. The compiler is started without a shell.
+ *
+ * A large source is compiled in pieces, one compiler per CPU (at most MAX_PARTS): each
+ * piece is the head of the source (prelude and every kernel's prototype, what precedes
+ * the first kernel) and a run of whole kernels; the objects are linked into the one
+ * shared object. If a piece fails, the whole source is compiled again in one piece, so
+ * that the compiler's message has the source's own line numbers.
  */
 #include "cpu.h"
 
@@ -93,6 +99,115 @@ static void join(char *out, const char *a, const char *b) {
 }
 
 
+enum { MAX_PARTS = 4 };
+#define SPLIT_BYTES ((size_t)16 << 10)  /* smaller sources compile in one piece */
+
+/* Starts argv with stderr into log; the child's pid, or -1 with *err set. */
+static pid_t spawn_cc(char *const *argv, const char *log, int *err) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  *err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  return *err ? -1 : pid;
+}
+
+static bool wait_ok(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* Where the source splits into n pieces: head_end is the start of the first kernel
+ * ("\n/\* kernel "), cut[0..n] the pieces' bounds, each at a kernel's start; the pieces
+ * found (fewer than n when there are fewer kernels), 1 when it does not split. */
+static int split_source(const char *src, size_t len, int n, size_t *head_end, size_t *cut) {
+  static const char mark[] = "\n/* kernel ";
+  const char *first = memmem(src, len, mark, sizeof mark - 1);
+  if (!first || n < 2 || len < SPLIT_BYTES) return 1;
+  *head_end = (size_t)(first - src) + 1;
+  int parts = 0;
+  cut[parts++] = *head_end;
+  for (int i = 1; i < n; i++) {
+    size_t want = *head_end + (len - *head_end) * (size_t)i / (size_t)n;
+    const char *at = memmem(src + want, len - want, mark, sizeof mark - 1);
+    if (!at) break;
+    size_t c = (size_t)(at - src) + 1;
+    if (c > cut[parts - 1]) cut[parts++] = c;
+  }
+  cut[parts] = len;
+  return parts;
+}
+
+/* dir/k.c compiled in pieces dir/k<i>.c -> dir/k<i>.o, linked into dir/k.so; false when it
+ * did not split or a piece failed (the caller compiles the whole). */
+static bool run_cc_parts(const char *cc, const char *dir, const char *src, size_t len) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int n = cpus < 2 ? 1 : cpus > MAX_PARTS ? MAX_PARTS : (int)cpus;
+  size_t head = 0, cut[MAX_PARTS + 1];
+  int parts = split_source(src, len, n, &head, cut);
+  if (parts < 2) return false;
+  char cfile[MAX_PARTS][PATH_N], ofile[MAX_PARTS][PATH_N], log[PATH_N], sofile[PATH_N];
+  pid_t pid[MAX_PARTS];
+  bool ok = true;
+  int started = 0;
+  join(log, dir, "/cc.log");
+  for (int i = 0; i < parts && ok; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "/k%d.c", i);
+    join(cfile[i], dir, name);
+    snprintf(name, sizeof name, "/k%d.o", i);
+    join(ofile[i], dir, name);
+    FILE *f = fopen(cfile[i], "wb");
+    ok = f && fwrite(src, 1, head, f) == head && fwrite(src + cut[i], 1, cut[i + 1] - cut[i], f) == cut[i + 1] - cut[i];
+    if (f && fclose(f)) ok = false;
+    if (!ok) break;
+    char *argv[N_FLAGS + 6];
+    int a = 0;
+    argv[a++] = (char *)cc;
+    for (int q = 0; q < N_FLAGS; q++)
+      if (strcmp(cc_flags[q], "-shared")) argv[a++] = (char *)cc_flags[q];
+    argv[a++] = "-c";
+    argv[a++] = "-o";
+    argv[a++] = ofile[i];
+    argv[a++] = cfile[i];
+    argv[a] = NULL;
+    int err;
+    pid[i] = spawn_cc(argv, log, &err);
+    if (pid[i] < 0) ok = false;
+    else started = i + 1;
+  }
+  for (int i = 0; i < started; i++) ok = wait_ok(pid[i]) && ok;
+  if (ok) {
+    join(sofile, dir, "/k.so");
+    char *argv[MAX_PARTS + 8];
+    int a = 0;
+    argv[a++] = (char *)cc;
+    argv[a++] = "-shared";
+    argv[a++] = "-fopenmp";
+    argv[a++] = "-o";
+    argv[a++] = sofile;
+    for (int i = 0; i < parts; i++) argv[a++] = ofile[i];
+    argv[a++] = "-lm";
+    argv[a] = NULL;
+    int err;
+    pid_t p = spawn_cc(argv, log, &err);
+    ok = p >= 0 && wait_ok(p);
+  }
+  for (int i = 0; i < parts; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "/k%d.c", i);
+    join(cfile[0], dir, name);
+    unlink(cfile[0]);
+    snprintf(name, sizeof name, "/k%d.o", i);
+    join(cfile[0], dir, name);
+    unlink(cfile[0]);
+  }
+  return ok;
+}
+
 /* Runs cc on dir/k.c into dir/k.so, stderr into dir/cc.log. */
 static kiln_status run_cc(const char *cc, const char *dir) {
   char cfile[PATH_N], sofile[PATH_N], log[PATH_N];
@@ -146,7 +261,7 @@ static kiln_status compile_into_cache(const char *cc, const char *cache, const c
   join(sofile, dir, "/k.so");
   kiln_status st = KILN_OK;
   if (!rt_file_write(cfile, src, len)) st = kiln_fail(KILN_ERR_IO, "cpu: cannot write '%s'", cfile);
-  if (!st) st = run_cc(cc, dir);
+  if (!st && !run_cc_parts(cc, dir, src, len)) st = run_cc(cc, dir);
   if (!st) {
     /* load from the private path: a name this process never loaded, so dlopen cannot hand
      * back an older library that had the same cache name */
