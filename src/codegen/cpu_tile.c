@@ -29,9 +29,12 @@
 enum { ROLE_BATCH, ROLE_M, ROLE_N };  /* CgGemm.role, as gemm.c */
 /* the tile's rows (prelude KILN_MR) and the widest panel it may meet (2 x 16 floats) */
 enum { TILE_MR = 6, TILE_NR_MAX = 32 };
-/* A thread's panel and row tile live on its stack: at most 2048 k (256 KiB of panel at the
- * widest vectors), and the rows packed once only within 64 KiB. */
-enum { TILE_K_MAX = 2048, ROWS_ONCE_BYTES = 64 << 10 };
+/* A thread's panel and row tile live on its stack: at most 8192 k (1 MiB of panel at the
+ * widest vectors), and the rows packed once only within 64 KiB. A sum over more than
+ * CG_CPU_F32_SUM_MAX points (a convolution's weight gradient over the batch's pixels) runs
+ * the tile over spans of TILE_SPAN points, each summed in f32 and the spans added in f64,
+ * as the renderer's f64 rows would. */
+enum { TILE_K_MAX = 8192, ROWS_ONCE_BYTES = 64 << 10, TILE_SPAN = 2048 };
 /* A group of panels packed at once: within 128 KiB at the widest vectors (L2-resident). */
 enum { GROUP_BYTES = 128 << 10 };
 
@@ -243,6 +246,7 @@ static void pack_rows(const CgEmit *em, const Plan *p, const Kernel *k, const Cg
  * column's vars come from the panel's kiln_cv arrays (no division per output). */
 static void epilogue_row(const CgEmit *em, const Kernel *k, const CgCpuTile *t, const int *cv, int n_cv) {
   const char *I = em->d->index_type;
+  const char *acc = t->g.K > CG_CPU_F32_SUM_MAX ? "kiln_dd[kiln_i * KILN_NR + kiln_j]" : "kiln_d[kiln_i * KILN_NR + kiln_j]";
   if (n_cv <= 1) {
     open_(em, "if (kiln_c0 + KILN_NR <= %s) {", L(em, t->cols));
     put(em, "%s", em->d->simd);
@@ -250,7 +254,7 @@ static void epilogue_row(const CgEmit *em, const Kernel *k, const CgCpuTile *t, 
     put(em, "const %s kiln_cq = kiln_c0 + kiln_j;", I);
     em->push(em->r);
     decompose(em, k, t, t->cols_role, "kiln_cq");
-    em->items(em->r, 1, "kiln_d[kiln_i * KILN_NR + kiln_j]");
+    em->items(em->r, 1, acc);
     em->pop(em->r);
     close_(em);
     em->indent(em->r, -1);
@@ -270,7 +274,7 @@ static void epilogue_row(const CgEmit *em, const Kernel *k, const CgCpuTile *t, 
         if (c < n_cv) put(em, "const %s v%d = kiln_cv%d[kiln_p * KILN_NR + kiln_j];", I, v, v);
         else put(em, "const %s v%d = 0;", I, v);
       }
-  em->items(em->r, 1, "kiln_d[kiln_i * KILN_NR + kiln_j]");
+  em->items(em->r, 1, acc);
   em->pop(em->r);
   close_(em);
   if (n_cv <= 1) close_(em);
@@ -335,8 +339,23 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
     close_(em);
   }
   put(em, "%s kiln_d[KILN_MR * KILN_NR]%s;", F, al);
-  put(em, "%s(kiln_pr%s%s, kiln_pc + kiln_p * %s * KILN_NR, %s, kiln_d);", d->tile, t->rows_once ? " + kiln_ri * " : "",
-      t->rows_once ? L(em, K * TILE_MR) : "", L(em, K), L(em, K));
+  char rows_at[64];
+  if (t->rows_once) snprintf(rows_at, sizeof rows_at, "kiln_pr + kiln_ri * %lld", (long long)(K * TILE_MR));
+  else snprintf(rows_at, sizeof rows_at, "kiln_pr");
+  if (K <= CG_CPU_F32_SUM_MAX)
+    put(em, "%s(%s, kiln_pc + kiln_p * %s * KILN_NR, %s, kiln_d);", d->tile, rows_at, L(em, K), L(em, K));
+  else {
+    const char *D = d->value_type[KILN_F64];
+    put(em, "%s kiln_dd[KILN_MR * KILN_NR]%s;", D, al);
+    put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] = 0;");
+    open_(em, "for (%s kiln_kc = 0; kiln_kc < %s; kiln_kc += %d) {", I, L(em, K), (int)TILE_SPAN);
+    put(em, "const %s kiln_kn = %s - kiln_kc < %d ? %s - kiln_kc : %d;", I, L(em, K), (int)TILE_SPAN, L(em, K),
+        (int)TILE_SPAN);
+    put(em, "%s(%s + kiln_kc * KILN_MR, kiln_pc + kiln_p * %s * KILN_NR + kiln_kc * KILN_NR, kiln_kn, kiln_d);", d->tile,
+        rows_at, L(em, K));
+    put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] += kiln_d[kiln_q];");
+    close_(em);
+  }
   open_(em, "for (int kiln_i = 0; kiln_i < KILN_MR && kiln_r0 + kiln_i < %s; kiln_i++) {", L(em, t->rows));
   put(em, "const %s kiln_rq = kiln_r0 + kiln_i;", I);
   em->push(em->r);

@@ -126,12 +126,12 @@ static void short_batched_product(void) {
   kiln_graph_free(g);
 }
 
-/* y = a^T @ b, a [24, 29] and b [24, 37]: neither operand runs along k, so both are packed a
+/* y = a^T @ b, a [K, 29] and b [K, 37]: neither operand runs along k, so both are packed a
  * point at a time across their lanes (a weight's columns), with tails in both panels. */
-static void product_across_k(void) {
+static void product_across_k(int64_t K) {
   kiln_graph *g;
   OK(kiln_graph_create(&g));
-  int64_t as[2] = { 24, 29 }, bs[2] = { 24, 37 };
+  int64_t as[2] = { K, 29 }, bs[2] = { K, 37 };
   kiln_tensor a, at, b, y;
   OK(kiln_graph_input(g, "a", KILN_F32, 2, as, &a));
   OK(kiln_graph_input(g, "b", KILN_F32, 2, bs, &b));
@@ -139,8 +139,9 @@ static void product_across_k(void) {
   OK(kiln_graph_transpose(g, a, perm, &at));
   OK(kiln_graph_matmul(g, at, b, &y));
   OK(kiln_graph_output(g, y, "y"));
-  int64_t in_numel[2] = { 24 * 29, 24 * 37 };
-  compare("product across k", g, 2, in_numel, 29 * 37, 1);
+  int64_t in_numel[2] = { K * 29, K * 37 };
+  compare(K > 4096 ? "product across k, a long sum in f32 spans added in f64" : "product across k", g, 2, in_numel,
+          29 * 37, 1);
   kiln_graph_free(g);
 }
 
@@ -156,6 +157,7 @@ int main(void) {
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   short_batched_product();
-  product_across_k();
+  product_across_k(24);
+  product_across_k(5000);  /* over CG_CPU_F32_SUM_MAX: spans of 2048 (a weight gradient's sum over pixels) */
   TEST_MAIN_END();
 }
