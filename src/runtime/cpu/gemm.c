@@ -84,10 +84,18 @@ static void pack(const CpuGemm *c, int64_t b, float *P) {
   int NR = c->nr;
   for (int64_t n0 = 0; n0 < c->np; n0 += NR) {
     float *panel = P + n0 * g->K;
-    for (int64_t k = 0; k < g->K; k++)
+    int cols = n0 + NR <= g->N ? NR : g->N > n0 ? (int)(g->N - n0) : 0;
+    if (!g->b_t)  /* B[k][n]: each point's row of the panel is a copy, the tail zeroed */
+      for (int64_t k = 0; k < g->K; k++) {
+        const float *src = B + k * g->ldb + n0;
+        float *dst = panel + k * NR;
+        for (int j = 0; j < cols; j++) dst[j] = src[j];
+        for (int j = cols; j < NR; j++) dst[j] = 0;
+      }
+    else  /* B[n][k]: each column read along k (a branch per element kept it scalar) */
       for (int j = 0; j < NR; j++) {
-        int64_t n = n0 + j;
-        panel[k * NR + j] = n >= g->N ? 0 : g->b_t ? B[n * g->ldb + k] : B[k * g->ldb + n];
+        const float *src = j < cols ? B + (n0 + j) * g->ldb : NULL;
+        for (int64_t k = 0; k < g->K; k++) panel[k * NR + j] = src ? src[k] : 0.0f;
       }
   }
 }
