@@ -48,6 +48,21 @@ static inline double test_rand(unsigned long long *s) {
   return (double)((*s * 2685821657736338717ull) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
 }
 
+/* What kiln_program_print writes for p, as one string (free it), or NULL. */
+static inline char *test_program_text(kiln_program *p) {
+  FILE *f = tmpfile();
+  if (!f) return NULL;
+  char *text = NULL;
+  if (!kiln_program_print(p, f)) {
+    long size = ftell(f);
+    rewind(f);
+    text = size >= 0 ? calloc(1, (size_t)size + 1) : NULL;
+    if (text && fread(text, 1, (size_t)size, f) != (size_t)size) free(text), text = NULL;
+  }
+  fclose(f);
+  return text;
+}
+
 /* Does backend be compile a one-op program here (its compiler, driver and device present)? */
 static inline bool test_backend_present(const char *be) {
   kiln_graph *g;

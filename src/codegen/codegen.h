@@ -389,6 +389,7 @@ const char *cg_row_variant_name(int variant);
  * each of its outputs. */
 enum { CG_GEMM_THREADS = 256 };
 enum { CG_GEMM_MAX_B = PLAN_SIBLINGS_MAX };
+enum { CG_ROLE_BATCH, CG_ROLE_M, CG_ROLE_N };  /* CgGemm.role: read by both factors, by A only, by B only */
 typedef struct CgGemm {
   const Expr *a, *b;               /* the two factors (A: no N var, B: no M var) */
   /* sibling contractions over one A (q, k and v of one input): n_b sums of A times bs[q],
@@ -396,7 +397,7 @@ typedef struct CgGemm {
   int n_b;
   const Expr *bs[CG_GEMM_MAX_B];
   int acc_items[CG_GEMM_MAX_B];
-  int role[KILN_MAX_RANK];         /* per outer var: 0 batch, 1 M, 2 N */
+  int role[KILN_MAX_RANK];         /* per outer var: CG_ROLE_BATCH, CG_ROLE_M or CG_ROLE_N */
   int64_t M, N, K, batch;
   int bm, bn, bk, tm, tn;          /* tile and per-thread sub-tile (of the epilogue, after any k groups) */
   int kgroups;                     /* > 1: the block's threads form kgroups groups, each multiplying
@@ -442,6 +443,12 @@ typedef struct CgEmit {
   void (*items)(void *r, int step, const char *acc);
 } CgEmit;
 void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em);
+/* Lines through a CgEmit (gemm.c): one formatted line; one that opens a block (the lines
+ * after it indented); the block's closing brace; an index literal in the dialect's form. */
+void cg_put(const CgEmit *em, const char *f, ...) __attribute__((format(printf, 2, 3)));
+#define cg_open(em, ...) (cg_put(em, __VA_ARGS__), (em)->indent((em)->r, 1))
+void cg_close(const CgEmit *em);
+const char *cg_lit(const CgEmit *em, int64_t v);
 /* The lines where the blocks of one split piece of work meet (a tile's K-spans, a row's
  * pieces), each block's partial already stored: the block that arrives last at counter
  * `slot` (of `blocks`) goes on past them, the others `continue` to their next piece. */

@@ -24,9 +24,6 @@
  */
 #include "codegen.h"
 
-#include <stdarg.h>
-
-enum { ROLE_BATCH, ROLE_M, ROLE_N };  /* CgGemm.role, as gemm.c */
 /* the tile's rows (prelude KILN_MR) and the widest panel it may meet (2 x 16 floats) */
 enum { TILE_MR = 6, TILE_NR_MAX = 32 };
 /* A thread's panel and row tile live on its stack: at most 8192 k (1 MiB of panel at the
@@ -41,7 +38,7 @@ enum { GROUP_BYTES = 128 << 10 };
 static int last_role(const Kernel *k, const CgGemm *g) {
   for (int v = k->rank - 1; v >= 0; v--)
     if (k->shape[v] > 1) return g->role[v];
-  return ROLE_N;
+  return CG_ROLE_N;
 }
 
 bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuTile *t) {
@@ -51,12 +48,12 @@ bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpu
   CgGemm g;
   if (!cg_gemm_match(p, k, &lo, &g) || g.n_b != 1) return false;
   if (g.K < 4 || g.K > TILE_K_MAX) return false;
-  int cols = last_role(k, &g) == ROLE_M ? ROLE_M : ROLE_N;
-  CgCpuTile c = { .g = g, .cols_role = cols, .rows_role = cols == ROLE_M ? ROLE_N : ROLE_M };
-  c.cols_x = cols == ROLE_M ? g.a : g.b;
-  c.rows_x = cols == ROLE_M ? g.b : g.a;
-  c.cols = cols == ROLE_M ? g.M : g.N;
-  c.rows = cols == ROLE_M ? g.N : g.M;
+  int cols = last_role(k, &g) == CG_ROLE_M ? CG_ROLE_M : CG_ROLE_N;
+  CgCpuTile c = { .g = g, .cols_role = cols, .rows_role = cols == CG_ROLE_M ? CG_ROLE_N : CG_ROLE_M };
+  c.cols_x = cols == CG_ROLE_M ? g.a : g.b;
+  c.rows_x = cols == CG_ROLE_M ? g.b : g.a;
+  c.cols = cols == CG_ROLE_M ? g.M : g.N;
+  c.rows = cols == CG_ROLE_M ? g.N : g.M;
   /* a tile of 6 rows and a panel of 16 columns should be mostly full */
   if (c.rows < 4 || c.cols < 8) return false;
   int64_t row_tiles = (c.rows + TILE_MR - 1) / TILE_MR;
@@ -65,27 +62,9 @@ bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpu
   return true;
 }
 
-static void put(const CgEmit *em, const char *f, ...) __attribute__((format(printf, 2, 3)));
-static void put(const CgEmit *em, const char *f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  em->put(em->r, buf);
-}
-
-#define open_(em, ...) (put(em, __VA_ARGS__), (em)->indent((em)->r, 1))
-
-static void close_(const CgEmit *em) {
-  em->indent(em->r, -1);
-  put(em, "}");
-}
-
-static const char *L(const CgEmit *em, int64_t v) { return em->lit(em->r, v); }
 
 static void decompose(const CgEmit *em, const Kernel *k, const CgCpuTile *t, int role, const char *flat) {
-  int64_t total = role == ROLE_BATCH ? t->g.batch : role == t->rows_role ? t->rows : t->cols;
+  int64_t total = role == CG_ROLE_BATCH ? t->g.batch : role == t->rows_role ? t->rows : t->cols;
   em->digits(em->r, flat, 0, k->rank, k->shape, t->g.role, role, total);
 }
 
@@ -145,6 +124,19 @@ static bool runs_along_k(const Plan *p, const Kernel *k, const Expr *x) {
  * column at a time walked the matrix 4 KiB apart, one L1 set). An operand that runs along k
  * (a convolution's window, a row of activations) is packed a lane at a time instead, its
  * vars in registers and its reads walking k. */
+/* The reduction vars as nested loops in their order, the last fastest (both operands' packs
+ * walk the points so: the k-th point packed is the same on both sides); the loops opened. */
+static int open_points(const CgEmit *em, const Kernel *k) {
+  const char *I = em->d->index_type;
+  int opened = 0;
+  for (int i = 0; i < k->n_red; i++) {
+    int v = k->rank + i;
+    if (k->red_shape[i] == 1) cg_put(em, "const %s v%d = 0;", I, v);
+    else cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, v, v, cg_lit(em, k->red_shape[i]), v), opened++;
+  }
+  return opened;
+}
+
 /* pack_lanes for an operand of one var that does not run along k (a weight's columns):
  * per point, each group of `width` lanes is one vector loop of consecutive elements (a
  * clamped one at the edge of the extent). */
@@ -154,41 +146,36 @@ static void pack_one_var(const CgEmit *em, const Kernel *k, const CgCpuTile *t, 
   int64_t extent = role == t->rows_role ? t->rows : t->cols;
   /* a panel at a time, its points in order: the writes run front to back (with the panels
    * innermost they went 16 KiB apart, one L1 set, a third of gpt_tiny's FFN kernel) */
-  open_(em, "for (int kiln_g = 0; kiln_g < %lld; kiln_g++) {", (long long)groups);
-  put(em, "const %s kiln_b = %s + kiln_g * %s;", I, first, width);
-  open_(em, "{ %s kiln_k = 0;", I);
-  int opened = 0;
-  for (int i = 0; i < k->n_red; i++) {
-    int v = k->rank + i;
-    if (k->red_shape[i] == 1) put(em, "const %s v%d = 0;", I, v);
-    else open_(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, v, v, L(em, k->red_shape[i]), v), opened++;
-  }
-  put(em, "%s *kiln_o = %s + kiln_g * %s * %s + kiln_k * %s;", em->d->value_type[KILN_F32], dst, L(em, t->g.K), width, width);
+  cg_open(em, "for (int kiln_g = 0; kiln_g < %lld; kiln_g++) {", (long long)groups);
+  cg_put(em, "const %s kiln_b = %s + kiln_g * %s;", I, first, width);
+  cg_open(em, "{ %s kiln_k = 0;", I);
+  int opened = open_points(em, k);
+  cg_put(em, "%s *kiln_o = %s + kiln_g * %s * %s + kiln_k * %s;", em->d->value_type[KILN_F32], dst, cg_lit(em, t->g.K), width, width);
   for (int edge = 0; edge < 2; edge++) {
     if (!edge) {
-      open_(em, "if (kiln_b + %s <= %s) {", width, L(em, extent));
-      put(em, "%s", em->d->simd);
+      cg_open(em, "if (kiln_b + %s <= %s) {", width, cg_lit(em, extent));
+      cg_put(em, "%s", em->d->simd);
     }
-    open_(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", width);
-    if (!edge) put(em, "const %s kiln_q = kiln_b + kiln_l;", I);
-    else put(em, "const %s kiln_q = kiln_b + kiln_l < %s ? kiln_b + kiln_l : %s;", I, L(em, extent), L(em, extent - 1));
+    cg_open(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", width);
+    if (!edge) cg_put(em, "const %s kiln_q = kiln_b + kiln_l;", I);
+    else cg_put(em, "const %s kiln_q = kiln_b + kiln_l < %s ? kiln_b + kiln_l : %s;", I, cg_lit(em, extent), cg_lit(em, extent - 1));
     em->push(em->r);
     decompose(em, k, t, role, "kiln_q");
     char val[256];
     em->emit(em->r, x, val, sizeof val);
-    put(em, "kiln_o[kiln_l] = %s;", val);
+    cg_put(em, "kiln_o[kiln_l] = %s;", val);
     em->pop(em->r);
-    close_(em);
+    cg_close(em);
     if (!edge) {
       em->indent(em->r, -1);
-      put(em, "} else {");
+      cg_put(em, "} else {");
       em->indent(em->r, 1);
-    } else close_(em);
+    } else cg_close(em);
   }
-  put(em, "kiln_k++;");
-  while (opened--) close_(em);
-  close_(em);
-  close_(em);
+  cg_put(em, "kiln_k++;");
+  while (opened--) cg_close(em);
+  cg_close(em);
+  cg_close(em);
 }
 
 static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, int role, const Expr *x,
@@ -203,38 +190,33 @@ static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const C
   }
   char lanes[64];
   snprintf(lanes, sizeof lanes, "%lld * %s", (long long)groups, width);
-  open_(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
-  put(em, "const %s kiln_q = %s + kiln_l < %s ? %s + kiln_l : %s;", I, first, L(em, extent), first, L(em, extent - 1));
+  cg_open(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
+  cg_put(em, "const %s kiln_q = %s + kiln_l < %s ? %s + kiln_l : %s;", I, first, cg_lit(em, extent), first, cg_lit(em, extent - 1));
   em->push(em->r);
   decompose(em, k, t, role, "kiln_q");
-  for (int i = 0; i < nv; i++) put(em, "kiln_%cv%d[kiln_l] = v%d;", tag, vars[i], vars[i]);
+  for (int i = 0; i < nv; i++) cg_put(em, "kiln_%cv%d[kiln_l] = v%d;", tag, vars[i], vars[i]);
   em->pop(em->r);
-  close_(em);
-  if (lane_outer) open_(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
-  open_(em, "{ %s kiln_k = 0;", I);
-  int opened = 0;
-  for (int i = 0; i < k->n_red; i++) {
-    int v = k->rank + i;
-    if (k->red_shape[i] == 1) put(em, "const %s v%d = 0;", I, v);
-    else open_(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, v, v, L(em, k->red_shape[i]), v), opened++;
-  }
-  if (!lane_outer) open_(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
+  cg_close(em);
+  if (lane_outer) cg_open(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
+  cg_open(em, "{ %s kiln_k = 0;", I);
+  int opened = open_points(em, k);
+  if (!lane_outer) cg_open(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
   em->push(em->r);
   for (int v = 0; v < k->rank; v++) {
     if (t->g.role[v] != role) continue;
-    if (k->shape[v] > 1) put(em, "const %s v%d = kiln_%cv%d[kiln_l];", I, v, tag, v);
-    else put(em, "const %s v%d = 0;", I, v);
+    if (k->shape[v] > 1) cg_put(em, "const %s v%d = kiln_%cv%d[kiln_l];", I, v, tag, v);
+    else cg_put(em, "const %s v%d = 0;", I, v);
   }
   char val[256];
   em->emit(em->r, x, val, sizeof val);
-  put(em, "%s[kiln_l / %s * %s * %s + kiln_k * %s + kiln_l %% %s] = %s;", dst, width, L(em, t->g.K), width, width, width,
+  cg_put(em, "%s[kiln_l / %s * %s * %s + kiln_k * %s + kiln_l %% %s] = %s;", dst, width, cg_lit(em, t->g.K), width, width, width,
       val);
   em->pop(em->r);
-  if (!lane_outer) close_(em);
-  put(em, "kiln_k++;");
-  while (opened--) close_(em);
-  close_(em);
-  if (lane_outer) close_(em);
+  if (!lane_outer) cg_close(em);
+  cg_put(em, "kiln_k++;");
+  while (opened--) cg_close(em);
+  cg_close(em);
+  if (lane_outer) cg_close(em);
 }
 
 /* Rows r0 .. r0 + KILN_MR of the rows operand into dst ([K][KILN_MR]). */
@@ -250,36 +232,36 @@ static void epilogue_row(const CgEmit *em, const Kernel *k, const CgCpuTile *t, 
   const char *I = em->d->index_type;
   const char *acc = t->g.K > CG_CPU_F32_SUM_MAX ? "kiln_dd[kiln_i * KILN_NR + kiln_j]" : "kiln_d[kiln_i * KILN_NR + kiln_j]";
   if (n_cv <= 1) {
-    open_(em, "if (kiln_c0 + KILN_NR <= %s) {", L(em, t->cols));
-    put(em, "%s", em->d->simd);
-    open_(em, "for (int kiln_j = 0; kiln_j < KILN_NR; kiln_j++) {");
-    put(em, "const %s kiln_cq = kiln_c0 + kiln_j;", I);
+    cg_open(em, "if (kiln_c0 + KILN_NR <= %s) {", cg_lit(em, t->cols));
+    cg_put(em, "%s", em->d->simd);
+    cg_open(em, "for (int kiln_j = 0; kiln_j < KILN_NR; kiln_j++) {");
+    cg_put(em, "const %s kiln_cq = kiln_c0 + kiln_j;", I);
     em->push(em->r);
     decompose(em, k, t, t->cols_role, "kiln_cq");
     em->items(em->r, 1, acc);
     em->pop(em->r);
-    close_(em);
+    cg_close(em);
     em->indent(em->r, -1);
-    put(em, "} else {");
+    cg_put(em, "} else {");
     em->indent(em->r, 1);
   }
-  open_(em, "for (int kiln_j = 0; kiln_j < KILN_NR && kiln_c0 + kiln_j < %s; kiln_j++) {", L(em, t->cols));
+  cg_open(em, "for (int kiln_j = 0; kiln_j < KILN_NR && kiln_c0 + kiln_j < %s; kiln_j++) {", cg_lit(em, t->cols));
   em->push(em->r);
   if (n_cv <= 1) {
-    put(em, "const %s kiln_cq = kiln_c0 + kiln_j;", I);
+    cg_put(em, "const %s kiln_cq = kiln_c0 + kiln_j;", I);
     decompose(em, k, t, t->cols_role, "kiln_cq");
   } else
     for (int v = 0; v < k->rank; v++)
       if (t->g.role[v] == t->cols_role) {
         int c = 0;
         while (c < n_cv && cv[c] != v) c++;
-        if (c < n_cv) put(em, "const %s v%d = kiln_cv%d[kiln_p * KILN_NR + kiln_j];", I, v, v);
-        else put(em, "const %s v%d = 0;", I, v);
+        if (c < n_cv) cg_put(em, "const %s v%d = kiln_cv%d[kiln_p * KILN_NR + kiln_j];", I, v, v);
+        else cg_put(em, "const %s v%d = 0;", I, v);
       }
   em->items(em->r, 1, acc);
   em->pop(em->r);
-  close_(em);
-  if (n_cv <= 1) close_(em);
+  cg_close(em);
+  if (n_cv <= 1) cg_close(em);
 }
 
 void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em) {
@@ -295,77 +277,77 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
   if (group < 1) group = 1;
   double work = (double)t->rows * (double)t->cols * (double)K * (double)g->batch;
   bool parallel = work >= (double)d->min_parallel_work;
-  if (parallel) put(em, "#pragma omp parallel");
-  open_(em, "{");
+  if (parallel) cg_put(em, "#pragma omp parallel");
+  cg_open(em, "{");
   const char *al = d->array_align ? d->array_align : "";
   const char *F = d->value_type[KILN_F32];
-  put(em, "%s kiln_pc[%lld * KILN_NR]%s;", F, (long long)(group * K), al);
-  put(em, "%s kiln_pr[%lld * KILN_MR]%s;", F, (long long)(t->rows_once ? row_tiles * K : K), al);
-  put(em, "%s kiln_pl = -1, kiln_rl = -1;", I);
+  cg_put(em, "%s kiln_pc[%lld * KILN_NR]%s;", F, (long long)(group * K), al);
+  cg_put(em, "%s kiln_pr[%lld * KILN_MR]%s;", F, (long long)(t->rows_once ? row_tiles * K : K), al);
+  cg_put(em, "%s kiln_pl = -1, kiln_rl = -1;", I);
   int cv[KILN_MAX_RANK], n_cv = role_vars(k, t, t->cols_role, cv);
   int rv[KILN_MAX_RANK], n_rv = role_vars(k, t, t->rows_role, rv);
-  for (int c = 0; c < n_cv; c++) put(em, "%s kiln_cv%d[%lld * KILN_NR]%s;", I, cv[c], (long long)group, al);
-  for (int c = 0; c < n_rv; c++) put(em, "%s kiln_rv%d[KILN_MR]%s;", I, rv[c], al);
-  put(em, "const %s kiln_ct = (%s + KILN_NR - 1) / KILN_NR, kiln_ng = (kiln_ct + %lld) / %lld;", I, L(em, t->cols),
+  for (int c = 0; c < n_cv; c++) cg_put(em, "%s kiln_cv%d[%lld * KILN_NR]%s;", I, cv[c], (long long)group, al);
+  for (int c = 0; c < n_rv; c++) cg_put(em, "%s kiln_rv%d[KILN_MR]%s;", I, rv[c], al);
+  cg_put(em, "const %s kiln_ct = (%s + KILN_NR - 1) / KILN_NR, kiln_ng = (kiln_ct + %lld) / %lld;", I, cg_lit(em, t->cols),
       (long long)group - 1, (long long)group);
   if (t->rows_once) {  /* every row tile, [tile][K][KILN_MR], before the first panel */
-    open_(em, "for (%s kiln_ri = 0; kiln_ri < %s; kiln_ri++) {", I, L(em, row_tiles));
-    put(em, "const %s kiln_r0 = kiln_ri * KILN_MR;", I);
-    put(em, "%s *kiln_dst = kiln_pr + kiln_ri * %s;", d->value_type[KILN_F32], L(em, K * TILE_MR));
+    cg_open(em, "for (%s kiln_ri = 0; kiln_ri < %s; kiln_ri++) {", I, cg_lit(em, row_tiles));
+    cg_put(em, "const %s kiln_r0 = kiln_ri * KILN_MR;", I);
+    cg_put(em, "%s *kiln_dst = kiln_pr + kiln_ri * %s;", d->value_type[KILN_F32], cg_lit(em, K * TILE_MR));
     pack_rows(em, p, k, t, "kiln_r0", "kiln_dst");
-    close_(em);
+    cg_close(em);
   }
-  if (parallel) put(em, "#pragma omp for schedule(static)");
+  if (parallel) cg_put(em, "#pragma omp for schedule(static)");
   /* tile t: panel kiln_p of the group fastest, then the row tile, the group, the batch point */
-  open_(em, "for (%s kiln_t = 0; kiln_t < %s * kiln_ng; kiln_t++) {", I, L(em, g->batch * row_tiles * group));
-  put(em, "const %s kiln_p = kiln_t %% %lld, kiln_rb = kiln_t / %lld;", I, (long long)group, (long long)group);
-  put(em, "const %s kiln_ri = kiln_rb %% %s, kiln_gb = kiln_rb / %s;", I, L(em, row_tiles), L(em, row_tiles));
-  put(em, "const %s kiln_gi = kiln_gb %% kiln_ng, kiln_bz = kiln_gb / kiln_ng;", I);
-  put(em, "const %s kiln_ci = kiln_gi * %lld + kiln_p;", I, (long long)group);
-  put(em, "if (kiln_ci >= kiln_ct) continue;  /* the last group's missing panels */");
-  put(em, "const %s kiln_r0 = kiln_ri * KILN_MR, kiln_c0 = kiln_ci * KILN_NR;", I);
+  cg_open(em, "for (%s kiln_t = 0; kiln_t < %s * kiln_ng; kiln_t++) {", I, cg_lit(em, g->batch * row_tiles * group));
+  cg_put(em, "const %s kiln_p = kiln_t %% %lld, kiln_rb = kiln_t / %lld;", I, (long long)group, (long long)group);
+  cg_put(em, "const %s kiln_ri = kiln_rb %% %s, kiln_gb = kiln_rb / %s;", I, cg_lit(em, row_tiles), cg_lit(em, row_tiles));
+  cg_put(em, "const %s kiln_gi = kiln_gb %% kiln_ng, kiln_bz = kiln_gb / kiln_ng;", I);
+  cg_put(em, "const %s kiln_ci = kiln_gi * %lld + kiln_p;", I, (long long)group);
+  cg_put(em, "if (kiln_ci >= kiln_ct) continue;  /* the last group's missing panels */");
+  cg_put(em, "const %s kiln_r0 = kiln_ri * KILN_MR, kiln_c0 = kiln_ci * KILN_NR;", I);
   em->push(em->r);
-  decompose(em, k, t, ROLE_BATCH, "kiln_bz");
-  open_(em, "if (kiln_gb != kiln_pl) {");
-  put(em, "kiln_pl = kiln_gb;");
+  decompose(em, k, t, CG_ROLE_BATCH, "kiln_bz");
+  cg_open(em, "if (kiln_gb != kiln_pl) {");
+  cg_put(em, "kiln_pl = kiln_gb;");
   {
     char first[96];
     snprintf(first, sizeof first, "kiln_gi * %lld * KILN_NR", (long long)group);
     pack_lanes(em, p, k, t, t->cols_role, t->cols_x, first, group, "KILN_NR", "kiln_pc", 'c');
   }
-  close_(em);
+  cg_close(em);
   if (!t->rows_once) {
-    open_(em, "if (kiln_rb != kiln_rl) {");
-    put(em, "kiln_rl = kiln_rb;");
+    cg_open(em, "if (kiln_rb != kiln_rl) {");
+    cg_put(em, "kiln_rl = kiln_rb;");
     pack_rows(em, p, k, t, "kiln_r0", "kiln_pr");
-    close_(em);
+    cg_close(em);
   }
-  put(em, "%s kiln_d[KILN_MR * KILN_NR]%s;", F, al);
+  cg_put(em, "%s kiln_d[KILN_MR * KILN_NR]%s;", F, al);
   char rows_at[64];
   if (t->rows_once) snprintf(rows_at, sizeof rows_at, "kiln_pr + kiln_ri * %lld", (long long)(K * TILE_MR));
   else snprintf(rows_at, sizeof rows_at, "kiln_pr");
   if (K <= CG_CPU_F32_SUM_MAX)
-    put(em, "%s(%s, kiln_pc + kiln_p * %s * KILN_NR, %s, kiln_d);", d->tile, rows_at, L(em, K), L(em, K));
+    cg_put(em, "%s(%s, kiln_pc + kiln_p * %s * KILN_NR, %s, kiln_d);", d->tile, rows_at, cg_lit(em, K), cg_lit(em, K));
   else {
     const char *D = d->value_type[KILN_F64];
-    put(em, "%s kiln_dd[KILN_MR * KILN_NR]%s;", D, al);
-    put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] = 0;");
-    open_(em, "for (%s kiln_kc = 0; kiln_kc < %s; kiln_kc += %d) {", I, L(em, K), (int)TILE_SPAN);
-    put(em, "const %s kiln_kn = %s - kiln_kc < %d ? %s - kiln_kc : %d;", I, L(em, K), (int)TILE_SPAN, L(em, K),
+    cg_put(em, "%s kiln_dd[KILN_MR * KILN_NR]%s;", D, al);
+    cg_put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] = 0;");
+    cg_open(em, "for (%s kiln_kc = 0; kiln_kc < %s; kiln_kc += %d) {", I, cg_lit(em, K), (int)TILE_SPAN);
+    cg_put(em, "const %s kiln_kn = %s - kiln_kc < %d ? %s - kiln_kc : %d;", I, cg_lit(em, K), (int)TILE_SPAN, cg_lit(em, K),
         (int)TILE_SPAN);
-    put(em, "%s(%s + kiln_kc * KILN_MR, kiln_pc + kiln_p * %s * KILN_NR + kiln_kc * KILN_NR, kiln_kn, kiln_d);", d->tile,
-        rows_at, L(em, K));
-    put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] += kiln_d[kiln_q];");
-    close_(em);
+    cg_put(em, "%s(%s + kiln_kc * KILN_MR, kiln_pc + kiln_p * %s * KILN_NR + kiln_kc * KILN_NR, kiln_kn, kiln_d);", d->tile,
+        rows_at, cg_lit(em, K));
+    cg_put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] += kiln_d[kiln_q];");
+    cg_close(em);
   }
-  open_(em, "for (int kiln_i = 0; kiln_i < KILN_MR && kiln_r0 + kiln_i < %s; kiln_i++) {", L(em, t->rows));
-  put(em, "const %s kiln_rq = kiln_r0 + kiln_i;", I);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < KILN_MR && kiln_r0 + kiln_i < %s; kiln_i++) {", cg_lit(em, t->rows));
+  cg_put(em, "const %s kiln_rq = kiln_r0 + kiln_i;", I);
   em->push(em->r);
   decompose(em, k, t, t->rows_role, "kiln_rq");
   epilogue_row(em, k, t, cv, n_cv);
   em->pop(em->r);
-  close_(em);
+  cg_close(em);
   em->pop(em->r);
-  close_(em);
-  close_(em);
+  cg_close(em);
+  cg_close(em);
 }

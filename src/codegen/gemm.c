@@ -45,7 +45,6 @@
 
 #include <stdarg.h>
 
-enum { ROLE_BATCH, ROLE_M, ROLE_N };
 enum { ENOUGH_BLOCKS = 128 };  /* about one per multiprocessor of an H100/H200 (132) */
 /* split-K: at most 64 spans of >= 2 k-tiles (a convolution's weight gradient at batch 32 is
  * 5 tiles over K = 6272: 16 spans left 80 blocks on 132 multiprocessors, 13 k-tiles each) */
@@ -169,15 +168,15 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   g.M = g.N = g.batch = 1;
   for (int v = 0; v < k->rank; v++) {
     bool ua = te_uses_var(g.a, v), ub = te_uses_var(g.b, v);
-    if (ua && ub) g.role[v] = ROLE_BATCH, g.batch *= k->shape[v];
-    else if (ub) g.role[v] = ROLE_N, g.N *= k->shape[v];
-    else g.role[v] = ROLE_M, g.M *= k->shape[v];
+    if (ua && ub) g.role[v] = CG_ROLE_BATCH, g.batch *= k->shape[v];
+    else if (ub) g.role[v] = CG_ROLE_N, g.N *= k->shape[v];
+    else g.role[v] = CG_ROLE_M, g.M *= k->shape[v];
   }
   int first = 0;  /* M holds the first outer var that is not a batch var (the rows of x @ w) */
-  while (first < k->rank && (g.role[first] == ROLE_BATCH || k->shape[first] == 1)) first++;
-  if (first < k->rank && g.role[first] == ROLE_N) {
+  while (first < k->rank && (g.role[first] == CG_ROLE_BATCH || k->shape[first] == 1)) first++;
+  if (first < k->rank && g.role[first] == CG_ROLE_N) {
     const Expr *t = g.a; g.a = g.b; g.b = t;
-    for (int v = 0; v < k->rank; v++) g.role[v] = g.role[v] == ROLE_N ? ROLE_M : g.role[v] == ROLE_M ? ROLE_N : ROLE_BATCH;
+    for (int v = 0; v < k->rank; v++) g.role[v] = g.role[v] == CG_ROLE_N ? CG_ROLE_M : g.role[v] == CG_ROLE_M ? CG_ROLE_N : CG_ROLE_BATCH;
     int64_t m = g.M; g.M = g.N; g.N = m;
   }
   g.K = k->inner_numel;
@@ -193,7 +192,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
     if (ai < 0 || !has_memory_load(p, k, bq->args[1 - ai])) return false;
     g.bs[q] = bq->args[1 - ai];
     for (int v = 0; v < k->rank; v++)
-      if (g.role[v] == ROLE_M && te_uses_var(g.bs[q], v)) return false;
+      if (g.role[v] == CG_ROLE_M && te_uses_var(g.bs[q], v)) return false;
   }
   if (o->loop_library) {  /* a loop dialect's library GEMM: no GPU tile decisions */
     if (out) *out = g;
@@ -216,10 +215,10 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   /* a cluster of at most 8 blocks (the portable size); each block one span of one tile */
   g.cluster = o->cluster_splitk && g.n_b == 1 && g.splits > 1 && g.splits <= 8 &&
               tiles_at(&g, g.bm, g.bn) * g.splits <= ((int64_t)1 << 20);
-  g.a_kfast = reads_along_k(p, k, g.a, &g, ROLE_M);
-  g.b_kfast = reads_along_k(p, k, g.b, &g, ROLE_N);
+  g.a_kfast = reads_along_k(p, k, g.a, &g, CG_ROLE_M);
+  g.b_kfast = reads_along_k(p, k, g.b, &g, CG_ROLE_N);
   for (int q = 1; q < g.n_b; q++)  /* one read order for every B tile */
-    if (reads_along_k(p, k, g.bs[q], &g, ROLE_N) != g.b_kfast) return false;
+    if (reads_along_k(p, k, g.bs[q], &g, CG_ROLE_N) != g.b_kfast) return false;
   if (out) *out = g;
   return true;
 }
@@ -253,8 +252,7 @@ void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out) {
  * Every token that is the target's (thread and block ids, shared memory, barrier, fence,
  * atomic, cached load, fma, unroll pragma, types and literals) comes from em->d. */
 
-static void put(const CgEmit *em, const char *f, ...) __attribute__((format(printf, 2, 3)));
-static void put(const CgEmit *em, const char *f, ...) {
+void cg_put(const CgEmit *em, const char *f, ...) {
   char buf[1024];
   va_list ap;
   va_start(ap, f);
@@ -263,22 +261,18 @@ static void put(const CgEmit *em, const char *f, ...) {
   em->put(em->r, buf);
 }
 
-/* A line that opens a block; the lines after it are indented. */
-#define open_(em, ...) (put(em, __VA_ARGS__), (em)->indent((em)->r, 1))
-
-static void close_(const CgEmit *em) {
+void cg_close(const CgEmit *em) {
   em->indent(em->r, -1);
-  put(em, "}");
+  cg_put(em, "}");
 }
 
-/* Index literal v in the dialect's form. */
-static const char *L(const CgEmit *em, int64_t v) { return em->lit(em->r, v); }
+const char *cg_lit(const CgEmit *em, int64_t v) { return em->lit(em->r, v); }
 
 /* const v<i> = digit of flat over the vars of kernel k with role `role` (outer), or over
  * the inner vars (role < 0). */
 static void decompose(const CgEmit *em, const Kernel *k, const CgGemm *g, int role, const char *flat) {
   if (role < 0) em->digits(em->r, flat, k->rank, k->n_red, k->red_shape, NULL, 0, g->K);
-  else em->digits(em->r, flat, 0, k->rank, k->shape, g->role, role, role == ROLE_M ? g->M : role == ROLE_N ? g->N : g->batch);
+  else em->digits(em->r, flat, 0, k->rank, k->shape, g->role, role, role == CG_ROLE_M ? g->M : role == CG_ROLE_N ? g->N : g->batch);
 }
 
 /* Reads one factor's share of the BK x width tile starting at reduction point kb into
@@ -287,35 +281,35 @@ static void decompose(const CgEmit *em, const Kernel *k, const CgGemm *g, int ro
 static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const Expr *x, int role, const char *pf,
                        int width, bool kfast) {
   const Dialect *d = em->d;
-  const char *base = role == ROLE_M ? "tm0" : "tn0";
-  int64_t limit = role == ROLE_M ? g->M : g->N;
-  put(em, "%s", d->unroll);
-  open_(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
-  put(em, "const int e = %s + l * %d;", d->thread_id, CG_GEMM_THREADS);
-  if (kfast) put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
-  else put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
-  put(em, "const %s mq = %s + xx, kq = kb + kk;", d->index_type, base);
-  put(em, "%s[l] = 0.0%s;", pf, d->f32_suffix);
-  open_(em, "if (mq < %s && kq < %s) {", L(em, limit), L(em, g->K));
+  const char *base = role == CG_ROLE_M ? "tm0" : "tn0";
+  int64_t limit = role == CG_ROLE_M ? g->M : g->N;
+  cg_put(em, "%s", d->unroll);
+  cg_open(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
+  cg_put(em, "const int e = %s + l * %d;", d->thread_id, CG_GEMM_THREADS);
+  if (kfast) cg_put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
+  else cg_put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
+  cg_put(em, "const %s mq = %s + xx, kq = kb + kk;", d->index_type, base);
+  cg_put(em, "%s[l] = 0.0%s;", pf, d->f32_suffix);
+  cg_open(em, "if (mq < %s && kq < %s) {", cg_lit(em, limit), cg_lit(em, g->K));
   em->push(em->r);
   decompose(em, k, g, role, "mq");
   decompose(em, k, g, -1, "kq");
   char v[256];
   em->emit(em->r, x, v, sizeof v);
-  put(em, "%s[l] = %s;", pf, v);
+  cg_put(em, "%s[l] = %s;", pf, v);
   em->pop(em->r);
-  close_(em);
-  close_(em);
+  cg_close(em);
+  cg_close(em);
 }
 
 /* Registers pf[l] into the shared tile sh[kk][xx]. */
 static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const char *sh, int width, bool kfast) {
-  put(em, "%s", em->d->unroll);
-  open_(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
-  put(em, "const int e = %s + l * %d;", em->d->thread_id, CG_GEMM_THREADS);
-  if (kfast) put(em, "%s[e %% %d][e / %d] = %s[l];", sh, g->bk, g->bk, pf);
-  else put(em, "%s[e / %d][e %% %d] = %s[l];", sh, width, width, pf);
-  close_(em);
+  cg_put(em, "%s", em->d->unroll);
+  cg_open(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
+  cg_put(em, "const int e = %s + l * %d;", em->d->thread_id, CG_GEMM_THREADS);
+  if (kfast) cg_put(em, "%s[e %% %d][e / %d] = %s[l];", sh, g->bk, g->bk, pf);
+  else cg_put(em, "%s[e / %d][e %% %d] = %s[l];", sh, width, width, pf);
+  cg_close(em);
 }
 
 /* The registers of read-ahead stage s: pfa<s> and pfb<s> (one stage: pfa and pfb). */
@@ -342,22 +336,22 @@ static void b_of(int q, const char *base, char out[32]) {
 static void fetch_both(const CgEmit *em, const Kernel *k, const CgGemm *g, const char *kb, int s) {
   char pa[16], pb[16];
   stage_regs(g, s, pa, pb);
-  open_(em, "{ const %s kb = %s;", em->d->index_type, kb);
-  fetch_tile(em, k, g, g->a, ROLE_M, pa, g->bm, g->a_kfast);
+  cg_open(em, "{ const %s kb = %s;", em->d->index_type, kb);
+  fetch_tile(em, k, g, g->a, CG_ROLE_M, pa, g->bm, g->a_kfast);
   for (int q = 0; q < g->n_b; q++) {
     char pq[32];
     b_of(q, pb, pq);
-    fetch_tile(em, k, g, g->bs[q], ROLE_N, pq, g->bn, g->b_kfast);
+    fetch_tile(em, k, g, g->bs[q], CG_ROLE_N, pq, g->bn, g->b_kfast);
   }
-  close_(em);
+  cg_close(em);
 }
 
 /* for (i < tm) for (j < tn) stmt, both unrolled: one statement over the thread's sub-tile. */
 static void each_output(const CgEmit *em, const CgGemm *g, const char *stmt) {
-  put(em, "%s", em->d->unroll);
-  put(em, "for (int i = 0; i < %d; i++)", g->tm);
-  put(em, "%s", em->d->unroll);
-  put(em, "  for (int j = 0; j < %d; j++) %s", g->tn, stmt);
+  cg_put(em, "%s", em->d->unroll);
+  cg_put(em, "for (int i = 0; i < %d; i++)", g->tm);
+  cg_put(em, "%s", em->d->unroll);
+  cg_put(em, "  for (int j = 0; j < %d; j++) %s", g->tn, stmt);
 }
 
 void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, char out[CG_ARRIVAL_LINES][256]) {
@@ -377,16 +371,16 @@ void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, char out[C
  * unroll_q) runs. Both split-K forms add their partials this way, in span order. */
 static void sum_partials(const CgEmit *em, const CgGemm *g, const char *q_loop, bool unroll_q, const char *acc) {
   const Dialect *d = em->d;
-  put(em, "%s", d->unroll);
-  open_(em, "for (int i = 0; i < %d; i++) {", g->tm);
-  put(em, "%s", d->unroll);
-  open_(em, "for (int j = 0; j < %d; j++) {", g->tn);
-  put(em, "%s s = 0.0%s;", d->value_type[KILN_F32], d->f32_suffix);
-  if (unroll_q) put(em, "%s", d->unroll);
-  put(em, "%s", q_loop);
-  put(em, "%s[i][j] = s;", acc);
-  close_(em);
-  close_(em);
+  cg_put(em, "%s", d->unroll);
+  cg_open(em, "for (int i = 0; i < %d; i++) {", g->tm);
+  cg_put(em, "%s", d->unroll);
+  cg_open(em, "for (int j = 0; j < %d; j++) {", g->tn);
+  cg_put(em, "%s s = 0.0%s;", d->value_type[KILN_F32], d->f32_suffix);
+  if (unroll_q) cg_put(em, "%s", d->unroll);
+  cg_put(em, "%s", q_loop);
+  cg_put(em, "%s[i][j] = s;", acc);
+  cg_close(em);
+  cg_close(em);
 }
 
 /* Split-K: this block's partial tile out; the block that arrives last at the tile sums every
@@ -396,11 +390,11 @@ static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, in
   const char *F = d->value_type[KILN_F32];
   int ki = k->id, bmn = g->bm * g->bn, S = g->splits;
   int64_t each = (int64_t)S * tiles * bmn;  /* a sibling's partial tiles */
-  put(em, "%s *part = kiln_part%d + (w %% %d) * %s + tile * %d;", F, ki, S, L(em, tiles * bmn), bmn);
+  cg_put(em, "%s *part = kiln_part%d + (w %% %d) * %s + tile * %d;", F, ki, S, cg_lit(em, tiles * bmn), bmn);
   for (int b = 0; b < g->n_b; b++) {
     char st[160], acc[32];
     acc_of(k, g, b, "acc", acc);
-    if (b) snprintf(st, sizeof st, "part[%s + (ty + i * %d) * %d + tx + j * %d] = %s[i][j];", L(em, b * each), rows, g->bn,
+    if (b) snprintf(st, sizeof st, "part[%s + (ty + i * %d) * %d + tx + j * %d] = %s[i][j];", cg_lit(em, b * each), rows, g->bn,
                     cols, acc);
     else snprintf(st, sizeof st, "part[(ty + i * %d) * %d + tx + j * %d] = %s[i][j];", rows, g->bn, cols, acc);
     each_output(em, g, st);
@@ -408,19 +402,19 @@ static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, in
   char slot[48], meet[CG_ARRIVAL_LINES][256];
   snprintf(slot, sizeof slot, "kiln_arrived%d[tile]", ki);
   cg_arrival_lines(d, slot, S, meet);
-  for (int i = 0; i < CG_ARRIVAL_LINES; i++) put(em, "%s", meet[i]);
-  put(em, "const %s *tp = kiln_part%d + tile * %d;", F, ki, bmn);
+  for (int i = 0; i < CG_ARRIVAL_LINES; i++) cg_put(em, "%s", meet[i]);
+  cg_put(em, "const %s *tp = kiln_part%d + tile * %d;", F, ki, bmn);
   for (int b = 0; b < g->n_b; b++) {
     char addr[200], ld[240], loop[300], acc[32];
     acc_of(k, g, b, "acc", acc);
-    if (b) snprintf(addr, sizeof addr, "tp + %s + q * %s + (ty + i * %d) * %d + tx + j * %d", L(em, b * each),
-                    L(em, tiles * bmn), rows, g->bn, cols);
-    else snprintf(addr, sizeof addr, "tp + q * %s + (ty + i * %d) * %d + tx + j * %d", L(em, tiles * bmn), rows, g->bn, cols);
+    if (b) snprintf(addr, sizeof addr, "tp + %s + q * %s + (ty + i * %d) * %d + tx + j * %d", cg_lit(em, b * each),
+                    cg_lit(em, tiles * bmn), rows, g->bn, cols);
+    else snprintf(addr, sizeof addr, "tp + q * %s + (ty + i * %d) * %d + tx + j * %d", cg_lit(em, tiles * bmn), rows, g->bn, cols);
     snprintf(ld, sizeof ld, d->cached_load, addr);
     snprintf(loop, sizeof loop, "for (int q = 0; q < %d; q++) s += %s;", S, ld);
     sum_partials(em, g, loop, false, acc);
   }
-  put(em, "if (%s == 0) kiln_arrived%d[tile] = 0%s;", d->thread_id, ki, d->uint_suffix);
+  cg_put(em, "if (%s == 0) kiln_arrived%d[tile] = 0%s;", d->thread_id, ki, d->uint_suffix);
 }
 
 /* Split-K in a cluster (CgGemm.cluster): the tile's spans are the cluster's blocks, rank =
@@ -434,16 +428,16 @@ static void cluster_combine(const CgEmit *em, const CgGemm *g, int rows, int col
   char st[128];
   snprintf(st, sizeof st, "kiln_cp[(ty + i * %d) * %d + tx + j * %d] = acc[i][j];", rows, g->bn, cols);
   each_output(em, g, st);
-  put(em, "%s", d->cluster_sync);
-  open_(em, "if (w %% %d == 0) {", S);
+  cg_put(em, "%s", d->cluster_sync);
+  cg_open(em, "if (w %% %d == 0) {", S);
   char addr[96], ld[160], loop[256];
   snprintf(addr, sizeof addr, "&kiln_cp[(ty + i * %d) * %d + tx + j * %d]", rows, g->bn, cols);
   snprintf(ld, sizeof ld, d->cluster_load, addr, "q");
   snprintf(loop, sizeof loop, "for (unsigned int q = 0; q < %du; q++) s += %s;", S, ld);
   sum_partials(em, g, loop, true, "acc");
-  close_(em);
-  put(em, "%s", d->cluster_sync);
-  put(em, "if (w %% %d != 0) continue;", S);
+  cg_close(em);
+  cg_put(em, "%s", d->cluster_sync);
+  cg_put(em, "if (w %% %d != 0) continue;", S);
 }
 
 /* ---- k groups (CgGemm.kgroups > 1) ----
@@ -457,15 +451,15 @@ static void kg_declare(const CgEmit *em, const CgGemm *g) {
   const Dialect *d = em->d;
   const char *F = d->value_type[KILN_F32], *V = d->vec4_type;
   int st = kg_stride(g), n = g->bk * st / 4, bufs = g->stages > 1 ? 2 : 1;
-  put(em, "%s %s Asv[%d], Bsv[%d];", d->shared_qual, V, bufs * n, bufs * n);
-  if (bufs == 1) put(em, "%s (*As)[%d] = (%s (*)[%d])Asv, (*Bs)[%d] = (%s (*)[%d])Bsv;", F, st, F, st, st, F, st);
+  cg_put(em, "%s %s Asv[%d], Bsv[%d];", d->shared_qual, V, bufs * n, bufs * n);
+  if (bufs == 1) cg_put(em, "%s (*As)[%d] = (%s (*)[%d])Asv, (*Bs)[%d] = (%s (*)[%d])Bsv;", F, st, F, st, st, F, st);
   else
     for (int b = 0; b < bufs; b++)
-      put(em, "%s (*As%d)[%d] = (%s (*)[%d])(Asv + %d), (*Bs%d)[%d] = (%s (*)[%d])(Bsv + %d);", F, b, st, F, st, b * n,
+      cg_put(em, "%s (*As%d)[%d] = (%s (*)[%d])(Asv + %d), (*Bs%d)[%d] = (%s (*)[%d])(Bsv + %d);", F, b, st, F, st, b * n,
           b, st, F, st, b * n);
   for (int q = 1; q < g->n_b; q++)  /* siblings' B tiles (one buffer: siblings read ahead one stage) */
-    put(em, "%s %s Bsv_%d[%d]; %s (*Bs_%d)[%d] = (%s (*)[%d])Bsv_%d;", d->shared_qual, V, q, n, F, q, st, F, st, q);
-  put(em, "const int kg = %s / %d, cx = (%s %% %d) %% %d, cy = (%s %% %d) / %d;", d->thread_id, KG_THREADS, d->thread_id,
+    cg_put(em, "%s %s Bsv_%d[%d]; %s (*Bs_%d)[%d] = (%s (*)[%d])Bsv_%d;", d->shared_qual, V, q, n, F, q, st, F, st, q);
+  cg_put(em, "const int kg = %s / %d, cx = (%s %% %d) %% %d, cy = (%s %% %d) / %d;", d->thread_id, KG_THREADS, d->thread_id,
       KG_THREADS, g->bn / KG_TN, d->thread_id, KG_THREADS, g->bn / KG_TN);
 }
 
@@ -473,22 +467,22 @@ static void kg_multiply(const CgEmit *em, const CgGemm *g, const char *As, const
   const Dialect *d = em->d;
   const char *V = d->vec4_type;
   int per = g->bk / g->kgroups;
-  put(em, "%s", d->unroll);
-  open_(em, "for (int kq = 0; kq < %d; kq++) {", per);
-  put(em, "const int kk = kg * %d + kq;", per);
-  put(em, "const %s a4 = *(const %s *)&%s[kk][cy * %d], b4 = *(const %s *)&%s[kk][cx * %d];", V, V, As, KG_TM, V, Bs,
+  cg_put(em, "%s", d->unroll);
+  cg_open(em, "for (int kq = 0; kq < %d; kq++) {", per);
+  cg_put(em, "const int kk = kg * %d + kq;", per);
+  cg_put(em, "const %s a4 = *(const %s *)&%s[kk][cy * %d], b4 = *(const %s *)&%s[kk][cx * %d];", V, V, As, KG_TM, V, Bs,
       KG_TN);
-  put(em, "const %s ra[4] = { a4%s, a4%s, a4%s, a4%s }, rb[4] = { b4%s, b4%s, b4%s, b4%s };", d->value_type[KILN_F32],
+  cg_put(em, "const %s ra[4] = { a4%s, a4%s, a4%s, a4%s }, rb[4] = { b4%s, b4%s, b4%s, b4%s };", d->value_type[KILN_F32],
       d->vec4_lane[0], d->vec4_lane[1], d->vec4_lane[2], d->vec4_lane[3], d->vec4_lane[0], d->vec4_lane[1],
       d->vec4_lane[2], d->vec4_lane[3]);
   char fma[160], at[48];
   snprintf(at, sizeof at, "%s[i][j]", cacc);
   snprintf(fma, sizeof fma, d->fma, "ra[i]", "rb[j]", at);
-  put(em, "%s", d->unroll);
-  put(em, "for (int i = 0; i < %d; i++)", KG_TM);
-  put(em, "%s", d->unroll);
-  put(em, "  for (int j = 0; j < %d; j++) %s = %s;", KG_TN, at, fma);
-  close_(em);
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "for (int i = 0; i < %d; i++)", KG_TM);
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "  for (int j = 0; j < %d; j++) %s = %s;", KG_TN, at, fma);
+  cg_close(em);
 }
 
 /* The groups' partial tiles added in shared memory, (g0 + g2) + (g1 + g3) (a fixed order),
@@ -500,7 +494,7 @@ static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const 
   const char *F = d->value_type[KILN_F32];
   char at[96];
   snprintf(at, sizeof at, "[(cy * %d + i) * %d + cx * %d + j]", KG_TM, st, KG_TN);
-  put(em, "%s *Ra = &%s[0][0], *Rb = &%s[0][0];", F, As, Bs);
+  cg_put(em, "%s *Ra = &%s[0][0], *Rb = &%s[0][0];", F, As, Bs);
   static const char *const steps[4][2] = {
     { "kg >= 2", "(kg == 2 ? Ra : Rb)%s = %s[i][j];" }, { "kg < 2", "%s[i][j] += (kg == 0 ? Ra : Rb)%s;" },
     { "kg == 1", "Ra%s = %s[i][j];" }, { "kg == 0", "Ra%s += %s[i][j];" },
@@ -509,18 +503,18 @@ static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const 
     char stmt[160];
     if (s == 1) snprintf(stmt, sizeof stmt, steps[s][1], cacc, at);  /* the one that adds into cacc */
     else snprintf(stmt, sizeof stmt, steps[s][1], at, cacc);
-    open_(em, "if (%s) {", steps[s][0]);
-    put(em, "%s", d->unroll);
-    put(em, "for (int i = 0; i < %d; i++)", KG_TM);
-    put(em, "%s", d->unroll);
-    put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, stmt);
-    close_(em);
-    put(em, "%s", d->barrier);
+    cg_open(em, "if (%s) {", steps[s][0]);
+    cg_put(em, "%s", d->unroll);
+    cg_put(em, "for (int i = 0; i < %d; i++)", KG_TM);
+    cg_put(em, "%s", d->unroll);
+    cg_put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, stmt);
+    cg_close(em);
+    cg_put(em, "%s", d->barrier);
   }
   char rd[128];
   snprintf(rd, sizeof rd, "%s[i][j] = Ra[(ty + i * %d) * %d + tx + j * %d];", acc, rows, st, cols);
   each_output(em, g, rd);
-  put(em, "%s", d->barrier);  /* the next tile's stores into As wait for every read */
+  cg_put(em, "%s", d->barrier);  /* the next tile's stores into As wait for every read */
 }
 
 void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em) {
@@ -538,42 +532,42 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   if (g->kgroups > 1) kg_declare(em, g);
   else {
     const char *bufs = dbl ? "[2]" : "";
-    put(em, "%s %s As%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bm + 32 / g->bk);
-    put(em, "%s %s Bs%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bn + 32 / g->bk);
-    for (int q = 1; q < g->n_b; q++) put(em, "%s %s Bs_%d[%d][%d];", d->shared_qual, F, q, g->bk, g->bn + 32 / g->bk);
+    cg_put(em, "%s %s As%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bm + 32 / g->bk);
+    cg_put(em, "%s %s Bs%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bn + 32 / g->bk);
+    for (int q = 1; q < g->n_b; q++) cg_put(em, "%s %s Bs_%d[%d][%d];", d->shared_qual, F, q, g->bk, g->bn + 32 / g->bk);
   }
-  put(em, "const int tx = %s %% %d, ty = %s / %d;", d->thread_id, cols, d->thread_id, cols);
+  cg_put(em, "const int tx = %s %% %d, ty = %s / %d;", d->thread_id, cols, d->thread_id, cols);
   int64_t tiles = mt * nt * g->batch;
   int S = g->splits > 1 ? g->splits : 1;
   if (S > 1) {
-    if (g->cluster) put(em, "%s %s kiln_cp[%d];", d->shared_qual, F, g->bm * g->bn);
-    else put(em, "%s %s last;", d->shared_qual, d->counter_type);
-    open_(em, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, L(em, tiles * S), d->grid_size);
-    put(em, "const %s tile = w / %d, kbeg = (w %% %d) * %s;", I, S, S, L(em, g->kspan));
-    put(em, "const %s kend = kbeg + %s < %s ? kbeg + %s : %s;", I, L(em, g->kspan), L(em, g->K), L(em, g->kspan),
-        L(em, g->K));
+    if (g->cluster) cg_put(em, "%s %s kiln_cp[%d];", d->shared_qual, F, g->bm * g->bn);
+    else cg_put(em, "%s %s last;", d->shared_qual, d->counter_type);
+    cg_open(em, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, cg_lit(em, tiles * S), d->grid_size);
+    cg_put(em, "const %s tile = w / %d, kbeg = (w %% %d) * %s;", I, S, S, cg_lit(em, g->kspan));
+    cg_put(em, "const %s kend = kbeg + %s < %s ? kbeg + %s : %s;", I, cg_lit(em, g->kspan), cg_lit(em, g->K), cg_lit(em, g->kspan),
+        cg_lit(em, g->K));
   } else {
-    open_(em, "for (%s tile = %s; tile < %s; tile += %s) {", I, d->block_id, L(em, tiles), d->grid_size);
-    put(em, "const %s kbeg = 0, kend = %s;", I, L(em, g->K));
+    cg_open(em, "for (%s tile = %s; tile < %s; tile += %s) {", I, d->block_id, cg_lit(em, tiles), d->grid_size);
+    cg_put(em, "const %s kbeg = 0, kend = %s;", I, cg_lit(em, g->K));
   }
-  put(em, "const %s tn0 = (tile %% %s) * %d;", I, L(em, nt), g->bn);
-  put(em, "const %s tm0 = ((tile / %s) %% %s) * %d;", I, L(em, nt), L(em, mt), g->bm);
-  put(em, "const %s bz = tile / %s;", I, L(em, nt * mt));
+  cg_put(em, "const %s tn0 = (tile %% %s) * %d;", I, cg_lit(em, nt), g->bn);
+  cg_put(em, "const %s tm0 = ((tile / %s) %% %s) * %d;", I, cg_lit(em, nt), cg_lit(em, mt), g->bm);
+  cg_put(em, "const %s bz = tile / %s;", I, cg_lit(em, nt * mt));
   em->push(em->r);
-  decompose(em, k, g, ROLE_BATCH, "bz");
+  decompose(em, k, g, CG_ROLE_BATCH, "bz");
   for (int q = 0; q < g->n_b; q++) {
     char acc[32], cacc[32], zero[64];
     acc_of(k, g, q, "acc", acc);
     acc_of(k, g, q, "cacc", cacc);
-    put(em, "%s %s[%d][%d];", F, acc, g->tm, g->tn);
+    cg_put(em, "%s %s[%d][%d];", F, acc, g->tm, g->tn);
     snprintf(zero, sizeof zero, "%s[i][j] = 0.0%s;", acc, d->f32_suffix);
     if (g->kgroups > 1) {
-      put(em, "%s %s[%d][%d];", F, cacc, KG_TM, KG_TN);
+      cg_put(em, "%s %s[%d][%d];", F, cacc, KG_TM, KG_TN);
       snprintf(zero, sizeof zero, "%s[i][j] = 0.0%s;", cacc, d->f32_suffix);
-      put(em, "%s", d->unroll);
-      put(em, "for (int i = 0; i < %d; i++)", KG_TM);
-      put(em, "%s", d->unroll);
-      put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, zero);
+      cg_put(em, "%s", d->unroll);
+      cg_put(em, "for (int i = 0; i < %d; i++)", KG_TM);
+      cg_put(em, "%s", d->unroll);
+      cg_put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, zero);
     } else each_output(em, g, zero);
   }
   /* Register stages: the reads of the next `stages` k-tiles are in flight while one is
@@ -586,22 +580,22 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   for (int s = 0; s < D; s++) {
     char pa[16], pb[16];
     stage_regs(g, s, pa, pb);
-    put(em, "%s %s[%d], %s[%d];", F, pa, g->bk * g->bm / CG_GEMM_THREADS, pb, g->bk * g->bn / CG_GEMM_THREADS);
-    for (int q = 1; q < g->n_b; q++) put(em, "%s %s_%d[%d];", F, pb, q, g->bk * g->bn / CG_GEMM_THREADS);
+    cg_put(em, "%s %s[%d], %s[%d];", F, pa, g->bk * g->bm / CG_GEMM_THREADS, pb, g->bk * g->bn / CG_GEMM_THREADS);
+    for (int q = 1; q < g->n_b; q++) cg_put(em, "%s %s_%d[%d];", F, pb, q, g->bk * g->bn / CG_GEMM_THREADS);
   }
   for (int s = 0; s < D; s++) {
     char at[48];
     snprintf(at, sizeof at, D == 1 ? "kbeg" : "kbeg + %d", s * g->bk);
-    if (s > 0) put(em, "if (%s < kend)", at);
+    if (s > 0) cg_put(em, "if (%s < kend)", at);
     fetch_both(em, k, g, at, s);
   }
-  open_(em, "for (%s k0 = kbeg; k0 < kend; k0 += %d) {", I, D * g->bk);
+  cg_open(em, "for (%s k0 = kbeg; k0 < kend; k0 += %d) {", I, D * g->bk);
   for (int s = 0; s < D; s++) {
     char pa[16], pb[16], next[48];
     const char *As = sa[s & 1], *Bs = sb[s & 1], *kc = D == 1 ? "k0" : "kc";  /* one stage: the loop's own k0 */
     stage_regs(g, s, pa, pb);
-    if (D > 1) open_(em, "{ const %s kc = k0 + %d;", I, s * g->bk);
-    if (s > 0) put(em, "if (kc >= kend) break;");
+    if (D > 1) cg_open(em, "{ const %s kc = k0 + %d;", I, s * g->bk);
+    if (s > 0) cg_put(em, "if (kc >= kend) break;");
     stash_tile(em, g, pa, As, g->bm, g->a_kfast);
     stash_tile(em, g, pb, Bs, g->bn, g->b_kfast);
     for (int q = 1; q < g->n_b; q++) {  /* siblings: one stage, one buffer */
@@ -610,8 +604,8 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
       b_of(q, "Bs", bq);
       stash_tile(em, g, pq, bq, g->bn, g->b_kfast);
     }
-    put(em, "%s", d->barrier);
-    put(em, "if (%s + %d < kend)", kc, D * g->bk);
+    cg_put(em, "%s", d->barrier);
+    cg_put(em, "if (%s + %d < kend)", kc, D * g->bk);
     snprintf(next, sizeof next, "%s + %d", kc, D * g->bk);
     fetch_both(em, k, g, next, s);
     if (g->kgroups > 1)
@@ -622,54 +616,54 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
         kg_multiply(em, g, As, bq, cacc);
       }
     else {
-      put(em, "%s", d->unroll);
-      open_(em, "for (int kk = 0; kk < %d; kk++) {", g->bk);
-      put(em, "%s ra[%d], rb[%d];", F, g->tm, g->tn);
-      put(em, "%s", d->unroll);
-      put(em, "for (int i = 0; i < %d; i++) ra[i] = %s[kk][ty + i * %d];", g->tm, As, rows);
+      cg_put(em, "%s", d->unroll);
+      cg_open(em, "for (int kk = 0; kk < %d; kk++) {", g->bk);
+      cg_put(em, "%s ra[%d], rb[%d];", F, g->tm, g->tn);
+      cg_put(em, "%s", d->unroll);
+      cg_put(em, "for (int i = 0; i < %d; i++) ra[i] = %s[kk][ty + i * %d];", g->tm, As, rows);
       for (int q = 0; q < g->n_b; q++) {
         char bq[32], acc[32], at[48], fma[160], step[224];
         b_of(q, Bs, bq);
         acc_of(k, g, q, "acc", acc);
-        put(em, "%s", d->unroll);
-        put(em, "for (int j = 0; j < %d; j++) rb[j] = %s[kk][tx + j * %d];", g->tn, bq, cols);
+        cg_put(em, "%s", d->unroll);
+        cg_put(em, "for (int j = 0; j < %d; j++) rb[j] = %s[kk][tx + j * %d];", g->tn, bq, cols);
         snprintf(at, sizeof at, "%s[i][j]", acc);
         snprintf(fma, sizeof fma, d->fma, "ra[i]", "rb[j]", at);
         snprintf(step, sizeof step, "%s = %s;", at, fma);
         each_output(em, g, step);
       }
-      close_(em);
+      cg_close(em);
     }
-    if (!dbl) put(em, "%s", d->barrier);
-    if (D > 1) close_(em);
+    if (!dbl) cg_put(em, "%s", d->barrier);
+    if (D > 1) cg_close(em);
   }
-  close_(em);
-  if (dbl) put(em, "%s", d->barrier);  /* every multiply done before the buffers are reused */
+  cg_close(em);
+  if (dbl) cg_put(em, "%s", d->barrier);  /* every multiply done before the buffers are reused */
   for (int q = 0; g->kgroups > 1 && q < g->n_b; q++) {
     char acc[32], cacc[32];
     acc_of(k, g, q, "acc", acc);
     acc_of(k, g, q, "cacc", cacc);
-    if (g->n_b > 1) open_(em, "{");  /* each sum's scratch pointers in a scope of their own */
+    if (g->n_b > 1) cg_open(em, "{");  /* each sum's scratch pointers in a scope of their own */
     kg_sum(em, g, rows, cols, sa[0], sb[0], cacc, acc);
-    if (g->n_b > 1) close_(em);
+    if (g->n_b > 1) cg_close(em);
   }
   if (S > 1 && g->cluster) cluster_combine(em, g, rows, cols);
   else if (S > 1) split_combine(em, k, g, tiles, rows, cols);
   /* epilogue: every output of the sub-tile, in the kernel's own vars */
-  put(em, "%s", d->unroll);
-  open_(em, "for (int i = 0; i < %d; i++) {", g->tm);
-  put(em, "%s", d->unroll);
-  open_(em, "for (int j = 0; j < %d; j++) {", g->tn);
-  put(em, "const %s mq = tm0 + ty + i * %d, nq = tn0 + tx + j * %d;", I, rows, cols);
-  open_(em, "if (mq < %s && nq < %s) {", L(em, g->M), L(em, g->N));
+  cg_put(em, "%s", d->unroll);
+  cg_open(em, "for (int i = 0; i < %d; i++) {", g->tm);
+  cg_put(em, "%s", d->unroll);
+  cg_open(em, "for (int j = 0; j < %d; j++) {", g->tn);
+  cg_put(em, "const %s mq = tm0 + ty + i * %d, nq = tn0 + tx + j * %d;", I, rows, cols);
+  cg_open(em, "if (mq < %s && nq < %s) {", cg_lit(em, g->M), cg_lit(em, g->N));
   em->push(em->r);
-  decompose(em, k, g, ROLE_M, "mq");
-  decompose(em, k, g, ROLE_N, "nq");
+  decompose(em, k, g, CG_ROLE_M, "mq");
+  decompose(em, k, g, CG_ROLE_N, "nq");
   em->items(em->r, 1, g->n_b > 1 ? "acc%d[i][j]" : "acc[i][j]");  /* siblings: each item's own sum */
   em->pop(em->r);
-  close_(em);
-  close_(em);
-  close_(em);
+  cg_close(em);
+  cg_close(em);
+  cg_close(em);
   em->pop(em->r);
-  close_(em);
+  cg_close(em);
 }

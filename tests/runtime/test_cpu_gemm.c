@@ -16,21 +16,17 @@ typedef struct Case {
   int epilogue;     /* 0 none, 1 bias + relu, 2 bias + gelu_tanh */
 } Case;
 
+/* The count in the print's summary line, "(N groups, M library GEMMs)"; -1 if none. */
 static int libraries_in_plan(kiln_program *p) {
-  FILE *f = tmpfile();
-  if (!f) return -1;
-  kiln_program_print(p, f);
-  rewind(f);
-  char line[512];
+  char *text = test_program_text(p);
+  if (!text) return -1;
   int n = -1;
-  while (fgets(line, sizeof line, f)) {
-    const char *at = strstr(line, " library GEMMs)");
-    if (at) {
-      while (at > line && at[-1] != '(' && at[-1] != ' ') at--;
-      n = atoi(at);
-    }
+  for (const char *at = text; (at = strstr(at, " library GEMMs)")); at++) {
+    const char *num = at;
+    while (num > text && num[-1] != '(' && num[-1] != ' ') num--;
+    n = atoi(num);
   }
-  fclose(f);
+  free(text);
   return n;
 }
 
