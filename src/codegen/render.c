@@ -2977,18 +2977,11 @@ static void canonical(const char *text, size_t len, StrBuf *out) {
   size_t seen_n[512];
   int n_seen = 0;
   for (size_t i = 0; i < len;) {
-    if (!ident_char(text[i]) || (i > 0 && ident_char(text[i - 1]))) {
+    if (!ident_char(text[i])) {  /* the text up to the next identifier, as it is */
       size_t j = i;
       while (j < len && !ident_char(text[j])) j++;
-      if (j == i) j++;  /* inside an identifier: one char at a time */
-      char tmp[256];
-      while (i < j) {
-        size_t m = j - i < sizeof tmp - 1 ? j - i : sizeof tmp - 1;
-        memcpy(tmp, text + i, m);
-        tmp[m] = 0;
-        sb_puts(out, tmp);
-        i += m;
-      }
+      sb_printf(out, "%.*s", (int)(j - i), text + i);
+      i = j;
       continue;
     }
     size_t j = i;
