@@ -6,9 +6,9 @@ pointer arrays). A run of the MLP varies by more than that (OpenMP), so the mini
 printed too, and a tiny model (an ONNX node test) isolates the binding's own cost. Two more
 variants attribute what is left: the C call with fresh output arrays each call, and the C call
 after a busy wait as long as the binding's own work (a pause between runs lets OpenMP's threads
-go idle, which the next run pays whoever calls it). Last, the binding's time around its own
-kiln_program_run call is measured inside each call (a shim times the C call), which the run's
-variation from call to call does not blur. Usage: KILN_LIB=build/libkiln.so PYTHONPATH=python python3 bench/python/overhead.py [MODEL]"""
+go idle, which the next run pays whoever calls it). Last, the time each call spends outside
+kiln_program_run is measured inside the call (a shim times the C call), for the binding and for
+the bare ctypes call; the run's variation from call to call does not blur it. Usage: KILN_LIB=build/libkiln.so PYTHONPATH=python python3 bench/python/overhead.py [MODEL]"""
 import ctypes
 import json
 import os
@@ -86,8 +86,11 @@ for k in times:
 row["overhead_us"] = round(med["binding"] - med["c_api"], 2)
 row["overhead_min_us"] = round(low["binding"] - low["c_api"], 2)
 row["overhead_vs_gap_us"] = round(med["binding"] - med["c_api_after_gap"], 2)  # less the pause's own effect
-# In-call: the binding's time around its kiln_program_run call, measured inside each call (the
-# C call timed by a shim), so that the run's own variation from call to call cancels out.
+# In-call: the time of a call outside its kiln_program_run, measured inside each call (a shim
+# times the C call), so that the run's own variation from call to call cancels out. Taken for
+# model(x) and for the bare ctypes call (what calling C from Python costs at all: after a run
+# the interpreter is out of cache, so the lines around the call are slow for both); the
+# binding's overhead over the C API is the difference. Interleaved in blocks, like the above.
 real_run, inner = kiln._run, []
 
 
@@ -98,12 +101,23 @@ def timed_run(*args):
     return status
 
 
+def outside(f, n):
+    del inner[:]
+    total = timed(f, n)
+    return [o - i for o, i in zip(total, inner)]
+
+
 kiln._run = timed_run
 try:
-    outer = timed(binding, 50 * rounds)
+    around = {"binding": [], "c_api": []}
+    for _ in range(rounds):
+        around["binding"] += outside(binding, 50)
+        around["c_api"] += outside(c_api, 50)
 finally:
     kiln._run = real_run
-in_call = sorted(o - i for o, i in zip(outer, inner))
-row["in_call_overhead_us"] = round(statistics.median(in_call) / 1e3, 2)
-row["in_call_overhead_p90_us"] = round(in_call[len(in_call) * 9 // 10] / 1e3, 2)
+for k, v in around.items():
+    v.sort()
+    row["in_call_%s_us" % k] = round(statistics.median(v) / 1e3, 2)
+    row["in_call_%s_p90_us" % k] = round(v[len(v) * 9 // 10] / 1e3, 2)
+row["in_call_overhead_us"] = round(row["in_call_binding_us"] - row["in_call_c_api_us"], 2)
 print(json.dumps(row))

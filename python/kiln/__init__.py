@@ -296,7 +296,7 @@ class Model:
         self._program = program
         self.inputs, self.outputs = ins, outs
         self._last = (tuple(i.shape for i in ins), program, ins, outs)
-        self._fast = _FastCall(self._last, [i.name for i in ins])
+        self._fast = _FastCall.of(self._last, [i.name for i in ins])
 
     def _model_tensors(self, count, info):
         n = _int()
@@ -337,7 +337,7 @@ class Model:
             if len(self._entries) > 64:  # infos of shapes kiln may have evicted: keep the newest
                 self._entries.pop(next(iter(self._entries)))
         self._last = (key, program, entry[0], entry[1])
-        self._fast = _FastCall(self._last, [i.name for i in self.inputs])
+        self._fast = _FastCall.of(self._last, [i.name for i in self.inputs])
         return self._last
 
     @staticmethod
@@ -419,8 +419,8 @@ class Model:
         buffers (no copy; valid until the model's next run)."""
         self._live()
         fast = self._fast
-        if fast is not None and fast.usable and not device_outputs and output_names is None:
-            results = fast(feeds)
+        if fast is not None and not device_outputs and output_names is None:
+            results = fast.results(feeds)
             if results is not None:
                 self._runs += 1
                 return results
@@ -489,11 +489,11 @@ class Model:
 
     def __call__(self, *arrays):
         fast = self._fast
-        if fast is not None and fast.usable and not self._closed:
-            out = fast(arrays)
+        if fast is not None:
+            out = fast.call(arrays)
             if out is not None:
                 self._runs += 1
-                return out[0] if len(out) == 1 else tuple(out)
+                return out
         out = self.run(list(arrays))
         return out[0] if len(out) == 1 else tuple(out)
 
@@ -543,6 +543,7 @@ class Model:
     def close(self):
         """Frees the programs now, or when the last DLPack view of an output is released."""
         self._closed = True
+        self._fast = None  # no call runs after close, even while DLPack views keep the programs
         if not self._exports:
             self._free()
 
@@ -580,24 +581,86 @@ def _row_major_strides(shape, itemsize):
 
 class _FastCall:
     """The common call prepared once per program: numeric host arrays of exactly the shapes and
-    dtypes the program takes, C-contiguous, in a list or a dict by name; every output a new
-    numpy array. After a run that streams megabytes the interpreter's own data is out of cache,
-    so each line of Python around kiln_program_run costs several times what it costs warm (the
-    per-call overhead measures this on the shared MLP): this path keeps those lines few. Returns
-    None for anything else, which the full path then checks and runs."""
+    dtypes the program takes, writable and C-contiguous, in a list, a tuple or a dict by name;
+    every output a new numpy array. After a run that streams megabytes the interpreter's code
+    and data are out of cache, so each operation around kiln_program_run costs several times
+    what it costs warm (bench/python/overhead.py measures this on the shared MLP): `call` does
+    as few as it can. One call asks an input for its address and layout at once
+    (ctypes.c_char.from_buffer takes only a writable C-contiguous buffer), and takes its outputs,
+    and their pointer array, from a slab (_Slab). Anything else returns None, and the full path
+    checks and runs it."""
+
+    @staticmethod
+    def of(last, names):
+        """The prepared call of program `last`, or None where the full path must take every call
+        (string inputs or outputs)."""
+        _, _, ins, outs = last
+        if any(t._dtype == _STRING for t in ins) or any(t._dtype == _STRING for t in outs):
+            return None
+        return _FastCall(last, names)
 
     def __init__(self, last, names):
         key, self.program, ins, outs = last
-        self.usable = all(i._dtype != _STRING for i in ins) and all(o._dtype != _STRING for o in outs)
         self.names, self.n = names, len(ins)
-        # (shape, dtype, row-major strides): an array with all three is contiguous
-        self.inputs = [(i.shape, np.dtype(i._np), _row_major_strides(i.shape, np.dtype(i._np).itemsize))
-                       for i in ins] if self.usable else []
-        self.outputs = [(o.shape, o._np) for o in outs]
-        self.ins = (_vp * max(len(ins), 1))()
-        self.outs = (_vp * max(len(outs), 1))()
+        self.slab = _Slab([(o.shape, o._np) for o in outs])
+        self.call = self._prepared([i.shape for i in ins], [np.dtype(i._np) for i in ins], len(outs) == 1)
 
-    def __call__(self, feeds):
+    def _prepared(self, shapes, dtypes, one_output):
+        """call(arrays) -> the outputs (one array, or a tuple) or None, with the names it uses
+        bound in its closure (but _run, which bench/python/overhead.py wraps to time it)."""
+        program, n, ndarray = self.program, self.n, np.ndarray
+        from_buffer, addressof = ctypes.c_char.from_buffer, ctypes.addressof
+        ins, ready, fill = (_vp * max(n, 1))(), self.slab.ready, self.slab.fill
+        layouts = tuple(zip(shapes, dtypes))
+
+        def call(arrays):
+            if len(arrays) != n:
+                return None
+            k = 0
+            for a in arrays:
+                shape, dtype = layouts[k]
+                if type(a) is not ndarray or a.dtype is not dtype or a.shape != shape:
+                    return None
+                try:
+                    ins[k] = addressof(from_buffer(a))
+                except (TypeError, ValueError):  # read-only, strided or empty: the full path
+                    return None
+                k += 1
+            if not ready:
+                fill()
+            out, outs = ready.pop()
+            status = _run(program, ins, outs)
+            if status:
+                _check(status, "run")
+            return out
+
+        if n != 1:
+            return call
+
+        (shape0, dtype0), = layouts
+
+        def call_one(arrays):  # the loop above, unrolled for the common single input
+            if len(arrays) != 1:
+                return None
+            a = arrays[0]
+            if type(a) is not ndarray or a.dtype is not dtype0 or a.shape != shape0:
+                return None
+            try:
+                ins[0] = addressof(from_buffer(a))
+            except (TypeError, ValueError):
+                return None
+            if not ready:
+                fill()
+            out, outs = ready.pop()
+            status = _run(program, ins, outs)
+            if status:
+                _check(status, "run")
+            return out
+
+        return call_one
+
+    def results(self, feeds):
+        """The outputs as a list, for Model.run (a dict is put in input order first), or None."""
         if type(feeds) is dict:
             if len(feeds) != self.n:
                 return None
@@ -605,20 +668,39 @@ class _FastCall:
                 feeds = [feeds[n] for n in self.names]
             except KeyError:
                 return None
-        elif type(feeds) is not list and type(feeds) is not tuple or len(feeds) != self.n:
+        elif type(feeds) is not list and type(feeds) is not tuple:
             return None
-        ins = self.ins
-        for k, (a, (shape, dtype, strides)) in enumerate(zip(feeds, self.inputs)):
-            if type(a) is not np.ndarray or a.shape != shape or a.strides != strides or a.dtype != dtype:
-                return None
-            ins[k] = _address(a)
-        results = [np.empty(shape, t) for shape, t in self.outputs]
-        outs = self.outs
-        for k, a in enumerate(results):
-            outs[k] = _address(a)
-        _check(_run(self.program, ins, outs), "run")
-        return results
+        out = self.call(feeds)
+        if out is None:
+            return None
+        return list(out) if type(out) is tuple else [out]
 
+
+class _Slab:
+    """New output arrays for many calls from one allocation. A slot is one view of each output
+    into blocks allocated together, with the pointer array kiln_program_run takes for them; a
+    call pops a slot and no slot is handed out twice, so every output is a new array (one kept
+    holds its block, at most SLAB_BYTES, alive). Outputs above SLOT_MAX bytes in all get a
+    slot of their own each call: there the allocation is small beside the run."""
+
+    SLAB_BYTES, SLOT_MAX, SLOTS_MAX = 262144, 32768, 64
+
+    def __init__(self, outputs):
+        self.outputs = [(tuple(shape), t) for shape, t in outputs]
+        self.sizes = [int(np.prod(shape, dtype=np.int64)) * np.dtype(t).itemsize for shape, t in self.outputs]
+        total = sum(self.sizes)
+        self.slots = min(self.SLOTS_MAX, self.SLAB_BYTES // total) if 0 < total <= self.SLOT_MAX else 1
+        self.ready = []  # (the outputs: one array or a tuple, their pointer array); the last is next
+
+    def fill(self):
+        n, blocks = self.slots, []
+        for (shape, t), size in zip(self.outputs, self.sizes):
+            block = np.empty((n,) + shape, t)
+            blocks.append((block, _address(block), size))
+        for i in reversed(range(n)):  # popped from the end: slot 0 first
+            views = tuple(block[i, ...] for block, _, _ in blocks)
+            pointers = (_vp * max(len(views), 1))(*[base + i * size for _, base, size in blocks])
+            self.ready.append((views[0] if len(views) == 1 else views, pointers))
 
 class _Producer:
     """A DLPack producer on a device (a CUDA torch tensor), read when its program is known."""

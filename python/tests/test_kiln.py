@@ -240,6 +240,46 @@ def test_graph_forward_matches_numpy():
         g.unary("relu", x)
 
 
+def test_every_call_returns_new_outputs():
+    """The prepared call cuts small outputs from slabs: across several slabs every output is its
+    own memory and keeps its own run's values; a call it does not take (strided, read-only,
+    another dtype, a dict, a tuple) gives the same values through the full path."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    g = kiln.Graph()
+    x = g.input("x", "float32", (2, 4))
+    h = g.matmul(x, g.param("w", w))
+    g.output(h, "h")
+    g.output(g.reduce("sum", h, axes=[1], keepdims=False), "s")
+    m = g.compile(backend="cpu")
+    xs = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(3 * 64 + 5)]
+    got = [m(a) for a in xs]
+    assert m._fast is not None and m._fast.slab.slots > 1
+    assert len({o[0].ctypes.data for o in got}) == len(xs) and len({o[1].ctypes.data for o in got}) == len(xs)
+    for a, (hh, ss) in zip(xs, got):
+        np.testing.assert_allclose(hh, a @ w, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ss, (a @ w).sum(axis=1), rtol=1e-5, atol=1e-5)
+        assert hh.shape == (2, 3) and ss.shape == (2,) and hh.dtype == np.float32
+    a = xs[0]
+    want = a @ w
+    wide = np.zeros((2, 8), np.float32)
+    wide[:, ::2] = a
+    frozen = a.copy()
+    frozen.setflags(write=False)
+    for variant in (wide[:, ::2], frozen):
+        hh, _ = m(variant)
+        np.testing.assert_allclose(hh, want, rtol=1e-5, atol=1e-6)
+    for variant in (a.astype(np.float64), a.astype(">f4")):
+        with pytest.raises(kiln.InvalidArgument, match="dtype"):
+            m(variant)
+    for feeds in ({"x": a}, (a,), [a]):
+        hh, ss = m.run(feeds)
+        np.testing.assert_allclose(hh, want, rtol=1e-5, atol=1e-6)
+    m.close()
+    with pytest.raises(kiln.InvalidArgument, match="closed"):
+        m(a)
+
+
 def test_graph_training_with_sgd_lowers_the_loss():
     rng = np.random.default_rng(2)
     true_w = rng.standard_normal((4, 1)).astype(np.float32)
