@@ -608,7 +608,7 @@ class _FastCall:
     def _prepared(self, shapes, dtypes, one_output):
         """call(arrays) -> the outputs (one array, or a tuple) or None, with the names it uses
         bound in its closure (but _run, which bench/python/overhead.py wraps to time it)."""
-        program, n, ndarray = self.program, self.n, np.ndarray
+        program, n = self.program, self.n
         from_buffer, addressof = ctypes.c_char.from_buffer, ctypes.addressof
         ins, ready, fill = (_vp * max(n, 1))(), self.slab.ready, self.slab.fill
         layouts = tuple(zip(shapes, dtypes))
@@ -619,11 +619,11 @@ class _FastCall:
             k = 0
             for a in arrays:
                 shape, dtype = layouts[k]
-                if type(a) is not ndarray or a.dtype is not dtype or a.shape != shape:
-                    return None
-                try:
+                try:  # numpy's own dtype object and shape, and a buffer from_buffer takes
+                    if a.dtype is not dtype or a.shape != shape:
+                        return None
                     ins[k] = addressof(from_buffer(a))
-                except (TypeError, ValueError):  # read-only, strided or empty: the full path
+                except (AttributeError, TypeError, ValueError):  # not an array; read-only, strided, empty
                     return None
                 k += 1
             if not ready:
@@ -643,11 +643,11 @@ class _FastCall:
             if len(arrays) != 1:
                 return None
             a = arrays[0]
-            if type(a) is not ndarray or a.dtype is not dtype0 or a.shape != shape0:
-                return None
             try:
+                if a.dtype is not dtype0 or a.shape != shape0:
+                    return None
                 ins[0] = addressof(from_buffer(a))
-            except (TypeError, ValueError):
+            except (AttributeError, TypeError, ValueError):
                 return None
             if not ready:
                 fill()

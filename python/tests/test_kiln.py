@@ -266,7 +266,10 @@ def test_every_call_returns_new_outputs():
     wide[:, ::2] = a
     frozen = a.copy()
     frozen.setflags(write=False)
-    for variant in (wide[:, ::2], frozen):
+    class Sub(np.ndarray):
+        pass
+
+    for variant in (wide[:, ::2], frozen, a.tolist(), a.view(Sub)):
         hh, _ = m(variant)
         np.testing.assert_allclose(hh, want, rtol=1e-5, atol=1e-6)
     for variant in (a.astype(np.float64), a.astype(">f4")):
