@@ -46,6 +46,13 @@ def c_api_fresh_outputs():
         raise kiln.Error("run")
 
 
+def c_api_again():
+    """The same call as c_api: the difference of the two medians is how far two identical
+    variants drift apart here (the noise the medians' differences above carry)."""
+    if kiln._run(program, ins_c, outs_c):
+        raise kiln.Error("run")
+
+
 GAP_NS = 8000  # about what the binding spends before it calls kiln_program_run (the test_abs row)
 
 
@@ -68,7 +75,7 @@ def timed(f, n):
     return t
 
 
-variants = (binding, c_api, c_api_fresh_outputs, c_api_after_gap)
+variants = (binding, c_api, c_api_again, c_api_fresh_outputs, c_api_after_gap)
 for f in variants:  # warm
     timed(f, 20)
 times = {f.__name__: [] for f in variants}
@@ -85,6 +92,7 @@ for k in times:
     row[k + "_us"], row[k + "_min_us"] = round(med[k], 2), round(low[k], 2)
 row["overhead_us"] = round(med["binding"] - med["c_api"], 2)
 row["overhead_min_us"] = round(low["binding"] - low["c_api"], 2)
+row["a_a_us"] = round(med["c_api_again"] - med["c_api"], 2)  # identical variants: the noise
 row["overhead_vs_gap_us"] = round(med["binding"] - med["c_api_after_gap"], 2)  # less the pause's own effect
 # In-call: the time of a call outside its kiln_program_run, measured inside each call (a shim
 # times the C call), so that the run's own variation from call to call cancels out. Taken for
