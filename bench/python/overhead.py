@@ -8,7 +8,9 @@ variants attribute what is left: the C call with fresh output arrays each call, 
 after a busy wait as long as the binding's own work (a pause between runs lets OpenMP's threads
 go idle, which the next run pays whoever calls it). Last, the time each call spends outside
 kiln_program_run is measured inside the call (a shim times the C call), for the binding and for
-the bare ctypes call; the run's variation from call to call does not blur it. Usage: KILN_LIB=build/libkiln.so PYTHONPATH=python python3 bench/python/overhead.py [MODEL]"""
+the bare ctypes call; the run's variation from call to call does not blur it. OVERHEAD_EVICT=N
+replaces the run, in that measurement only, by a copy of N bytes: the cold state without the run's
+noise. Usage: KILN_LIB=build/libkiln.so PYTHONPATH=python python3 bench/python/overhead.py [MODEL]"""
 import ctypes
 import json
 import os
@@ -115,6 +117,18 @@ def outside(f, n):
     return [o - i for o, i in zip(total, inner)]
 
 
+evict = int(os.environ.get("OVERHEAD_EVICT", "0"))
+if evict:  # a repeatable stand-in for the run's effect on the caches: a copy of evict bytes, no run
+    libc = ctypes.CDLL(None)
+    src, dst = ctypes.create_string_buffer(evict), ctypes.create_string_buffer(evict)
+
+    def timed_run(*args):
+        a = time.perf_counter_ns()
+        libc.memmove(dst, src, evict)
+        inner.append(time.perf_counter_ns() - a)
+        return 0
+
+    row["evict_bytes"] = evict
 kiln._run = timed_run
 try:
     around = {"binding": [], "c_api": []}
