@@ -22,6 +22,8 @@
  * The vector width is the compiler's (KILN_VW: 16 under AVX-512, else 8), so the source
  * is the same on every x86 host and the tile follows -march=native.
  */
+#include <string.h>
+
 #include "codegen.h"
 
 /* the tile's rows (prelude KILN_MR) and the widest panel it may meet (2 x 16 floats) */
@@ -115,6 +117,74 @@ static bool runs_along_k(const Plan *p, const Kernel *k, const Expr *x) {
   return offset_at(p, f.L, v, nv, &o1) && o1 - o0 == 1;
 }
 
+/* Whether e (index math and value) decides nothing per point: no select, no clamp. */
+static bool is_plain(const Expr *e) {
+  if (e->kind == EX_SELECT) return false;
+  if (e->kind == EX_BINARY && (e->op == TB_MAX || e->op == TB_MIN) && !te_is_float(e)) return false;
+  for (int i = 0; i < e->n_args; i++)
+    if (!is_plain(e->args[i])) return false;
+  return true;
+}
+
+/* The interior of a window: a box of the lanes' vars (var[i] in lo[i]..hi[i]) inside which
+ * operand x, simplified over the box and every k, is `plain`: a convolution's padding select
+ * and its clamps decided, the load's index affine. Most of a convolution's pixels are inside;
+ * a lane there packs its window as plain loads walking k (a lane of lenet's conv2 packed
+ * through the select and clamps took as long as the tile's multiply-adds over it). */
+typedef struct Interior {
+  int n, var[KILN_MAX_RANK];
+  int64_t lo[KILN_MAX_RANK], hi[KILN_MAX_RANK];
+  Expr *plain;  /* x over the box; NULL: no interior */
+} Interior;
+
+enum { INTERIOR_SCAN_MAX = 4096 };  /* a var with more points is taken whole or not at all */
+
+/* x simplified with the role's vars in box lo..hi (the other vars of the kernel at their full
+ * ranges); NULL unless plain. */
+static Expr *plain_over(const Plan *p, const Kernel *k, const Expr *x, const int64_t *lo, const int64_t *hi) {
+  Expr *y = te_simplify(p->te, (Expr *)x, lo, hi, k->rank + k->n_red);
+  return y && is_plain(y) ? y : NULL;
+}
+
+static void find_interior(const Plan *p, const Kernel *k, const CgCpuTile *t, int role, const Expr *x, Interior *in) {
+  in->plain = NULL;
+  in->n = role_vars(k, t, role, in->var);
+  if (is_plain(x) || in->n == 0) return;  /* nothing to decide: the pack is plain already */
+  int nv = k->rank + k->n_red;
+  int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
+  for (int v = 0; v < k->rank; v++) lo[v] = 0, hi[v] = k->shape[v] - 1;
+  for (int i = 0; i < k->n_red; i++) lo[k->rank + i] = 0, hi[k->rank + i] = k->red_shape[i] - 1;
+  /* each var's interval with the others at their middle points: the values around the
+   * middle where x is plain */
+  for (int i = 0; i < in->n; i++) {
+    int64_t box_lo[2 * KILN_MAX_RANK], box_hi[2 * KILN_MAX_RANK];
+    memcpy(box_lo, lo, sizeof(int64_t) * nv), memcpy(box_hi, hi, sizeof(int64_t) * nv);
+    for (int j = 0; j < in->n; j++) box_lo[in->var[j]] = box_hi[in->var[j]] = k->shape[in->var[j]] / 2;
+    int v = in->var[i];
+    int64_t extent = k->shape[v], mid = extent / 2, a = mid, b = mid;
+    if (extent > INTERIOR_SCAN_MAX) {
+      box_lo[v] = 0, box_hi[v] = extent - 1;
+      if (!plain_over(p, k, x, box_lo, box_hi)) return;
+      a = 0, b = extent - 1;
+    } else {
+      box_lo[v] = box_hi[v] = mid;
+      if (!plain_over(p, k, x, box_lo, box_hi)) return;
+      for (; a > 0; a--) {
+        box_lo[v] = box_hi[v] = a - 1;
+        if (!plain_over(p, k, x, box_lo, box_hi)) break;
+      }
+      for (; b + 1 < extent; b++) {
+        box_lo[v] = box_hi[v] = b + 1;
+        if (!plain_over(p, k, x, box_lo, box_hi)) break;
+      }
+    }
+    in->lo[i] = a, in->hi[i] = b;
+  }
+  /* the box of them all: x simplified over it is what an inside lane packs */
+  for (int i = 0; i < in->n; i++) lo[in->var[i]] = in->lo[i], hi[in->var[i]] = in->hi[i];
+  in->plain = plain_over(p, k, x, lo, hi);
+}
+
 /* Packs operand x of `role` for `lanes` consecutive flat indices from `first` (clamped to the
  * last: lanes past it are computed, not stored): lane l, point k goes to
  * dst[(l / width) * K * width + k * width + l % width]. First each lane's vars into the
@@ -178,6 +248,35 @@ static void pack_one_var(const CgEmit *em, const Kernel *k, const CgCpuTile *t, 
   cg_close(em);
 }
 
+/* The lane's vars of `role` from the arrays kiln_<tag>v<var>[kiln_l]. */
+static void lane_vars(const CgEmit *em, const Kernel *k, const CgCpuTile *t, int role, char tag) {
+  for (int v = 0; v < k->rank; v++) {
+    if (t->g.role[v] != role) continue;
+    if (k->shape[v] > 1) cg_put(em, "const %s v%d = kiln_%cv%d[kiln_l];", em->d->index_type, v, tag, v);
+    else cg_put(em, "const %s v%d = 0;", em->d->index_type, v);
+  }
+}
+
+/* The points of operand x into dst, the reduction vars as nested loops: inside one lane
+ * (its vars already in scope) when one_lane, else each point a loop over every lane. */
+static void pack_points(const CgEmit *em, const Kernel *k, const CgCpuTile *t, int role, const Expr *x, const char *lanes,
+                        const char *width, const char *dst, char tag, bool one_lane) {
+  cg_open(em, "{ %s kiln_k = 0;", em->d->index_type);
+  int opened = open_points(em, k);
+  if (!one_lane) cg_open(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
+  em->push(em->r);
+  if (!one_lane) lane_vars(em, k, t, role, tag);
+  char val[256];
+  em->emit(em->r, x, val, sizeof val);
+  cg_put(em, "%s[kiln_l / %s * %s * %s + kiln_k * %s + kiln_l %% %s] = %s;", dst, width, cg_lit(em, t->g.K), width, width, width,
+      val);
+  em->pop(em->r);
+  if (!one_lane) cg_close(em);
+  cg_put(em, "kiln_k++;");
+  while (opened--) cg_close(em);
+  cg_close(em);
+}
+
 static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, int role, const Expr *x,
                        const char *first, int64_t groups, const char *width, const char *dst, char tag) {
   const char *I = em->d->index_type;
@@ -197,26 +296,36 @@ static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const C
   for (int i = 0; i < nv; i++) cg_put(em, "kiln_%cv%d[kiln_l] = v%d;", tag, vars[i], vars[i]);
   em->pop(em->r);
   cg_close(em);
-  if (lane_outer) cg_open(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
-  cg_open(em, "{ %s kiln_k = 0;", I);
-  int opened = open_points(em, k);
-  if (!lane_outer) cg_open(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
-  em->push(em->r);
-  for (int v = 0; v < k->rank; v++) {
-    if (t->g.role[v] != role) continue;
-    if (k->shape[v] > 1) cg_put(em, "const %s v%d = kiln_%cv%d[kiln_l];", I, v, tag, v);
-    else cg_put(em, "const %s v%d = 0;", I, v);
+  if (!lane_outer) {
+    pack_points(em, k, t, role, x, lanes, width, dst, tag, false);
+    return;
   }
-  char val[256];
-  em->emit(em->r, x, val, sizeof val);
-  cg_put(em, "%s[kiln_l / %s * %s * %s + kiln_k * %s + kiln_l %% %s] = %s;", dst, width, cg_lit(em, t->g.K), width, width, width,
-      val);
-  em->pop(em->r);
-  if (!lane_outer) cg_close(em);
-  cg_put(em, "kiln_k++;");
-  while (opened--) cg_close(em);
+  cg_open(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
+  lane_vars(em, k, t, role, tag);
+  Interior in;
+  find_interior(p, k, t, role, x, &in);
+  if (in.plain) {
+    char cond[512] = "";
+    size_t at = 0;
+    for (int i = 0; i < in.n; i++) {
+      int64_t full = k->shape[in.var[i]] - 1;
+      if (in.lo[i] > 0)
+        at += (size_t)snprintf(cond + at, sizeof cond - at, "%sv%d >= %s", at ? " && " : "", in.var[i], cg_lit(em, in.lo[i]));
+      if (in.hi[i] < full && at < sizeof cond)
+        at += (size_t)snprintf(cond + at, sizeof cond - at, "%sv%d <= %s", at ? " && " : "", in.var[i], cg_lit(em, in.hi[i]));
+      if (at >= sizeof cond) break;
+    }
+    if (at > 0 && at < sizeof cond) {
+      cg_open(em, "if (%s) {  /* inside the window's interior */", cond);
+      pack_points(em, k, t, role, in.plain, lanes, width, dst, tag, true);
+      em->indent(em->r, -1);
+      cg_put(em, "} else {");
+      em->indent(em->r, 1);
+      pack_points(em, k, t, role, x, lanes, width, dst, tag, true);
+      cg_close(em);
+    } else pack_points(em, k, t, role, at == 0 ? in.plain : x, lanes, width, dst, tag, true);  /* every lane inside, or too long a test */
+  } else pack_points(em, k, t, role, x, lanes, width, dst, tag, true);
   cg_close(em);
-  if (lane_outer) cg_close(em);
 }
 
 /* Rows r0 .. r0 + KILN_MR of the rows operand into dst ([K][KILN_MR]). */

@@ -827,6 +827,66 @@ static bool rowsmall_interchange(const Kernel *k) {
   return k->n_steps <= 2;
 }
 
+static int row_guards(R *r, const Expr *e, Memo **seen, int *n, int *cap, Memo **dseen, int *dn, int *dcap);
+
+/* A tap of the window at each point of the last dim from..to: step 0's accumulations, with
+ * their bodies from `bodies` (one per accumulation, in item order) when given. */
+static void rowsmall_taps(R *r, const Expr *const *bodies, int64_t from, int64_t to) {
+  const Kernel *k = r->k;
+  line(r, "%s", r->d->simd);
+  open_var_for(r, k->rank - 1, from, to);
+  push(r);
+  if (!bodies) point_items(r, k, 0);
+  else
+    for (int i = 0, n = 0; i < k->n_items; i++) {
+      const Item *it = &k->items[i];
+      if (it->step != 0 || it->kind != IT_ACC) continue;
+      char v[256];
+      emit(r, bodies[n++], v, sizeof v);
+      acc_update(r, it, v);
+    }
+  pop(r);
+  close_block(r);
+}
+
+/* Guards along the last dim in step 0's bodies simplified over the current var ranges (into
+ * out when given, at most 16). */
+static int rowsmall_guards(R *r, const Expr **out) {
+  Memo *seen = NULL, *dseen = NULL;
+  int n = 0, cap = 0, dn = 0, dcap = 0, g = 0, na = 0;
+  for (int i = 0; i < r->k->n_items; i++) {
+    const Item *it = &r->k->items[i];
+    if (it->step != 0 || it->kind != IT_ACC) continue;
+    Expr *y = te_simplify(r->p->te, it->body, r->lo, r->hi, r->nv);
+    if (!y || na >= 16) { g++; break; }
+    if (out) out[na] = y;
+    na++;
+    g += row_guards(r, y, &seen, &n, &cap, &dseen, &dn, &dcap);
+  }
+  kiln_free(seen);
+  kiln_free(dseen);
+  return g;
+}
+
+/* The window's padding along the last dim (a depthwise convolution's, a padded pool's): the
+ * smallest margin m (at most 3) that clears every guard from the taps at points m .. J-1-m,
+ * whose simplified bodies go to inside; 0: no split. A border point decides per tap; an
+ * inside one reads a contiguous run (the decisions along the other dims are the same for the
+ * whole loop). */
+static int rowsmall_margin(R *r, const Expr **inside) {
+  const Kernel *k = r->k;
+  int jv = k->rank - 1;
+  int64_t J = k->shape[jv], lo = r->lo[jv], hi = r->hi[jv];
+  if (!rowsmall_guards(r, NULL)) return 0;
+  int found = 0;
+  for (int m = 1; m <= 3 && J - 2 * m >= 4 && !found; m++) {
+    r->lo[jv] = m, r->hi[jv] = J - 1 - m;
+    if (!rowsmall_guards(r, inside)) found = m;
+    r->lo[jv] = lo, r->hi[jv] = hi;
+  }
+  return found;
+}
+
 static void render_rowsmall(R *r) {
   const Kernel *k = r->k;
   int jv = k->rank - 1;
@@ -856,12 +916,17 @@ static void render_rowsmall(R *r) {
     open_for(r, "r", 0, k->inner_numel);
     push(r);
     decompose(r, "r", k->rank, k->n_red, k->red_shape);
-    line(r, "%s", r->d->simd);
-    open_var_for(r, jv, 0, J);
-    push(r);
-    point_items(r, k, 0);
-    pop(r);
-    close_block(r);
+    const Expr *inside[16];
+    int m = rowsmall_margin(r, inside);
+    if (!m) rowsmall_taps(r, NULL, 0, J);
+    else {  /* border, interior, border (the interior's bodies without the padding's guards) */
+      int64_t lo = r->lo[jv], hi = r->hi[jv];
+      rowsmall_taps(r, NULL, 0, m);
+      r->lo[jv] = m, r->hi[jv] = J - 1 - m;
+      rowsmall_taps(r, inside, m, J - m);
+      r->lo[jv] = lo, r->hi[jv] = hi;
+      rowsmall_taps(r, NULL, J - m, J);
+    }
     pop(r);
     close_block(r);
     line(r, "%s", r->d->simd);
