@@ -353,24 +353,45 @@ static void epilogue_row(const CgEmit *em, const Kernel *k, const CgCpuTile *t, 
     em->indent(em->r, -1);
     cg_put(em, "} else {");
     em->indent(em->r, 1);
-  }
-  cg_open(em, "for (int kiln_j = 0; kiln_j < KILN_NR && kiln_c0 + kiln_j < %s; kiln_j++) {", cg_lit(em, t->cols));
-  em->push(em->r);
-  if (n_cv <= 1) {
+    cg_open(em, "for (int kiln_j = 0; kiln_j < KILN_NR && kiln_c0 + kiln_j < %s; kiln_j++) {", cg_lit(em, t->cols));
+    em->push(em->r);
     cg_put(em, "const %s kiln_cq = kiln_c0 + kiln_j;", I);
     decompose(em, k, t, t->cols_role, "kiln_cq");
-  } else
-    for (int v = 0; v < k->rank; v++)
-      if (t->g.role[v] == t->cols_role) {
-        int c = 0;
-        while (c < n_cv && cv[c] != v) c++;
-        if (c < n_cv) cg_put(em, "const %s v%d = kiln_cv%d[kiln_p * KILN_NR + kiln_j];", I, v, v);
-        else cg_put(em, "const %s v%d = 0;", I, v);
-      }
+    em->items(em->r, 1, acc);
+    em->pop(em->r);
+    cg_close(em);
+    cg_close(em);
+    return;
+  }
+  /* Several vars: the panel's columns as runs along the fastest var (a row of pixels), the
+   * others the same along a run, each run one vector loop (a column at a time, its vars from
+   * the arrays, stored a float at a time: lenet's conv1, a sum of 9, spent more on its
+   * stores than on its products). */
+  int last = cv[n_cv - 1];
+  cg_open(em, "for (int kiln_j0 = 0; kiln_j0 < KILN_NR && kiln_c0 + kiln_j0 < %s;) {", cg_lit(em, t->cols));
+  cg_put(em, "const %s kiln_w0 = kiln_cv%d[kiln_p * KILN_NR + kiln_j0];", I, last);
+  cg_put(em, "%s kiln_n = KILN_NR - kiln_j0;", I);
+  cg_put(em, "if (kiln_c0 + kiln_j0 + kiln_n > %s) kiln_n = %s - kiln_c0 - kiln_j0;", cg_lit(em, t->cols), cg_lit(em, t->cols));
+  cg_put(em, "if (kiln_n > %s - kiln_w0) kiln_n = %s - kiln_w0;  /* the run ends with its row */", cg_lit(em, k->shape[last]),
+      cg_lit(em, k->shape[last]));
+  em->push(em->r);
+  for (int v = 0; v < k->rank; v++)
+    if (t->g.role[v] == t->cols_role && v != last) {
+      int c = 0;
+      while (c < n_cv && cv[c] != v) c++;
+      if (c < n_cv) cg_put(em, "const %s v%d = kiln_cv%d[kiln_p * KILN_NR + kiln_j0];", I, v, v);
+      else cg_put(em, "const %s v%d = 0;", I, v);
+    }
+  cg_put(em, "%s", em->d->simd);
+  cg_open(em, "for (int kiln_j = kiln_j0; kiln_j < kiln_j0 + kiln_n; kiln_j++) {");
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_w0 + (kiln_j - kiln_j0);", I, last);
   em->items(em->r, 1, acc);
   em->pop(em->r);
   cg_close(em);
-  if (n_cv <= 1) cg_close(em);
+  em->pop(em->r);
+  cg_put(em, "kiln_j0 += (int)kiln_n;");
+  cg_close(em);
 }
 
 void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em) {
