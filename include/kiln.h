@@ -341,6 +341,9 @@ typedef struct kiln_options {
   int cpu_tiles;        /* cpu: 1 (default) contractions the library GEMM does not take (convolutions read
                            through their window, short sums) run as register tiles over packed panels;
                            0 the dot-product loops ($KILN_CPU_TILES=0) */
+  int cpu_windows;      /* cpu: 1 (default) small windows summed along a long last dim (depthwise
+                           convolutions) keep each point's sum in a register, the window's taps as
+                           nested loops inside; 0 a row of sums in memory ($KILN_CPU_WINDOWS=0) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

@@ -218,6 +218,8 @@ typedef struct CgOptions {
   bool cluster_splitk;  /* split-K through thread-block clusters where the spans fit one (KILN_CUDA_CLUSTER) */
   bool cpu_tiles;       /* loop dialects: contractions as register tiles over packed panels (cpu_tile.c;
                            KILN_CPU_TILES) */
+  bool cpu_windows;     /* loop dialects: small windows along a long last dim with a register sum a point
+                           (render.c's render_window; KILN_CPU_WINDOWS) */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
                            above 1 the shared tiles are double-buffered); KILN_CUDA_GEMM_STAGES */
   /* Per plan kernel (NULL: none): may not join a group, and why ("budget: 96 registers, ...");
@@ -466,6 +468,9 @@ typedef struct CgCpuTile {
   int64_t rows, cols;              /* extents (M or N) */
   bool rows_once;                  /* the rows operand is packed once per thread, for every tile */
 } CgCpuTile;
+/* Does kernel k of a loop dialect sum a small window at each point of its last dim with the sum
+ * in a register (render.c's render_window; a depthwise convolution), under o? */
+bool cg_window_match(const Plan *p, const Kernel *k, const CgOptions *o);
 /* Does kernel k of a loop dialect render as register tiles under o? Fills t (may be NULL). */
 bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuTile *t);
 void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em);

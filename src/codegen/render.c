@@ -887,6 +887,82 @@ static int rowsmall_margin(R *r, const Expr **inside) {
   return found;
 }
 
+/* A small window summed at each point of a long last dim (a depthwise convolution's 3x3
+ * taps): the vector loop over the last dim outside, each point's accumulator in a register,
+ * the window's vars as nested loops of constant length inside (the compiler unrolls them
+ * whole; no division per tap), the epilogue at once; the last dim split into border,
+ * interior and border as rowsmall's windows are. As a row of accumulators (rowacc), each tap
+ * read and wrote every accumulator in memory and a border point's guards ran once a tap:
+ * convnet_mini's 48x48 depthwise convolution took a sixth of the model. */
+bool cg_window_match(const Plan *p, const Kernel *k, const CgOptions *o) {
+  const TE *te = p->te;
+  if (!o->cpu_windows || k->chain != 0) return false;  /* set on loop dialects only */
+  if (k->kind != KN_REDUCE || k->rank < 2 || k->inner_numel < 2 || k->inner_numel > 16) return false;
+  if (k->shape[k->rank - 1] < 8 || k->outer_numel / k->shape[k->rank - 1] < 2) return false;
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind == IT_INNER || it->step > 1 || (it->kind == IT_ACC) != (it->step == 0)) return false;
+    if (it->kind == IT_ACC && (te->stages[it->stage].rop != RO_SUM || it->body->dtype != KILN_F32)) return false;
+  }
+  return k->n_steps <= 2;
+}
+
+static void window_points(R *r, const Expr *const *bodies, int64_t from, int64_t to) {
+  const Kernel *k = r->k;
+  line(r, "%s", r->d->simd);
+  open_var_for(r, k->rank - 1, from, to);
+  push(r);
+  /* f32 sums of at most 16 points in f32, as the row of sums and the tiles take them */
+  const char *F = vt(r, KILN_F32);
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].kind == IT_ACC) line(r, "%s a%d = 0;", F, k->items[i].stage);
+  int opened = 0;
+  for (int i = 0; i < k->n_red; i++) {
+    if (k->red_shape[i] == 1) line(r, "const %s v%d = 0;", ix(r), k->rank + i);
+    else open_var_for(r, k->rank + i, 0, k->red_shape[i]), opened++;
+  }
+  push(r);
+  for (int i = 0, n = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind != IT_ACC) continue;
+    char v[256];
+    emit(r, bodies ? bodies[n] : it->body, v, sizeof v);
+    n++;
+    line(r, "a%d += %s;", it->stage, v);
+  }
+  pop(r);
+  while (opened--) close_block(r);
+  accs_final(r, k, 0, false);
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].step == 1) value_item(r, &k->items[i]);
+  pop(r);
+  close_block(r);
+}
+
+static int rowsmall_margin(R *r, const Expr **inside);
+
+static void render_window(R *r) {
+  const Kernel *k = r->k;
+  int jv = k->rank - 1;
+  int64_t J = k->shape[jv];
+  open_outer(r, k->outer_numel / J, k->outer_numel * k->inner_numel, false);
+  push(r);
+  decompose(r, "o", 0, k->rank - 1, k->shape);
+  const Expr *inside[16];
+  int m = rowsmall_margin(r, inside);
+  if (!m) window_points(r, NULL, 0, J);
+  else {
+    int64_t lo = r->lo[jv], hi = r->hi[jv];
+    window_points(r, NULL, 0, m);
+    r->lo[jv] = m, r->hi[jv] = J - 1 - m;
+    window_points(r, inside, m, J - m);
+    r->lo[jv] = lo, r->hi[jv] = hi;
+    window_points(r, NULL, J - m, J);
+  }
+  pop(r);
+  close_block(r);
+}
+
 static void render_rowsmall(R *r) {
   const Kernel *k = r->k;
   int jv = k->rank - 1;
@@ -2918,6 +2994,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   else if (gs == CG_GPU_VEC4) render_vec4(&r);
   else if (k->kind == KN_POINTWISE) render_pointwise(&r);
   else if (!d->grid && d->tile && cg_cpu_tile_match(p, k, o, NULL)) render_cpu_tile(&r);
+  else if (!d->grid && cg_window_match(p, k, o)) render_window(&r);
   else if (!d->grid && rowacc_fits(k, te) && rows_contiguous(&r)) render_rowacc(&r);
   else if (!d->grid && dot_fits(k, te) && !rows_contiguous(&r)) render_dot(&r);
   else if (!d->grid && rowsmall_fits(k)) render_rowsmall(&r);

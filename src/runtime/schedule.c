@@ -521,6 +521,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   /* loop dialects (cpu): the packed micro-kernel wins from small products on (this cpu's race) */
   if (!d->grid) g->library_work = CPU_LIBRARY_WORK, g->loop_library = true;
   g->cpu_tiles = !d->grid && o->cpu_tiles;
+  g->cpu_windows = !d->grid && o->cpu_windows;
   if (o->grid_sync < -1 || o->grid_sync > 2)
     return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: -1 the default, 0 off, 1 sibling kernels "
                      "share a launch, 2 also dependent ones across grid barriers", o->grid_sync);

@@ -3,16 +3,18 @@
  * expressions. Convolutions with padding, stride, dilation, groups (depthwise), tails in
  * every dimension and a bias + relu epilogue; a batched product with a short sum and a
  * transposed operand; each against ref, and the printed plan says which kernels are tiles
- * (none with cpu_tiles = 0). */
+ * (none with cpu_tiles = 0). A depthwise convolution is no tile: its 3x3 window is summed in a
+ * register at each pixel (render.c's render_window), which the plan says too (none with
+ * cpu_windows = 0), against ref either way; so is the same with a dilated, strided window. */
 #include "test.h"
 
 #include <stdio.h>
 
-static int tiles_in_plan(kiln_program *p) {
+static int count_in_plan(kiln_program *p, const char *what) {
   char *text = test_program_text(p);
   if (!text) return -1;
   int n = 0;
-  for (const char *at = text; (at = strstr(at, "register tiles")); at++) n++;
+  for (const char *at = text; (at = strstr(at, what)); at++) n++;
   free(text);
   return n;
 }
@@ -28,10 +30,11 @@ static float *alloc_f32(int64_t n) {
 
 static float val(int64_t i, int salt) { return (float)((i * 37 + salt * 11) % 23 - 11) / 16.0f; }
 
-/* Compiles g on cpu (tiles on, then off) and on ref, runs each on the same inputs and
- * compares the one output; tiles on must give `want_tiles` tile kernels. */
+/* Compiles g on cpu (tiles and windows on; tiles off; windows off) and on ref, runs each on
+ * the same inputs and compares the one output; tiles on must give `want_tiles` tile kernels,
+ * windows on `want_windows` window kernels. */
 static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in_numel, int64_t out_numel,
-                    int want_tiles) {
+                    int want_tiles, int want_windows) {
   float *in[4] = { 0 }, *got = alloc_f32(out_numel), *want = alloc_f32(out_numel);
   const void *ins[4];
   for (int i = 0; i < n_in; i++) {
@@ -45,16 +48,21 @@ static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in
   OK(kiln_program_compile(g, &o, &r));
   void *ow[1] = { want };
   if (r) OK(kiln_program_run(r, ins, ow));
-  for (int tiles = 1; tiles >= 0 && r; tiles--) {
+  static const int configs[3][2] = { { 1, 1 }, { 0, 1 }, { 1, 0 } };  /* cpu_tiles, cpu_windows */
+  for (int c = 0; c < 3 && r; c++) {
+    int tiles = configs[c][0], windows = configs[c][1];
     o = kiln_options_default();
     o.backend = "cpu";
     o.cpu_tiles = tiles;
+    o.cpu_windows = windows;
     kiln_program *p = NULL;
     OK(kiln_program_compile(g, &o, &p));
     if (!p) break;
-    int n = tiles_in_plan(p);
+    int n = count_in_plan(p, "register tiles"), nw = count_in_plan(p, "window sums");
     CHECK_MSG(n == (tiles ? want_tiles : 0), "%s: %d tile kernels with cpu_tiles = %d (want %d)", name, n, tiles,
               tiles ? want_tiles : 0);
+    CHECK_MSG(nw == (windows ? want_windows : 0), "%s: %d window kernels with cpu_windows = %d (want %d)", name, nw,
+              windows, windows ? want_windows : 0);
     void *og[1] = { got };
     OK(kiln_program_run(p, ins, og));
     double worst = 0;
@@ -62,7 +70,7 @@ static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in
       double e = fabs((double)got[i] - want[i]) / (1 + fabs((double)want[i]));
       if (!(e <= worst)) worst = e;  /* a NaN is the worst */
     }
-    CHECK_MSG(worst <= 2e-5, "%s (cpu_tiles %d): worst relative error %.3g", name, tiles, worst);
+    CHECK_MSG(worst <= 2e-5, "%s (cpu_tiles %d, cpu_windows %d): worst relative error %.3g", name, tiles, windows, worst);
     kiln_program_free(p);
   }
   kiln_program_free(r);
@@ -77,6 +85,7 @@ typedef struct ConvCase {
   bool bias_relu;
   int tiles;   /* tile kernels expected: a grouped convolution's channel var is read by both operands
                   (a batch var), which leaves one row a tile: the dot-product loops keep it */
+  int windows; /* window kernels expected (a depthwise convolution's) */
 } ConvCase;
 
 static void conv_case(const ConvCase *c) {
@@ -100,7 +109,7 @@ static void conv_case(const ConvCase *c) {
   OK(kiln_graph_tensor_info(g, y, &info));
   int64_t out = info.numel;
   int64_t in_numel[1] = { c->n * c->c * c->h * c->w };
-  compare(c->name, g, 1, in_numel, out, c->tiles);
+  compare(c->name, g, 1, in_numel, out, c->tiles, c->windows);
   free(w);
   kiln_graph_free(g);
 }
@@ -119,7 +128,7 @@ static void short_batched_product(void) {
   OK(kiln_graph_matmul(g, x, wt, &y));
   OK(kiln_graph_output(g, y, "y"));
   int64_t in_numel[2] = { 3 * 37 * 24, 3 * 29 * 24 };
-  compare("short batched product", g, 2, in_numel, 3 * 37 * 29, 1);
+  compare("short batched product", g, 2, in_numel, 3 * 37 * 29, 1, 0);
   kiln_graph_free(g);
 }
 
@@ -138,19 +147,20 @@ static void product_across_k(int64_t K) {
   OK(kiln_graph_output(g, y, "y"));
   int64_t in_numel[2] = { K * 29, K * 37 };
   compare(K > 4096 ? "product across k, a long sum in f32 spans added in f64" : "product across k", g, 2, in_numel,
-          29 * 37, 1);
+          29 * 37, 1, 0);
   kiln_graph_free(g);
 }
 
 int main(void) {
   static const ConvCase convs[] = {
-    { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1 },
-    { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1 },
-    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1 },
-    { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1 },
-    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0 },
-    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0 },
-    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1 },
+    { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0 },
+    { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1, 0 },
+    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0 },
+    { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1, 0 },
+    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0 },
+    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1 },
+    { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1 },
+    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0 },
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   short_batched_product();
