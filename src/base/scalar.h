@@ -31,6 +31,9 @@ int64_t scalar_f2int(kiln_dtype t, double v);
  * C (scalar_head_c.inc) and for CUDA under NVRTC or nvcc (scalar_head_cuda.inc). */
 extern const char kiln_scalar_source[];
 extern const char kiln_scalar_c_head[];
+/* src/base/vmath.inc: the C dialect's exp, tanh, erf and sigmoid (the cpu library GEMM includes
+ * the file itself) */
+extern const char kiln_vmath_c_source[];
 extern const char kiln_scalar_cuda_head[];
 
 #endif

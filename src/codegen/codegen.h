@@ -75,9 +75,11 @@ typedef struct Dialect {
   /* Emitted once at the top of a program, in this order (NULL: nothing): what the shared
    * scalar helpers need (kiln_scalar_c_head, kiln_scalar_cuda_head), the shared helpers
    * themselves (kiln_scalar_source, src/base/scalar.inc: te_eval_*'s semantics, once),
+   * the vectorisable f32 functions (C: kiln_vmath_c_source, src/base/vmath.inc; NULL: none),
    * then the dialect's own helpers. */
   const char *prelude_head;
   const char *prelude_scalar;
+  const char *prelude_math;
   const char *prelude;
 
   /* -- types and literals -- */

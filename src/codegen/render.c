@@ -3018,8 +3018,8 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
 }
 
 void cg_render_prelude(const Dialect *d, StrBuf *out) {
-  const char *parts[3] = { d->prelude_head, d->prelude_scalar, d->prelude };
-  for (int i = 0; i < 3; i++)
+  const char *parts[4] = { d->prelude_head, d->prelude_scalar, d->prelude_math, d->prelude };
+  for (int i = 0; i < 4; i++)
     if (parts[i]) sb_puts(out, parts[i]);
 }
 
