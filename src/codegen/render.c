@@ -939,8 +939,6 @@ static void window_points(R *r, const Expr *const *bodies, int64_t from, int64_t
   close_block(r);
 }
 
-static int rowsmall_margin(R *r, const Expr **inside);
-
 static void render_window(R *r) {
   const Kernel *k = r->k;
   int jv = k->rank - 1;
