@@ -571,14 +571,6 @@ class Model:
             pass
 
 
-def _row_major_strides(shape, itemsize):
-    strides, step = [], itemsize
-    for d in reversed(shape):
-        strides.append(step)
-        step *= d
-    return tuple(reversed(strides))
-
-
 class _FastCall:
     """The common call prepared once per program: numeric host arrays of exactly the shapes and
     dtypes the program takes, writable and C-contiguous, in a list, a tuple or a dict by name;
@@ -603,9 +595,9 @@ class _FastCall:
         key, self.program, ins, outs = last
         self.names, self.n = names, len(ins)
         self.slab = _Slab([(o.shape, o._np) for o in outs])
-        self.call = self._prepared([i.shape for i in ins], [np.dtype(i._np) for i in ins], len(outs) == 1)
+        self.call = self._prepared([i.shape for i in ins], [np.dtype(i._np) for i in ins])
 
-    def _prepared(self, shapes, dtypes, one_output):
+    def _prepared(self, shapes, dtypes):
         """call(arrays) -> the outputs (one array, or a tuple) or None, with the names it uses
         bound in its closure (but _run, which bench/python/overhead.py wraps to time it)."""
         program, n = self.program, self.n
