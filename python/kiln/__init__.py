@@ -626,30 +626,7 @@ class _FastCall:
                 _check(status, "run")
             return out
 
-        if n != 1:
-            return call
-
-        (shape0, dtype0), = layouts
-
-        def call_one(arrays):  # the loop above, unrolled for the common single input
-            if len(arrays) != 1:
-                return None
-            a = arrays[0]
-            try:
-                if a.dtype is not dtype0 or a.shape != shape0:
-                    return None
-                ins[0] = addressof(from_buffer(a))
-            except (AttributeError, TypeError, ValueError):
-                return None
-            if not ready:
-                fill()
-            out, outs = ready.pop()
-            status = _run(program, ins, outs)
-            if status:
-                _check(status, "run")
-            return out
-
-        return call_one
+        return call
 
     def results(self, feeds):
         """The outputs as a list, for Model.run (a dict is put in input order first), or None."""

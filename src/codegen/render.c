@@ -887,6 +887,26 @@ static int rowsmall_margin(R *r, const Expr **inside) {
   return found;
 }
 
+/* points(r, bodies, from, to) over the whole last dim: border, interior and border where
+ * rowsmall_margin finds a margin (the interior with its simplified bodies and its range set
+ * while rendered), else once with the kernel's own bodies. */
+static void split_last_dim(R *r, void (*points)(R *, const Expr *const *, int64_t, int64_t)) {
+  int jv = r->k->rank - 1;
+  int64_t J = r->k->shape[jv];
+  const Expr *inside[16];
+  int m = rowsmall_margin(r, inside);
+  if (!m) {
+    points(r, NULL, 0, J);
+    return;
+  }
+  int64_t lo = r->lo[jv], hi = r->hi[jv];
+  points(r, NULL, 0, m);
+  r->lo[jv] = m, r->hi[jv] = J - 1 - m;
+  points(r, inside, m, J - m);
+  r->lo[jv] = lo, r->hi[jv] = hi;
+  points(r, NULL, J - m, J);
+}
+
 /* A small window summed at each point of a long last dim (a depthwise convolution's 3x3
  * taps): the vector loop over the last dim outside, each point's accumulator in a register,
  * the window's vars as nested loops of constant length inside (the compiler unrolls them
@@ -941,22 +961,11 @@ static void window_points(R *r, const Expr *const *bodies, int64_t from, int64_t
 
 static void render_window(R *r) {
   const Kernel *k = r->k;
-  int jv = k->rank - 1;
-  int64_t J = k->shape[jv];
+  int64_t J = k->shape[k->rank - 1];
   open_outer(r, k->outer_numel / J, k->outer_numel * k->inner_numel, false);
   push(r);
   decompose(r, "o", 0, k->rank - 1, k->shape);
-  const Expr *inside[16];
-  int m = rowsmall_margin(r, inside);
-  if (!m) window_points(r, NULL, 0, J);
-  else {
-    int64_t lo = r->lo[jv], hi = r->hi[jv];
-    window_points(r, NULL, 0, m);
-    r->lo[jv] = m, r->hi[jv] = J - 1 - m;
-    window_points(r, inside, m, J - m);
-    r->lo[jv] = lo, r->hi[jv] = hi;
-    window_points(r, NULL, J - m, J);
-  }
+  split_last_dim(r, window_points);
   pop(r);
   close_block(r);
 }
@@ -990,17 +999,7 @@ static void render_rowsmall(R *r) {
     open_for(r, "r", 0, k->inner_numel);
     push(r);
     decompose(r, "r", k->rank, k->n_red, k->red_shape);
-    const Expr *inside[16];
-    int m = rowsmall_margin(r, inside);
-    if (!m) rowsmall_taps(r, NULL, 0, J);
-    else {  /* border, interior, border (the interior's bodies without the padding's guards) */
-      int64_t lo = r->lo[jv], hi = r->hi[jv];
-      rowsmall_taps(r, NULL, 0, m);
-      r->lo[jv] = m, r->hi[jv] = J - 1 - m;
-      rowsmall_taps(r, inside, m, J - m);
-      r->lo[jv] = lo, r->hi[jv] = hi;
-      rowsmall_taps(r, NULL, J - m, J);
-    }
+    split_last_dim(r, rowsmall_taps);  /* the interior's bodies without the padding's guards */
     pop(r);
     close_block(r);
     line(r, "%s", r->d->simd);
