@@ -442,6 +442,9 @@ typedef struct CgEmit {
   void (*digits)(void *r, const char *flat, int first, int n, const int64_t *shape, const int *sel, int want,
                  int64_t total);
   void (*emit)(void *r, const Expr *e, char *out, size_t n);
+  /* emit with every float select lazy (its then-branch computed only where its condition
+   * holds), as an expression from te_unclamp_guarded needs */
+  void (*emit_lazy)(void *r, const Expr *e, char *out, size_t n);
   void (*push)(void *r);
   void (*pop)(void *r);
   void (*items)(void *r, int step, const char *acc);
@@ -469,6 +472,8 @@ typedef struct CgCpuTile {
   const Expr *rows_x, *cols_x;     /* the operands of each side */
   int64_t rows, cols;              /* extents (M or N) */
   bool rows_once;                  /* the rows operand is packed once per thread, for every tile */
+  const Expr *cols_runs;           /* a window read along the last var: cols_x with its guarded clamps
+                                    * dropped, packed in runs of masked vector loops (NULL: lane by lane) */
 } CgCpuTile;
 /* Does kernel k of a loop dialect sum a small window at each point of its last dim with the sum
  * in a register (render.c's render_window; a depthwise convolution), under o? */

@@ -45,6 +45,9 @@ static int last_role(const Kernel *k, const CgGemm *g) {
   return CG_ROLE_N;
 }
 
+static int role_vars(const Kernel *k, const CgCpuTile *t, int role, int *vars);
+static Expr *run_operand(const Plan *p, const Kernel *k, const Expr *x);
+
 bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuTile *t) {
   if (!o->cpu_tiles || k->chain != 0) return false;
   CgOptions lo = *o;
@@ -62,6 +65,8 @@ bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpu
   if (c.rows < 4 || c.cols < 8) return false;
   int64_t row_tiles = (c.rows + TILE_MR - 1) / TILE_MR;
   c.rows_once = g.batch == 1 && (double)row_tiles * TILE_MR * (double)g.K * 4 <= ROWS_ONCE_BYTES;
+  int cv[KILN_MAX_RANK];
+  if (t && role_vars(k, &c, c.cols_role, cv) >= 2) c.cols_runs = run_operand(p, k, c.cols_x);
   if (t) *t = c;
   return true;
 }
@@ -310,6 +315,94 @@ static void pack_panels(const CgEmit *em, const Kernel *k, const CgCpuTile *t, i
   cg_close(em);
 }
 
+/* How deep float selects nest in e (a then-branch inside a then-branch ...). */
+static int select_depth(const Expr *e) {
+  int d = 0;
+  for (int i = 0; i < e->n_args; i++) {
+    int a = select_depth(e->args[i]);
+    if (a > d) d = a;
+  }
+  return d + (e->kind == EX_SELECT && te_is_float(e));
+}
+
+/* The window operand of a convolution, packed as runs: the lanes of a panel that share
+ * every var but the kernel's last (a row of output pixels) are one run, and each point of
+ * the run one vector loop over a whole panel's width, masked to the run. The operand is
+ * rewritten with te_unclamp_guarded and its selects made lazy, so the padding's guard
+ * masks the load and the load's index is affine along the run: the loop is a masked
+ * contiguous copy. Lane by lane (pack_points), each point was a scalar load through the
+ * guard's clamps and a store a panel row away: lenet's conv2 spent as long packing as
+ * multiplying. NULL: x does not take this form (no contiguous run along the last var, or
+ * selects nested too deep for the renderer's scopes). */
+static Expr *run_operand(const Plan *p, const Kernel *k, const Expr *x) {
+  if (select_depth(x) > 4 || k->rank < 1) return NULL;
+  Expr *u = te_unclamp_guarded(p->te, (Expr *)x);
+  if (!u) return NULL;
+  FirstLoad f = { p, k, NULL };
+  te_visit_loads(u, first_memory_load, &f);
+  if (!f.L) return NULL;
+  /* consecutive along the last var at the middle of the space, past its guard's clamps */
+  int nv = k->rank + k->n_red, last = k->rank - 1;
+  int64_t v[2 * KILN_MAX_RANK], o0, o1;
+  for (int i = 0; i < k->rank; i++) v[i] = k->shape[i] / 2;
+  for (int i = 0; i < k->n_red; i++) v[k->rank + i] = k->red_shape[i] / 2;
+  if (k->shape[last] < 2) return NULL;
+  if (v[last] + 1 >= k->shape[last]) v[last] = 0;
+  if (!offset_at(p, f.L, v, nv, &o0)) return NULL;
+  v[last]++;
+  return offset_at(p, f.L, v, nv, &o1) && o1 - o0 == 1 ? u : NULL;
+}
+
+static void pack_runs(const CgEmit *em, const Kernel *k, const CgCpuTile *t, const Expr *u, const char *first,
+                      const char *lanes, const char *width, const char *dst) {
+  const char *I = em->d->index_type, *F = em->d->value_type[KILN_F32];
+  int last = k->rank - 1;
+  const char *extent = cg_lit(em, t->cols);
+  char ext[32], row[32];
+  snprintf(ext, sizeof ext, "%s", extent);
+  snprintf(row, sizeof row, "%s", cg_lit(em, k->shape[last]));
+  cg_open(em, "for (int kiln_j0 = 0; kiln_j0 < %s;) {", lanes);
+  cg_put(em, "%s kiln_n = %s - kiln_j0 %% %s;  /* a run stays in its panel */", I, width, width);
+  cg_put(em, "%s *kiln_o0 = %s + kiln_j0 / %s * %s * %s + kiln_j0 %% %s;", F, dst, width, cg_lit(em, t->g.K), width, width);
+  cg_open(em, "if (%s + kiln_j0 >= %s) {  /* lanes past the end: zeros, never stored */", first, ext);
+  cg_open(em, "for (%s kiln_k = 0; kiln_k < %s; kiln_k++)", I, cg_lit(em, t->g.K));
+  cg_put(em, "for (int kiln_i = 0; kiln_i < (int)kiln_n; kiln_i++) kiln_o0[kiln_k * %s + kiln_i] = 0;", width);
+  em->indent(em->r, -1);
+  cg_put(em, "kiln_j0 += (int)kiln_n;");
+  cg_put(em, "continue;");
+  cg_close(em);
+  cg_put(em, "const %s kiln_w0 = kiln_cv%d[kiln_j0];", I, last);
+  cg_put(em, "if (kiln_n > %s - kiln_w0) kiln_n = %s - kiln_w0;  /* and in its row */", row, row);
+  cg_put(em, "if (%s + kiln_j0 + kiln_n > %s) kiln_n = %s - %s - kiln_j0;", first, ext, ext, first);
+  cg_put(em, "const int kiln_m = (int)kiln_n;");
+  em->push(em->r);
+  for (int v = 0; v < k->rank; v++) {
+    if (t->g.role[v] != t->cols_role || v == last) continue;
+    if (k->shape[v] > 1) cg_put(em, "const %s v%d = kiln_cv%d[kiln_j0];", I, v, v);
+    else cg_put(em, "const %s v%d = 0;", I, v);
+  }
+  cg_open(em, "{ %s kiln_k = 0;", I);
+  int opened = open_points(em, k);
+  cg_put(em, "%s *kiln_o = kiln_o0 + kiln_k * %s;", F, width);
+  cg_put(em, "%s", em->d->simd);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %s; kiln_i++) {", width);
+  cg_open(em, "if (kiln_i < kiln_m) {");
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_w0 + kiln_i;", I, last);
+  char val[256];
+  em->emit_lazy(em->r, u, val, sizeof val);
+  cg_put(em, "kiln_o[kiln_i] = %s;", val);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  cg_put(em, "kiln_k++;");
+  while (opened--) cg_close(em);
+  cg_close(em);
+  em->pop(em->r);
+  cg_put(em, "kiln_j0 += (int)kiln_n;");
+  cg_close(em);
+}
+
 static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, int role, const Expr *x,
                        const char *first, int64_t groups, const char *width, const char *dst, char tag) {
   const char *I = em->d->index_type;
@@ -329,6 +422,10 @@ static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const C
   for (int i = 0; i < nv; i++) cg_put(em, "kiln_%cv%d[kiln_l] = v%d;", tag, vars[i], vars[i]);
   em->pop(em->r);
   cg_close(em);
+  if (role == t->cols_role && t->cols_runs) {
+    pack_runs(em, k, t, t->cols_runs, first, lanes, width, dst);
+    return;
+  }
   if (!lane_outer) {
     /* a panel at a time while the operand's rows are few (the prefetcher follows each) or it
      * is small; else a point at a time across the group, each of its rows read in order */

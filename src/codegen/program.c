@@ -133,8 +133,8 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
              k->chain == 3 ? ", an attention chain" : k->chain == 2 ? ", a contraction with its rows" : "");
     CgCpuTile t;
     if (d->tile && cg_cpu_tile_match(p, k, o, &t))
-      why_append(l, "; register tiles %lld rows x %lld columns over %lld%s", (long long)t.rows, (long long)t.cols,
-                 (long long)t.g.K, t.rows_once ? ", rows packed once" : "");
+      why_append(l, "; register tiles %lld rows x %lld columns over %lld%s%s", (long long)t.rows, (long long)t.cols,
+                 (long long)t.g.K, t.rows_once ? ", rows packed once" : "", t.cols_runs ? ", window packed in runs" : "");
     else if (cg_window_match(p, k, o))
       why_append(l, "; window sums in registers, %lld points each", (long long)k->inner_numel);
   }

@@ -59,6 +59,7 @@ typedef struct R {
   int step;            /* the inner loop being rendered (-1 outside one) */
   int bdim;            /* cpu row blocks: the prefix dim whose copies are the rows (-1: flat blocks) */
   bool in_simd;        /* cpu: inside a vector loop over outer points (no nested simd pragma) */
+  bool all_lazy;       /* every float select lazy: an expression te_unclamp_guarded rewrote (cpu_tile's packs) */
   const char *lane;    /* cpu: accumulators are arrays over the vector loop's points, indexed so ("[v3]") */
   char lits[8][48]; int n_lit;   /* texts of the latest index literals (lit) */
   char guard0[48];     /* block rows: "<thread id> == 0" */
@@ -480,6 +481,11 @@ static bool reads_new(R *r, const Expr *e, Memo **seen, int *n, int *cap) {
  * (convnet_mini 1.22 when it did not). Row caches keep selects eager (a value captured in a
  * branch may not be there), and so do chains too deep for the memo's scopes. */
 static bool lazy_select(R *r, const Expr *e) {
+  if (r->all_lazy && e->kind == EX_SELECT && dtype_is_float(e->dtype)) {
+    /* not optional: the then-branch may read out of bounds where the condition fails */
+    if (r->depth > 24 && !r->st) r->st = kiln_fail(KILN_ERR_UNSUPPORTED, "codegen: kernel %d: guarded selects nested too deep", r->k->id);
+    return !r->st;
+  }
   if (e->kind != EX_SELECT || !r->o->lazy_select || r->n_cached || r->depth > 24 || !dtype_is_float(e->dtype)) return false;
   if (!r->d->grid && r->k->kind == KN_POINTWISE) return false;
   Memo *seen = NULL;
@@ -2867,6 +2873,13 @@ static void hk_digits(void *r, const char *flat, int first, int n, const int64_t
   digits(r, flat, first, n, shape, sel, want, total);
 }
 static void hk_emit(void *r, const Expr *e, char *o, size_t n) { emit(r, e, o, n); }
+static void hk_emit_lazy(void *r, const Expr *e, char *o, size_t n) {
+  R *rr = r;
+  bool was = rr->all_lazy;
+  rr->all_lazy = true;
+  emit(rr, e, o, n);
+  rr->all_lazy = was;
+}
 static void hk_push(void *r) { push(r); }
 static void hk_pop(void *r) { pop(r); }
 static void hk_items(void *r, int step, const char *acc) { items_at(r, step, NULL, acc); }
@@ -2876,7 +2889,7 @@ static void render_cpu_tile(R *r) {
   bool ok = cg_cpu_tile_match(r->p, r->k, r->o, &t);
   KILN_ASSERT(ok);
   if (!ok) return;
-  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_push, hk_pop, hk_items };
+  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_items };
   cg_render_cpu_tile(r->p, r->k, &t, &em);
 }
 
@@ -2885,7 +2898,7 @@ static void render_gemm(R *r) {
   bool ok = cg_gemm_match(r->p, r->k, r->o, &g);  /* cg_gpu_shape said so */
   KILN_ASSERT(ok);
   if (!ok) return;
-  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_push, hk_pop, hk_items };
+  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_items };
   cg_render_gemm(r->p, r->k, &g, &em);
 }
 

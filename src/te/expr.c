@@ -812,6 +812,118 @@ Expr *te_inline(TE *te, Expr *e, const bool *inline_stage, const int64_t *lo, co
   return run_rewrite(&w, e);
 }
 
+/* ---- clamps a guard makes redundant ---- */
+
+/* What a select's condition tells its then-branch: int expression e lies in lo..hi, from the
+ * conjuncts e < c, e <= c, e > c, e >= c (c a constant, on either side). */
+typedef struct Fact { const Expr *e; int64_t lo, hi; } Fact;
+enum { FACTS_MAX = 32 };
+typedef struct Facts { Fact f[FACTS_MAX]; int n; } Facts;
+
+static void fact_add(Facts *fs, const Expr *e, int64_t lo, int64_t hi) {
+  for (int i = 0; i < fs->n; i++)
+    if (fs->f[i].e == e) {
+      if (lo > fs->f[i].lo) fs->f[i].lo = lo;
+      if (hi < fs->f[i].hi) fs->f[i].hi = hi;
+      return;
+    }
+  if (fs->n < FACTS_MAX) fs->f[fs->n++] = (Fact){ e, lo, hi };  /* past the cap a fact is dropped: a clamp stays */
+}
+
+static void facts_of(const Expr *c, Facts *fs) {
+  if (c->kind != EX_BINARY) return;
+  if (c->op == TB_AND && c->dtype == KILN_BOOL) {
+    facts_of(c->args[0], fs);
+    facts_of(c->args[1], fs);
+    return;
+  }
+  int op = c->op;
+  const Expr *e = c->args[0], *k = c->args[1];
+  if (dtype_is_float(e->dtype) || e->dtype == KILN_U64) return;
+  if (is_const(e) && !is_const(k)) {  /* c OP e: mirror it */
+    const Expr *t = e; e = k; k = t;
+    op = op == TB_LT ? TB_GT : op == TB_LE ? TB_GE : op == TB_GT ? TB_LT : op == TB_GE ? TB_LE : op;
+  }
+  if (!is_const(k)) return;
+  int64_t v = k->c.i;
+  switch (op) {
+  case TB_LT: if (v > INT64_MIN) fact_add(fs, e, INT64_MIN, v - 1); break;
+  case TB_LE: fact_add(fs, e, INT64_MIN, v); break;
+  case TB_GT: if (v < INT64_MAX) fact_add(fs, e, v + 1, INT64_MAX); break;
+  case TB_GE: fact_add(fs, e, v, INT64_MAX); break;
+  default: break;
+  }
+}
+
+typedef struct Unclamp { TE *te; Memo memo; const Facts *facts; } Unclamp;
+
+static Expr *unclamp(Unclamp *u, Expr *e);
+
+/* e's bounds from the facts in force: false when none speaks of e. */
+static bool fact_bounds(const Facts *fs, const Expr *e, int64_t *lo, int64_t *hi) {
+  for (int i = 0; fs && i < fs->n; i++)
+    if (fs->f[i].e == e) return *lo = fs->f[i].lo, *hi = fs->f[i].hi, true;
+  return false;
+}
+
+static Expr *unclamp_node(Unclamp *u, Expr *e, Expr **a) {
+  TE *te = u->te;
+  switch (e->kind) {
+  case EX_CONST: case EX_VAR: return e;
+  case EX_LOAD: return te_load(te, e->src, e->n_args, a);
+  case EX_UNARY: return te_unary(te, e->op, a[0]);
+  case EX_CAST: return te_cast(te, e->dtype, a[0]);
+  case EX_SELECT: return te_select(te, a[0], a[1], a[2]);
+  case EX_BINARY: {
+    int64_t lo, hi;
+    if ((e->op == TB_MAX || e->op == TB_MIN) && !dtype_is_float(e->dtype))
+      for (int s = 0; s < 2; s++) {  /* max(x, c) with x >= c known, min(x, c) with x <= c known: x */
+        Expr *x = a[s], *c = a[1 - s];
+        if (!is_const(c) || !fact_bounds(u->facts, x, &lo, &hi)) continue;
+        if (e->op == TB_MAX ? lo >= c->c.i : hi <= c->c.i) {
+          /* x is the value now: what the facts said of the clamp holds of x */
+          return x;
+        }
+      }
+    return te_binary(te, e->op, a[0], a[1]);
+  }
+  }
+  return NULL;
+}
+
+static Expr *unclamp(Unclamp *u, Expr *e) {
+  if (!e) return NULL;
+  Expr *done = memo_get(&u->memo, e);
+  if (done) return done;
+  Expr *a[KILN_MAX_RANK > 3 ? KILN_MAX_RANK : 3];
+  Expr *r;
+  if (e->kind == EX_SELECT && dtype_is_float(e->dtype)) {
+    /* the then-branch under the condition's facts (and those already in force), in a scope
+     * of its own: what it rewrites holds only where the condition does */
+    if (!(a[0] = unclamp(u, e->args[0])) || !(a[2] = unclamp(u, e->args[2]))) return NULL;
+    Facts inner = u->facts ? *u->facts : (Facts){ .n = 0 };
+    facts_of(a[0], &inner);
+    Unclamp v = { .te = u->te, .facts = &inner };
+    a[1] = unclamp(&v, e->args[1]);
+    memo_free(&v.memo);
+    if (!a[1]) return NULL;
+    r = te_select(u->te, a[0], a[1], a[2]);
+  } else {
+    for (int i = 0; i < e->n_args; i++)
+      if (!(a[i] = unclamp(u, e->args[i]))) return NULL;
+    r = unclamp_node(u, e, a);
+  }
+  if (r && !memo_put(&u->memo, e, r)) return NULL;
+  return r;
+}
+
+Expr *te_unclamp_guarded(TE *te, Expr *e) {
+  Unclamp u = { .te = te };
+  Expr *r = unclamp(&u, e);
+  memo_free(&u.memo);
+  return r;
+}
+
 /* ---- visiting ---- */
 
 typedef struct Visit { Memo seen; void (*fn)(const Expr *, void *); void *ctx; } Visit;

@@ -142,6 +142,12 @@ Expr *te_simplify(TE *te, Expr *e, const int64_t *lo, const int64_t *hi, int nva
 /* Inline: replace every load of a stage s with inline_stage[s] (an injective stage) by its
  * body at the load's indices, recursively, simplifying with the given var ranges. */
 Expr *te_inline(TE *te, Expr *e, const bool *inline_stage, const int64_t *lo, const int64_t *hi, int nvars);
+/* e with the integer clamps inside each float select's then-branch dropped where the
+ * select's condition already bounds the clamped value (a padded window's load index,
+ * clamped into the input and guarded by the same bounds: the index becomes affine). The
+ * result reads out of bounds unless every float select in it is evaluated lazily, its
+ * then-branch only where the condition holds. NULL when out of memory. */
+Expr *te_unclamp_guarded(TE *te, Expr *e);
 /* Interval of an i64/int expression given var ranges; false if unknown. */
 bool te_range(const Expr *e, const int64_t *lo, const int64_t *hi, int nvars, int64_t *min, int64_t *max);
 /* Calls fn once for each distinct LOAD node in e (a stage read at two index maps is two

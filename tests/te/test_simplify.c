@@ -3,7 +3,7 @@
  * scalar semantics (int division and modulo signs, round half to even, saturating
  * casts, f16 rounding, unsigned compare/shift), exact identities only, the affine
  * normal form, div/mod rules with and without var ranges, te_range, te_substitute,
- * and te_check rejecting a load that can read out of range.
+ * te_check rejecting a load that can read out of range, and te_unclamp_guarded.
  */
 #include "test.h"
 #include "te/te.h"
@@ -159,7 +159,39 @@ static void test_check_out_of_range(void) {
   te_free(te);
 }
 
+/* te_unclamp_guarded: inside a float select's then-branch, a clamp of x to lo..hi goes where
+ * the condition bounds x within it (x >= 0 && x < 14 implies max(x, 0) = x and min(x, 13) = x),
+ * and stays where it does not (min(x, 9): x may be 10..13 there), as it does outside a select,
+ * in the else-branch and in an int select. */
+static void test_unclamp_guarded(void) {
+  TE *te = new_te();
+  Stage in = { .kind = ST_INPUT, .dtype = KILN_F32, .rank = 1, .shape = { 14 }, .numel = 14, .name = "x" };
+  CHECK(te_add_stage(te, &in) == 0);
+  Expr *x = bin(te, TB_SUB, te_var(te, 0), I(te, 1));
+  Expr *guard = bin(te, TB_AND, bin(te, TB_GE, x, I(te, 0)), bin(te, TB_LT, x, I(te, 14)));
+  Expr *clamp13 = bin(te, TB_MIN, bin(te, TB_MAX, x, I(te, 0)), I(te, 13));
+  Expr *clamp9 = bin(te, TB_MIN, bin(te, TB_MAX, x, I(te, 0)), I(te, 9));
+  Expr *zero = te_const_f(te, KILN_F32, 0);
+  Expr *load13 = te_load(te, 0, 1, &clamp13), *load9 = te_load(te, 0, 1, &clamp9), *plain = te_load(te, 0, 1, &x);
+  CHECK(te_unclamp_guarded(te, te_select(te, guard, load13, zero)) == te_select(te, guard, plain, zero));
+  Expr *max_only = bin(te, TB_MIN, x, I(te, 9));
+  CHECK(te_unclamp_guarded(te, te_select(te, guard, load9, zero)) == te_select(te, guard, te_load(te, 0, 1, &max_only), zero));
+  /* the other branch and code outside a select keep their clamps */
+  Expr *other = te_select(te, guard, zero, load13);
+  CHECK(te_unclamp_guarded(te, other) == other);
+  Expr *sum = bin(te, TB_ADD, load13, te_select(te, guard, load13, zero));
+  CHECK(te_unclamp_guarded(te, sum) == bin(te, TB_ADD, load13, te_select(te, guard, plain, zero)));
+  /* a mirrored comparison (0 <= x, 13 >= x) says the same */
+  Expr *mirrored = bin(te, TB_AND, bin(te, TB_LE, I(te, 0), x), bin(te, TB_GE, I(te, 13), x));
+  CHECK(te_unclamp_guarded(te, te_select(te, mirrored, load13, zero)) == te_select(te, mirrored, plain, zero));
+  /* an int select is left alone: only float selects are evaluated lazily */
+  Expr *ints = te_select(te, guard, clamp13, I(te, 0));
+  CHECK(te_unclamp_guarded(te, ints) == ints);
+  te_free(te);
+}
+
 int main(void) {
+  test_unclamp_guarded();
   test_hash_consing();
   test_folding();
   test_identities();
