@@ -384,8 +384,14 @@ static void pack_runs(const CgEmit *em, const Kernel *k, const CgCpuTile *t, con
   cg_open(em, "{ %s kiln_k = 0;", I);
   int opened = open_points(em, k);
   cg_put(em, "%s *kiln_o = kiln_o0 + kiln_k * %s;", F, width);
+  /* a run is at most a row: with rows of 14, a loop over 32 lanes ran twice as many masked
+   * vectors as there were lanes */
+  char span[64];
+  int64_t row_up = (k->shape[last] + 7) / 8 * 8;
+  if (row_up < TILE_NR_MAX) snprintf(span, sizeof span, "(%lld < %s ? %lld : %s)", (long long)row_up, width, (long long)row_up, width);
+  else snprintf(span, sizeof span, "%s", width);
   cg_put(em, "%s", em->d->simd);
-  cg_open(em, "for (int kiln_i = 0; kiln_i < %s; kiln_i++) {", width);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %s; kiln_i++) {", span);
   cg_open(em, "if (kiln_i < kiln_m) {");
   em->push(em->r);
   cg_put(em, "const %s v%d = kiln_w0 + kiln_i;", I, last);
