@@ -123,6 +123,8 @@ typedef struct Dialect {
   const char *simd;               /* pragma before a vectorisable inner loop */
   const char *tile;               /* loop dialects: the prelude's register tile (cpu_tile.c renders calls to
                                      it with its KILN_MR x KILN_NR shape); NULL: none */
+  const char *tile_rows;          /* the same tile reading its KILN_MR rows in place from an array of row
+                                     pointers, contiguous along k (NULL: rows are always packed) */
   const char *array_align;        /* after a local array's declarator: its alignment for vector loops
                                      (GCC's vector code for one assumed 16 bytes the stack did not give) */
   const char *simd_sum;           /* vectorising pragma of a reduction loop; %s its reduction clauses */
@@ -447,6 +449,7 @@ typedef struct CgEmit {
   void (*emit_lazy)(void *r, const Expr *e, char *out, size_t n);
   void (*push)(void *r);
   void (*pop)(void *r);
+  int (*param_of)(void *r, int stage);  /* the kernel parameter b<n> that holds stage's buffer, -1: none */
   void (*items)(void *r, int step, const char *acc);
 } CgEmit;
 void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em);
@@ -472,6 +475,8 @@ typedef struct CgCpuTile {
   const Expr *rows_x, *cols_x;     /* the operands of each side */
   int64_t rows, cols;              /* extents (M or N) */
   bool rows_once;                  /* the rows operand is packed once per thread, for every tile */
+  bool rows_direct;                /* the rows operand is a plain f32 load contiguous along k, read in
+                                    * place (the dialect's tile_rows) instead of packed */
   const Expr *cols_runs;           /* a window read along the last var: cols_x with its guarded clamps
                                     * dropped, packed in runs of masked vector loops (NULL: lane by lane) */
 } CgCpuTile;

@@ -47,6 +47,8 @@ static int last_role(const Kernel *k, const CgGemm *g) {
 
 static int role_vars(const Kernel *k, const CgCpuTile *t, int role, int *vars);
 static Expr *run_operand(const Plan *p, const Kernel *k, const Expr *x);
+typedef struct RowsAt { int64_t base, coef[KILN_MAX_RANK]; } RowsAt;
+static bool rows_in_place(const Plan *p, const Kernel *k, const CgCpuTile *t, RowsAt *at);
 
 bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuTile *t) {
   if (!o->cpu_tiles || k->chain != 0) return false;
@@ -67,6 +69,7 @@ bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpu
   c.rows_once = g.batch == 1 && (double)row_tiles * TILE_MR * (double)g.K * 4 <= ROWS_ONCE_BYTES;
   int cv[KILN_MAX_RANK];
   if (t && role_vars(k, &c, c.cols_role, cv) >= 2) c.cols_runs = run_operand(p, k, c.cols_x);
+  c.rows_direct = !c.rows_once && rows_in_place(p, k, &c, NULL);
   if (t) *t = c;
   return true;
 }
@@ -122,6 +125,55 @@ static bool runs_along_k(const Plan *p, const Kernel *k, const Expr *x) {
   if (!offset_at(p, f.L, v, nv, &o0)) return false;
   v[last]++;
   return offset_at(p, f.L, v, nv, &o1) && o1 - o0 == 1;
+}
+
+/* Is the rows operand a plain f32 load of another kernel's buffer, contiguous along the whole
+ * sum (the k-th point of a row at its offset + k) and affine in the kernel's vars (a
+ * convolution's weights, a product's rows of activations)? Its row tiles are then read in
+ * place (the dialect's tile_rows). at: the offset at every var 0 and each kernel var's
+ * coefficient. */
+static bool rows_in_place(const Plan *p, const Kernel *k, const CgCpuTile *t, RowsAt *at) {
+  const Expr *L = t->rows_x;
+  if (L->kind != EX_LOAD || L->dtype != KILN_F32 || p->kernel_of[L->src] == k->id || plan_is_baked(p->te, L->src))
+    return false;
+  int nv = k->rank + k->n_red;
+  int64_t v[2 * KILN_MAX_RANK] = { 0 }, base, o;
+  if (!offset_at(p, L, v, nv, &base)) return false;
+  RowsAt a = { .base = base };
+  /* each var's coefficient from a step of one, checked at its last point */
+  for (int i = 0; i < nv; i++) {
+    int64_t extent = i < k->rank ? k->shape[i] : k->red_shape[i - k->rank], c = 0;
+    if (extent > 1) {
+      v[i] = 1;
+      if (!offset_at(p, L, v, nv, &o)) return false;
+      c = o - base;
+      v[i] = extent - 1;
+      if (!offset_at(p, L, v, nv, &o) || o - base != c * (extent - 1)) return false;
+      v[i] = 0;
+    }
+    if (i < k->rank && c && t->g.role[i] == t->cols_role) return false;  /* a rows operand does not run along cols */
+    if (i < k->rank) a.coef[i] = c;
+    else {  /* the sum's vars in row-major order: the flat k is the offset */
+      int64_t stride = 1;
+      for (int j = i - k->rank + 1; j < k->n_red; j++) stride *= k->red_shape[j];
+      if (extent > 1 && c != stride) return false;
+    }
+  }
+  /* and at the middle of every var at once (no product of two vars) */
+  int64_t want = base;
+  for (int i = 0; i < nv; i++) {
+    int64_t extent = i < k->rank ? k->shape[i] : k->red_shape[i - k->rank];
+    v[i] = extent / 2;
+    if (i < k->rank) want += a.coef[i] * v[i];
+    else {
+      int64_t stride = 1;
+      for (int j = i - k->rank + 1; j < k->n_red; j++) stride *= k->red_shape[j];
+      want += stride * v[i];
+    }
+  }
+  if (!offset_at(p, L, v, nv, &o) || o != want) return false;
+  if (at) *at = a;
+  return true;
 }
 
 /* Whether e (index math and value) decides nothing per point: no select, no clamp. */
@@ -534,6 +586,26 @@ static void epilogue_row(const CgEmit *em, const Kernel *k, const CgCpuTile *t, 
   cg_close(em);
 }
 
+/* The row tile's KILN_MR rows as pointers kiln_ra[] into the rows operand's buffer at k = 0
+ * (rows past the last repeat it: their results are not stored), from the offset's
+ * coefficients; the batch vars are in scope. */
+static void rows_pointers(const CgEmit *em, const Kernel *k, const CgCpuTile *t, const RowsAt *ra) {
+  const char *I = em->d->index_type, *F = em->d->value_type[KILN_F32];
+  cg_put(em, "const %s *kiln_ra[KILN_MR];", F);
+  cg_open(em, "for (int kiln_l = 0; kiln_l < KILN_MR; kiln_l++) {");
+  cg_put(em, "const %s kiln_q = kiln_r0 + kiln_l < %s ? kiln_r0 + kiln_l : %s;", I, cg_lit(em, t->rows), cg_lit(em, t->rows - 1));
+  em->push(em->r);
+  decompose(em, k, t, t->rows_role, "kiln_q");
+  char off[512];
+  size_t at = (size_t)snprintf(off, sizeof off, "%s", cg_lit(em, ra->base));
+  for (int v = 0; v < k->rank && at < sizeof off; v++)
+    if (ra->coef[v] && (t->g.role[v] == t->rows_role || t->g.role[v] == CG_ROLE_BATCH))
+      at += (size_t)snprintf(off + at, sizeof off - at, " + %s * v%d", cg_lit(em, ra->coef[v]), v);
+  cg_put(em, "kiln_ra[kiln_l] = b%d + %s;", em->param_of(em->r, t->rows_x->src), off);
+  em->pop(em->r);
+  cg_close(em);
+}
+
 void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em) {
   const Dialect *d = em->d;
   const char *I = d->index_type;
@@ -586,7 +658,10 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
     pack_lanes(em, p, k, t, t->cols_role, t->cols_x, first, group, "KILN_NR", "kiln_pc", 'c');
   }
   cg_close(em);
-  if (!t->rows_once) {
+  RowsAt ra;
+  bool direct = t->rows_direct && d->tile_rows && rows_in_place(p, k, t, &ra) && em->param_of(em->r, t->rows_x->src) >= 0;
+  if (direct) rows_pointers(em, k, t, &ra);
+  else if (!t->rows_once) {
     cg_open(em, "if (kiln_rb != kiln_rl) {");
     cg_put(em, "kiln_rl = kiln_rb;");
     pack_rows(em, p, k, t, "kiln_r0", "kiln_pr");
@@ -596,7 +671,22 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
   char rows_at[64];
   if (t->rows_once) snprintf(rows_at, sizeof rows_at, "kiln_pr + kiln_ri * %lld", (long long)(K * TILE_MR));
   else snprintf(rows_at, sizeof rows_at, "kiln_pr");
-  if (K <= CG_CPU_F32_SUM_MAX)
+  if (direct && K <= CG_CPU_F32_SUM_MAX)
+    cg_put(em, "%s(kiln_ra, kiln_pc + kiln_p * %s * KILN_NR, %s, kiln_d);", d->tile_rows, cg_lit(em, K), cg_lit(em, K));
+  else if (direct) {
+    const char *D = d->value_type[KILN_F64];
+    cg_put(em, "%s kiln_dd[KILN_MR * KILN_NR]%s;", D, al);
+    cg_put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] = 0;");
+    cg_open(em, "for (%s kiln_kc = 0; kiln_kc < %s; kiln_kc += %d) {", I, cg_lit(em, K), (int)TILE_SPAN);
+    cg_put(em, "const %s kiln_kn = %s - kiln_kc < %d ? %s - kiln_kc : %d;", I, cg_lit(em, K), (int)TILE_SPAN, cg_lit(em, K),
+        (int)TILE_SPAN);
+    cg_put(em, "const %s *kiln_rk[KILN_MR];", F);
+    cg_put(em, "for (int kiln_l = 0; kiln_l < KILN_MR; kiln_l++) kiln_rk[kiln_l] = kiln_ra[kiln_l] + kiln_kc;");
+    cg_put(em, "%s(kiln_rk, kiln_pc + kiln_p * %s * KILN_NR + kiln_kc * KILN_NR, kiln_kn, kiln_d);", d->tile_rows,
+        cg_lit(em, K));
+    cg_put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] += kiln_d[kiln_q];");
+    cg_close(em);
+  } else if (K <= CG_CPU_F32_SUM_MAX)
     cg_put(em, "%s(%s, kiln_pc + kiln_p * %s * KILN_NR, %s, kiln_d);", d->tile, rows_at, cg_lit(em, K), cg_lit(em, K));
   else {
     const char *D = d->value_type[KILN_F64];

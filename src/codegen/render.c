@@ -2883,13 +2883,14 @@ static void hk_emit_lazy(void *r, const Expr *e, char *o, size_t n) {
 static void hk_push(void *r) { push(r); }
 static void hk_pop(void *r) { pop(r); }
 static void hk_items(void *r, int step, const char *acc) { items_at(r, step, NULL, acc); }
+static int hk_param_of(void *r, int stage) { return ((R *)r)->param_of[stage]; }
 
 static void render_cpu_tile(R *r) {
   CgCpuTile t;
   bool ok = cg_cpu_tile_match(r->p, r->k, r->o, &t);
   KILN_ASSERT(ok);
   if (!ok) return;
-  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_items };
+  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items };
   cg_render_cpu_tile(r->p, r->k, &t, &em);
 }
 
@@ -2898,7 +2899,7 @@ static void render_gemm(R *r) {
   bool ok = cg_gemm_match(r->p, r->k, r->o, &g);  /* cg_gpu_shape said so */
   KILN_ASSERT(ok);
   if (!ok) return;
-  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_items };
+  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items };
   cg_render_gemm(r->p, r->k, &g, &em);
 }
 

@@ -7,7 +7,8 @@
  * register at each pixel (render.c's render_window), which the plan says too (none with
  * cpu_windows = 0), against ref either way; so is the same with a dilated, strided window. A
  * window read with a stride of 1 along the last dim is packed in runs (masked vector loops
- * through the padding's guard, its clamps dropped), which the plan says; a strided one is not. */
+ * through the padding's guard, its clamps dropped), which the plan says; a strided one is not.
+ * Weights too many to pack once (256 KiB) are read in place, row by row, which the plan says. */
 #include "test.h"
 
 #include <stdio.h>
@@ -36,7 +37,7 @@ static float val(int64_t i, int salt) { return (float)((i * 37 + salt * 11) % 23
  * the same inputs and compares the one output; tiles on must give `want_tiles` tile kernels,
  * windows on `want_windows` window kernels. */
 static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in_numel, int64_t out_numel,
-                    int want_tiles, int want_windows, int want_runs) {
+                    int want_tiles, int want_windows, int want_runs, int want_in_place) {
   float *in[4] = { 0 }, *got = alloc_f32(out_numel), *want = alloc_f32(out_numel);
   const void *ins[4];
   for (int i = 0; i < n_in; i++) {
@@ -61,7 +62,9 @@ static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in
     OK(kiln_program_compile(g, &o, &p));
     if (!p) break;
     int n = count_in_plan(p, "register tiles"), nw = count_in_plan(p, "window sums");
-    int nr = count_in_plan(p, "window packed in runs");
+    int nr = count_in_plan(p, "window packed in runs"), ni = count_in_plan(p, "rows read in place");
+    CHECK_MSG(ni == (tiles ? want_in_place : 0), "%s: %d tiles reading their rows in place (want %d)", name, ni,
+              tiles ? want_in_place : 0);
     CHECK_MSG(nr == (tiles ? want_runs : 0), "%s: %d tiles packing their window in runs (want %d)", name, nr,
               tiles ? want_runs : 0);
     CHECK_MSG(n == (tiles ? want_tiles : 0), "%s: %d tile kernels with cpu_tiles = %d (want %d)", name, n, tiles,
@@ -92,6 +95,7 @@ typedef struct ConvCase {
                   (a batch var), which leaves one row a tile: the dot-product loops keep it */
   int windows; /* window kernels expected (a depthwise convolution's) */
   int runs;    /* tiles whose window is packed in runs (a stride of 1 along the last dim) */
+  int in_place; /* tiles reading the weights in place (too many to pack once: 256 KiB) */
 } ConvCase;
 
 static void conv_case(const ConvCase *c) {
@@ -115,7 +119,7 @@ static void conv_case(const ConvCase *c) {
   OK(kiln_graph_tensor_info(g, y, &info));
   int64_t out = info.numel;
   int64_t in_numel[1] = { c->n * c->c * c->h * c->w };
-  compare(c->name, g, 1, in_numel, out, c->tiles, c->windows, c->runs);
+  compare(c->name, g, 1, in_numel, out, c->tiles, c->windows, c->runs, c->in_place);
   free(w);
   kiln_graph_free(g);
 }
@@ -134,7 +138,7 @@ static void short_batched_product(void) {
   OK(kiln_graph_matmul(g, x, wt, &y));
   OK(kiln_graph_output(g, y, "y"));
   int64_t in_numel[2] = { 3 * 37 * 24, 3 * 29 * 24 };
-  compare("short batched product", g, 2, in_numel, 3 * 37 * 29, 1, 0, 0);
+  compare("short batched product", g, 2, in_numel, 3 * 37 * 29, 1, 0, 0, 1);
   kiln_graph_free(g);
 }
 
@@ -153,7 +157,7 @@ static void product_across_k(int64_t K) {
   OK(kiln_graph_output(g, y, "y"));
   int64_t in_numel[2] = { K * 29, K * 37 };
   compare(K > 4096 ? "product across k, a long sum in f32 spans added in f64" : "product across k", g, 2, in_numel,
-          29 * 37, 1, 0, 0);
+          29 * 37, 1, 0, 0, 0);
   kiln_graph_free(g);
 }
 
@@ -175,22 +179,24 @@ static void conv_of_edge_padded(void) {
   OK(kiln_graph_conv(g, xp, wp, (kiln_tensor){ -1 }, &p, &y));
   OK(kiln_graph_output(g, y, "y"));
   int64_t in_numel[1] = { 2 * 3 * 7 * 10 };
-  compare("convolution of an edge-padded input", g, 1, in_numel, 2 * 8 * 7 * 14, 1, 0, 1);
+  compare("convolution of an edge-padded input", g, 1, in_numel, 2 * 8 * 7 * 14, 1, 0, 1, 0);
   kiln_graph_free(g);
 }
 
 int main(void) {
   static const ConvCase convs[] = {
-    { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1 },
-    { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1, 0, 1 },
-    { "rows of 37 (runs across panels)", 3, 2, 6, 37, 16, 3, 3, 1, 1, 1, 1, true, 1, 0, 1 },
-    { "no padding (no guard)", 2, 3, 9, 11, 8, 3, 3, 1, 1, 0, 1, false, 1, 0, 1 },
-    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 0 },
-    { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1, 0, 1 },
-    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0, 0 },
-    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1, 0 },
-    { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1, 0 },
-    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1 },
+    { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0 },
+    { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0 },
+    { "rows of 37 (runs across panels)", 3, 2, 6, 37, 16, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0 },
+    { "no padding (no guard)", 2, 3, 9, 11, 8, 3, 3, 1, 1, 0, 1, false, 1, 0, 1, 0 },
+    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 0, 0 },
+    { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1, 0, 1, 0 },
+    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0, 0, 0 },
+    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1, 0, 0 },
+    { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1, 0, 0 },
+    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0 },
+    { "128 to 64 channels at 5x5 (weights read in place)", 1, 128, 5, 5, 64, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1 },
+    { "stride 2 over 96 channels (weights in place, window lane by lane)", 2, 96, 9, 8, 80, 3, 3, 2, 1, 1, 1, false, 1, 0, 0, 1 },
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   conv_of_edge_padded();
