@@ -344,6 +344,9 @@ typedef struct kiln_options {
   int cpu_windows;      /* cpu: 1 (default) small windows summed along a long last dim (depthwise
                            convolutions) keep each point's sum in a register, the window's taps as
                            nested loops inside; 0 a row of sums in memory ($KILN_CPU_WINDOWS=0) */
+  int cpu_epilogue;     /* cpu: 1 (default) arithmetic on a reduction's result that only other reductions
+                           read (relu(conv + b) under a max pool) is stored by the reduction's kernel, not
+                           recomputed inside each reader's loop; 0 inlined ($KILN_CPU_EPILOGUE=0) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

@@ -58,6 +58,9 @@ PlanOptions plan_options(const kiln_options *o) {
    * H200 (session 9) gpt_tiny's four layernorms with their GEMMs took it from 16 to 12 kernels
    * but from 0.087 to 0.135 ms (a warp a row reads the weights' rows the GEMM tiles share) */
   p.pairs = o && o->gemm_rows >= 0 ? (o->gemm_rows > 2 ? 2 : o->gemm_rows) : !strcmp(be, "cuda");
+  /* on cpu (lenet, one thread: its 2x2 max pools 160 -> 85 us, the model 3 % faster); not raced
+   * on the grid backends, whose plans stay as they were */
+  p.epilogue_ties = o && o->cpu_epilogue && !strcmp(be, "cpu");
   /* grid backends tile one contraction a kernel, or siblings over one A (1: siblings joined,
    * 2: not even those) */
   p.one_contraction = !strcmp(be, "cuda") ? (o && o->siblings == 0 ? 2 : 1) : 0;
@@ -259,6 +262,28 @@ static int64_t tiled_reads(const Plan *p, const Stage *C, int s, int64_t dom) {
 
 /* Why injective stage s must be materialised, or NULL to inline it. *recompute: the reason
  * is the recompute rule (not an output, assign, opaque reader or budget). */
+/* A tie the byte count leaves open: arithmetic s on a reduction's result, of that result's
+ * shape, read only by other reductions. Stored by the reduction's kernel (its epilogue) or
+ * inlined into each reader, it moves the same bytes; inlined, the reader redoes it at every
+ * read and carries it into its loop: under a 2x2 max pool, lenet's relu(conv + b) became a
+ * NaN-aware select per tap that the cpu's vector loops would not take. The reason, or NULL. */
+static const char *epilogue_tie(Ctx *c, int s, const LoadList *ll) {
+  const TE *te = c->te;
+  const Stage *S = &te->stages[s];
+  if (!c->p->opt.epilogue_ties || c->n_cons[s] == 0) return NULL;
+  int r = -1;
+  for (int i = 0; i < ll->n; i++) {
+    const Stage *L = &te->stages[ll->l[i]->src];
+    if (L->kind == ST_REDUCE && L->rank == S->rank && !memcmp(L->shape, S->shape, sizeof(int64_t) * (size_t)S->rank)) r = L->id;
+  }
+  if (r < 0) return NULL;
+  for (int i = 0; i < c->n_cons[s]; i++)
+    if (te->stages[c->cons[s][i]].kind != ST_REDUCE) return NULL;
+  int first = c->cons[s][0];
+  return fmt(c->p, "computed once after t%d, not at each read by t%d (%s)", r, first,
+             te->stages[first].op >= 0 && te->stages[first].op < OP_COUNT ? op_names[te->stages[first].op] : "?");
+}
+
 static const char *must_materialise(Ctx *c, int s, LoadList *ll, bool *recompute) {
   Plan *p = c->p;
   TE *te = c->te;
@@ -291,7 +316,7 @@ static const char *must_materialise(Ctx *c, int s, LoadList *ll, bool *recompute
       return fmt(p, "t%d: recomputed %lldx by t%d (%s)", s, (long long)(dom / S->numel), C->id,
                  C->op >= 0 && C->op < OP_COUNT ? op_names[C->op] : "?");
   }
-  return NULL;
+  return epilogue_tie(c, s, ll);
 }
 
 /* The stage that body e moves, or -1: e does no arithmetic and loads exactly one stage

@@ -183,6 +183,63 @@ static void conv_of_edge_padded(void) {
   kiln_graph_free(g);
 }
 
+/* relu(conv + b) under a 2x2 max pool: with cpu_epilogue (the default) the convolution's kernel
+ * stores the relu, which the plan says, and the pool takes plain maxima of it; without, the pool
+ * computes the relu at every tap. Two kernels either way, each against ref, NaN in the input
+ * included (the pool's maximum must keep it). */
+static void pool_of_relu(void) {
+  for (int on = 0; on <= 1; on++) {
+    kiln_graph *g;
+    OK(kiln_graph_create(&g));
+    int64_t xs[4] = { 2, 3, 10, 12 }, ws[4] = { 8, 3, 3, 3 }, bs[1] = { 8 };
+    float w[8 * 27], bias[8];
+    for (int i = 0; i < 8 * 27; i++) w[i] = val(i, 1);
+    for (int i = 0; i < 8; i++) bias[i] = val(i, 2);
+    kiln_tensor x, wp, b, y;
+    OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+    OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, w, &wp));
+    OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &b));
+    kiln_conv_params cp = { .spatial = 2, .strides = { 1, 1 }, .dilations = { 1, 1 }, .pads = { 1, 1, 1, 1 }, .group = 1 };
+    OK(kiln_graph_conv(g, x, wp, b, &cp, &y));
+    OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+    kiln_pool_params pp = { .spatial = 2, .kernel = { 2, 2 }, .strides = { 2, 2 } };
+    OK(kiln_graph_pool(g, KILN_POOL_MAX, y, &pp, &y));
+    OK(kiln_graph_output(g, y, "y"));
+    float in[2 * 3 * 10 * 12], got[2 * 8 * 5 * 6], want[2 * 8 * 5 * 6];
+    for (int i = 0; i < 2 * 3 * 10 * 12; i++) in[i] = val(i, 3);
+    in[37] = NAN;  /* reaches a few windows through the convolution */
+    const void *ins[1] = { in };
+    void *og[1] = { want };
+    kiln_options o = kiln_options_default();
+    o.backend = "ref";
+    kiln_program *r = NULL, *p = NULL;
+    OK(kiln_program_compile(g, &o, &r));
+    if (r) OK(kiln_program_run(r, ins, og));
+    o = kiln_options_default();
+    o.backend = "cpu";
+    o.cpu_epilogue = on;
+    OK(kiln_program_compile(g, &o, &p));
+    if (p && r) {
+      kiln_census c;
+      OK(kiln_program_census(p, &c));
+      CHECK_MSG(c.kernels_planned == 2, "pool of relu (cpu_epilogue %d): %lld kernels", on, (long long)c.kernels_planned);
+      CHECK_MSG(count_in_plan(p, "computed once after") == on, "pool of relu (cpu_epilogue %d): the plan's reason", on);
+      og[0] = got;
+      OK(kiln_program_run(p, ins, og));
+      int bad = 0;
+      for (int i = 0; i < 2 * 8 * 5 * 6; i++)
+        bad += isnan(want[i]) ? !isnan(got[i]) : !(fabs((double)got[i] - want[i]) <= 2e-5 * (1 + fabs((double)want[i])));
+      CHECK_MSG(bad == 0, "pool of relu (cpu_epilogue %d): %d outputs differ from ref", on, bad);
+      int nans = 0;
+      for (int i = 0; i < 2 * 8 * 5 * 6; i++) nans += isnan(want[i]);
+      CHECK_MSG(nans > 0, "pool of relu: the NaN reached no output");
+    }
+    kiln_program_free(p);
+    kiln_program_free(r);
+    kiln_graph_free(g);
+  }
+}
+
 int main(void) {
   static const ConvCase convs[] = {
     { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0 },
@@ -200,6 +257,7 @@ int main(void) {
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   conv_of_edge_padded();
+  pool_of_relu();
   short_batched_product();
   product_across_k(24);
   product_across_k(5000);  /* over CG_CPU_F32_SUM_MAX: spans of 2048 (a weight gradient's sum over pixels) */
