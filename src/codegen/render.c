@@ -60,6 +60,7 @@ typedef struct R {
   int bdim;            /* cpu row blocks: the prefix dim whose copies are the rows (-1: flat blocks) */
   bool in_simd;        /* cpu: inside a vector loop over outer points (no nested simd pragma) */
   bool all_lazy;       /* every float select lazy: an expression te_unclamp_guarded rewrote (cpu_tile's packs) */
+  int guard_var;       /* row_guards counts guards along this var (-1: the kernel's last) */
   const char *lane;    /* cpu: accumulators are arrays over the vector loop's points, indexed so ("[v3]") */
   char lits[8][48]; int n_lit;   /* texts of the latest index literals (lit) */
   char guard0[48];     /* block rows: "<thread id> == 0" */
@@ -965,13 +966,57 @@ static void window_points(R *r, const Expr *const *bodies, int64_t from, int64_t
   close_block(r);
 }
 
+/* The window's padding along the dim before the last (a depthwise convolution's top and bottom
+ * rows): the smallest margin m (at most 3) that clears every guard along it from the taps at
+ * rows m .. I-1-m; 0: none (or too few rows, or too few images to share the threads). */
+static int window_row_margin(R *r) {
+  const Kernel *k = r->k;
+  int iv = k->rank - 2;
+  int64_t I = k->shape[iv], lo = r->lo[iv], hi = r->hi[iv];
+  if (k->rank < 3 || I < 4 || k->outer_numel / (I * k->shape[k->rank - 1]) < 2) return 0;
+  r->guard_var = iv;
+  int found = 0;
+  if (rowsmall_guards(r, NULL))
+    for (int m = 1; m <= 3 && I - 2 * m >= 2 && !found; m++) {
+      r->lo[iv] = m, r->hi[iv] = I - 1 - m;
+      if (!rowsmall_guards(r, NULL)) found = m;
+      r->lo[iv] = lo, r->hi[iv] = hi;
+    }
+  r->guard_var = -1;
+  return found;
+}
+
 static void render_window(R *r) {
   const Kernel *k = r->k;
   int64_t J = k->shape[k->rank - 1];
-  open_outer(r, k->outer_numel / J, k->outer_numel * k->inner_numel, false);
+  int m = window_row_margin(r);
+  if (!m) {
+    open_outer(r, k->outer_numel / J, k->outer_numel * k->inner_numel, false);
+    push(r);
+    decompose(r, "o", 0, k->rank - 1, k->shape);
+    split_last_dim(r, window_points);
+    pop(r);
+    close_block(r);
+    return;
+  }
+  /* rows border, interior and border: in the interior the bodies are simplified with the row
+   * in its range, so the padding's row guards (and their clamps) vanish from every tap, as
+   * the column's do in split_last_dim's interior; each image's rows stay on one thread */
+  int iv = k->rank - 2;
+  int64_t I = k->shape[iv], lo = r->lo[iv], hi = r->hi[iv];
+  open_outer(r, k->outer_numel / (I * J), k->outer_numel * k->inner_numel, false);
   push(r);
-  decompose(r, "o", 0, k->rank - 1, k->shape);
-  split_last_dim(r, window_points);
+  decompose(r, "o", 0, k->rank - 2, k->shape);
+  const int64_t from[3] = { 0, m, I - m }, to[3] = { m, I - m, I };
+  for (int part = 0; part < 3; part++) {
+    r->lo[iv] = from[part], r->hi[iv] = to[part] - 1;
+    open_var_for(r, iv, from[part], to[part]);
+    push(r);
+    split_last_dim(r, window_points);
+    pop(r);
+    close_block(r);
+  }
+  r->lo[iv] = lo, r->hi[iv] = hi;
   pop(r);
   close_block(r);
 }
@@ -1289,7 +1334,7 @@ static int row_guards(R *r, const Expr *e, Memo **seen, int *n, int *cap, Memo *
   int known;
   if (seen_find(*seen, *n, e, &known)) return 0;
   if (!seen_add(seen, n, cap, e, 0)) return 1;  /* conservative: no split */
-  int jv = r->k->rank - 1, g = 0;
+  int jv = r->guard_var >= 0 ? r->guard_var : r->k->rank - 1, g = 0;
   if (e->kind == EX_SELECT && depends(e->args[0], jv, dseen, dn, dcap)) g = 1;
   if (e->kind == EX_BINARY && e->n_args == 2 && !dtype_is_float(e->args[0]->dtype) &&
       (e->op == TB_MAX || e->op == TB_MIN || e->op == TB_LT || e->op == TB_LE || e->op == TB_GT || e->op == TB_GE) &&
@@ -2953,7 +2998,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   for (int i = 0; g && g->store_into && i < k->n_items; i++) in_place |= g->store_into[k->items[i].stage] >= 0;
   if (phase) pd = phase_dialect(d), d = &pd;
   else if (in_place) pd = *d, pd.buf_restrict = "", d = &pd;
-  R r = { .p = p, .k = k, .d = d, .o = o, .sb = out, .cidx = "j" };
+  R r = { .p = p, .k = k, .d = d, .o = o, .sb = out, .cidx = "j", .guard_var = -1 };
   int *params = kiln_calloc((size_t)cg_kernel_params_max(k), sizeof *params);
   r.param_of = kiln_calloc((size_t)te->n_stages + 1, sizeof *r.param_of);
   if (!params || !r.param_of) {

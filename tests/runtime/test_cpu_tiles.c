@@ -4,7 +4,8 @@
  * every dimension and a bias + relu epilogue; a batched product with a short sum and a
  * transposed operand; each against ref, and the printed plan says which kernels are tiles
  * (none with cpu_tiles = 0). A depthwise convolution is no tile: its 3x3 window is summed in a
- * register at each pixel (render.c's render_window), which the plan says too (none with
+ * register at each pixel (render.c's render_window; its rows and columns split into border
+ * and interior, the interior without the padding's guards), which the plan says too (none with
  * cpu_windows = 0), against ref either way; so is the same with a dilated, strided window. A
  * window read with a stride of 1 along the last dim is packed in runs (masked vector loops
  * through the padding's guard, its clamps dropped), which the plan says; a strided one is not.
