@@ -121,6 +121,7 @@ typedef struct Dialect {
   long long min_parallel_work;    /* points below which a kernel runs on one thread */
   const char *parallel_for_simd;  /* the same for a flat loop that also vectorises */
   const char *simd;               /* pragma before a vectorisable inner loop */
+  const char *simd_len;           /* the same asking for vectors of %d lanes (NULL: simd) */
   const char *tile;               /* loop dialects: the prelude's register tile (cpu_tile.c renders calls to
                                      it with its KILN_MR x KILN_NR shape); NULL: none */
   const char *tile_rows;          /* the same tile reading its KILN_MR rows in place from an array of row

@@ -73,6 +73,7 @@ const Dialect cg_dialect_c = {
   .min_parallel_work = 32768,
   .parallel_for_simd = "#pragma omp parallel for simd schedule(static)",
   .simd = "#pragma omp simd",
+  .simd_len = "#pragma omp simd simdlen(%d)",
   .array_align = " __attribute__((aligned(64)))",
   .tile = "k_tile",
   .tile_rows = "k_tile_rows",
