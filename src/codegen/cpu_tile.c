@@ -589,6 +589,34 @@ static void epilogue_row(const CgEmit *em, const Kernel *k, const CgCpuTile *t, 
   cg_close(em);
 }
 
+/* kiln_d = the tile over all K of panel kiln_p: its rows packed at rows_at ([K][KILN_MR]) or, in
+ * place, from the pointers kiln_ra; past CG_CPU_F32_SUM_MAX points, in spans of TILE_SPAN each
+ * summed in f32, the spans added in f64 into kiln_dd. */
+static void tile_call(const CgEmit *em, int64_t K, bool direct, const char *rows_at) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *al = d->array_align ? d->array_align : "";
+  const char *fn = direct ? d->tile_rows : d->tile;
+  if (K <= CG_CPU_F32_SUM_MAX) {
+    cg_put(em, "%s(%s, kiln_pc + kiln_p * %s * KILN_NR, %s, kiln_d);", fn, direct ? "kiln_ra" : rows_at, cg_lit(em, K),
+        cg_lit(em, K));
+    return;
+  }
+  cg_put(em, "%s kiln_dd[KILN_MR * KILN_NR]%s;", d->value_type[KILN_F64], al);
+  cg_put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] = 0;");
+  cg_open(em, "for (%s kiln_kc = 0; kiln_kc < %s; kiln_kc += %d) {", I, cg_lit(em, K), (int)TILE_SPAN);
+  cg_put(em, "const %s kiln_kn = %s - kiln_kc < %d ? %s - kiln_kc : %d;", I, cg_lit(em, K), (int)TILE_SPAN, cg_lit(em, K),
+      (int)TILE_SPAN);
+  char rows[96];
+  if (direct) {
+    cg_put(em, "const %s *kiln_rk[KILN_MR];", d->value_type[KILN_F32]);
+    cg_put(em, "for (int kiln_l = 0; kiln_l < KILN_MR; kiln_l++) kiln_rk[kiln_l] = kiln_ra[kiln_l] + kiln_kc;");
+    snprintf(rows, sizeof rows, "kiln_rk");
+  } else snprintf(rows, sizeof rows, "%s + kiln_kc * KILN_MR", rows_at);
+  cg_put(em, "%s(%s, kiln_pc + kiln_p * %s * KILN_NR + kiln_kc * KILN_NR, kiln_kn, kiln_d);", fn, rows, cg_lit(em, K));
+  cg_put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] += kiln_d[kiln_q];");
+  cg_close(em);
+}
+
 /* The row tile's KILN_MR rows as pointers kiln_ra[] into the rows operand's buffer at k = 0
  * (rows past the last repeat it: their results are not stored), from the offset's
  * coefficients; the batch vars are in scope. */
@@ -674,35 +702,7 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
   char rows_at[64];
   if (t->rows_once) snprintf(rows_at, sizeof rows_at, "kiln_pr + kiln_ri * %lld", (long long)(K * TILE_MR));
   else snprintf(rows_at, sizeof rows_at, "kiln_pr");
-  if (direct && K <= CG_CPU_F32_SUM_MAX)
-    cg_put(em, "%s(kiln_ra, kiln_pc + kiln_p * %s * KILN_NR, %s, kiln_d);", d->tile_rows, cg_lit(em, K), cg_lit(em, K));
-  else if (direct) {
-    const char *D = d->value_type[KILN_F64];
-    cg_put(em, "%s kiln_dd[KILN_MR * KILN_NR]%s;", D, al);
-    cg_put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] = 0;");
-    cg_open(em, "for (%s kiln_kc = 0; kiln_kc < %s; kiln_kc += %d) {", I, cg_lit(em, K), (int)TILE_SPAN);
-    cg_put(em, "const %s kiln_kn = %s - kiln_kc < %d ? %s - kiln_kc : %d;", I, cg_lit(em, K), (int)TILE_SPAN, cg_lit(em, K),
-        (int)TILE_SPAN);
-    cg_put(em, "const %s *kiln_rk[KILN_MR];", F);
-    cg_put(em, "for (int kiln_l = 0; kiln_l < KILN_MR; kiln_l++) kiln_rk[kiln_l] = kiln_ra[kiln_l] + kiln_kc;");
-    cg_put(em, "%s(kiln_rk, kiln_pc + kiln_p * %s * KILN_NR + kiln_kc * KILN_NR, kiln_kn, kiln_d);", d->tile_rows,
-        cg_lit(em, K));
-    cg_put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] += kiln_d[kiln_q];");
-    cg_close(em);
-  } else if (K <= CG_CPU_F32_SUM_MAX)
-    cg_put(em, "%s(%s, kiln_pc + kiln_p * %s * KILN_NR, %s, kiln_d);", d->tile, rows_at, cg_lit(em, K), cg_lit(em, K));
-  else {
-    const char *D = d->value_type[KILN_F64];
-    cg_put(em, "%s kiln_dd[KILN_MR * KILN_NR]%s;", D, al);
-    cg_put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] = 0;");
-    cg_open(em, "for (%s kiln_kc = 0; kiln_kc < %s; kiln_kc += %d) {", I, cg_lit(em, K), (int)TILE_SPAN);
-    cg_put(em, "const %s kiln_kn = %s - kiln_kc < %d ? %s - kiln_kc : %d;", I, cg_lit(em, K), (int)TILE_SPAN, cg_lit(em, K),
-        (int)TILE_SPAN);
-    cg_put(em, "%s(%s + kiln_kc * KILN_MR, kiln_pc + kiln_p * %s * KILN_NR + kiln_kc * KILN_NR, kiln_kn, kiln_d);", d->tile,
-        rows_at, cg_lit(em, K));
-    cg_put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] += kiln_d[kiln_q];");
-    cg_close(em);
-  }
+  tile_call(em, K, direct, rows_at);
   cg_open(em, "for (int kiln_i = 0; kiln_i < KILN_MR && kiln_r0 + kiln_i < %s; kiln_i++) {", cg_lit(em, t->rows));
   cg_put(em, "const %s kiln_rq = kiln_r0 + kiln_i;", I);
   em->push(em->r);

@@ -241,6 +241,22 @@ static void pool_of_relu(void) {
   }
 }
 
+/* y = a @ b, a [37, K] read in place (contiguous along k, too large to pack once) over a long
+ * sum: the spans of the f64 sum step the row pointers along k. */
+static void rows_in_place_long_sum(void) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t K = 5000, as[2] = { 37, K }, bs[2] = { K, 29 };
+  kiln_tensor a, b, y;
+  OK(kiln_graph_input(g, "a", KILN_F32, 2, as, &a));
+  OK(kiln_graph_input(g, "b", KILN_F32, 2, bs, &b));
+  OK(kiln_graph_matmul(g, a, b, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  int64_t in_numel[2] = { 37 * K, K * 29 };
+  compare("rows in place over a long sum", g, 2, in_numel, 37 * 29, 1, 0, 0, 1);
+  kiln_graph_free(g);
+}
+
 int main(void) {
   static const ConvCase convs[] = {
     { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0 },
@@ -261,6 +277,7 @@ int main(void) {
   pool_of_relu();
   short_batched_product();
   product_across_k(24);
-  product_across_k(5000);  /* over CG_CPU_F32_SUM_MAX: spans of 2048 (a weight gradient's sum over pixels) */
+  product_across_k(5000);
+  rows_in_place_long_sum();  /* over CG_CPU_F32_SUM_MAX: spans of 2048 (a weight gradient's sum over pixels) */
   TEST_MAIN_END();
 }
