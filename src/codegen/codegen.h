@@ -478,6 +478,7 @@ typedef struct CgCpuTile {
   bool rows_once;                  /* the rows operand is packed once per thread, for every tile */
   bool rows_direct;                /* the rows operand is a plain f32 load contiguous along k, read in
                                     * place (the dialect's tile_rows) instead of packed */
+  int cols_stride;                 /* elements between a run's consecutive lanes in cols_runs' load (1, 2 ...) */
   const Expr *cols_runs;           /* a window read along the last var: cols_x with its guarded clamps
                                     * dropped, packed in runs of masked vector loops (NULL: lane by lane) */
 } CgCpuTile;

@@ -46,7 +46,7 @@ static int last_role(const Kernel *k, const CgGemm *g) {
 }
 
 static int role_vars(const Kernel *k, const CgCpuTile *t, int role, int *vars);
-static Expr *run_operand(const Plan *p, const Kernel *k, const Expr *x);
+static Expr *run_operand(const Plan *p, const Kernel *k, const Expr *x, int *stride);
 typedef struct RowsAt { int64_t base, coef[KILN_MAX_RANK]; } RowsAt;
 static bool rows_in_place(const Plan *p, const Kernel *k, const CgCpuTile *t, RowsAt *at);
 
@@ -68,7 +68,7 @@ bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpu
   int64_t row_tiles = (c.rows + TILE_MR - 1) / TILE_MR;
   c.rows_once = g.batch == 1 && (double)row_tiles * TILE_MR * (double)g.K * 4 <= ROWS_ONCE_BYTES;
   int cv[KILN_MAX_RANK];
-  if (t && role_vars(k, &c, c.cols_role, cv) >= 2) c.cols_runs = run_operand(p, k, c.cols_x);
+  if (t && role_vars(k, &c, c.cols_role, cv) >= 2) c.cols_runs = run_operand(p, k, c.cols_x, &c.cols_stride);
   c.rows_direct = !c.rows_once && rows_in_place(p, k, &c, NULL);
   if (t) *t = c;
   return true;
@@ -377,16 +377,39 @@ static int select_depth(const Expr *e) {
   return d + (e->kind == EX_SELECT && te_is_float(e));
 }
 
+/* Is int expression e affine in the vars (sums, differences and constant multiples of vars and
+ * constants)? */
+static bool affine_int(const Expr *e) {
+  if (dtype_is_float(e->dtype)) return false;
+  if (e->kind == EX_CONST || e->kind == EX_VAR) return true;
+  if (e->kind != EX_BINARY) return false;
+  if (e->op == TB_ADD || e->op == TB_SUB) return affine_int(e->args[0]) && affine_int(e->args[1]);
+  if (e->op == TB_MUL) return (e->args[0]->kind == EX_CONST && affine_int(e->args[1])) ||
+                              (e->args[1]->kind == EX_CONST && affine_int(e->args[0]));
+  return false;
+}
+
+/* Does condition c hold on an interval of any line through the vars (a conjunction of affine
+ * comparisons: a window's padding guard)? */
+static bool convex_guard(const Expr *c) {
+  if (c->kind != EX_BINARY) return false;
+  if (c->op == TB_AND && c->dtype == KILN_BOOL) return convex_guard(c->args[0]) && convex_guard(c->args[1]);
+  if (c->op == TB_LT || c->op == TB_LE || c->op == TB_GT || c->op == TB_GE || c->op == TB_EQ)
+    return affine_int(c->args[0]) && affine_int(c->args[1]);
+  return false;
+}
+
 /* The window operand of a convolution, packed as runs: the lanes of a panel that share
- * every var but the kernel's last (a row of output pixels) are one run, and each point of
- * the run one vector loop over a whole panel's width, masked to the run. The operand is
- * rewritten with te_unclamp_guarded and its selects made lazy, so the padding's guard
- * masks the load and the load's index is affine along the run: the loop is a masked
- * contiguous copy. Lane by lane (pack_points), each point was a scalar load through the
- * guard's clamps and a store a panel row away: lenet's conv2 spent as long packing as
- * multiplying. NULL: x does not take this form (no contiguous run along the last var, or
- * selects nested too deep for the renderer's scopes). */
-static Expr *run_operand(const Plan *p, const Kernel *k, const Expr *x) {
+ * every var but the kernel's last (a row of output pixels) are one run. The operand is
+ * rewritten with te_unclamp_guarded and its selects made lazy, so the padding's guard masks
+ * the load and the load's index is affine along the run. With a stride of 1 each point of
+ * the run is one masked vector loop over a whole panel's width: a masked contiguous copy. Lane
+ * by lane (pack_points), each point was a scalar load through the guard's clamps and a store a
+ * panel row away: lenet's conv2 spent as long packing as multiplying. With a larger stride
+ * (2: a strided convolution) a masked loop gathers, slower than lane by lane; there the
+ * operand must be its guard's select (or have none), the lanes where the guard holds are found
+ * from the run's ends, and they are one unmasked strided loop. NULL: x takes neither form. */
+static Expr *run_operand(const Plan *p, const Kernel *k, const Expr *x, int *stride) {
   if (select_depth(x) > 4 || k->rank < 1) return NULL;
   Expr *u = te_unclamp_guarded(p->te, (Expr *)x);
   if (!u) return NULL;
@@ -402,7 +425,51 @@ static Expr *run_operand(const Plan *p, const Kernel *k, const Expr *x) {
   if (v[last] + 1 >= k->shape[last]) v[last] = 0;
   if (!offset_at(p, f.L, v, nv, &o0)) return NULL;
   v[last]++;
-  return offset_at(p, f.L, v, nv, &o1) && o1 - o0 == 1 ? u : NULL;
+  if (!offset_at(p, f.L, v, nv, &o1) || o1 - o0 < 1 || o1 - o0 > 4) return NULL;
+  *stride = (int)(o1 - o0);
+  if (*stride == 1) return u;
+  bool top = u->kind == EX_SELECT && te_is_float(u);
+  if (select_depth(u) > (top ? 1 : 0) || (top && !convex_guard(u->args[0]))) return NULL;
+  return u;
+}
+
+/* One point of a strided run (pack_runs): the lanes kiln_ia .. kiln_ib - 1 where u's guard
+ * holds (an interval: convex_guard), found from the run's ends, as one unmasked vector loop
+ * over u's then-branch; the lanes outside through u itself, lazily, one at a time. */
+static void strided_points(const CgEmit *em, const Kernel *k, const Expr *u) {
+  const char *I = em->d->index_type;
+  int last = k->rank - 1;
+  bool top = u->kind == EX_SELECT;
+  char val[256];
+  cg_put(em, "int kiln_ia = 0, kiln_ib = kiln_m;");
+  if (top)
+    for (int end = 0; end < 2; end++) {
+      cg_open(em, end ? "while (kiln_ib > kiln_ia) {" : "while (kiln_ia < kiln_m) {");
+      em->push(em->r);
+      cg_put(em, "const %s v%d = kiln_w0 + %s;", I, last, end ? "kiln_ib - 1" : "kiln_ia");
+      em->emit_lazy(em->r, u->args[0], val, sizeof val);
+      cg_put(em, "if (%s) break;", val);
+      cg_put(em, end ? "kiln_ib--;" : "kiln_ia++;");
+      em->pop(em->r);
+      cg_close(em);
+    }
+  for (int side = 0; top && side < 2; side++) {  /* the few lanes outside: [0, ia), then [ib, m) */
+    cg_open(em, side ? "for (int kiln_i = kiln_ib; kiln_i < kiln_m; kiln_i++) {" : "for (int kiln_i = 0; kiln_i < kiln_ia; kiln_i++) {");
+    em->push(em->r);
+    cg_put(em, "const %s v%d = kiln_w0 + kiln_i;", I, last);
+    em->emit_lazy(em->r, u, val, sizeof val);
+    cg_put(em, "kiln_o[kiln_i] = %s;", val);
+    em->pop(em->r);
+    cg_close(em);
+  }
+  cg_put(em, "%s", em->d->simd);
+  cg_open(em, "for (int kiln_i = kiln_ia; kiln_i < kiln_ib; kiln_i++) {");
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_w0 + kiln_i;", I, last);
+  em->emit_lazy(em->r, top ? u->args[1] : u, val, sizeof val);
+  cg_put(em, "kiln_o[kiln_i] = %s;", val);
+  em->pop(em->r);
+  cg_close(em);
 }
 
 static void pack_runs(const CgEmit *em, const Kernel *k, const CgCpuTile *t, const Expr *u, const char *first,
@@ -436,6 +503,16 @@ static void pack_runs(const CgEmit *em, const Kernel *k, const CgCpuTile *t, con
   cg_open(em, "{ %s kiln_k = 0;", I);
   int opened = open_points(em, k);
   cg_put(em, "%s *kiln_o = kiln_o0 + kiln_k * %s;", F, width);
+  if (t->cols_stride > 1) {
+    strided_points(em, k, u);
+    cg_put(em, "kiln_k++;");
+    while (opened--) cg_close(em);
+    cg_close(em);
+    em->pop(em->r);
+    cg_put(em, "kiln_j0 += (int)kiln_n;");
+    cg_close(em);
+    return;
+  }
   /* a run is at most a row: with rows of 14, a loop over 32 lanes ran twice as many masked
    * vectors as there were lanes */
   char span[64];

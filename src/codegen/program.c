@@ -135,7 +135,7 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
     if (d->tile && cg_cpu_tile_match(p, k, o, &t))
       why_append(l, "; register tiles %lld rows x %lld columns over %lld%s%s", (long long)t.rows, (long long)t.cols,
                  (long long)t.g.K, t.rows_once ? ", rows packed once" : t.rows_direct ? ", rows read in place" : "",
-                 t.cols_runs ? ", window packed in runs" : "");
+                 !t.cols_runs ? "" : t.cols_stride > 1 ? ", window packed in runs (strided)" : ", window packed in runs");
     else if (cg_window_match(p, k, o))
       why_append(l, "; window sums in registers, %lld points each", (long long)k->inner_numel);
   }

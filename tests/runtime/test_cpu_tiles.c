@@ -7,8 +7,9 @@
  * register at each pixel (render.c's render_window; its rows and columns split into border
  * and interior, the interior without the padding's guards), which the plan says too (none with
  * cpu_windows = 0), against ref either way; so is the same with a dilated, strided window. A
- * window read with a stride of 1 along the last dim is packed in runs (masked vector loops
- * through the padding's guard, its clamps dropped), which the plan says; a strided one is not.
+ * window read along the last dim is packed in runs (through the padding's guard, its clamps
+ * dropped: with a stride of 1 masked vector loops, with a larger one the lanes where the guard
+ * holds found at the run's ends and copied by one strided loop), which the plan says.
  * Weights too many to pack once (256 KiB) are read in place, row by row, which the plan says. */
 #include "test.h"
 
@@ -263,14 +264,16 @@ int main(void) {
     { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0 },
     { "rows of 37 (runs across panels)", 3, 2, 6, 37, 16, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0 },
     { "no padding (no guard)", 2, 3, 9, 11, 8, 3, 3, 1, 1, 0, 1, false, 1, 0, 1, 0 },
-    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 0, 0 },
+    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 1, 0 },
     { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1, 0, 1, 0 },
     { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0, 0, 0 },
     { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1, 0, 0 },
     { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1, 0, 0 },
     { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0 },
     { "128 to 64 channels at 5x5 (weights read in place)", 1, 128, 5, 5, 64, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1 },
-    { "stride 2 over 96 channels (weights in place, window lane by lane)", 2, 96, 9, 8, 80, 3, 3, 2, 1, 1, 1, false, 1, 0, 0, 1 },
+    { "stride 2 over 96 channels (weights in place)", 2, 96, 9, 8, 80, 3, 3, 2, 1, 1, 1, false, 1, 0, 1, 1 },
+    { "stride 3, pad 1, 4x4", 2, 5, 19, 23, 9, 4, 4, 3, 1, 1, 1, true, 1, 0, 1, 0 },
+    { "stride 2, dilation 3 (a stride of 2, taps 3 apart)", 1, 4, 16, 19, 7, 3, 3, 2, 3, 3, 1, false, 1, 0, 1, 0 },
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   conv_of_edge_padded();
