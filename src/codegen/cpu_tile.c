@@ -725,6 +725,16 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
   int64_t most = (t->cols + 15) / 16;  /* panels at the narrowest vectors */
   if (group > most) group = most;
   if (group < 1) group = 1;
+  /* a divisor of the panels at the widest vectors, when one of at least half the budget
+   * exists: the last group is then whole, and the threads' equal shares of tiles are equal
+   * work (convnet_mini's 48->96 stride-2 conv, 5 panels in groups of 2, gave one thread
+   * half as many tiles again as the other) */
+  int64_t widest = (t->cols + TILE_NR_MAX - 1) / TILE_NR_MAX;
+  for (int64_t div = group; div >= (group + 1) / 2 && div >= 1; div--)
+    if (widest % div == 0) {
+      group = div;
+      break;
+    }
   double work = (double)t->rows * (double)t->cols * (double)K * (double)g->batch;
   bool parallel = work >= (double)d->min_parallel_work;
   if (parallel) cg_put(em, "#pragma omp parallel");
