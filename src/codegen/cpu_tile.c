@@ -472,6 +472,35 @@ static void strided_points(const CgEmit *em, const Kernel *k, const Expr *u) {
   cg_close(em);
 }
 
+/* One point of a run with a stride of 1 (pack_runs): a masked vector loop over the run's lanes. */
+static void masked_points(const CgEmit *em, const Kernel *k, const Expr *u, const char *width) {
+  const char *I = em->d->index_type;
+  int last = k->rank - 1;
+  /* a run is at most a row: with rows of 14, a loop over 32 lanes ran twice as many masked
+   * vectors as there were lanes */
+  char span[64];
+  int64_t row_up = (k->shape[last] + 7) / 8 * 8;
+  if (row_up < TILE_NR_MAX) snprintf(span, sizeof span, "(%lld < %s ? %lld : %s)", (long long)row_up, width, (long long)row_up, width);
+  else snprintf(span, sizeof span, "%s", width);
+  /* 16 lanes at once where the run allows: GCC's default of 8 under -march=native ran a row
+   * of 14 as two masked halves (lenet's conv2, one thread, 720 -> 630 us) */
+  if (row_up >= 16 && row_up < TILE_NR_MAX && em->d->simd_len) cg_put(em, em->d->simd_len, 16);
+  else cg_put(em, "%s", em->d->simd);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %s; kiln_i++) {", span);
+  cg_open(em, "if (kiln_i < kiln_m) {");
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_w0 + kiln_i;", I, last);
+  char val[256];
+  em->emit_lazy(em->r, u, val, sizeof val);
+  cg_put(em, "kiln_o[kiln_i] = %s;", val);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+}
+
+/* The cols operand's lanes first .. first + lanes into dst in runs (run_operand): each run its
+ * other vars from the lane arrays, each point masked_points or strided_points; lanes past the
+ * end zeros. */
 static void pack_runs(const CgEmit *em, const Kernel *k, const CgCpuTile *t, const Expr *u, const char *first,
                       const char *lanes, const char *width, const char *dst) {
   const char *I = em->d->index_type, *F = em->d->value_type[KILN_F32];
@@ -503,36 +532,8 @@ static void pack_runs(const CgEmit *em, const Kernel *k, const CgCpuTile *t, con
   cg_open(em, "{ %s kiln_k = 0;", I);
   int opened = open_points(em, k);
   cg_put(em, "%s *kiln_o = kiln_o0 + kiln_k * %s;", F, width);
-  if (t->cols_stride > 1) {
-    strided_points(em, k, u);
-    cg_put(em, "kiln_k++;");
-    while (opened--) cg_close(em);
-    cg_close(em);
-    em->pop(em->r);
-    cg_put(em, "kiln_j0 += (int)kiln_n;");
-    cg_close(em);
-    return;
-  }
-  /* a run is at most a row: with rows of 14, a loop over 32 lanes ran twice as many masked
-   * vectors as there were lanes */
-  char span[64];
-  int64_t row_up = (k->shape[last] + 7) / 8 * 8;
-  if (row_up < TILE_NR_MAX) snprintf(span, sizeof span, "(%lld < %s ? %lld : %s)", (long long)row_up, width, (long long)row_up, width);
-  else snprintf(span, sizeof span, "%s", width);
-  /* 16 lanes at once where the run allows: GCC's default of 8 under -march=native ran a row
-   * of 14 as two masked halves (lenet's conv2, one thread, 720 -> 630 us) */
-  if (row_up >= 16 && row_up < TILE_NR_MAX && em->d->simd_len) cg_put(em, em->d->simd_len, 16);
-  else cg_put(em, "%s", em->d->simd);
-  cg_open(em, "for (int kiln_i = 0; kiln_i < %s; kiln_i++) {", span);
-  cg_open(em, "if (kiln_i < kiln_m) {");
-  em->push(em->r);
-  cg_put(em, "const %s v%d = kiln_w0 + kiln_i;", I, last);
-  char val[256];
-  em->emit_lazy(em->r, u, val, sizeof val);
-  cg_put(em, "kiln_o[kiln_i] = %s;", val);
-  em->pop(em->r);
-  cg_close(em);
-  cg_close(em);
+  if (t->cols_stride > 1) strided_points(em, k, u);
+  else masked_points(em, k, u, width);
   cg_put(em, "kiln_k++;");
   while (opened--) cg_close(em);
   cg_close(em);
