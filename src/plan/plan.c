@@ -260,8 +260,6 @@ static int64_t tiled_reads(const Plan *p, const Stage *C, int s, int64_t dom) {
   return n > 1 ? dom / n * ((n + r - 1) / r) : dom;
 }
 
-/* Why injective stage s must be materialised, or NULL to inline it. *recompute: the reason
- * is the recompute rule (not an output, assign, opaque reader or budget). */
 /* A tie the byte count leaves open: arithmetic s on a reduction's result, of that result's
  * shape, read only by other reductions. Stored by the reduction's kernel (its epilogue) or
  * inlined into each reader, it moves the same bytes; inlined, the reader redoes it at every
@@ -284,6 +282,8 @@ static const char *epilogue_tie(Ctx *c, int s, const LoadList *ll) {
              te->stages[first].op >= 0 && te->stages[first].op < OP_COUNT ? op_names[te->stages[first].op] : "?");
 }
 
+/* Why injective stage s must be materialised, or NULL to inline it. *recompute: the reason
+ * is the recompute rule (not an output, assign, opaque reader or budget). */
 static const char *must_materialise(Ctx *c, int s, LoadList *ll, bool *recompute) {
   Plan *p = c->p;
   TE *te = c->te;

@@ -83,8 +83,9 @@ typedef struct PlanOptions {
                            (kiln_options.siblings); 0 any number */
   int reorder_sums;     /* a reduction read only through a permutation of its vars is computed in that
                            order (kiln_options.reorder_sums) */
-  int epilogue_ties;    /* arithmetic on a reduction's result read once by another reduction (relu(conv + b)
-                           under a max pool) is stored by its producer's epilogue, not inlined into the reader */
+  int epilogue_ties;    /* arithmetic on a reduction's result that only other reductions read (relu(conv + b)
+                           under a max pool) is stored by its producer's epilogue, not inlined into the readers
+                           (kiln_options.cpu_epilogue, cpu only) */
 } PlanOptions;
 
 typedef struct Plan {
