@@ -242,6 +242,41 @@ static void pool_of_relu(void) {
   }
 }
 
+/* conv(x) + r[h], a bias per output row: the epilogue reads the row var, so its runs must end
+ * with each row; a plain conv's runs cross the rows of an image (its stores contiguous); and a
+ * conv stored channels last, against ref. */
+static void conv_plus_row_bias(void) {
+  for (int per_row = 0; per_row <= 2; per_row++) {
+    kiln_graph *g;
+    OK(kiln_graph_create(&g));
+    int64_t xs[4] = { 2, 3, 9, 14 }, ws[4] = { 8, 3, 3, 3 }, rs[4] = { 1, 1, 9, 1 };
+    float w[8 * 27], rb[9];
+    for (int i = 0; i < 8 * 27; i++) w[i] = val(i, 1);
+    for (int i = 0; i < 9; i++) rb[i] = val(i, 5) * 4;
+    kiln_tensor x, wp, r, y;
+    OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+    OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, w, &wp));
+    kiln_conv_params cp = { .spatial = 2, .strides = { 1, 1 }, .dilations = { 1, 1 }, .pads = { 1, 1, 1, 1 }, .group = 1 };
+    OK(kiln_graph_conv(g, x, wp, (kiln_tensor){ -1 }, &cp, &y));
+    if (per_row == 1) {
+      OK(kiln_graph_param(g, "r", KILN_F32, 4, rs, rb, &r));
+      OK(kiln_graph_binary(g, KILN_ADD, y, r, &y));
+    }
+    if (per_row == 2) {  /* stored channels last: the pixels of a run are not contiguous */
+      int perm[4] = { 0, 2, 3, 1 };
+      OK(kiln_graph_transpose(g, y, perm, &y));
+      OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+    }
+    OK(kiln_graph_output(g, y, "y"));
+    int64_t in_numel[1] = { 2 * 3 * 9 * 14 };
+    const char *name = per_row == 1 ? "conv + a bias per row" : per_row ? "conv stored channels last" : "conv (runs across rows)";
+    /* channels last, the plan computes the convolution in the transposed space (store_moved):
+     * its columns are the channels, one var, and its window is read lane by lane */
+    compare(name, g, 1, in_numel, 2 * 8 * 9 * 14, 1, 0, per_row == 2 ? 0 : 1, 0);
+    kiln_graph_free(g);
+  }
+}
+
 /* y = a @ b, a [37, K] read in place (contiguous along k, too large to pack once) over a long
  * sum: the spans of the f64 sum step the row pointers along k. */
 static void rows_in_place_long_sum(void) {
@@ -278,6 +313,7 @@ int main(void) {
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   conv_of_edge_padded();
   pool_of_relu();
+  conv_plus_row_bias();
   short_batched_product();
   product_across_k(24);
   product_across_k(5000);
