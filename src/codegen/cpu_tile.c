@@ -109,22 +109,34 @@ static void first_memory_load(const Expr *L, void *ctx) {
   if (!f->L && f->p->kernel_of[L->src] != f->k->id && !plan_is_baked(f->p->te, L->src)) f->L = L;
 }
 
-/* Does operand x (its first memory load) move by one element when the last reduction var
- * does, at the middle of the kernel's space (away from a window's clamped edges)? */
-static bool runs_along_k(const Plan *p, const Kernel *k, const Expr *x) {
+/* How far operand x's first memory load moves when var `var` (a kernel or reduction var) steps
+ * by one, at the middle of the kernel's space (away from a window's clamped edges); false when
+ * x has no such load or its offset is not exact there. */
+static bool load_step(const Plan *p, const Kernel *k, const Expr *x, int var, int64_t *step) {
   FirstLoad f = { p, k, NULL };
   te_visit_loads(x, first_memory_load, &f);
-  int nv = k->rank + k->n_red, last = -1;
-  for (int i = k->n_red - 1; i >= 0 && last < 0; i--)
-    if (k->red_shape[i] > 1) last = k->rank + i;
-  if (!f.L || last < 0) return false;
+  if (!f.L) return false;
+  int nv = k->rank + k->n_red;
   int64_t v[2 * KILN_MAX_RANK], o0, o1;
   for (int i = 0; i < k->rank; i++) v[i] = k->shape[i] / 2;
   for (int i = 0; i < k->n_red; i++) v[k->rank + i] = k->red_shape[i] / 2;
-  if (v[last] + 1 >= k->red_shape[last - k->rank]) v[last] = 0;
+  int64_t extent = var < k->rank ? k->shape[var] : k->red_shape[var - k->rank];
+  if (v[var] + 1 >= extent) v[var] = 0;
   if (!offset_at(p, f.L, v, nv, &o0)) return false;
-  v[last]++;
-  return offset_at(p, f.L, v, nv, &o1) && o1 - o0 == 1;
+  v[var]++;
+  if (!offset_at(p, f.L, v, nv, &o1)) return false;
+  *step = o1 - o0;
+  return true;
+}
+
+/* Does operand x (its first memory load) move by one element when the last reduction var
+ * does? */
+static bool runs_along_k(const Plan *p, const Kernel *k, const Expr *x) {
+  int last = -1;
+  for (int i = k->n_red - 1; i >= 0 && last < 0; i--)
+    if (k->red_shape[i] > 1) last = k->rank + i;
+  int64_t step;
+  return last >= 0 && load_step(p, k, x, last, &step) && step == 1;
 }
 
 /* Is the rows operand a plain f32 load of another kernel's buffer, contiguous along the whole
@@ -140,8 +152,10 @@ static bool rows_in_place(const Plan *p, const Kernel *k, const CgCpuTile *t, Ro
   int64_t v[2 * KILN_MAX_RANK] = { 0 }, base, o;
   if (!offset_at(p, L, v, nv, &base)) return false;
   RowsAt a = { .base = base };
-  /* each var's coefficient from a step of one, checked at its last point */
-  for (int i = 0; i < nv; i++) {
+  /* each var's coefficient from a step of one, checked at its last point; the sum's vars in
+   * row-major order (the flat k is the offset) */
+  int64_t coef[2 * KILN_MAX_RANK], stride = 1;
+  for (int i = nv - 1; i >= 0; i--) {
     int64_t extent = i < k->rank ? k->shape[i] : k->red_shape[i - k->rank], c = 0;
     if (extent > 1) {
       v[i] = 1;
@@ -151,25 +165,18 @@ static bool rows_in_place(const Plan *p, const Kernel *k, const CgCpuTile *t, Ro
       if (!offset_at(p, L, v, nv, &o) || o - base != c * (extent - 1)) return false;
       v[i] = 0;
     }
-    if (i < k->rank && c && t->g.role[i] == t->cols_role) return false;  /* a rows operand does not run along cols */
-    if (i < k->rank) a.coef[i] = c;
-    else {  /* the sum's vars in row-major order: the flat k is the offset */
-      int64_t stride = 1;
-      for (int j = i - k->rank + 1; j < k->n_red; j++) stride *= k->red_shape[j];
+    if (i >= k->rank) {
       if (extent > 1 && c != stride) return false;
-    }
+      c = stride, stride *= extent;
+    } else if (c && t->g.role[i] == t->cols_role) return false;  /* a rows operand does not run along cols */
+    else a.coef[i] = c;
+    coef[i] = c;
   }
   /* and at the middle of every var at once (no product of two vars) */
   int64_t want = base;
   for (int i = 0; i < nv; i++) {
-    int64_t extent = i < k->rank ? k->shape[i] : k->red_shape[i - k->rank];
-    v[i] = extent / 2;
-    if (i < k->rank) want += a.coef[i] * v[i];
-    else {
-      int64_t stride = 1;
-      for (int j = i - k->rank + 1; j < k->n_red; j++) stride *= k->red_shape[j];
-      want += stride * v[i];
-    }
+    v[i] = (i < k->rank ? k->shape[i] : k->red_shape[i - k->rank]) / 2;
+    want += coef[i] * v[i];
   }
   if (!offset_at(p, L, v, nv, &o) || o != want) return false;
   if (at) *at = a;
@@ -412,21 +419,10 @@ static bool convex_guard(const Expr *c) {
 static Expr *run_operand(const Plan *p, const Kernel *k, const Expr *x, int *stride) {
   if (select_depth(x) > 4 || k->rank < 1) return NULL;
   Expr *u = te_unclamp_guarded(p->te, (Expr *)x);
-  if (!u) return NULL;
-  FirstLoad f = { p, k, NULL };
-  te_visit_loads(u, first_memory_load, &f);
-  if (!f.L) return NULL;
-  /* consecutive along the last var at the middle of the space, past its guard's clamps */
-  int nv = k->rank + k->n_red, last = k->rank - 1;
-  int64_t v[2 * KILN_MAX_RANK], o0, o1;
-  for (int i = 0; i < k->rank; i++) v[i] = k->shape[i] / 2;
-  for (int i = 0; i < k->n_red; i++) v[k->rank + i] = k->red_shape[i] / 2;
-  if (k->shape[last] < 2) return NULL;
-  if (v[last] + 1 >= k->shape[last]) v[last] = 0;
-  if (!offset_at(p, f.L, v, nv, &o0)) return NULL;
-  v[last]++;
-  if (!offset_at(p, f.L, v, nv, &o1) || o1 - o0 < 1 || o1 - o0 > 4) return NULL;
-  *stride = (int)(o1 - o0);
+  /* consecutive (or 2 to 4 apart) along the last var, past the guard's clamps */
+  int64_t step;
+  if (!u || k->shape[k->rank - 1] < 2 || !load_step(p, k, u, k->rank - 1, &step) || step < 1 || step > 4) return NULL;
+  *stride = (int)step;
   if (*stride == 1) return u;
   bool top = u->kind == EX_SELECT && te_is_float(u);
   if (select_depth(u) > (top ? 1 : 0) || (top && !convex_guard(u->args[0]))) return NULL;
@@ -505,9 +501,8 @@ static void pack_runs(const CgEmit *em, const Kernel *k, const CgCpuTile *t, con
                       const char *lanes, const char *width, const char *dst) {
   const char *I = em->d->index_type, *F = em->d->value_type[KILN_F32];
   int last = k->rank - 1;
-  const char *extent = cg_lit(em, t->cols);
-  char ext[32], row[32];
-  snprintf(ext, sizeof ext, "%s", extent);
+  char ext[32], row[32];  /* copies: cg_lit's texts are overwritten by later calls */
+  snprintf(ext, sizeof ext, "%s", cg_lit(em, t->cols));
   snprintf(row, sizeof row, "%s", cg_lit(em, k->shape[last]));
   cg_open(em, "for (int kiln_j0 = 0; kiln_j0 < %s;) {", lanes);
   cg_put(em, "%s kiln_n = %s - kiln_j0 %% %s;  /* a run stays in its panel */", I, width, width);
@@ -632,6 +627,8 @@ static int merged_run_vars(const Plan *p, const Kernel *k, const int *cv, int n_
   for (int c = n_cv - 2; c >= 0; c--) {
     int v = cv[c];
     if (v != cv[c + 1] - 1) break;  /* adjacent kernel vars only */
+    int64_t block = 1;  /* v's step: the extent of the block inside it */
+    for (int j = c + 1; j < n_cv; j++) block *= k->shape[cv[j]];
     bool ok = true;
     for (int i = 0; i < k->n_items && ok; i++) {
       const Item *it = &k->items[i];
@@ -647,10 +644,7 @@ static int merged_run_vars(const Plan *p, const Kernel *k, const int *cv, int n_
       at[v] = 0, at[last] = 1;
       got = got && te_range(it->offset, at, at, nv, &mn, &mx) && mn == mx;
       o2 = mn;
-      /* the last var steps by 1, and v by the extent of the block inside it */
-      int64_t block = 1;
-      for (int j = c + 1; j < n_cv; j++) block *= k->shape[cv[j]];
-      ok = got && o2 - o0 == 1 && o1 - o0 == block;
+      ok = got && o2 - o0 == 1 && o1 - o0 == block;  /* the last var steps by 1 */
     }
     if (!ok) break;
     m++;
