@@ -480,7 +480,8 @@ typedef struct CgCpuTile {
                                     * place (the dialect's tile_rows) instead of packed */
   int cols_stride;                 /* elements between a run's consecutive lanes in cols_runs' load (1, 2 ...) */
   const Expr *cols_runs;           /* a window read along the last var: cols_x with its guarded clamps
-                                    * dropped, packed in runs of masked vector loops (NULL: lane by lane) */
+                                    * dropped, packed in runs, masked or (cols_stride > 1) strided vector
+                                    * loops (NULL: lane by lane) */
 } CgCpuTile;
 /* Does kernel k of a loop dialect sum a small window at each point of its last dim with the sum
  * in a register (render.c's render_window; a depthwise convolution), under o? */
