@@ -1,5 +1,5 @@
 /*
- * kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda] [--launches]
+ * kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda|glsl] [--launches]
  *
  * Lowers a model (an ONNX file, or a workload of bench/workloads.h by name) and prints
  * its plan with plan_print: each kernel, its stages, anchor, buffers, bytes and the
@@ -29,7 +29,7 @@
 
 static int usage(bool help) {
   FILE *f = help ? stdout : stderr;
-  fprintf(f, "usage: kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda] [--launches]\n"
+  fprintf(f, "usage: kiln plan MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda|glsl] [--launches]\n"
              "workloads:");
   for (int i = 0; i < wl_n_standard; i++) fprintf(f, " %s", wl_standard[i]);
   fprintf(f, "\n  (also chain10_N, softmax_RxC, logsoftmax_RxC, layernorm_RxC, linear_relu_MxKxN, siblings_MxKxN, mlp_fwd_bB)\n"
@@ -48,7 +48,7 @@ int cmd_plan(int argc, char **argv) {
   Cli c = cli_start("plan", argc, argv);
   while (cli_next(&c))
     if (!cli_flag(&c, "--eager", &eager) && !cli_flag(&c, "--cse", &cse) && !cli_str(&c, "--dot", "FILE", &dot) &&
-        !cli_choice(&c, "--source", (const char *const[]){ "c", "cuda", NULL }, &source) &&
+        !cli_choice(&c, "--source", (const char *const[]){ "c", "cuda", "glsl", NULL }, &source) &&
         !cli_flag(&c, "--launches", &launches))
       cli_model(&c, &model);
   if (!c.bad && !c.help && !model) cli_error(&c, "no model given (MODEL.onnx or a workload)");
@@ -56,10 +56,13 @@ int cmd_plan(int argc, char **argv) {
   if (eager) o.fuse = 0;
   if (cse) o.cse = 1;
   kiln_status st0;
-  const Dialect *dialect = source && !strcmp(source, "c") ? &cg_dialect_c : &cg_dialect_cuda;
+  const Dialect *dialect = !source || !strcmp(source, "cuda") ? &cg_dialect_cuda
+                           : !strcmp(source, "c")              ? &cg_dialect_c
+                                                               : &cg_dialect_glsl;
   /* the source or launches of a dialect come from the plan of its backend (unless KILN_BACKEND
    * says otherwise): cuda plans attention chains and pairs the cpu's does not */
-  if (!o.backend && (source || launches)) o.backend = dialect->grid ? "cuda" : "cpu";
+  if (!o.backend && (source || launches))
+    o.backend = dialect == &cg_dialect_glsl ? "vulkan" : dialect->grid ? "cuda" : "cpu";
   CgOptions co;
   if ((st0 = rt_codegen_options(&o, dialect, &co))) return fail(NULL, st0);
   Workload w = { 0 };

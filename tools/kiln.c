@@ -13,7 +13,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
   { "demo", cmd_demo, "build a small MLP through the C API, run it, print plan and census" },
   { "run", cmd_run, "MODEL.onnx [--backend B] [--input NAME=FILE.pb]... [--check DIR] [--rtol R] [--atol A]" },
   { "conformance", cmd_conformance, "DIR... [--backend B] [--expected FILE] [--every N] [--timeout S]" },
-  { "plan", cmd_plan, "MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda] [--launches]" },
+  { "plan", cmd_plan, "MODEL.onnx|WORKLOAD [--eager] [--cse] [--dot FILE] [--source c|cuda|glsl] [--launches]" },
   { "train", cmd_train, "--model mlp|lenet [--epochs N] [--backend B] [--batch N] [--optim sgd|adam]" },
   { "bench", cmd_bench, "MODEL_DIR|MODEL.onnx [--backend B] [--runs N] [--warmup N] [--threads N]" },
 };

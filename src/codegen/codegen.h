@@ -97,6 +97,10 @@ typedef struct Dialect {
   const char *f32_suffix;         /* after an f32 literal: "f" */
   const char *uint_suffix;        /* after an unsigned literal (split-K arrival counts): "u" */
   const char *inf_f32, *inf_f64, *nan_f32, *nan_f64;
+  const char *f64_suffix;         /* after an f64 literal (NULL: none; GLSL's unsuffixed literals are f32) */
+  const char *cast;               /* a conversion; %s type, %s value (NULL: C's "(%s)%s") */
+  bool bool_type;                 /* bool is a type of its own (GLSL): comparisons are not ints, and bools
+                                   * take no integer operators, so bool ops and flags are spelled apart */
 
   /* -- math -- */
   const char *unary_f32[TU_COUNT];            /* function per op (NULL: rendered inline); ISINF */
@@ -111,6 +115,12 @@ typedef struct Dialect {
                                    * type, %s buf_restrict, %d parameter number: "%s%s *%s b%d" */
   const char *buf_restrict;       /* "restrict", "__restrict__" */
   const char *buf_const;          /* on a read-only buffer: "const " */
+  const char *elem;               /* an element of a buffer parameter; %d parameter, %s index (NULL: "b%d[%s]") */
+  /* shader dialects: a compiled module holds one kernel and its entry (NULL kernel_begin: none).
+   * kernel_begin (%d the kernel's number) opens the kernel's part of the source, kernel_end
+   * closes it after the entry; the entry is `entry` (%s the kernel's name), entry_arg per
+   * parameter (%s element type, %d parameter number; ", " between) and entry_end. */
+  const char *kernel_begin, *kernel_end, *entry, *entry_arg, *entry_end;
   /* loop dialects: an entry of one signature for every kernel, calling it with its buffers
    * from an array (NULL trampoline: none). %s entry name, %s kernel name; then trampoline_arg
    * per parameter (%d its number, ", " between) and trampoline_end. */
@@ -300,6 +310,10 @@ extern const Dialect cg_dialect_c;
 
 extern const Dialect cg_dialect_cuda;
 
+/* -- dialect_glsl.c -- */
+
+extern const Dialect cg_dialect_glsl;
+
 /* -- render.c -- */
 
 /* Parameters of kernel k in order: inputs, then stored items (a chain's last kernel: those of
@@ -350,7 +364,8 @@ void cg_pair_globals(const Kernel *last, const Dialect *d, StrBuf *out);
 int64_t cg_chain_blocks(const Kernel *last);
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o);
 /* The shape kernel k is rendered with in dialect d: cg_gpu_shape where the dialect has
- * the means (VEC4 needs a vector type), CG_GPU_POINTS for loop dialects. */
+ * the means (VEC4 needs a vector type, BLOCK_ROWS block reductions, GEMM shared memory),
+ * else CG_GPU_POINTS; CG_GPU_POINTS for loop dialects. */
 CgGpuShape cg_kernel_shape(const Plan *p, const Kernel *k, const Dialect *d, const CgOptions *o);
 /* BLOCK_ROWS: the block size the kernel was rendered for (launch exactly this many threads). */
 int cg_gpu_block(const Kernel *k);

@@ -122,6 +122,14 @@ static bool is_small_float(kiln_dtype t) { return t == KILN_F16 || t == KILN_BF1
 static const char *vt(const R *r, kiln_dtype t) { return r->d->value_type[t]; }
 static const char *ix(const R *r) { return r->d->index_type; }
 
+/* a converted to type T in the dialect's form: "(T)a" (C family), "T(a)" (GLSL). */
+static void cast_to(const R *r, const char *T, const char *a, char *o, size_t n) {
+  snprintf(o, n, r->d->cast ? r->d->cast : "(%s)%s", T, a);
+}
+
+/* A boolean constant: 1/0 where comparisons are ints, true/false where bool is a type of its own. */
+static const char *truth(const R *r, bool v) { return r->d->bool_type ? (v ? "true" : "false") : (v ? "1" : "0"); }
+
 /* Index literal v in the dialect's form ("INT64_C(12)"). The text stays valid until eight
  * more are made: enough for any one line. */
 static const char *lit(R *r, int64_t v) {
@@ -141,7 +149,7 @@ static void literal(R *r, const Expr *e, char *out, size_t n) {
     snprintf(num, sizeof num, r->d->float_lit, v);
     if (v != v) snprintf(out, n, "%s", f64 ? r->d->nan_f64 : r->d->nan_f32);
     else if (isinf(v)) snprintf(out, n, "(%s%s)", v < 0 ? "-" : "", f64 ? r->d->inf_f64 : r->d->inf_f32);
-    else snprintf(out, n, v < 0 ? "(%s%s)" : "%s%s", num, f64 ? "" : r->d->f32_suffix);
+    else snprintf(out, n, v < 0 ? "(%s%s)" : "%s%s", num, f64 ? (r->d->f64_suffix ? r->d->f64_suffix : "") : r->d->f32_suffix);
     return;
   }
   if (t == KILN_I64 && r->o->index32 && r->d->index32_type && e->c.i > INT32_MIN && e->c.i <= INT32_MAX) {
@@ -152,7 +160,12 @@ static void literal(R *r, const Expr *e, char *out, size_t n) {
   /* the smallest i64 has no literal of its own (its negation overflows): by name */
   const char *i = e->c.i == INT64_MIN ? r->d->int_min[KILN_I64] : lit(r, e->c.i);
   if (t == KILN_I64) snprintf(out, n, "%s", i);
-  else snprintf(out, n, "((%s)%s)", vt(r, t), i);
+  else if (t == KILN_BOOL && r->d->bool_type) snprintf(out, n, "%s", truth(r, e->c.i != 0));
+  else {
+    char c[96];
+    cast_to(r, vt(r, t), i, c, sizeof c);
+    snprintf(out, n, "(%s)", c);
+  }
 }
 
 /* ---- expressions ---- */
@@ -229,6 +242,9 @@ static void binary_text(R *r, const Expr *e, const char *a, const char *b, bool 
     case TB_DIV: snprintf(o, n, "%s / %s", a, b); break;
     case TB_POW: case TB_MAX: case TB_MIN: case TB_MOD: case TB_FMOD:
       snprintf(o, n, "%s(%s, %s)", fn ? fn : "?", a, b);
+      if (!fn && !r->st)
+        r->st = kiln_fail(KILN_ERR_UNSUPPORTED, "codegen: kernel %d: the %s dialect has no %s on %s (a missing capability)",
+                          r->k->id, r->d->name, te_binary_names[e->op], kiln_dtype_name(ot));
       break;
     case TB_FLOORDIV: snprintf(o, n, "%s(%s / %s)", (d ? r->d->unary_f64 : r->d->unary_f32)[TU_FLOOR], a, b); break;
     case TB_AND: snprintf(o, n, "(%s != 0 && %s != 0)", a, b); return;
@@ -242,36 +258,55 @@ static void binary_text(R *r, const Expr *e, const char *a, const char *b, bool 
   bool u = is_unsigned(ot) || ot == KILN_BOOL;
   const char *U = vt(r, KILN_U64);  /* integer arithmetic wraps: done in u64 */
   bool cdiv = e->args[1]->kind == EX_CONST && e->args[1]->c.i > 0 && nonneg(r, e->args[0]);
+  if (ot == KILN_BOOL && r->d->bool_type && (e->op == TB_AND || e->op == TB_OR || e->op == TB_XOR)) {
+    snprintf(o, n, "(%s %s %s)", a, e->op == TB_AND ? "&&" : e->op == TB_OR ? "||" : "!=", b);
+    return;
+  }
+  char in[256];  /* the operation, before its conversion to T */
+  /* the helpers' operands where the dialect spells every conversion out (GLSL): in the 32-bit
+   * overloads of its helpers below 64 bits (same results once cast back to T; on lavapipe an
+   * i32 widened to i64 came out wrong), else in i64/u64 */
+  char ha[96], hb[96];
+  snprintf(ha, sizeof ha, "%s", a), snprintf(hb, sizeof hb, "%s", b);
+  if (r->d->cast) {
+    bool wide = ot == KILN_I64 || ot == KILN_U64;
+    const char *H = vt(r, u ? (wide ? KILN_U64 : KILN_U32) : (wide ? KILN_I64 : KILN_I32));
+    cast_to(r, H, a, ha, sizeof ha), cast_to(r, H, b, hb, sizeof hb);
+  }
   switch (e->op) {
-  case TB_ADD: case TB_SUB: case TB_MUL:
+  case TB_ADD: case TB_SUB: case TB_MUL: {
+    const char *op = e->op == TB_SUB ? "-" : e->op == TB_MUL ? "*" : "+";
+    char ua[96], ub[96];
     if (ot == KILN_I64 && (narrow || exact_index(r, e))) {  /* index math: plain C keeps it analysable */
-      char widen[40] = "";
-      if (wide_a && !narrow) snprintf(widen, sizeof widen, "(%s)", ix(r));
-      snprintf(o, n, "(%s%s %s %s)", widen, a, e->op == TB_ADD ? "+" : e->op == TB_SUB ? "-" : "*", b);
-      break;
+      if (wide_a && !narrow) cast_to(r, ix(r), a, ua, sizeof ua);
+      else snprintf(ua, sizeof ua, "%s", a);
+      snprintf(o, n, "(%s %s %s)", ua, op, b);
+      return;
     }
-    snprintf(o, n, "(%s)((%s)%s %s (%s)%s)", T, U, a, e->op == TB_SUB ? "-" : e->op == TB_MUL ? "*" : "+", U, b);
+    cast_to(r, U, a, ua, sizeof ua);
+    cast_to(r, U, b, ub, sizeof ub);
+    snprintf(in, sizeof in, "(%s %s %s)", ua, op, ub);
     break;
+  }
   case TB_DIV: case TB_FLOORDIV:
-    if (cdiv) snprintf(o, n, "(%s / %s)", a, b);
-    else if (u) snprintf(o, n, "(%s)k_udiv(%s, %s)", T, a, b);
-    else snprintf(o, n, "(%s)%s(%s, %s)", T, e->op == TB_DIV ? "k_sdiv" : "k_sfdiv", a, b);
+    if (cdiv) { snprintf(o, n, "(%s / %s)", a, b); return; }
+    snprintf(in, sizeof in, "%s(%s, %s)", u ? "k_udiv" : e->op == TB_DIV ? "k_sdiv" : "k_sfdiv", ha, hb);
     break;
   case TB_MOD: case TB_FMOD:
-    if (cdiv) snprintf(o, n, "(%s %% %s)", a, b);
-    else if (u) snprintf(o, n, "(%s)k_umod(%s, %s)", T, a, b);
-    else snprintf(o, n, "(%s)%s(%s, %s)", T, e->op == TB_MOD ? "k_smod" : "k_sfmod", a, b);
+    if (cdiv) { snprintf(o, n, "(%s %% %s)", a, b); return; }
+    snprintf(in, sizeof in, "%s(%s, %s)", u ? "k_umod" : e->op == TB_MOD ? "k_smod" : "k_sfmod", ha, hb);
     break;
-  case TB_POW: snprintf(o, n, "(%s)%s(%s, %s)", T, u ? "k_upow" : "k_spow", a, b); break;
-  case TB_MAX: snprintf(o, n, "(%s > %s ? %s : %s)", a, b, a, b); break;
-  case TB_MIN: snprintf(o, n, "(%s < %s ? %s : %s)", a, b, a, b); break;
-  case TB_AND: snprintf(o, n, "(%s)(%s & %s)", T, a, b); break;
-  case TB_OR: snprintf(o, n, "(%s)(%s | %s)", T, a, b); break;
-  case TB_XOR: snprintf(o, n, "(%s)(%s ^ %s)", T, a, b); break;
-  case TB_SHL: snprintf(o, n, "(%s)%s(%s, %s)", T, u ? "k_ushl" : "k_sshl", a, b); break;
-  case TB_SHR: snprintf(o, n, "(%s)%s(%s, %s)", T, u ? "k_ushr" : "k_sshr", a, b); break;
-  default: snprintf(o, n, "0"); break;
+  case TB_POW: snprintf(in, sizeof in, "%s(%s, %s)", u ? "k_upow" : "k_spow", ha, hb); break;
+  case TB_MAX: snprintf(o, n, "(%s > %s ? %s : %s)", a, b, a, b); return;
+  case TB_MIN: snprintf(o, n, "(%s < %s ? %s : %s)", a, b, a, b); return;
+  case TB_AND: snprintf(in, sizeof in, "(%s & %s)", a, b); break;
+  case TB_OR: snprintf(in, sizeof in, "(%s | %s)", a, b); break;
+  case TB_XOR: snprintf(in, sizeof in, "(%s ^ %s)", a, b); break;
+  case TB_SHL: snprintf(in, sizeof in, "%s(%s, %s)", u ? "k_ushl" : "k_sshl", ha, hb); break;
+  case TB_SHR: snprintf(in, sizeof in, "%s(%s, %s)", u ? "k_ushr" : "k_sshr", ha, hb); break;
+  default: snprintf(o, n, "0"); return;
   }
+  cast_to(r, T, in, o, n);
 }
 
 /* Integer limits as doubles for k_f2s (te_eval_cast's saturation). */
@@ -289,15 +324,18 @@ static void int_limits(kiln_dtype t, const char **lo, const char **hi) {
 
 static void float_to_int(const R *r, kiln_dtype to, const char *dbl, char *o, size_t n) {
   if (to == KILN_U64) { snprintf(o, n, "k_f2u(%s)", dbl); return; }
-  const char *lo, *hi;
+  const char *lo, *hi, *sfx = r->d->f64_suffix ? r->d->f64_suffix : "";
   int_limits(to, &lo, &hi);
-  snprintf(o, n, "(%s)k_f2s(%s, %s, %s)", vt(r, to), dbl, lo, hi);
+  char in[600];
+  snprintf(in, sizeof in, "k_f2s(%s, %s%s, %s%s)", dbl, lo, sfx, hi, sfx);
+  cast_to(r, vt(r, to), in, o, n);
 }
 
 /* An integer value as a double: "(double)a", through u64 for u64 values. */
 static void int_to_double(const R *r, kiln_dtype from, const char *a, char *o, size_t n) {
-  if (from == KILN_U64) snprintf(o, n, "(%s)(%s)%s", vt(r, KILN_F64), vt(r, KILN_U64), a);
-  else snprintf(o, n, "(%s)%s", vt(r, KILN_F64), a);
+  char u[600];
+  if (from == KILN_U64) cast_to(r, vt(r, KILN_U64), a, u, sizeof u), a = u;
+  cast_to(r, vt(r, KILN_F64), a, o, n);
 }
 
 static void cast_text(R *r, kiln_dtype to, kiln_dtype from, const char *a, char *o, size_t n) {
@@ -305,20 +343,20 @@ static void cast_text(R *r, kiln_dtype to, kiln_dtype from, const char *a, char 
   if (dtype_is_float(from)) {
     if (to == KILN_BOOL) snprintf(o, n, "(%s != 0)", a);
     else if (dtype_is_float(to)) {
-      snprintf(o, n, "(%s)%s", vt(r, to), a);
+      cast_to(r, vt(r, to), a, o, n);
       wrap_small(r, to, o, n);
     } else {
-      snprintf(d, sizeof d, "(%s)%s", vt(r, KILN_F64), a);
+      cast_to(r, vt(r, KILN_F64), a, d, sizeof d);
       float_to_int(r, to, d, o, n);
     }
     return;
   }
   if (dtype_is_float(to)) {
     int_to_double(r, from, a, d, sizeof d);
-    snprintf(o, n, "(%s)%s", vt(r, to), d);
+    cast_to(r, vt(r, to), d, o, n);
     wrap_small(r, to, o, n);
   } else if (to == KILN_BOOL) snprintf(o, n, "(%s != 0)", a);
-  else snprintf(o, n, "(%s)%s", vt(r, to), a);
+  else cast_to(r, vt(r, to), a, o, n);
 }
 
 static void unary_text(R *r, const Expr *e, const char *a, char *o, size_t n) {
@@ -329,7 +367,7 @@ static void unary_text(R *r, const Expr *e, const char *a, char *o, size_t n) {
     const char *const *un = d ? r->d->unary_f64 : r->d->unary_f32;
     const char *fn = un[e->op];
     char one[16];
-    snprintf(one, sizeof one, "1.0%s", d ? "" : r->d->f32_suffix);
+    snprintf(one, sizeof one, "1.0%s", d ? (r->d->f64_suffix ? r->d->f64_suffix : "") : r->d->f32_suffix);
     switch (e->op) {
     case TU_NEG: snprintf(o, n, "(-%s)", a); break;
     case TU_RSQRT: snprintf(o, n, "%s / %s(%s)", one, un[TU_SQRT], a); break;
@@ -339,27 +377,37 @@ static void unary_text(R *r, const Expr *e, const char *a, char *o, size_t n) {
     case TU_ISINF: snprintf(o, n, "(%s(%s) != 0)", fn ? fn : "?", a); return;
     default: snprintf(o, n, "%s(%s)", fn ? fn : "?", a); break;
     }
+    if (!fn && e->op != TU_NEG && e->op != TU_RECIP && e->op != TU_RSQRT && !r->st)
+      r->st = kiln_fail(KILN_ERR_UNSUPPORTED, "codegen: kernel %d: the %s dialect has no %s on %s (a missing capability)",
+                        r->k->id, r->d->name, te_unary_names[e->op], kiln_dtype_name(ot));
     wrap_small(r, t, o, n);
     return;
   }
   bool u = is_unsigned(ot) || ot == KILN_BOOL;
   const char *U = vt(r, KILN_U64);
+  char ua[96], in[400];
+  cast_to(r, U, a, ua, sizeof ua);
   switch (e->op) {
-  case TU_NEG: snprintf(o, n, "(%s)(0 - (%s)%s)", T, U, a); break;
+  case TU_NEG: snprintf(in, sizeof in, "(0 - %s)", ua); break;
   case TU_ABS:
-    if (u) snprintf(o, n, "%s", a);
-    else snprintf(o, n, "(%s)(%s < 0 ? 0 - (%s)%s : (%s)%s)", T, a, U, a, U, a);
+    if (u) { snprintf(o, n, "%s", a); return; }
+    snprintf(in, sizeof in, "(%s < 0 ? 0 - %s : %s)", a, ua, ua);
     break;
   case TU_SIGN:
-    if (u) snprintf(o, n, "(%s)(%s != 0)", T, a);
-    else snprintf(o, n, "(%s)((%s > 0) - (%s < 0))", T, a, a);
+    if (u) snprintf(in, sizeof in, "(%s != 0)", a);
+    else if (r->d->bool_type) {
+      char p[96], q[96], pt[48], qt[48];
+      snprintf(pt, sizeof pt, "(%s > 0)", a), snprintf(qt, sizeof qt, "(%s < 0)", a);
+      cast_to(r, "int", pt, p, sizeof p), cast_to(r, "int", qt, q, sizeof q);
+      snprintf(in, sizeof in, "(%s - %s)", p, q);
+    } else snprintf(in, sizeof in, "((%s > 0) - (%s < 0))", a, a);
     break;
   case TU_NOT:
-    if (ot == KILN_BOOL) snprintf(o, n, "(%s)!%s", T, a);
-    else snprintf(o, n, "(%s)~(%s)%s", T, U, a);
+    if (ot == KILN_BOOL) snprintf(in, sizeof in, "!%s", a);
+    else snprintf(in, sizeof in, "~%s", ua);
     break;
-  case TU_FLOOR: case TU_CEIL: case TU_ROUND: snprintf(o, n, "%s", a); break;
-  case TU_ISNAN: case TU_ISINF: snprintf(o, n, "0"); break;
+  case TU_FLOOR: case TU_CEIL: case TU_ROUND: snprintf(o, n, "%s", a); return;
+  case TU_ISNAN: case TU_ISINF: snprintf(o, n, "%s", truth(r, false)); return;
   default: {  /* transcendental on ints: through double, back with Cast rules */
     char d[512], f[600];
     int_to_double(r, ot, a, d, sizeof d);
@@ -368,8 +416,10 @@ static void unary_text(R *r, const Expr *e, const char *a, char *o, size_t n) {
     else if (e->op == TU_RECIP) snprintf(f, sizeof f, "1.0 / %s", d);
     else snprintf(f, sizeof f, "%s(%s)", fn ? fn : "?", d);
     float_to_int(r, t, f, o, n);
+    return;
   }
   }
+  cast_to(r, T, in, o, n);
 }
 
 /* Row cache c<i> at the current point: registers, or (a long row, ro.reg_points > 0, one
@@ -425,7 +475,9 @@ static void emit_load(R *r, const Expr *e, char *out, size_t n) {
     emit(r, o, off, sizeof off);
   }
   const char *fn = r->d->load_fn[S->dtype];
-  snprintf(text, sizeof text, "%s%sb%d[%s]%s", fn ? fn : "", fn ? "(" : "", r->param_of[src], off, fn ? ")" : "");
+  char el[320];
+  snprintf(el, sizeof el, r->d->elem ? r->d->elem : "b%d[%s]", r->param_of[src], off);
+  snprintf(text, sizeof text, "%s%s%s%s", fn ? fn : "", fn ? "(" : "", el, fn ? ")" : "");
   declare(r, e, text, out, n);
 }
 
@@ -533,8 +585,12 @@ static void emit(R *r, const Expr *e, char *out, size_t n) {
   switch (e->kind) {
   case EX_CONST: literal(r, e, out, n); return;
   case EX_VAR:
-    if (fits32(r, e)) snprintf(out, n, "((%s)v%d)", r->d->index32_type, e->var), r->narrow = true;
-    else snprintf(out, n, "v%d", e->var);
+    if (fits32(r, e)) {
+      char v[16], c[64];
+      snprintf(v, sizeof v, "v%d", e->var);
+      cast_to(r, r->d->index32_type, v, c, sizeof c);
+      snprintf(out, n, "(%s)", c), r->narrow = true;
+    } else snprintf(out, n, "v%d", e->var);
     return;
   case EX_LOAD: emit_load(r, e, out, n); r->narrow = false; return;
   case EX_SELECT:
@@ -556,8 +612,10 @@ static void store(R *r, const Item *it, const char *value) {
   char off[256] = "0";
   if (S->numel > 1) emit(r, it->offset, off, sizeof off);
   const char *fn = r->d->store_fn[S->dtype];
-  line(r, "%s%s%sb%d[%s] = %s%s%s%s;", r->guard ? "if (" : "", r->guard ? r->guard : "", r->guard ? ") " : "",
-       r->param_of[it->stage], off, fn ? fn : "", fn ? "(" : "", value, fn ? ")" : "");
+  char el[320];
+  snprintf(el, sizeof el, r->d->elem ? r->d->elem : "b%d[%s]", r->param_of[it->stage], off);
+  line(r, "%s%s%s%s = %s%s%s%s;", r->guard ? "if (" : "", r->guard ? r->guard : "", r->guard ? ") " : "", el,
+       fn ? fn : "", fn ? "(" : "", value, fn ? ")" : "");
 }
 
 static void value_item(R *r, const Item *it) {
@@ -625,22 +683,30 @@ static void acc_update(R *r, const Item *it, const char *v) {
   snprintf(a, sizeof a, "a%d%s", it->stage, ln);
   snprintf(an, sizeof an, "an%d%s", it->stage, ln);
   snprintf(ai, sizeof ai, "ai%d%s", it->stage, ln);
+  char cv[320], nan[160], isnan[128];  /* v in the accumulator's type; v != v as an int */
+  cast_to(r, acc_type(r, S, bt), v, cv, sizeof cv);
+  snprintf(isnan, sizeof isnan, "%s != %s", v, v);
+  if (r->d->bool_type) {
+    char p[140];
+    snprintf(p, sizeof p, "(%s)", isnan);
+    cast_to(r, "int", p, nan, sizeof nan);
+  } else snprintf(nan, sizeof nan, "%s", isnan);
   switch (S->rop) {
-  case RO_SUM: line(r, "%s += (%s)%s;", a, acc_type(r, S, bt), v); break;
-  case RO_PROD: line(r, "%s *= (%s)%s;", a, acc_type(r, S, bt), v); break;
+  case RO_SUM: line(r, "%s += %s;", a, cv); break;
+  case RO_PROD: line(r, "%s *= %s;", a, cv); break;
   case RO_MAX:
     line(r, "%s = %s > %s ? %s : %s;", a, v, a, v, a);
-    if (f) line(r, "%s |= %s != %s;", an, v, v);
+    if (f) line(r, "%s |= %s;", an, nan);
     break;
   case RO_MIN:
     line(r, "%s = %s < %s ? %s : %s;", a, v, a, v, a);
-    if (f) line(r, "%s |= %s != %s;", an, v, v);
+    if (f) line(r, "%s |= %s;", an, nan);
     break;
   case RO_ARGMAX: case RO_ARGMIN: {
     const char *op = S->rop == RO_ARGMAX ? (S->select_last ? ">=" : ">") : (S->select_last ? "<=" : "<");
     if (f)  /* as ref: NaN is the extreme, the first NaN wins (the last with select_last) */
-      line(r, "if (%s < 0 || (%s != %s && (%s == %s || %d)) || (%s == %s && %s %s %s)) { %s = %s; %s = r; }", ai, v, v,
-           a, a, S->select_last, a, a, v, op, a, a, v, ai);
+      line(r, "if (%s < 0 || (%s != %s && (%s == %s || %s)) || (%s == %s && %s %s %s)) { %s = %s; %s = r; }", ai, v, v,
+           a, a, truth(r, S->select_last), a, a, v, op, a, a, v, ai);
     else line(r, "if (%s < 0 || %s %s %s) { %s = %s; %s = r; }", ai, v, op, a, a, v, ai);
     break;
   }
@@ -652,11 +718,13 @@ static void acc_final(R *r, const Item *it, const char *acc) {
   const char *ln = r->lane ? r->lane : "";
   char text[160];
   if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN) snprintf(text, sizeof text, "ai%d%s", it->stage, ln);
-  else if (nan_flag(S, it->body->dtype))
-    snprintf(text, sizeof text, "an%d%s ? (%s)%s : (%s)%s", it->stage, ln, vt(r, S->dtype),
-             S->dtype == KILN_F64 ? r->d->nan_f64 : r->d->nan_f32, vt(r, S->dtype), acc);
-  else {
-    snprintf(text, sizeof text, "(%s)%s", vt(r, S->dtype), acc);
+  else if (nan_flag(S, it->body->dtype)) {
+    char nan[64], val[64];
+    cast_to(r, vt(r, S->dtype), S->dtype == KILN_F64 ? r->d->nan_f64 : r->d->nan_f32, nan, sizeof nan);
+    cast_to(r, vt(r, S->dtype), acc, val, sizeof val);
+    snprintf(text, sizeof text, "an%d%s%s ? %s : %s", it->stage, ln, r->d->bool_type ? " != 0" : "", nan, val);
+  } else {
+    cast_to(r, vt(r, S->dtype), acc, text, sizeof text);
     wrap_small(r, S->dtype, text, sizeof text);
   }
   line(r, "%s s%d = %s;", vt(r, S->dtype), it->stage, text);
@@ -1834,7 +1902,11 @@ CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o) {
 CgGpuShape cg_kernel_shape(const Plan *p, const Kernel *k, const Dialect *d, const CgOptions *o) {
   if (!d->grid) return CG_GPU_POINTS;
   CgGpuShape s = cg_gpu_shape(p, k, o);
-  return s == CG_GPU_VEC4 && !d->vec4_type ? CG_GPU_POINTS : s;
+  /* each shape needs its means: vectors, block reductions, shared tiles */
+  if ((s == CG_GPU_VEC4 && !d->vec4_type) || (s == CG_GPU_BLOCK_ROWS && !d->block_reduce) ||
+      (s == CG_GPU_GEMM && !d->shared_qual))
+    return CG_GPU_POINTS;
+  return s;
 }
 
 static void block_combine(R *r, const Item *it) {
@@ -3021,6 +3093,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   if (gs == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, d, out);
   if (gs == CG_GPU_BLOCK_ROWS) cg_rows_globals(p, k, o, d, out);
   if (gs == CG_GPU_CHAIN && k->chain == 2 && cg_pair_blocked(d) && cg_pair_wide(k)) cg_pair_globals(k, d, out);
+  if (d->kernel_begin) sb_printf(out, d->kernel_begin, ki);
   sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
   if (d->block_bounds && gs == CG_GPU_CHAIN) sb_printf(out, d->block_bounds, (int)CG_GEMM_THREADS), sb_puts(out, " ");
   else if (d->block_bounds && (gs == CG_GPU_BLOCK_ROWS || gs == CG_GPU_GEMM)) {
@@ -3065,6 +3138,15 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
       sb_printf(out, d->trampoline_arg, i);
     }
     sb_puts(out, d->trampoline_end);
+  }
+  if (d->kernel_begin) {
+    sb_printf(out, d->entry, name);
+    for (int i = 0; i < np; i++) {
+      sb_puts(out, i ? ", " : "");
+      sb_printf(out, d->entry_arg, d->store_type[te->stages[params[i]].dtype], i);
+    }
+    sb_puts(out, d->entry_end);
+    sb_puts(out, d->kernel_end);
   }
   kiln_free(params);
   kiln_free(r.param_of);

@@ -33,6 +33,7 @@ static const Backend *const backends[] = {
   &rt_backend_ref,
   &rt_backend_cpu,
   &rt_backend_cuda,
+  &rt_backend_vulkan,
 };
 
 /* $name as a non-negative 64-bit count (digits, optionally with a k/M/G/T suffix of 2^10

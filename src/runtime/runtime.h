@@ -99,6 +99,7 @@ typedef struct Backend {
 extern const Backend rt_backend_ref;   /* ref/ref.c: the interpreter, the oracle */
 extern const Backend rt_backend_cpu;   /* cpu/cpu.c */
 extern const Backend rt_backend_cuda;  /* cuda/cuda.c */
+extern const Backend rt_backend_vulkan;  /* vulkan/vulkan.c */
 
 /* -- program.c -- */
 

@@ -528,6 +528,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   /* the default is what the H200 race chose (bench/results/2026-12-01-h200-grid-sync.md):
    * siblings on grid dialects; loop dialects gain nothing from fewer calls, so none */
   g->group = o->grid_sync >= 0 ? (CgGroupMode)o->grid_sync : d && d->grid ? CG_GROUP_SIBLINGS : CG_GROUP_OFF;
+  if (d && d->grid && !d->phase_prefix) g->group = CG_GROUP_OFF;  /* a dialect without launch groups (glsl) */
   g->in_place = o->in_place != 0;
   g->dependent_launch = o->cuda_pdl != 0;
   if (o->cuda_gemm_stages && o->cuda_gemm_stages != 1 && o->cuda_gemm_stages != 2 && o->cuda_gemm_stages != 4)

@@ -1,0 +1,241 @@
+/*
+ * dialect_glsl.c — GLSL 4.60 compute shaders for Vulkan (the vulkan backend compiles them
+ * with shaderc). Strings and names only, like every dialect.
+ *
+ * How the source is shaped, and why:
+ *   - A GLSL module has one entry point (main), so every kernel sits between
+ *     "#if KILN_KERNEL == <n>" and "#endif"; the backend compiles the one source once a
+ *     kernel with KILN_KERNEL defined. The prelude is shared.
+ *   - Buffers are device addresses (GL_EXT_buffer_reference), so the runtime's buffers are
+ *     64-bit addresses with offsets like CUDA's, and no descriptor set is needed. main()
+ *     reads the kernel's buffer addresses from a table whose address is a push constant,
+ *     with the grid (in blocks) beside it; its workgroups are laid out over x and y (x is at
+ *     most 65535 on some devices), and the surplus of the last row returns at once.
+ *   - Fixed-width types come from GL_EXT_shader_explicit_arithmetic_types, so the C names
+ *     (int64_t, uint8_t, ...) are GLSL types too; bool is a type of its own, stored as
+ *     uint8_t. Array indices must be 32-bit: elements are indexed through uint().
+ *   - GLSL.std.450 has no f64 exp, log, tanh, erf, sin, cos or pow: those are NULL here, and
+ *     the renderer refuses them by name (a missing capability, never a trip through f32).
+ *   - The scalar helpers have te_eval_*'s semantics (src/base/scalar.inc), written again in
+ *     GLSL: there are no C casts, pointers or unions to share them with.
+ * There are no block reductions, shared tiles or vectors yet: every kernel is one thread an
+ * outer point (cg_kernel_shape), and no launch groups.
+ */
+#include "codegen.h"
+
+static const char prelude[] =
+  "#version 460\n"
+  "#extension GL_EXT_buffer_reference : require\n"
+  "#extension GL_EXT_shader_explicit_arithmetic_types : require\n"
+  "#extension GL_EXT_shader_8bit_storage : require\n"
+  "#extension GL_EXT_shader_16bit_storage : require\n"
+  /* a buffer of each element type, named K<type> (the entry's arguments) */
+  "layout(buffer_reference, std430, buffer_reference_align = 4) buffer Kfloat { float v[]; };\n"
+  "layout(buffer_reference, std430, buffer_reference_align = 8) buffer Kdouble { double v[]; };\n"
+  "layout(buffer_reference, std430, buffer_reference_align = 8) buffer Kint64_t { int64_t v[]; };\n"
+  "layout(buffer_reference, std430, buffer_reference_align = 8) buffer Kuint64_t { uint64_t v[]; };\n"
+  "layout(buffer_reference, std430, buffer_reference_align = 4) buffer Kint32_t { int32_t v[]; };\n"
+  "layout(buffer_reference, std430, buffer_reference_align = 4) buffer Kuint32_t { uint32_t v[]; };\n"
+  "layout(buffer_reference, std430, buffer_reference_align = 2) buffer Kint16_t { int16_t v[]; };\n"
+  "layout(buffer_reference, std430, buffer_reference_align = 2) buffer Kuint16_t { uint16_t v[]; };\n"
+  "layout(buffer_reference, std430, buffer_reference_align = 1) buffer Kint8_t { int8_t v[]; };\n"
+  "layout(buffer_reference, std430, buffer_reference_align = 1) buffer Kuint8_t { uint8_t v[]; };\n"
+  "layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer Kargs { uint64_t p[]; };\n"
+  "layout(push_constant) uniform Kpush { Kargs args; uint grid; } k_pc;\n"
+  "#define k_bid (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x)\n"
+  "#define INT64_MIN (-9223372036854775807l - 1l)\n"
+  "#define INT64_MAX 9223372036854775807l\n"
+  "#define UINT64_MAX 18446744073709551615ul\n"
+  "#define INT32_MIN (-2147483647 - 1)\n"
+  "#define INT32_MAX 2147483647\n"
+  "#define UINT32_MAX 4294967295u\n"
+  "#define INT16_MIN int16_t(-32768)\n"
+  "#define INT16_MAX int16_t(32767)\n"
+  "#define UINT16_MAX uint16_t(65535)\n"
+  "#define INT8_MIN int8_t(-128)\n"
+  "#define INT8_MAX int8_t(127)\n"
+  "#define UINT8_MAX uint8_t(255)\n"
+  "#define K_INFF uintBitsToFloat(0x7f800000u)\n"
+  "#define K_NANF uintBitsToFloat(0x7fc00000u)\n"
+  "#define K_INFD packDouble2x32(uvec2(0u, 0x7ff00000u))\n"
+  "#define K_NAND packDouble2x32(uvec2(0u, 0x7ff80000u))\n"
+  /* f16 and bf16: round to nearest even, NaN stays a quiet NaN (scalar.inc's k_h2f ...) */
+  "float k_h2f(uint16_t x) {\n"
+  "  uint h = uint(x), s = (h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u, u;\n"
+  "  if (e == 0u && m == 0u) u = s;\n"
+  "  else if (e == 0u) { e = 113u; while ((m & 1024u) == 0u) { m <<= 1; e--; } u = s | (e << 23) | ((m & 1023u) << 13); }\n"
+  "  else if (e == 31u) u = s | 0x7f800000u | (m << 13);\n"
+  "  else u = s | ((e + 112u) << 23) | (m << 13);\n"
+  "  return uintBitsToFloat(u);\n"
+  "}\n"
+  "uint16_t k_f2h(float f) {\n"
+  "  uint u = floatBitsToUint(f), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;\n"
+  "  if (a > 0x7f800000u) return uint16_t(s | 0x7e00u);\n"
+  "  if (a >= 0x477ff000u) return uint16_t(s | 0x7c00u);\n"
+  "  if (a < 0x38800000u) return uint16_t(s | uint(roundEven(uintBitsToFloat(a) * 16777216.0)));\n"
+  "  return uint16_t(s | ((a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13));\n"
+  "}\n"
+  "float k_b2f(uint16_t x) { return uintBitsToFloat(uint(x) << 16); }\n"
+  "uint16_t k_f2b(float f) {\n"
+  "  uint u = floatBitsToUint(f);\n"
+  "  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);\n"
+  "  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n"
+  "}\n"
+  "float k_rh(float f) { return k_h2f(k_f2h(f)); }\n"
+  "float k_rb(float f) { return k_b2f(k_f2b(f)); }\n"
+  /* float arithmetic (scalar.inc): max/min keep NaN; mod takes the divisor's sign */
+  "float k_maxf(float a, float b) { float m = a > b ? a : b; return a != a ? a : m; }\n"
+  "float k_minf(float a, float b) { float m = a < b ? a : b; return a != a ? a : m; }\n"
+  "double k_maxd(double a, double b) { double m = a > b ? a : b; return a != a ? a : m; }\n"
+  "double k_mind(double a, double b) { double m = a < b ? a : b; return a != a ? a : m; }\n"
+  /* C's fmod as a - b trunc(a / b): exact while the quotient fits the mantissa */
+  "float k_fmodf(float a, float b) { return b == 0.0 || isinf(a) ? K_NANF : isinf(b) ? a : a - b * trunc(a / b); }\n"
+  "double k_fmodd(double a, double b) { return b == 0.0lf || isinf(a) ? K_NAND : isinf(b) ? a : a - b * trunc(a / b); }\n"
+  "float k_modf(float a, float b) { float r = k_fmodf(a, b); if (r != 0.0 && (r < 0.0) != (b < 0.0)) r += b; return r; }\n"
+  "double k_modd(double a, double b) { double r = k_fmodd(a, b); if (r != 0.0lf && (r < 0.0lf) != (b < 0.0lf)) r += b; return r; }\n"
+  "float k_signf(float x) { return x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : x; }\n"
+  "double k_signd(double x) { return x > 0.0lf ? 1.0lf : x < 0.0lf ? -1.0lf : x; }\n"
+  "int k_isinf(float x) { return int(isinf(x)); }\n"
+  "int k_isinf(double x) { return int(isinf(x)); }\n"
+  /* pow of a negative base is defined for whole exponents (C's powf), not by GLSL's pow */
+  "float k_powf(float a, float b) {\n"
+  "  if (b == 0.0) return 1.0;\n"
+  "  if (a != a || b != b) return K_NANF;\n"
+  "  if (a >= 0.0) return a == 0.0 ? (b < 0.0 ? K_INFF : 0.0) : pow(a, b);\n"
+  "  if (trunc(b) != b) return K_NANF;\n"
+  "  float p = isinf(a) ? (b < 0.0 ? 0.0 : K_INFF) : pow(-a, b);\n"
+  "  return mod(b, 2.0) == 1.0 ? -p : p;\n"
+  "}\n"
+  "float k_copysign(float m, float s) { return uintBitsToFloat((floatBitsToUint(m) & 0x7fffffffu) | (floatBitsToUint(s) & 0x80000000u)); }\n"
+  "float k_sigf(float x) { float e = exp(x < 0.0 ? x : -x); return x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e); }\n"
+  "float k_tanhf(float x) {\n"
+  "  float a = abs(x), z = x * x;\n"
+  "  float p = -5.70498872745e-3;\n"
+  "  p = p * z + 2.06390887954e-2;\n"
+  "  p = p * z - 5.37397155531e-2;\n"
+  "  p = p * z + 1.33314422036e-1;\n"
+  "  p = p * z - 3.33332819422e-1;\n"
+  "  float small = a + a * (p * z);\n"
+  "  float e = exp(2.0 * min(a, 20.0));\n"
+  "  float big = 1.0 - 2.0 / (e + 1.0);\n"
+  "  float t = a < 0.625 ? small : big;\n"
+  "  return x != x ? x : k_copysign(t, x);\n"
+  "}\n"
+  /* erf: |x| < 1 as |x| P(x^2), beyond as 1 - exp(-x^2) R(|x|) (src/base/vmath.inc's k_erff) */
+  "float k_erff(float x) {\n"
+  "  float a = abs(x), z = x * x, u = 2.0 * z - 1.0;\n"
+  "  float p = -7.5523795218e-08;\n"
+  "  p = p * u + 1.2316395890e-06; p = p * u - 1.7536914157e-05; p = p * u + 2.1751199063e-04;\n"
+  "  p = p * u - 2.2854856122e-03; p = p * u + 1.9852497722e-02; p = p * u - 1.4053608902e-01;\n"
+  "  p = p * u + 9.6546873864e-01;\n"
+  "  float b = min(a, 4.0), s = (b - 2.5) * (1.0 / 1.5);\n"
+  "  float r = 1.3365836026e-05;\n"
+  "  r = r * s - 3.6888910623e-05; r = r * s + 5.6303575917e-05; r = r * s - 1.4405779312e-04;\n"
+  "  r = r * s + 4.1298692297e-04; r = r * s - 1.0170089401e-03; r = r * s + 2.4024874305e-03;\n"
+  "  r = r * s - 5.5673803229e-03; r = r * s + 1.2489520418e-02; r = r * s - 2.7005716871e-02;\n"
+  "  r = r * s + 5.6110488190e-02; r = r * s - 1.1152100511e-01; r = r * s + 2.1080636406e-01;\n"
+  "  float big = 1.0 - exp(-b * b) * r;\n"
+  "  return x != x ? x : k_copysign(a < 1.0 ? a * p : big, x);\n"
+  "}\n"
+  /* integer arithmetic (scalar.inc): defined for every input. GLSL leaves % of negative
+   * operands undefined, so remainders are a - (a / b) b. */
+  "int64_t k_sdiv(int64_t a, int64_t b) { if (b == 0l) return 0l; if (a == INT64_MIN && b == -1l) return INT64_MIN; return a / b; }\n"
+  "int64_t k_sfmod(int64_t a, int64_t b) { return b == 0l || (a == INT64_MIN && b == -1l) ? 0l : a - (a / b) * b; }\n"
+  "int64_t k_sfdiv(int64_t a, int64_t b) { int64_t q = k_sdiv(a, b); return k_sfmod(a, b) != 0l && (a < 0l) != (b < 0l) ? q - 1l : q; }\n"
+  "int64_t k_smod(int64_t a, int64_t b) { int64_t r = k_sfmod(a, b); if (r != 0l && (r < 0l) != (b < 0l)) r += b; return r; }\n"
+  "uint64_t k_udiv(uint64_t a, uint64_t b) { return b != 0ul ? a / b : 0ul; }\n"
+  "uint64_t k_umod(uint64_t a, uint64_t b) { return b != 0ul ? a % b : 0ul; }\n"
+  "uint64_t k_upow(uint64_t b, uint64_t e) { uint64_t r = 1ul; for (; e != 0ul; e >>= 1, b *= b) if ((e & 1ul) != 0ul) r *= b; return r; }\n"
+  "int64_t k_spow(int64_t b, int64_t e) {\n"
+  "  if (e >= 0l) return int64_t(k_upow(uint64_t(b), uint64_t(e)));\n"
+  "  if (b == 1l) return 1l;\n"
+  "  if (b == -1l) return (e & 1l) != 0l ? -1l : 1l;\n"
+  "  return 0l;\n"
+  "}\n"
+  /* the same in 32 bits, for the narrower types (cast back, the results are the i64 ones) */
+  "int k_sdiv(int a, int b) { if (b == 0) return 0; if (a == INT32_MIN && b == -1) return INT32_MIN; return a / b; }\n"
+  "int k_sfmod(int a, int b) { return b == 0 || (a == INT32_MIN && b == -1) ? 0 : a - (a / b) * b; }\n"
+  "int k_sfdiv(int a, int b) { int q = k_sdiv(a, b); return k_sfmod(a, b) != 0 && (a < 0) != (b < 0) ? q - 1 : q; }\n"
+  "int k_smod(int a, int b) { int r = k_sfmod(a, b); if (r != 0 && (r < 0) != (b < 0)) r += b; return r; }\n"
+  "uint k_udiv(uint a, uint b) { return b != 0u ? a / b : 0u; }\n"
+  "uint k_umod(uint a, uint b) { return b != 0u ? a % b : 0u; }\n"
+  "uint k_upow(uint b, uint e) { uint r = 1u; for (; e != 0u; e >>= 1, b *= b) if ((e & 1u) != 0u) r *= b; return r; }\n"
+  "int k_spow(int b, int e) {\n"
+  "  if (e >= 0) return int(k_upow(uint(b), uint(e)));\n"
+  "  if (b == 1) return 1;\n"
+  "  if (b == -1) return (e & 1) != 0 ? -1 : 1;\n"
+  "  return 0;\n"
+  "}\n"
+  "int k_sshl(int a, int b) { return b < 0 || b >= 32 ? 0 : int(uint(a) << b); }\n"
+  "int k_sshr(int a, int b) { return b < 0 || b >= 32 ? (a < 0 ? -1 : 0) : a >> b; }\n"
+  "uint k_ushl(uint a, uint b) { return b >= 32u ? 0u : a << b; }\n"
+  "uint k_ushr(uint a, uint b) { return b >= 32u ? 0u : a >> b; }\n"
+  "int64_t k_sshl(int64_t a, int64_t b) { return b < 0l || b >= 64l ? 0l : int64_t(uint64_t(a) << b); }\n"
+  "int64_t k_sshr(int64_t a, int64_t b) { return b < 0l || b >= 64l ? (a < 0l ? -1l : 0l) : a >> b; }\n"
+  "uint64_t k_ushl(uint64_t a, uint64_t b) { return b >= 64ul ? 0ul : a << b; }\n"
+  "uint64_t k_ushr(uint64_t a, uint64_t b) { return b >= 64ul ? 0ul : a >> b; }\n"
+  /* float -> integer: truncate, NaN gives 0, out of range saturates */
+  "int64_t k_f2s(double v, double lo, double hi) {\n"
+  "  double f = trunc(v);\n"
+  "  if (f != f) return 0l;\n"
+  "  if (f <= lo) return int64_t(lo);\n"
+  "  if (f >= hi) return hi >= 9223372036854775807.0lf ? INT64_MAX : int64_t(hi);\n"
+  "  return int64_t(f);\n"
+  "}\n"
+  "uint64_t k_f2u(double v) {\n"
+  "  double f = trunc(v);\n"
+  "  if (f != f || f <= 0.0lf) return 0ul;\n"
+  "  if (f >= 18446744073709551616.0lf) return UINT64_MAX;\n"
+  "  return uint64_t(f);\n"
+  "}\n";
+
+const Dialect cg_dialect_glsl = {
+  .name = "glsl",
+  .prelude = prelude,
+  .index_type = "int64_t",
+  .value_type = { [KILN_F32] = "float", [KILN_F64] = "double", [KILN_F16] = "float", [KILN_BF16] = "float",
+                  [KILN_I64] = "int64_t", [KILN_I32] = "int32_t", [KILN_I16] = "int16_t", [KILN_I8] = "int8_t",
+                  [KILN_U8] = "uint8_t", [KILN_U16] = "uint16_t", [KILN_U32] = "uint32_t", [KILN_U64] = "uint64_t",
+                  [KILN_BOOL] = "bool" },
+  .store_type = CG_C_STORE_TYPES,
+  .load_fn = { [KILN_F16] = "k_h2f", [KILN_BF16] = "k_b2f", [KILN_BOOL] = "bool" },
+  .store_fn = { [KILN_F16] = "k_f2h", [KILN_BF16] = "k_f2b", [KILN_BOOL] = "uint8_t" },
+  .round_fn = { [KILN_F16] = "k_rh", [KILN_BF16] = "k_rb" },
+  .int_lit = "%lldl",
+  .int_min = CG_C_INT_MIN,
+  .int_max = { [KILN_I64] = "INT64_MAX", [KILN_I32] = "INT32_MAX", [KILN_I16] = "INT16_MAX", [KILN_I8] = "INT8_MAX",
+               [KILN_U8] = "UINT8_MAX", [KILN_U16] = "UINT16_MAX", [KILN_U32] = "UINT32_MAX", [KILN_U64] = "UINT64_MAX",
+               [KILN_BOOL] = "true" },
+  .float_lit = "%#.17g",  /* no hex floats in GLSL; 17 digits give every double (and float) back exactly */
+  .f32_suffix = "f",
+  .f64_suffix = "lf",
+  .uint_suffix = "u",
+  .inf_f32 = "K_INFF", .inf_f64 = "K_INFD", .nan_f32 = "K_NANF", .nan_f64 = "K_NAND",
+  .cast = "%s(%s)",
+  .bool_type = true,
+  .unary_f32 = { [TU_ABS] = "abs", [TU_EXP] = "exp", [TU_LOG] = "log", [TU_SQRT] = "sqrt", [TU_TANH] = "k_tanhf",
+                 [TU_SIGMOID] = "k_sigf", [TU_ERF] = "k_erff", [TU_SIN] = "sin", [TU_COS] = "cos", [TU_FLOOR] = "floor",
+                 [TU_CEIL] = "ceil", [TU_ROUND] = "roundEven", [TU_SIGN] = "k_signf", [TU_ISINF] = "k_isinf" },
+  .unary_f64 = { [TU_ABS] = "abs", [TU_SQRT] = "sqrt", [TU_FLOOR] = "floor", [TU_CEIL] = "ceil", [TU_ROUND] = "roundEven",
+                 [TU_SIGN] = "k_signd", [TU_ISINF] = "k_isinf" },
+  .binary_f32 = { [TB_POW] = "k_powf", [TB_MAX] = "k_maxf", [TB_MIN] = "k_minf", [TB_MOD] = "k_modf", [TB_FMOD] = "k_fmodf" },
+  .binary_f64 = { [TB_MAX] = "k_maxd", [TB_MIN] = "k_mind", [TB_MOD] = "k_modd", [TB_FMOD] = "k_fmodd" },
+  .acc_f32 = true,  /* as on CUDA: f32 sums in f32 */
+  .kernel_prefix = "void",
+  .buf_param = "%sK%s%s b%d",  /* the buffer reference type of the element type */
+  .buf_const = "",
+  .buf_restrict = "",
+  .elem = "b%d.v[uint(%s)]",
+  .kernel_begin = "\n#if KILN_KERNEL == %d\nlayout(local_size_x_id = 0) in;\n",
+  .kernel_end = "#endif\n",
+  .entry = "void main() {\n  if (k_bid >= k_pc.grid) return;\n  %s(",
+  .entry_arg = "K%s(k_pc.args.p[%d])",
+  .entry_end = ");\n}\n",
+  .grid = true,
+  .thread_index = "(int64_t(k_bid) * int64_t(gl_WorkGroupSize.x) + int64_t(gl_LocalInvocationID.x))",
+  .thread_stride = "(int64_t(k_pc.grid) * int64_t(gl_WorkGroupSize.x))",
+  .thread_id = "int(gl_LocalInvocationID.x)",
+  .block_id = "int(k_bid)",
+  .block_size = "int(gl_WorkGroupSize.x)",
+  .grid_size = "int(k_pc.grid)",
+};

@@ -1,0 +1,558 @@
+/*
+ * vulkan.c — the vulkan backend's device hooks (device.c finds Vulkan and glslc).
+ *
+ * Memory is device-local buffers addressed by their device address (RtBuf is that address,
+ * so the pipeline's offsets into its arena work as on CUDA); a table of every allocation
+ * maps an address back to its VkBuffer for copies. Copies between host and device go
+ * through host-visible staging buffers.
+ *
+ * Nothing is submitted until the pipeline waits (sync): every copy, dispatch and timestamp
+ * is recorded into the program's open command buffer, each behind a full memory barrier,
+ * and sync submits what is pending in one vkQueueSubmit with one fence, waits, then copies
+ * the downloads out of their staging buffers. The recorded schedule (record_begin/end) is a
+ * command buffer of its own, replayed by queueing it behind what is pending: a run is one
+ * submission and one wait.
+ *
+ * A module is the SPIR-V of each kernel of the plan's GLSL, compiled apart (dialect_glsl.c
+ * says why) when the plan is built; looking a kernel up makes its compute pipeline, whose
+ * workgroup size is a specialization constant set from the launch. A launch pushes the address of a table of
+ * its buffers' addresses (host-visible memory, kept per kernel and reused while the
+ * buffers are the same) and its grid, dispatched over x and y.
+ */
+#if __has_include(<vulkan/vulkan.h>)
+#include "vk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* One allocation: the buffer, its memory, its address and size; host-visible ones mapped. */
+typedef struct VkAlloc { VkBuffer buf; VkDeviceMemory mem; RtBuf addr; int64_t size; void *map; } VkAlloc;
+typedef struct VkDownload { void *dst; const void *src; size_t n; } VkDownload;
+
+typedef struct VkProg {
+  VkDev *v;
+  VkCommandPool pool;
+  VkCommandBuffer open;            /* recording, NULL when nothing is */
+  bool open_used;                  /* open holds commands */
+  VkCommandBuffer *pending; int n_pending, cap_pending;   /* to submit at the next sync, in order */
+  VkCommandBuffer *spent; int n_spent, cap_spent;         /* submitted batches, freed after the wait */
+  VkCommandBuffer graph_cb;        /* the schedule being recorded (record_begin .. record_end) */
+  VkFence fence;
+  VkQueryPool stamps;              /* two timestamps around a run; NULL without timestamps */
+  VkAlloc *allocs; int n_alloc, cap_alloc;       /* device buffers, by address */
+  VkAlloc *staging; int n_staging, cap_staging;  /* host-visible, freed after the wait */
+  VkDownload *downs; int n_down, cap_down;
+} VkProg;
+
+/* The plan's source and each kernel's SPIR-V (by kernel number; NULL: no such kernel). */
+typedef struct VkModule { uint32_t **spv; size_t *bytes; int n_kernels; struct VkFn **fns; int n_fn, cap_fn; } VkModule;
+typedef struct VkArgs { VkAlloc table; int n; } VkArgs;
+typedef struct VkFn { VkShaderModule shader; VkPipeline pipe; VkArgs *args; int n_args, cap_args; } VkFn;
+
+/* Grows *p (an array of *cap elements of size sz) to hold one more. */
+static bool grow(void *p, int n, int *cap, size_t sz) {
+  if (n < *cap) return true;
+  int nc = *cap ? 2 * *cap : 16;
+  void *q = kiln_realloc(*(void **)p, (size_t)nc * sz);
+  if (!q) return false;
+  *(void **)p = q, *cap = nc;
+  return true;
+}
+
+static kiln_status vk_probe(void) {
+  VkDev *v;
+  return vk_device(&v);
+}
+
+static kiln_status make_buffer(VkDev *v, int64_t bytes, bool host, const char *what, VkAlloc *a) {
+  memset(a, 0, sizeof *a);
+  VkBufferCreateInfo bc = { .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = (VkDeviceSize)(bytes < 256 ? 256 : bytes),
+                            .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
+                            .sharingMode = VK_SHARING_MODE_EXCLUSIVE };
+  kiln_status st = vk_check(v->vkCreateBuffer(v->device, &bc, NULL, &a->buf), "vkCreateBuffer", what);
+  if (st) return st;
+  VkMemoryRequirements mr;
+  v->vkGetBufferMemoryRequirements(v->device, a->buf, &mr);
+  uint32_t type = host ? v->mem_host : v->mem_device;
+  if (!(mr.memoryTypeBits & (1u << type))) {
+    v->vkDestroyBuffer(v->device, a->buf, NULL);
+    return kiln_fail(KILN_ERR_DEVICE, "vulkan: %s: no memory type for a storage buffer", what);
+  }
+  VkMemoryAllocateFlagsInfo fl = { .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                                   .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT };
+  VkMemoryAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &fl, .allocationSize = mr.size,
+                              .memoryTypeIndex = type };
+  st = vk_check(v->vkAllocateMemory(v->device, &ai, NULL, &a->mem), "vkAllocateMemory", what);
+  if (!st) st = vk_check(v->vkBindBufferMemory(v->device, a->buf, a->mem, 0), "vkBindBufferMemory", what);
+  if (!st && host) st = vk_check(v->vkMapMemory(v->device, a->mem, 0, VK_WHOLE_SIZE, 0, &a->map), "vkMapMemory", what);
+  if (st) {
+    v->vkDestroyBuffer(v->device, a->buf, NULL);
+    if (a->mem) v->vkFreeMemory(v->device, a->mem, NULL);
+    return st;
+  }
+  VkBufferDeviceAddressInfo di = { .sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = a->buf };
+  a->addr = v->vkGetBufferDeviceAddress(v->device, &di);
+  a->size = bytes;
+  return KILN_OK;
+}
+
+static void free_buffer(VkDev *v, VkAlloc *a) {
+  if (a->buf) v->vkDestroyBuffer(v->device, a->buf, NULL);
+  if (a->mem) v->vkFreeMemory(v->device, a->mem, NULL);  /* unmaps too */
+  memset(a, 0, sizeof *a);
+}
+
+/* The allocation holding address b (an arena's offset included), or NULL. */
+static VkAlloc *alloc_at(VkProg *x, RtBuf b) {
+  for (int i = 0; i < x->n_alloc; i++)
+    if (b >= x->allocs[i].addr && b < x->allocs[i].addr + (RtBuf)(x->allocs[i].size < 256 ? 256 : x->allocs[i].size))
+      return &x->allocs[i];
+  return NULL;
+}
+
+/* The open command buffer, begun if none is, with a barrier behind everything before it
+ * (in this buffer and in earlier submissions) for the command about to be recorded. */
+static kiln_status cmd(VkProg *x, VkCommandBuffer *out) {
+  VkDev *v = x->v;
+  VkCommandBuffer cb = x->graph_cb ? x->graph_cb : x->open;
+  if (!cb) {
+    VkCommandBufferAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = x->pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1 };
+    kiln_status st = vk_check(v->vkAllocateCommandBuffers(v->device, &ai, &cb), "vkAllocateCommandBuffers", "batch");
+    if (st) return st;
+    VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT };
+    if ((st = vk_check(v->vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer", "batch"))) {
+      v->vkFreeCommandBuffers(v->device, x->pool, 1, &cb);
+      return st;
+    }
+    x->open = cb;
+  }
+  VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                         .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+                         .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT };
+  v->vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &mb, 0, NULL,
+                          0, NULL);
+  if (cb == x->open) x->open_used = true;
+  *out = cb;
+  return KILN_OK;
+}
+
+/* The open command buffer, ended and queued for the next sync. */
+static kiln_status close_open(VkProg *x) {
+  if (!x->open) return KILN_OK;
+  VkCommandBuffer cb = x->open;
+  x->open = NULL;
+  kiln_status st = vk_check(x->v->vkEndCommandBuffer(cb), "vkEndCommandBuffer", "batch");
+  if (!st && !grow(&x->pending, x->n_pending, &x->cap_pending, sizeof *x->pending))
+    st = kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
+  if (!st && !grow(&x->spent, x->n_spent, &x->cap_spent, sizeof *x->spent))
+    st = kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
+  if (st) { x->v->vkFreeCommandBuffers(x->v->device, x->pool, 1, &cb); return st; }
+  x->pending[x->n_pending++] = cb;
+  x->spent[x->n_spent++] = cb;
+  return KILN_OK;
+}
+
+/* After a wait: staging memory, finished batches and the download list are released. */
+static void settle(VkProg *x) {
+  VkDev *v = x->v;
+  for (int i = 0; i < x->n_staging; i++) free_buffer(v, &x->staging[i]);
+  x->n_staging = 0;
+  if (x->n_spent) v->vkFreeCommandBuffers(v->device, x->pool, (uint32_t)x->n_spent, x->spent);
+  x->n_spent = x->n_pending = x->n_down = 0;
+}
+
+static kiln_status vk_sync(void *dev, const char *what) {
+  VkProg *x = dev;
+  VkDev *v = x->v;
+  kiln_status st = close_open(x);
+  if (st || !x->n_pending) return st;
+  VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = (uint32_t)x->n_pending,
+                      .pCommandBuffers = x->pending };
+  pthread_mutex_lock(&v->queue_lock);
+  st = vk_check(v->vkQueueSubmit(v->queue, 1, &si, x->fence), "vkQueueSubmit", what);
+  pthread_mutex_unlock(&v->queue_lock);
+  if (!st) st = vk_check(v->vkWaitForFences(v->device, 1, &x->fence, VK_TRUE, UINT64_MAX), "vkWaitForFences", what);
+  if (!st) st = vk_check(v->vkResetFences(v->device, 1, &x->fence), "vkResetFences", what);
+  for (int i = 0; !st && i < x->n_down; i++) memcpy(x->downs[i].dst, x->downs[i].src, x->downs[i].n);
+  if (st) {  /* the device may still use what was submitted: wait for the queue before freeing */
+    pthread_mutex_lock(&v->queue_lock);
+    v->vkQueueWaitIdle(v->queue);
+    pthread_mutex_unlock(&v->queue_lock);
+  }
+  settle(x);
+  return st;
+}
+
+static void vk_close(void *dev) {
+  VkProg *x = dev;
+  if (!x) return;
+  VkDev *v = x->v;
+  if (x->pool) {
+    if (x->open_used || x->n_pending) vk_sync(x, "close");
+    else close_open(x), settle(x);
+    if (x->graph_cb) v->vkFreeCommandBuffers(v->device, x->pool, 1, &x->graph_cb);
+    v->vkDestroyCommandPool(v->device, x->pool, NULL);
+  }
+  for (int i = 0; i < x->n_alloc; i++) free_buffer(v, &x->allocs[i]);
+  if (x->fence) v->vkDestroyFence(v->device, x->fence, NULL);
+  if (x->stamps) v->vkDestroyQueryPool(v->device, x->stamps, NULL);
+  kiln_free(x->pending), kiln_free(x->spent), kiln_free(x->allocs), kiln_free(x->staging), kiln_free(x->downs);
+  kiln_free(x);
+}
+
+static kiln_status vk_open(const kiln_options *o, void **dev) {
+  (void)o;
+  VkProg *x = kiln_calloc(1, sizeof *x);
+  if (!x) return kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: no memory for a program");
+  kiln_status st = vk_device(&x->v);
+  VkDev *v = x->v;
+  VkCommandPoolCreateInfo pc = { .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = st ? 0 : v->family };
+  VkFenceCreateInfo fc = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
+  if (!st) st = vk_check(v->vkCreateCommandPool(v->device, &pc, NULL, &x->pool), "vkCreateCommandPool", "program");
+  if (!st) st = vk_check(v->vkCreateFence(v->device, &fc, NULL, &x->fence), "vkCreateFence", "program");
+  if (!st && v->timestamp_ns > 0) {
+    VkQueryPoolCreateInfo qc = { .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                 .queryCount = 2 };
+    st = vk_check(v->vkCreateQueryPool(v->device, &qc, NULL, &x->stamps), "vkCreateQueryPool", "timestamps");
+  }
+  if (st) { vk_close(x); return st; }
+  *dev = x;
+  return KILN_OK;
+}
+
+static kiln_status vk_alloc(void *dev, int64_t bytes, const char *what, RtBuf *out) {
+  VkProg *x = dev;
+  if (!grow(&x->allocs, x->n_alloc, &x->cap_alloc, sizeof *x->allocs))
+    return kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
+  kiln_status st = make_buffer(x->v, bytes, false, what, &x->allocs[x->n_alloc]);
+  if (st) return st;
+  *out = x->allocs[x->n_alloc++].addr;
+  return KILN_OK;
+}
+
+static void vk_release(void *dev, RtBuf b) {
+  VkProg *x = dev;
+  VkAlloc *a = alloc_at(x, b);
+  if (!a || a->addr != b) return;
+  if (x->open_used || x->n_pending) vk_sync(x, "release");  /* a recorded command may still use it */
+  free_buffer(x->v, a);
+  *a = x->allocs[--x->n_alloc];
+}
+
+/* A region [b, b + n) of one device allocation: its buffer and offset. */
+static kiln_status region(VkProg *x, RtBuf b, int64_t n, const char *what, VkBuffer *buf, VkDeviceSize *off) {
+  VkAlloc *a = alloc_at(x, b);
+  if (!a || (int64_t)(b - a->addr) + n > (a->size < 256 ? 256 : a->size))
+    return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: %s: %lld bytes at 0x%llx are not inside one buffer", what, (long long)n,
+                     (unsigned long long)b);
+  *buf = a->buf, *off = b - a->addr;
+  return KILN_OK;
+}
+
+/* A staging buffer of n bytes, freed after the next wait. */
+static kiln_status stage(VkProg *x, int64_t n, const char *what, VkAlloc **out) {
+  if (!grow(&x->staging, x->n_staging, &x->cap_staging, sizeof *x->staging))
+    return kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
+  kiln_status st = make_buffer(x->v, n, true, what, &x->staging[x->n_staging]);
+  if (st) return st;
+  *out = &x->staging[x->n_staging++];
+  return KILN_OK;
+}
+
+static kiln_status vk_upload(void *dev, RtBuf dst, const void *src, int64_t n, const char *what) {
+  VkProg *x = dev;
+  VkBuffer b;
+  VkDeviceSize off;
+  VkAlloc *s;
+  VkCommandBuffer cb;
+  kiln_status st = region(x, dst, n, what, &b, &off);
+  if (!st) st = stage(x, n, what, &s);
+  if (!st) st = cmd(x, &cb);
+  if (st) return st;
+  memcpy(s->map, src, (size_t)n);  /* the caller's memory may change once this returns */
+  VkBufferCopy c = { .srcOffset = 0, .dstOffset = off, .size = (VkDeviceSize)n };
+  x->v->vkCmdCopyBuffer(cb, s->buf, b, 1, &c);
+  return KILN_OK;
+}
+
+static kiln_status vk_download(void *dev, void *dst, RtBuf src, int64_t n, const char *what) {
+  VkProg *x = dev;
+  VkBuffer b;
+  VkDeviceSize off;
+  VkAlloc *s;
+  VkCommandBuffer cb;
+  kiln_status st = region(x, src, n, what, &b, &off);
+  if (!st) st = stage(x, n, what, &s);
+  if (!st && !grow(&x->downs, x->n_down, &x->cap_down, sizeof *x->downs))
+    st = kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
+  if (!st) st = cmd(x, &cb);
+  if (st) return st;
+  VkBufferCopy c = { .srcOffset = off, .dstOffset = 0, .size = (VkDeviceSize)n };
+  x->v->vkCmdCopyBuffer(cb, b, s->buf, 1, &c);
+  x->downs[x->n_down++] = (VkDownload){ dst, s->map, (size_t)n };  /* copied out after the wait */
+  return KILN_OK;
+}
+
+static kiln_status vk_copy(void *dev, RtBuf dst, RtBuf src, int64_t n, const char *what) {
+  VkProg *x = dev;
+  VkBuffer bd, bs;
+  VkDeviceSize od, os;
+  VkCommandBuffer cb;
+  kiln_status st = region(x, dst, n, what, &bd, &od);
+  if (!st) st = region(x, src, n, what, &bs, &os);
+  if (!st) st = cmd(x, &cb);
+  if (st) return st;
+  VkBufferCopy c = { .srcOffset = os, .dstOffset = od, .size = (VkDeviceSize)n };
+  x->v->vkCmdCopyBuffer(cb, bs, bd, 1, &c);
+  return KILN_OK;
+}
+
+static void module_free(VkDev *v, VkModule *m);
+
+/* Every kernel of the source ("#if KILN_KERNEL == <n>", the dialect's kernel_begin) compiled
+ * now, so that a compile error stops the build and the census knows whether all came from
+ * the cache. */
+static kiln_status vk_build(void *dev, const char *src, size_t len, const kiln_options *o, void **module, bool *hit) {
+  VkProg *x = dev;
+  static const char mark[] = "\n#if KILN_KERNEL == ";
+  VkModule *m = kiln_calloc(1, sizeof *m);
+  if (!m) return kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
+  for (const char *at = strstr(src, mark); at; at = strstr(at + 1, mark)) {
+    long k = strtol(at + sizeof mark - 1, NULL, 10);
+    if (k >= m->n_kernels) m->n_kernels = (int)k + 1;
+  }
+  m->spv = kiln_calloc((size_t)m->n_kernels + 1, sizeof *m->spv);
+  m->bytes = kiln_calloc((size_t)m->n_kernels + 1, sizeof *m->bytes);
+  kiln_status st = m->spv && m->bytes ? KILN_OK : kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
+  int *kernels = st ? NULL : kiln_calloc((size_t)m->n_kernels + 1, sizeof *kernels), n = 0;
+  if (!st && !kernels) st = kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
+  for (const char *at = strstr(src, mark); at && !st; at = strstr(at + 1, mark)) kernels[n++] = (int)strtol(at + sizeof mark - 1, NULL, 10);
+  uint32_t **spv = st ? NULL : kiln_calloc((size_t)n + 1, sizeof *spv);
+  size_t *bytes = st ? NULL : kiln_calloc((size_t)n + 1, sizeof *bytes);
+  if (!st && (!spv || !bytes)) st = kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
+  if (!st) st = vk_compile(x->v, src, len, kernels, n, o, spv, bytes, hit);
+  for (int i = 0; !st && i < n; i++) m->spv[kernels[i]] = spv[i], m->bytes[kernels[i]] = bytes[i], spv[i] = NULL;
+  for (int i = 0; spv && i < n; i++) kiln_free(spv[i]);
+  kiln_free(kernels), kiln_free(spv), kiln_free(bytes);
+  if (st) { module_free(x->v, m); return st; }
+  *module = m;
+  return KILN_OK;
+}
+
+static void fn_free(VkDev *v, VkFn *f) {
+  if (!f) return;
+  for (int i = 0; i < f->n_args; i++) free_buffer(v, &f->args[i].table);
+  if (f->pipe) v->vkDestroyPipeline(v->device, f->pipe, NULL);
+  if (f->shader) v->vkDestroyShaderModule(v->device, f->shader, NULL);
+  kiln_free(f->args);
+  kiln_free(f);
+}
+
+static void module_free(VkDev *v, VkModule *m) {
+  for (int i = 0; i < m->n_fn; i++) fn_free(v, m->fns[i]);
+  for (int i = 0; m->spv && i < m->n_kernels; i++) kiln_free(m->spv[i]);
+  kiln_free(m->fns), kiln_free(m->spv), kiln_free(m->bytes);
+  kiln_free(m);
+}
+
+static void vk_unload(void *dev, void *module) {
+  VkProg *x = dev;
+  if (x->open_used || x->n_pending) vk_sync(x, "unload");
+  module_free(x->v, module);
+}
+
+static kiln_status vk_lookup(void *dev, void *module, const CgLaunch *l, void **fn) {
+  VkProg *x = dev;
+  VkDev *v = x->v;
+  VkModule *m = module;
+  if (l->block < 1 || (uint32_t)l->block > v->max_threads)
+    return kiln_fail(KILN_ERR_DEVICE, "vulkan: kernel %d needs %d threads per workgroup, %s allows %u", l->kernel, l->block,
+                     v->props.deviceName, v->max_threads);
+  if (!grow(&m->fns, m->n_fn, &m->cap_fn, sizeof *m->fns)) return kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
+  VkFn *f = kiln_calloc(1, sizeof *f);
+  if (!f) return kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
+  m->fns[m->n_fn++] = f;
+  if (l->kernel < 0 || l->kernel >= m->n_kernels || !m->spv[l->kernel])
+    return kiln_fail(KILN_ERR_DEVICE, "vulkan: the source has no kernel %s", l->name);
+  VkShaderModuleCreateInfo sc = { .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = m->bytes[l->kernel],
+                                  .pCode = m->spv[l->kernel] };
+  kiln_status st = vk_check(v->vkCreateShaderModule(v->device, &sc, NULL, &f->shader), "vkCreateShaderModule", l->name);
+  if (st) return st;
+  uint32_t block = (uint32_t)l->block;
+  VkSpecializationMapEntry me = { .constantID = 0, .offset = 0, .size = sizeof block };
+  VkSpecializationInfo spec = { .mapEntryCount = 1, .pMapEntries = &me, .dataSize = sizeof block, .pData = &block };
+  VkComputePipelineCreateInfo pc = {
+    .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+    .stage = { .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+               .module = f->shader, .pName = "main", .pSpecializationInfo = &spec },
+    .layout = v->layout,
+  };
+  st = vk_check(v->vkCreateComputePipelines(v->device, VK_NULL_HANDLE, 1, &pc, NULL, &f->pipe), "vkCreateComputePipelines",
+                l->name);
+  if (!st) *fn = f;
+  return st;
+}
+
+/* The table of args[0..n) in host-visible memory: one of f's own with the same addresses, or a new one. */
+static kiln_status arg_table(VkProg *x, VkFn *f, const RtBuf *args, int n, RtBuf *out) {
+  for (int i = 0; i < f->n_args; i++)
+    if (f->args[i].n == n && !memcmp(f->args[i].table.map, args, (size_t)n * sizeof *args)) {
+      *out = f->args[i].table.addr;
+      return KILN_OK;
+    }
+  if (!grow(&f->args, f->n_args, &f->cap_args, sizeof *f->args)) return kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
+  VkArgs *a = &f->args[f->n_args];
+  kiln_status st = make_buffer(x->v, (int64_t)(n ? n : 1) * (int64_t)sizeof *args, true, "a kernel's buffer table", &a->table);
+  if (st) return st;
+  memcpy(a->table.map, args, (size_t)n * sizeof *args);
+  a->n = n;
+  f->n_args++;
+  *out = a->table.addr;
+  return KILN_OK;
+}
+
+static kiln_status vk_launch(void *dev, void *fn, const CgLaunch *l, const RtBuf *args) {
+  VkProg *x = dev;
+  VkDev *v = x->v;
+  VkFn *f = fn;
+  if (l->grid < 1 || l->grid > UINT32_MAX) return kiln_fail(KILN_ERR_DEVICE, "vulkan: kernel %s has a grid of %lld", l->name, (long long)l->grid);
+  uint32_t gx = l->grid < v->max_groups[0] ? (uint32_t)l->grid : v->max_groups[0];
+  uint64_t gy = ((uint64_t)l->grid + gx - 1) / gx;
+  if (gy > v->max_groups[1])
+    return kiln_fail(KILN_ERR_DEVICE, "vulkan: kernel %s needs %lld workgroups, more than %s dispatches", l->name,
+                     (long long)l->grid, v->props.deviceName);
+  VkPush push = { .grid = (uint32_t)l->grid };
+  VkCommandBuffer cb;
+  kiln_status st = arg_table(x, f, args, l->n_params, &push.args);
+  if (!st) st = cmd(x, &cb);
+  if (st) return st;
+  v->vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, f->pipe);
+  v->vkCmdPushConstants(cb, v->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
+  v->vkCmdDispatch(cb, gx, (uint32_t)gy, 1);
+  return KILN_OK;
+}
+
+static kiln_status vk_record_begin(void *dev) {
+  VkProg *x = dev;
+  VkDev *v = x->v;
+  if (x->graph_cb) return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: a schedule is being recorded already");
+  VkCommandBufferAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = x->pool,
+                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1 };
+  VkCommandBuffer cb;
+  kiln_status st = vk_check(v->vkAllocateCommandBuffers(v->device, &ai, &cb), "vkAllocateCommandBuffers", "schedule");
+  if (st) return st;
+  /* replayed many times, and queued more than once before a wait (runs of several times) */
+  VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                  .flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT };
+  if ((st = vk_check(v->vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer", "schedule"))) {
+    v->vkFreeCommandBuffers(v->device, x->pool, 1, &cb);
+    return st;
+  }
+  x->graph_cb = cb;
+  return KILN_OK;
+}
+
+static kiln_status vk_record_end(void *dev, void **graph) {
+  VkProg *x = dev;
+  VkCommandBuffer cb = x->graph_cb;
+  x->graph_cb = NULL;
+  if (!cb) return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: no schedule is being recorded");
+  kiln_status st = vk_check(x->v->vkEndCommandBuffer(cb), "vkEndCommandBuffer", "schedule");
+  if (st) { x->v->vkFreeCommandBuffers(x->v->device, x->pool, 1, &cb); return st; }
+  *graph = cb;
+  return KILN_OK;
+}
+
+static kiln_status vk_replay(void *dev, void *graph) {
+  VkProg *x = dev;
+  kiln_status st = close_open(x);  /* what was recorded before the run goes first */
+  if (!st && !grow(&x->pending, x->n_pending, &x->cap_pending, sizeof *x->pending))
+    st = kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
+  if (st) return st;
+  x->pending[x->n_pending++] = graph;
+  return KILN_OK;
+}
+
+static void vk_graph_free(void *dev, void *graph) {
+  VkProg *x = dev;
+  if (x->open_used || x->n_pending) vk_sync(x, "free");
+  VkCommandBuffer cb = graph;
+  x->v->vkFreeCommandBuffers(x->v->device, x->pool, 1, &cb);
+}
+
+static kiln_status vk_mark(void *dev, int which) {
+  VkProg *x = dev;
+  if (!x->stamps) return KILN_OK;
+  if (x->graph_cb) return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: a timestamp inside a recorded schedule");
+  VkCommandBuffer cb;
+  kiln_status st = cmd(x, &cb);
+  if (st) return st;
+  if (which == 0) x->v->vkCmdResetQueryPool(cb, x->stamps, 0, 2);
+  x->v->vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, x->stamps, (uint32_t)which);
+  return KILN_OK;
+}
+
+static kiln_status vk_elapsed(void *dev, double *ms) {
+  VkProg *x = dev;
+  *ms = 0;
+  if (!x->stamps) return KILN_OK;
+  uint64_t t[2];
+  kiln_status st = vk_check(x->v->vkGetQueryPoolResults(x->v->device, x->stamps, 0, 2, sizeof t, t, sizeof t[0],
+                                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+                            "vkGetQueryPoolResults", "run time");
+  if (!st) *ms = (double)(t[1] - t[0]) * x->v->timestamp_ns * 1e-6;
+  return st;
+}
+
+static void vk_describe(void *dev, FILE *f) {
+  VkProg *x = dev;
+  fprintf(f, "vulkan: %s, GLSL through %s\n", x->v->props.deviceName, x->v->glslc_version);
+}
+
+const Backend rt_backend_vulkan = {
+  .name = "vulkan",
+  .dialect = &cg_dialect_glsl,
+  .host_memory = false,
+  .probe = vk_probe,
+  .open = vk_open,
+  .close = vk_close,
+  .alloc = vk_alloc,
+  .release = vk_release,
+  .upload = vk_upload,
+  .download = vk_download,
+  .copy = vk_copy,
+  .build = vk_build,
+  .unload = vk_unload,
+  .lookup = vk_lookup,
+  .launch = vk_launch,
+  .record_begin = vk_record_begin,
+  .record_end = vk_record_end,
+  .replay = vk_replay,
+  .graph_free = vk_graph_free,
+  .sync = vk_sync,
+  .mark = vk_mark,
+  .elapsed = vk_elapsed,
+  .describe = vk_describe,
+};
+
+#else  /* built without the Vulkan headers (Debian libvulkan-dev) */
+#include "../runtime.h"
+
+static kiln_status vk_absent(void) {
+  return kiln_fail(KILN_ERR_DEVICE, "vulkan: this kiln was built without the Vulkan headers "
+                   "(scripts/install-deps installs them)");
+}
+static kiln_status vk_open_absent(const kiln_options *o, void **dev) { (void)o, (void)dev; return vk_absent(); }
+static void vk_close_absent(void *dev) { (void)dev; }
+
+const Backend rt_backend_vulkan = {
+  .name = "vulkan",
+  .dialect = &cg_dialect_glsl,
+  .probe = vk_absent,
+  .open = vk_open_absent,
+  .close = vk_close_absent,
+};
+#endif
