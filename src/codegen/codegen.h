@@ -99,6 +99,9 @@ typedef struct Dialect {
   const char *inf_f32, *inf_f64, *nan_f32, *nan_f64;
   const char *f64_suffix;         /* after an f64 literal (NULL: none; GLSL's unsuffixed literals are f32) */
   const char *cast;               /* a conversion; %s type, %s value (NULL: C's "(%s)%s") */
+  const char *float_qual;         /* before a float local's declaration: no contraction, no unsafe algebra
+                                   * (GLSL "precise ": the strict f32 the other dialects get; NULL: none) */
+  const char *widen_i32;          /* i32 to i64 where cast's form is not trusted; %s the value, twice (NULL: cast) */
   bool bool_type;                 /* bool is a type of its own (GLSL): comparisons are not ints, and bools
                                    * take no integer operators, so bool ops and flags are spelled apart */
 

@@ -212,6 +212,12 @@ const Dialect cg_dialect_glsl = {
   .uint_suffix = "u",
   .inf_f32 = "K_INFF", .inf_f64 = "K_INFD", .nan_f32 = "K_NANF", .nan_f64 = "K_NAND",
   .cast = "%s(%s)",
+  /* strict f32, as CUDA's --fmad=false: no contraction, and no rewrite a NaN or an inf would
+   * notice (Mesa folded 0 * (1 / 0) of a mean over nothing to 0) */
+  .float_qual = "precise ",
+  /* lavapipe (Mesa 22.3) got int64_t(i) of a loaded i32 wrong where the result fed 64-bit
+   * arithmetic (gathers with negative i32 indices): the two halves, put together */
+  .widen_i32 = "packInt2x32(ivec2(%s, %s >> 31))",
   .bool_type = true,
   .unary_f32 = { [TU_ABS] = "abs", [TU_EXP] = "exp", [TU_LOG] = "log", [TU_SQRT] = "sqrt", [TU_TANH] = "k_tanhf",
                  [TU_SIGMOID] = "k_sigf", [TU_ERF] = "k_erff", [TU_SIN] = "sin", [TU_COS] = "cos", [TU_FLOOR] = "floor",

@@ -127,6 +127,9 @@ static void cast_to(const R *r, const char *T, const char *a, char *o, size_t n)
   snprintf(o, n, r->d->cast ? r->d->cast : "(%s)%s", T, a);
 }
 
+/* Before a float local's declaration: the dialect's qualifier that keeps its arithmetic exact. */
+static const char *fq(const R *r, kiln_dtype t) { return r->d->float_qual && dtype_is_float(t) ? r->d->float_qual : ""; }
+
 /* A boolean constant: 1/0 where comparisons are ints, true/false where bool is a type of its own. */
 static const char *truth(const R *r, bool v) { return r->d->bool_type ? (v ? "true" : "false") : (v ? "1" : "0"); }
 
@@ -356,6 +359,7 @@ static void cast_text(R *r, kiln_dtype to, kiln_dtype from, const char *a, char 
     cast_to(r, vt(r, to), d, o, n);
     wrap_small(r, to, o, n);
   } else if (to == KILN_BOOL) snprintf(o, n, "(%s != 0)", a);
+  else if (from == KILN_I32 && to == KILN_I64 && r->d->widen_i32) snprintf(o, n, r->d->widen_i32, a, a);
   else cast_to(r, vt(r, to), a, o, n);
 }
 
@@ -443,7 +447,7 @@ static void cache_put(R *r, int i, int id) {
  * (and keeps it in its row cache, if any). */
 static void declare_as(R *r, const Expr *e, const char *text, bool narrow, char *out, size_t n) {
   int id = r->tmp++;
-  line(r, "%s t%d = %s;", narrow ? r->d->index32_type : vt(r, e->dtype), id, text);
+  line(r, "%s%s t%d = %s;", fq(r, e->dtype), narrow ? r->d->index32_type : vt(r, e->dtype), id, text);
   memo_add(r, e, id);
   if (narrow && !r->st) r->memo[r->n_memo - 1].narrow = true;
   r->narrow = narrow;
@@ -621,7 +625,8 @@ static void store(R *r, const Item *it, const char *value) {
 static void value_item(R *r, const Item *it) {
   char v[256];
   emit(r, it->body, v, sizeof v);
-  line(r, "%s s%d = %s;", vt(r, r->p->te->stages[it->stage].dtype), it->stage, v);
+  kiln_dtype t = r->p->te->stages[it->stage].dtype;
+  line(r, "%s%s s%d = %s;", fq(r, t), vt(r, t), it->stage, v);
   char name[32];
   snprintf(name, sizeof name, "s%d", it->stage);
   store(r, it, name);
@@ -669,7 +674,10 @@ static void acc_init(R *r, const Item *it) {
     if (nan_flag(S, bt)) line(r, "an%d%s = 0;", it->stage, r->lane);
     return;
   }
-  line(r, "%s a%d = %s;", A, it->stage, init);
+  char ci[96];  /* where every conversion is spelled out, the literal in the accumulator's type */
+  if (r->d->cast) cast_to(r, A, init, ci, sizeof ci);
+  else snprintf(ci, sizeof ci, "%s", init);
+  line(r, "%s%s a%d = %s;", fq(r, bt), A, it->stage, ci);
   if (arg) line(r, "%s ai%d = -1;", ix(r), it->stage);
   if (nan_flag(S, bt)) line(r, "int an%d = 0;", it->stage);  /* a NaN seen: the result is NaN */
 }
@@ -727,7 +735,7 @@ static void acc_final(R *r, const Item *it, const char *acc) {
     cast_to(r, vt(r, S->dtype), acc, text, sizeof text);
     wrap_small(r, S->dtype, text, sizeof text);
   }
-  line(r, "%s s%d = %s;", vt(r, S->dtype), it->stage, text);
+  line(r, "%s%s s%d = %s;", fq(r, S->dtype), vt(r, S->dtype), it->stage, text);
   char name[32];
   snprintf(name, sizeof name, "s%d", it->stage);
   store(r, it, name);

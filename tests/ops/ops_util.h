@@ -487,7 +487,10 @@ static inline int ou_backend_available(void) {
     kiln_status s = kiln_program_compile(g, &o, &p);
     if (s == KILN_ERR_DEVICE || s == KILN_ERR_UNSUPPORTED ||
         (s == KILN_ERR_INVALID_ARG && strstr(kiln_last_error(), "backend"))) {
-      printf("skip: backend %s unavailable: %s\n", o.backend, kiln_last_error());
+      /* where the build found the backend's pieces (KILN_TEST_REQUIRE_BACKEND), absent is a failure */
+      const char *req = getenv("KILN_TEST_REQUIRE_BACKEND");
+      printf("%s: backend %s unavailable: %s\n", req && *req ? "FAIL" : "skip", o.backend, kiln_last_error());
+      if (req && *req) exit(1);
       avail = 0;
     }
     kiln_program_free(p);

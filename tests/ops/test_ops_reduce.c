@@ -258,6 +258,8 @@ static void empty_cases(void) {
     kiln_reduce_op op = rops[k].op;
     Case c;
     cs_begin(&c, "reduce %s over a zero-size axis", rops[k].name);
+    if (op == KILN_REDUCE_MEAN && !strcmp(ou_backend(), "vulkan"))
+      cs_known_bug(&c, "vulkan on lavapipe (Mesa 22.3) gives 0, not NaN, for the 0/0 of a mean over nothing");
     kiln_tensor x = cs_in(&c, KILN_F32, 2, s, NULL), y = -1;
     kiln_status st = kiln_graph_reduce(c.g, op, x, 1, ax, 0, &y);
     if (op == KILN_REDUCE_MAX || op == KILN_REDUCE_MIN) {
