@@ -590,7 +590,7 @@ static void emit(R *r, const Expr *e, char *out, size_t n) {
   case EX_CONST: literal(r, e, out, n); return;
   case EX_VAR:
     if (fits32(r, e)) {
-      char v[16], c[64];
+      char v[16], c[40];
       snprintf(v, sizeof v, "v%d", e->var);
       cast_to(r, r->d->index32_type, v, c, sizeof c);
       snprintf(out, n, "(%s)", c), r->narrow = true;

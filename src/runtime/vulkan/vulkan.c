@@ -264,10 +264,10 @@ static kiln_status stage(VkProg *x, int64_t n, const char *what, VkAlloc **out) 
 
 static kiln_status vk_upload(void *dev, RtBuf dst, const void *src, int64_t n, const char *what) {
   VkProg *x = dev;
-  VkBuffer b;
-  VkDeviceSize off;
-  VkAlloc *s;
-  VkCommandBuffer cb;
+  VkBuffer b = VK_NULL_HANDLE;
+  VkDeviceSize off = 0;
+  VkAlloc *s = NULL;
+  VkCommandBuffer cb = NULL;
   kiln_status st = region(x, dst, n, what, &b, &off);
   if (!st) st = stage(x, n, what, &s);
   if (!st) st = cmd(x, &cb);
@@ -280,10 +280,10 @@ static kiln_status vk_upload(void *dev, RtBuf dst, const void *src, int64_t n, c
 
 static kiln_status vk_download(void *dev, void *dst, RtBuf src, int64_t n, const char *what) {
   VkProg *x = dev;
-  VkBuffer b;
-  VkDeviceSize off;
-  VkAlloc *s;
-  VkCommandBuffer cb;
+  VkBuffer b = VK_NULL_HANDLE;
+  VkDeviceSize off = 0;
+  VkAlloc *s = NULL;
+  VkCommandBuffer cb = NULL;
   kiln_status st = region(x, src, n, what, &b, &off);
   if (!st) st = stage(x, n, what, &s);
   if (!st && !grow(&x->downs, x->n_down, &x->cap_down, sizeof *x->downs))
@@ -298,9 +298,9 @@ static kiln_status vk_download(void *dev, void *dst, RtBuf src, int64_t n, const
 
 static kiln_status vk_copy(void *dev, RtBuf dst, RtBuf src, int64_t n, const char *what) {
   VkProg *x = dev;
-  VkBuffer bd, bs;
-  VkDeviceSize od, os;
-  VkCommandBuffer cb;
+  VkBuffer bd = VK_NULL_HANDLE, bs = VK_NULL_HANDLE;
+  VkDeviceSize od = 0, os = 0;
+  VkCommandBuffer cb = NULL;
   kiln_status st = region(x, dst, n, what, &bd, &od);
   if (!st) st = region(x, src, n, what, &bs, &os);
   if (!st) st = cmd(x, &cb);
@@ -425,7 +425,7 @@ static kiln_status vk_launch(void *dev, void *fn, const CgLaunch *l, const RtBuf
     return kiln_fail(KILN_ERR_DEVICE, "vulkan: kernel %s needs %lld workgroups, more than %s dispatches", l->name,
                      (long long)l->grid, v->props.deviceName);
   VkPush push = { .grid = (uint32_t)l->grid };
-  VkCommandBuffer cb;
+  VkCommandBuffer cb = NULL;
   kiln_status st = arg_table(x, f, args, l->n_params, &push.args);
   if (!st) st = cmd(x, &cb);
   if (st) return st;
