@@ -111,22 +111,31 @@ static VkAlloc *alloc_at(VkProg *x, RtBuf b) {
   return NULL;
 }
 
+/* A command buffer of the program's pool, begun with flags; what: for the message. */
+static kiln_status begin_cb(VkProg *x, VkCommandBufferUsageFlags flags, const char *what, VkCommandBuffer *out) {
+  VkDev *v = x->v;
+  VkCommandBufferAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = x->pool,
+                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1 };
+  VkCommandBuffer cb;
+  kiln_status st = vk_check(v->vkAllocateCommandBuffers(v->device, &ai, &cb), "vkAllocateCommandBuffers", what);
+  if (st) return st;
+  VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .flags = flags };
+  if ((st = vk_check(v->vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer", what))) {
+    v->vkFreeCommandBuffers(v->device, x->pool, 1, &cb);
+    return st;
+  }
+  *out = cb;
+  return KILN_OK;
+}
+
 /* The open command buffer, begun if none is, with a barrier behind everything before it
  * (in this buffer and in earlier submissions) for the command about to be recorded. */
 static kiln_status cmd(VkProg *x, VkCommandBuffer *out) {
   VkDev *v = x->v;
   VkCommandBuffer cb = x->graph_cb ? x->graph_cb : x->open;
   if (!cb) {
-    VkCommandBufferAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = x->pool,
-                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1 };
-    kiln_status st = vk_check(v->vkAllocateCommandBuffers(v->device, &ai, &cb), "vkAllocateCommandBuffers", "batch");
+    kiln_status st = begin_cb(x, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, "batch", &cb);
     if (st) return st;
-    VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT };
-    if ((st = vk_check(v->vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer", "batch"))) {
-      v->vkFreeCommandBuffers(v->device, x->pool, 1, &cb);
-      return st;
-    }
     x->open = cb;
   }
   VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
@@ -437,22 +446,9 @@ static kiln_status vk_launch(void *dev, void *fn, const CgLaunch *l, const RtBuf
 
 static kiln_status vk_record_begin(void *dev) {
   VkProg *x = dev;
-  VkDev *v = x->v;
   if (x->graph_cb) return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: a schedule is being recorded already");
-  VkCommandBufferAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = x->pool,
-                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1 };
-  VkCommandBuffer cb;
-  kiln_status st = vk_check(v->vkAllocateCommandBuffers(v->device, &ai, &cb), "vkAllocateCommandBuffers", "schedule");
-  if (st) return st;
   /* replayed many times, and queued more than once before a wait (runs of several times) */
-  VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                  .flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT };
-  if ((st = vk_check(v->vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer", "schedule"))) {
-    v->vkFreeCommandBuffers(v->device, x->pool, 1, &cb);
-    return st;
-  }
-  x->graph_cb = cb;
-  return KILN_OK;
+  return begin_cb(x, VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT, "schedule", &x->graph_cb);
 }
 
 static kiln_status vk_record_end(void *dev, void **graph) {
