@@ -35,12 +35,15 @@ typedef struct VkProg {
   VkCommandBuffer open;            /* recording, NULL when nothing is */
   bool open_used;                  /* open holds commands */
   VkCommandBuffer *pending; int n_pending, cap_pending;   /* to submit at the next sync, in order */
-  VkCommandBuffer *spent; int n_spent, cap_spent;         /* submitted batches, freed after the wait */
+  VkCommandBuffer *spent; int n_spent, cap_spent;         /* submitted batches, idle after the wait */
+  VkCommandBuffer *idle; int n_idle, cap_idle;            /* batches to begin again (reset by the pool) */
   VkCommandBuffer graph_cb;        /* the schedule being recorded (record_begin .. record_end) */
   VkFence fence;
   VkQueryPool stamps;              /* two timestamps around a run; NULL without timestamps */
   VkAlloc *allocs; int n_alloc, cap_alloc;       /* device buffers, by address */
-  VkAlloc *staging; int n_staging, cap_staging;  /* host-visible, freed after the wait */
+  VkAlloc *staging; int n_staging, cap_staging;  /* host-visible, in use until the next wait */
+  VkAlloc *spare; int n_spare, cap_spare;        /* host-visible, free for the next copies */
+  int64_t spare_bytes;
   VkDownload *downs; int n_down, cap_down;
 } VkProg;
 
@@ -111,13 +114,17 @@ static VkAlloc *alloc_at(VkProg *x, RtBuf b) {
   return NULL;
 }
 
-/* A command buffer of the program's pool, begun with flags; what: for the message. */
+/* A command buffer of the program's pool, begun with flags; what: for the message. A batch
+ * (one-time submit) reuses an idle one: allocating per run costs a run's worth of time on
+ * some drivers. */
 static kiln_status begin_cb(VkProg *x, VkCommandBufferUsageFlags flags, const char *what, VkCommandBuffer *out) {
   VkDev *v = x->v;
   VkCommandBufferAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = x->pool,
                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1 };
   VkCommandBuffer cb;
-  kiln_status st = vk_check(v->vkAllocateCommandBuffers(v->device, &ai, &cb), "vkAllocateCommandBuffers", what);
+  kiln_status st = KILN_OK;
+  if ((flags & VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT) && x->n_idle) cb = x->idle[--x->n_idle];
+  else st = vk_check(v->vkAllocateCommandBuffers(v->device, &ai, &cb), "vkAllocateCommandBuffers", what);
   if (st) return st;
   VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .flags = flags };
   if ((st = vk_check(v->vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer", what))) {
@@ -164,12 +171,28 @@ static kiln_status close_open(VkProg *x) {
   return KILN_OK;
 }
 
-/* After a wait: staging memory, finished batches and the download list are released. */
+/* Staging kept between runs, in bytes: a run's inputs and outputs go through the same
+ * buffers every time, without an allocation. */
+#define SPARE_BYTES ((int64_t)256 << 20)
+
+/* After a wait: staging buffers become spare (or are freed past SPARE_BYTES), finished
+ * batches idle, the download list empty. */
 static void settle(VkProg *x) {
   VkDev *v = x->v;
-  for (int i = 0; i < x->n_staging; i++) free_buffer(v, &x->staging[i]);
+  for (int i = 0; i < x->n_staging; i++) {
+    VkAlloc *a = &x->staging[i];
+    if (x->spare_bytes + a->size <= SPARE_BYTES && grow(&x->spare, x->n_spare, &x->cap_spare, sizeof *x->spare)) {
+      x->spare[x->n_spare++] = *a;
+      x->spare_bytes += a->size;
+    } else {
+      free_buffer(v, a);
+    }
+  }
   x->n_staging = 0;
-  if (x->n_spent) v->vkFreeCommandBuffers(v->device, x->pool, (uint32_t)x->n_spent, x->spent);
+  for (int i = 0; i < x->n_spent; i++) {
+    if (grow(&x->idle, x->n_idle, &x->cap_idle, sizeof *x->idle)) x->idle[x->n_idle++] = x->spent[i];
+    else v->vkFreeCommandBuffers(v->device, x->pool, 1, &x->spent[i]);
+  }
   x->n_spent = x->n_pending = x->n_down = 0;
 }
 
@@ -203,12 +226,15 @@ static void vk_close(void *dev) {
     if (x->open_used || x->n_pending) vk_sync(x, "close");
     else close_open(x), settle(x);
     if (x->graph_cb) v->vkFreeCommandBuffers(v->device, x->pool, 1, &x->graph_cb);
+    if (x->n_idle) v->vkFreeCommandBuffers(v->device, x->pool, (uint32_t)x->n_idle, x->idle);
     v->vkDestroyCommandPool(v->device, x->pool, NULL);
   }
   for (int i = 0; i < x->n_alloc; i++) free_buffer(v, &x->allocs[i]);
+  for (int i = 0; i < x->n_spare; i++) free_buffer(v, &x->spare[i]);
   if (x->fence) v->vkDestroyFence(v->device, x->fence, NULL);
   if (x->stamps) v->vkDestroyQueryPool(v->device, x->stamps, NULL);
-  kiln_free(x->pending), kiln_free(x->spent), kiln_free(x->allocs), kiln_free(x->staging), kiln_free(x->downs);
+  kiln_free(x->pending), kiln_free(x->spent), kiln_free(x->idle), kiln_free(x->allocs), kiln_free(x->staging);
+  kiln_free(x->spare), kiln_free(x->downs);
   kiln_free(x);
 }
 
@@ -218,7 +244,9 @@ static kiln_status vk_open(const kiln_options *o, void **dev) {
   if (!x) return kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: no memory for a program");
   kiln_status st = vk_device(&x->v);
   VkDev *v = x->v;
-  VkCommandPoolCreateInfo pc = { .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = st ? 0 : v->family };
+  VkCommandPoolCreateInfo pc = { .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                 .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,  /* batches are begun again */
+                                 .queueFamilyIndex = st ? 0 : v->family };
   VkFenceCreateInfo fc = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
   if (!st) st = vk_check(v->vkCreateCommandPool(v->device, &pc, NULL, &x->pool), "vkCreateCommandPool", "program");
   if (!st) st = vk_check(v->vkCreateFence(v->device, &fc, NULL, &x->fence), "vkCreateFence", "program");
@@ -261,10 +289,21 @@ static kiln_status region(VkProg *x, RtBuf b, int64_t n, const char *what, VkBuf
   return KILN_OK;
 }
 
-/* A staging buffer of n bytes, freed after the next wait. */
+/* A staging buffer of at least n bytes until the next wait: the smallest spare one that
+ * holds n, else a new one. */
 static kiln_status stage(VkProg *x, int64_t n, const char *what, VkAlloc **out) {
   if (!grow(&x->staging, x->n_staging, &x->cap_staging, sizeof *x->staging))
     return kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
+  int best = -1;
+  for (int i = 0; i < x->n_spare; i++)
+    if (x->spare[i].size >= n && (best < 0 || x->spare[i].size < x->spare[best].size)) best = i;
+  if (best >= 0) {
+    x->staging[x->n_staging] = x->spare[best];
+    x->spare_bytes -= x->spare[best].size;
+    x->spare[best] = x->spare[--x->n_spare];
+    *out = &x->staging[x->n_staging++];
+    return KILN_OK;
+  }
   kiln_status st = make_buffer(x->v, n, true, what, &x->staging[x->n_staging]);
   if (st) return st;
   *out = &x->staging[x->n_staging++];
