@@ -102,6 +102,7 @@ typedef struct Dialect {
   const char *float_qual;         /* before a float local's declaration: no contraction, no unsafe algebra
                                    * (GLSL "precise ": the strict f32 the other dialects get; NULL: none) */
   const char *widen_i32;          /* i32 to i64 where cast's form is not trusted; %s the value, twice (NULL: cast) */
+  const char *isnan;              /* a NaN test of %s where x != x is not trusted (NULL: x != x) */
   bool bool_type;                 /* bool is a type of its own (GLSL): comparisons are not ints, and bools
                                    * take no integer operators, so bool ops and flags are spelled apart */
 

@@ -29,6 +29,23 @@ static const char prelude[] =
   "#extension GL_EXT_shader_explicit_arithmetic_types : require\n"
   "#extension GL_EXT_shader_8bit_storage : require\n"
   "#extension GL_EXT_shader_16bit_storage : require\n"
+  /* the float controls the device promises (device.c passes them as -D flags): NaN, inf and
+   * signed zeros kept through every rewrite; subnormals kept, not flushed */
+  "#if defined(KILN_NAN_PRESERVE32) || defined(KILN_DENORM_PRESERVE32)\n"
+  "#extension GL_EXT_spirv_intrinsics : require\n"
+  "#endif\n"
+  "#ifdef KILN_NAN_PRESERVE32\n"
+  "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = [4466], 4461, 32);\n"
+  "#endif\n"
+  "#ifdef KILN_NAN_PRESERVE64\n"
+  "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = [4466], 4461, 64);\n"
+  "#endif\n"
+  "#ifdef KILN_DENORM_PRESERVE32\n"
+  "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = [4464], 4459, 32);\n"
+  "#endif\n"
+  "#ifdef KILN_DENORM_PRESERVE64\n"
+  "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = [4464], 4459, 64);\n"
+  "#endif\n"
   /* a buffer of each element type, named K<type> (the entry's arguments) */
   "layout(buffer_reference, std430, buffer_reference_align = 4) buffer Kfloat { float v[]; };\n"
   "layout(buffer_reference, std430, buffer_reference_align = 8) buffer Kdouble { double v[]; };\n"
@@ -84,26 +101,31 @@ static const char prelude[] =
   "float k_rh(float f) { return k_h2f(k_f2h(f)); }\n"
   "float k_rb(float f) { return k_b2f(k_f2b(f)); }\n"
   /* float arithmetic (scalar.inc): max/min keep NaN; mod takes the divisor's sign */
-  "float k_maxf(float a, float b) { float m = a > b ? a : b; return a != a ? a : m; }\n"
-  "float k_minf(float a, float b) { float m = a < b ? a : b; return a != a ? a : m; }\n"
-  "double k_maxd(double a, double b) { double m = a > b ? a : b; return a != a ? a : m; }\n"
-  "double k_mind(double a, double b) { double m = a < b ? a : b; return a != a ? a : m; }\n"
+  /* NaN by its bits: a compiler may take x != x for false (NVIDIA's did without float controls) */
+  "bool k_isnan(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }\n"
+  "bool k_isnan(double x) { uvec2 u = unpackDouble2x32(x); u.y &= 0x7fffffffu; return u.y > 0x7ff00000u || (u.y == 0x7ff00000u && u.x != 0u); }\n"
+  "bool k_inf(float x) { return (floatBitsToUint(x) & 0x7fffffffu) == 0x7f800000u; }\n"
+  "bool k_inf(double x) { uvec2 u = unpackDouble2x32(x); return (u.y & 0x7fffffffu) == 0x7ff00000u && u.x == 0u; }\n"
+  "float k_maxf(float a, float b) { float m = a > b ? a : b; return k_isnan(a) ? a : m; }\n"
+  "float k_minf(float a, float b) { float m = a < b ? a : b; return k_isnan(a) ? a : m; }\n"
+  "double k_maxd(double a, double b) { double m = a > b ? a : b; return k_isnan(a) ? a : m; }\n"
+  "double k_mind(double a, double b) { double m = a < b ? a : b; return k_isnan(a) ? a : m; }\n"
   /* C's fmod as a - b trunc(a / b): exact while the quotient fits the mantissa */
-  "float k_fmodf(float a, float b) { return b == 0.0 || isinf(a) ? K_NANF : isinf(b) ? a : a - b * trunc(a / b); }\n"
-  "double k_fmodd(double a, double b) { return b == 0.0lf || isinf(a) ? K_NAND : isinf(b) ? a : a - b * trunc(a / b); }\n"
+  "float k_fmodf(float a, float b) { return b == 0.0 || k_inf(a) ? K_NANF : k_inf(b) ? a : a - b * trunc(a / b); }\n"
+  "double k_fmodd(double a, double b) { return b == 0.0lf || k_inf(a) ? K_NAND : k_inf(b) ? a : a - b * trunc(a / b); }\n"
   "float k_modf(float a, float b) { float r = k_fmodf(a, b); if (r != 0.0 && (r < 0.0) != (b < 0.0)) r += b; return r; }\n"
   "double k_modd(double a, double b) { double r = k_fmodd(a, b); if (r != 0.0lf && (r < 0.0lf) != (b < 0.0lf)) r += b; return r; }\n"
   "float k_signf(float x) { return x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : x; }\n"
   "double k_signd(double x) { return x > 0.0lf ? 1.0lf : x < 0.0lf ? -1.0lf : x; }\n"
-  "int k_isinf(float x) { return int(isinf(x)); }\n"
-  "int k_isinf(double x) { return int(isinf(x)); }\n"
+  "int k_isinf(float x) { return int(k_inf(x)); }\n"
+  "int k_isinf(double x) { return int(k_inf(x)); }\n"
   /* pow of a negative base is defined for whole exponents (C's powf), not by GLSL's pow */
   "float k_powf(float a, float b) {\n"
   "  if (b == 0.0) return 1.0;\n"
-  "  if (a != a || b != b) return K_NANF;\n"
+  "  if (k_isnan(a) || k_isnan(b)) return K_NANF;\n"
   "  if (a >= 0.0) return a == 0.0 ? (b < 0.0 ? K_INFF : 0.0) : pow(a, b);\n"
   "  if (trunc(b) != b) return K_NANF;\n"
-  "  float p = isinf(a) ? (b < 0.0 ? 0.0 : K_INFF) : pow(-a, b);\n"
+  "  float p = k_inf(a) ? (b < 0.0 ? 0.0 : K_INFF) : pow(-a, b);\n"
   "  return mod(b, 2.0) == 1.0 ? -p : p;\n"
   "}\n"
   "float k_copysign(float m, float s) { return uintBitsToFloat((floatBitsToUint(m) & 0x7fffffffu) | (floatBitsToUint(s) & 0x80000000u)); }\n"
@@ -119,7 +141,7 @@ static const char prelude[] =
   "  float e = exp(2.0 * min(a, 20.0));\n"
   "  float big = 1.0 - 2.0 / (e + 1.0);\n"
   "  float t = a < 0.625 ? small : big;\n"
-  "  return x != x ? x : k_copysign(t, x);\n"
+  "  return k_isnan(x) ? x : k_copysign(t, x);\n"
   "}\n"
   /* erf: |x| < 1 as |x| P(x^2), beyond as 1 - exp(-x^2) R(|x|) (src/base/vmath.inc's k_erff) */
   "float k_erff(float x) {\n"
@@ -135,7 +157,7 @@ static const char prelude[] =
   "  r = r * s - 5.5673803229e-03; r = r * s + 1.2489520418e-02; r = r * s - 2.7005716871e-02;\n"
   "  r = r * s + 5.6110488190e-02; r = r * s - 1.1152100511e-01; r = r * s + 2.1080636406e-01;\n"
   "  float big = 1.0 - exp(-b * b) * r;\n"
-  "  return x != x ? x : k_copysign(a < 1.0 ? a * p : big, x);\n"
+  "  return k_isnan(x) ? x : k_copysign(a < 1.0 ? a * p : big, x);\n"
   "}\n"
   /* integer arithmetic (scalar.inc): defined for every input. GLSL leaves % of negative
    * operands undefined, so remainders are a - (a / b) b. */
@@ -193,6 +215,7 @@ const Dialect cg_dialect_glsl = {
   .name = "glsl",
   .prelude = prelude,
   .index_type = "int64_t",
+  .index32_type = "int",  /* a 64-bit division is tens of instructions on a GPU, as on CUDA */
   .value_type = { [KILN_F32] = "float", [KILN_F64] = "double", [KILN_F16] = "float", [KILN_BF16] = "float",
                   [KILN_I64] = "int64_t", [KILN_I32] = "int32_t", [KILN_I16] = "int16_t", [KILN_I8] = "int8_t",
                   [KILN_U8] = "uint8_t", [KILN_U16] = "uint16_t", [KILN_U32] = "uint32_t", [KILN_U64] = "uint64_t",
@@ -218,6 +241,7 @@ const Dialect cg_dialect_glsl = {
   /* lavapipe (Mesa 22.3) got int64_t(i) of a loaded i32 wrong where the result fed 64-bit
    * arithmetic (gathers with negative i32 indices): the two halves, put together */
   .widen_i32 = "packInt2x32(ivec2(%s, %s >> 31))",
+  .isnan = "k_isnan(%s)",
   .bool_type = true,
   .unary_f32 = { [TU_ABS] = "abs", [TU_EXP] = "exp", [TU_LOG] = "log", [TU_SQRT] = "sqrt", [TU_TANH] = "k_tanhf",
                  [TU_SIGMOID] = "k_sigf", [TU_ERF] = "k_erff", [TU_SIN] = "sin", [TU_COS] = "cos", [TU_FLOOR] = "floor",

@@ -130,6 +130,12 @@ static void cast_to(const R *r, const char *T, const char *a, char *o, size_t n)
 /* Before a float local's declaration: the dialect's qualifier that keeps its arithmetic exact. */
 static const char *fq(const R *r, kiln_dtype t) { return r->d->float_qual && dtype_is_float(t) ? r->d->float_qual : ""; }
 
+/* The NaN test of a (a bool where bool is a type, else an int): x != x, or the dialect's. */
+static void nan_test(const R *r, const char *a, char *o, size_t n) {
+  if (r->d->isnan) snprintf(o, n, r->d->isnan, a);
+  else snprintf(o, n, "(%s != %s)", a, a);
+}
+
 /* A boolean constant: 1/0 where comparisons are ints, true/false where bool is a type of its own. */
 static const char *truth(const R *r, bool v) { return r->d->bool_type ? (v ? "true" : "false") : (v ? "1" : "0"); }
 
@@ -377,7 +383,7 @@ static void unary_text(R *r, const Expr *e, const char *a, char *o, size_t n) {
     case TU_RSQRT: snprintf(o, n, "%s / %s(%s)", one, un[TU_SQRT], a); break;
     case TU_RECIP: snprintf(o, n, "%s / %s", one, a); break;
     case TU_NOT: snprintf(o, n, "(%s == 0)", a); return;
-    case TU_ISNAN: snprintf(o, n, "(%s != %s)", a, a); return;
+    case TU_ISNAN: nan_test(r, a, o, n); return;
     case TU_ISINF: snprintf(o, n, "(%s(%s) != 0)", fn ? fn : "?", a); return;
     default: snprintf(o, n, "%s(%s)", fn ? fn : "?", a); break;
     }
@@ -693,7 +699,8 @@ static void acc_update(R *r, const Item *it, const char *v) {
   snprintf(ai, sizeof ai, "ai%d%s", it->stage, ln);
   char cv[320], nan[160], isnan[128];  /* v in the accumulator's type; v != v as an int */
   cast_to(r, acc_type(r, S, bt), v, cv, sizeof cv);
-  snprintf(isnan, sizeof isnan, "%s != %s", v, v);
+  if (r->d->isnan) snprintf(isnan, sizeof isnan, r->d->isnan, v);
+  else snprintf(isnan, sizeof isnan, "%s != %s", v, v);
   if (r->d->bool_type) {
     char p[140];
     snprintf(p, sizeof p, "(%s)", isnan);
@@ -712,7 +719,13 @@ static void acc_update(R *r, const Item *it, const char *v) {
     break;
   case RO_ARGMAX: case RO_ARGMIN: {
     const char *op = S->rop == RO_ARGMAX ? (S->select_last ? ">=" : ">") : (S->select_last ? "<=" : "<");
-    if (f)  /* as ref: NaN is the extreme, the first NaN wins (the last with select_last) */
+    /* as ref: NaN is the extreme, the first NaN wins (the last with select_last) */
+    if (f && r->d->isnan) {
+      char vn[160], an_[128];
+      nan_test(r, v, vn, sizeof vn), nan_test(r, a, an_, sizeof an_);
+      line(r, "if (%s < 0 || (%s && (!%s || %s)) || (!%s && %s %s %s)) { %s = %s; %s = r; }", ai, vn, an_,
+           truth(r, S->select_last), an_, v, op, a, a, v, ai);
+    } else if (f)
       line(r, "if (%s < 0 || (%s != %s && (%s == %s || %s)) || (%s == %s && %s %s %s)) { %s = %s; %s = r; }", ai, v, v,
            a, a, truth(r, S->select_last), a, a, v, op, a, a, v, ai);
     else line(r, "if (%s < 0 || %s %s %s) { %s = %s; %s = r; }", ai, v, op, a, a, v, ai);
@@ -756,9 +769,9 @@ static void digits(R *r, const char *flat, int first, int n, const int64_t *shap
     if (!sel || sel[i] == want)
       points = shape[i] > 0 && points > INT32_MAX / shape[i] ? (int64_t)INT32_MAX + 1 : points * shape[i];
   /* the flat index is below `points`: under 2^31 its digits are 32-bit divisions (fits32) */
-  char f32[64];
+  char f32[64], c[60];
   bool narrow = r->o->index32 && r->d->index32_type && points <= INT32_MAX;
-  if (narrow) snprintf(f32, sizeof f32, "((%s)%s)", r->d->index32_type, flat), flat = f32;
+  if (narrow) cast_to(r, r->d->index32_type, flat, c, sizeof c), snprintf(f32, sizeof f32, "(%s)", c), flat = f32;
   for (int i = n - 1; i >= 0; i--) {
     if (sel && sel[i] != want) continue;
     bool lead = total > 0 ? stride * shape[i] == total : i == 0;

@@ -161,6 +161,25 @@ static kiln_status pick_device(void) {
   return KILN_OK;
 }
 
+/* The float controls the device can promise, as -D flags for the prelude (dialect_glsl.c):
+ * without SignedZeroInfNanPreserve a driver may fold x != x to false (NVIDIA's did: relu of
+ * NaN came out 0), without DenormPreserve flush f32 subnormals. A device without them runs,
+ * and the tests that need them say so. */
+static void float_controls(void) {
+  VkPhysicalDeviceVulkan12Properties p12 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES };
+  VkPhysicalDeviceProperties2 p = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &p12 };
+  vk.vkGetPhysicalDeviceProperties2(vk.phys, &p);
+  struct { VkBool32 has; const char *flag; } fc[] = {
+    { p12.shaderSignedZeroInfNanPreserveFloat32, "-DKILN_NAN_PRESERVE32=1" },
+    { p12.shaderSignedZeroInfNanPreserveFloat64, "-DKILN_NAN_PRESERVE64=1" },
+    { p12.shaderDenormPreserveFloat32, "-DKILN_DENORM_PRESERVE32=1" },
+    { p12.shaderDenormPreserveFloat64, "-DKILN_DENORM_PRESERVE64=1" },
+  };
+  vk.n_defines = 0;
+  for (size_t i = 0; i < sizeof fc / sizeof fc[0]; i++)
+    if (fc[i].has) snprintf(vk.defines[vk.n_defines++], sizeof vk.defines[0], "%s", fc[i].flag);
+}
+
 static kiln_status open_device(void) {
   Needs have, want;
   needs_chain(&have);
@@ -201,6 +220,7 @@ static kiln_status open_device(void) {
   vk.max_groups[0] = vk.props.limits.maxComputeWorkGroupCount[0];
   vk.max_groups[1] = vk.props.limits.maxComputeWorkGroupCount[1];
   vk.max_threads = vk.props.limits.maxComputeWorkGroupSize[0];
+  float_controls();
   VkPushConstantRange pr = { .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = sizeof(VkPush) };
   VkPipelineLayoutCreateInfo lc = { .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .pushConstantRangeCount = 1,
                                     .pPushConstantRanges = &pr };
@@ -253,7 +273,9 @@ static void cache_path(char *out, const char *dir, const uint64_t h[2], const ch
 
 /* The cache key of kernel k: the compiler, its flags and the kernel in a header line. */
 static bool key_of(VkDev *v, int k, StrBuf *key) {
-  sb_printf(key, "%s -fshader-stage=compute --target-env=vulkan1.2 -O kernel %d\n", v->glslc_version, k);
+  sb_printf(key, "%s -fshader-stage=compute --target-env=vulkan1.2 -O", v->glslc_version);
+  for (int i = 0; i < v->n_defines; i++) sb_printf(key, " %s", v->defines[i]);
+  sb_printf(key, " kernel %d for %s (driver %u)\n", k, v->props.deviceName, v->props.driverVersion);
   return !key->failed;
 }
 
@@ -274,7 +296,8 @@ static pid_t spawn_glslc(VkDev *v, const char *dir, int k, int *err) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  char *argv[] = { v->glslc, "-fshader-stage=compute", "--target-env=vulkan1.2", "-O", "-o", out, in, NULL };
+  char *argv[16] = { v->glslc, "-fshader-stage=compute", "--target-env=vulkan1.2", "-O", "-o", out, in };
+  for (int i = 0; i < v->n_defines; i++) argv[7 + i] = v->defines[i];
   pid_t pid;
   *err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);

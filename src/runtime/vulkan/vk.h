@@ -16,7 +16,7 @@
 /* The entry points kiln calls, each loaded through vkGetInstanceProcAddr/vkGetDeviceProcAddr. */
 #define VK_INSTANCE_FNS(X) \
   X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties) \
-  X(vkGetPhysicalDeviceFeatures2) X(vkGetPhysicalDeviceQueueFamilyProperties) \
+  X(vkGetPhysicalDeviceFeatures2) X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceQueueFamilyProperties) \
   X(vkGetPhysicalDeviceMemoryProperties) X(vkCreateDevice) X(vkGetDeviceProcAddr)
 #define VK_DEVICE_FNS(X) \
   X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkQueueSubmit) X(vkQueueWaitIdle) X(vkCreateBuffer) X(vkDestroyBuffer) \
@@ -52,6 +52,8 @@ typedef struct VkDev {
   VkPhysicalDeviceProperties props;
   char glslc[256];                   /* the GLSL compiler (KILN_GLSLC, else glslc on the PATH) */
   char glslc_version[256];           /* its --version, part of the cache key */
+  char defines[4][32];               /* -D flags of every compile: what the device guarantees */
+  int n_defines;
 } VkDev;
 
 /* The process's device, set up on first use (KILN_VULKAN_DEVICE picks one by its index in
