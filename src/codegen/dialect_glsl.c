@@ -18,8 +18,10 @@
  *     the renderer refuses them by name (a missing capability, never a trip through f32).
  *   - The scalar helpers have te_eval_*'s semantics (src/base/scalar.inc), written again in
  *     GLSL: there are no C casts, pointers or unions to share them with.
- * There are no block reductions, shared tiles or vectors yet: every kernel is one thread an
- * outer point (cg_kernel_shape), and no launch groups.
+ *   - Block reductions (a block a row) use subgroup shuffles where the device has them
+ *     (KILN_SUBGROUPS, defined by device.c), else a tree in shared memory; both fold in a
+ *     fixed order. There are no warp rows, shared GEMM tiles, vectors or launch groups yet
+ *     (cg_kernel_shape falls back to one thread an outer point).
  */
 #include "codegen.h"
 
@@ -31,6 +33,12 @@ static const char prelude[] =
   "#extension GL_EXT_shader_16bit_storage : require\n"
   /* the float controls the device promises (device.c passes them as -D flags): NaN, inf and
    * signed zeros kept through every rewrite; subnormals kept, not flushed */
+  "#extension GL_EXT_control_flow_attributes : require\n"
+  /* block reductions: subgroup shuffles where the device has them (device.c says so) */
+  "#ifdef KILN_SUBGROUPS\n"
+  "#extension GL_KHR_shader_subgroup_basic : require\n"
+  "#extension GL_KHR_shader_subgroup_shuffle : require\n"
+  "#endif\n"
   "#if defined(KILN_NAN_PRESERVE32) || defined(KILN_DENORM_PRESERVE32)\n"
   "#extension GL_EXT_spirv_intrinsics : require\n"
   "#endif\n"
@@ -59,6 +67,9 @@ static const char prelude[] =
   "layout(buffer_reference, std430, buffer_reference_align = 1) buffer Kuint8_t { uint8_t v[]; };\n"
   "layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer Kargs { uint64_t p[]; };\n"
   "layout(push_constant) uniform Kpush { Kargs args; uint grid; } k_pc;\n"
+  /* the block size, a specialization constant set at launch; declared before the helpers,
+   * which would otherwise see gl_WorkGroupSize as (1, 1, 1) */
+  "layout(local_size_x_id = 0) in;\n"
   "#define k_bid (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x)\n"
   "#define INT64_MIN (-9223372036854775807l - 1l)\n"
   "#define INT64_MAX 9223372036854775807l\n"
@@ -199,17 +210,119 @@ static const char prelude[] =
   /* float -> integer: truncate, NaN gives 0, out of range saturates */
   "int64_t k_f2s(double v, double lo, double hi) {\n"
   "  double f = trunc(v);\n"
-  "  if (f != f) return 0l;\n"
+  "  if (k_isnan(f)) return 0l;\n"
   "  if (f <= lo) return int64_t(lo);\n"
   "  if (f >= hi) return hi >= 9223372036854775807.0lf ? INT64_MAX : int64_t(hi);\n"
   "  return int64_t(f);\n"
   "}\n"
   "uint64_t k_f2u(double v) {\n"
   "  double f = trunc(v);\n"
-  "  if (f != f || f <= 0.0lf) return 0ul;\n"
+  "  if (k_isnan(f) || f <= 0.0lf) return 0ul;\n"
   "  if (f >= 18446744073709551616.0lf) return UINT64_MAX;\n"
   "  return uint64_t(f);\n"
-  "}\n";
+  "}\n"
+  /* Block reductions (one block a row): op 0 sum, 1 product, 2 max, 3 min (reduce_op); max
+   * and min keep a NaN, as the CUDA dialect's. Every thread gets the same value, in a fixed
+   * order. Types narrower than 32 bits go through int or uint; 64-bit integers through two
+   * 32-bit halves. With subgroups: a butterfly of shuffles in each subgroup, lane 0's value
+   * for all of it (max(+0, -0) depends on the order), then each thread folds the subgroups'
+   * results in order. Without: a tree over the block in shared memory (the block size is a
+   * power of two). The barrier first: the shared array may still be read by the last call. */
+  "bool k_isnan(int v) { return false; }\n"
+  "bool k_isnan(uint v) { return false; }\n"
+  "bool k_isnan(int64_t v) { return false; }\n"
+  "bool k_isnan(uint64_t v) { return false; }\n"
+  "#define K_OP(T) T k_op(T a, T b, int op) { \\\n"
+  "  if (op == 0) return a + b; \\\n"
+  "  if (op == 1) return a * b; \\\n"
+  "  if (k_isnan(a)) return a; \\\n"
+  "  if (k_isnan(b)) return b; \\\n"
+  "  return op == 2 ? (a > b ? a : b) : (a < b ? a : b); }\n"
+  "K_OP(float) K_OP(double) K_OP(int) K_OP(uint) K_OP(int64_t) K_OP(uint64_t)\n"
+  /* (value, index) pairs: the better one; NaN is the extreme, ties go to the first index, or the last */
+  "#define K_ARGBETTER(T) bool k_argbetter(T v2, int64_t i2, T v, int64_t i, int mx, int last) { \\\n"
+  "  if (i2 < 0l) return false; \\\n"
+  "  if (i < 0l) return true; \\\n"
+  "  bool n2 = k_isnan(v2), n = k_isnan(v); \\\n"
+  "  if (n2 != n) return n2; \\\n"
+  "  if (!n && (mx != 0 ? v2 > v : v2 < v)) return true; \\\n"
+  "  if (n || v2 == v) return last != 0 ? i2 > i : i2 < i; \\\n"
+  "  return false; }\n"
+  "K_ARGBETTER(float) K_ARGBETTER(double) K_ARGBETTER(int) K_ARGBETTER(uint) K_ARGBETTER(int64_t) K_ARGBETTER(uint64_t)\n"
+  "#ifdef KILN_SUBGROUPS\n"
+  "#define KILN_SH 128\n"  /* subgroups of a block of at most 1024, at least 8 lanes each */
+  "float k_shx(float v, uint d) { return subgroupShuffleXor(v, d); }\n"
+  "double k_shx(double v, uint d) { return subgroupShuffleXor(v, d); }\n"
+  "int k_shx(int v, uint d) { return subgroupShuffleXor(v, d); }\n"
+  "uint k_shx(uint v, uint d) { return subgroupShuffleXor(v, d); }\n"
+  "int64_t k_shx(int64_t v, uint d) { return packInt2x32(subgroupShuffleXor(unpackInt2x32(v), d)); }\n"
+  "uint64_t k_shx(uint64_t v, uint d) { return packUint2x32(subgroupShuffleXor(unpackUint2x32(v), d)); }\n"
+  "float k_sh0(float v) { return subgroupShuffle(v, 0u); }\n"
+  "double k_sh0(double v) { return subgroupShuffle(v, 0u); }\n"
+  "int k_sh0(int v) { return subgroupShuffle(v, 0u); }\n"
+  "uint k_sh0(uint v) { return subgroupShuffle(v, 0u); }\n"
+  "int64_t k_sh0(int64_t v) { return packInt2x32(subgroupShuffle(unpackInt2x32(v), 0u)); }\n"
+  "uint64_t k_sh0(uint64_t v) { return packUint2x32(subgroupShuffle(unpackUint2x32(v), 0u)); }\n"
+  "#else\n"
+  "#define KILN_SH 1024\n"
+  "#endif\n"
+  "shared float k_sh_float[KILN_SH]; shared double k_sh_double[KILN_SH]; shared int k_sh_int[KILN_SH];\n"
+  "shared uint k_sh_uint[KILN_SH]; shared int64_t k_sh_int64_t[KILN_SH]; shared uint64_t k_sh_uint64_t[KILN_SH];\n"
+  "shared int64_t k_sh_index[KILN_SH];\n"
+  "#ifdef KILN_SUBGROUPS\n"
+  "#define K_BLOCK(T, W) T k_block(T v, int op) { \\\n"
+  "  W w = W(v); \\\n"
+  "  for (uint d = gl_SubgroupSize >> 1; d > 0u; d >>= 1) w = k_op(w, k_shx(w, d), op); \\\n"
+  "  w = k_sh0(w); \\\n"
+  "  barrier(); \\\n"
+  "  if (gl_SubgroupInvocationID == 0u) k_sh_##W[gl_SubgroupID] = w; \\\n"
+  "  barrier(); \\\n"
+  "  w = k_sh_##W[0]; \\\n"
+  "  for (uint s = 1u; s < gl_NumSubgroups; s++) w = k_op(w, k_sh_##W[s], op); \\\n"
+  "  return T(w); }\n"
+  "#define K_BLOCK_ARG(T, W) int64_t k_block_arg(T v, int64_t i, int mx, int last) { \\\n"
+  "  W w = W(v); \\\n"
+  "  for (uint d = gl_SubgroupSize >> 1; d > 0u; d >>= 1) { \\\n"
+  "    W w2 = k_shx(w, d); int64_t i2 = k_shx(i, d); \\\n"
+  "    if (k_argbetter(w2, i2, w, i, mx, last)) { w = w2; i = i2; } \\\n"
+  "  } \\\n"
+  "  barrier(); \\\n"
+  "  if (gl_SubgroupInvocationID == 0u) { k_sh_##W[gl_SubgroupID] = w; k_sh_index[gl_SubgroupID] = i; } \\\n"
+  "  barrier(); \\\n"
+  "  w = k_sh_##W[0]; i = k_sh_index[0]; \\\n"
+  "  for (uint s = 1u; s < gl_NumSubgroups; s++) \\\n"
+  "    if (k_argbetter(k_sh_##W[s], k_sh_index[s], w, i, mx, last)) { w = k_sh_##W[s]; i = k_sh_index[s]; } \\\n"
+  "  return i; }\n"
+  "#else\n"
+  "#define K_BLOCK(T, W) T k_block(T v, int op) { \\\n"
+  "  uint t = gl_LocalInvocationID.x; \\\n"
+  "  barrier(); \\\n"
+  "  k_sh_##W[t] = W(v); \\\n"
+  "  barrier(); \\\n"
+  "  for (uint s = gl_WorkGroupSize.x >> 1; s > 0u; s >>= 1) { \\\n"
+  "    if (t < s) k_sh_##W[t] = k_op(k_sh_##W[t], k_sh_##W[t + s], op); \\\n"
+  "    barrier(); \\\n"
+  "  } \\\n"
+  "  return T(k_sh_##W[0]); }\n"
+  "#define K_BLOCK_ARG(T, W) int64_t k_block_arg(T v, int64_t i, int mx, int last) { \\\n"
+  "  uint t = gl_LocalInvocationID.x; \\\n"
+  "  barrier(); \\\n"
+  "  k_sh_##W[t] = W(v); k_sh_index[t] = i; \\\n"
+  "  barrier(); \\\n"
+  "  for (uint s = gl_WorkGroupSize.x >> 1; s > 0u; s >>= 1) { \\\n"
+  "    if (t < s && k_argbetter(k_sh_##W[t + s], k_sh_index[t + s], k_sh_##W[t], k_sh_index[t], mx, last)) { \\\n"
+  "      k_sh_##W[t] = k_sh_##W[t + s]; k_sh_index[t] = k_sh_index[t + s]; \\\n"
+  "    } \\\n"
+  "    barrier(); \\\n"
+  "  } \\\n"
+  "  return k_sh_index[0]; }\n"
+  "#endif\n"
+  "K_BLOCK(float, float) K_BLOCK(double, double) K_BLOCK(int, int) K_BLOCK(uint, uint)\n"
+  "K_BLOCK(int64_t, int64_t) K_BLOCK(uint64_t, uint64_t) K_BLOCK(int16_t, int) K_BLOCK(int8_t, int)\n"
+  "K_BLOCK(uint16_t, uint) K_BLOCK(uint8_t, uint)\n"
+  "K_BLOCK_ARG(float, float) K_BLOCK_ARG(double, double) K_BLOCK_ARG(int, int) K_BLOCK_ARG(uint, uint)\n"
+  "K_BLOCK_ARG(int64_t, int64_t) K_BLOCK_ARG(uint64_t, uint64_t) K_BLOCK_ARG(int16_t, int) K_BLOCK_ARG(int8_t, int)\n"
+  "K_BLOCK_ARG(uint16_t, uint) K_BLOCK_ARG(uint8_t, uint)\n";
 
 const Dialect cg_dialect_glsl = {
   .name = "glsl",
@@ -242,6 +355,10 @@ const Dialect cg_dialect_glsl = {
    * arithmetic (gathers with negative i32 indices): the two halves, put together */
   .widen_i32 = "packInt2x32(ivec2(%s, %s >> 31))",
   .isnan = "k_isnan(%s)",
+  /* and lavapipe got 64-bit comparisons of a sign-extended int wrong (a row loop's bound
+   * check dropped a block's first 64 points): indices known >= 0 are zero-extended, and the
+   * thread and block numbers come from their unsigned built-ins straight to int64_t */
+  .widen_index = "int64_t(uint(%s))",
   .bool_type = true,
   .unary_f32 = { [TU_ABS] = "abs", [TU_EXP] = "exp", [TU_LOG] = "log", [TU_SQRT] = "sqrt", [TU_TANH] = "k_tanhf",
                  [TU_SIGMOID] = "k_sigf", [TU_ERF] = "k_erff", [TU_SIN] = "sin", [TU_COS] = "cos", [TU_FLOOR] = "floor",
@@ -256,7 +373,7 @@ const Dialect cg_dialect_glsl = {
   .buf_const = "",
   .buf_restrict = "",
   .elem = "b%d.v[uint(%s)]",
-  .kernel_begin = "\n#if KILN_KERNEL == %d\nlayout(local_size_x_id = 0) in;\n",
+  .kernel_begin = "\n#if KILN_KERNEL == %d\n",
   .kernel_end = "#endif\n",
   .entry = "void main() {\n  if (k_bid >= k_pc.grid) return;\n  %s(",
   .entry_arg = "K%s(k_pc.args.p[%d])",
@@ -264,8 +381,13 @@ const Dialect cg_dialect_glsl = {
   .grid = true,
   .thread_index = "(int64_t(k_bid) * int64_t(gl_WorkGroupSize.x) + int64_t(gl_LocalInvocationID.x))",
   .thread_stride = "(int64_t(k_pc.grid) * int64_t(gl_WorkGroupSize.x))",
-  .thread_id = "int(gl_LocalInvocationID.x)",
-  .block_id = "int(k_bid)",
-  .block_size = "int(gl_WorkGroupSize.x)",
-  .grid_size = "int(k_pc.grid)",
+  .thread_id = "int64_t(gl_LocalInvocationID.x)",
+  .block_id = "int64_t(k_bid)",
+  .block_size = "int64_t(gl_WorkGroupSize.x)",
+  .grid_size = "int64_t(k_pc.grid)",
+  .unroll = "[[unroll]]",
+  .barrier = "barrier();",
+  .block_reduce = "k_block",
+  .block_reduce_arg = "k_block_arg",
+  .reduce_op = { [RO_SUM] = "0", [RO_PROD] = "1", [RO_MAX] = "2", [RO_MIN] = "3" },
 };

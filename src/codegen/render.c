@@ -779,11 +779,17 @@ static void digits(R *r, const char *flat, int first, int n, const int64_t *shap
     char st[48], sh[48];  /* int literals when narrow, else the dialect's i64 ones */
     if (narrow) snprintf(st, sizeof st, "%lld", (long long)stride), snprintf(sh, sizeof sh, "%lld", (long long)shape[i]);
     else snprintf(st, sizeof st, "%s", lit(r, stride)), snprintf(sh, sizeof sh, "%s", lit(r, shape[i]));
-    if (shape[i] == 1) line(r, "const %s v%d = 0;", I, v);
-    else if (lead && total > 0 && stride == 1) line(r, "const %s v%d = %s;", I, v, flat);
-    else if (lead) line(r, "const %s v%d = %s / %s;", I, v, flat, st);
-    else if (stride == 1) line(r, "const %s v%d = %s %% %s;", I, v, flat, sh);
-    else line(r, "const %s v%d = (%s / %s) %% %s;", I, v, flat, st, sh);
+    char dg[200];  /* the digit's expression */
+    if (shape[i] == 1) snprintf(dg, sizeof dg, "0");
+    else if (lead && total > 0 && stride == 1) snprintf(dg, sizeof dg, "%s", flat);
+    else if (lead) snprintf(dg, sizeof dg, "%s / %s", flat, st);
+    else if (stride == 1) snprintf(dg, sizeof dg, "%s %% %s", flat, sh);
+    else snprintf(dg, sizeof dg, "(%s / %s) %% %s", flat, st, sh);
+    if (narrow && shape[i] != 1 && r->d->widen_index) {  /* a digit is never negative */
+      char w[240];
+      snprintf(w, sizeof w, r->d->widen_index, dg);
+      line(r, "const %s v%d = %s;", I, v, w);
+    } else line(r, "const %s v%d = %s;", I, v, dg);
     stride *= shape[i];
   }
 }
@@ -2167,7 +2173,9 @@ static void block_inner_loop(R *r, int step, int per) {
     line(r, "for (int j = 0; j < %d; j++) {", vec ? per / 4 : per);
     r->indent++;
     const char *p = vec ? "q" : "r";  /* vector q, or point r, of this thread's j-th step */
-    line(r, "const %s %s = %s + (%s)j * %d;", I, p, r->kt, I, T);
+    char jw[40];
+    cast_to(r, I, "j", jw, sizeof jw);
+    line(r, "const %s %s = %s + %s * %d;", I, p, r->kt, jw, T);
     if (guarded) line(r, "if (%s < %s) {", p, lit(r, vec ? k->inner_numel / 4 : k->inner_numel));
     else line(r, "{");  /* the row is a whole number of blocks: no bound check between the loads */
   } else {

@@ -167,8 +167,17 @@ static kiln_status pick_device(void) {
  * and the tests that need them say so. */
 static void float_controls(void) {
   VkPhysicalDeviceVulkan12Properties p12 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES };
-  VkPhysicalDeviceProperties2 p = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &p12 };
+  VkPhysicalDeviceVulkan11Properties p11 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES,
+                                             .pNext = &p12 };
+  VkPhysicalDeviceProperties2 p = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &p11 };
   vk.vkGetPhysicalDeviceProperties2(vk.phys, &p);
+  /* block reductions by shuffles: compute shaders, subgroups of 8 lanes or more (the
+   * prelude's shared array holds 1024 / 8 results); KILN_VULKAN_SUBGROUPS=0 takes the
+   * shared-memory tree instead (the tests run both) */
+  const VkSubgroupFeatureFlags ops = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+  const char *sg = getenv("KILN_VULKAN_SUBGROUPS");
+  vk.subgroups = (p11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (p11.subgroupSupportedOperations & ops) == ops &&
+                 p11.subgroupSize >= 8 && !(sg && !strcmp(sg, "0"));
   struct { VkBool32 has; const char *flag; } fc[] = {
     { p12.shaderSignedZeroInfNanPreserveFloat32, "-DKILN_NAN_PRESERVE32=1" },
     { p12.shaderSignedZeroInfNanPreserveFloat64, "-DKILN_NAN_PRESERVE64=1" },
@@ -176,6 +185,7 @@ static void float_controls(void) {
     { p12.shaderDenormPreserveFloat64, "-DKILN_DENORM_PRESERVE64=1" },
   };
   vk.n_defines = 0;
+  if (vk.subgroups) snprintf(vk.defines[vk.n_defines++], sizeof vk.defines[0], "-DKILN_SUBGROUPS=1");
   for (size_t i = 0; i < sizeof fc / sizeof fc[0]; i++)
     if (fc[i].has) snprintf(vk.defines[vk.n_defines++], sizeof vk.defines[0], "%s", fc[i].flag);
 }

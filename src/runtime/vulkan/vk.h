@@ -52,8 +52,9 @@ typedef struct VkDev {
   VkPhysicalDeviceProperties props;
   char glslc[256];                   /* the GLSL compiler (KILN_GLSLC, else glslc on the PATH) */
   char glslc_version[256];           /* its --version, part of the cache key */
-  char defines[4][32];               /* -D flags of every compile: what the device guarantees */
+  char defines[8][32];               /* -D flags of every compile: what the device guarantees */
   int n_defines;
+  bool subgroups;                    /* block reductions by subgroup shuffles (else shared memory) */
 } VkDev;
 
 /* The process's device, set up on first use (KILN_VULKAN_DEVICE picks one by its index in
