@@ -65,6 +65,7 @@ static const char prelude[] =
   "layout(buffer_reference, std430, buffer_reference_align = 2) buffer Kuint16_t { uint16_t v[]; };\n"
   "layout(buffer_reference, std430, buffer_reference_align = 1) buffer Kint8_t { int8_t v[]; };\n"
   "layout(buffer_reference, std430, buffer_reference_align = 1) buffer Kuint8_t { uint8_t v[]; };\n"
+  "layout(buffer_reference, std430, buffer_reference_align = 16) buffer Kvec4 { vec4 v[]; };\n"  /* 16-byte f32 loads */
   "layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer Kargs { uint64_t p[]; };\n"
   "layout(push_constant) uniform Kpush { Kargs args; uint grid; } k_pc;\n"
   /* the block size, a specialization constant set at launch; declared before the helpers,
@@ -386,6 +387,10 @@ const Dialect cg_dialect_glsl = {
   .block_size = "int64_t(gl_WorkGroupSize.x)",
   .grid_size = "int64_t(k_pc.grid)",
   .unroll = "[[unroll]]",
+  .vec4_type = "vec4",
+  .vec4_lane = { ".x", ".y", ".z", ".w" },
+  .vec4_load = "Kvec4(uint64_t(b%d)).v[uint(%s)]",
+  .vec4_store = "Kvec4(uint64_t(b%d)).v[uint(%s)] = %s;",
   .barrier = "barrier();",
   .block_reduce = "k_block",
   .block_reduce_arg = "k_block_arg",

@@ -302,6 +302,29 @@ static void elementwise_large(void) {
   free(x), free(r), free(w);
 }
 
+/* a pointwise chain over a multiple of 4 points past 4096: the 16-byte vector shape of the
+ * grid dialects (VEC4), a broadcast row read per lane */
+static void elementwise_vec4(void) {
+  Case c;
+  cs_begin(&c, "relu(x * row + 0.5) over [4,4096] (vector loads and stores)");
+  int64_t n = 4096, xs[2] = {4, 4096}, rs[1] = {4096};
+  double *x = dalloc(4 * n), *r = dalloc(n), *w = dalloc(4 * n);
+  rnd(x, 4 * n, 15);
+  rnd(r, n, 16);
+  for (int64_t i = 0; i < 4 * n; i++) {
+    double v = ou_round_f32(ou_round_f32(x[i] * r[i % n]) + 0.5);
+    w[i] = v > 0 ? v : 0;
+  }
+  kiln_tensor xt = cs_in(&c, KILN_F32, 2, xs, x), rt = cs_in(&c, KILN_F32, 1, rs, r), h = -1, m = -1, s = -1, y = -1;
+  COK(&c, kiln_graph_scalar(c.g, KILN_F32, 0.5, &h));
+  COK(&c, kiln_graph_binary(c.g, KILN_MUL, xt, rt, &m));
+  COK(&c, kiln_graph_binary(c.g, KILN_ADD, m, h, &s));
+  COK(&c, kiln_graph_unary(c.g, KILN_RELU, s, &y));
+  if (cs_run1(&c, y)) cs_expect_tol(&c, 0, KILN_F32, 2, xs, w, 1.2e-7, 1.2e-7);
+  cs_end(&c);
+  free(x), free(r), free(w);
+}
+
 /* one input feeding several consumers of different kinds, each output checked */
 static void shared_input(void) {
   Case c;
@@ -388,6 +411,7 @@ int main(void) {
   reduce_chain_large();
   arg_large();
   elementwise_large();
+  elementwise_vec4();
   shared_input();
   OU_MAIN_END("chains");
 }
