@@ -267,6 +267,42 @@ static void load_once(void) {
   if (vk_status) snprintf(vk_why, sizeof vk_why, "%s", kiln_last_error());
 }
 
+static pthread_mutex_t pipes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void vk_pipes_open(VkDev *v, const char *dir, bool no_cache) {
+  pthread_mutex_lock(&pipes_lock);
+  if (!v->pipes_tried) {
+    v->pipes_tried = true;
+    int n = snprintf(v->pipes_path, sizeof v->pipes_path, "%s/vk-pipelines-", dir);
+    for (int i = 0; i < (int)VK_UUID_SIZE && n > 0 && (size_t)n + 3 < sizeof v->pipes_path; i++)
+      n += snprintf(v->pipes_path + n, sizeof v->pipes_path - (size_t)n, "%02x", v->props.pipelineCacheUUID[i]);
+    if (n <= 0 || (size_t)n + 5 >= sizeof v->pipes_path) v->pipes_path[0] = 0;
+    else snprintf(v->pipes_path + n, sizeof v->pipes_path - (size_t)n, ".bin");
+    size_t got = 0;
+    char *data = no_cache || !v->pipes_path[0] ? NULL : rt_file_read(v->pipes_path, &got);
+    VkPipelineCacheCreateInfo ci = { .sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, .initialDataSize = data ? got : 0,
+                                     .pInitialData = data };
+    if (v->vkCreatePipelineCache(v->device, &ci, NULL, &v->pipes) != VK_SUCCESS) {
+      ci.initialDataSize = 0, ci.pInitialData = NULL;  /* data the driver refuses: start empty */
+      if (v->vkCreatePipelineCache(v->device, &ci, NULL, &v->pipes) != VK_SUCCESS) v->pipes = VK_NULL_HANDLE;
+    }
+    kiln_free(data);
+    if (no_cache) v->pipes_path[0] = 0;  /* nothing read, nothing written */
+  }
+  pthread_mutex_unlock(&pipes_lock);
+}
+
+void vk_pipes_save(VkDev *v) {
+  pthread_mutex_lock(&pipes_lock);
+  size_t n = 0;
+  if (v->pipes && v->pipes_path[0] && v->vkGetPipelineCacheData(v->device, v->pipes, &n, NULL) == VK_SUCCESS) {
+    void *data = kiln_malloc(n ? n : 1);
+    if (data && v->vkGetPipelineCacheData(v->device, v->pipes, &n, data) == VK_SUCCESS) rt_file_write(v->pipes_path, data, n);
+    kiln_free(data);  /* a cache not written is only slower next time */
+  }
+  pthread_mutex_unlock(&pipes_lock);
+}
+
 kiln_status vk_device(VkDev **out) {
   pthread_once(&vk_once, load_once);
   if (vk_status) return kiln_fail(vk_status, "%s", vk_why);

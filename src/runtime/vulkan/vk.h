@@ -26,7 +26,7 @@
   X(vkCmdBindPipeline) X(vkCmdPushConstants) X(vkCmdDispatch) X(vkCmdWriteTimestamp) X(vkCmdResetQueryPool) \
   X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) X(vkResetFences) X(vkCreateShaderModule) \
   X(vkDestroyShaderModule) X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout) X(vkCreateComputePipelines) \
-  X(vkDestroyPipeline) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkGetQueryPoolResults)
+  X(vkDestroyPipeline) X(vkCreatePipelineCache) X(vkDestroyPipelineCache) X(vkGetPipelineCacheData) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkGetQueryPoolResults)
 
 /* The push constants every kernel's entry reads (dialect_glsl.c's Kpush). */
 typedef struct VkPush { RtBuf args; uint32_t grid, pad; } VkPush;
@@ -55,11 +55,19 @@ typedef struct VkDev {
   char defines[8][32];               /* -D flags of every compile: what the device guarantees */
   int n_defines;
   bool subgroups;                    /* block reductions by subgroup shuffles (else shared memory) */
+  VkPipelineCache pipes;             /* the driver's compiled pipelines, kept on disk (vk_pipes_open) */
+  bool pipes_tried;
+  char pipes_path[4200];
 } VkDev;
 
 /* The process's device, set up on first use (KILN_VULKAN_DEVICE picks one by its index in
  * vkEnumeratePhysicalDevices; by default the first GPU, else the first device). */
 kiln_status vk_device(VkDev **out);
+/* The pipeline cache, from <dir>/vk-pipelines-<pipelineCacheUUID>.bin at the first build of
+ * the process (the driver checks the data's device and version; a mismatch starts empty),
+ * or empty with no_cache; vk_pipes_save writes it back (a program that made pipelines calls it at close). */
+void vk_pipes_open(VkDev *v, const char *dir, bool no_cache);
+void vk_pipes_save(VkDev *v);
 /* A VkResult as a kiln failure naming the call and what it was for. */
 kiln_status vk_check(VkResult r, const char *call, const char *what);
 /* Kernels kernels[0..n) of the GLSL src compiled to SPIR-V (kiln_malloc'ed, spv[i] and bytes[i]

@@ -15,7 +15,8 @@
  *
  * A module is the SPIR-V of each kernel of the plan's GLSL, compiled apart (dialect_glsl.c
  * says why) when the plan is built; looking a kernel up makes its compute pipeline, whose
- * workgroup size is a specialization constant set from the launch. A launch pushes the address of a table of
+ * workgroup size is a specialization constant set from the launch (through the device's pipeline
+ * cache, kept on disk: vk_pipes_open). A launch pushes the address of a table of
  * its buffers' addresses (host-visible memory, kept per kernel and reused while the
  * buffers are the same) and its grid, dispatched over x and y.
  */
@@ -45,6 +46,7 @@ typedef struct VkProg {
   VkAlloc *spare; int n_spare, cap_spare;        /* host-visible, free for the next copies */
   int64_t spare_bytes;
   VkDownload *downs; int n_down, cap_down;
+  bool pipes_added;                /* pipelines made: the device's pipeline cache is saved at close */
 } VkProg;
 
 /* The plan's source and each kernel's SPIR-V (by kernel number; NULL: no such kernel). */
@@ -229,6 +231,7 @@ static void vk_close(void *dev) {
     if (x->n_idle) v->vkFreeCommandBuffers(v->device, x->pool, (uint32_t)x->n_idle, x->idle);
     v->vkDestroyCommandPool(v->device, x->pool, NULL);
   }
+  if (x->pipes_added) vk_pipes_save(v);
   for (int i = 0; i < x->n_alloc; i++) free_buffer(v, &x->allocs[i]);
   for (int i = 0; i < x->n_spare; i++) free_buffer(v, &x->spare[i]);
   if (x->fence) v->vkDestroyFence(v->device, x->fence, NULL);
@@ -366,6 +369,7 @@ static void module_free(VkDev *v, VkModule *m);
 static kiln_status vk_build(void *dev, const char *src, size_t len, const kiln_options *o, void **module, bool *hit) {
   VkProg *x = dev;
   static const char mark[] = "\n#if KILN_KERNEL == ";
+  if (o->cache_dir[0]) vk_pipes_open(x->v, o->cache_dir, o->no_cache);
   VkModule *m = kiln_calloc(1, sizeof *m);
   if (!m) return kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
   for (const char *at = strstr(src, mark); at; at = strstr(at + 1, mark)) {
@@ -438,8 +442,9 @@ static kiln_status vk_lookup(void *dev, void *module, const CgLaunch *l, void **
                .module = f->shader, .pName = "main", .pSpecializationInfo = &spec },
     .layout = v->layout,
   };
-  st = vk_check(v->vkCreateComputePipelines(v->device, VK_NULL_HANDLE, 1, &pc, NULL, &f->pipe), "vkCreateComputePipelines",
+  st = vk_check(v->vkCreateComputePipelines(v->device, v->pipes, 1, &pc, NULL, &f->pipe), "vkCreateComputePipelines",
                 l->name);
+  if (!st) x->pipes_added = true;
   if (!st) *fn = f;
   return st;
 }
