@@ -103,6 +103,8 @@ typedef struct Dialect {
                                    * (GLSL "precise ": the strict f32 the other dialects get; NULL: none) */
   const char *widen_i32;          /* i32 to i64 where cast's form is not trusted; %s the value, twice (NULL: cast) */
   const char *isnan;              /* a NaN test of %s where x != x is not trusted (NULL: x != x) */
+  const char *widen_f32;          /* f32 to f64 where a subnormal may be flushed on the way; %s the value
+                                   * (NULL: cast) */
   const char *widen_index;        /* a 32-bit index known >= 0 to index_type, %s the value (zero-extended
                                    * where sign extension is not trusted; NULL: implicit) */
   bool bool_type;                 /* bool is a type of its own (GLSL): comparisons are not ints, and bools

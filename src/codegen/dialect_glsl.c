@@ -116,6 +116,12 @@ static const char prelude[] =
   /* NaN by its bits: a compiler may take x != x for false (NVIDIA's did without float controls) */
   "bool k_isnan(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }\n"
   "bool k_isnan(double x) { uvec2 u = unpackDouble2x32(x); u.y &= 0x7fffffffu; return u.y > 0x7ff00000u || (u.y == 0x7ff00000u && u.x != 0u); }\n"
+  "double k_f2d(float x) {\n"
+  "  uint u = floatBitsToUint(x);\n"
+  "  if ((u & 0x7f800000u) != 0u || (u & 0x7fffffu) == 0u) return double(x);\n"
+  "  double m = ldexp(double(u & 0x7fffffu), -149);\n"
+  "  return (u >> 31) != 0u ? -m : m;\n"
+  "}\n"
   "bool k_inf(float x) { return (floatBitsToUint(x) & 0x7fffffffu) == 0x7f800000u; }\n"
   "bool k_inf(double x) { uvec2 u = unpackDouble2x32(x); return (u.y & 0x7fffffffu) == 0x7ff00000u && u.x == 0u; }\n"
   "float k_maxf(float a, float b) { float m = a > b ? a : b; return k_isnan(a) ? a : m; }\n"
@@ -360,6 +366,9 @@ const Dialect cg_dialect_glsl = {
    * check dropped a block's first 64 points): indices known >= 0 are zero-extended, and the
    * thread and block numbers come from their unsigned built-ins straight to int64_t */
   .widen_index = "int64_t(uint(%s))",
+  /* NVIDIA has no f32 subnormal preservation for Vulkan: double(x) flushed 2^-133 to 0. The
+   * bits of a subnormal, read apart, are a normal f64. */
+  .widen_f32 = "k_f2d(%s)",
   .bool_type = true,
   .unary_f32 = { [TU_ABS] = "abs", [TU_EXP] = "exp", [TU_LOG] = "log", [TU_SQRT] = "sqrt", [TU_TANH] = "k_tanhf",
                  [TU_SIGMOID] = "k_sigf", [TU_ERF] = "k_erff", [TU_SIN] = "sin", [TU_COS] = "cos", [TU_FLOOR] = "floor",

@@ -351,6 +351,7 @@ static void cast_text(R *r, kiln_dtype to, kiln_dtype from, const char *a, char 
   char d[512];
   if (dtype_is_float(from)) {
     if (to == KILN_BOOL) snprintf(o, n, "(%s != 0)", a);
+    else if (from == KILN_F32 && to == KILN_F64 && r->d->widen_f32) snprintf(o, n, r->d->widen_f32, a);
     else if (dtype_is_float(to)) {
       cast_to(r, vt(r, to), a, o, n);
       wrap_small(r, to, o, n);
