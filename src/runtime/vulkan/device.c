@@ -161,11 +161,12 @@ static kiln_status pick_device(void) {
   return KILN_OK;
 }
 
-/* The float controls the device can promise, as -D flags for the prelude (dialect_glsl.c):
- * without SignedZeroInfNanPreserve a driver may fold x != x to false (NVIDIA's did: relu of
- * NaN came out 0), without DenormPreserve flush f32 subnormals. A device without them runs,
- * and the tests that need them say so. */
-static void float_controls(void) {
+/* What the device's shaders may use, as -D flags for the prelude (dialect_glsl.c): subgroup
+ * shuffles for block reductions, and the float controls it can promise. Without
+ * SignedZeroInfNanPreserve a driver may fold x != x to false (NVIDIA's did: relu of NaN came
+ * out 0; the prelude tests NaN by its bits anyway), without DenormPreserve flush f32
+ * subnormals (NVIDIA's has none for f32: f32 -> f64 reads the bits). */
+static void shader_flags(void) {
   VkPhysicalDeviceVulkan12Properties p12 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES };
   VkPhysicalDeviceVulkan11Properties p11 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES,
                                              .pNext = &p12 };
@@ -230,7 +231,7 @@ static kiln_status open_device(void) {
   vk.max_groups[0] = vk.props.limits.maxComputeWorkGroupCount[0];
   vk.max_groups[1] = vk.props.limits.maxComputeWorkGroupCount[1];
   vk.max_threads = vk.props.limits.maxComputeWorkGroupSize[0];
-  float_controls();
+  shader_flags();
   VkPushConstantRange pr = { .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = sizeof(VkPush) };
   VkPipelineLayoutCreateInfo lc = { .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .pushConstantRangeCount = 1,
                                     .pPushConstantRanges = &pr };
