@@ -9,24 +9,14 @@ VK.jsonl holds gpubench's lines, its cse_race lines and `kiln bench --resident`'
 medians (timestamps on vulkan, CUDA events on cuda and for the peers); "% copy" is the
 workload's minimum bytes over the copy bandwidth peers.py measured, over kiln's time.
 """
-import json
+import os
 import sys
+
+from table import load_lines  # the same JSON-lines reading as the cuda table
 
 
 def load(path):
-    out = []
-    try:
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if line.startswith("{"):
-                    try:
-                        out.append(json.loads(line))
-                    except ValueError:
-                        pass
-    except OSError:
-        pass
-    return out
+    return load_lines(path) if os.path.exists(path) else []
 
 
 def f4(v):
@@ -47,7 +37,7 @@ def main():
     bw = info.get("copy_bw_GBs")
     prow = {r["workload"]: r for r in peers if "workload" in r}
     print("# kiln vulkan on the H200 %s\n" % meta)
-    print("Copy bandwidth (peers.py, same call): %s GB/s\n" % ("%.0f" % bw if bw else "not measured"))
+    print("Copy bandwidth (peers.py, same call): %s\n" % ("%.0f GB/s" % bw if bw else "not measured"))
     print("| workload | fused ms | eager ms | eager / fused | kernels fused/eager | % copy | best peer ms | peer / kiln |")
     print("|---|---|---|---|---|---|---|---|")
     for r in vk:

@@ -130,10 +130,14 @@ static void cast_to(const R *r, const char *T, const char *a, char *o, size_t n)
 /* Before a float local's declaration: the dialect's qualifier that keeps its arithmetic exact. */
 static const char *fq(const R *r, kiln_dtype t) { return r->d->float_qual && dtype_is_float(t) ? r->d->float_qual : ""; }
 
-/* The NaN test of a (a bool where bool is a type, else an int): x != x, or the dialect's. */
-static void nan_test(const R *r, const char *a, char *o, size_t n) {
-  if (r->d->isnan) snprintf(o, n, r->d->isnan, a);
-  else snprintf(o, n, "(%s != %s)", a, a);
+/* The NaN test of a, unparenthesised (a bool where bool is a type, else an int): a != a, or
+ * the dialect's; and its negation, a == a. */
+static void nan_test(const R *r, const char *a, bool is, char *o, size_t n) {
+  if (r->d->isnan) {
+    char t[200];
+    snprintf(t, sizeof t, r->d->isnan, a);
+    snprintf(o, n, "%s%s", is ? "" : "!", t);
+  } else snprintf(o, n, "%s %s %s", a, is ? "!=" : "==", a);
 }
 
 /* A boolean constant: 1/0 where comparisons are ints, true/false where bool is a type of its own. */
@@ -384,7 +388,12 @@ static void unary_text(R *r, const Expr *e, const char *a, char *o, size_t n) {
     case TU_RSQRT: snprintf(o, n, "%s / %s(%s)", one, un[TU_SQRT], a); break;
     case TU_RECIP: snprintf(o, n, "%s / %s", one, a); break;
     case TU_NOT: snprintf(o, n, "(%s == 0)", a); return;
-    case TU_ISNAN: nan_test(r, a, o, n); return;
+    case TU_ISNAN: {
+      char t[500];
+      nan_test(r, a, true, t, sizeof t);
+      snprintf(o, n, "(%s)", t);
+      return;
+    }
     case TU_ISINF: snprintf(o, n, "(%s(%s) != 0)", fn ? fn : "?", a); return;
     default: snprintf(o, n, "%s(%s)", fn ? fn : "?", a); break;
     }
@@ -700,8 +709,7 @@ static void acc_update(R *r, const Item *it, const char *v) {
   snprintf(ai, sizeof ai, "ai%d%s", it->stage, ln);
   char cv[320], nan[160], isnan[128];  /* v in the accumulator's type; v != v as an int */
   cast_to(r, acc_type(r, S, bt), v, cv, sizeof cv);
-  if (r->d->isnan) snprintf(isnan, sizeof isnan, r->d->isnan, v);
-  else snprintf(isnan, sizeof isnan, "%s != %s", v, v);
+  nan_test(r, v, true, isnan, sizeof isnan);
   if (r->d->bool_type) {
     char p[140];
     snprintf(p, sizeof p, "(%s)", isnan);
@@ -721,15 +729,12 @@ static void acc_update(R *r, const Item *it, const char *v) {
   case RO_ARGMAX: case RO_ARGMIN: {
     const char *op = S->rop == RO_ARGMAX ? (S->select_last ? ">=" : ">") : (S->select_last ? "<=" : "<");
     /* as ref: NaN is the extreme, the first NaN wins (the last with select_last) */
-    if (f && r->d->isnan) {
-      char vn[160], an_[128];
-      nan_test(r, v, vn, sizeof vn), nan_test(r, a, an_, sizeof an_);
-      line(r, "if (%s < 0 || (%s && (!%s || %s)) || (!%s && %s %s %s)) { %s = %s; %s = r; }", ai, vn, an_,
-           truth(r, S->select_last), an_, v, op, a, a, v, ai);
-    } else if (f)
-      line(r, "if (%s < 0 || (%s != %s && (%s == %s || %s)) || (%s == %s && %s %s %s)) { %s = %s; %s = r; }", ai, v, v,
-           a, a, truth(r, S->select_last), a, a, v, op, a, a, v, ai);
-    else line(r, "if (%s < 0 || %s %s %s) { %s = %s; %s = r; }", ai, v, op, a, a, v, ai);
+    if (f) {
+      char num[128];  /* the accumulator is not NaN */
+      nan_test(r, a, false, num, sizeof num);
+      line(r, "if (%s < 0 || (%s && (%s || %s)) || (%s && %s %s %s)) { %s = %s; %s = r; }", ai, isnan, num,
+           truth(r, S->select_last), num, v, op, a, a, v, ai);
+    } else line(r, "if (%s < 0 || %s %s %s) { %s = %s; %s = r; }", ai, v, op, a, a, v, ai);
     break;
   }
   }

@@ -304,11 +304,10 @@ static kiln_status stage(VkProg *x, int64_t n, const char *what, VkAlloc **out) 
     x->staging[x->n_staging] = x->spare[best];
     x->spare_bytes -= x->spare[best].size;
     x->spare[best] = x->spare[--x->n_spare];
-    *out = &x->staging[x->n_staging++];
-    return KILN_OK;
+  } else {
+    kiln_status st = make_buffer(x->v, n, true, what, &x->staging[x->n_staging]);
+    if (st) return st;
   }
-  kiln_status st = make_buffer(x->v, n, true, what, &x->staging[x->n_staging]);
-  if (st) return st;
   *out = &x->staging[x->n_staging++];
   return KILN_OK;
 }
