@@ -134,9 +134,8 @@ static const char *fq(const R *r, kiln_dtype t) { return r->d->float_qual && dty
  * the dialect's; and its negation, a == a. */
 static void nan_test(const R *r, const char *a, bool is, char *o, size_t n) {
   if (r->d->isnan) {
-    char t[200];
-    snprintf(t, sizeof t, r->d->isnan, a);
-    snprintf(o, n, "%s%s", is ? "" : "!", t);
+    if (is) snprintf(o, n, r->d->isnan, a);
+    else if (n > 1) o[0] = '!', snprintf(o + 1, n - 1, r->d->isnan, a);
   } else snprintf(o, n, "%s %s %s", a, is ? "!=" : "==", a);
 }
 
