@@ -162,6 +162,11 @@ typedef struct Dialect {
   const char *block_bounds;       /* attribute fixing a kernel's block size; %d threads (NULL: none) */
   const char *block_bounds_min;   /* the same with a minimum of resident blocks; %d threads, %d blocks */
   const char *shared_qual;        /* on-chip (block-shared) memory declaration qualifier: "__shared__" */
+  bool shared_at_module;          /* shared arrays are declared at module scope, before the kernel's function
+                                   * (GLSL: not inside a function); else at the top of its body */
+  bool no_views;                  /* no pointers: an array cannot be read through a view of another shape
+                                   * (GLSL), so no GEMM k groups (their tiles are vectors read as floats) */
+  const char *thread_int;         /* thread_id as an int (NULL: thread_id converts implicitly) */
   const char *global_qual;        /* module-scope device array qualifier: "__device__" */
   const char *dyn_shared;         /* declaration of the f32 dynamic shared array named dyn_shared_name */
   const char *dyn_shared_name;    /* "k_dyn" */
@@ -243,6 +248,8 @@ typedef struct CgOptions {
                            KILN_CPU_TILES) */
   bool cpu_windows;     /* loop dialects: small windows along a long last dim with a register sum a point
                            (render.c's render_window; KILN_CPU_WINDOWS) */
+  bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2
+                           outputs a thread over whole k-tiles */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
                            above 1 the shared tiles are double-buffered); KILN_CUDA_GEMM_STAGES */
   /* Per plan kernel (NULL: none): may not join a group, and why ("budget: 96 registers, ...");
@@ -453,6 +460,9 @@ int64_t cg_gemm_smem(const CgGemm *g);
 /* Module-scope declarations kernel ki's GEMM needs before its function (split-K: the
  * partial tiles and per-tile arrival counts); nothing when it does not split. */
 void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out);
+/* The shared tiles at module scope, for a dialect with shared_at_module (its part of the
+ * source is kernel ki's alone); no k groups, no split-K there. */
+void cg_gemm_shared(const CgGemm *g, const Dialect *d, StrBuf *out);
 /* What the renderer lends gemm.c: the dialect, text lines at its indent, index literals
  * (valid until eight more are made), the digit decomposition of a flat index into kernel
  * vars (render.c's digits: vars first..first+n-1 of sizes shape, those with sel[i] == want,

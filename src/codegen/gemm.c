@@ -106,6 +106,8 @@ static bool reads_along_k(const Plan *p, const Kernel *k, const Expr *x, const C
  * each thread holds 4x1 outputs of the summed tile, so the split-K and epilogue code is
  * that of any tile. */
 static const int tile_cfg[3][6] = { { 128, 128, 8, 8, 8, 1 }, { 64, 64, 16, 4, 4, 1 }, { 32, 32, 32, 4, 1, 4 } };
+/* 32x32 where the dialect has no k groups (CgOptions.gemm_kgroups): 2x2 a thread */
+static const int tile_flat32[6] = { 32, 32, 32, 2, 2, 1 };
 enum { KG_TM = 4, KG_TN = 4, KG_THREADS = CG_GEMM_THREADS / 4 };
 
 static int64_t tiles_at(const CgGemm *g, int bm, int bn) {
@@ -130,7 +132,7 @@ static int64_t splits_for(const CgGemm *g, int c) {
  * that still leaves the chip under-filled. CG_SPLITK_WIDE (being raced): when 32x32
  * would split, the largest tile whose splits give a block per multiprocessor instead
  * (fewer, longer-per-thread blocks: 4x4 outputs a thread rather than 2x2). */
-static void pick_tile(CgGemm *g, CgSplitK splitk) {
+static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups) {
   bool off = splitk == CG_SPLITK_OFF, wide = splitk == CG_SPLITK_WIDE;
   int c = g->n_b > 1 ? 1 : 0;  /* siblings: 64 outputs a thread per sum would not fit in registers */
   while (c < 2 && tiles_of(g, c) < ENOUGH_BLOCKS) c++;
@@ -139,8 +141,9 @@ static void pick_tile(CgGemm *g, CgSplitK splitk) {
     int64_t ws = splits_for(g, w);
     if (tiles_of(g, w) * ws >= ENOUGH_BLOCKS) { c = w, splits = ws; break; }
   }
-  g->bm = tile_cfg[c][0], g->bn = tile_cfg[c][1], g->bk = tile_cfg[c][2], g->tm = tile_cfg[c][3], g->tn = tile_cfg[c][4];
-  g->kgroups = tile_cfg[c][5];
+  const int *t = c == 2 && !kgroups ? tile_flat32 : tile_cfg[c];
+  g->bm = t[0], g->bn = t[1], g->bk = t[2], g->tm = t[3], g->tn = t[4];
+  g->kgroups = t[5];
   int64_t ktiles = (g->K + g->bk - 1) / g->bk, span_tiles = (ktiles + splits - 1) / splits;
   g->kspan = span_tiles * g->bk;
   g->splits = (int)((ktiles + span_tiles - 1) / span_tiles);  /* no empty span */
@@ -201,7 +204,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   /* worth a tile: both sides at least 8 wide, and either enough small tiles to spread over
    * the chip or a shape the one-block-per-output reduction does not take */
   if (g.M < 8 || g.N < 8 || g.K < 4) return false;
-  pick_tile(&g, o->splitk);
+  pick_tile(&g, o->splitk, o->gemm_kgroups);
   /* few tiles: one block per output row-reduces instead, unless split-K gives the tiles
    * enough blocks (a batch-32 layer of 784 inputs: 4 tiles x 9 spans) */
   int64_t small_tiles = tiles_of(&g, 2);
@@ -248,9 +251,28 @@ void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out) {
   sb_printf(out, "%s %s kiln_arrived%d[%lld];\n", d->global_qual, d->counter_type, ki, (long long)tiles);
 }
 
+/* The shared tiles (no k groups), a declaration a line; returns the count. Rows padded by
+ * 32/BK floats: the k-fast stores of a tile (a warp covers BK values of kk times 32/BK of xx)
+ * land in 32 distinct banks. */
+static int tile_decls(const CgGemm *g, const Dialect *d, char out[1 + CG_GEMM_MAX_B][160]) {
+  const char *F = d->value_type[KILN_F32], *bufs = g->stages > 1 ? "[2]" : "";
+  snprintf(out[0], 160, "%s %s As%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bm + 32 / g->bk);
+  snprintf(out[1], 160, "%s %s Bs%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bn + 32 / g->bk);
+  for (int q = 1; q < g->n_b; q++) snprintf(out[1 + q], 160, "%s %s Bs_%d[%d][%d];", d->shared_qual, F, q, g->bk, g->bn + 32 / g->bk);
+  return 1 + g->n_b;
+}
+
+void cg_gemm_shared(const CgGemm *g, const Dialect *d, StrBuf *out) {
+  KILN_ASSERT(g->kgroups == 1 && g->splits == 1);  /* what a dialect with shared_at_module gets */
+  char decl[1 + CG_GEMM_MAX_B][160];
+  for (int i = 0, n = tile_decls(g, d, decl); i < n; i++) sb_printf(out, "%s\n", decl[i]);
+}
+
 /* ---- rendering ----
  * Every token that is the target's (thread and block ids, shared memory, barrier, fence,
  * atomic, cached load, fma, unroll pragma, types and literals) comes from em->d. */
+
+static const char *thread_int(const Dialect *d) { return d->thread_int ? d->thread_int : d->thread_id; }
 
 void cg_put(const CgEmit *em, const char *f, ...) {
   char buf[1024];
@@ -285,10 +307,15 @@ static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const
   int64_t limit = role == CG_ROLE_M ? g->M : g->N;
   cg_put(em, "%s", d->unroll);
   cg_open(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
-  cg_put(em, "const int e = %s + l * %d;", d->thread_id, CG_GEMM_THREADS);
+  cg_put(em, "const int e = %s + l * %d;", thread_int(d), CG_GEMM_THREADS);
   if (kfast) cg_put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
   else cg_put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
-  cg_put(em, "const %s mq = %s + xx, kq = kb + kk;", d->index_type, base);
+  if (d->widen_index) {  /* xx and kk are >= 0 */
+    char wx[64], wk[64];
+    snprintf(wx, sizeof wx, d->widen_index, "xx");
+    snprintf(wk, sizeof wk, d->widen_index, "kk");
+    cg_put(em, "const %s mq = %s + %s, kq = kb + %s;", d->index_type, base, wx, wk);
+  } else cg_put(em, "const %s mq = %s + xx, kq = kb + kk;", d->index_type, base);
   cg_put(em, "%s[l] = 0.0%s;", pf, d->f32_suffix);
   cg_open(em, "if (mq < %s && kq < %s) {", cg_lit(em, limit), cg_lit(em, g->K));
   em->push(em->r);
@@ -306,7 +333,7 @@ static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const
 static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const char *sh, int width, bool kfast) {
   cg_put(em, "%s", em->d->unroll);
   cg_open(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
-  cg_put(em, "const int e = %s + l * %d;", em->d->thread_id, CG_GEMM_THREADS);
+  cg_put(em, "const int e = %s + l * %d;", thread_int(em->d), CG_GEMM_THREADS);
   if (kfast) cg_put(em, "%s[e %% %d][e / %d] = %s[l];", sh, g->bk, g->bk, pf);
   else cg_put(em, "%s[e / %d][e %% %d] = %s[l];", sh, width, width, pf);
   cg_close(em);
@@ -523,20 +550,16 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   const char *I = d->index_type, *F = d->value_type[KILN_F32];
   int64_t mt = (g->M + g->bm - 1) / g->bm, nt = (g->N + g->bn - 1) / g->bn;
   int rows = g->bm / g->tm, cols = g->bn / g->tn;  /* threads along m and n; rows*cols = CG_GEMM_THREADS */
-  /* rows padded by 32/BK floats: the k-fast stores of a tile (a warp covers BK values of
-   * kk times 32/BK of xx) land in 32 distinct banks */
   bool dbl = g->stages > 1;  /* double-buffered shared tiles */
   const char *sa[2] = { "As", "As" }, *sb[2] = { "Bs", "Bs" };
   if (dbl && g->kgroups > 1) sa[0] = "As0", sa[1] = "As1", sb[0] = "Bs0", sb[1] = "Bs1";
   else if (dbl) sa[0] = "As[0]", sa[1] = "As[1]", sb[0] = "Bs[0]", sb[1] = "Bs[1]";
   if (g->kgroups > 1) kg_declare(em, g);
-  else {
-    const char *bufs = dbl ? "[2]" : "";
-    cg_put(em, "%s %s As%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bm + 32 / g->bk);
-    cg_put(em, "%s %s Bs%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bn + 32 / g->bk);
-    for (int q = 1; q < g->n_b; q++) cg_put(em, "%s %s Bs_%d[%d][%d];", d->shared_qual, F, q, g->bk, g->bn + 32 / g->bk);
+  else if (!d->shared_at_module) {
+    char decl[1 + CG_GEMM_MAX_B][160];
+    for (int i = 0, n = tile_decls(g, d, decl); i < n; i++) cg_put(em, "%s", decl[i]);
   }
-  cg_put(em, "const int tx = %s %% %d, ty = %s / %d;", d->thread_id, cols, d->thread_id, cols);
+  cg_put(em, "const int tx = %s %% %d, ty = %s / %d;", thread_int(d), cols, thread_int(d), cols);
   int64_t tiles = mt * nt * g->batch;
   int S = g->splits > 1 ? g->splits : 1;
   if (S > 1) {
@@ -654,7 +677,14 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   cg_open(em, "for (int i = 0; i < %d; i++) {", g->tm);
   cg_put(em, "%s", d->unroll);
   cg_open(em, "for (int j = 0; j < %d; j++) {", g->tn);
-  cg_put(em, "const %s mq = tm0 + ty + i * %d, nq = tn0 + tx + j * %d;", I, rows, cols);
+  if (d->widen_index) {  /* the offsets in the tile are >= 0 */
+    char om[64], on[64], wm[96], wn[96];
+    snprintf(om, sizeof om, "ty + i * %d", rows);
+    snprintf(on, sizeof on, "tx + j * %d", cols);
+    snprintf(wm, sizeof wm, d->widen_index, om);
+    snprintf(wn, sizeof wn, d->widen_index, on);
+    cg_put(em, "const %s mq = tm0 + %s, nq = tn0 + %s;", I, wm, wn);
+  } else cg_put(em, "const %s mq = tm0 + ty + i * %d, nq = tn0 + tx + j * %d;", I, rows, cols);
   cg_open(em, "if (mq < %s && nq < %s) {", cg_lit(em, g->M), cg_lit(em, g->N));
   em->push(em->r);
   decompose(em, k, g, CG_ROLE_M, "mq");

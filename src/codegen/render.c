@@ -3128,6 +3128,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   if (gs == CG_GPU_BLOCK_ROWS) cg_rows_globals(p, k, o, d, out);
   if (gs == CG_GPU_CHAIN && k->chain == 2 && cg_pair_blocked(d) && cg_pair_wide(k)) cg_pair_globals(k, d, out);
   if (d->kernel_begin) sb_printf(out, d->kernel_begin, ki);
+  if (gs == CG_GPU_GEMM && d->shared_at_module) cg_gemm_shared(&gemm, d, out);
   sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);
   if (d->block_bounds && gs == CG_GPU_CHAIN) sb_printf(out, d->block_bounds, (int)CG_GEMM_THREADS), sb_puts(out, " ");
   else if (d->block_bounds && (gs == CG_GPU_BLOCK_ROWS || gs == CG_GPU_GEMM)) {

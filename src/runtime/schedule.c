@@ -516,6 +516,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_row ($KILN_CUDA_ROW) '%s' names no row variant (base, warp, vec, wvec, "
                      "p16, p16vec, long, wveclong, or empty for auto)", o->cuda_row);
   g->splitk = o->cuda_splitk == 0 ? CG_SPLITK_OFF : o->cuda_splitk == 2 ? CG_SPLITK_WIDE : CG_SPLITK_ON;
+  /* split-K and split rows keep partials in module-scope device arrays: a dialect without
+   * them (glsl) does neither */
+  if (d && d->grid && !d->global_qual) g->splitk = CG_SPLITK_OFF;
+  if (d && d->no_views) g->gemm_kgroups = false;
   g->library = o->cublaslt != 0;
   g->library_all = o->cublaslt == 2;
   /* loop dialects (cpu): the packed micro-kernel wins from small products on (this cpu's race) */
@@ -554,6 +558,7 @@ static kiln_status compile_plan(Schedule *s) {
   CgOptions co;
   PlanOptions po = plan_options(&s->opt);
   kiln_status st = rt_codegen_options(&s->opt, s->be->dialect, &co);
+  if (!s->be->library_prepare) co.library = false;  /* nothing to offer a GEMM to (vulkan) */
   if (!st) st = plan_build(s->te, &po, &s->plan);
   if (!st && s->opt.debug >= 1) {
     fprintf(stderr, "> plan (%s):\n", s->be->name);

@@ -1,8 +1,10 @@
 /*
- * test_cuda_gemm.c — the tiled contraction shape (src/codegen/gemm.c) of the cuda
- * backend. Without a GPU: which kernels take the shape and how their operands split
- * (M, N, K, batch, the direction a tile is read), and that the rendered plans compile
- * with NVRTC for sm_90 (skipped without NVRTC). With a GPU: matmul with a fused
+ * test_gpu_gemm.c — the tiled contraction shape (src/codegen/gemm.c) of the grid
+ * backends. Without a GPU: which kernels take the shape and how their operands split
+ * (M, N, K, batch, the direction a tile is read), under the cuda dialect's options and the
+ * glsl dialect's (no split-K, no k groups), and that the rendered plans compile with NVRTC
+ * for sm_90 (skipped without NVRTC). On cuda (with a GPU), or on vulkan where
+ * KILN_TEST_BACKEND=vulkan asks (CI: lavapipe; ctest's runtime/test_gpu_gemm_vulkan): matmul with a fused
  * bias/relu epilogue, a transposed operand, batched matmul (attention scores), a
  * convolution as implicit GEMM and a training step, against ref (the f64-accumulating
  * oracle) on fresh random inputs with poisoned outputs: norm-wise relative error under
@@ -220,6 +222,25 @@ static void test_shapes(void) {
   r = plan_of(gr);
   if (only_gemm_opt(&r, &off, &g, "dense, split-K off")) CHECK(g.splits == 1 && g.kspan >= g.K && cg_gemm_blocks(&g) == 64);
   plans_free(&r);
+  /* glsl: no module-scope device arrays (no split-K) and no views of arrays (no k groups):
+   * 64 tiles of 32x32, 2x2 outputs a thread over all of K; the shared tiles at module scope,
+   * in the kernel's part of the source, before its function */
+  CgOptions gl;
+  kiln_options ko = kiln_options_default();
+  OK(rt_codegen_options(&ko, &cg_dialect_glsl, &gl));
+  r = plan_of(gr);
+  if (only_gemm_opt(&r, &gl, &g, "dense, glsl")) {
+    CHECK_MSG(g.bm == 32 && g.bn == 32 && g.tm == 2 && g.tn == 2 && g.kgroups == 1, "glsl tile %dx%d, %dx%d a thread, %d groups",
+              g.bm, g.bn, g.tm, g.tn, g.kgroups);
+    CHECK(g.splits == 1 && cg_gemm_blocks(&g) == 64);
+    StrBuf src = { 0 };
+    OK(cg_render_plan(r.p, &cg_dialect_glsl, &gl, NULL, &src));
+    const char *tiles = src.s ? strstr(src.s, "\nshared float As[32][33];") : NULL, *fn = tiles ? strstr(tiles, "void kiln_k") : NULL;
+    const char *open = src.s ? strstr(src.s, "#if KILN_KERNEL == ") : NULL;
+    CHECK_MSG(tiles && fn && open && open < tiles && !strstr(fn, "shared float"), "glsl: the shared tiles are not at module scope");
+    sb_free(&src);
+  }
+  plans_free(&r);
   kiln_graph_free(gr);
 
   /* split spans: 40 ragged tiles of 63 k-tiles -> 7 spans of 9; mlp_train_b32's first layer,
@@ -373,7 +394,9 @@ static double norm_rel(const float *a, const float *b, int64_t n) {
 
 enum { MAXIO = 4 };
 
-/* Runs g on ref and on cuda (fused with graph replay, eager without) on fresh random
+static const char *backend = "cuda";  /* the one check_values runs */
+
+/* Runs g on ref and on the backend (fused with graph replay, eager without) on fresh random
  * inputs of the given sizes; compares every output. */
 static void check_values(const char *what, kiln_graph *g, int n_in, const int64_t *in_n, int n_out, const int64_t *out_n) {
   float *in[MAXIO], *want[MAXIO], *got[MAXIO];
@@ -384,7 +407,7 @@ static void check_values(const char *what, kiln_graph *g, int n_in, const int64_
   for (int fuse = 1; fuse >= 0; fuse--) {
     for (int i = 0; i < n_out; i++)
       for (int64_t j = 0; j < out_n[i]; j++) got[i][j] = NAN;  /* poison */
-    kiln_program *p = compile_on(g, "cuda", fuse, fuse);
+    kiln_program *p = compile_on(g, backend, fuse, fuse);
     if (!p) continue;
     OK(kiln_program_run(p, (const void *const *)in, (void *const *)got));
     /* a second run gives the same bits (split-K: the arrival counts are back at 0, and the
@@ -461,6 +484,16 @@ static void test_values(void) {
 int main(void) {
   test_shapes();
   test_library_match();
+  const char *want = getenv("KILN_TEST_BACKEND");
+  if (want && !strcmp(want, "vulkan")) {
+    backend = "vulkan";
+    if (rt_backend_vulkan.probe() != KILN_OK) {
+      CHECK_MSG(!getenv("KILN_TEST_REQUIRE_BACKEND"), "no vulkan device: %s", kiln_last_error());
+      TEST_MAIN_END();
+    }
+    test_values();
+    TEST_MAIN_END();
+  }
   if (rt_backend_cuda.probe() != KILN_OK) {
     printf("skip: no CUDA driver (%s)\n", kiln_last_error());
     TEST_MAIN_END();
