@@ -54,8 +54,14 @@ static const char prelude[] =
   "#ifdef KILN_DENORM_PRESERVE64\n"
   "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = [4464], 4459, 64);\n"
   "#endif\n"
-  /* a buffer of each element type, named K<type> (the entry's arguments) */
-  "layout(buffer_reference, std430, buffer_reference_align = 4) buffer Kfloat { float v[]; };\n"
+  /* a buffer of each element type, named K<type> (the entry's arguments); KILN_BUF_RESTRICT
+   * (a race, KILN_VULKAN_DEFINES): every buffer restrict, as if no two parameters aliased */
+  "#ifdef KILN_BUF_RESTRICT\n"
+  "#define K_BUFQ restrict\n"
+  "#else\n"
+  "#define K_BUFQ\n"
+  "#endif\n"
+  "layout(buffer_reference, std430, buffer_reference_align = 4) K_BUFQ buffer Kfloat { float v[]; };\n"
   "layout(buffer_reference, std430, buffer_reference_align = 8) buffer Kdouble { double v[]; };\n"
   "layout(buffer_reference, std430, buffer_reference_align = 8) buffer Kint64_t { int64_t v[]; };\n"
   "layout(buffer_reference, std430, buffer_reference_align = 8) buffer Kuint64_t { uint64_t v[]; };\n"
@@ -65,7 +71,7 @@ static const char prelude[] =
   "layout(buffer_reference, std430, buffer_reference_align = 2) buffer Kuint16_t { uint16_t v[]; };\n"
   "layout(buffer_reference, std430, buffer_reference_align = 1) buffer Kint8_t { int8_t v[]; };\n"
   "layout(buffer_reference, std430, buffer_reference_align = 1) buffer Kuint8_t { uint8_t v[]; };\n"
-  "layout(buffer_reference, std430, buffer_reference_align = 16) buffer Kvec4 { vec4 v[]; };\n"  /* 16-byte f32 loads */
+  "layout(buffer_reference, std430, buffer_reference_align = 16) K_BUFQ buffer Kvec4 { vec4 v[]; };\n"  /* 16-byte f32 loads */
   "layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer Kargs { uint64_t p[]; };\n"
   "layout(push_constant) uniform Kpush { Kargs args; uint grid; } k_pc;\n"
   /* the block size, a specialization constant set at launch; declared before the helpers,

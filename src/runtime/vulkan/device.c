@@ -16,6 +16,7 @@
 #include "vk.h"
 
 #include <dlfcn.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -189,6 +190,18 @@ static void shader_flags(void) {
   if (vk.subgroups) snprintf(vk.defines[vk.n_defines++], sizeof vk.defines[0], "-DKILN_SUBGROUPS=1");
   for (size_t i = 0; i < sizeof fc / sizeof fc[0]; i++)
     if (fc[i].has) snprintf(vk.defines[vk.n_defines++], sizeof vk.defines[0], "%s", fc[i].flag);
+  /* races of the prelude's switches (KILN_BUF_RESTRICT ...): names from KILN_VULKAN_DEFINES,
+   * separated by spaces or commas, letters, digits and '_' only, while there is room */
+  const char *ex = getenv("KILN_VULKAN_DEFINES");
+  while (ex && *ex) {
+    size_t n = strcspn(ex, " ,");
+    bool name = n > 0 && n < sizeof vk.defines[0] - 6;
+    for (size_t i = 0; name && i < n; i++) name = isalnum((unsigned char)ex[i]) || ex[i] == '_';
+    if (name && vk.n_defines < (int)(sizeof vk.defines / sizeof vk.defines[0]))
+      snprintf(vk.defines[vk.n_defines++], sizeof vk.defines[0], "-D%.*s=1", (int)n, ex);
+    ex += n;
+    ex += strspn(ex, " ,");
+  }
 }
 
 static kiln_status open_device(void) {
