@@ -190,6 +190,8 @@ static void shader_flags(void) {
   if (vk.subgroups) snprintf(vk.defines[vk.n_defines++], sizeof vk.defines[0], "-DKILN_SUBGROUPS=1");
   for (size_t i = 0; i < sizeof fc / sizeof fc[0]; i++)
     if (fc[i].has) snprintf(vk.defines[vk.n_defines++], sizeof vk.defines[0], "%s", fc[i].flag);
+  const char *bar = getenv("KILN_VULKAN_BARRIER");
+  vk.compute_barriers = bar && !strcmp(bar, "compute");
   /* races of the prelude's switches (KILN_BUF_RESTRICT ...): names from KILN_VULKAN_DEFINES,
    * separated by spaces or commas, letters, digits and '_' only, while there is room */
   const char *ex = getenv("KILN_VULKAN_DEFINES");

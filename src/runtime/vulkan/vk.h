@@ -55,6 +55,7 @@ typedef struct VkDev {
   char defines[8][32];               /* -D flags of every compile: what the device guarantees */
   int n_defines;
   bool subgroups;                    /* block reductions by subgroup shuffles (else shared memory) */
+  bool compute_barriers;             /* dispatches wait on shader and transfer writes only (cmd_for) */
   VkPipelineCache pipes;             /* the driver's compiled pipelines, kept on disk (vk_pipes_open) */
   bool pipes_tried;
   char pipes_path[4200];

@@ -138,8 +138,10 @@ static kiln_status begin_cb(VkProg *x, VkCommandBufferUsageFlags flags, const ch
 }
 
 /* The open command buffer, begun if none is, with a barrier behind everything before it
- * (in this buffer and in earlier submissions) for the command about to be recorded. */
-static kiln_status cmd(VkProg *x, VkCommandBuffer *out) {
+ * (in this buffer and in earlier submissions) for the command about to be recorded: every
+ * stage and access, or for a dispatch where v->compute_barriers (KILN_VULKAN_BARRIER=compute,
+ * being raced) what a dispatch can depend on: shader and transfer writes. */
+static kiln_status cmd_for(VkProg *x, bool dispatch, VkCommandBuffer *out) {
   VkDev *v = x->v;
   VkCommandBuffer cb = x->graph_cb ? x->graph_cb : x->open;
   if (!cb) {
@@ -150,12 +152,20 @@ static kiln_status cmd(VkProg *x, VkCommandBuffer *out) {
   VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                          .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
                          .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT };
-  v->vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &mb, 0, NULL,
-                          0, NULL);
+  VkPipelineStageFlags stages = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+  if (dispatch && v->compute_barriers) {
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  }
+  v->vkCmdPipelineBarrier(cb, stages, dispatch && v->compute_barriers ? VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT : stages, 0, 1,
+                          &mb, 0, NULL, 0, NULL);
   if (cb == x->open) x->open_used = true;
   *out = cb;
   return KILN_OK;
 }
+
+static kiln_status cmd(VkProg *x, VkCommandBuffer *out) { return cmd_for(x, false, out); }
 
 /* The open command buffer, ended and queued for the next sync. */
 static kiln_status close_open(VkProg *x) {
@@ -479,7 +489,7 @@ static kiln_status vk_launch(void *dev, void *fn, const CgLaunch *l, const RtBuf
   VkPush push = { .grid = (uint32_t)l->grid };
   VkCommandBuffer cb = NULL;
   kiln_status st = arg_table(x, f, args, l->n_params, &push.args);
-  if (!st) st = cmd(x, &cb);
+  if (!st) st = cmd_for(x, true, &cb);
   if (st) return st;
   v->vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, f->pipe);
   v->vkCmdPushConstants(cb, v->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
