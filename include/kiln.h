@@ -347,6 +347,9 @@ typedef struct kiln_options {
   int cpu_epilogue;     /* cpu: 1 (default) arithmetic on a reduction's result that only other reductions
                            read (relu(conv + b) under a max pool) is stored by the reduction's kernel, not
                            recomputed inside each reader's loop; 0 inlined ($KILN_CPU_EPILOGUE=0) */
+  int gemm_kgroups;     /* cuda, vulkan: 1 (default) a generated GEMM's 32x32 tiles are multiplied by four
+                           groups of threads, each over a quarter of every k-tile, 4x4 outputs a thread; 0
+                           2x2 outputs a thread over whole k-tiles ($KILN_GEMM_KGROUPS=0; raced) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

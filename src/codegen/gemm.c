@@ -251,11 +251,24 @@ void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out) {
   sb_printf(out, "%s %s kiln_arrived%d[%lld];\n", d->global_qual, d->counter_type, ki, (long long)tiles);
 }
 
-/* The shared tiles (no k groups), a declaration a line; returns the count. Rows padded by
+static int kg_stride(const CgGemm *g) { return g->bm + 4; }  /* floats per row; bm == bn */
+
+/* The shared tiles, a declaration a line; returns the count. Rows padded by
  * 32/BK floats: the k-fast stores of a tile (a warp covers BK values of kk times 32/BK of xx)
  * land in 32 distinct banks. */
-static int tile_decls(const CgGemm *g, const Dialect *d, char out[1 + CG_GEMM_MAX_B][160]) {
+static int tile_decls(const CgGemm *g, const Dialect *d, char out[3 + CG_GEMM_MAX_B][160]) {
   const char *F = d->value_type[KILN_F32], *bufs = g->stages > 1 ? "[2]" : "";
+  if (g->kgroups > 1) {  /* no views (no_views): rows of vectors, As[kk][m / 4][m % 4] */
+    int n = 0, rows4 = kg_stride(g) / 4;
+    for (int b = 0; b < (g->stages > 1 ? 2 : 1); b++) {
+      char ix[8] = "";
+      if (g->stages > 1) snprintf(ix, sizeof ix, "%d", b);
+      snprintf(out[n++], 160, "%s %s As%s[%d][%d];", d->shared_qual, d->vec4_type, ix, g->bk, rows4);
+      snprintf(out[n++], 160, "%s %s Bs%s[%d][%d];", d->shared_qual, d->vec4_type, ix, g->bk, rows4);
+    }
+    for (int q = 1; q < g->n_b; q++) snprintf(out[n++], 160, "%s %s Bs_%d[%d][%d];", d->shared_qual, d->vec4_type, q, g->bk, rows4);
+    return n;
+  }
   snprintf(out[0], 160, "%s %s As%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bm + 32 / g->bk);
   snprintf(out[1], 160, "%s %s Bs%s[%d][%d];", d->shared_qual, F, bufs, g->bk, g->bn + 32 / g->bk);
   for (int q = 1; q < g->n_b; q++) snprintf(out[1 + q], 160, "%s %s Bs_%d[%d][%d];", d->shared_qual, F, q, g->bk, g->bn + 32 / g->bk);
@@ -263,8 +276,8 @@ static int tile_decls(const CgGemm *g, const Dialect *d, char out[1 + CG_GEMM_MA
 }
 
 void cg_gemm_shared(const CgGemm *g, const Dialect *d, StrBuf *out) {
-  KILN_ASSERT(g->kgroups == 1 && g->splits == 1);  /* what a dialect with shared_at_module gets */
-  char decl[1 + CG_GEMM_MAX_B][160];
+  KILN_ASSERT(g->splits == 1);  /* what a dialect with shared_at_module gets */
+  char decl[3 + CG_GEMM_MAX_B][160];
   for (int i = 0, n = tile_decls(g, d, decl); i < n; i++) sb_printf(out, "%s\n", decl[i]);
 }
 
@@ -334,7 +347,11 @@ static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const 
   cg_put(em, "%s", em->d->unroll);
   cg_open(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
   cg_put(em, "const int e = %s + l * %d;", thread_int(em->d), CG_GEMM_THREADS);
-  if (kfast) cg_put(em, "%s[e %% %d][e / %d] = %s[l];", sh, g->bk, g->bk, pf);
+  if (g->kgroups > 1 && em->d->no_views) {  /* rows of vectors: element x of row kk is [kk][x / 4][x % 4] */
+    if (kfast) cg_put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
+    else cg_put(em, "const int kk = e / %d, xx = e %% %d;", width, width);
+    cg_put(em, "%s[kk][xx >> 2][xx & 3] = %s[l];", sh, pf);
+  } else if (kfast) cg_put(em, "%s[e %% %d][e / %d] = %s[l];", sh, g->bk, g->bk, pf);
   else cg_put(em, "%s[e / %d][e %% %d] = %s[l];", sh, width, width, pf);
   cg_close(em);
 }
@@ -472,12 +489,16 @@ static void cluster_combine(const CgEmit *em, const CgGemm *g, int rows, int col
  * load), viewed as float rows padded by 4 floats: As[kk][m], Bs[kk][n]. Group kg of the
  * block's kgroups takes k-points kg * bk/kgroups .. of each k-tile; within a group thread
  * (cx, cy) multiplies rows cy*4.. by columns cx*4... */
-static int kg_stride(const CgGemm *g) { return g->bm + 4; }  /* floats per row; bm == bn */
 
 static void kg_declare(const CgEmit *em, const CgGemm *g) {
   const Dialect *d = em->d;
   const char *F = d->value_type[KILN_F32], *V = d->vec4_type;
   int st = kg_stride(g), n = g->bk * st / 4, bufs = g->stages > 1 ? 2 : 1;
+  if (d->no_views) {  /* the vector rows are declared at module scope (tile_decls) */
+    cg_put(em, "const int kg = %s / %d, cx = (%s %% %d) %% %d, cy = (%s %% %d) / %d;", thread_int(d), KG_THREADS, thread_int(d),
+        KG_THREADS, g->bn / KG_TN, thread_int(d), KG_THREADS, g->bn / KG_TN);
+    return;
+  }
   cg_put(em, "%s %s Asv[%d], Bsv[%d];", d->shared_qual, V, bufs * n, bufs * n);
   if (bufs == 1) cg_put(em, "%s (*As)[%d] = (%s (*)[%d])Asv, (*Bs)[%d] = (%s (*)[%d])Bsv;", F, st, F, st, st, F, st);
   else
@@ -497,8 +518,10 @@ static void kg_multiply(const CgEmit *em, const CgGemm *g, const char *As, const
   cg_put(em, "%s", d->unroll);
   cg_open(em, "for (int kq = 0; kq < %d; kq++) {", per);
   cg_put(em, "const int kk = kg * %d + kq;", per);
-  cg_put(em, "const %s a4 = *(const %s *)&%s[kk][cy * %d], b4 = *(const %s *)&%s[kk][cx * %d];", V, V, As, KG_TM, V, Bs,
-      KG_TN);
+  if (d->no_views) cg_put(em, "const %s a4 = %s[kk][cy], b4 = %s[kk][cx];", V, As, Bs);  /* KG_TM = KG_TN = 4 */
+  else
+    cg_put(em, "const %s a4 = *(const %s *)&%s[kk][cy * %d], b4 = *(const %s *)&%s[kk][cx * %d];", V, V, As, KG_TM, V, Bs,
+        KG_TN);
   cg_put(em, "const %s ra[4] = { a4%s, a4%s, a4%s, a4%s }, rb[4] = { b4%s, b4%s, b4%s, b4%s };", d->value_type[KILN_F32],
       d->vec4_lane[0], d->vec4_lane[1], d->vec4_lane[2], d->vec4_lane[3], d->vec4_lane[0], d->vec4_lane[1],
       d->vec4_lane[2], d->vec4_lane[3]);
@@ -514,9 +537,40 @@ static void kg_multiply(const CgEmit *em, const CgGemm *g, const char *As, const
 
 /* The groups' partial tiles added in shared memory, (g0 + g2) + (g1 + g3) (a fixed order),
  * then each thread's epilogue outputs (rows ty + i * rows, column tx + j * cols) read back. */
+/* The same over rows of vectors (no_views): output (r, c) of a group's sub-tile at
+ * [r][c / 4][c % 4]; the tiles have bk >= bm rows. */
+static void kg_sum_vec(const CgEmit *em, const CgGemm *g, int rows, int cols, const char *As, const char *Bs,
+                       const char *cacc, const char *acc) {
+  const Dialect *d = em->d;
+  char at[32], rd[160];
+  snprintf(at, sizeof at, "[cy * %d + i][cx][j]", KG_TM);
+  const char *conds[4] = { "kg >= 2", "kg < 2", "kg == 1", "kg == 0" };
+  for (int s = 0; s < 4; s++) {
+    char stmt[320];
+    if (s == 0) snprintf(stmt, sizeof stmt, "if (kg == 2) %s%s = %s[i][j]; else %s%s = %s[i][j];", As, at, cacc, Bs, at, cacc);
+    else if (s == 1) snprintf(stmt, sizeof stmt, "%s[i][j] += kg == 0 ? %s%s : %s%s;", cacc, As, at, Bs, at);
+    else if (s == 2) snprintf(stmt, sizeof stmt, "%s%s = %s[i][j];", As, at, cacc);
+    else snprintf(stmt, sizeof stmt, "%s%s += %s[i][j];", As, at, cacc);
+    cg_open(em, "if (%s) {", conds[s]);
+    cg_put(em, "%s", d->unroll);
+    cg_put(em, "for (int i = 0; i < %d; i++)", KG_TM);
+    cg_put(em, "%s", d->unroll);
+    cg_put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, stmt);
+    cg_close(em);
+    cg_put(em, "%s", d->barrier);
+  }
+  snprintf(rd, sizeof rd, "{ const int r = ty + i * %d, c = tx + j * %d; %s[i][j] = %s[r][c >> 2][c & 3]; }", rows, cols, acc, As);
+  each_output(em, g, rd);
+  cg_put(em, "%s", d->barrier);
+}
+
 static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const char *As, const char *Bs,
                    const char *cacc, const char *acc) {
   const Dialect *d = em->d;
+  if (d->no_views) {
+    kg_sum_vec(em, g, rows, cols, As, Bs, cacc, acc);
+    return;
+  }
   int st = kg_stride(g);
   const char *F = d->value_type[KILN_F32];
   char at[96];
@@ -556,7 +610,7 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   else if (dbl) sa[0] = "As[0]", sa[1] = "As[1]", sb[0] = "Bs[0]", sb[1] = "Bs[1]";
   if (g->kgroups > 1) kg_declare(em, g);
   else if (!d->shared_at_module) {
-    char decl[1 + CG_GEMM_MAX_B][160];
+    char decl[3 + CG_GEMM_MAX_B][160];
     for (int i = 0, n = tile_decls(g, d, decl); i < n; i++) cg_put(em, "%s", decl[i]);
   }
   cg_put(em, "const int tx = %s %% %d, ty = %s / %d;", thread_int(d), cols, thread_int(d), cols);

@@ -108,6 +108,7 @@ kiln_options kiln_options_default(void) {
   o.cpu_tiles = kiln_env_int("KILN_CPU_TILES", 1) != 0;
   o.cpu_windows = kiln_env_int("KILN_CPU_WINDOWS", 1) != 0;
   o.cpu_epilogue = kiln_env_int("KILN_CPU_EPILOGUE", 1) != 0;
+  o.gemm_kgroups = kiln_env_int("KILN_GEMM_KGROUPS", 1) != 0;
   return o;
 }
 
@@ -142,7 +143,7 @@ static const struct { const char *name; size_t at, size; OptKind kind; } option_
   INT_FIELD(cuda_pdl), INT_FIELD(grid_sync), INT_FIELD(in_place), INT_FIELD(index32), INT_FIELD(store_moved),
   INT_FIELD(gemm_reuse), INT_FIELD(attention), INT_FIELD(siblings), INT_FIELD(gemm_rows), INT_FIELD(reorder_sums),
   INT_FIELD(lazy_select), TEXT_FIELD(cc), TEXT_FIELD(cache_dir), INT_FIELD(no_cache), INT_FIELD(omp_dynamic),
-  INT_FIELD(cpu_tiles), INT_FIELD(cpu_windows), INT_FIELD(cpu_epilogue),
+  INT_FIELD(cpu_tiles), INT_FIELD(cpu_windows), INT_FIELD(cpu_epilogue), INT_FIELD(gemm_kgroups),
 #undef INT_FIELD
 #undef I64_FIELD
 #undef TEXT_FIELD

@@ -519,7 +519,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   /* split-K and split rows keep partials in module-scope device arrays: a dialect without
    * them (glsl) does neither */
   if (d && d->grid && !d->global_qual) g->splitk = CG_SPLITK_OFF;
-  if (d && d->no_views) g->gemm_kgroups = false;
+  g->gemm_kgroups = o->gemm_kgroups != 0;
   g->library = o->cublaslt != 0;
   g->library_all = o->cublaslt == 2;
   /* loop dialects (cpu): the packed micro-kernel wins from small products on (this cpu's race) */

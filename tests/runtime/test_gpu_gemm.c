@@ -222,25 +222,29 @@ static void test_shapes(void) {
   r = plan_of(gr);
   if (only_gemm_opt(&r, &off, &g, "dense, split-K off")) CHECK(g.splits == 1 && g.kspan >= g.K && cg_gemm_blocks(&g) == 64);
   plans_free(&r);
-  /* glsl: no module-scope device arrays (no split-K) and no views of arrays (no k groups):
-   * 64 tiles of 32x32, 2x2 outputs a thread over all of K; the shared tiles at module scope,
-   * in the kernel's part of the source, before its function */
-  CgOptions gl;
-  kiln_options ko = kiln_options_default();
-  OK(rt_codegen_options(&ko, &cg_dialect_glsl, &gl));
-  r = plan_of(gr);
-  if (only_gemm_opt(&r, &gl, &g, "dense, glsl")) {
-    CHECK_MSG(g.bm == 32 && g.bn == 32 && g.tm == 2 && g.tn == 2 && g.kgroups == 1, "glsl tile %dx%d, %dx%d a thread, %d groups",
-              g.bm, g.bn, g.tm, g.tn, g.kgroups);
-    CHECK(g.splits == 1 && cg_gemm_blocks(&g) == 64);
-    StrBuf src = { 0 };
-    OK(cg_render_plan(r.p, &cg_dialect_glsl, &gl, NULL, &src));
-    const char *tiles = src.s ? strstr(src.s, "\nshared float As[32][33];") : NULL, *fn = tiles ? strstr(tiles, "void kiln_k") : NULL;
-    const char *open = src.s ? strstr(src.s, "#if KILN_KERNEL == ") : NULL;
-    CHECK_MSG(tiles && fn && open && open < tiles && !strstr(fn, "shared float"), "glsl: the shared tiles are not at module scope");
-    sb_free(&src);
+  /* glsl: no module-scope device arrays (no split-K): 64 tiles of 32x32 over all of K, in k
+   * groups by default (the tiles rows of vectors), else 2x2 outputs a thread (gemm_kgroups 0);
+   * the shared tiles at module scope, in the kernel's part of the source, before its function */
+  for (int kgroups = 1; kgroups >= 0; kgroups--) {
+    CgOptions gl;
+    kiln_options ko = kiln_options_default();
+    ko.gemm_kgroups = kgroups;
+    OK(rt_codegen_options(&ko, &cg_dialect_glsl, &gl));
+    r = plan_of(gr);
+    if (only_gemm_opt(&r, &gl, &g, "dense, glsl")) {
+      CHECK_MSG(g.bm == 32 && g.bn == 32 && g.kgroups == (kgroups ? 4 : 1) && g.tm == (kgroups ? 4 : 2) && g.tn == (kgroups ? 1 : 2),
+                "glsl tile %dx%d, %dx%d a thread, %d groups", g.bm, g.bn, g.tm, g.tn, g.kgroups);
+      CHECK(g.splits == 1 && cg_gemm_blocks(&g) == 64);
+      StrBuf src = { 0 };
+      OK(cg_render_plan(r.p, &cg_dialect_glsl, &gl, NULL, &src));
+      const char *decl = kgroups ? "\nshared vec4 As[32][9];" : "\nshared float As[32][33];";
+      const char *tiles = src.s ? strstr(src.s, decl) : NULL, *fn = tiles ? strstr(tiles, "void kiln_k") : NULL;
+      const char *open = src.s ? strstr(src.s, "#if KILN_KERNEL == ") : NULL;
+      CHECK_MSG(tiles && fn && open && open < tiles && !strstr(fn, "shared "), "glsl: the shared tiles are not at module scope");
+      sb_free(&src);
+    }
+    plans_free(&r);
   }
-  plans_free(&r);
   kiln_graph_free(gr);
 
   /* split spans: 40 ragged tiles of 63 k-tiles -> 7 spans of 9; mlp_train_b32's first layer,
