@@ -242,6 +242,11 @@ static kiln_status open_device(void) {
   vk.mem_device = memory_type(&mp, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
   vk.mem_host = memory_type(&mp, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                             VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  /* a table in host memory is read across the bus by every workgroup of every dispatch */
+  vk.mem_table = memory_type(&mp, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                             VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, 0);
+  const char *tab = getenv("KILN_VULKAN_TABLES");  /* "host": the old place, for a race */
+  if (vk.mem_table == UINT32_MAX || (tab && !strcmp(tab, "host"))) vk.mem_table = vk.mem_host;
   if (vk.mem_device == UINT32_MAX || vk.mem_host == UINT32_MAX)
     return kiln_fail(KILN_ERR_DEVICE, "vulkan: %s has no %s memory", vk.props.deviceName,
                      vk.mem_device == UINT32_MAX ? "device-local" : "host-visible coherent");

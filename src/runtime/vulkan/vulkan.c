@@ -69,7 +69,8 @@ static kiln_status vk_probe(void) {
   return vk_device(&v);
 }
 
-static kiln_status make_buffer(VkDev *v, int64_t bytes, bool host, const char *what, VkAlloc *a) {
+/* A buffer in memory type `type`, mapped where `host` (the host writes or reads it). */
+static kiln_status make_buffer(VkDev *v, int64_t bytes, uint32_t type, bool host, const char *what, VkAlloc *a) {
   memset(a, 0, sizeof *a);
   VkBufferCreateInfo bc = { .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = (VkDeviceSize)(bytes < 256 ? 256 : bytes),
                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
@@ -79,7 +80,6 @@ static kiln_status make_buffer(VkDev *v, int64_t bytes, bool host, const char *w
   if (st) return st;
   VkMemoryRequirements mr;
   v->vkGetBufferMemoryRequirements(v->device, a->buf, &mr);
-  uint32_t type = host ? v->mem_host : v->mem_device;
   if (!(mr.memoryTypeBits & (1u << type))) {
     v->vkDestroyBuffer(v->device, a->buf, NULL);
     return kiln_fail(KILN_ERR_DEVICE, "vulkan: %s: no memory type for a storage buffer", what);
@@ -278,7 +278,7 @@ static kiln_status vk_alloc(void *dev, int64_t bytes, const char *what, RtBuf *o
   VkProg *x = dev;
   if (!grow(&x->allocs, x->n_alloc, &x->cap_alloc, sizeof *x->allocs))
     return kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
-  kiln_status st = make_buffer(x->v, bytes, false, what, &x->allocs[x->n_alloc]);
+  kiln_status st = make_buffer(x->v, bytes, x->v->mem_device, false, what, &x->allocs[x->n_alloc]);
   if (st) return st;
   *out = x->allocs[x->n_alloc++].addr;
   return KILN_OK;
@@ -316,7 +316,7 @@ static kiln_status stage(VkProg *x, int64_t n, const char *what, VkAlloc **out) 
     x->spare_bytes -= x->spare[best].size;
     x->spare[best] = x->spare[--x->n_spare];
   } else {
-    kiln_status st = make_buffer(x->v, n, true, what, &x->staging[x->n_staging]);
+    kiln_status st = make_buffer(x->v, n, x->v->mem_host, true, what, &x->staging[x->n_staging]);
     if (st) return st;
   }
   *out = &x->staging[x->n_staging++];
@@ -468,7 +468,9 @@ static kiln_status arg_table(VkProg *x, VkFn *f, const RtBuf *args, int n, RtBuf
     }
   if (!grow(&f->args, f->n_args, &f->cap_args, sizeof *f->args)) return kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
   VkArgs *a = &f->args[f->n_args];
-  kiln_status st = make_buffer(x->v, (int64_t)(n ? n : 1) * (int64_t)sizeof *args, true, "a kernel's buffer table", &a->table);
+  kiln_status st = make_buffer(x->v, (int64_t)(n ? n : 1) * (int64_t)sizeof *args, x->v->mem_table, true,
+                               "a kernel's buffer table",
+                               &a->table);
   if (st) return st;
   memcpy(a->table.map, args, (size_t)n * sizeof *args);
   a->n = n;
