@@ -20,8 +20,12 @@
  *     GLSL: there are no C casts, pointers or unions to share them with.
  *   - Block reductions (a block a row) use subgroup shuffles where the device has them
  *     (KILN_SUBGROUPS, defined by device.c), else a tree in shared memory; both fold in a
- *     fixed order. There are no warp rows, shared GEMM tiles, vectors or launch groups yet
- *     (cg_kernel_shape falls back to one thread an outer point).
+ *     fixed order. There are no warp rows or launch groups yet (cg_kernel_shape falls back
+ *     to one thread an outer point).
+ *   - GEMM tiles (gemm.c): shared arrays must be at module scope in GLSL (shared_at_module:
+ *     each kernel's part of the source declares its own), and GLSL has no pointers, so no
+ *     view of an array as another shape (no_views): the k groups' tiles are rows of vec4
+ *     indexed [k][m / 4][m % 4], and there is no split-K (no module-scope device arrays).
  */
 #include "codegen.h"
 
