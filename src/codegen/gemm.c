@@ -287,6 +287,13 @@ void cg_gemm_shared(const CgGemm *g, const Dialect *d, StrBuf *out) {
 
 static const char *thread_int(const Dialect *d) { return d->thread_int ? d->thread_int : d->thread_id; }
 
+/* x, an int offset known >= 0, as the dialect adds it to an index (widen_index: zero-extended). */
+static const char *widened(const Dialect *d, const char *x, char out[96]) {
+  if (!d->widen_index) return x;
+  snprintf(out, 96, d->widen_index, x);
+  return out;
+}
+
 void cg_put(const CgEmit *em, const char *f, ...) {
   char buf[1024];
   va_list ap;
@@ -323,12 +330,8 @@ static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const
   cg_put(em, "const int e = %s + l * %d;", thread_int(d), CG_GEMM_THREADS);
   if (kfast) cg_put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
   else cg_put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
-  if (d->widen_index) {  /* xx and kk are >= 0 */
-    char wx[64], wk[64];
-    snprintf(wx, sizeof wx, d->widen_index, "xx");
-    snprintf(wk, sizeof wk, d->widen_index, "kk");
-    cg_put(em, "const %s mq = %s + %s, kq = kb + %s;", d->index_type, base, wx, wk);
-  } else cg_put(em, "const %s mq = %s + xx, kq = kb + kk;", d->index_type, base);
+  char wx[96], wk[96];
+  cg_put(em, "const %s mq = %s + %s, kq = kb + %s;", d->index_type, base, widened(d, "xx", wx), widened(d, "kk", wk));
   cg_put(em, "%s[l] = 0.0%s;", pf, d->f32_suffix);
   cg_open(em, "if (mq < %s && kq < %s) {", cg_lit(em, limit), cg_lit(em, g->K));
   em->push(em->r);
@@ -535,9 +538,7 @@ static void kg_multiply(const CgEmit *em, const CgGemm *g, const char *As, const
   cg_close(em);
 }
 
-/* The groups' partial tiles added in shared memory, (g0 + g2) + (g1 + g3) (a fixed order),
- * then each thread's epilogue outputs (rows ty + i * rows, column tx + j * cols) read back. */
-/* The same over rows of vectors (no_views): output (r, c) of a group's sub-tile at
+/* kg_sum over rows of vectors (no_views): output (r, c) of a group's sub-tile at
  * [r][c / 4][c % 4]; the tiles have bk >= bm rows. */
 static void kg_sum_vec(const CgEmit *em, const CgGemm *g, int rows, int cols, const char *As, const char *Bs,
                        const char *cacc, const char *acc) {
@@ -564,6 +565,8 @@ static void kg_sum_vec(const CgEmit *em, const CgGemm *g, int rows, int cols, co
   cg_put(em, "%s", d->barrier);
 }
 
+/* The groups' partial tiles added in shared memory, (g0 + g2) + (g1 + g3) (a fixed order),
+ * then each thread's epilogue outputs (rows ty + i * rows, column tx + j * cols) read back. */
 static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const char *As, const char *Bs,
                    const char *cacc, const char *acc) {
   const Dialect *d = em->d;
@@ -731,14 +734,10 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   cg_open(em, "for (int i = 0; i < %d; i++) {", g->tm);
   cg_put(em, "%s", d->unroll);
   cg_open(em, "for (int j = 0; j < %d; j++) {", g->tn);
-  if (d->widen_index) {  /* the offsets in the tile are >= 0 */
-    char om[64], on[64], wm[96], wn[96];
-    snprintf(om, sizeof om, "ty + i * %d", rows);
-    snprintf(on, sizeof on, "tx + j * %d", cols);
-    snprintf(wm, sizeof wm, d->widen_index, om);
-    snprintf(wn, sizeof wn, d->widen_index, on);
-    cg_put(em, "const %s mq = tm0 + %s, nq = tn0 + %s;", I, wm, wn);
-  } else cg_put(em, "const %s mq = tm0 + ty + i * %d, nq = tn0 + tx + j * %d;", I, rows, cols);
+  char om[64], on[64], wm[96], wn[96];
+  snprintf(om, sizeof om, "ty + i * %d", rows);
+  snprintf(on, sizeof on, "tx + j * %d", cols);
+  cg_put(em, "const %s mq = tm0 + %s, nq = tn0 + %s;", I, widened(d, om, wm), widened(d, on, wn));
   cg_open(em, "if (mq < %s && nq < %s) {", cg_lit(em, g->M), cg_lit(em, g->N));
   em->push(em->r);
   decompose(em, k, g, CG_ROLE_M, "mq");
