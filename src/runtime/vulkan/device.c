@@ -245,6 +245,9 @@ static kiln_status open_device(void) {
   /* a table in host memory is read across the bus by every workgroup of every dispatch */
   vk.mem_table = memory_type(&mp, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                              VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, 0);
+  const char *round = getenv("KILN_VULKAN_ALLOC_ROUND");
+  vk.alloc_round = round ? strtoll(round, NULL, 10) : 0;
+  if (vk.alloc_round < 0 || vk.alloc_round > ((int64_t)1 << 30)) vk.alloc_round = 0;
   const char *tab = getenv("KILN_VULKAN_TABLES");  /* "host": the old place, for a race */
   if (vk.mem_table == UINT32_MAX || (tab && !strcmp(tab, "host"))) vk.mem_table = vk.mem_host;
   if (vk.mem_device == UINT32_MAX || vk.mem_host == UINT32_MAX)

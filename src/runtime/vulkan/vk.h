@@ -46,6 +46,8 @@ typedef struct VkDev {
   pthread_mutex_t queue_lock;        /* vkQueueSubmit needs the queue to itself */
   VkPipelineLayout layout;           /* every kernel's: no descriptors, VkPush */
   uint32_t mem_device, mem_host;     /* memory types: device-local; host-visible and coherent */
+  int64_t alloc_round;               /* device buffers' sizes rounded up to a multiple of this (KILN_VULKAN_ALLOC_ROUND;
+                                        a race of page sizes; 0: none) */
   uint32_t mem_table;                /* the kernels' buffer tables (every workgroup reads one): device-local and
                                         host-visible where the device has such memory, else mem_host */
   uint32_t max_groups[2];            /* maxComputeWorkGroupCount x, y */

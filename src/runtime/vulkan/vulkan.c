@@ -72,7 +72,10 @@ static kiln_status vk_probe(void) {
 /* A buffer in memory type `type`, mapped where `host` (the host writes or reads it). */
 static kiln_status make_buffer(VkDev *v, int64_t bytes, uint32_t type, bool host, const char *what, VkAlloc *a) {
   memset(a, 0, sizeof *a);
-  VkBufferCreateInfo bc = { .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = (VkDeviceSize)(bytes < 256 ? 256 : bytes),
+  int64_t size = bytes < 256 ? 256 : bytes;
+  if (!host && v->alloc_round > 1 && size <= INT64_MAX - v->alloc_round)  /* a race: whole large pages */
+    size = (size + v->alloc_round - 1) / v->alloc_round * v->alloc_round;
+  VkBufferCreateInfo bc = { .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = (VkDeviceSize)size,
                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                      VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
                             .sharingMode = VK_SHARING_MODE_EXCLUSIVE };
