@@ -41,6 +41,10 @@ typedef struct VkProg {
   VkCommandBuffer graph_cb;        /* the schedule being recorded (record_begin .. record_end) */
   VkFence fence;
   VkQueryPool stamps;              /* two timestamps around a run; NULL without timestamps */
+  /* KILN_VULKAN_STAMPS=graph (a race): a recorded schedule writes its own two timestamps, so a
+   * replayed run's time leaves out the command-buffer boundaries around it. mark(0) is then
+   * held back (mark0_held) until a replay takes its place or another command needs it. */
+  bool graph_stamps, mark0_held, replay_stamped;
   VkAlloc *allocs; int n_alloc, cap_alloc;       /* device buffers, by address */
   VkAlloc *staging; int n_staging, cap_staging;  /* host-visible, in use until the next wait */
   VkAlloc *spare; int n_spare, cap_spare;        /* host-visible, free for the next copies */
@@ -145,6 +149,11 @@ static kiln_status begin_cb(VkProg *x, VkCommandBufferUsageFlags flags, const ch
  * stage and access, or for a dispatch where v->compute_barriers (the default; not where
  * KILN_VULKAN_BARRIER=all) what a dispatch can depend on: shader and transfer writes. On the
  * H200 the barrier on everything cost the models 20-30 % and made a layernorm's time bimodal. */
+static void write_mark(VkProg *x, VkCommandBuffer cb, int which) {
+  if (which == 0) x->v->vkCmdResetQueryPool(cb, x->stamps, 0, 2);
+  x->v->vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, x->stamps, (uint32_t)which);
+}
+
 static kiln_status cmd_for(VkProg *x, bool dispatch, VkCommandBuffer *out) {
   VkDev *v = x->v;
   VkCommandBuffer cb = x->graph_cb ? x->graph_cb : x->open;
@@ -152,6 +161,10 @@ static kiln_status cmd_for(VkProg *x, bool dispatch, VkCommandBuffer *out) {
     kiln_status st = begin_cb(x, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, "batch", &cb);
     if (st) return st;
     x->open = cb;
+  }
+  if (x->mark0_held && !x->graph_cb) {  /* a run kernel by kernel: its start is here */
+    x->mark0_held = false;
+    write_mark(x, cb, 0);
   }
   VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                          .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
@@ -271,6 +284,8 @@ static kiln_status vk_open(const kiln_options *o, void **dev) {
     VkQueryPoolCreateInfo qc = { .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP,
                                  .queryCount = 2 };
     st = vk_check(v->vkCreateQueryPool(v->device, &qc, NULL, &x->stamps), "vkCreateQueryPool", "timestamps");
+    const char *where = getenv("KILN_VULKAN_STAMPS");
+    x->graph_stamps = !st && where && !strcmp(where, "graph");
   }
   if (st) { vk_close(x); return st; }
   *dev = x;
@@ -507,7 +522,9 @@ static kiln_status vk_record_begin(void *dev) {
   VkProg *x = dev;
   if (x->graph_cb) return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: a schedule is being recorded already");
   /* replayed many times, and queued more than once before a wait (runs of several times) */
-  return begin_cb(x, VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT, "schedule", &x->graph_cb);
+  kiln_status st = begin_cb(x, VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT, "schedule", &x->graph_cb);
+  if (!st && x->graph_stamps) write_mark(x, x->graph_cb, 0);
+  return st;
 }
 
 static kiln_status vk_record_end(void *dev, void **graph) {
@@ -515,6 +532,7 @@ static kiln_status vk_record_end(void *dev, void **graph) {
   VkCommandBuffer cb = x->graph_cb;
   x->graph_cb = NULL;
   if (!cb) return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: no schedule is being recorded");
+  if (x->graph_stamps) write_mark(x, cb, 1);
   kiln_status st = vk_check(x->v->vkEndCommandBuffer(cb), "vkEndCommandBuffer", "schedule");
   if (st) { x->v->vkFreeCommandBuffers(x->v->device, x->pool, 1, &cb); return st; }
   *graph = cb;
@@ -528,6 +546,7 @@ static kiln_status vk_replay(void *dev, void *graph) {
     st = kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
   if (st) return st;
   x->pending[x->n_pending++] = graph;
+  if (x->mark0_held) x->mark0_held = false, x->replay_stamped = true;  /* the schedule's own stamps */
   return KILN_OK;
 }
 
@@ -542,11 +561,18 @@ static kiln_status vk_mark(void *dev, int which) {
   VkProg *x = dev;
   if (!x->stamps) return KILN_OK;
   if (x->graph_cb) return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: a timestamp inside a recorded schedule");
+  if (x->graph_stamps && which == 0) {
+    x->mark0_held = true, x->replay_stamped = false;
+    return KILN_OK;
+  }
+  if (x->graph_stamps && x->replay_stamped && !x->mark0_held) {
+    x->replay_stamped = false;
+    return KILN_OK;
+  }
   VkCommandBuffer cb;
-  kiln_status st = cmd(x, &cb);
+  kiln_status st = cmd(x, &cb);  /* writes a held mark 0 first (a run with nothing in it) */
   if (st) return st;
-  if (which == 0) x->v->vkCmdResetQueryPool(cb, x->stamps, 0, 2);
-  x->v->vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, x->stamps, (uint32_t)which);
+  write_mark(x, cb, which);
   return KILN_OK;
 }
 
