@@ -261,7 +261,7 @@ static int tile_decls(const CgGemm *g, const Dialect *d, char out[3 + CG_GEMM_MA
   if (g->kgroups > 1) {  /* no views (no_views): rows of vectors, As[kk][m / 4][m % 4] */
     int n = 0, rows4 = kg_stride(g) / 4;
     for (int b = 0; b < (g->stages > 1 ? 2 : 1); b++) {
-      char ix[8] = "";
+      char ix[12] = "";
       if (g->stages > 1) snprintf(ix, sizeof ix, "%d", b);
       snprintf(out[n++], 160, "%s %s As%s[%d][%d];", d->shared_qual, d->vec4_type, ix, g->bk, rows4);
       snprintf(out[n++], 160, "%s %s Bs%s[%d][%d];", d->shared_qual, d->vec4_type, ix, g->bk, rows4);
