@@ -538,6 +538,19 @@ static void kg_multiply(const CgEmit *em, const CgGemm *g, const char *As, const
   cg_close(em);
 }
 
+/* One step of adding the groups' tiles: where cond, stmt on each of the thread's KG_TM x KG_TN
+ * outputs (i, j); then a barrier. */
+static void kg_step(const CgEmit *em, const char *cond, const char *stmt) {
+  const Dialect *d = em->d;
+  cg_open(em, "if (%s) {", cond);
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "for (int i = 0; i < %d; i++)", KG_TM);
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, stmt);
+  cg_close(em);
+  cg_put(em, "%s", d->barrier);
+}
+
 /* kg_sum over rows of vectors (no_views): output (r, c) of a group's sub-tile at
  * [r][c / 4][c % 4]; the tiles have bk >= bm rows. */
 static void kg_sum_vec(const CgEmit *em, const CgGemm *g, int rows, int cols, const char *As, const char *Bs,
@@ -552,13 +565,7 @@ static void kg_sum_vec(const CgEmit *em, const CgGemm *g, int rows, int cols, co
     else if (s == 1) snprintf(stmt, sizeof stmt, "%s[i][j] += kg == 0 ? %s%s : %s%s;", cacc, As, at, Bs, at);
     else if (s == 2) snprintf(stmt, sizeof stmt, "%s%s = %s[i][j];", As, at, cacc);
     else snprintf(stmt, sizeof stmt, "%s%s += %s[i][j];", As, at, cacc);
-    cg_open(em, "if (%s) {", conds[s]);
-    cg_put(em, "%s", d->unroll);
-    cg_put(em, "for (int i = 0; i < %d; i++)", KG_TM);
-    cg_put(em, "%s", d->unroll);
-    cg_put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, stmt);
-    cg_close(em);
-    cg_put(em, "%s", d->barrier);
+    kg_step(em, conds[s], stmt);
   }
   snprintf(rd, sizeof rd, "{ const int r = ty + i * %d, c = tx + j * %d; %s[i][j] = %s[r][c >> 2][c & 3]; }", rows, cols, acc, As);
   each_output(em, g, rd);
@@ -587,13 +594,7 @@ static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const 
     char stmt[160];
     if (s == 1) snprintf(stmt, sizeof stmt, steps[s][1], cacc, at);  /* the one that adds into cacc */
     else snprintf(stmt, sizeof stmt, steps[s][1], at, cacc);
-    cg_open(em, "if (%s) {", steps[s][0]);
-    cg_put(em, "%s", d->unroll);
-    cg_put(em, "for (int i = 0; i < %d; i++)", KG_TM);
-    cg_put(em, "%s", d->unroll);
-    cg_put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, stmt);
-    cg_close(em);
-    cg_put(em, "%s", d->barrier);
+    kg_step(em, steps[s][0], stmt);
   }
   char rd[128];
   snprintf(rd, sizeof rd, "%s[i][j] = Ra[(ty + i * %d) * %d + tx + j * %d];", acc, rows, st, cols);

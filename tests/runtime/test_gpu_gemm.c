@@ -2,7 +2,7 @@
  * test_gpu_gemm.c — the tiled contraction shape (src/codegen/gemm.c) of the grid
  * backends. Without a GPU: which kernels take the shape and how their operands split
  * (M, N, K, batch, the direction a tile is read), under the cuda dialect's options and the
- * glsl dialect's (no split-K, no k groups), and that the rendered plans compile with NVRTC
+ * glsl dialect's (no split-K; k groups or 2x2 a thread), and that the rendered plans compile with NVRTC
  * for sm_90 (skipped without NVRTC). On cuda (with a GPU), or on vulkan where
  * KILN_TEST_BACKEND=vulkan asks (CI: lavapipe; ctest's runtime/test_gpu_gemm_vulkan): matmul with a fused
  * bias/relu epilogue, a transposed operand, batched matmul (attention scores), a
