@@ -190,10 +190,6 @@ static void shader_flags(void) {
   if (vk.subgroups) snprintf(vk.defines[vk.n_defines++], sizeof vk.defines[0], "-DKILN_SUBGROUPS=1");
   for (size_t i = 0; i < sizeof fc / sizeof fc[0]; i++)
     if (fc[i].has) snprintf(vk.defines[vk.n_defines++], sizeof vk.defines[0], "%s", fc[i].flag);
-  /* dispatches wait on shader and transfer writes only: the H200 race chose it (models 1.2-1.3x,
-   * bench/results/2026-12-02-h200-vulkan-gemm.md); KILN_VULKAN_BARRIER=all waits on everything */
-  const char *bar = getenv("KILN_VULKAN_BARRIER");
-  vk.compute_barriers = !(bar && !strcmp(bar, "all"));
   /* races of the prelude's switches (KILN_BUF_RESTRICT ...): names from KILN_VULKAN_DEFINES,
    * separated by spaces or commas, letters, digits and '_' only, while there is room */
   const char *ex = getenv("KILN_VULKAN_DEFINES");
@@ -245,6 +241,10 @@ static kiln_status open_device(void) {
   /* a table in host memory is read across the bus by every workgroup of every dispatch */
   vk.mem_table = memory_type(&mp, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                              VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, 0);
+  /* dispatches wait on shader and transfer writes only: the H200 race chose it (models 1.2-1.3x,
+   * bench/results/2026-12-02-h200-vulkan-gemm.md); KILN_VULKAN_BARRIER=all waits on everything */
+  const char *bar = getenv("KILN_VULKAN_BARRIER");
+  vk.compute_barriers = !(bar && !strcmp(bar, "all"));
   const char *round = getenv("KILN_VULKAN_ALLOC_ROUND");
   vk.alloc_round = round ? strtoll(round, NULL, 10) : 0;
   if (vk.alloc_round < 0 || vk.alloc_round > ((int64_t)1 << 30)) vk.alloc_round = 0;

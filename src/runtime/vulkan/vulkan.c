@@ -144,16 +144,17 @@ static kiln_status begin_cb(VkProg *x, VkCommandBufferUsageFlags flags, const ch
   return KILN_OK;
 }
 
-/* The open command buffer, begun if none is, with a barrier behind everything before it
- * (in this buffer and in earlier submissions) for the command about to be recorded: every
- * stage and access, or for a dispatch where v->compute_barriers (the default; not where
- * KILN_VULKAN_BARRIER=all) what a dispatch can depend on: shader and transfer writes. On the
- * H200 the barrier on everything cost the models 20-30 % and made a layernorm's time bimodal. */
+/* Timestamp `which` of a run into cb (0 resets the pair first), once all before it is done. */
 static void write_mark(VkProg *x, VkCommandBuffer cb, int which) {
   if (which == 0) x->v->vkCmdResetQueryPool(cb, x->stamps, 0, 2);
   x->v->vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, x->stamps, (uint32_t)which);
 }
 
+/* The open command buffer, begun if none is, with a barrier behind everything before it
+ * (in this buffer and in earlier submissions) for the command about to be recorded: every
+ * stage and access, or for a dispatch where v->compute_barriers (the default; not where
+ * KILN_VULKAN_BARRIER=all) what a dispatch can depend on: shader and transfer writes. On the
+ * H200 the barrier on everything cost the models 20-30 % and made a layernorm's time bimodal. */
 static kiln_status cmd_for(VkProg *x, bool dispatch, VkCommandBuffer *out) {
   VkDev *v = x->v;
   VkCommandBuffer cb = x->graph_cb ? x->graph_cb : x->open;
@@ -169,14 +170,14 @@ static kiln_status cmd_for(VkProg *x, bool dispatch, VkCommandBuffer *out) {
   VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                          .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
                          .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT };
-  VkPipelineStageFlags stages = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+  VkPipelineStageFlags src = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, dst = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
   if (dispatch && v->compute_barriers) {
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-    stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    src = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    dst = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
   }
-  v->vkCmdPipelineBarrier(cb, stages, dispatch && v->compute_barriers ? VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT : stages, 0, 1,
-                          &mb, 0, NULL, 0, NULL);
+  v->vkCmdPipelineBarrier(cb, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
   if (cb == x->open) x->open_used = true;
   *out = cb;
   return KILN_OK;
