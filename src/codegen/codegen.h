@@ -227,6 +227,9 @@ typedef enum {
 } CgGroupMode;
 typedef struct CgOptions {
   int row_variant;      /* cg_row_variant(); the default is the "auto" variant */
+  bool warp_rows;       /* a warp per row is renderable (the dialect has warp reductions); else the
+                           variants that ask for one take a block per row (cg_row_variant_of) */
+  bool smem_rows;       /* long rows may keep part of themselves in dynamic shared memory */
   CgSplitK splitk;      /* what KILN_CUDA_SPLITK set: default on, "0" off, "wide" */
   bool library;         /* offer plain GEMMs to a library (cuBLASLt); KILN_CUBLASLT=0 sets false */
   bool library_all;     /* with library: every plain GEMM, whatever the cost rule says (KILN_CUBLASLT=2, a race) */
@@ -412,6 +415,9 @@ CgRows cg_rows_of(const Plan *p, const Kernel *k, const CgOptions *o);
 void cg_rows_globals(const Plan *p, const Kernel *k, const CgOptions *o, const Dialect *d, StrBuf *out);
 /* The concrete variant (never auto) that cg_gpu_rows uses for kernel k. */
 int cg_row_variant_resolve(const Kernel *k, int variant);
+/* ... and what the options' dialect can render of it (warp_rows, smem_rows): the variant
+ * cg_rows_of renders kernel k with. */
+int cg_row_variant_of(const Kernel *k, const CgOptions *o);
 /* Variant number of a name ("base", "warp", ...; NULL or "" is auto), -1 if unknown; and the
  * name of a number. */
 int cg_row_variant(const char *name);

@@ -29,7 +29,7 @@ enum { GROUP_MAX_STATIC_SMEM = 40 << 10 };
 static const int64_t GRID_CAP = (int64_t)1 << 20;
 
 CgOptions cg_options_default(void) {
-  return (CgOptions){ .row_variant = cg_row_variant(NULL), .splitk = CG_SPLITK_ON, .library = true,
+  return (CgOptions){ .row_variant = cg_row_variant(NULL), .warp_rows = true, .smem_rows = true, .splitk = CG_SPLITK_ON, .library = true,
                       .group = CG_GROUP_OFF, .in_place = true, .lazy_select = true, .gemm_kgroups = true, .gemm_stages = 1,
                       .split_rows_below = 512, .split_blocks = 576 };
 }
@@ -94,7 +94,7 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     l->grid = capped_blocks(k->outer_numel * ro.split, ro.rows);
     if (ro.smem > 0) l->smem = ro.smem, l->smem_carveout = SMEM_CARVEOUT_ALL;
     int n = snprintf(l->why, sizeof l->why, "block rows %s: %d threads x %d rows%s",
-                     cg_row_variant_name(cg_row_variant_resolve(k, o->row_variant)), ro.threads, ro.rows,
+                     cg_row_variant_name(cg_row_variant_of(k, o)), ro.threads, ro.rows,
                      ro.vec == 4 ? ", 16-byte vectors" : "");
     if (ro.split > 1 && n > 0 && (size_t)n < sizeof l->why)
       n += snprintf(l->why + n, sizeof l->why - (size_t)n, ", %d blocks a row (two phases)", ro.split);

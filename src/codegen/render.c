@@ -1811,6 +1811,20 @@ int cg_row_variant(const char *name) {
   return -1;
 }
 
+/* A dialect without warp reductions takes the variant's block-per-row twin (wvec: vec), one
+ * without dynamic shared memory its twin that keeps long rows in registers (long: base). */
+int cg_row_variant_of(const Kernel *k, const CgOptions *o) {
+  int v = cg_row_variant_resolve(k, o->row_variant);
+  bool warp = row_variants[v].warp && o->warp_rows, split = row_variants[v].split && o->smem_rows;
+  if (warp == row_variants[v].warp && split == row_variants[v].split) return v;
+  for (int pass = 0; pass < 2; pass++, split = false)  /* wveclong without warps: vec */
+    for (int i = 0; i < ROW_AUTO; i++)
+      if (row_variants[i].warp == warp && row_variants[i].vec == row_variants[v].vec &&
+          row_variants[i].ppt == row_variants[v].ppt && row_variants[i].split == split)
+        return i;
+  return 0;
+}
+
 const char *cg_row_variant_name(int variant) {
   return variant >= 0 && variant < CG_ROW_VARIANTS ? row_variants[variant].name : "?";
 }
@@ -1870,7 +1884,7 @@ static int row_splits(const Plan *p, const Kernel *k, const CgOptions *o, const 
 }
 
 CgRows cg_rows_of(const Plan *p, const Kernel *k, const CgOptions *o) {
-  CgRows ro = cg_gpu_rows(k, o->row_variant);
+  CgRows ro = cg_gpu_rows(k, cg_row_variant_of(k, o));
   ro.split = row_splits(p, k, o, &ro);
   if (ro.split > 1) ro.threads = SPLIT_THREADS, ro.vec = 1;
   return ro;

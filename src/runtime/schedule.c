@@ -533,8 +533,9 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
    * siblings on grid dialects; loop dialects gain nothing from fewer calls, so none */
   g->group = o->grid_sync >= 0 ? (CgGroupMode)o->grid_sync : d && d->grid ? CG_GROUP_SIBLINGS : CG_GROUP_OFF;
   if (d && d->grid && !d->phase_prefix) g->group = CG_GROUP_OFF;  /* a dialect without launch groups (glsl) */
-  /* a dialect without warp rows, vectors and split rows (glsl) renders the base variant */
-  if (d && d->grid && !d->warp_reduce) g->row_variant = cg_row_variant("base");
+  /* a dialect without warp reductions (glsl) renders a block per row; without dynamic shared
+   * memory, long rows in registers alone (cg_row_variant_of) */
+  if (d && d->grid) g->warp_rows = d->warp_reduce != NULL, g->smem_rows = d->dyn_shared != NULL;
   g->in_place = o->in_place != 0;
   g->dependent_launch = o->cuda_pdl != 0;
   if (o->cuda_gemm_stages && o->cuda_gemm_stages != 1 && o->cuda_gemm_stages != 2 && o->cuda_gemm_stages != 4)

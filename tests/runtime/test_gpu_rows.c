@@ -1,11 +1,12 @@
 /*
- * test_cuda_rows.c — every block-row variant of the cuda backend (KILN_CUDA_ROW, see
- * cg_gpu_rows) on row kernels: softmax, log-softmax, layernorm, argmax and a row sum, at
+ * test_gpu_rows.c — every block-row variant of the GPU backends (KILN_CUDA_ROW, see
+ * cg_gpu_rows; on vulkan, what cg_row_variant_of makes of it) on row kernels: softmax, log-softmax, layernorm, argmax and a row sum, at
  * shapes that are not multiples of anything a variant assumes (1 column, 33, 32769, rows
  * that leave a block's warps without a row, rows whose length is a multiple of 4 but not of
  * a vector block). Without a GPU: each variant's source is rendered and compiled for sm_90
  * with NVRTC and checked for the shape it promises (warp reductions, 16-byte vectors, block
- * size); with a GPU, values against ref with the outputs poisoned before each run.
+ * size); with a GPU, values against ref with the outputs poisoned before each run, on cuda or
+ * (KILN_TEST_BACKEND=vulkan) on vulkan.
  */
 #include "test.h"
 #include "codegen/codegen.h"
@@ -152,6 +153,8 @@ static kiln_graph *all_rows_graph(int64_t rows, int64_t cols) {
   return g;
 }
 
+static const char *backend = "cuda";  /* the one test_values runs */
+
 static void run(kiln_graph *g, const char *be, const void *const *in, float **out) {
   kiln_options o = kiln_options_default();
   o.backend = be, o.strict = strcmp(be, "ref") != 0;
@@ -183,7 +186,7 @@ static void test_values(void) {
       setenv("KILN_CUDA_ROW", cg_row_variant_name(v), 1);
       for (int k = 0; k < N_KINDS; k++)
         for (int64_t i = 0; i < n; i++) got[k][i] = NAN;  /* poison: an unwritten element fails */
-      run(g, "cuda", in, got);
+      run(g, backend, in, got);
       for (int k = 0; k < N_KINDS; k++) {
         double e = max_rel(got[k], want[k], k >= ARGMAX ? rows : n);
         CHECK_MSG(e < (k == ARGMAX ? 1e-7 : 1e-4), "%s %s %lldx%lld: max rel error %g", cg_row_variant_name(v),
@@ -212,7 +215,7 @@ static void test_values(void) {
       for (int v = 0; v < CG_ROW_VARIANTS; v++) {
         setenv("KILN_CUDA_ROW", cg_row_variant_name(v), 1);
         for (int64_t i = 0; i < n; i++) got[i] = NAN;
-        run(g, "cuda", in, &got);
+        run(g, backend, in, &got);
         double e = max_rel(got, want, n);
         CHECK_MSG(e < 1e-4, "%s %s alone %lldx%lld: max rel error %g", cg_row_variant_name(v), kind_name[kind],
                   (long long)rows, (long long)cols, e);
@@ -225,7 +228,7 @@ static void test_values(void) {
   setenv("KILN_CUDA_ROW", "no-such-variant", 1);
   kiln_graph *g = row_graph(SOFTMAX, 2, 8);
   kiln_options o = kiln_options_default();
-  o.backend = "cuda";
+  o.backend = backend;
   kiln_program *p = NULL;
   CHECK(kiln_program_compile(g, &o, &p) == KILN_ERR_INVALID_ARG && strstr(kiln_last_error(), "KILN_CUDA_ROW"));
   kiln_program_free(p);
@@ -235,11 +238,18 @@ static void test_values(void) {
 
 int main(void) {
   char dir[128];
-  snprintf(dir, sizeof dir, "/tmp/kiln-test-cudarows-%ld", (long)getpid());
+  snprintf(dir, sizeof dir, "/tmp/kiln-test-gpurows-%ld", (long)getpid());
   setenv("KILN_CACHE_DIR", dir, 1);
-  test_render();
-  if (rt_backend_cuda.probe() != KILN_OK) printf("skip (values): no CUDA driver (%s)\n", kiln_last_error());
-  else test_values();
+  const char *want = getenv("KILN_TEST_BACKEND");
+  if (want && !strcmp(want, "vulkan")) {  /* values alone: the render checks are cuda's, run once */
+    backend = "vulkan";
+    if (rt_backend_vulkan.probe() == KILN_OK) test_values();
+    else CHECK_MSG(!getenv("KILN_TEST_REQUIRE_BACKEND"), "no vulkan device: %s", kiln_last_error());
+  } else {
+    test_render();
+    if (rt_backend_cuda.probe() == KILN_OK) test_values();
+    else printf("skip (values): no CUDA driver (%s)\n", kiln_last_error());
+  }
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
