@@ -309,6 +309,7 @@ static int cmp_d(const void *a, const void *b) {
 typedef struct Result {
   kiln_status st;
   double ms, dev_ms;  /* medians: wall clock of a run; the census's device_ms (CUDA events) */
+  double dev_lo, dev_hi;  /* the device times' 10th and 90th percentiles: a spread within one program */
   kiln_census c;
   float *out[MAXT];
   char why[400];
@@ -346,6 +347,7 @@ static Result measure(Work *w, const char *backend, int fuse, int cse, bool time
     qsort(dev, (size_t)n, sizeof dev[0], cmp_d);
     r.ms = n ? t[n / 2] : NAN;
     r.dev_ms = n ? dev[n / 2] : NAN;
+    r.dev_lo = n ? dev[n / 10] : NAN, r.dev_hi = n ? dev[n - 1 - n / 10] : NAN;
   }
   if (!r.st) r.st = kiln_program_census(p, &r.c);
   for (int i = 0; keep_out && i < w->n_out && !r.st; i++) {
@@ -396,7 +398,8 @@ static void print_time(const char *key, const Result *r) {
     printf("}");
     return;
   }
-  printf("%.5f, \"%s_dev_ms\": %.5f, \"%s_kernels\": %lld, \"%s_submissions\": %lld", r->ms, key, r->dev_ms, key,
+  printf("%.5f, \"%s_dev_ms\": %.5f, \"%s_dev_p10\": %.5f, \"%s_dev_p90\": %.5f, \"%s_kernels\": %lld, "
+         "\"%s_submissions\": %lld", r->ms, key, r->dev_ms, key, r->dev_lo, key, r->dev_hi, key,
          (long long)r->c.kernels_launched, key, (long long)r->c.submissions);
 }
 
