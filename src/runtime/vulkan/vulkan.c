@@ -40,13 +40,15 @@ typedef struct VkProg {
   VkCommandBuffer *idle; int n_idle, cap_idle;            /* batches to begin again (reset by the pool) */
   VkCommandBuffer graph_cb;        /* the schedule being recorded (record_begin .. record_end) */
   VkFence fence;
-  VkQueryPool stamps;              /* two timestamps around a run; NULL without timestamps */
-  /* A recorded schedule writes its own two timestamps (graph_stamps), so a replayed run's time
-   * is the schedule's alone: stamps in batches of their own put two command-buffer boundaries
-   * around it that an untimed run does not pay (~8 us on the H200; KILN_VULKAN_STAMPS=batch,
-   * the old way, for a race). mark(0) is then held back (mark0_held) until a replay takes its
-   * place or another command (an upload) needs it first. */
-  bool graph_stamps, mark0_held, replay_stamped;
+  /* Timestamps (NULL without): slots 0 and 1 around a run, written by mark in batches of their
+   * own; 2 and 3 written by a recorded schedule at its start and end (graph_stamps). A run that
+   * was one replay and nothing else takes the schedule's pair: the batches put two command-
+   * buffer boundaries around it that an untimed run does not pay (~8 us on the H200;
+   * KILN_VULKAN_STAMPS=batch, the old way, for a race). Several replays (run_times) or uploads
+   * in the run take the outer pair, which spans them all. */
+  VkQueryPool stamps;
+  bool graph_stamps, graph_span;
+  int replays, others;             /* since mark(0): replays, and other commands recorded */
   VkAlloc *allocs; int n_alloc, cap_alloc;       /* device buffers, by address */
   VkAlloc *staging; int n_staging, cap_staging;  /* host-visible, in use until the next wait */
   VkAlloc *spare; int n_spare, cap_spare;        /* host-visible, free for the next copies */
@@ -146,10 +148,11 @@ static kiln_status begin_cb(VkProg *x, VkCommandBufferUsageFlags flags, const ch
   return KILN_OK;
 }
 
-/* Timestamp `which` of a run into cb (0 resets the pair first), once all before it is done. */
-static void write_mark(VkProg *x, VkCommandBuffer cb, int which) {
-  if (which == 0) x->v->vkCmdResetQueryPool(cb, x->stamps, 0, 2);
-  x->v->vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, x->stamps, (uint32_t)which);
+/* Timestamp `which` (0 or 1) of pair `pair` (0 the run's, 1 the schedule's) into cb, once all
+ * before it is done; 0 resets the pair first. */
+static void write_mark(VkProg *x, VkCommandBuffer cb, int pair, int which) {
+  if (which == 0) x->v->vkCmdResetQueryPool(cb, x->stamps, (uint32_t)(2 * pair), 2);
+  x->v->vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, x->stamps, (uint32_t)(2 * pair + which));
 }
 
 /* The open command buffer, begun if none is, with a barrier behind everything before it
@@ -165,10 +168,7 @@ static kiln_status cmd_for(VkProg *x, bool dispatch, VkCommandBuffer *out) {
     if (st) return st;
     x->open = cb;
   }
-  if (x->mark0_held && !x->graph_cb) {  /* a run kernel by kernel: its start is here */
-    x->mark0_held = false;
-    write_mark(x, cb, 0);
-  }
+  if (!x->graph_cb) x->others++;
   VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                          .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
                          .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT };
@@ -285,7 +285,7 @@ static kiln_status vk_open(const kiln_options *o, void **dev) {
   if (!st) st = vk_check(v->vkCreateFence(v->device, &fc, NULL, &x->fence), "vkCreateFence", "program");
   if (!st && v->timestamp_ns > 0) {
     VkQueryPoolCreateInfo qc = { .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP,
-                                 .queryCount = 2 };
+                                 .queryCount = 4 };
     st = vk_check(v->vkCreateQueryPool(v->device, &qc, NULL, &x->stamps), "vkCreateQueryPool", "timestamps");
     const char *where = getenv("KILN_VULKAN_STAMPS");
     x->graph_stamps = !st && !(where && !strcmp(where, "batch"));
@@ -526,7 +526,7 @@ static kiln_status vk_record_begin(void *dev) {
   if (x->graph_cb) return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: a schedule is being recorded already");
   /* replayed many times, and queued more than once before a wait (runs of several times) */
   kiln_status st = begin_cb(x, VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT, "schedule", &x->graph_cb);
-  if (!st && x->graph_stamps) write_mark(x, x->graph_cb, 0);
+  if (!st && x->graph_stamps) write_mark(x, x->graph_cb, 1, 0);
   return st;
 }
 
@@ -535,7 +535,7 @@ static kiln_status vk_record_end(void *dev, void **graph) {
   VkCommandBuffer cb = x->graph_cb;
   x->graph_cb = NULL;
   if (!cb) return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: no schedule is being recorded");
-  if (x->graph_stamps) write_mark(x, cb, 1);
+  if (x->graph_stamps) write_mark(x, cb, 1, 1);
   kiln_status st = vk_check(x->v->vkEndCommandBuffer(cb), "vkEndCommandBuffer", "schedule");
   if (st) { x->v->vkFreeCommandBuffers(x->v->device, x->pool, 1, &cb); return st; }
   *graph = cb;
@@ -549,7 +549,7 @@ static kiln_status vk_replay(void *dev, void *graph) {
     st = kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
   if (st) return st;
   x->pending[x->n_pending++] = graph;
-  if (x->mark0_held) x->mark0_held = false, x->replay_stamped = true;  /* the schedule's own stamps */
+  x->replays++;
   return KILN_OK;
 }
 
@@ -564,18 +564,12 @@ static kiln_status vk_mark(void *dev, int which) {
   VkProg *x = dev;
   if (!x->stamps) return KILN_OK;
   if (x->graph_cb) return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: a timestamp inside a recorded schedule");
-  if (x->graph_stamps && which == 0) {
-    x->mark0_held = true, x->replay_stamped = false;
-    return KILN_OK;
-  }
-  if (x->graph_stamps && x->replay_stamped && !x->mark0_held) {
-    x->replay_stamped = false;
-    return KILN_OK;
-  }
+  if (which == 1) x->graph_span = x->graph_stamps && x->replays == 1 && x->others == 0;
   VkCommandBuffer cb;
-  kiln_status st = cmd(x, &cb);  /* writes a held mark 0 first (a run with nothing in it) */
+  kiln_status st = cmd(x, &cb);
   if (st) return st;
-  write_mark(x, cb, which);
+  write_mark(x, cb, 0, which);
+  if (which == 0) x->replays = 0, x->others = 0;
   return KILN_OK;
 }
 
@@ -584,8 +578,8 @@ static kiln_status vk_elapsed(void *dev, double *ms) {
   *ms = 0;
   if (!x->stamps) return KILN_OK;
   uint64_t t[2];
-  kiln_status st = vk_check(x->v->vkGetQueryPoolResults(x->v->device, x->stamps, 0, 2, sizeof t, t, sizeof t[0],
-                                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+  kiln_status st = vk_check(x->v->vkGetQueryPoolResults(x->v->device, x->stamps, x->graph_span ? 2 : 0, 2, sizeof t, t,
+                                                        sizeof t[0], VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
                             "vkGetQueryPoolResults", "run time");
   if (!st) *ms = (double)(t[1] - t[0]) * x->v->timestamp_ns * 1e-6;
   return st;
