@@ -129,6 +129,11 @@ typedef struct Dialect {
    * closes it after the entry; the entry is `entry` (%s the kernel's name), entry_arg per
    * parameter (%s element type, %d parameter number; ", " between) and entry_end. */
   const char *kernel_begin, *kernel_end, *entry, *entry_arg, *entry_end;
+  /* ... and entry_arg_direct (the same arguments) for a kernel of at most direct_args
+   * parameters: their addresses pushed with the launch itself, no table to read first (the
+   * runtime pushes them in exactly that case) */
+  const char *entry_arg_direct;
+  int direct_args;
   /* loop dialects: an entry of one signature for every kernel, calling it with its buffers
    * from an array (NULL trampoline: none). %s entry name, %s kernel name; then trampoline_arg
    * per parameter (%d its number, ", " between) and trampoline_end. */

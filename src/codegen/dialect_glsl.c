@@ -77,7 +77,15 @@ static const char prelude[] =
   "layout(buffer_reference, std430, buffer_reference_align = 1) buffer Kuint8_t { uint8_t v[]; };\n"
   "layout(buffer_reference, std430, buffer_reference_align = 16) K_BUFQ buffer Kvec4 { vec4 v[]; };\n"  /* 16-byte f32 loads */
   "layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer Kargs { uint64_t p[]; };\n"
-  "layout(push_constant) uniform Kpush { Kargs args; uint grid; } k_pc;\n"
+  /* a kernel of at most 13 buffers (direct_args) finds their addresses in the push constants
+   * (120 bytes: 128 is every device's least limit); a larger one reads them from the table at
+   * `args`, and so does every kernel where KILN_ARGS_TABLE is defined (KILN_VULKAN_ARGS=table) */
+  "layout(push_constant) uniform Kpush { Kargs args; uint grid, pad; uint64_t a[13]; } k_pc;\n"
+  "#ifdef KILN_ARGS_TABLE\n"
+  "#define K_DIRECT(i) k_pc.args.p[i]\n"
+  "#else\n"
+  "#define K_DIRECT(i) k_pc.a[i]\n"
+  "#endif\n"
   /* the block size, a specialization constant set at launch; declared before the helpers,
    * which would otherwise see gl_WorkGroupSize as (1, 1, 1) */
   "layout(local_size_x_id = 0) in;\n"
@@ -397,6 +405,8 @@ const Dialect cg_dialect_glsl = {
   .kernel_end = "#endif\n",
   .entry = "void main() {\n  if (k_bid >= k_pc.grid) return;\n  %s(",
   .entry_arg = "K%s(k_pc.args.p[%d])",
+  .entry_arg_direct = "K%s(K_DIRECT(%d))",
+  .direct_args = 13,
   .entry_end = ");\n}\n",
   .grid = true,
   .thread_index = "(int64_t(k_bid) * int64_t(gl_WorkGroupSize.x) + int64_t(gl_LocalInvocationID.x))",

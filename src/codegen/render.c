@@ -3192,7 +3192,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
     sb_printf(out, d->entry, name);
     for (int i = 0; i < np; i++) {
       sb_puts(out, i ? ", " : "");
-      sb_printf(out, d->entry_arg, d->store_type[te->stages[params[i]].dtype], i);
+      sb_printf(out, np <= d->direct_args ? d->entry_arg_direct : d->entry_arg, d->store_type[te->stages[params[i]].dtype], i);
     }
     sb_puts(out, d->entry_end);
     sb_puts(out, d->kernel_end);

@@ -188,6 +188,7 @@ static void shader_flags(void) {
   };
   vk.n_defines = 0;
   if (vk.subgroups) snprintf(vk.defines[vk.n_defines++], sizeof vk.defines[0], "-DKILN_SUBGROUPS=1");
+  if (vk.args_table) snprintf(vk.defines[vk.n_defines++], sizeof vk.defines[0], "-DKILN_ARGS_TABLE=1");
   for (size_t i = 0; i < sizeof fc / sizeof fc[0]; i++)
     if (fc[i].has) snprintf(vk.defines[vk.n_defines++], sizeof vk.defines[0], "%s", fc[i].flag);
   /* races of the prelude's switches (KILN_BUF_RESTRICT ...): names from KILN_VULKAN_DEFINES,
@@ -250,6 +251,8 @@ static kiln_status open_device(void) {
   if (vk.alloc_round < 0 || vk.alloc_round > ((int64_t)1 << 30)) vk.alloc_round = 0;
   const char *tab = getenv("KILN_VULKAN_TABLES");  /* "host": the old place, for a race */
   if (vk.mem_table == UINT32_MAX || (tab && !strcmp(tab, "host"))) vk.mem_table = vk.mem_host;
+  const char *args = getenv("KILN_VULKAN_ARGS");
+  vk.args_table = (args && !strcmp(args, "table")) || vk.props.limits.maxPushConstantsSize < sizeof(VkPush);
   if (vk.mem_device == UINT32_MAX || vk.mem_host == UINT32_MAX)
     return kiln_fail(KILN_ERR_DEVICE, "vulkan: %s has no %s memory", vk.props.deviceName,
                      vk.mem_device == UINT32_MAX ? "device-local" : "host-visible coherent");

@@ -29,7 +29,8 @@
   X(vkDestroyPipeline) X(vkCreatePipelineCache) X(vkDestroyPipelineCache) X(vkGetPipelineCacheData) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkGetQueryPoolResults)
 
 /* The push constants every kernel's entry reads (dialect_glsl.c's Kpush). */
-typedef struct VkPush { RtBuf args; uint32_t grid, pad; } VkPush;
+enum { VK_DIRECT_ARGS = 13 };  /* cg_dialect_glsl.direct_args */
+typedef struct VkPush { RtBuf args; uint32_t grid, pad; RtBuf a[VK_DIRECT_ARGS]; } VkPush;
 
 typedef struct VkDev {
   void *lib;
@@ -60,6 +61,8 @@ typedef struct VkDev {
   int n_defines;
   bool subgroups;                    /* block reductions by subgroup shuffles (else shared memory) */
   bool compute_barriers;             /* dispatches wait on shader and transfer writes only (cmd_for) */
+  bool args_table;                   /* every kernel reads its buffers' addresses from a table, none pushed
+                                        (KILN_VULKAN_ARGS=table, a race; shaders get KILN_ARGS_TABLE) */
   VkPipelineCache pipes;             /* the driver's compiled pipelines, kept on disk (vk_pipes_open) */
   bool pipes_tried;
   char pipes_path[4200];

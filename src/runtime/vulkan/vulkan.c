@@ -512,11 +512,16 @@ static kiln_status vk_launch(void *dev, void *fn, const CgLaunch *l, const RtBuf
                      (long long)l->grid, v->props.deviceName);
   VkPush push = { .grid = (uint32_t)l->grid };
   VkCommandBuffer cb = NULL;
-  kiln_status st = arg_table(x, f, args, l->n_params, &push.args);
+  /* the renderer reads a kernel's addresses from the push constants in exactly this case */
+  bool direct = !v->args_table && l->n_params <= cg_dialect_glsl.direct_args && l->n_params <= VK_DIRECT_ARGS;
+  kiln_status st = KILN_OK;
+  if (direct) memcpy(push.a, args, (size_t)l->n_params * sizeof *args);
+  else st = arg_table(x, f, args, l->n_params, &push.args);
   if (!st) st = cmd_for(x, true, &cb);
   if (st) return st;
   v->vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, f->pipe);
-  v->vkCmdPushConstants(cb, v->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
+  v->vkCmdPushConstants(cb, v->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                        (uint32_t)(offsetof(VkPush, a) + (direct ? (size_t)l->n_params * sizeof *args : 0)), &push);
   v->vkCmdDispatch(cb, gx, (uint32_t)gy, 1);
   return KILN_OK;
 }
