@@ -555,6 +555,26 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   return KILN_OK;
 }
 
+/* A build error that names a kernel ("kiln_k3") gets the ops of that kernel in front, in the
+ * words strict mode uses: what the user can find in the model. */
+static void name_kernel_ops(const Schedule *s) {
+  const char *at = strstr(kiln_last_error(), "kiln_k");
+  long k = at ? strtol(at + 6, NULL, 10) : -1;
+  if (!s->plan || k < 0 || k >= s->plan->n_kernels) return;
+  const Kernel *kn = &s->plan->kernels[k];
+  char ops[240];
+  size_t used = 0;
+  int shown = 0;
+  ops[0] = 0;
+  for (int i = 0; i < kn->n_items && shown < 3 && used < sizeof ops; i++) {
+    const Stage *S = &s->te->stages[kn->items[i].stage];
+    if (S->op < 0) continue;
+    used += (size_t)snprintf(ops + used, sizeof ops - used, "%s%s (t%d '%s')", shown++ ? ", " : "", op_name(S), S->id,
+                             S->name ? S->name : "");
+  }
+  if (shown) kiln_error_prefix("op%s %s%s: ", shown > 1 ? "s" : "", ops, shown < kn->n_items ? " ..." : "");
+}
+
 static kiln_status compile_plan(Schedule *s) {
   CgOptions co;
   PlanOptions po = plan_options(&s->opt);
@@ -575,7 +595,10 @@ static kiln_status compile_plan(Schedule *s) {
     cg_program_free(s->cg), s->cg = NULL;
     st = cg_program_build(s->plan, s->be->dialect, &co, &s->cg);
     if (!st && s->opt.debug >= 2) fprintf(stderr, "> source (%s):\n%s\n", s->be->dialect->name, s->cg->source.s);
-    if (!st) st = s->be->build(s->dev, s->cg->source.s, s->cg->source.len, &s->opt, &s->module, &s->cache_hit);
+    if (!st) {
+      st = s->be->build(s->dev, s->cg->source.s, s->cg->source.len, &s->opt, &s->module, &s->cache_hit);
+      if (st && !(s->cg->n_group > 0 && !s->n_rebuilds)) name_kernel_ops(s);  /* else built again below */
+    }
     if (st && s->cg && s->cg->n_group > 0 && !s->n_rebuilds) {
       /* a grouped program the compiler refuses (a resource the estimate missed): once more,
        * every kernel on its own, the compiler's words kept as the reason */

@@ -97,21 +97,39 @@ static void needs_chain(Needs *n) {
   n->f11.pNext = &n->f12;
 }
 
-/* The first feature kiln needs that d lacks, or NULL; want gets exactly the needed ones. */
+/* The named feature is one KILN_VULKAN_WITHOUT lists (names separated by commas or spaces):
+ * treated as absent, to see what a model needs of a device that lacks it (the tests do). */
+static bool withheld(const char *name) {
+  const char *w = getenv("KILN_VULKAN_WITHOUT");
+  size_t n = strlen(name);
+  for (const char *at = w ? strstr(w, name) : NULL; at; at = strstr(at + 1, name))
+    if ((at == w || strchr(" ,", at[-1])) && (at[n] == 0 || strchr(" ,", at[n]))) return true;
+  return false;
+}
+
+/* The first feature kiln needs that d lacks, or NULL; want gets exactly the needed ones that
+ * d has. Addresses need the first two; the others only kernels whose SPIR-V declares their
+ * capability: one the device lacks goes to vk.lacking, and vk_build refuses such a kernel by
+ * name (f64 maths, 16- and 8-bit values) instead of the whole device. */
 static const char *missing_feature(const Needs *have, Needs *want) {
   needs_chain(want);
-  struct { VkBool32 has, *set; const char *name; } need[] = {
-    { have->f12.bufferDeviceAddress, &want->f12.bufferDeviceAddress, "bufferDeviceAddress" },
-    { have->f.features.shaderInt64, &want->f.features.shaderInt64, "shaderInt64" },
-    { have->f.features.shaderFloat64, &want->f.features.shaderFloat64, "shaderFloat64" },
-    { have->f.features.shaderInt16, &want->f.features.shaderInt16, "shaderInt16" },
-    { have->f12.shaderInt8, &want->f12.shaderInt8, "shaderInt8" },
-    { have->f12.storageBuffer8BitAccess, &want->f12.storageBuffer8BitAccess, "storageBuffer8BitAccess" },
-    { have->f11.storageBuffer16BitAccess, &want->f11.storageBuffer16BitAccess, "storageBuffer16BitAccess" },
+  struct { VkBool32 has, *set; const char *name; uint32_t cap; const char *what; } need[] = {
+    { have->f12.bufferDeviceAddress, &want->f12.bufferDeviceAddress, "bufferDeviceAddress", 0, NULL },
+    { have->f.features.shaderInt64, &want->f.features.shaderInt64, "shaderInt64", 0, NULL },
+    { have->f.features.shaderFloat64, &want->f.features.shaderFloat64, "shaderFloat64", 10, "f64 arithmetic" },
+    { have->f.features.shaderInt16, &want->f.features.shaderInt16, "shaderInt16", 22, "16-bit integer arithmetic" },
+    { have->f12.shaderInt8, &want->f12.shaderInt8, "shaderInt8", 39, "8-bit integer arithmetic (bool, int8, uint8)" },
+    { have->f12.storageBuffer8BitAccess, &want->f12.storageBuffer8BitAccess, "storageBuffer8BitAccess", 4448,
+      "8-bit values in memory (bool, int8, uint8)" },
+    { have->f11.storageBuffer16BitAccess, &want->f11.storageBuffer16BitAccess, "storageBuffer16BitAccess", 4433,
+      "16-bit values in memory (f16, bf16, int16)" },
   };
+  vk.n_lacking = 0;
   for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
-    if (!need[i].has) return need[i].name;
-    *need[i].set = VK_TRUE;
+    bool has = need[i].has && !(need[i].cap && withheld(need[i].name));
+    if (!has && !need[i].cap) return need[i].name;
+    if (has) *need[i].set = VK_TRUE;
+    else vk.lacking[vk.n_lacking++] = (VkLack){ need[i].cap, need[i].name, need[i].what };
   }
   return NULL;
 }

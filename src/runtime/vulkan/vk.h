@@ -32,6 +32,9 @@
 enum { VK_DIRECT_ARGS = 13 };  /* cg_dialect_glsl.direct_args */
 typedef struct VkPush { RtBuf args; uint32_t grid, pad; RtBuf a[VK_DIRECT_ARGS]; } VkPush;
 
+/* A SPIR-V capability whose feature the device lacks (kernels that declare it are refused). */
+typedef struct VkLack { uint32_t cap; const char *feature, *what; } VkLack;
+
 typedef struct VkDev {
   void *lib;
   PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
@@ -61,6 +64,8 @@ typedef struct VkDev {
   int n_defines;
   bool subgroups;                    /* block reductions by subgroup shuffles (else shared memory) */
   bool compute_barriers;             /* dispatches wait on shader and transfer writes only (cmd_for) */
+  VkLack lacking[8];                 /* optional features the device lacks (or KILN_VULKAN_WITHOUT withholds) */
+  int n_lacking;
   bool args_table;                   /* every kernel reads its buffers' addresses from a table, none pushed
                                         (KILN_VULKAN_ARGS=table, a race; shaders get KILN_ARGS_TABLE) */
   VkPipelineCache pipes;             /* the driver's compiled pipelines, kept on disk (vk_pipes_open) */

@@ -394,6 +394,21 @@ static kiln_status vk_copy(void *dev, RtBuf dst, RtBuf src, int64_t n, const cha
 
 static void module_free(VkDev *v, VkModule *m);
 
+/* The feature the device lacks for a capability the SPIR-V module declares (OpCapability,
+ * opcode 17, in the instructions after the 5-word header), or NULL. */
+static const VkLack *spv_lacks(const VkDev *v, const uint32_t *w, size_t bytes) {
+  size_t n = bytes / 4;
+  for (size_t i = 5; i < n;) {
+    uint32_t op = w[i] & 0xffffu, len = w[i] >> 16;
+    if (len == 0) break;
+    if (op == 17 && i + 1 < n)
+      for (int k = 0; k < v->n_lacking; k++)
+        if (w[i + 1] == v->lacking[k].cap) return &v->lacking[k];
+    i += len;
+  }
+  return NULL;
+}
+
 /* Every kernel of the source ("#if KILN_KERNEL == <n>", the dialect's kernel_begin) compiled
  * now, so that a compile error stops the build and the census knows whether all came from
  * the cache. */
@@ -418,6 +433,14 @@ static kiln_status vk_build(void *dev, const char *src, size_t len, const kiln_o
   if (!st && (!spv || !bytes)) st = kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
   if (!st) st = vk_compile(x->v, src, len, kernels, n, o, spv, bytes, hit);
   for (int i = 0; !st && i < n; i++) m->spv[kernels[i]] = spv[i], m->bytes[kernels[i]] = bytes[i], spv[i] = NULL;
+  /* a kernel that needs a feature the device lacks is refused by name: never run through a
+   * narrower type (f64 maths in f32), never handed to a driver that may misbehave on it */
+  for (int i = 0; !st && i < n; i++) {
+    const VkLack *lacks = spv_lacks(x->v, m->spv[kernels[i]], m->bytes[kernels[i]]);
+    if (lacks)
+      st = kiln_fail(KILN_ERR_UNSUPPORTED, "kernel kiln_k%d: needs %s (%s), which %s lacks: a missing capability",
+                     kernels[i], lacks->what, lacks->feature, x->v->props.deviceName);
+  }
   for (int i = 0; spv && i < n; i++) kiln_free(spv[i]);
   kiln_free(kernels), kiln_free(spv), kiln_free(bytes);
   if (st) { module_free(x->v, m); return st; }
