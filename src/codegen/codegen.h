@@ -116,6 +116,9 @@ typedef struct Dialect {
   const char *binary_f32[TB_COUNT];           /* POW MAX MIN MOD FMOD as calls fn(a, b) */
   const char *binary_f64[TB_COUNT];
   bool acc_f32;                   /* f32 sums/products accumulate in f32 (not f64) */
+  bool int_to_float_direct;       /* integers of up to 32 bits become f32 (f16, bf16) directly, not through
+                                     f64: the same value (they are exact in f64, so one rounding either way),
+                                     and no f64 for a device that may lack it (glsl) */
 
   /* -- kernel signatures -- */
   const char *kernel_prefix;      /* before a kernel's name: "void", "extern \"C\" __global__ void" */

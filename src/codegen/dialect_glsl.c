@@ -405,6 +405,7 @@ const Dialect cg_dialect_glsl = {
   .binary_f32 = { [TB_POW] = "k_powf", [TB_MAX] = "k_maxf", [TB_MIN] = "k_minf", [TB_MOD] = "k_modf", [TB_FMOD] = "k_fmodf" },
   .binary_f64 = { [TB_MAX] = "k_maxd", [TB_MIN] = "k_mind", [TB_MOD] = "k_modd", [TB_FMOD] = "k_fmodd" },
   .acc_f32 = true,  /* as on CUDA: f32 sums in f32 */
+  .int_to_float_direct = true,
   .kernel_prefix = "void",
   .buf_param = "%sK%s%s b%d",  /* the buffer reference type of the element type */
   .buf_const = "",

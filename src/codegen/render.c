@@ -365,7 +365,8 @@ static void cast_text(R *r, kiln_dtype to, kiln_dtype from, const char *a, char 
     return;
   }
   if (dtype_is_float(to)) {
-    int_to_double(r, from, a, d, sizeof d);
+    if (r->d->int_to_float_direct && to != KILN_F64 && from != KILN_I64 && from != KILN_U64) snprintf(d, sizeof d, "%s", a);
+    else int_to_double(r, from, a, d, sizeof d);
     cast_to(r, vt(r, to), d, o, n);
     wrap_small(r, to, o, n);
   } else if (to == KILN_BOOL) snprintf(o, n, "(%s != 0)", a);

@@ -77,6 +77,56 @@ static void f32_still_runs(void) {
   kiln_graph_free(g);
 }
 
+/* Integers of up to 32 bits to f32 go direct (no f64), with ref's values at the edges of f32's
+ * integers; an i64 to f32 still goes through f64, so it is refused. */
+static void int_casts(void) {
+  static const kiln_dtype from[] = { KILN_I32, KILN_U32, KILN_I16, KILN_U8, KILN_BOOL };
+  for (int f = 0; f < 5; f++) {
+    bool sixteen = from[f] == KILN_I16;  /* withheld too: refused, checked above */
+    kiln_graph *g;
+    kiln_tensor x, y;
+    int64_t n = 8;
+    OK(kiln_graph_create(&g));
+    OK(kiln_graph_input(g, "x", from[f], 1, &n, &x));
+    OK(kiln_graph_cast(g, x, KILN_F32, &y));
+    OK(kiln_graph_output(g, y, "y"));
+    int32_t i32[8] = { 0, -1, 16777217, -16777219, 2147483647, -2147483647 - 1, 123456789, 7 };
+    uint32_t u32[8] = { 0, 1, 16777217u, 4294967295u, 2147483648u, 33554431u, 99, 7 };
+    uint8_t u8[8] = { 0, 1, 255, 128, 7, 9, 200, 3 }, b[8] = { 0, 1, 1, 0, 1, 0, 0, 1 };
+    const void *data = from[f] == KILN_I32 ? (const void *)i32 : from[f] == KILN_U32 ? (const void *)u32
+                       : from[f] == KILN_U8 ? (const void *)u8 : (const void *)b;
+    float want[8], got[8];
+    kiln_program *r, *v;
+    OK(compile_on(g, "ref", &r));
+    kiln_status st = compile_on(g, "vulkan", &v);
+    if (sixteen) CHECK(st == KILN_ERR_UNSUPPORTED);
+    else {
+      OK(st);
+      const void *in[1] = { data };
+      void *ro[1] = { want }, *vo[1] = { got };
+      if (r && v) {
+        OK(kiln_program_run(r, in, ro));
+        OK(kiln_program_run(v, in, vo));
+        CHECK_MSG(!memcmp(want, got, sizeof got), "%s to f32: differs from ref", kiln_dtype_name(from[f]));
+      }
+    }
+    kiln_program_free(r);
+    kiln_program_free(v);
+    kiln_graph_free(g);
+  }
+  kiln_graph *g;
+  kiln_tensor x, y;
+  int64_t n = 8;
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_input(g, "x", KILN_I64, 1, &n, &x));
+  OK(kiln_graph_cast(g, x, KILN_F32, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  kiln_program *v;
+  FAILS(KILN_ERR_UNSUPPORTED, compile_on(g, "vulkan", &v));
+  CHECK(strstr(kiln_last_error(), "op cast") && strstr(kiln_last_error(), "shaderFloat64"));
+  kiln_graph_free(g);
+}
+
 int main(void) {
   const char *be = getenv("KILN_TEST_BACKEND");
   if (!be || strcmp(be, "vulkan")) {
@@ -92,5 +142,6 @@ int main(void) {
   refused(KILN_F16, "16-bit");  /* shaderInt16 or storageBuffer16BitAccess: the first the SPIR-V declares */
   refused(KILN_I16, "16-bit");
   f32_still_runs();
+  int_casts();
   TEST_MAIN_END();
 }
