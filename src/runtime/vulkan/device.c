@@ -264,6 +264,8 @@ static kiln_status open_device(void) {
    * bench/results/2026-12-02-h200-vulkan-gemm.md); KILN_VULKAN_BARRIER=all waits on everything */
   const char *bar = getenv("KILN_VULKAN_BARRIER");
   vk.compute_barriers = !(bar && !strcmp(bar, "all"));
+  const char *start = getenv("KILN_VULKAN_STAMP_START");
+  vk.stamp_start = !start ? 0 : !strcmp(start, "top") ? 1 : !strcmp(start, "outside") ? 2 : 0;
   const char *round = getenv("KILN_VULKAN_ALLOC_ROUND");
   vk.alloc_round = round ? strtoll(round, NULL, 10) : 0;
   if (vk.alloc_round < 0 || vk.alloc_round > ((int64_t)1 << 30)) vk.alloc_round = 0;

@@ -64,6 +64,9 @@ typedef struct VkDev {
   int n_defines;
   bool subgroups;                    /* block reductions by subgroup shuffles (else shared memory) */
   bool compute_barriers;             /* dispatches wait on shader and transfer writes only (cmd_for) */
+  int stamp_start;                   /* a schedule's start stamp (KILN_VULKAN_STAMP_START, a race): 0 at the
+                                        bottom of the pipe, 1 at its top, 2 at the bottom after the barrier
+                                        on earlier work that its first dispatch would record */
   VkLack lacking[8];                 /* optional features the device lacks (or KILN_VULKAN_WITHOUT withholds) */
   int n_lacking;
   bool args_table;                   /* every kernel reads its buffers' addresses from a table, none pushed

@@ -49,6 +49,7 @@ typedef struct VkProg {
   VkQueryPool stamps;
   bool graph_stamps, graph_span;
   int replays, others;             /* since mark(0): replays, and other commands recorded */
+  bool barrier_recorded;           /* the schedule's first dispatch finds its barrier in place */
   VkAlloc *allocs; int n_alloc, cap_alloc;       /* device buffers, by address */
   VkAlloc *staging; int n_staging, cap_staging;  /* host-visible, in use until the next wait */
   VkAlloc *spare; int n_spare, cap_spare;        /* host-visible, free for the next copies */
@@ -152,23 +153,13 @@ static kiln_status begin_cb(VkProg *x, VkCommandBufferUsageFlags flags, const ch
  * before it is done; 0 resets the pair first. */
 static void write_mark(VkProg *x, VkCommandBuffer cb, int pair, int which) {
   if (which == 0) x->v->vkCmdResetQueryPool(cb, x->stamps, (uint32_t)(2 * pair), 2);
-  x->v->vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, x->stamps, (uint32_t)(2 * pair + which));
+  bool top = which == 0 && pair == 1 && x->v->stamp_start == 1;
+  x->v->vkCmdWriteTimestamp(cb, top ? VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT : VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, x->stamps,
+                            (uint32_t)(2 * pair + which));
 }
 
-/* The open command buffer, begun if none is, with a barrier behind everything before it
- * (in this buffer and in earlier submissions) for the command about to be recorded: every
- * stage and access, or for a dispatch where v->compute_barriers (the default; not where
- * KILN_VULKAN_BARRIER=all) what a dispatch can depend on: shader and transfer writes. On the
- * H200 the barrier on everything cost the models 20-30 % and made a layernorm's time bimodal. */
-static kiln_status cmd_for(VkProg *x, bool dispatch, VkCommandBuffer *out) {
-  VkDev *v = x->v;
-  VkCommandBuffer cb = x->graph_cb ? x->graph_cb : x->open;
-  if (!cb) {
-    kiln_status st = begin_cb(x, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, "batch", &cb);
-    if (st) return st;
-    x->open = cb;
-  }
-  if (!x->graph_cb) x->others++;
+/* A barrier behind everything before it, for a dispatch or any command (cmd_for). */
+static void record_barrier(VkDev *v, VkCommandBuffer cb, bool dispatch) {
   VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                          .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
                          .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT };
@@ -180,6 +171,23 @@ static kiln_status cmd_for(VkProg *x, bool dispatch, VkCommandBuffer *out) {
     dst = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
   }
   v->vkCmdPipelineBarrier(cb, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+/* The open command buffer, begun if none is, with a barrier behind everything before it
+ * (in this buffer and in earlier submissions) for the command about to be recorded: every
+ * stage and access, or for a dispatch where v->compute_barriers (the default; not where
+ * KILN_VULKAN_BARRIER=all) what a dispatch can depend on: shader and transfer writes. On the
+ * H200 the barrier on everything cost the models 20-30 % and made a layernorm's time bimodal. */
+static kiln_status cmd_for(VkProg *x, bool dispatch, VkCommandBuffer *out) {
+  VkCommandBuffer cb = x->graph_cb ? x->graph_cb : x->open;
+  if (!cb) {
+    kiln_status st = begin_cb(x, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, "batch", &cb);
+    if (st) return st;
+    x->open = cb;
+  }
+  if (!x->graph_cb) x->others++;
+  if (!(x->graph_cb && x->barrier_recorded && dispatch)) record_barrier(x->v, cb, dispatch);
+  if (x->graph_cb) x->barrier_recorded = false;
   if (cb == x->open) x->open_used = true;
   *out = cb;
   return KILN_OK;
@@ -554,6 +562,10 @@ static kiln_status vk_record_begin(void *dev) {
   if (x->graph_cb) return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: a schedule is being recorded already");
   /* replayed many times, and queued more than once before a wait (runs of several times) */
   kiln_status st = begin_cb(x, VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT, "schedule", &x->graph_cb);
+  /* KILN_VULKAN_STAMP_START=outside: the wait on earlier work before the start stamp, not in the
+   * run's time (the first dispatch then records none; any command first would, as always) */
+  x->barrier_recorded = !st && x->graph_stamps && x->v->stamp_start == 2;
+  if (x->barrier_recorded) record_barrier(x->v, x->graph_cb, true);
   if (!st && x->graph_stamps) write_mark(x, x->graph_cb, 1, 0);
   return st;
 }
