@@ -6,7 +6,9 @@
  * (none with cpu_tiles = 0). A depthwise convolution is no tile: its 3x3 window is summed in a
  * register at each pixel (render.c's render_window; its rows and columns split into border
  * and interior, the interior without the padding's guards), which the plan says too (none with
- * cpu_windows = 0), against ref either way; so is the same with a dilated, strided window. A
+ * cpu_windows = 0), against ref either way; so is the same with a dilated, strided window, and
+ * a convolution of one input channel (9 points a sum: a window, a tile only without windows),
+ * its interior rows longer than 16 points in chunks of 16, the last moved back. A
  * window read along the last dim is packed in runs (through the padding's guard, its clamps
  * dropped: with a stride of 1 masked vector loops, with a larger one the lanes where the guard
  * holds found at the run's ends and copied by one strided loop), which the plan says.
@@ -37,9 +39,10 @@ static float val(int64_t i, int salt) { return (float)((i * 37 + salt * 11) % 23
 
 /* Compiles g on cpu (tiles and windows on; tiles off; windows off) and on ref, runs each on
  * the same inputs and compares the one output; tiles on must give `want_tiles` tile kernels,
- * windows on `want_windows` window kernels. */
+ * windows on `want_windows` window kernels, of which `window_tiles` are tiles packed in runs
+ * when windows are off (a sum of at most 16 points both can take goes to the window). */
 static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in_numel, int64_t out_numel,
-                    int want_tiles, int want_windows, int want_runs, int want_in_place) {
+                    int want_tiles, int want_windows, int want_runs, int want_in_place, int window_tiles) {
   float *in[4] = { 0 }, *got = alloc_f32(out_numel), *want = alloc_f32(out_numel);
   const void *ins[4];
   for (int i = 0; i < n_in; i++) {
@@ -56,6 +59,7 @@ static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in
   static const int configs[3][2] = { { 1, 1 }, { 0, 1 }, { 1, 0 } };  /* cpu_tiles, cpu_windows */
   for (int c = 0; c < 3 && r; c++) {
     int tiles = configs[c][0], windows = configs[c][1];
+    int want_t = want_tiles + (windows ? 0 : window_tiles), want_r = want_runs + (windows ? 0 : window_tiles);
     o = kiln_options_default();
     o.backend = "cpu";
     o.cpu_tiles = tiles;
@@ -67,10 +71,10 @@ static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in
     int nr = count_in_plan(p, "window packed in runs"), ni = count_in_plan(p, "rows read in place");
     CHECK_MSG(ni == (tiles ? want_in_place : 0), "%s: %d tiles reading their rows in place (want %d)", name, ni,
               tiles ? want_in_place : 0);
-    CHECK_MSG(nr == (tiles ? want_runs : 0), "%s: %d tiles packing their window in runs (want %d)", name, nr,
-              tiles ? want_runs : 0);
-    CHECK_MSG(n == (tiles ? want_tiles : 0), "%s: %d tile kernels with cpu_tiles = %d (want %d)", name, n, tiles,
-              tiles ? want_tiles : 0);
+    CHECK_MSG(nr == (tiles ? want_r : 0), "%s: %d tiles packing their window in runs (want %d)", name, nr,
+              tiles ? want_r : 0);
+    CHECK_MSG(n == (tiles ? want_t : 0), "%s: %d tile kernels with cpu_tiles = %d, cpu_windows = %d (want %d)", name, n,
+              tiles, windows, tiles ? want_t : 0);
     CHECK_MSG(nw == (windows ? want_windows : 0), "%s: %d window kernels with cpu_windows = %d (want %d)", name, nw,
               windows, windows ? want_windows : 0);
     void *og[1] = { got };
@@ -98,6 +102,7 @@ typedef struct ConvCase {
   int windows; /* window kernels expected (a depthwise convolution's) */
   int runs;    /* tiles whose window is packed in runs (a stride of 1 along the last dim) */
   int in_place; /* tiles reading the weights in place (too many to pack once: 256 KiB) */
+  int window_tiles; /* windows that are tiles packed in runs without cpu_windows (one input channel) */
 } ConvCase;
 
 static void conv_case(const ConvCase *c) {
@@ -121,7 +126,7 @@ static void conv_case(const ConvCase *c) {
   OK(kiln_graph_tensor_info(g, y, &info));
   int64_t out = info.numel;
   int64_t in_numel[1] = { c->n * c->c * c->h * c->w };
-  compare(c->name, g, 1, in_numel, out, c->tiles, c->windows, c->runs, c->in_place);
+  compare(c->name, g, 1, in_numel, out, c->tiles, c->windows, c->runs, c->in_place, c->window_tiles);
   free(w);
   kiln_graph_free(g);
 }
@@ -140,7 +145,7 @@ static void short_batched_product(void) {
   OK(kiln_graph_matmul(g, x, wt, &y));
   OK(kiln_graph_output(g, y, "y"));
   int64_t in_numel[2] = { 3 * 37 * 24, 3 * 29 * 24 };
-  compare("short batched product", g, 2, in_numel, 3 * 37 * 29, 1, 0, 0, 1);
+  compare("short batched product", g, 2, in_numel, 3 * 37 * 29, 1, 0, 0, 1, 0);
   kiln_graph_free(g);
 }
 
@@ -159,7 +164,7 @@ static void product_across_k(int64_t K) {
   OK(kiln_graph_output(g, y, "y"));
   int64_t in_numel[2] = { K * 29, K * 37 };
   compare(K > 4096 ? "product across k, a long sum in f32 spans added in f64" : "product across k", g, 2, in_numel,
-          29 * 37, 1, 0, 0, 0);
+          29 * 37, 1, 0, 0, 0, 0);
   kiln_graph_free(g);
 }
 
@@ -181,7 +186,7 @@ static void conv_of_edge_padded(void) {
   OK(kiln_graph_conv(g, xp, wp, (kiln_tensor){ -1 }, &p, &y));
   OK(kiln_graph_output(g, y, "y"));
   int64_t in_numel[1] = { 2 * 3 * 7 * 10 };
-  compare("convolution of an edge-padded input", g, 1, in_numel, 2 * 8 * 7 * 14, 1, 0, 1, 0);
+  compare("convolution of an edge-padded input", g, 1, in_numel, 2 * 8 * 7 * 14, 1, 0, 1, 0, 0);
   kiln_graph_free(g);
 }
 
@@ -272,7 +277,7 @@ static void conv_plus_row_bias(void) {
     const char *name = per_row == 1 ? "conv + a bias per row" : per_row ? "conv stored channels last" : "conv (runs across rows)";
     /* channels last, the plan computes the convolution in the transposed space (store_moved):
      * its columns are the channels, one var, and its window is read lane by lane */
-    compare(name, g, 1, in_numel, 2 * 8 * 9 * 14, 1, 0, per_row == 2 ? 0 : 1, 0);
+    compare(name, g, 1, in_numel, 2 * 8 * 9 * 14, 1, 0, per_row == 2 ? 0 : 1, 0, 0);
     kiln_graph_free(g);
   }
 }
@@ -289,26 +294,31 @@ static void rows_in_place_long_sum(void) {
   OK(kiln_graph_matmul(g, a, b, &y));
   OK(kiln_graph_output(g, y, "y"));
   int64_t in_numel[2] = { 37 * K, K * 29 };
-  compare("rows in place over a long sum", g, 2, in_numel, 37 * 29, 1, 0, 0, 1);
+  compare("rows in place over a long sum", g, 2, in_numel, 37 * 29, 1, 0, 0, 1, 0);
   kiln_graph_free(g);
 }
 
 int main(void) {
   static const ConvCase convs[] = {
-    { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0 },
-    { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0 },
-    { "rows of 37 (runs across panels)", 3, 2, 6, 37, 16, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0 },
-    { "no padding (no guard)", 2, 3, 9, 11, 8, 3, 3, 1, 1, 0, 1, false, 1, 0, 1, 0 },
-    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 1, 0 },
-    { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1, 0, 1, 0 },
-    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0, 0, 0 },
-    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1, 0, 0 },
-    { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1, 0, 0 },
-    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0 },
-    { "128 to 64 channels at 5x5 (weights read in place)", 1, 128, 5, 5, 64, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1 },
-    { "stride 2 over 96 channels (weights in place)", 2, 96, 9, 8, 80, 3, 3, 2, 1, 1, 1, false, 1, 0, 1, 1 },
-    { "stride 3, pad 1, 4x4", 2, 5, 19, 23, 9, 4, 4, 3, 1, 1, 1, true, 1, 0, 1, 0 },
-    { "stride 2, dilation 3 (a stride of 2, taps 3 apart)", 1, 4, 16, 19, 7, 3, 3, 2, 3, 3, 1, false, 1, 0, 1, 0 },
+    { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0 },
+    { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0 },
+    { "rows of 37 (runs across panels)", 3, 2, 6, 37, 16, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0 },
+    { "no padding (no guard)", 2, 3, 9, 11, 8, 3, 3, 1, 1, 0, 1, false, 1, 0, 1, 0, 0 },
+    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 1, 0, 0 },
+    { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1, 0, 1, 0, 0 },
+    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0, 0, 0, 0 },
+    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1, 0, 0, 0 },
+    { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1, 0, 0, 0 },
+    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0 },
+    { "128 to 64 channels at 5x5 (weights read in place)", 1, 128, 5, 5, 64, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1, 0 },
+    { "stride 2 over 96 channels (weights in place)", 2, 96, 9, 8, 80, 3, 3, 2, 1, 1, 1, false, 1, 0, 1, 1, 0 },
+    { "stride 3, pad 1, 4x4", 2, 5, 19, 23, 9, 4, 4, 3, 1, 1, 1, true, 1, 0, 1, 0, 0 },
+    { "stride 2, dilation 3 (a stride of 2, taps 3 apart)", 1, 4, 16, 19, 7, 3, 3, 2, 3, 3, 1, false, 1, 0, 1, 0, 0 },
+    /* 9 taps a point: a window, its interior rows of 26 points in chunks of 16 (the last moved
+     * back), 29 of 27 and 20 of 18 too; without windows a tile */
+    { "one input channel (lenet's conv1)", 2, 1, 28, 28, 16, 3, 3, 1, 1, 1, 1, true, 0, 1, 0, 0, 1 },
+    { "one input channel, rows of 29", 1, 1, 7, 29, 5, 3, 3, 1, 1, 1, 1, false, 0, 1, 0, 0, 1 },
+    { "one input channel, rows of 20, no padding", 2, 1, 6, 20, 4, 3, 3, 1, 1, 0, 1, true, 0, 1, 0, 0, 1 },
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   conv_of_edge_padded();
