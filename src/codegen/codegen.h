@@ -85,6 +85,8 @@ typedef struct Dialect {
   /* -- types and literals -- */
   const char *index_type;         /* index arithmetic (i64) type: "int64_t" */
   const char *index32_type;       /* 32-bit type for index math proven in range ("int"; NULL: all in index_type) */
+  const char *local_subscript;    /* a local array's subscript from an index_type value, "int(%s)" (GLSL
+                                     takes no 64-bit subscript); NULL: as it is */
   const char *value_type[KILN_DTYPE_COUNT];   /* arithmetic type of each dtype */
   const char *store_type[KILN_DTYPE_COUNT];   /* element type in memory */
   const char *load_fn[KILN_DTYPE_COUNT];      /* memory -> value conversion (NULL for none) */

@@ -363,6 +363,7 @@ const Dialect cg_dialect_glsl = {
   .prelude = prelude,
   .index_type = "int64_t",
   .index32_type = "int",  /* a 64-bit division is tens of instructions on a GPU, as on CUDA */
+  .local_subscript = "int(%s)",
   .value_type = { [KILN_F32] = "float", [KILN_F64] = "double", [KILN_F16] = "float", [KILN_BF16] = "float",
                   [KILN_I64] = "int64_t", [KILN_I32] = "int32_t", [KILN_I16] = "int16_t", [KILN_I8] = "int8_t",
                   [KILN_U8] = "uint8_t", [KILN_U16] = "uint16_t", [KILN_U32] = "uint32_t", [KILN_U64] = "uint64_t",

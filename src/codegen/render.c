@@ -2533,12 +2533,22 @@ static void chain_values(R *r, const Kernel *k, int step) {
     if (k->items[i].step == step && k->items[i].kind != IT_ACC) value_item(r, &k->items[i]);
 }
 
+/* "kS[<v>]": the chain's row array at index var v, through the dialect's local subscript. */
+static const char *row_at(const R *r, const char *v, char *out, size_t n) {
+  char sub[32];
+  if (r->d->local_subscript) snprintf(sub, sizeof sub, r->d->local_subscript, v);
+  else snprintf(sub, sizeof sub, "%s", v);
+  snprintf(out, n, "kS[%s]", sub);
+  return out;
+}
+
 /* Loops over a chain's rows, open at row o: kS[q] = the value x the row kernel reads of
  * contraction kc's point (o, q) for each of the L points of the row, then kr's steps over the
  * row (p_stage >= 0: kr's row value of that stage put back into kS at its step). */
 static void rows_then_steps(R *r, const Kernel *kc, const Kernel *kr, int x, int64_t L, int p_stage, int p_step) {
   const char *I = ix(r), *X = vt(r, r->p->te->stages[x].dtype);
-  char pre[96], post[96];
+  char pre[96], post[96], at_q[48], at_r[48];
+  row_at(r, "q", at_q, sizeof at_q), row_at(r, "r", at_r, sizeof at_r);
   line(r, "%s kS[%lld];", X, (long long)L);
   chain_part(r, kc);
   push(r);
@@ -2548,14 +2558,14 @@ static void rows_then_steps(R *r, const Kernel *kc, const Kernel *kr, int x, int
   decompose(r, "oc", 0, kc->rank, kc->shape);
   inner_loop(r, 0);
   chain_values(r, kc, 1);
-  line(r, "kS[q] = s%d;", x);
+  line(r, "%s = s%d;", at_q, x);
   close_block(r);
   pop(r);
   chain_part(r, kr);
   push(r);
   decompose(r, "o", 0, kr->rank, kr->shape);
-  snprintf(pre, sizeof pre, "const %s s%d = kS[r];", X, x);
-  snprintf(post, sizeof post, "kS[r] = s%d;", p_stage);
+  snprintf(pre, sizeof pre, "const %s s%d = %s;", X, x, at_r);
+  snprintf(post, sizeof post, "%s = s%d;", at_r, p_stage);
   r->inner_pre = pre, r->inner_post = p_stage >= 0 ? post : NULL, r->inner_post_step = p_step;
   for (int step = 0; step < kr->n_steps; step++) {
     if (!(step & 1)) inner_loop(r, step);
@@ -2567,13 +2577,14 @@ static void rows_then_steps(R *r, const Kernel *kc, const Kernel *kr, int x, int
 
 static void render_chain_loops(R *r, const Chain *c) {
   const char *I = ix(r);
-  char pre[96];
+  char pre[96], at_r[48];
   open_outer(r, c->kr->outer_numel, c->kr->outer_numel * c->L * (c->D + c->E), false);
   rows_then_steps(r, c->kc, c->kr, c->x, c->L, c->p->stage, c->p->step);
   /* each output of the row: KO's sum over it */
   chain_part(r, c->ko);
   push(r);
-  snprintf(pre, sizeof pre, "const %s s%d = kS[r];", vt(r, r->p->te->stages[c->x].dtype), c->p->stage);
+  snprintf(pre, sizeof pre, "const %s s%d = %s;", vt(r, r->p->te->stages[c->x].dtype), c->p->stage,
+           row_at(r, "r", at_r, sizeof at_r));
   r->inner_pre = pre;
   line(r, "for (%s e = 0; e < %s; e++) {", I, lit(r, c->E));
   r->indent++;
