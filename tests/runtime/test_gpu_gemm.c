@@ -443,7 +443,11 @@ static void test_values(void) {
   int64_t dims[][4] = { { 128, 784, 512, 0 }, { 33, 65, 17, 0 }, { 64, 4096, 96, 0 }, { 1000, 40, 300, 0 },
                         { 300, 64, 96, 1 }, { 257, 129, 130, 1 }, { 1024, 256, 256, 0 }, { 512, 512, 256, 1 },
                         { 100, 2000, 300, 0 }, { 100, 2000, 300, 1 }, { 32, 784, 128, 0 } };  /* the last 3 split K */
+  /* under the sanitizers (KILN_SANITIZED=1, CI's time) four shapes: the host's paths are the
+   * same for each, the sanitizers watch those; every shape runs in the plain build */
+  bool sanitized = kiln_env_int("KILN_SANITIZED", 0) != 0;
   for (int i = 0; i < 11; i++) {
+    if (sanitized && i != 0 && i != 1 && i != 5 && i != 10) continue;
     int64_t m = dims[i][0], k = dims[i][1], n = dims[i][2], ni = m * k, no = m * n;
     kiln_graph *g = dense(m, k, n, dims[i][3] != 0);
     check_values(dims[i][3] ? "relu(x^T@w+b)" : "relu(x@w+b)", g, 1, &ni, 1, &no);
@@ -470,7 +474,7 @@ static void test_values(void) {
   /* siblings: split-K with k-grouped 32x32 tiles, ragged 64x64 tiles, a transposed A */
   static const struct { int64_t m, k, n; bool xt; int nb; } sb[] = {
     { 128, 784, 512, false, 3 }, { 1000, 100, 520, false, 3 }, { 300, 64, 96, true, 2 }, { 33, 65, 17, false, 4 } };
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < (sanitized ? 2 : 4); i++) {
     int64_t ni = sb[i].m * sb[i].k, no[4];
     for (int j = 0; j < sb[i].nb; j++) no[j] = sb[i].m * sb[i].n;
     kiln_graph *g = siblings(sb[i].m, sb[i].k, sb[i].n, sb[i].xt, sb[i].nb);
