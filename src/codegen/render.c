@@ -1064,7 +1064,7 @@ static bool window_points_idempotent(const R *r) {
  * points that W does not divide goes in chunks of W, the last one moved back to end at `to`
  * (its first points computed twice, the same values stored again). The compiler's remainder
  * of such a loop was scalar: lenet's first convolution (26 interior points: 16 in a vector,
- * 10 one at a time) 133 -> 101 us, two threads. */
+ * 10 one at a time) 127 -> 98 us, two threads. */
 enum { WINDOW_CHUNK = 16 };
 
 static void window_points(R *r, const Expr *const *bodies, int64_t from, int64_t to) {
@@ -1197,7 +1197,7 @@ static void render_rowsmall(R *r) {
      * memory) unrolled inside the vector loop: a lane's taps in the same order, and the loads
      * of a stride-2 pool's pair are in one iteration, which the compiler takes as two vector
      * loads and a shuffle; as a digit outside, each was a strided gather (lenet's first pool
-     * 51 -> 19 us by hand, two threads) */
+     * 51 -> 39 us, two threads) */
     int64_t last = k->n_red ? k->red_shape[k->n_red - 1] : 1;
     r->taps_unrolled = last >= 2 && last <= 4 ? (int)last : 0;
     open_for(r, "r", 0, k->inner_numel / (r->taps_unrolled ? last : 1));
