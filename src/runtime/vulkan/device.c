@@ -266,6 +266,8 @@ static kiln_status open_device(void) {
   vk.compute_barriers = !(bar && !strcmp(bar, "all"));
   const char *start = getenv("KILN_VULKAN_STAMP_START");
   vk.stamp_start = !start ? 0 : !strcmp(start, "top") ? 1 : !strcmp(start, "outside") ? 2 : 0;
+  const char *end = getenv("KILN_VULKAN_STAMP_END");
+  vk.stamp_end_compute = end && !strcmp(end, "compute");
   const char *round = getenv("KILN_VULKAN_ALLOC_ROUND");
   vk.alloc_round = round ? strtoll(round, NULL, 10) : 0;
   if (vk.alloc_round < 0 || vk.alloc_round > ((int64_t)1 << 30)) vk.alloc_round = 0;

@@ -67,6 +67,8 @@ typedef struct VkDev {
   int stamp_start;                   /* a schedule's start stamp (KILN_VULKAN_STAMP_START, a race): 0 at the
                                         bottom of the pipe, 1 at its top, 2 at the bottom after the barrier
                                         on earlier work that its first dispatch would record */
+  bool stamp_end_compute;             /* the schedule's end stamp at the compute stage, not the bottom of the
+                                        pipe (KILN_VULKAN_STAMP_END=compute, a race) */
   VkLack lacking[8];                 /* optional features the device lacks (or KILN_VULKAN_WITHOUT withholds) */
   int n_lacking;
   bool args_table;                   /* every kernel reads its buffers' addresses from a table, none pushed

@@ -153,9 +153,10 @@ static kiln_status begin_cb(VkProg *x, VkCommandBufferUsageFlags flags, const ch
  * before it is done; 0 resets the pair first. */
 static void write_mark(VkProg *x, VkCommandBuffer cb, int pair, int which) {
   if (which == 0) x->v->vkCmdResetQueryPool(cb, x->stamps, (uint32_t)(2 * pair), 2);
-  bool top = which == 0 && pair == 1 && x->v->stamp_start == 1;
-  x->v->vkCmdWriteTimestamp(cb, top ? VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT : VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, x->stamps,
-                            (uint32_t)(2 * pair + which));
+  VkPipelineStageFlagBits at = VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT;
+  if (pair == 1 && which == 0 && x->v->stamp_start == 1) at = VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT;
+  if (pair == 1 && which == 1 && x->v->stamp_end_compute) at = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+  x->v->vkCmdWriteTimestamp(cb, at, x->stamps, (uint32_t)(2 * pair + which));
 }
 
 /* A barrier behind everything before it, for a dispatch or any command (cmd_for). */
