@@ -494,6 +494,40 @@ static Expr *lin_build(TE *te, Lin *l) {
   return acc;
 }
 
+/* Is t floordiv(x, c): that node, or floordiv(y, a*c) when x is floordiv(y, a) (divmod_const
+ * writes floor(floor(y/a)/c) so)? */
+static bool is_floordiv_of(const Expr *t, const Expr *x, int64_t c) {
+  if (t->kind != EX_BINARY || t->op != TB_FLOORDIV || !is_const(t->args[1])) return false;
+  if (t->args[0] == x) return t->args[1]->c.i == c;
+  int64_t ac;
+  return x->kind == EX_BINARY && x->op == TB_FLOORDIV && is_const(x->args[1]) && x->args[1]->c.i > 0 &&
+         t->args[0] == x->args[0] && !__builtin_mul_overflow(x->args[1]->c.i, c, &ac) && t->args[1]->c.i == ac;
+}
+
+/* k*c*floordiv(x, c) + k*mod(x, c) = k*x for c > 0, exactly: a flatten read back through its
+ * own digits ([32,32,7,7] as [32,1568]: 49*(j/49) + 7*((j/7)%7) + j%7) becomes j again, so a
+ * reshape composed with its inverse leaves an affine index. Applied until no pair is left. */
+static void lin_merge_divmod(Lin *l) {
+  for (bool merged = true; merged && l->ok;) {
+    merged = false;
+    for (int i = 0; i < l->n && !merged; i++) {
+      const Expr *m = l->t[i];
+      if (l->c[i] == 0 || m->kind != EX_BINARY || m->op != TB_MOD || !is_const(m->args[1]) || m->args[1]->c.i <= 0)
+        continue;
+      int64_t c = m->args[1]->c.i, kc;
+      if (__builtin_mul_overflow(l->c[i], c, &kc)) continue;
+      for (int j = 0; j < l->n; j++) {
+        if (j == i || l->c[j] != kc || !is_floordiv_of(l->t[j], m->args[0], c)) continue;
+        int64_t k = l->c[i];
+        l->c[i] = l->c[j] = 0;
+        lin_add(l, m->args[0], k);
+        merged = true;
+        break;
+      }
+    }
+  }
+}
+
 /* a op b for op in add/sub/mul over i64, in normal form; NULL if it does not apply. */
 static Expr *affine(TE *te, TeBinary op, Expr *a, Expr *b) {
   Lin l = { .ok = true };
@@ -505,6 +539,7 @@ static Expr *affine(TE *te, TeBinary op, Expr *a, Expr *b) {
     lin_add(&l, a, 1);
     lin_add(&l, b, op == TB_SUB ? -1 : 1);
   }
+  lin_merge_divmod(&l);
   return l.ok ? lin_build(te, &l) : NULL;
 }
 

@@ -2,7 +2,8 @@
  * test_simplify — expression construction: hash-consing, constant folding with the
  * scalar semantics (int division and modulo signs, round half to even, saturating
  * casts, f16 rounding, unsigned compare/shift), exact identities only, the affine
- * normal form, div/mod rules with and without var ranges, te_range, te_substitute,
+ * normal form (a flatten's digits summed back to the flat index), div/mod rules with and
+ * without var ranges, te_range, te_substitute,
  * te_check rejecting a load that can read out of range, and te_unclamp_guarded.
  */
 #include "test.h"
@@ -134,6 +135,18 @@ static void test_affine(void) {
   CHECK(te_range(bin(te, TB_MOD, i, I(te, 4)), wide_lo, wide_hi, 2, &mn, &mx) && mn == 0 && mx == 3);
   int64_t neg[2] = { -3, 0 };
   CHECK(te_range(bin(te, TB_MOD, i, I(te, 5)), neg, neg, 2, &mn, &mx) && mn == 2 && mx == 2);  /* floor mod */
+  /* a flatten read back through its digits is the flat index again, without ranges: c * (x / c)
+   * + x % c == x (here [32,7,7] as 1568: 49 (j/49) + 7 ((j/7) % 7) + j % 7), inside a larger sum
+   * too; a pair whose coefficients do not match stays */
+  Expr *digits = bin(te, TB_ADD, bin(te, TB_ADD, bin(te, TB_MUL, bin(te, TB_FLOORDIV, i, I(te, 49)), I(te, 49)),
+                                    bin(te, TB_MUL, bin(te, TB_MOD, bin(te, TB_FLOORDIV, i, I(te, 7)), I(te, 7)), I(te, 7))),
+                     bin(te, TB_MOD, i, I(te, 7)));
+  CHECK(digits == i);
+  Expr *shifted = bin(te, TB_ADD, bin(te, TB_MUL, bin(te, TB_FLOORDIV, bin(te, TB_ADD, i, j), I(te, 5)), I(te, 15)),
+                      bin(te, TB_MUL, bin(te, TB_MOD, bin(te, TB_ADD, i, j), I(te, 5)), I(te, 3)));
+  CHECK(shifted == bin(te, TB_MUL, bin(te, TB_ADD, i, j), I(te, 3)));  /* 3 (5 ((i+j)/5) + (i+j) % 5) */
+  Expr *unmatched = bin(te, TB_ADD, bin(te, TB_MUL, bin(te, TB_FLOORDIV, i, I(te, 5)), I(te, 4)), bin(te, TB_MOD, i, I(te, 5)));
+  CHECK(unmatched != i && te_uses_var(unmatched, 0));
   /* substitution */
   Expr *map[2] = { bin(te, TB_ADD, j, I(te, 1)), I(te, 2) };
   CHECK(te_substitute(te, q, map, 2) == bin(te, TB_ADD, bin(te, TB_MUL, j, I(te, 4)), I(te, 6)));
