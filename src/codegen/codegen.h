@@ -261,6 +261,8 @@ typedef struct CgOptions {
                            KILN_CPU_TILES) */
   bool cpu_windows;     /* loop dialects: small windows along a long last dim with a register sum a point
                            (render.c's render_window; KILN_CPU_WINDOWS) */
+  int cpu_lanes;        /* loop dialects: f32 lanes of the host's vectors (16 AVX-512, 8 AVX2; 0: none known,
+                           or KILN_CPU_DIRECT=0): convolutions run direct (cpu_direct.c) blocked for them */
   bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2
                            outputs a thread over whole k-tiles */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
@@ -501,6 +503,8 @@ typedef struct CgEmit {
   void (*pop)(void *r);
   int (*param_of)(void *r, int stage);  /* the kernel parameter b<n> that holds stage's buffer, -1: none */
   void (*items)(void *r, int step, const char *acc);
+  /* the range var takes in what is emitted next (load offsets are simplified with it), until set again */
+  void (*var_range)(void *r, int var, int64_t lo, int64_t hi);
 } CgEmit;
 void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em);
 /* Lines through a CgEmit (gemm.c): one formatted line; one that opens a block (the lines
@@ -538,6 +542,26 @@ bool cg_window_match(const Plan *p, const Kernel *k, const CgOptions *o);
 /* Does kernel k of a loop dialect render as register tiles under o? Fills t (may be NULL). */
 bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuTile *t);
 void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em);
+
+/* -- cpu_direct.c: direct convolutions for loop dialects -- */
+
+typedef struct CgCpuDirect {
+  int acc;                         /* the kernel's IT_ACC item */
+  const Expr *weight;              /* the factor free of the output's row and column */
+  const Expr *plane;               /* the window operand at output row and column 0, guards lazy: with
+                                    * the window's vars as a plane's row and column, its element there */
+  int co;                          /* the kernel var of the output channels (the weight's) */
+  int stride, col_stride;          /* plane rows between output rows, plane columns between output columns */
+  int lanes;                       /* f32 lanes a vector (CgOptions.cpu_lanes) */
+  int64_t CO, PC, YP, XP, XPA, XQ; /* output channels; the plane's channels, rows, columns, row pitch and
+                                    * the pitch of a row's phase (XPA = col_stride x XQ) */
+  int ob, rr, wv;                  /* a task's output channels, rows, and vectors along its row */
+  int64_t wc;                      /* runs of wv vectors a row */
+} CgCpuDirect;
+/* Does kernel k of a loop dialect render as a direct convolution under o (o->cpu_lanes set)?
+ * Fills dc (may be NULL) when it does. */
+bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuDirect *dc);
+void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *dc, const CgEmit *em);
 
 /* -- library.c: which GEMMs a library (cuBLASLt) may run -- */
 

@@ -132,7 +132,11 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
     snprintf(l->why, sizeof l->why, "loop: one call%s%s", d->trampoline ? " through the trampoline" : "",
              k->chain == 3 ? ", an attention chain" : k->chain == 2 ? ", a contraction with its rows" : "");
     CgCpuTile t;
-    if (d->tile && cg_cpu_tile_match(p, k, o, &t))
+    CgCpuDirect dc;
+    if (d->tile && cg_cpu_direct_match(p, k, o, &dc))
+      why_append(l, "; direct convolution, planes of %lld x %lld x %lld, %d channels x %d rows x %d vectors a task",
+                 (long long)dc.PC, (long long)dc.YP, (long long)dc.XPA, dc.ob, dc.rr, dc.wv);
+    else if (d->tile && cg_cpu_tile_match(p, k, o, &t))
       why_append(l, "; register tiles %lld rows x %lld columns over %lld%s%s", (long long)t.rows, (long long)t.cols,
                  (long long)t.g.K, t.rows_once ? ", rows packed once" : t.rows_direct ? ", rows read in place" : "",
                  !t.cols_runs ? "" : t.cols_stride > 1 ? ", window packed in runs (strided)" : ", window packed in runs");

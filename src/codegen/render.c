@@ -3114,14 +3114,26 @@ static void hk_push(void *r) { push(r); }
 static void hk_pop(void *r) { pop(r); }
 static void hk_items(void *r, int step, const char *acc) { items_at(r, step, NULL, acc); }
 static int hk_param_of(void *r, int stage) { return ((R *)r)->param_of[stage]; }
+static void hk_var_range(void *r, int var, int64_t lo, int64_t hi) { ((R *)r)->lo[var] = lo, ((R *)r)->hi[var] = hi; }
 
 static void render_cpu_tile(R *r) {
   CgCpuTile t;
   bool ok = cg_cpu_tile_match(r->p, r->k, r->o, &t);
   KILN_ASSERT(ok);
   if (!ok) return;
-  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items };
+  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items,
+                hk_var_range };
   cg_render_cpu_tile(r->p, r->k, &t, &em);
+}
+
+static void render_cpu_direct(R *r) {
+  CgCpuDirect c;
+  bool ok = cg_cpu_direct_match(r->p, r->k, r->o, &c);
+  KILN_ASSERT(ok);
+  if (!ok) return;
+  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items,
+                hk_var_range };
+  cg_render_cpu_direct(r->p, r->k, &c, &em);
 }
 
 static void render_gemm(R *r) {
@@ -3129,7 +3141,8 @@ static void render_gemm(R *r) {
   bool ok = cg_gemm_match(r->p, r->k, r->o, &g);  /* cg_gpu_shape said so */
   KILN_ASSERT(ok);
   if (!ok) return;
-  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items };
+  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items,
+                hk_var_range };
   cg_render_gemm(r->p, r->k, &g, &em);
 }
 
@@ -3236,6 +3249,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   else if (gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
   else if (gs == CG_GPU_VEC4) render_vec4(&r);
   else if (k->kind == KN_POINTWISE) render_pointwise(&r);
+  else if (!d->grid && d->tile && cg_cpu_direct_match(p, k, o, NULL)) render_cpu_direct(&r);
   else if (!d->grid && d->tile && cg_cpu_tile_match(p, k, o, NULL)) render_cpu_tile(&r);
   else if (!d->grid && cg_window_match(p, k, o)) render_window(&r);
   else if (!d->grid && rowacc_fits(k, te) && rows_contiguous(&r)) render_rowacc(&r);

@@ -107,6 +107,7 @@ kiln_options kiln_options_default(void) {
   o.omp_dynamic = getenv("OMP_DYNAMIC") ? -1 : 0;
   o.cpu_tiles = kiln_env_int("KILN_CPU_TILES", 1) != 0;
   o.cpu_windows = kiln_env_int("KILN_CPU_WINDOWS", 1) != 0;
+  o.cpu_direct = kiln_env_int("KILN_CPU_DIRECT", 1) != 0;
   o.cpu_epilogue = kiln_env_int("KILN_CPU_EPILOGUE", 1) != 0;
   o.gemm_kgroups = kiln_env_int("KILN_GEMM_KGROUPS", 1) != 0;
   return o;
@@ -144,6 +145,7 @@ static const struct { const char *name; size_t at, size; OptKind kind; } option_
   INT_FIELD(gemm_reuse), INT_FIELD(attention), INT_FIELD(siblings), INT_FIELD(gemm_rows), INT_FIELD(reorder_sums),
   INT_FIELD(lazy_select), TEXT_FIELD(cc), TEXT_FIELD(cache_dir), INT_FIELD(no_cache), INT_FIELD(omp_dynamic),
   INT_FIELD(cpu_tiles), INT_FIELD(cpu_windows), INT_FIELD(cpu_epilogue), INT_FIELD(gemm_kgroups),
+  INT_FIELD(cpu_direct),
 #undef INT_FIELD
 #undef I64_FIELD
 #undef TEXT_FIELD

@@ -145,6 +145,9 @@ kiln_status rt_schedule_print_dot(const Schedule *s, FILE *f);
 /* The codegen choices options o make for dialect d (row variant, split-K, library GEMMs, launch
  * groups, stores in place); an unknown cuda_row or grid_sync is KILN_ERR_INVALID_ARG. */
 kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOptions *out);
+/* f32 lanes of this host's widest vectors the generated C is compiled for (-march=native): 16
+ * with AVX-512, 8 with AVX2 and FMA, 0 elsewhere. */
+int rt_cpu_lanes(void);
 /* The kernel whose rendered source holds line `line` (from the renderer's "kernel N:"
  * comments), -1 if none: for a backend's compiler errors. */
 int rt_kernel_at_line(const char *src, long line);

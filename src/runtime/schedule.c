@@ -509,6 +509,15 @@ static kiln_status record(Schedule *s) {
  * cpu: bench/results/2026-12-02-cpu-gemm.md). */
 #define CPU_LIBRARY_WORK 1048576.0
 
+int rt_cpu_lanes(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return 16;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 8;
+#endif
+  return 0;
+}
+
 kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOptions *g) {
   *g = cg_options_default();
   g->row_variant = cg_row_variant(o->cuda_row);
@@ -526,6 +535,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   if (!d->grid) g->library_work = CPU_LIBRARY_WORK, g->loop_library = true;
   g->cpu_tiles = !d->grid && o->cpu_tiles;
   g->cpu_windows = !d->grid && o->cpu_windows;
+  g->cpu_lanes = !d->grid && o->cpu_direct ? rt_cpu_lanes() : 0;
   if (o->grid_sync < -1 || o->grid_sync > 2)
     return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: -1 the default, 0 off, 1 sibling kernels "
                      "share a launch, 2 also dependent ones across grid barriers", o->grid_sync);

@@ -12,7 +12,11 @@
  * window read along the last dim is packed in runs (through the padding's guard, its clamps
  * dropped: with a stride of 1 masked vector loops, with a larger one the lanes where the guard
  * holds found at the run's ends and copied by one strided loop), which the plan says.
- * Weights too many to pack once (256 KiB) are read in place, row by row, which the plan says. */
+ * Weights too many to pack once (256 KiB) are read in place, row by row, which the plan says.
+ * With the defaults, a convolution whose window has at least 2 x 2 taps, strides up to the
+ * window's (a row of the plane in phases when its columns stride), no dilation, one group, runs direct on a host with AVX2 or AVX-512 (src/codegen/cpu_direct.c: a zero-padded plane
+ * an image, sums of channel x row blocks in vector registers), which the plan says; the cases
+ * above run with cpu_direct = 0 as well, so each path is checked against ref. */
 #include "test.h"
 
 #include <stdio.h>
@@ -35,14 +39,27 @@ static float *alloc_f32(int64_t n) {
   return p;
 }
 
+/* The f32 lanes the cpu backend blocks direct convolutions for (0: it runs none). */
+static int host_lanes(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return 16;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 8;
+#endif
+  return 0;
+}
+
 static float val(int64_t i, int salt) { return (float)((i * 37 + salt * 11) % 23 - 11) / 16.0f; }
 
-/* Compiles g on cpu (tiles and windows on; tiles off; windows off) and on ref, runs each on
- * the same inputs and compares the one output; tiles on must give `want_tiles` tile kernels,
- * windows on `want_windows` window kernels, of which `window_tiles` are tiles packed in runs
- * when windows are off (a sum of at most 16 points both can take goes to the window). */
-static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in_numel, int64_t out_numel,
-                    int want_tiles, int want_windows, int want_runs, int want_in_place, int window_tiles) {
+/* Compiles g on cpu (direct convolutions off: tiles and windows on; tiles off; windows off)
+ * and on ref, runs each on the same inputs and compares the one output; tiles on must give
+ * `want_tiles` tile kernels, windows on `want_windows` window kernels, of which `window_tiles`
+ * are tiles packed in runs when windows are off (a sum of at most 16 points both can take goes
+ * to the window). Then with the defaults, where `want_direct` kernels are direct convolutions
+ * (none on a host without AVX2), against ref again. */
+static void compare_direct(const char *name, kiln_graph *g, int n_in, const int64_t *in_numel, int64_t out_numel,
+                           int want_tiles, int want_windows, int want_runs, int want_in_place, int window_tiles,
+                           int want_direct) {
   float *in[4] = { 0 }, *got = alloc_f32(out_numel), *want = alloc_f32(out_numel);
   const void *ins[4];
   for (int i = 0; i < n_in; i++) {
@@ -57,14 +74,31 @@ static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in
   void *ow[1] = { want };
   if (r) OK(kiln_program_run(r, ins, ow));
   static const int configs[3][2] = { { 1, 1 }, { 0, 1 }, { 1, 0 } };  /* cpu_tiles, cpu_windows */
-  for (int c = 0; c < 3 && r; c++) {
-    int tiles = configs[c][0], windows = configs[c][1];
-    int want_t = want_tiles + (windows ? 0 : window_tiles), want_r = want_runs + (windows ? 0 : window_tiles);
+  for (int c = 0; c < 4 && r; c++) {
     o = kiln_options_default();
     o.backend = "cpu";
+    kiln_program *p = NULL;
+    void *og[1] = { got };
+    if (c == 3) {  /* the defaults: direct convolutions */
+      OK(kiln_program_compile(g, &o, &p));
+      if (!p) break;
+      int nd = count_in_plan(p, "direct convolution"), want_d = host_lanes() ? want_direct : 0;
+      CHECK_MSG(nd == want_d, "%s: %d direct convolutions (want %d)", name, nd, want_d);
+      OK(kiln_program_run(p, ins, og));
+      double worst = 0;
+      for (int64_t i = 0; i < out_numel; i++) {
+        double e = fabs((double)got[i] - want[i]) / (1 + fabs((double)want[i]));
+        if (!(e <= worst)) worst = e;
+      }
+      CHECK_MSG(worst <= 2e-5, "%s (defaults, direct): worst relative error %.3g", name, worst);
+      kiln_program_free(p);
+      break;
+    }
+    int tiles = configs[c][0], windows = configs[c][1];
+    int want_t = want_tiles + (windows ? 0 : window_tiles), want_r = want_runs + (windows ? 0 : window_tiles);
     o.cpu_tiles = tiles;
     o.cpu_windows = windows;
-    kiln_program *p = NULL;
+    o.cpu_direct = 0;
     OK(kiln_program_compile(g, &o, &p));
     if (!p) break;
     int n = count_in_plan(p, "register tiles"), nw = count_in_plan(p, "window sums");
@@ -77,7 +111,6 @@ static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in
               tiles, windows, tiles ? want_t : 0);
     CHECK_MSG(nw == (windows ? want_windows : 0), "%s: %d window kernels with cpu_windows = %d (want %d)", name, nw,
               windows, windows ? want_windows : 0);
-    void *og[1] = { got };
     OK(kiln_program_run(p, ins, og));
     double worst = 0;
     for (int64_t i = 0; i < out_numel; i++) {
@@ -93,6 +126,11 @@ static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in
   free(want);
 }
 
+static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in_numel, int64_t out_numel,
+                    int want_tiles, int want_windows, int want_runs, int want_in_place, int window_tiles) {
+  compare_direct(name, g, n_in, in_numel, out_numel, want_tiles, want_windows, want_runs, want_in_place, window_tiles, 0);
+}
+
 typedef struct ConvCase {
   const char *name;
   int64_t n, c, h, w, m, kh, kw, stride, dilation, pad, group;
@@ -103,6 +141,9 @@ typedef struct ConvCase {
   int runs;    /* tiles whose window is packed in runs (a stride of 1 along the last dim) */
   int in_place; /* tiles reading the weights in place (too many to pack once: 256 KiB) */
   int window_tiles; /* windows that are tiles packed in runs without cpu_windows (one input channel) */
+  int direct;   /* direct convolutions with the defaults (on a host with AVX2 or AVX-512): a window of
+                   at least 2 x 2, strides at most the window, no dilation, one group */
+  int64_t row_stride;  /* the stride along rows when not `stride` (0) */
 } ConvCase;
 
 static void conv_case(const ConvCase *c) {
@@ -117,7 +158,7 @@ static void conv_case(const ConvCase *c) {
   OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
   OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, w, &wp));
   if (c->bias_relu) OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &b));
-  kiln_conv_params p = { .spatial = 2, .strides = { c->stride, c->stride }, .dilations = { c->dilation, c->dilation },
+  kiln_conv_params p = { .spatial = 2, .strides = { c->row_stride ? c->row_stride : c->stride, c->stride }, .dilations = { c->dilation, c->dilation },
                          .pads = { c->pad, c->pad, c->pad, c->pad }, .group = c->group };
   OK(kiln_graph_conv(g, x, wp, b, &p, &y));
   if (c->bias_relu) OK(kiln_graph_unary(g, KILN_RELU, y, &y));
@@ -126,7 +167,7 @@ static void conv_case(const ConvCase *c) {
   OK(kiln_graph_tensor_info(g, y, &info));
   int64_t out = info.numel;
   int64_t in_numel[1] = { c->n * c->c * c->h * c->w };
-  compare(c->name, g, 1, in_numel, out, c->tiles, c->windows, c->runs, c->in_place, c->window_tiles);
+  compare_direct(c->name, g, 1, in_numel, out, c->tiles, c->windows, c->runs, c->in_place, c->window_tiles, c->direct);
   free(w);
   kiln_graph_free(g);
 }
@@ -186,7 +227,8 @@ static void conv_of_edge_padded(void) {
   OK(kiln_graph_conv(g, xp, wp, (kiln_tensor){ -1 }, &p, &y));
   OK(kiln_graph_output(g, y, "y"));
   int64_t in_numel[1] = { 2 * 3 * 7 * 10 };
-  compare("convolution of an edge-padded input", g, 1, in_numel, 2 * 8 * 7 * 14, 1, 0, 1, 0, 0);
+  /* direct by default: the plane is the operand itself, the edge's clamp inside its guard */
+  compare_direct("convolution of an edge-padded input", g, 1, in_numel, 2 * 8 * 7 * 14, 1, 0, 1, 0, 0, 1);
   kiln_graph_free(g);
 }
 
@@ -277,7 +319,7 @@ static void conv_plus_row_bias(void) {
     const char *name = per_row == 1 ? "conv + a bias per row" : per_row ? "conv stored channels last" : "conv (runs across rows)";
     /* channels last, the plan computes the convolution in the transposed space (store_moved):
      * its columns are the channels, one var, and its window is read lane by lane */
-    compare(name, g, 1, in_numel, 2 * 8 * 9 * 14, 1, 0, per_row == 2 ? 0 : 1, 0, 0);
+    compare_direct(name, g, 1, in_numel, 2 * 8 * 9 * 14, 1, 0, per_row == 2 ? 0 : 1, 0, 0, per_row == 2 ? 0 : 1);
     kiln_graph_free(g);
   }
 }
@@ -300,25 +342,33 @@ static void rows_in_place_long_sum(void) {
 
 int main(void) {
   static const ConvCase convs[] = {
-    { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0 },
-    { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0 },
-    { "rows of 37 (runs across panels)", 3, 2, 6, 37, 16, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0 },
-    { "no padding (no guard)", 2, 3, 9, 11, 8, 3, 3, 1, 1, 0, 1, false, 1, 0, 1, 0, 0 },
-    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 1, 0, 0 },
-    { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1, 0, 1, 0, 0 },
-    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0, 0, 0, 0 },
-    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1, 0, 0, 0 },
-    { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1, 0, 0, 0 },
-    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0 },
-    { "128 to 64 channels at 5x5 (weights read in place)", 1, 128, 5, 5, 64, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1, 0 },
-    { "stride 2 over 96 channels (weights in place)", 2, 96, 9, 8, 80, 3, 3, 2, 1, 1, 1, false, 1, 0, 1, 1, 0 },
-    { "stride 3, pad 1, 4x4", 2, 5, 19, 23, 9, 4, 4, 3, 1, 1, 1, true, 1, 0, 1, 0, 0 },
-    { "stride 2, dilation 3 (a stride of 2, taps 3 apart)", 1, 4, 16, 19, 7, 3, 3, 2, 3, 3, 1, false, 1, 0, 1, 0, 0 },
+    { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0 },
+    { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 0 },
+    { "rows of 37 (runs across panels)", 3, 2, 6, 37, 16, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0 },
+    { "no padding (no guard)", 2, 3, 9, 11, 8, 3, 3, 1, 1, 0, 1, false, 1, 0, 1, 0, 0, 1, 0 },
+    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 1, 0, 0, 1, 0 },
+    { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1, 0, 1, 0, 0, 0, 0 },
+    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0, 0, 0, 0, 0, 0 },
+    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1, 0, 0, 0, 0, 0 },
+    { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1, 0, 0, 0, 0, 0 },
+    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 0, 0 },
+    { "128 to 64 channels at 5x5 (weights read in place)", 1, 128, 5, 5, 64, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1, 0, 1, 0 },
+    { "stride 2 over 96 channels (weights in place)", 2, 96, 9, 8, 80, 3, 3, 2, 1, 1, 1, false, 1, 0, 1, 1, 0, 1, 0 },
+    { "stride 3, pad 1, 4x4", 2, 5, 19, 23, 9, 4, 4, 3, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0 },
+    { "stride 2, dilation 3 (a stride of 2, taps 3 apart)", 1, 4, 16, 19, 7, 3, 3, 2, 3, 3, 1, false, 1, 0, 1, 0, 0, 0, 0 },
     /* 9 taps a point: a window, its interior rows of 26 points in chunks of 16 (the last moved
      * back), 29 of 27 and 20 of 18 too; without windows a tile */
-    { "one input channel (lenet's conv1)", 2, 1, 28, 28, 16, 3, 3, 1, 1, 1, 1, true, 0, 1, 0, 0, 1 },
-    { "one input channel, rows of 29", 1, 1, 7, 29, 5, 3, 3, 1, 1, 1, 1, false, 0, 1, 0, 0, 1 },
-    { "one input channel, rows of 20, no padding", 2, 1, 6, 20, 4, 3, 3, 1, 1, 0, 1, true, 0, 1, 0, 0, 1 },
+    { "one input channel (lenet's conv1)", 2, 1, 28, 28, 16, 3, 3, 1, 1, 1, 1, true, 0, 1, 0, 0, 1, 1, 0 },
+    { "one input channel, rows of 29", 1, 1, 7, 29, 5, 3, 3, 1, 1, 1, 1, false, 0, 1, 0, 0, 1, 1, 0 },
+    { "one input channel, rows of 20, no padding", 2, 1, 6, 20, 4, 3, 3, 1, 1, 0, 1, true, 0, 1, 0, 0, 1, 1, 0 },
+    /* direct with a row stride: the plane's rows two apart an output row, its columns one; and
+     * columns three apart, rows one (a plane of three phases a row) */
+    { "rows stride 2, columns 1", 2, 6, 15, 22, 11, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 2 },
+    { "rows stride 1, columns 3", 2, 5, 12, 52, 9, 3, 3, 3, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 1 },
+    /* a plane over 512 KiB (200 channels x 42 rows x 82 columns): tiles, not direct */
+    { "a plane too large to go direct", 1, 200, 40, 64, 8, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 0, 0 },
+    /* 2 x 5 taps at a stride of 1: direct with 80 output rows (bands of rows across threads) */
+    { "2x5 window, 80 rows", 1, 3, 81, 30, 5, 2, 5, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0 },
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   conv_of_edge_padded();

@@ -1,0 +1,273 @@
+/*
+ * cpu_direct.c — direct convolutions for loop dialects (the C of the cpu backend). Takes a
+ * plan kernel that sums a window (3x3 ...) of one operand times a factor free of the output's
+ * rows and columns (a convolution's weights), and renders it without packing the window:
+ *
+ *   - the window operand of one image is copied, once a thread, into a zero-padded plane
+ *     [channel][row][column] on the thread's stack: the operand's own expression evaluated
+ *     with the output row and column at 0 and the window's vars running over the plane, so the
+ *     padding's guard is decided once an element, not once a tap;
+ *   - a task is a block of output channels x output rows x a run of vectors along a row; its
+ *     sums are vectors held in registers across every tap (GCC vector types: written as loops
+ *     of `omp simd`, the same sums ran 2.3 times slower), each tap one unaligned load a row
+ *     vector and one broadcast of the weight an output channel;
+ *   - the epilogue (bias, activation, residual, stores) runs per output row, in the kernel's
+ *     vars, from the finished sums.
+ *
+ * An im2col pack (cpu_tile.c) copies each input element once a tap; here it is copied once.
+ * Which kernels: the window's vars the last two of the sum, at least 2 x 2, strides of 1 to 4
+ * (at most the window), and the operand equal to its plane read at row stride x h + rh, column
+ * stride x w + rw (checked on the expressions, so a transpose or a slice in front of the
+ * convolution is kept or the kernel declined, never misread). With a column stride s the
+ * plane's row is stored as s phases (column x at phase x % s, index x / s), so the columns
+ * one output vector reads are contiguous in one phase.
+ */
+#include <string.h>
+
+#include "codegen.h"
+
+/* A thread's plane lives on its stack; a sum is at most CG_CPU_F32_SUM_MAX points (f32). */
+enum { DIRECT_PLANE_BYTES = 512 << 10, DIRECT_ROWS_MAX = 4, DIRECT_VECS_MAX = 4 };
+
+bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuDirect *dc) {
+  TE *te = p->te;
+  int L = o->cpu_lanes;
+  if ((L != 8 && L != 16) || k->chain != 0 || k->kind != KN_REDUCE || k->rank < 3 || k->n_red < 2 || k->n_steps > 2)
+    return false;
+  int acc = -1;
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind == IT_INNER || it->step > 1 || (it->kind == IT_ACC) != (it->step == 0)) return false;
+    if (it->kind != IT_ACC) continue;
+    if (acc >= 0 || te->stages[it->stage].rop != RO_SUM || it->body->dtype != KILN_F32) return false;
+    acc = i;
+  }
+  if (acc < 0 || k->inner_numel > CG_CPU_F32_SUM_MAX) return false;
+  int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1, nv = k->rank + k->n_red;
+  int64_t H = k->shape[h], W = k->shape[w], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
+  if (KH < 2 || KW < 2 || W < 4) return false;
+  const Expr *b = k->items[acc].body;
+  if (b->kind != EX_BINARY || b->op != TB_MUL) return false;
+  const Expr *wt = b->args[0], *win = b->args[1];
+  if (te_uses_var(wt, h) || te_uses_var(wt, w)) wt = b->args[1], win = b->args[0];
+  if (te_uses_var(wt, h) || te_uses_var(wt, w) || !te_uses_var(win, w)) return false;
+  /* the output channels: the one var of more than one point the weights read */
+  int co = -1;
+  for (int v = 0; v < h; v++)
+    if (k->shape[v] > 1 && te_uses_var(wt, v)) {
+      if (co >= 0) return false;
+      co = v;
+    }
+  if (co < 0) return false;
+  Expr *u = te_unclamp_guarded(te, (Expr *)win);
+  if (!u || te_uses_var(u, co)) return false;  /* a depthwise or grouped window: render_window's */
+  /* the plane: the operand at output row and column 0, the window's vars its row and column;
+   * it must give the operand back at row sh x h + rh, column sw x w + rw */
+  Expr *map[2 * KILN_MAX_RANK];
+  int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
+  for (int v = 0; v < nv; v++) {
+    map[v] = te_var(te, v);
+    lo[v] = 0, hi[v] = (v < k->rank ? k->shape[v] : k->red_shape[v - k->rank]) - 1;
+  }
+  Expr *zero = te_const_i(te, KILN_I64, 0), *vh = map[h], *vw = map[w], *vrh = map[rh], *vrw = map[rw];
+  map[h] = map[w] = zero;
+  Expr *plane = te_substitute(te, u, map, nv);
+  Expr *want = te_simplify(te, u, lo, hi, nv);
+  map[h] = vh, map[w] = vw;
+  int sh = 0, sw = 0;
+  for (int s = 1; s <= 4 && s <= KH && plane && want && !sh; s++)
+    for (int t = 1; t <= 4 && t <= KW && !sh; t++) {
+      map[rh] = te_binary(te, TB_ADD, te_binary(te, TB_MUL, vh, te_const_i(te, KILN_I64, s)), vrh);
+      map[rw] = te_binary(te, TB_ADD, te_binary(te, TB_MUL, vw, te_const_i(te, KILN_I64, t)), vrw);
+      Expr *back = te_substitute(te, plane, map, nv);
+      if (back && te_simplify(te, back, lo, hi, nv) == want) sh = s, sw = t;
+    }
+  if (!sh) return false;
+  CgCpuDirect c = { .acc = acc, .weight = wt, .plane = plane, .co = co, .stride = sh, .col_stride = sw, .lanes = L };
+  c.CO = k->shape[co], c.PC = k->inner_numel / (KH * KW);
+  c.YP = sh * (H - 1) + KH, c.XP = sw * (W - 1) + KW;
+  /* vectors along a row: at most DIRECT_VECS_MAX a task, in equal runs */
+  int64_t wvt = (W + L - 1) / L, wc = (wvt + DIRECT_VECS_MAX - 1) / DIRECT_VECS_MAX;
+  c.wv = (int)((wvt + wc - 1) / wc), c.wc = wc;
+  c.XQ = wc * c.wv * L + (KW - 1) / sw;  /* a phase: every index an output vector's taps read */
+  c.XPA = sw * c.XQ;
+  if ((double)c.PC * (double)c.YP * (double)c.XPA * 4 > DIRECT_PLANE_BYTES) return false;
+  /* output channels x rows a task: the sums within the registers (24 of AVX-512's 32, 12 of
+   * AVX2's 16, beside the row vectors and a weight), the blocks even, and the fewest loads and
+   * multiply-adds over the whole output, the blocks' padding included */
+  int budget = L == 16 ? 24 : 12, xmax = L == 16 ? 4 : 3;
+  double best = 0;
+  for (int rr = 1; rr <= DIRECT_ROWS_MAX && rr <= H && rr * c.wv <= xmax; rr++) {
+    int64_t ob = budget / (rr * c.wv);
+    if (ob < 1) continue;
+    if (ob > c.CO) ob = c.CO;
+    int64_t cb = (c.CO + ob - 1) / ob;
+    ob = (c.CO + cb - 1) / cb;
+    double cost = (double)cb * (double)((H + rr - 1) / rr) * (double)wc * (double)(ob * rr * c.wv + rr * c.wv + ob);
+    if (!best || cost < best) best = cost, c.ob = (int)ob, c.rr = rr;
+  }
+  if (!best) return false;
+  if (dc) *dc = c;
+  return true;
+}
+
+/* May a point be stored twice? Only the values of its own point are stored, and none into a
+ * buffer the kernel reads (an assigned value, which may be stored in place). */
+static bool idempotent(const Plan *p, const Kernel *k) {
+  for (int i = 0; i < k->n_items; i++)
+    for (int a = 0; a < p->te->n_assigns; a++)
+      if (p->te->assigns[a].value == k->items[i].stage) return false;
+  return true;
+}
+
+void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *F = d->value_type[KILN_F32], *al = d->array_align ? d->array_align : "";
+  int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1;
+  int64_t H = k->shape[h], W = k->shape[w], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
+  int L = c->lanes, OB = c->ob, RR = c->rr, WV = c->wv;
+  int64_t CB = (c->CO + OB - 1) / OB, HB = (H + RR - 1) / RR, NF = k->outer_numel / (c->CO * H * W);
+  int64_t plane = c->YP * c->XPA;
+  /* the image's vars (every kernel var but the channels, row and column) from kiln_bz; the
+   * sum's vars but the window's from kiln_pc */
+  int nsel[KILN_MAX_RANK], csel[KILN_MAX_RANK];
+  for (int v = 0; v < k->rank; v++) nsel[v] = v != c->co && v != h && v != w;
+  for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
+  cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
+  double work = (double)k->outer_numel * (double)k->inner_numel;
+  bool parallel = work >= (double)d->min_parallel_work;
+  if (parallel) cg_put(em, "#pragma omp parallel");
+  cg_open(em, "{");
+  cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(c->PC * plane), al);
+  cg_put(em, "%s kiln_pn = -1, kiln_py0 = 0, kiln_py1 = 0;  /* the plane's image, its rows filled */", I);
+  if (parallel) cg_put(em, "#pragma omp for schedule(static)");
+  /* channel blocks fastest, then runs along the row, rows, images: a thread's share of an
+   * image is a band of rows, and it fills the plane's rows that band reads */
+  cg_open(em, "for (%s kiln_t = 0; kiln_t < %s; kiln_t++) {", I, cg_lit(em, NF * HB * c->wc * CB));
+  cg_put(em, "const %s kiln_o0 = kiln_t %% %s * %d;", I, cg_lit(em, CB), OB);
+  cg_put(em, "const %s kiln_w0 = kiln_t / %s %% %s * %d;", I, cg_lit(em, CB), cg_lit(em, c->wc), WV * L);
+  cg_put(em, "const %s kiln_h0 = kiln_t / %s %% %s * %d;", I, cg_lit(em, CB * c->wc), cg_lit(em, HB), RR);
+  cg_put(em, "const %s kiln_bz = kiln_t / %s;", I, cg_lit(em, CB * c->wc * HB));
+  em->push(em->r);
+  em->digits(em->r, "kiln_bz", 0, k->rank, k->shape, nsel, 1, NF);
+  cg_put(em, "const %s kiln_hl = kiln_h0 + %d < %s ? kiln_h0 + %d : %s;", I, RR, cg_lit(em, H), RR, cg_lit(em, H));
+  cg_put(em, "const %s kiln_ya = kiln_h0 * %d, kiln_yb = (kiln_hl - 1) * %d + %s;", I, c->stride, c->stride, cg_lit(em, KH));
+  cg_open(em, "if (kiln_bz != kiln_pn || kiln_ya < kiln_py0 || kiln_ya > kiln_py1) {");
+  cg_put(em, "kiln_pn = kiln_bz, kiln_py0 = kiln_py1 = kiln_ya;");
+  cg_close(em);
+  /* the plane's rows kiln_py1 .. kiln_yb: the operand with the window's vars as the plane's row
+   * and column (their ranges so while it is emitted), zeros past its columns */
+  cg_open(em, "if (kiln_yb > kiln_py1) {");
+  cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, c->PC));
+  em->push(em->r);
+  em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, c->PC);
+  cg_open(em, "for (%s v%d = kiln_py1; v%d < kiln_yb; v%d++) {", I, rh, rh, rh);
+  cg_put(em, "%s *kiln_row = kiln_pl + (kiln_pc * %s + v%d) * %s;", F, cg_lit(em, c->YP), rh, cg_lit(em, c->XPA));
+  em->var_range(em->r, rh, 0, c->YP - 1);
+  em->var_range(em->r, rw, 0, c->XP - 1);
+  char v[256];
+  int sw = c->col_stride;
+  if (sw == 1) {
+    cg_put(em, "%s", d->simd);
+    cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rw, rw, cg_lit(em, c->XP), rw);
+    em->push(em->r);
+    em->emit_lazy(em->r, c->plane, v, sizeof v);
+    cg_put(em, "kiln_row[v%d] = %s;", rw, v);
+    em->pop(em->r);
+    cg_close(em);
+    cg_put(em, "for (%s kiln_x = %s; kiln_x < %s; kiln_x++) kiln_row[kiln_x] = 0;", I, cg_lit(em, c->XP), cg_lit(em, c->XPA));
+  } else {  /* column x to phase x % sw at x / sw: each phase a strided read, a contiguous store */
+    cg_open(em, "for (int kiln_ph = 0; kiln_ph < %d; kiln_ph++) {", sw);
+    cg_put(em, "const %s kiln_n = (%s - kiln_ph + %d) / %d;  /* the phase's columns inside the plane */", I,
+           cg_lit(em, c->XP), sw - 1, sw);
+    cg_put(em, "%s", d->simd);
+    cg_open(em, "for (%s kiln_x = 0; kiln_x < kiln_n; kiln_x++) {", I);
+    em->push(em->r);
+    cg_put(em, "const %s v%d = kiln_x * %d + kiln_ph;", I, rw, sw);
+    em->emit_lazy(em->r, c->plane, v, sizeof v);
+    cg_put(em, "kiln_row[kiln_ph * %s + kiln_x] = %s;", cg_lit(em, c->XQ), v);
+    em->pop(em->r);
+    cg_close(em);
+    cg_put(em, "for (%s kiln_x = kiln_n; kiln_x < %s; kiln_x++) kiln_row[kiln_ph * %s + kiln_x] = 0;", I,
+           cg_lit(em, c->XQ), cg_lit(em, c->XQ));
+    cg_close(em);
+  }
+  em->var_range(em->r, rh, 0, KH - 1);
+  em->var_range(em->r, rw, 0, KW - 1);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_put(em, "kiln_py1 = kiln_yb;");
+  cg_close(em);
+  /* the sums: OB x RR x WV vectors in registers over every tap */
+  cg_put(em, "kiln_v kiln_a[%d][%d][%d];", OB, RR, WV);
+  cg_put(em, "memset(kiln_a, 0, sizeof kiln_a);");
+  cg_put(em, "%s kiln_hr[%d];  /* rows past the last repeat it: computed, not stored */", I, RR);
+  cg_put(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) kiln_hr[kiln_r] = kiln_h0 + kiln_r < %s ? kiln_h0 + kiln_r : %s;", RR,
+         cg_lit(em, H), cg_lit(em, H - 1));
+  cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, c->PC));
+  em->push(em->r);
+  em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, c->PC);
+  cg_put(em, "const %s *kiln_pp = kiln_pl + kiln_pc * %s + kiln_w0;", F, cg_lit(em, plane));
+  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rh, rh, cg_lit(em, KH), rh);
+  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rw, rw, cg_lit(em, KW), rw);
+  cg_put(em, "kiln_v kiln_x[%d][%d];", RR, WV);
+  cg_put(em, "#pragma GCC unroll %d", RR);
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) {", RR);
+  cg_put(em, "#pragma GCC unroll %d", WV);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_x[kiln_r][kiln_u] = *(const kiln_v *)(kiln_pp + "
+         "(kiln_hr[kiln_r] * %d + v%d) * %s + v%d %% %d * %s + kiln_u * %d + v%d / %d);", WV, c->stride, rh,
+         cg_lit(em, c->XPA), rw, sw, cg_lit(em, c->XQ), L, rw, sw);
+  cg_close(em);
+  cg_put(em, "#pragma GCC unroll %d", OB);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %d; kiln_i++) {", OB);
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_o0 + kiln_i < %s ? kiln_o0 + kiln_i : %s;", I, c->co, cg_lit(em, c->CO), cg_lit(em, c->CO - 1));
+  em->emit(em->r, c->weight, v, sizeof v);
+  cg_put(em, "const %s kiln_wt = %s;", F, v);
+  cg_put(em, "#pragma GCC unroll %d", RR);
+  cg_put(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++)", RR);
+  cg_put(em, "  for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_a[kiln_i][kiln_r][kiln_u] += kiln_wt * kiln_x[kiln_r][kiln_u];", WV);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  /* the epilogue: the sums out of the registers at once (indexed by a variable they would
+   * live in memory all along), then each output row of the block through the kernel's items */
+  cg_put(em, "%s kiln_d[%d][%d][%d]%s;", F, OB, RR, WV * L, al);
+  cg_put(em, "memcpy(kiln_d, kiln_a, sizeof kiln_d);");
+  cg_put(em, "const %s kiln_wn = %s - kiln_w0 < %d ? %s - kiln_w0 : %d;", I, cg_lit(em, W), WV * L, cg_lit(em, W), WV * L);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", OB, cg_lit(em, c->CO));
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %d && kiln_h0 + kiln_r < %s; kiln_r++) {", RR, cg_lit(em, H));
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_o0 + kiln_i, v%d = kiln_h0 + kiln_r;", I, c->co, h);
+  /* a row of one run that whole vectors do not cover goes in chunks of a vector, the last moved
+   * back to end at the row's end (its first points stored twice, the same values): the
+   * compiler's remainder loop was scalar, and lenet's first convolution (rows of 28) spent 40 %
+   * of its time there */
+  int chunk = W >= L ? L : W >= 8 ? 8 : 0;
+  bool chunks = c->wc == 1 && chunk && W % chunk && d->simd_len && idempotent(p, k);
+  if (chunks) {
+    cg_open(em, "for (%s kiln_c = 0; kiln_c < %s; kiln_c += %d) {", I, cg_lit(em, W), chunk);
+    cg_put(em, "const %s kiln_jb = kiln_c + %d <= %s ? kiln_c : %s;", I, chunk, cg_lit(em, W), cg_lit(em, W - chunk));
+    cg_put(em, d->simd_len, chunk);
+    cg_open(em, "for (%s kiln_j = kiln_jb; kiln_j < kiln_jb + %d; kiln_j++) {", I, chunk);
+  } else {
+    cg_put(em, "%s", d->simd);
+    cg_open(em, "for (%s kiln_j = 0; kiln_j < kiln_wn; kiln_j++) {", I);
+  }
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_w0 + kiln_j;", I, w);
+  em->items(em->r, 1, "kiln_d[kiln_i][kiln_r][kiln_j]");
+  em->pop(em->r);
+  cg_close(em);
+  if (chunks) cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+}
