@@ -205,4 +205,6 @@ async function main() {
   for (const d of dirs) console.log(JSON.stringify(await benchModel(d, opt)));
 }
 
-main().catch((e) => { console.error(`bench.js: ${e.message}`); process.exit(1); });
+module.exports = { readSet };  // profile.js reads test data the same way
+
+if (require.main === module) main().catch((e) => { console.error(`bench.js: ${e.message}`); process.exit(1); });
