@@ -551,6 +551,7 @@ typedef struct CgCpuDirect {
   const Expr *plane;               /* the window operand at output row and column 0, guards lazy: with
                                     * the window's vars as a plane's row and column, its element there */
   int co;                          /* the kernel var of the output channels (the weight's) */
+  bool by_channel;                 /* the window reads the output's channel (depthwise): a plane a channel */
   int stride, col_stride;          /* plane rows between output rows, plane columns between output columns */
   int lanes;                       /* f32 lanes a vector (CgOptions.cpu_lanes) */
   int64_t CO, PC, YP, XP, XPA, XQ; /* output channels; the plane's channels, rows, columns, row pitch and

@@ -60,7 +60,14 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
     }
   if (co < 0) return false;
   Expr *u = te_unclamp_guarded(te, (Expr *)win);
-  if (!u || te_uses_var(u, co)) return false;  /* a depthwise or grouped window: render_window's */
+  if (!u) return false;
+  /* a depthwise (or grouped) window reads the output's own channel: each channel's plane is its
+   * own, the channel a var of the plane's image, one channel a task */
+  bool by_channel = te_uses_var(u, co);
+  /* ... for planes of 256 outputs or more: filling a channel's plane costs about what its
+   * taps do at 12x12 (convnet_mini's 192 channels: 18 -> 21 us direct, two threads), at 48x48
+   * the taps win (96 channels: 49 -> 34 us) */
+  if (by_channel && H * W < 256) return false;
   /* the plane: the operand at output row and column 0, the window's vars its row and column;
    * it must give the operand back at row sh x h + rh, column sw x w + rw */
   Expr *map[2 * KILN_MAX_RANK];
@@ -83,7 +90,8 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
       if (back && te_simplify(te, back, lo, hi, nv) == want) sh = s, sw = t;
     }
   if (!sh) return false;
-  CgCpuDirect c = { .acc = acc, .weight = wt, .plane = plane, .co = co, .stride = sh, .col_stride = sw, .lanes = L };
+  CgCpuDirect c = { .acc = acc, .weight = wt, .plane = plane, .co = co, .stride = sh, .col_stride = sw, .lanes = L,
+                    .by_channel = by_channel };
   c.CO = k->shape[co], c.PC = k->inner_numel / (KH * KW);
   c.YP = sh * (H - 1) + KH, c.XP = sw * (W - 1) + KW;
   /* vectors along a row: at most DIRECT_VECS_MAX a task, in equal runs */
@@ -97,6 +105,12 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
    * multiply-adds over the whole output, the blocks' padding included */
   int budget = L == 16 ? 24 : 12, xmax = L == 16 ? 4 : 3;
   double best = 0;
+  if (by_channel) {  /* one channel: rows x vectors within the budget (each tap a load and a multiply-add each) */
+    c.ob = 1, c.rr = 1;
+    while (c.rr < H && (c.rr + 1) * c.wv <= budget / 2 && c.rr < 2 * DIRECT_ROWS_MAX) c.rr++;
+    if (dc) *dc = c;
+    return true;
+  }
   for (int rr = 1; rr <= DIRECT_ROWS_MAX && rr <= H && rr * c.wv <= xmax; rr++) {
     int64_t ob = budget / (rr * c.wv);
     if (ob < 1) continue;
@@ -126,12 +140,13 @@ void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, 
   int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1;
   int64_t H = k->shape[h], W = k->shape[w], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
   int L = c->lanes, OB = c->ob, RR = c->rr, WV = c->wv;
-  int64_t CB = (c->CO + OB - 1) / OB, HB = (H + RR - 1) / RR, NF = k->outer_numel / (c->CO * H * W);
+  int64_t CO = c->by_channel ? 1 : c->CO;  /* by channel: the channel is an image var */
+  int64_t CB = (CO + OB - 1) / OB, HB = (H + RR - 1) / RR, NF = k->outer_numel / (CO * H * W);
   int64_t plane = c->YP * c->XPA;
   /* the image's vars (every kernel var but the channels, row and column) from kiln_bz; the
    * sum's vars but the window's from kiln_pc */
   int nsel[KILN_MAX_RANK], csel[KILN_MAX_RANK];
-  for (int v = 0; v < k->rank; v++) nsel[v] = v != c->co && v != h && v != w;
+  for (int v = 0; v < k->rank; v++) nsel[v] = (v != c->co || c->by_channel) && v != h && v != w;
   for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
   cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
   double work = (double)k->outer_numel * (double)k->inner_numel;
@@ -222,7 +237,8 @@ void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, 
   cg_put(em, "#pragma GCC unroll %d", OB);
   cg_open(em, "for (int kiln_i = 0; kiln_i < %d; kiln_i++) {", OB);
   em->push(em->r);
-  cg_put(em, "const %s v%d = kiln_o0 + kiln_i < %s ? kiln_o0 + kiln_i : %s;", I, c->co, cg_lit(em, c->CO), cg_lit(em, c->CO - 1));
+  if (!c->by_channel)
+    cg_put(em, "const %s v%d = kiln_o0 + kiln_i < %s ? kiln_o0 + kiln_i : %s;", I, c->co, cg_lit(em, CO), cg_lit(em, CO - 1));
   em->emit(em->r, c->weight, v, sizeof v);
   cg_put(em, "const %s kiln_wt = %s;", F, v);
   cg_put(em, "#pragma GCC unroll %d", RR);
@@ -239,10 +255,11 @@ void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, 
   cg_put(em, "%s kiln_d[%d][%d][%d]%s;", F, OB, RR, WV * L, al);
   cg_put(em, "memcpy(kiln_d, kiln_a, sizeof kiln_d);");
   cg_put(em, "const %s kiln_wn = %s - kiln_w0 < %d ? %s - kiln_w0 : %d;", I, cg_lit(em, W), WV * L, cg_lit(em, W), WV * L);
-  cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", OB, cg_lit(em, c->CO));
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", OB, cg_lit(em, CO));
   cg_open(em, "for (int kiln_r = 0; kiln_r < %d && kiln_h0 + kiln_r < %s; kiln_r++) {", RR, cg_lit(em, H));
   em->push(em->r);
-  cg_put(em, "const %s v%d = kiln_o0 + kiln_i, v%d = kiln_h0 + kiln_r;", I, c->co, h);
+  if (!c->by_channel) cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
+  cg_put(em, "const %s v%d = kiln_h0 + kiln_r;", I, h);
   /* a row of one run that whole vectors do not cover goes in chunks of a vector, the last moved
    * back to end at the row's end (its first points stored twice, the same values): the
    * compiler's remainder loop was scalar, and lenet's first convolution (rows of 28) spent 40 %

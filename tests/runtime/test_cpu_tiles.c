@@ -14,7 +14,8 @@
  * holds found at the run's ends and copied by one strided loop), which the plan says.
  * Weights too many to pack once (256 KiB) are read in place, row by row, which the plan says.
  * With the defaults, a convolution whose window has at least 2 x 2 taps, strides up to the
- * window's (a row of the plane in phases when its columns stride), no dilation, one group, runs direct on a host with AVX2 or AVX-512 (src/codegen/cpu_direct.c: a zero-padded plane
+ * window's (a row of the plane in phases when its columns stride), no dilation, runs direct (a
+ * depthwise or grouped one a plane a channel, from 256 outputs a plane) on a host with AVX2 or AVX-512 (src/codegen/cpu_direct.c: a zero-padded plane
  * an image, sums of channel x row blocks in vector registers), which the plan says; the cases
  * above run with cpu_direct = 0 as well, so each path is checked against ref. */
 #include "test.h"
@@ -84,6 +85,7 @@ static void compare_direct(const char *name, kiln_graph *g, int n_in, const int6
       if (!p) break;
       int nd = count_in_plan(p, "direct convolution"), want_d = host_lanes() ? want_direct : 0;
       CHECK_MSG(nd == want_d, "%s: %d direct convolutions (want %d)", name, nd, want_d);
+      for (int64_t i = 0; i < out_numel; i++) got[i] = NAN;  /* nothing left from the run before */
       OK(kiln_program_run(p, ins, og));
       double worst = 0;
       for (int64_t i = 0; i < out_numel; i++) {
@@ -111,6 +113,7 @@ static void compare_direct(const char *name, kiln_graph *g, int n_in, const int6
               tiles, windows, tiles ? want_t : 0);
     CHECK_MSG(nw == (windows ? want_windows : 0), "%s: %d window kernels with cpu_windows = %d (want %d)", name, nw,
               windows, windows ? want_windows : 0);
+    for (int64_t i = 0; i < out_numel; i++) got[i] = NAN;  /* nothing left from the run before */
     OK(kiln_program_run(p, ins, og));
     double worst = 0;
     for (int64_t i = 0; i < out_numel; i++) {
@@ -142,7 +145,7 @@ typedef struct ConvCase {
   int in_place; /* tiles reading the weights in place (too many to pack once: 256 KiB) */
   int window_tiles; /* windows that are tiles packed in runs without cpu_windows (one input channel) */
   int direct;   /* direct convolutions with the defaults (on a host with AVX2 or AVX-512): a window of
-                   at least 2 x 2, strides at most the window, no dilation, one group */
+                   at least 2 x 2, strides at most the window, no dilation (by channel: 256 outputs) */
   int64_t row_stride;  /* the stride along rows when not `stride` (0) */
 } ConvCase;
 
@@ -367,6 +370,11 @@ int main(void) {
     { "rows stride 1, columns 3", 2, 5, 12, 52, 9, 3, 3, 3, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 1 },
     /* a plane over 512 KiB (200 channels x 42 rows x 82 columns): tiles, not direct */
     { "a plane too large to go direct", 1, 200, 40, 64, 8, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 0, 0 },
+    /* a window that reads the output's channel (depthwise, grouped) goes direct a plane a channel
+     * from 256 outputs a plane (smaller ones stay windows) */
+    { "depthwise at 24x24 (a plane a channel)", 2, 8, 24, 24, 8, 3, 3, 1, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0 },
+    { "depthwise stride 2 from 40x36", 1, 6, 40, 36, 6, 3, 3, 2, 1, 1, 6, false, 0, 1, 0, 0, 0, 1, 0 },
+    { "groups 4 at 18x18 (a plane a channel)", 1, 8, 18, 18, 8, 3, 3, 1, 1, 1, 4, true, 0, 0, 0, 0, 0, 1, 0 },
     /* 2 x 5 taps at a stride of 1: direct with 80 output rows (bands of rows across threads) */
     { "2x5 window, 80 rows", 1, 3, 81, 30, 5, 2, 5, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0 },
   };
