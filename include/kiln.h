@@ -350,10 +350,12 @@ typedef struct kiln_options {
   int gemm_kgroups;     /* cuda, vulkan: 1 (default) a generated GEMM's 32x32 tiles are multiplied by four
                            groups of threads, each over a quarter of every k-tile, 4x4 outputs a thread; 0
                            2x2 outputs a thread over whole k-tiles ($KILN_GEMM_KGROUPS=0; raced) */
-  int cpu_direct;       /* cpu: 1 (default) convolutions with a real window (3x3 ...) along unit-stride rows
-                           run direct: each image's input copied once into a zero-padded plane, blocks
-                           of output channels x rows summed in vector registers, no im2col pack; 0 the
-                           register tiles or window sums ($KILN_CPU_DIRECT=0) */
+  int cpu_direct;       /* cpu: 1 (default) convolutions with a real window (3x3 ...) run direct: each
+                           image's input copied once into a zero-padded plane, blocks of output channels
+                           x rows summed in vector registers, no im2col pack, blocked for this host's
+                           vectors (none without AVX2); 8 or 16 blocked for that many f32 lanes whatever
+                           the host (a test of the other blocking); 0 the register tiles or window sums
+                           ($KILN_CPU_DIRECT) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

@@ -27,7 +27,7 @@
 #include "codegen.h"
 
 /* A thread's plane lives on its stack; a sum is at most CG_CPU_F32_SUM_MAX points (f32). */
-enum { DIRECT_PLANE_BYTES = 512 << 10, DIRECT_ROWS_MAX = 4, DIRECT_VECS_MAX = 4 };
+enum { DIRECT_PLANE_BYTES = 512 << 10, DIRECT_ROWS_MAX = 4 };
 
 bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuDirect *dc) {
   TE *te = p->te;
@@ -94,8 +94,10 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
                     .by_channel = by_channel };
   c.CO = k->shape[co], c.PC = k->inner_numel / (KH * KW);
   c.YP = sh * (H - 1) + KH, c.XP = sw * (W - 1) + KW;
-  /* vectors along a row: at most DIRECT_VECS_MAX a task, in equal runs */
-  int64_t wvt = (W + L - 1) / L, wc = (wvt + DIRECT_VECS_MAX - 1) / DIRECT_VECS_MAX;
+  /* the registers: sums within 24 of AVX-512's 32 (12 of AVX2's 16), row vectors a tap within 4 (3) */
+  int budget = L == 16 ? 24 : 12, xmax = L == 16 ? 4 : 3;
+  /* vectors along a row: at most xmax a task, in equal runs */
+  int64_t wvt = (W + L - 1) / L, wc = (wvt + xmax - 1) / xmax;
   c.wv = (int)((wvt + wc - 1) / wc), c.wc = wc;
   c.XQ = wc * c.wv * L + (KW - 1) / sw;  /* a phase: every index an output vector's taps read */
   c.XPA = sw * c.XQ;
@@ -103,7 +105,6 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
   /* output channels x rows a task: the sums within the registers (24 of AVX-512's 32, 12 of
    * AVX2's 16, beside the row vectors and a weight), the blocks even, and the fewest loads and
    * multiply-adds over the whole output, the blocks' padding included */
-  int budget = L == 16 ? 24 : 12, xmax = L == 16 ? 4 : 3;
   double best = 0;
   if (by_channel) {  /* one channel: rows x vectors within the budget (each tap a load and a multiply-add each) */
     c.ob = 1, c.rr = 1;

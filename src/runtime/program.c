@@ -107,7 +107,7 @@ kiln_options kiln_options_default(void) {
   o.omp_dynamic = getenv("OMP_DYNAMIC") ? -1 : 0;
   o.cpu_tiles = kiln_env_int("KILN_CPU_TILES", 1) != 0;
   o.cpu_windows = kiln_env_int("KILN_CPU_WINDOWS", 1) != 0;
-  o.cpu_direct = kiln_env_int("KILN_CPU_DIRECT", 1) != 0;
+  o.cpu_direct = kiln_env_int("KILN_CPU_DIRECT", 1);
   o.cpu_epilogue = kiln_env_int("KILN_CPU_EPILOGUE", 1) != 0;
   o.gemm_kgroups = kiln_env_int("KILN_GEMM_KGROUPS", 1) != 0;
   return o;
