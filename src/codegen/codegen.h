@@ -543,6 +543,11 @@ bool cg_window_match(const Plan *p, const Kernel *k, const CgOptions *o);
 bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuTile *t);
 void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em);
 
+/* May a loop dialect's kernel compute and store a point twice (a vector loop's last chunk moved
+ * back)? Only when it stores the values of its own point, none into a buffer the kernel reads (an
+ * assigned value, which may be stored in place). */
+bool cg_points_idempotent(const Plan *p, const Kernel *k);
+
 /* -- cpu_direct.c: direct convolutions for loop dialects -- */
 
 typedef struct CgCpuDirect {

@@ -20,7 +20,9 @@
  * stride x w + rw (checked on the expressions, so a transpose or a slice in front of the
  * convolution is kept or the kernel declined, never misread). With a column stride s the
  * plane's row is stored as s phases (column x at phase x % s, index x / s), so the columns
- * one output vector reads are contiguous in one phase.
+ * one output vector reads are contiguous in one phase. A window that reads the output's own
+ * channel (depthwise, grouped) has a plane a channel: the channel is a var of the plane's image
+ * and a task one channel's rows.
  */
 #include <string.h>
 
@@ -123,15 +125,6 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
   }
   if (!best) return false;
   if (dc) *dc = c;
-  return true;
-}
-
-/* May a point be stored twice? Only the values of its own point are stored, and none into a
- * buffer the kernel reads (an assigned value, which may be stored in place). */
-static bool idempotent(const Plan *p, const Kernel *k) {
-  for (int i = 0; i < k->n_items; i++)
-    for (int a = 0; a < p->te->n_assigns; a++)
-      if (p->te->assigns[a].value == k->items[i].stage) return false;
   return true;
 }
 
@@ -266,7 +259,7 @@ void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, 
    * compiler's remainder loop was scalar, and lenet's first convolution (rows of 28) spent 40 %
    * of its time there */
   int chunk = W >= L ? L : W >= 8 ? 8 : 0;
-  bool chunks = c->wc == 1 && chunk && W % chunk && d->simd_len && idempotent(p, k);
+  bool chunks = c->wc == 1 && chunk && W % chunk && d->simd_len && cg_points_idempotent(p, k);
   if (chunks) {
     cg_open(em, "for (%s kiln_c = 0; kiln_c < %s; kiln_c += %d) {", I, cg_lit(em, W), chunk);
     cg_put(em, "const %s kiln_jb = kiln_c + %d <= %s ? kiln_c : %s;", I, chunk, cg_lit(em, W), cg_lit(em, W - chunk));

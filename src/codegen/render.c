@@ -1049,14 +1049,11 @@ bool cg_window_match(const Plan *p, const Kernel *k, const CgOptions *o) {
   return k->n_steps <= 2;
 }
 
-/* A window kernel may compute a point twice: it stores only values of its own point (window
- * sums and their epilogue), and none of them into a buffer the kernel reads (an assigned value,
- * which may be stored in place). */
-static bool window_points_idempotent(const R *r) {
-  const TE *te = r->p->te;
-  for (int i = 0; i < r->k->n_items; i++)
+bool cg_points_idempotent(const Plan *p, const Kernel *k) {
+  const TE *te = p->te;
+  for (int i = 0; i < k->n_items; i++)
     for (int a = 0; a < te->n_assigns; a++)
-      if (te->assigns[a].value == r->k->items[i].stage) return false;
+      if (te->assigns[a].value == k->items[i].stage) return false;
   return true;
 }
 
@@ -1070,7 +1067,7 @@ enum { WINDOW_CHUNK = 16 };
 static void window_points(R *r, const Expr *const *bodies, int64_t from, int64_t to) {
   const Kernel *k = r->k;
   int64_t n = to - from;
-  bool chunks = n > WINDOW_CHUNK && n % WINDOW_CHUNK && r->d->simd_len && window_points_idempotent(r);
+  bool chunks = n > WINDOW_CHUNK && n % WINDOW_CHUNK && r->d->simd_len && cg_points_idempotent(r->p, r->k);
   if (chunks) {
     line(r, "for (%s kiln_c = %lld; kiln_c < %lld; kiln_c += %d) {", ix(r), (long long)from, (long long)to, WINDOW_CHUNK);
     r->indent++;
