@@ -3112,14 +3112,17 @@ static void hk_pop(void *r) { pop(r); }
 static void hk_items(void *r, int step, const char *acc) { items_at(r, step, NULL, acc); }
 static int hk_param_of(void *r, int stage) { return ((R *)r)->param_of[stage]; }
 static void hk_var_range(void *r, int var, int64_t lo, int64_t hi) { ((R *)r)->lo[var] = lo, ((R *)r)->hi[var] = hi; }
+static CgEmit emit_hooks(R *r) {
+  return (CgEmit){ r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items,
+                   hk_var_range };
+}
 
 static void render_cpu_tile(R *r) {
   CgCpuTile t;
   bool ok = cg_cpu_tile_match(r->p, r->k, r->o, &t);
   KILN_ASSERT(ok);
   if (!ok) return;
-  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items,
-                hk_var_range };
+  CgEmit em = emit_hooks(r);
   cg_render_cpu_tile(r->p, r->k, &t, &em);
 }
 
@@ -3128,8 +3131,7 @@ static void render_cpu_direct(R *r) {
   bool ok = cg_cpu_direct_match(r->p, r->k, r->o, &c);
   KILN_ASSERT(ok);
   if (!ok) return;
-  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items,
-                hk_var_range };
+  CgEmit em = emit_hooks(r);
   cg_render_cpu_direct(r->p, r->k, &c, &em);
 }
 
@@ -3138,8 +3140,7 @@ static void render_gemm(R *r) {
   bool ok = cg_gemm_match(r->p, r->k, r->o, &g);  /* cg_gpu_shape said so */
   KILN_ASSERT(ok);
   if (!ok) return;
-  CgEmit em = { r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items,
-                hk_var_range };
+  CgEmit em = emit_hooks(r);
   cg_render_gemm(r->p, r->k, &g, &em);
 }
 
