@@ -104,9 +104,8 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
   c.XQ = wc * c.wv * L + (KW - 1) / sw;  /* a phase: every index an output vector's taps read */
   c.XPA = sw * c.XQ;
   if ((double)c.PC * (double)c.YP * (double)c.XPA * 4 > DIRECT_PLANE_BYTES) return false;
-  /* output channels x rows a task: the sums within the registers (24 of AVX-512's 32, 12 of
-   * AVX2's 16, beside the row vectors and a weight), the blocks even, and the fewest loads and
-   * multiply-adds over the whole output, the blocks' padding included */
+  /* output channels x rows a task: the sums and row vectors within the budget, the blocks even,
+   * and the fewest loads and multiply-adds over the whole output, the blocks' padding included */
   double best = 0;
   if (by_channel) {  /* one channel: rows x vectors within the budget (each tap a load and a multiply-add each) */
     c.ob = 1, c.rr = 1;

@@ -3126,13 +3126,10 @@ static void render_cpu_tile(R *r) {
   cg_render_cpu_tile(r->p, r->k, &t, &em);
 }
 
-static void render_cpu_direct(R *r) {
-  CgCpuDirect c;
-  bool ok = cg_cpu_direct_match(r->p, r->k, r->o, &c);
-  KILN_ASSERT(ok);
-  if (!ok) return;
+/* c: what cg_cpu_direct_match found (its proof substitutes and simplifies the window: once) */
+static void render_cpu_direct(R *r, const CgCpuDirect *c) {
   CgEmit em = emit_hooks(r);
-  cg_render_cpu_direct(r->p, r->k, &c, &em);
+  cg_render_cpu_direct(r->p, r->k, c, &em);
 }
 
 static void render_gemm(R *r) {
@@ -3214,6 +3211,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   cg_kernel_name(ki, false, name);
   CgGpuShape gs = cg_kernel_shape(p, k, d, o);
   CgGemm gemm;
+  CgCpuDirect direct;
   if (gs == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, d, out);
   if (gs == CG_GPU_BLOCK_ROWS) cg_rows_globals(p, k, o, d, out);
   if (gs == CG_GPU_CHAIN && k->chain == 2 && cg_pair_blocked(d) && cg_pair_wide(k)) cg_pair_globals(k, d, out);
@@ -3247,7 +3245,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   else if (gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
   else if (gs == CG_GPU_VEC4) render_vec4(&r);
   else if (k->kind == KN_POINTWISE) render_pointwise(&r);
-  else if (!d->grid && d->tile && cg_cpu_direct_match(p, k, o, NULL)) render_cpu_direct(&r);
+  else if (!d->grid && d->tile && cg_cpu_direct_match(p, k, o, &direct)) render_cpu_direct(&r, &direct);
   else if (!d->grid && d->tile && cg_cpu_tile_match(p, k, o, NULL)) render_cpu_tile(&r);
   else if (!d->grid && cg_window_match(p, k, o)) render_window(&r);
   else if (!d->grid && rowacc_fits(k, te) && rows_contiguous(&r)) render_rowacc(&r);
