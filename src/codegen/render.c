@@ -1064,22 +1064,28 @@ bool cg_points_idempotent(const Plan *p, const Kernel *k) {
  * 10 one at a time) 127 -> 98 us, two threads. */
 enum { WINDOW_CHUNK = 16 };
 
+/* Opens the vector loop over the last dim from..to: in chunks of w points (two blocks to
+ * close) when w > 0, else whole (one block). Chunks need idempotent points. */
+static void open_last_dim(R *r, int64_t from, int64_t to, int w) {
+  int jv = r->k->rank - 1;
+  if (!w) {
+    line(r, "%s", r->d->simd);
+    open_var_for(r, jv, from, to);
+    return;
+  }
+  line(r, "for (%s kiln_c = %lld; kiln_c < %lld; kiln_c += %d) {", ix(r), (long long)from, (long long)to, w);
+  r->indent++;
+  line(r, "const %s kiln_b = kiln_c + %d <= %lld ? kiln_c : %lld;", ix(r), w, (long long)to, (long long)(to - w));
+  line(r, r->d->simd_len, w);
+  line(r, "for (%s v%d = kiln_b; v%d < kiln_b + %d; v%d++) {", ix(r), jv, jv, w, jv);
+  r->indent++;
+}
+
 static void window_points(R *r, const Expr *const *bodies, int64_t from, int64_t to) {
   const Kernel *k = r->k;
   int64_t n = to - from;
   bool chunks = n > WINDOW_CHUNK && n % WINDOW_CHUNK && r->d->simd_len && cg_points_idempotent(r->p, r->k);
-  if (chunks) {
-    line(r, "for (%s kiln_c = %lld; kiln_c < %lld; kiln_c += %d) {", ix(r), (long long)from, (long long)to, WINDOW_CHUNK);
-    r->indent++;
-    line(r, "const %s kiln_b = kiln_c + %d <= %lld ? kiln_c : %lld;", ix(r), WINDOW_CHUNK, (long long)to,
-         (long long)(to - WINDOW_CHUNK));
-    line(r, r->d->simd_len, WINDOW_CHUNK);
-    line(r, "for (%s v%d = kiln_b; v%d < kiln_b + %d; v%d++) {", ix(r), k->rank - 1, k->rank - 1, WINDOW_CHUNK, k->rank - 1);
-    r->indent++;
-  } else {
-    line(r, "%s", r->d->simd);
-    open_var_for(r, k->rank - 1, from, to);
-  }
+  open_last_dim(r, from, to, chunks ? WINDOW_CHUNK : 0);
   push(r);
   /* f32 sums of at most 16 points in f32, as the row of sums and the tiles take them */
   const char *F = vt(r, KILN_F32);
@@ -1164,6 +1170,54 @@ static void render_window(R *r) {
   close_block(r);
 }
 
+/* The chunk width of a pooling row that the vector width does not divide (0: whole rows):
+ * 16, 8 or 4 points, the last chunk moved back (open_last_dim), when the row has no guards
+ * (a padded pool keeps its border and interior split). A row of 14 ran as 8 + 4 lanes and two
+ * scalar points, each with its NaN flag: lenet's first pool 39 -> 19 us, its second (rows
+ * of 7, chunks of 4) 27 -> 18 us, two threads. */
+static int rowsmall_chunk(R *r) {
+  int64_t J = r->k->shape[r->k->rank - 1];
+  int w = J > 16 ? 16 : J > 8 ? 8 : 4;
+  if (J <= w || J % w == 0 || !r->d->simd_len || !cg_points_idempotent(r->p, r->k)) return 0;
+  return rowsmall_guards(r, NULL) ? 0 : w;
+}
+
+/* Tap t of the window (its vars' digits, the last fastest) at the current lane: each
+ * accumulation's body with the window's vars substituted and simplified, so the tap's
+ * offset joins the constant term. Read as `const v = c` in the order the sum had, the offset
+ * sat between the other terms and GCC took the taps of a stride-2 pool as unrelated
+ * accesses: 4 lanes, not 8 (lenet's first pool 63 us against 20). */
+static void rowsmall_tap(R *r, int64_t t) {
+  const Kernel *k = r->k;
+  TE *te = r->p->te;
+  Expr *map[2 * KILN_MAX_RANK];
+  int nv = k->rank + k->n_red;
+  line(r, "{");
+  r->indent++;
+  push(r);
+  for (int v = 0; v < k->rank; v++) map[v] = te_var(te, v);
+  for (int i = k->n_red - 1, rest = (int)t; i >= 0; i--) {
+    int64_t c = rest % k->red_shape[i];
+    rest /= (int)k->red_shape[i];
+    line(r, "const %s v%d = %lld;", ix(r), k->rank + i, (long long)c);  /* for a body left as it was */
+    map[k->rank + i] = te_const_i(te, KILN_I64, c);
+  }
+  bool mapped = true;
+  for (int v = 0; v < nv; v++) mapped = mapped && map[v];
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->step != 0) continue;
+    if (it->kind != IT_ACC) { value_item(r, it); continue; }
+    Expr *y = mapped ? te_substitute(te, it->body, map, nv) : NULL;
+    if (y) y = te_simplify(te, y, r->lo, r->hi, r->nv);
+    char v[256];
+    emit(r, y ? y : it->body, v, sizeof v);
+    acc_update(r, it, v);
+  }
+  pop(r);
+  close_block(r);
+}
+
 static void render_rowsmall(R *r) {
   const Kernel *k = r->k;
   int jv = k->rank - 1;
@@ -1171,6 +1225,30 @@ static void render_rowsmall(R *r) {
   open_outer(r, k->outer_numel / J, k->outer_numel * k->inner_numel, false);
   push(r);
   decompose(r, "o", 0, k->rank - 1, k->shape);
+  int w = rowsmall_chunk(r);
+  if (w && rowsmall_interchange(k)) {
+    /* each lane's accumulator a register, every tap (at most 16) written out with its window
+     * vars as constants inside the vector loop: as loops, GCC read the loads' addresses as
+     * not affine in the lane and vectorised a tap loop instead (lenet's first pool 63 us
+     * against 20). A chunk re-runs its taps from scratch, so only the stores repeat. */
+    open_last_dim(r, 0, J, w);
+    push(r);
+    r->in_simd = true;
+    for (int i = 0; i < k->n_items; i++)
+      if (k->items[i].kind == IT_ACC) acc_init(r, &k->items[i]);
+    for (int64_t t = 0; t < k->inner_numel; t++)
+      rowsmall_tap(r, t);
+    accs_final(r, k, 0, false);
+    for (int i = 0; i < k->n_items; i++)
+      if (k->items[i].step == 1) value_item(r, &k->items[i]);
+    r->in_simd = false;
+    pop(r);
+    close_block(r);
+    close_block(r);
+    pop(r);
+    close_block(r);
+    return;
+  }
   if (rowsmall_interchange(k)) {
     char lane[24];
     snprintf(lane, sizeof lane, "[v%d]", jv);
@@ -1218,8 +1296,7 @@ static void render_rowsmall(R *r) {
     close_block(r);
     return;
   }
-  line(r, "%s", r->d->simd);
-  open_var_for(r, k->rank - 1, 0, J);
+  open_last_dim(r, 0, J, 0);
   push(r);
   r->in_simd = true;
   for (int step = 0; step < k->n_steps; step++) {

@@ -115,6 +115,7 @@ static Dialect toy_loop(void) {
   d.min_parallel_work = cg_dialect_c.min_parallel_work;
   d.parallel_for_simd = "toy_parallel_for_vector";
   d.simd = "toy_vector";
+  d.simd_len = "toy_vector_len(%d)";
   d.array_align = " toy_aligned";
   d.simd_sum = "toy_vector_sum%s";
   d.simd_reduce = " toy_reduce(%s:%s)";
@@ -155,7 +156,7 @@ static const struct { size_t off; int n; const char *name; } fields[] = {
   F(index_type), A(value_type), A(store_type), A(load_fn), A(store_fn), A(round_fn), F(int_lit), A(int_min),
   A(int_max), F(float_lit), F(f32_suffix), F(uint_suffix), F(inf_f32), F(inf_f64), F(nan_f32), F(nan_f64),
   A(unary_f32), A(unary_f64), A(binary_f32), A(binary_f64), F(kernel_prefix), F(buf_param), F(buf_restrict),
-  F(buf_const), F(trampoline), F(trampoline_arg), F(trampoline_end), F(parallel_for), F(parallel_for_simd), F(simd), F(array_align), F(tile),
+  F(buf_const), F(trampoline), F(trampoline_arg), F(trampoline_end), F(parallel_for), F(parallel_for_simd), F(simd), F(simd_len), F(array_align), F(tile),
   F(simd_sum), F(simd_reduce), A(simd_reduce_op), F(simd_reduce_or), F(thread_index), F(thread_stride), F(thread_id),
   F(block_id), F(block_size), F(grid_size), F(block_bounds), F(block_bounds_min), F(shared_qual), F(global_qual),
   F(dyn_shared), F(dyn_shared_name), F(barrier), F(fence), F(atomic_add), F(counter_type), F(cached_load), F(fma),

@@ -17,8 +17,13 @@
  * window's (a row of the plane in phases when its columns stride), no dilation, runs direct (a
  * depthwise or grouped one a plane a channel, from 256 outputs a plane) on a host with AVX2 or AVX-512 (src/codegen/cpu_direct.c: a zero-padded plane
  * an image, sums of channel x row blocks in vector registers), which the plan says; the cases
- * above run with cpu_direct = 0 as well, so each path is checked against ref. */
+ * above run with cpu_direct = 0 as well, so each path is checked against ref. Pools whose
+ * output rows the vector width does not divide (14, 7, 20, a 3x3 window's 14) run in chunks of
+ * 8, 4 and 16, the last moved back, which the generated C says (rows of 16, and padded rows,
+ * whole), max with NaN inputs and average, against ref. */
 #include "test.h"
+#include "codegen/codegen.h"
+#include "graph/graph.h"
 
 #include <stdio.h>
 
@@ -343,6 +348,66 @@ static void rows_in_place_long_sum(void) {
   kiln_graph_free(g);
 }
 
+/* A pool over [2, 3, rows, cols] on cpu against ref (max: bit for bit, NaN included; average
+ * within 1e-6), and the C source of its plan in chunks of `chunk` points (0: whole rows). */
+static void pool_chunks(const char *name, kiln_pool_kind kind, int64_t rows, int64_t cols, int64_t k, int64_t stride,
+                        int64_t pad, int chunk) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[4] = { 2, 3, rows, cols };
+  kiln_tensor x, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+  kiln_pool_params pp = { .spatial = 2, .kernel = { k, k }, .strides = { stride, stride }, .pads = { pad, pad, pad, pad } };
+  OK(kiln_graph_pool(g, kind, x, &pp, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  int64_t n = 2 * 3 * rows * cols, orows = (rows + 2 * pad - k) / stride + 1, ocols = (cols + 2 * pad - k) / stride + 1;
+  int64_t m = 2 * 3 * orows * ocols;
+  float *in = alloc_f32(n), *got = alloc_f32(m), *want = alloc_f32(m);
+  for (int64_t i = 0; i < n; i++) in[i] = val(i, 5);
+  if (kind == KILN_POOL_MAX) in[cols + 3] = in[n - 1] = NAN;  /* one in a first chunk, one in a last */
+  const void *ins[1] = { in };
+  void *ow[1] = { want }, *og[1] = { got };
+  kiln_options o = kiln_options_default();
+  o.backend = "ref";
+  kiln_program *r = NULL, *p = NULL;
+  OK(kiln_program_compile(g, &o, &r));
+  if (r) OK(kiln_program_run(r, ins, ow));
+  o.backend = "cpu";
+  OK(kiln_program_compile(g, &o, &p));
+  for (int64_t i = 0; i < m; i++) got[i] = -1;
+  if (p && r) {
+    OK(kiln_program_run(p, ins, og));
+    int bad = 0;
+    for (int64_t i = 0; i < m; i++)
+      bad += kind == KILN_POOL_MAX ? memcmp(&got[i], &want[i], 4) != 0
+                                   : !(fabs((double)got[i] - want[i]) <= 1e-6 * (1 + fabs((double)want[i])));
+    CHECK_MSG(bad == 0, "pool %s: %d of %lld outputs differ from ref", name, bad, (long long)m);
+  }
+  /* the source the cpu backend renders for this plan */
+  TE *te = NULL;
+  Plan *pl = NULL;
+  StrBuf src = { 0 };
+  PlanOptions po = plan_options(&o);
+  OK(te_lower(&g->g, &te));
+  if (te) OK(plan_build(te, &po, &pl));
+  if (pl) OK(cg_render_plan(pl, &cg_dialect_c, NULL, NULL, &src));
+  if (src.s) {
+    char want_text[48];
+    snprintf(want_text, sizeof want_text, "kiln_c += %d)", chunk ? chunk : 8);
+    CHECK_MSG((strstr(src.s, want_text) != NULL) == (chunk != 0), "pool %s: chunks of %d in the source", name, chunk);
+    if (!chunk) CHECK_MSG(!strstr(src.s, "kiln_c += "), "pool %s: chunks in the source", name);
+  }
+  sb_free(&src);
+  plan_free(pl);
+  te_free(te);
+  kiln_program_free(p);
+  kiln_program_free(r);
+  kiln_graph_free(g);
+  free(in);
+  free(got);
+  free(want);
+}
+
 int main(void) {
   static const ConvCase convs[] = {
     { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0 },
@@ -381,6 +446,12 @@ int main(void) {
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   conv_of_edge_padded();
   pool_of_relu();
+  pool_chunks("2x2 stride 2, rows of 14 (lenet's first)", KILN_POOL_MAX, 28, 28, 2, 2, 0, 8);
+  pool_chunks("2x2 stride 2, rows of 7 (lenet's second)", KILN_POOL_MAX, 14, 14, 2, 2, 0, 4);
+  pool_chunks("2x2 stride 2 average, rows of 20", KILN_POOL_AVG, 10, 40, 2, 2, 0, 16);
+  pool_chunks("3x3 stride 2, rows of 14", KILN_POOL_MAX, 9, 29, 3, 2, 0, 8);
+  pool_chunks("2x2 stride 2, rows of 16", KILN_POOL_MAX, 6, 32, 2, 2, 0, 0);
+  pool_chunks("3x3 pad 1 average, rows of 14 (guards: whole)", KILN_POOL_AVG, 6, 14, 3, 1, 1, 0);
   conv_plus_row_bias();
   short_batched_product();
   product_across_k(24);
