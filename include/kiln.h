@@ -354,8 +354,9 @@ typedef struct kiln_options {
                            image's input copied once into a zero-padded plane, blocks of output channels
                            x rows summed in vector registers, no im2col pack, blocked for this host's
                            vectors (none without AVX2); 8 or 16 blocked for that many f32 lanes whatever
-                           the host (a test of the other blocking); 0 the register tiles or window sums
-                           ($KILN_CPU_DIRECT) */
+                           the host (a test of the other blocking); 2 the host's vectors, never in flat
+                           planes (rows the lanes do not divide run on in a task's vectors); 0 the
+                           register tiles or window sums ($KILN_CPU_DIRECT) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

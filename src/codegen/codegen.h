@@ -263,6 +263,7 @@ typedef struct CgOptions {
                            (render.c's render_window; KILN_CPU_WINDOWS) */
   int cpu_lanes;        /* loop dialects: f32 lanes of the host's vectors (16 AVX-512, 8 AVX2; 0: none known,
                            or KILN_CPU_DIRECT=0): convolutions run direct (cpu_direct.c) blocked for them */
+  bool cpu_rows_only;   /* loop dialects: direct convolutions never in flat planes (KILN_CPU_DIRECT=2) */
   bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2
                            outputs a thread over whole k-tiles */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
@@ -563,6 +564,10 @@ typedef struct CgCpuDirect {
                                     * the pitch of a row's phase (XPA = col_stride x XQ) */
   int ob, rr, wv;                  /* a task's output channels, rows, and vectors along its row */
   int64_t wc;                      /* runs of wv vectors a row */
+  bool flat;                       /* rows at the output's pitch, one plane a window column (shifted by
+                                    * it, zeros where it leaves the row): a task's rr rows run on in fv
+                                    * vectors (the last block of rows moved back) */
+  int fv;                          /* flat: vectors a task */
 } CgCpuDirect;
 /* Does kernel k of a loop dialect render as a direct convolution under o (o->cpu_lanes set)?
  * Fills dc (may be NULL) when it does. */

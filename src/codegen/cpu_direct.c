@@ -23,6 +23,12 @@
  * one output vector reads are contiguous in one phase. A window that reads the output's own
  * channel (depthwise, grouped) has a plane a channel: the channel is a var of the plane's image
  * and a task one channel's rows.
+ *
+ * Flat planes: rows the lanes do not divide (24 at 16 lanes) leave lanes idle in the row form.
+ * With a stride of 1 both ways the plane is stored once per window column, shifted by it, at the
+ * output's own pitch (zeros where a shift leaves the row): output q = row x W + column then reads
+ * element q + rh x W of column rw's copy at tap (rh, rw), so a task's rows run on in its vectors
+ * (2 rows of 24 in 3), every lane used. The cost model picks it (CgOptions.cpu_rows_only: never).
  */
 #include <string.h>
 
@@ -123,11 +129,228 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
     if (!best || cost < best) best = cost, c.ob = (int)ob, c.rr = rr;
   }
   if (!best) return false;
+  /* flat: when rows leave lanes idle (24 of 32 at rows of 24), a task's rows run on in its
+   * vectors through planes at the output's pitch, one a window column (2 rows of 24 in 3
+   * vectors); convnet_mini's 48 -> 48 at 24x24: 74 -> 56 us, two threads. Stride 1 both ways;
+   * a block that would pass the image's end is moved back, so some outputs are stored twice
+   * (the same values) */
+  double flat_bytes = ((double)c.PC * (double)KW * (double)c.YP * (double)W + L) * 4;
+  if (!o->cpu_rows_only && sh == 1 && sw == 1 && W % L && flat_bytes <= DIRECT_PLANE_BYTES && cg_points_idempotent(p, k))
+    for (int fr = 1; fr <= 2 * DIRECT_ROWS_MAX && fr <= H; fr++) {
+      int64_t fv = (fr * W + L - 1) / L, ob = budget / fv;
+      if (fv > xmax) break;  /* 7 vectors of 3 channels (lenet's rows of 14) ran at half the speed */
+      if (ob > c.CO) ob = c.CO;
+      int64_t cb = (c.CO + ob - 1) / ob;
+      ob = (c.CO + cb - 1) / cb;
+      double cost = (double)cb * (double)((H + fr - 1) / fr) * (double)(ob * fv + fv + ob);
+      if (cost < best) best = cost, c.flat = true, c.ob = (int)ob, c.fv = (int)fv, c.rr = fr;
+    }
   if (dc) *dc = c;
   return true;
 }
 
+/* kiln_row[0 .. XP): the plane's row v<rh> (a column stride of 1), its operand evaluated at
+ * each column, the padding's guard once an element */
+static void plane_row(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  int rw = k->rank + k->n_red - 1;
+  char v[256];
+  cg_put(em, "%s", em->d->simd);
+  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", em->d->index_type, rw, rw, cg_lit(em, c->XP), rw);
+  em->push(em->r);
+  em->emit_lazy(em->r, c->plane, v, sizeof v);
+  cg_put(em, "kiln_row[v%d] = %s;", rw, v);
+  em->pop(em->r);
+  cg_close(em);
+}
+
+/* The task's image from kiln_bz (its vars: every kernel var but the channels, row and column),
+ * and the band of plane rows kiln_ya .. kiln_yb it reads: the plane's rows past those filled
+ * (kiln_py1) are filled, each channel's by `fill` (v<rh> the row); a new image or a band that
+ * does not follow starts afresh. Leaves the image's vars pushed. */
+static void image_band(const Kernel *k, const CgCpuDirect *c, const CgEmit *em, void (*fill)(const Kernel *, const CgCpuDirect *, const CgEmit *)) {
+  const char *I = em->d->index_type;
+  int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1;
+  int64_t KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
+  int64_t CO = c->by_channel ? 1 : c->CO, NF = k->outer_numel / (CO * k->shape[h] * k->shape[w]);
+  int nsel[KILN_MAX_RANK], csel[KILN_MAX_RANK];
+  for (int v = 0; v < k->rank; v++) nsel[v] = (v != c->co || c->by_channel) && v != h && v != w;
+  for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
+  em->push(em->r);
+  em->digits(em->r, "kiln_bz", 0, k->rank, k->shape, nsel, 1, NF);
+  cg_open(em, "if (kiln_bz != kiln_pn || kiln_ya < kiln_py0 || kiln_ya > kiln_py1) {");
+  cg_put(em, "kiln_pn = kiln_bz, kiln_py0 = kiln_py1 = kiln_ya;");
+  cg_close(em);
+  cg_open(em, "if (kiln_yb > kiln_py1) {");
+  cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, c->PC));
+  em->push(em->r);
+  em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, c->PC);
+  cg_open(em, "for (%s v%d = kiln_py1; v%d < kiln_yb; v%d++) {", I, rh, rh, rh);
+  /* the operand with the window's vars as the plane's row and column (their ranges so while
+   * it is emitted) */
+  em->var_range(em->r, rh, 0, c->YP - 1);
+  em->var_range(em->r, rw, 0, c->XP - 1);
+  fill(k, c, em);
+  em->var_range(em->r, rh, 0, KH - 1);
+  em->var_range(em->r, rw, 0, KW - 1);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_put(em, "kiln_py1 = kiln_yb;");
+  cg_close(em);
+}
+
+/* A plane's row: the operand at each column, zeros past them; with a column stride sw, column
+ * x at phase x % sw, index x / sw (each phase a strided read, a contiguous store) */
+static void row_fill(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  const char *I = em->d->index_type;
+  int rh = k->rank + k->n_red - 2, rw = rh + 1, sw = c->col_stride;
+  cg_put(em, "%s *kiln_row = kiln_pl + (kiln_pc * %s + v%d) * %s;", em->d->value_type[KILN_F32], cg_lit(em, c->YP), rh,
+         cg_lit(em, c->XPA));
+  if (sw == 1) {
+    plane_row(k, c, em);
+    cg_put(em, "for (%s kiln_x = %s; kiln_x < %s; kiln_x++) kiln_row[kiln_x] = 0;", I, cg_lit(em, c->XP), cg_lit(em, c->XPA));
+    return;
+  }
+  char v[256];
+  cg_open(em, "for (int kiln_ph = 0; kiln_ph < %d; kiln_ph++) {", sw);
+  cg_put(em, "const %s kiln_n = (%s - kiln_ph + %d) / %d;  /* the phase's columns inside the plane */", I, cg_lit(em, c->XP),
+         sw - 1, sw);
+  cg_put(em, "%s", em->d->simd);
+  cg_open(em, "for (%s kiln_x = 0; kiln_x < kiln_n; kiln_x++) {", I);
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_x * %d + kiln_ph;", I, rw, sw);
+  em->emit_lazy(em->r, c->plane, v, sizeof v);
+  cg_put(em, "kiln_row[kiln_ph * %s + kiln_x] = %s;", cg_lit(em, c->XQ), v);
+  em->pop(em->r);
+  cg_close(em);
+  cg_put(em, "for (%s kiln_x = kiln_n; kiln_x < %s; kiln_x++) kiln_row[kiln_ph * %s + kiln_x] = 0;", I, cg_lit(em, c->XQ),
+         cg_lit(em, c->XQ));
+  cg_close(em);
+}
+
+/* A flat plane's row: the operand's padded row once, then each window column's copy of it
+ * (shifted by the column, W long) */
+static void flat_fill(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  int rh = k->rank + k->n_red - 2;
+  int64_t W = k->shape[k->rank - 1], KW = k->red_shape[k->n_red - 1];
+  cg_put(em, "%s *kiln_row = kiln_pr;", em->d->value_type[KILN_F32]);
+  plane_row(k, c, em);
+  cg_put(em, "for (int kiln_k = 0; kiln_k < %d; kiln_k++) memcpy(kiln_pl + ((kiln_pc * %d + kiln_k) * %s + v%d) * %s, "
+         "kiln_pr + kiln_k, sizeof kiln_pr[0] * %s);", (int)KW, (int)KW, cg_lit(em, c->YP), rh, cg_lit(em, W), cg_lit(em, W));
+}
+
+/* Each output row kiln_h0 + r (r < rows, inside the image) of channels kiln_o0 .. + ob through
+ * the kernel's items, its sum at `sum` (in kiln_i, kiln_r, kiln_j: the column from kiln_w0) */
+static void epilogue(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em, int rows, const char *sum) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type;
+  int h = k->rank - 2, w = k->rank - 1, L = c->lanes, run = c->flat ? (int)k->shape[w] : c->wv * L;
+  int64_t H = k->shape[h], W = k->shape[w], CO = c->by_channel ? 1 : c->CO;
+  cg_put(em, "const %s kiln_wn = %s - kiln_w0 < %d ? %s - kiln_w0 : %d;", I, cg_lit(em, W), run, cg_lit(em, W), run);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", c->ob, cg_lit(em, CO));
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %d && kiln_h0 + kiln_r < %s; kiln_r++) {", rows, cg_lit(em, H));
+  em->push(em->r);
+  if (!c->by_channel) cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
+  cg_put(em, "const %s v%d = kiln_h0 + kiln_r;", I, h);
+  /* a row of one run that whole vectors do not cover goes in chunks of a vector, the last moved
+   * back to end at the row's end (its first points stored twice, the same values): the
+   * compiler's remainder loop was scalar, and lenet's first convolution (rows of 28) spent 40 %
+   * of its time there */
+  int chunk = W >= L ? L : W >= 8 ? 8 : 0;
+  bool chunks = (c->flat || c->wc == 1) && chunk && W % chunk && d->simd_len && cg_points_idempotent(p, k);
+  if (chunks) {
+    cg_open(em, "for (%s kiln_c = 0; kiln_c < %s; kiln_c += %d) {", I, cg_lit(em, W), chunk);
+    cg_put(em, "const %s kiln_jb = kiln_c + %d <= %s ? kiln_c : %s;", I, chunk, cg_lit(em, W), cg_lit(em, W - chunk));
+    cg_put(em, d->simd_len, chunk);
+    cg_open(em, "for (%s kiln_j = kiln_jb; kiln_j < kiln_jb + %d; kiln_j++) {", I, chunk);
+  } else {
+    cg_put(em, "%s", d->simd);
+    cg_open(em, "for (%s kiln_j = 0; kiln_j < kiln_wn; kiln_j++) {", I);
+  }
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_w0 + kiln_j;", I, w);
+  em->items(em->r, 1, sum);
+  em->pop(em->r);
+  cg_close(em);
+  if (chunks) cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+}
+
+/* The flat form (CgCpuDirect.flat): output q = row x W + column of a channel reads, at tap
+ * (rh, rw), element q + rh x W of window column rw's plane, so a task's fv vectors of
+ * consecutive outputs are fv loads a tap whatever rows they span. */
+static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *F = d->value_type[KILN_F32], *al = d->array_align ? d->array_align : "";
+  int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1;
+  int64_t H = k->shape[h], W = k->shape[w], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
+  int L = c->lanes, OB = c->ob, FV = c->fv, FR = c->rr;
+  int64_t CO = c->CO, CB = (CO + OB - 1) / OB, HB = (H + FR - 1) / FR, NF = k->outer_numel / (CO * H * W);
+  int64_t chan = KW * c->YP * W;
+  int csel[KILN_MAX_RANK];
+  for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
+  cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
+  bool parallel = (double)k->outer_numel * (double)k->inner_numel >= (double)d->min_parallel_work;
+  if (parallel) cg_put(em, "#pragma omp parallel");
+  cg_open(em, "{");
+  /* a vector past a block's last row reads into the next plane (lanes not stored); the last
+   * plane's has L points after it */
+  cg_put(em, "%s kiln_pl[%lld]%s, kiln_pr[%lld];", F, (long long)(c->PC * chan + L), al, (long long)c->XP);
+  cg_put(em, "memset(kiln_pl + %lld, 0, sizeof kiln_pl[0] * %d);", (long long)(c->PC * chan), L);
+  cg_put(em, "%s kiln_pn = -1, kiln_py0 = 0, kiln_py1 = 0;  /* the plane's image, its rows filled */", I);
+  if (parallel) cg_put(em, "#pragma omp for schedule(static)");
+  cg_open(em, "for (%s kiln_t = 0; kiln_t < %s; kiln_t++) {", I, cg_lit(em, NF * HB * CB));
+  cg_put(em, "const %s kiln_o0 = kiln_t %% %s * %d, kiln_w0 = 0;", I, cg_lit(em, CB), OB);
+  cg_put(em, "const %s kiln_ha = kiln_t / %s %% %s * %d;", I, cg_lit(em, CB), cg_lit(em, HB), FR);
+  cg_put(em, "const %s kiln_h0 = kiln_ha < %s ? kiln_ha : %s;  /* the last moved back */", I, cg_lit(em, H - FR),
+         cg_lit(em, H - FR));
+  cg_put(em, "const %s kiln_bz = kiln_t / %s;", I, cg_lit(em, CB * HB));
+  cg_put(em, "const %s kiln_ya = kiln_h0, kiln_yb = kiln_h0 + %s;", I, cg_lit(em, FR - 1 + KH));
+  image_band(k, c, em, flat_fill);
+  cg_put(em, "kiln_v kiln_a[%d][%d];", OB, FV);
+  cg_put(em, "memset(kiln_a, 0, sizeof kiln_a);");
+  cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, c->PC));
+  em->push(em->r);
+  em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, c->PC);
+  cg_put(em, "const %s *kiln_pp = kiln_pl + kiln_pc * %s + kiln_h0 * %s;", F, cg_lit(em, chan), cg_lit(em, W));
+  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rh, rh, cg_lit(em, KH), rh);
+  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rw, rw, cg_lit(em, KW), rw);
+  cg_put(em, "kiln_v kiln_x[%d];", FV);
+  cg_put(em, "#pragma GCC unroll %d", FV);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_x[kiln_u] = *(const kiln_v *)(kiln_pp + (v%d * %s + v%d) * %s + kiln_u * %d);",
+         FV, rw, cg_lit(em, c->YP), rh, cg_lit(em, W), L);
+  cg_put(em, "#pragma GCC unroll %d", OB);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %d; kiln_i++) {", OB);
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_o0 + kiln_i < %s ? kiln_o0 + kiln_i : %s;", I, c->co, cg_lit(em, CO), cg_lit(em, CO - 1));
+  char v[256];
+  em->emit(em->r, c->weight, v, sizeof v);
+  cg_put(em, "const %s kiln_wt = %s;", F, v);
+  cg_put(em, "#pragma GCC unroll %d", FV);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_a[kiln_i][kiln_u] += kiln_wt * kiln_x[kiln_u];", FV);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_put(em, "%s kiln_d[%d][%d]%s;", F, OB, FV * L, al);
+  cg_put(em, "memcpy(kiln_d, kiln_a, sizeof kiln_d);");
+  char sum[96];
+  snprintf(sum, sizeof sum, "kiln_d[kiln_i][kiln_r * %lld + kiln_j]", (long long)W);
+  epilogue(p, k, c, em, FR, sum);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+}
+
 void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  if (c->flat) {
+    render_flat(p, k, c, em);
+    return;
+  }
   const Dialect *d = em->d;
   const char *I = d->index_type, *F = d->value_type[KILN_F32], *al = d->array_align ? d->array_align : "";
   int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1;
@@ -136,11 +359,10 @@ void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, 
   int64_t CO = c->by_channel ? 1 : c->CO;  /* by channel: the channel is an image var */
   int64_t CB = (CO + OB - 1) / OB, HB = (H + RR - 1) / RR, NF = k->outer_numel / (CO * H * W);
   int64_t plane = c->YP * c->XPA;
-  /* the image's vars (every kernel var but the channels, row and column) from kiln_bz; the
-   * sum's vars but the window's from kiln_pc */
-  int nsel[KILN_MAX_RANK], csel[KILN_MAX_RANK];
-  for (int v = 0; v < k->rank; v++) nsel[v] = (v != c->co || c->by_channel) && v != h && v != w;
+  /* the sum's vars but the window's from kiln_pc */
+  int csel[KILN_MAX_RANK], sw = c->col_stride;
   for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
+  char v[256];
   cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
   double work = (double)k->outer_numel * (double)k->inner_numel;
   bool parallel = work >= (double)d->min_parallel_work;
@@ -156,57 +378,9 @@ void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, 
   cg_put(em, "const %s kiln_w0 = kiln_t / %s %% %s * %d;", I, cg_lit(em, CB), cg_lit(em, c->wc), WV * L);
   cg_put(em, "const %s kiln_h0 = kiln_t / %s %% %s * %d;", I, cg_lit(em, CB * c->wc), cg_lit(em, HB), RR);
   cg_put(em, "const %s kiln_bz = kiln_t / %s;", I, cg_lit(em, CB * c->wc * HB));
-  em->push(em->r);
-  em->digits(em->r, "kiln_bz", 0, k->rank, k->shape, nsel, 1, NF);
   cg_put(em, "const %s kiln_hl = kiln_h0 + %d < %s ? kiln_h0 + %d : %s;", I, RR, cg_lit(em, H), RR, cg_lit(em, H));
   cg_put(em, "const %s kiln_ya = kiln_h0 * %d, kiln_yb = (kiln_hl - 1) * %d + %s;", I, c->stride, c->stride, cg_lit(em, KH));
-  cg_open(em, "if (kiln_bz != kiln_pn || kiln_ya < kiln_py0 || kiln_ya > kiln_py1) {");
-  cg_put(em, "kiln_pn = kiln_bz, kiln_py0 = kiln_py1 = kiln_ya;");
-  cg_close(em);
-  /* the plane's rows kiln_py1 .. kiln_yb: the operand with the window's vars as the plane's row
-   * and column (their ranges so while it is emitted), zeros past its columns */
-  cg_open(em, "if (kiln_yb > kiln_py1) {");
-  cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, c->PC));
-  em->push(em->r);
-  em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, c->PC);
-  cg_open(em, "for (%s v%d = kiln_py1; v%d < kiln_yb; v%d++) {", I, rh, rh, rh);
-  cg_put(em, "%s *kiln_row = kiln_pl + (kiln_pc * %s + v%d) * %s;", F, cg_lit(em, c->YP), rh, cg_lit(em, c->XPA));
-  em->var_range(em->r, rh, 0, c->YP - 1);
-  em->var_range(em->r, rw, 0, c->XP - 1);
-  char v[256];
-  int sw = c->col_stride;
-  if (sw == 1) {
-    cg_put(em, "%s", d->simd);
-    cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rw, rw, cg_lit(em, c->XP), rw);
-    em->push(em->r);
-    em->emit_lazy(em->r, c->plane, v, sizeof v);
-    cg_put(em, "kiln_row[v%d] = %s;", rw, v);
-    em->pop(em->r);
-    cg_close(em);
-    cg_put(em, "for (%s kiln_x = %s; kiln_x < %s; kiln_x++) kiln_row[kiln_x] = 0;", I, cg_lit(em, c->XP), cg_lit(em, c->XPA));
-  } else {  /* column x to phase x % sw at x / sw: each phase a strided read, a contiguous store */
-    cg_open(em, "for (int kiln_ph = 0; kiln_ph < %d; kiln_ph++) {", sw);
-    cg_put(em, "const %s kiln_n = (%s - kiln_ph + %d) / %d;  /* the phase's columns inside the plane */", I,
-           cg_lit(em, c->XP), sw - 1, sw);
-    cg_put(em, "%s", d->simd);
-    cg_open(em, "for (%s kiln_x = 0; kiln_x < kiln_n; kiln_x++) {", I);
-    em->push(em->r);
-    cg_put(em, "const %s v%d = kiln_x * %d + kiln_ph;", I, rw, sw);
-    em->emit_lazy(em->r, c->plane, v, sizeof v);
-    cg_put(em, "kiln_row[kiln_ph * %s + kiln_x] = %s;", cg_lit(em, c->XQ), v);
-    em->pop(em->r);
-    cg_close(em);
-    cg_put(em, "for (%s kiln_x = kiln_n; kiln_x < %s; kiln_x++) kiln_row[kiln_ph * %s + kiln_x] = 0;", I,
-           cg_lit(em, c->XQ), cg_lit(em, c->XQ));
-    cg_close(em);
-  }
-  em->var_range(em->r, rh, 0, KH - 1);
-  em->var_range(em->r, rw, 0, KW - 1);
-  cg_close(em);
-  em->pop(em->r);
-  cg_close(em);
-  cg_put(em, "kiln_py1 = kiln_yb;");
-  cg_close(em);
+  image_band(k, c, em, row_fill);
   /* the sums: OB x RR x WV vectors in registers over every tap */
   cg_put(em, "kiln_v kiln_a[%d][%d][%d];", OB, RR, WV);
   cg_put(em, "memset(kiln_a, 0, sizeof kiln_a);");
@@ -247,36 +421,7 @@ void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, 
    * live in memory all along), then each output row of the block through the kernel's items */
   cg_put(em, "%s kiln_d[%d][%d][%d]%s;", F, OB, RR, WV * L, al);
   cg_put(em, "memcpy(kiln_d, kiln_a, sizeof kiln_d);");
-  cg_put(em, "const %s kiln_wn = %s - kiln_w0 < %d ? %s - kiln_w0 : %d;", I, cg_lit(em, W), WV * L, cg_lit(em, W), WV * L);
-  cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", OB, cg_lit(em, CO));
-  cg_open(em, "for (int kiln_r = 0; kiln_r < %d && kiln_h0 + kiln_r < %s; kiln_r++) {", RR, cg_lit(em, H));
-  em->push(em->r);
-  if (!c->by_channel) cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
-  cg_put(em, "const %s v%d = kiln_h0 + kiln_r;", I, h);
-  /* a row of one run that whole vectors do not cover goes in chunks of a vector, the last moved
-   * back to end at the row's end (its first points stored twice, the same values): the
-   * compiler's remainder loop was scalar, and lenet's first convolution (rows of 28) spent 40 %
-   * of its time there */
-  int chunk = W >= L ? L : W >= 8 ? 8 : 0;
-  bool chunks = c->wc == 1 && chunk && W % chunk && d->simd_len && cg_points_idempotent(p, k);
-  if (chunks) {
-    cg_open(em, "for (%s kiln_c = 0; kiln_c < %s; kiln_c += %d) {", I, cg_lit(em, W), chunk);
-    cg_put(em, "const %s kiln_jb = kiln_c + %d <= %s ? kiln_c : %s;", I, chunk, cg_lit(em, W), cg_lit(em, W - chunk));
-    cg_put(em, d->simd_len, chunk);
-    cg_open(em, "for (%s kiln_j = kiln_jb; kiln_j < kiln_jb + %d; kiln_j++) {", I, chunk);
-  } else {
-    cg_put(em, "%s", d->simd);
-    cg_open(em, "for (%s kiln_j = 0; kiln_j < kiln_wn; kiln_j++) {", I);
-  }
-  em->push(em->r);
-  cg_put(em, "const %s v%d = kiln_w0 + kiln_j;", I, w);
-  em->items(em->r, 1, "kiln_d[kiln_i][kiln_r][kiln_j]");
-  em->pop(em->r);
-  cg_close(em);
-  if (chunks) cg_close(em);
-  em->pop(em->r);
-  cg_close(em);
-  cg_close(em);
+  epilogue(p, k, c, em, RR, "kiln_d[kiln_i][kiln_r][kiln_j]");
   em->pop(em->r);
   cg_close(em);
   cg_close(em);

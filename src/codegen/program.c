@@ -133,7 +133,12 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
              k->chain == 3 ? ", an attention chain" : k->chain == 2 ? ", a contraction with its rows" : "");
     CgCpuTile t;
     CgCpuDirect dc;
-    if (d->tile && cg_cpu_direct_match(p, k, o, &dc))
+    bool direct = d->tile && cg_cpu_direct_match(p, k, o, &dc);
+    if (direct && dc.flat)
+      why_append(l, "; direct convolution, flat planes of %lld x %lld x %lld x %lld, %d channels x %d rows in %d vectors a task",
+                 (long long)dc.PC, (long long)k->red_shape[k->n_red - 1], (long long)dc.YP, (long long)k->shape[k->rank - 1],
+                 dc.ob, dc.rr, dc.fv);
+    else if (direct)
       why_append(l, "; direct convolution, planes of %lld x %lld x %lld, %d channels x %d rows x %d vectors a task",
                  (long long)dc.PC, (long long)dc.YP, (long long)dc.XPA, dc.ob, dc.rr, dc.wv);
     else if (d->tile && cg_cpu_tile_match(p, k, o, &t))

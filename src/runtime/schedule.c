@@ -535,10 +535,11 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   if (!d->grid) g->library_work = CPU_LIBRARY_WORK, g->loop_library = true;
   g->cpu_tiles = !d->grid && o->cpu_tiles;
   g->cpu_windows = !d->grid && o->cpu_windows;
-  if (o->cpu_direct != 0 && o->cpu_direct != 1 && o->cpu_direct != 8 && o->cpu_direct != 16)
-    return kiln_fail(KILN_ERR_INVALID_ARG, "cpu_direct ($KILN_CPU_DIRECT) is %d: 0 off, 1 the host's vectors, 8 or 16 that "
-                     "many lanes", o->cpu_direct);
-  g->cpu_lanes = d->grid || !o->cpu_direct ? 0 : o->cpu_direct == 1 ? rt_cpu_lanes() : o->cpu_direct;
+  if (o->cpu_direct < 0 || (o->cpu_direct > 2 && o->cpu_direct != 8 && o->cpu_direct != 16))
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cpu_direct ($KILN_CPU_DIRECT) is %d: 0 off, 1 the host's vectors, 2 the host's "
+                     "vectors without flat planes, 8 or 16 that many lanes", o->cpu_direct);
+  g->cpu_lanes = d->grid || !o->cpu_direct ? 0 : o->cpu_direct <= 2 ? rt_cpu_lanes() : o->cpu_direct;
+  g->cpu_rows_only = o->cpu_direct == 2;
   if (o->grid_sync < -1 || o->grid_sync > 2)
     return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: -1 the default, 0 off, 1 sibling kernels "
                      "share a launch, 2 also dependent ones across grid barriers", o->grid_sync);

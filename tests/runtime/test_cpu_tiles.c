@@ -55,6 +55,15 @@ static int host_lanes(void) {
   return 0;
 }
 
+/* KILN_CPU_DIRECT=8|16: the lanes the cpu backend blocks for whatever the host (0: not forced) */
+static int lanes_forced(void) {
+  const char *e = getenv("KILN_CPU_DIRECT");
+  return e ? atoi(e) == 8 ? 8 : atoi(e) == 16 ? 16 : 0 : 0;
+}
+
+/* The lanes direct convolutions are blocked for in this run */
+static int lanes(void) { return lanes_forced() ? lanes_forced() : host_lanes(); }
+
 static float val(int64_t i, int salt) { return (float)((i * 37 + salt * 11) % 23 - 11) / 16.0f; }
 
 /* Compiles g on cpu (direct convolutions off: tiles and windows on; tiles off; windows off)
@@ -65,7 +74,7 @@ static float val(int64_t i, int salt) { return (float)((i * 37 + salt * 11) % 23
  * (none on a host without AVX2), against ref again. */
 static void compare_direct(const char *name, kiln_graph *g, int n_in, const int64_t *in_numel, int64_t out_numel,
                            int want_tiles, int want_windows, int want_runs, int want_in_place, int window_tiles,
-                           int want_direct) {
+                           int want_direct, int want_flat) {
   float *in[4] = { 0 }, *got = alloc_f32(out_numel), *want = alloc_f32(out_numel);
   const void *ins[4];
   for (int i = 0; i < n_in; i++) {
@@ -90,6 +99,8 @@ static void compare_direct(const char *name, kiln_graph *g, int n_in, const int6
       if (!p) break;
       int nd = count_in_plan(p, "direct convolution"), want_d = host_lanes() ? want_direct : 0;
       CHECK_MSG(nd == want_d, "%s: %d direct convolutions (want %d)", name, nd, want_d);
+      int nf = count_in_plan(p, "flat planes"), want_f = host_lanes() ? want_flat : 0;
+      CHECK_MSG(nf == want_f, "%s: %d direct convolutions in flat planes (want %d)", name, nf, want_f);
       for (int64_t i = 0; i < out_numel; i++) got[i] = NAN;  /* nothing left from the run before */
       OK(kiln_program_run(p, ins, og));
       double worst = 0;
@@ -136,7 +147,7 @@ static void compare_direct(const char *name, kiln_graph *g, int n_in, const int6
 
 static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in_numel, int64_t out_numel,
                     int want_tiles, int want_windows, int want_runs, int want_in_place, int window_tiles) {
-  compare_direct(name, g, n_in, in_numel, out_numel, want_tiles, want_windows, want_runs, want_in_place, window_tiles, 0);
+  compare_direct(name, g, n_in, in_numel, out_numel, want_tiles, want_windows, want_runs, want_in_place, window_tiles, 0, 0);
 }
 
 typedef struct ConvCase {
@@ -152,6 +163,9 @@ typedef struct ConvCase {
   int direct;   /* direct convolutions with the defaults (on a host with AVX2 or AVX-512): a window of
                    at least 2 x 2, strides at most the window, no dilation (by channel: 256 outputs) */
   int64_t row_stride;  /* the stride along rows when not `stride` (0) */
+  int flat;     /* of those, in flat planes (stride 1, rows the lanes do not divide, the cost
+                   model's choice): at 16 lanes, at 8 (KILN_CPU_DIRECT=8) */
+  int flat8;
 } ConvCase;
 
 static void conv_case(const ConvCase *c) {
@@ -175,7 +189,8 @@ static void conv_case(const ConvCase *c) {
   OK(kiln_graph_tensor_info(g, y, &info));
   int64_t out = info.numel;
   int64_t in_numel[1] = { c->n * c->c * c->h * c->w };
-  compare_direct(c->name, g, 1, in_numel, out, c->tiles, c->windows, c->runs, c->in_place, c->window_tiles, c->direct);
+  compare_direct(c->name, g, 1, in_numel, out, c->tiles, c->windows, c->runs, c->in_place, c->window_tiles, c->direct,
+                 lanes() == 8 ? c->flat8 : c->flat);
   free(w);
   kiln_graph_free(g);
 }
@@ -236,7 +251,7 @@ static void conv_of_edge_padded(void) {
   OK(kiln_graph_output(g, y, "y"));
   int64_t in_numel[1] = { 2 * 3 * 7 * 10 };
   /* direct by default: the plane is the operand itself, the edge's clamp inside its guard */
-  compare_direct("convolution of an edge-padded input", g, 1, in_numel, 2 * 8 * 7 * 14, 1, 0, 1, 0, 0, 1);
+  compare_direct("convolution of an edge-padded input", g, 1, in_numel, 2 * 8 * 7 * 14, 1, 0, 1, 0, 0, 1, 0);
   kiln_graph_free(g);
 }
 
@@ -327,7 +342,7 @@ static void conv_plus_row_bias(void) {
     const char *name = per_row == 1 ? "conv + a bias per row" : per_row ? "conv stored channels last" : "conv (runs across rows)";
     /* channels last, the plan computes the convolution in the transposed space (store_moved):
      * its columns are the channels, one var, and its window is read lane by lane */
-    compare_direct(name, g, 1, in_numel, 2 * 8 * 9 * 14, 1, 0, per_row == 2 ? 0 : 1, 0, 0, per_row == 2 ? 0 : 1);
+    compare_direct(name, g, 1, in_numel, 2 * 8 * 9 * 14, 1, 0, per_row == 2 ? 0 : 1, 0, 0, per_row == 2 ? 0 : 1, 0);
     kiln_graph_free(g);
   }
 }
@@ -410,38 +425,40 @@ static void pool_chunks(const char *name, kiln_pool_kind kind, int64_t rows, int
 
 int main(void) {
   static const ConvCase convs[] = {
-    { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0 },
-    { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 0 },
-    { "rows of 37 (runs across panels)", 3, 2, 6, 37, 16, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0 },
-    { "no padding (no guard)", 2, 3, 9, 11, 8, 3, 3, 1, 1, 0, 1, false, 1, 0, 1, 0, 0, 1, 0 },
-    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 1, 0, 0, 1, 0 },
-    { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1, 0, 1, 0, 0, 0, 0 },
-    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0, 0, 0, 0, 0, 0 },
-    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1, 0, 0, 0, 0, 0 },
-    { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1, 0, 0, 0, 0, 0 },
-    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 0, 0 },
-    { "128 to 64 channels at 5x5 (weights read in place)", 1, 128, 5, 5, 64, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1, 0, 1, 0 },
-    { "stride 2 over 96 channels (weights in place)", 2, 96, 9, 8, 80, 3, 3, 2, 1, 1, 1, false, 1, 0, 1, 1, 0, 1, 0 },
-    { "stride 3, pad 1, 4x4", 2, 5, 19, 23, 9, 4, 4, 3, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0 },
-    { "stride 2, dilation 3 (a stride of 2, taps 3 apart)", 1, 4, 16, 19, 7, 3, 3, 2, 3, 3, 1, false, 1, 0, 1, 0, 0, 0, 0 },
+    { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
+    { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 0, 1, 1 },
+    { "rows of 37 (runs across panels)", 3, 2, 6, 37, 16, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
+    { "no padding (no guard)", 2, 3, 9, 11, 8, 3, 3, 1, 1, 0, 1, false, 1, 0, 1, 0, 0, 1, 0, 1, 1 },
+    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
+    { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
+    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1, 0, 0, 0, 0, 0, 0, 0 },
+    { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1, 0, 0, 0, 0, 0, 0, 0 },
+    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
+    { "128 to 64 channels at 5x5 (weights read in place)", 1, 128, 5, 5, 64, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1, 0, 1, 0, 1, 1 },
+    { "stride 2 over 96 channels (weights in place)", 2, 96, 9, 8, 80, 3, 3, 2, 1, 1, 1, false, 1, 0, 1, 1, 0, 1, 0, 0, 0 },
+    { "stride 3, pad 1, 4x4", 2, 5, 19, 23, 9, 4, 4, 3, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
+    { "stride 2, dilation 3 (a stride of 2, taps 3 apart)", 1, 4, 16, 19, 7, 3, 3, 2, 3, 3, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
     /* 9 taps a point: a window, its interior rows of 26 points in chunks of 16 (the last moved
      * back), 29 of 27 and 20 of 18 too; without windows a tile */
-    { "one input channel (lenet's conv1)", 2, 1, 28, 28, 16, 3, 3, 1, 1, 1, 1, true, 0, 1, 0, 0, 1, 1, 0 },
-    { "one input channel, rows of 29", 1, 1, 7, 29, 5, 3, 3, 1, 1, 1, 1, false, 0, 1, 0, 0, 1, 1, 0 },
-    { "one input channel, rows of 20, no padding", 2, 1, 6, 20, 4, 3, 3, 1, 1, 0, 1, true, 0, 1, 0, 0, 1, 1, 0 },
+    { "one input channel (lenet's conv1)", 2, 1, 28, 28, 16, 3, 3, 1, 1, 1, 1, true, 0, 1, 0, 0, 1, 1, 0, 0, 0 },
+    { "one input channel, rows of 29", 1, 1, 7, 29, 5, 3, 3, 1, 1, 1, 1, false, 0, 1, 0, 0, 1, 1, 0, 0, 0 },
+    { "one input channel, rows of 20, no padding", 2, 1, 6, 20, 4, 3, 3, 1, 1, 0, 1, true, 0, 1, 0, 0, 1, 1, 0, 1, 0 },
     /* direct with a row stride: the plane's rows two apart an output row, its columns one; and
      * columns three apart, rows one (a plane of three phases a row) */
-    { "rows stride 2, columns 1", 2, 6, 15, 22, 11, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 2 },
-    { "rows stride 1, columns 3", 2, 5, 12, 52, 9, 3, 3, 3, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 1 },
+    { "rows stride 2, columns 1", 2, 6, 15, 22, 11, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 2, 0, 0 },
+    { "rows stride 1, columns 3", 2, 5, 12, 52, 9, 3, 3, 3, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 1, 0, 0 },
     /* a plane over 512 KiB (200 channels x 42 rows x 82 columns): tiles, not direct */
-    { "a plane too large to go direct", 1, 200, 40, 64, 8, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 0, 0 },
+    { "a plane too large to go direct", 1, 200, 40, 64, 8, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
     /* a window that reads the output's channel (depthwise, grouped) goes direct a plane a channel
      * from 256 outputs a plane (smaller ones stay windows) */
-    { "depthwise at 24x24 (a plane a channel)", 2, 8, 24, 24, 8, 3, 3, 1, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0 },
-    { "depthwise stride 2 from 40x36", 1, 6, 40, 36, 6, 3, 3, 2, 1, 1, 6, false, 0, 1, 0, 0, 0, 1, 0 },
-    { "groups 4 at 18x18 (a plane a channel)", 1, 8, 18, 18, 8, 3, 3, 1, 1, 1, 4, true, 0, 0, 0, 0, 0, 1, 0 },
+    { "depthwise at 24x24 (a plane a channel)", 2, 8, 24, 24, 8, 3, 3, 1, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 0, 0 },
+    { "depthwise stride 2 from 40x36", 1, 6, 40, 36, 6, 3, 3, 2, 1, 1, 6, false, 0, 1, 0, 0, 0, 1, 0, 0, 0 },
+    { "groups 4 at 18x18 (a plane a channel)", 1, 8, 18, 18, 8, 3, 3, 1, 1, 1, 4, true, 0, 0, 0, 0, 0, 1, 0, 0, 0 },
+    /* rows of 24 at 16 lanes: flat, 2 rows in 3 vectors a task, the last block moved back (25 rows) */
+    { "48 to 48 at 25x24 (flat planes)", 1, 48, 25, 24, 48, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0 },
     /* 2 x 5 taps at a stride of 1: direct with 80 output rows (bands of rows across threads) */
-    { "2x5 window, 80 rows", 1, 3, 81, 30, 5, 2, 5, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0 },
+    { "2x5 window, 80 rows", 1, 3, 81, 30, 5, 2, 5, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   conv_of_edge_padded();
