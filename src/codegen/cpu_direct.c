@@ -15,7 +15,7 @@
  *     vars, from the finished sums.
  *
  * An im2col pack (cpu_tile.c) copies each input element once a tap; here it is copied once.
- * Which kernels: the window's vars the last two of the sum, at least 2 x 2, strides of 1 to 4
+ * Which kernels: the window's vars the last two of the sum (1 x 1 included), strides of 1 to 4
  * (at most the window), and the operand equal to its plane read at row stride x h + rh, column
  * stride x w + rw (checked on the expressions, so a transpose or a slice in front of the
  * convolution is kept or the kernel declined, never misread). With a column stride s the
@@ -53,7 +53,9 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
   if (acc < 0 || k->inner_numel > CG_CPU_F32_SUM_MAX) return false;
   int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1, nv = k->rank + k->n_red;
   int64_t H = k->shape[h], W = k->shape[w], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
-  if (KH < 2 || KW < 2 || W < 4) return false;
+  /* 1 x 1 too: a pointwise convolution over channels is the same sum with one tap (convnet_mini's
+   * at 12x12 in flat planes: 25 -> 19, 29 -> 18, 22 -> 17 us, against the register tiles) */
+  if (k->inner_numel < 4 || W < 4) return false;
   const Expr *b = k->items[acc].body;
   if (b->kind != EX_BINARY || b->op != TB_MUL) return false;
   const Expr *wt = b->args[0], *win = b->args[1];
@@ -134,8 +136,9 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
    * vectors); convnet_mini's 48 -> 48 at 24x24: 74 -> 56 us, two threads. Stride 1 both ways;
    * a block that would pass the image's end is moved back, so some outputs are stored twice
    * (the same values) */
-  double flat_bytes = ((double)c.PC * (double)KW * (double)c.YP * (double)W + L) * 4;
-  if (!o->cpu_rows_only && sh == 1 && sw == 1 && W % L && flat_bytes <= DIRECT_PLANE_BYTES && cg_points_idempotent(p, k))
+  c.YR = (c.YP + sh - 1) / sh;
+  double flat_bytes = ((double)c.PC * (double)KW * (double)sh * (double)c.YR * (double)W + L) * 4;
+  if (!o->cpu_rows_only && W % L && flat_bytes <= DIRECT_PLANE_BYTES && cg_points_idempotent(p, k))
     for (int fr = 1; fr <= 2 * DIRECT_ROWS_MAX && fr <= H; fr++) {
       int64_t fv = (fr * W + L - 1) / L, ob = budget / fv;
       if (fv > xmax) break;  /* 7 vectors of 3 channels (lenet's rows of 14) ran at half the speed */
@@ -228,15 +231,20 @@ static void row_fill(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
   cg_close(em);
 }
 
-/* A flat plane's row: the operand's padded row once, then each window column's copy of it
- * (shifted by the column, W long) */
+/* A flat plane's row y: the operand's padded row once, then each window column rw's copy of it
+ * (column sw x w + rw at w, W long) in row phase y % sh at index y / sh */
 static void flat_fill(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
-  int rh = k->rank + k->n_red - 2;
+  const char *I = em->d->index_type;
+  int rh = k->rank + k->n_red - 2, sh = c->stride, sw = c->col_stride;
   int64_t W = k->shape[k->rank - 1], KW = k->red_shape[k->n_red - 1];
   cg_put(em, "%s *kiln_row = kiln_pr;", em->d->value_type[KILN_F32]);
   plane_row(k, c, em);
-  cg_put(em, "for (int kiln_k = 0; kiln_k < %d; kiln_k++) memcpy(kiln_pl + ((kiln_pc * %d + kiln_k) * %s + v%d) * %s, "
-         "kiln_pr + kiln_k, sizeof kiln_pr[0] * %s);", (int)KW, (int)KW, cg_lit(em, c->YP), rh, cg_lit(em, W), cg_lit(em, W));
+  cg_open(em, "for (int kiln_k = 0; kiln_k < %d; kiln_k++) {", (int)KW);
+  cg_put(em, "%s *kiln_cp = kiln_pl + (((kiln_pc * %d + kiln_k) * %d + v%d %% %d) * %s + v%d / %d) * %s;",
+         em->d->value_type[KILN_F32], (int)KW, sh, rh, sh, cg_lit(em, c->YR), rh, sh, cg_lit(em, W));
+  cg_put(em, "%s", em->d->simd);
+  cg_put(em, "for (%s kiln_x = 0; kiln_x < %s; kiln_x++) kiln_cp[kiln_x] = kiln_pr[kiln_x * %d + kiln_k];", I, cg_lit(em, W), sw);
+  cg_close(em);
 }
 
 /* Each output row kiln_h0 + r (r < rows, inside the image) of channels kiln_o0 .. + ob through
@@ -288,7 +296,8 @@ static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, co
   int64_t H = k->shape[h], W = k->shape[w], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
   int L = c->lanes, OB = c->ob, FV = c->fv, FR = c->rr;
   int64_t CO = c->CO, CB = (CO + OB - 1) / OB, HB = (H + FR - 1) / FR, NF = k->outer_numel / (CO * H * W);
-  int64_t chan = KW * c->YP * W;
+  int sh = c->stride;
+  int64_t chan = KW * sh * c->YR * W;  /* a channel's copies, each in sh row phases of YR rows */
   int csel[KILN_MAX_RANK];
   for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
   cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
@@ -307,7 +316,7 @@ static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, co
   cg_put(em, "const %s kiln_h0 = kiln_ha < %s ? kiln_ha : %s;  /* the last moved back */", I, cg_lit(em, H - FR),
          cg_lit(em, H - FR));
   cg_put(em, "const %s kiln_bz = kiln_t / %s;", I, cg_lit(em, CB * HB));
-  cg_put(em, "const %s kiln_ya = kiln_h0, kiln_yb = kiln_h0 + %s;", I, cg_lit(em, FR - 1 + KH));
+  cg_put(em, "const %s kiln_ya = kiln_h0 * %d, kiln_yb = (kiln_h0 + %d) * %d + %s;", I, sh, FR - 1, sh, cg_lit(em, KH));
   image_band(k, c, em, flat_fill);
   cg_put(em, "kiln_v kiln_a[%d][%d];", OB, FV);
   cg_put(em, "memset(kiln_a, 0, sizeof kiln_a);");
@@ -319,8 +328,8 @@ static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, co
   cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rw, rw, cg_lit(em, KW), rw);
   cg_put(em, "kiln_v kiln_x[%d];", FV);
   cg_put(em, "#pragma GCC unroll %d", FV);
-  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_x[kiln_u] = *(const kiln_v *)(kiln_pp + (v%d * %s + v%d) * %s + kiln_u * %d);",
-         FV, rw, cg_lit(em, c->YP), rh, cg_lit(em, W), L);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_x[kiln_u] = *(const kiln_v *)(kiln_pp + ((v%d * %d + v%d %% %d) * %s + "
+         "v%d / %d) * %s + kiln_u * %d);", FV, rw, sh, rh, sh, cg_lit(em, c->YR), rh, sh, cg_lit(em, W), L);
   cg_put(em, "#pragma GCC unroll %d", OB);
   cg_open(em, "for (int kiln_i = 0; kiln_i < %d; kiln_i++) {", OB);
   em->push(em->r);

@@ -429,15 +429,19 @@ int main(void) {
     { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 0, 1, 1 },
     { "rows of 37 (runs across panels)", 3, 2, 6, 37, 16, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
     { "no padding (no guard)", 2, 3, 9, 11, 8, 3, 3, 1, 1, 0, 1, false, 1, 0, 1, 0, 0, 1, 0, 1, 1 },
-    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
+    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0 },
     { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
     { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
     { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1, 0, 0, 0, 0, 0, 0, 0 },
     { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1, 0, 0, 0, 0, 0, 0, 0 },
-    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
+    /* 1 x 1 direct too: flat at rows of 9, rows at 48 (a plane of 24 x 48 x 48), tiles for a
+     * plane over 512 KiB */
+    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 1 },
+    { "1x1 24 to 40 at 48x48", 1, 24, 48, 48, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
+    { "1x1 96 to 24 at 48x48 (a plane too large)", 1, 96, 48, 48, 24, 1, 1, 1, 1, 0, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
     { "128 to 64 channels at 5x5 (weights read in place)", 1, 128, 5, 5, 64, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1, 0, 1, 0, 1, 1 },
-    { "stride 2 over 96 channels (weights in place)", 2, 96, 9, 8, 80, 3, 3, 2, 1, 1, 1, false, 1, 0, 1, 1, 0, 1, 0, 0, 0 },
-    { "stride 3, pad 1, 4x4", 2, 5, 19, 23, 9, 4, 4, 3, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
+    { "stride 2 over 96 channels (weights in place)", 2, 96, 9, 8, 80, 3, 3, 2, 1, 1, 1, false, 1, 0, 1, 1, 0, 1, 0, 1, 1 },
+    { "stride 3, pad 1, 4x4", 2, 5, 19, 23, 9, 4, 4, 3, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0 },
     { "stride 2, dilation 3 (a stride of 2, taps 3 apart)", 1, 4, 16, 19, 7, 3, 3, 2, 3, 3, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
     /* 9 taps a point: a window, its interior rows of 26 points in chunks of 16 (the last moved
      * back), 29 of 27 and 20 of 18 too; without windows a tile */
@@ -446,8 +450,8 @@ int main(void) {
     { "one input channel, rows of 20, no padding", 2, 1, 6, 20, 4, 3, 3, 1, 1, 0, 1, true, 0, 1, 0, 0, 1, 1, 0, 1, 0 },
     /* direct with a row stride: the plane's rows two apart an output row, its columns one; and
      * columns three apart, rows one (a plane of three phases a row) */
-    { "rows stride 2, columns 1", 2, 6, 15, 22, 11, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 2, 0, 0 },
-    { "rows stride 1, columns 3", 2, 5, 12, 52, 9, 3, 3, 3, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 1, 0, 0 },
+    { "rows stride 2, columns 1", 2, 6, 15, 22, 11, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 2, 1, 0 },
+    { "rows stride 1, columns 3", 2, 5, 12, 52, 9, 3, 3, 3, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 1, 1, 0 },
     /* a plane over 512 KiB (200 channels x 42 rows x 82 columns): tiles, not direct */
     { "a plane too large to go direct", 1, 200, 40, 64, 8, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
     /* a window that reads the output's channel (depthwise, grouped) goes direct a plane a channel
