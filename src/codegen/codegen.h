@@ -568,6 +568,9 @@ typedef struct CgCpuDirect {
                                     * it, zeros where it leaves the row): a task's rr rows run on in fv
                                     * vectors (the last block of rows moved back) */
   int fv;                          /* flat: vectors a task */
+  const Expr *inner;               /* the plane over rows and columns m .. its last - m, simplified: its
+                                    * padding's guards gone (NULL: none found for m <= 3) */
+  int margin;                      /* that m */
   int64_t YR;                      /* flat: rows of a plane's row phase (YP / stride, rounded up) */
 } CgCpuDirect;
 /* Does kernel k of a loop dialect render as a direct convolution under o (o->cpu_lanes set)?
