@@ -1196,9 +1196,10 @@ static void rowsmall_tap(R *r, int64_t t) {
   r->indent++;
   push(r);
   for (int v = 0; v < k->rank; v++) map[v] = te_var(te, v);
-  for (int i = k->n_red - 1, rest = (int)t; i >= 0; i--) {
+  int64_t rest = t;
+  for (int i = k->n_red - 1; i >= 0; i--) {
     int64_t c = rest % k->red_shape[i];
-    rest /= (int)k->red_shape[i];
+    rest /= k->red_shape[i];
     line(r, "const %s v%d = %lld;", ix(r), k->rank + i, (long long)c);  /* for a body left as it was */
     map[k->rank + i] = te_const_i(te, KILN_I64, c);
   }
@@ -1206,8 +1207,7 @@ static void rowsmall_tap(R *r, int64_t t) {
   for (int v = 0; v < nv; v++) mapped = mapped && map[v];
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
-    if (it->step != 0) continue;
-    if (it->kind != IT_ACC) { value_item(r, it); continue; }
+    if (it->step != 0 || it->kind != IT_ACC) continue;  /* step 0 holds only sums (rowsmall_interchange) */
     Expr *y = mapped ? te_substitute(te, it->body, map, nv) : NULL;
     if (y) y = te_simplify(te, y, r->lo, r->hi, r->nv);
     char v[256];
@@ -1227,10 +1227,8 @@ static void render_rowsmall(R *r) {
   decompose(r, "o", 0, k->rank - 1, k->shape);
   int w = rowsmall_chunk(r);
   if (w && rowsmall_interchange(k)) {
-    /* each lane's accumulator a register, every tap (at most 16) written out with its window
-     * vars as constants inside the vector loop: as loops, GCC read the loads' addresses as
-     * not affine in the lane and vectorised a tap loop instead (lenet's first pool 63 us
-     * against 20). A chunk re-runs its taps from scratch, so only the stores repeat. */
+    /* each lane's accumulator a register, every tap (at most 16) written out inside the vector
+     * loop (rowsmall_tap); a chunk re-runs its taps from scratch, so only the stores repeat */
     open_last_dim(r, 0, J, w);
     push(r);
     r->in_simd = true;
