@@ -280,6 +280,17 @@ static void flat_fill(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
   cg_close(em);
 }
 
+/* kiln_wt: the weight of output channel kiln_o0 + kiln_i at the current tap (past the last
+ * channel, the last again: its sums are not stored) */
+static void tap_weight(const CgCpuDirect *c, const CgEmit *em) {
+  char v[256];
+  if (!c->by_channel)
+    cg_put(em, "const %s v%d = kiln_o0 + kiln_i < %s ? kiln_o0 + kiln_i : %s;", em->d->index_type, c->co, cg_lit(em, c->CO),
+           cg_lit(em, c->CO - 1));
+  em->emit(em->r, c->weight, v, sizeof v);
+  cg_put(em, "const %s kiln_wt = %s;", em->d->value_type[KILN_F32], v);
+}
+
 /* Each output row kiln_h0 + r (r < rows, inside the image) of channels kiln_o0 .. + ob through
  * the kernel's items, its sum at `sum` (in kiln_i, kiln_r, kiln_j: the column from kiln_w0) */
 static void epilogue(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em, int rows, const char *sum) {
@@ -366,10 +377,7 @@ static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, co
   cg_put(em, "#pragma GCC unroll %d", OB);
   cg_open(em, "for (int kiln_i = 0; kiln_i < %d; kiln_i++) {", OB);
   em->push(em->r);
-  cg_put(em, "const %s v%d = kiln_o0 + kiln_i < %s ? kiln_o0 + kiln_i : %s;", I, c->co, cg_lit(em, CO), cg_lit(em, CO - 1));
-  char v[256];
-  em->emit(em->r, c->weight, v, sizeof v);
-  cg_put(em, "const %s kiln_wt = %s;", F, v);
+  tap_weight(c, em);
   cg_put(em, "#pragma GCC unroll %d", FV);
   cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_a[kiln_i][kiln_u] += kiln_wt * kiln_x[kiln_u];", FV);
   em->pop(em->r);
@@ -404,7 +412,6 @@ void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, 
   /* the sum's vars but the window's from kiln_pc */
   int csel[KILN_MAX_RANK], sw = c->col_stride;
   for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
-  char v[256];
   cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
   double work = (double)k->outer_numel * (double)k->inner_numel;
   bool parallel = work >= (double)d->min_parallel_work;
@@ -446,10 +453,7 @@ void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, 
   cg_put(em, "#pragma GCC unroll %d", OB);
   cg_open(em, "for (int kiln_i = 0; kiln_i < %d; kiln_i++) {", OB);
   em->push(em->r);
-  if (!c->by_channel)
-    cg_put(em, "const %s v%d = kiln_o0 + kiln_i < %s ? kiln_o0 + kiln_i : %s;", I, c->co, cg_lit(em, CO), cg_lit(em, CO - 1));
-  em->emit(em->r, c->weight, v, sizeof v);
-  cg_put(em, "const %s kiln_wt = %s;", F, v);
+  tap_weight(c, em);
   cg_put(em, "#pragma GCC unroll %d", RR);
   cg_put(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++)", RR);
   cg_put(em, "  for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_a[kiln_i][kiln_r][kiln_u] += kiln_wt * kiln_x[kiln_r][kiln_u];", WV);
