@@ -25,10 +25,11 @@
  * and a task one channel's rows.
  *
  * Flat planes: rows the lanes do not divide (24 at 16 lanes) leave lanes idle in the row form.
- * With a stride of 1 both ways the plane is stored once per window column, shifted by it, at the
- * output's own pitch (zeros where a shift leaves the row): output q = row x W + column then reads
- * element q + rh x W of column rw's copy at tap (rh, rw), so a task's rows run on in its vectors
- * (2 rows of 24 in 3), every lane used. The cost model picks it (CgOptions.cpu_rows_only: never).
+ * The plane is stored once per window column rw (column stride x w + rw at w: shifted, zeros
+ * where the shift leaves the row) at the output's own pitch, its rows in `stride` phases: with a
+ * stride of 1, output q = row x W + column reads element q + rh x W of column rw's copy at tap
+ * (rh, rw), so a task's rows run on in its vectors (2 rows of 24 in 3), every lane used. The
+ * cost model picks it (CgOptions.cpu_rows_only: never).
  */
 #include <string.h>
 
@@ -149,9 +150,9 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
   if (!best) return false;
   /* flat: when rows leave lanes idle (24 of 32 at rows of 24), a task's rows run on in its
    * vectors through planes at the output's pitch, one a window column (2 rows of 24 in 3
-   * vectors); convnet_mini's 48 -> 48 at 24x24: 74 -> 56 us, two threads. Stride 1 both ways;
-   * a block that would pass the image's end is moved back, so some outputs are stored twice
-   * (the same values) */
+   * vectors); convnet_mini's 48 -> 48 at 24x24: 74 -> 62 us, two threads. Any stride (the rows
+   * in phases); a block that would pass the image's end is moved back, so some outputs are
+   * stored twice (the same values) */
   c.YR = (c.YP + sh - 1) / sh;
   double flat_bytes = ((double)c.PC * (double)KW * (double)sh * (double)c.YR * (double)W + L) * 4;
   if (!o->cpu_rows_only && W % L && flat_bytes <= DIRECT_PLANE_BYTES && cg_points_idempotent(p, k))
@@ -168,8 +169,8 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
   return true;
 }
 
-/* kiln_row[0 .. XP): the plane's row v<rh> (a column stride of 1), its operand evaluated at
- * each column, the padding's guard once an element */
+/* kiln_row[from .. to): expression e (the plane's operand, or its interior form) at each
+ * column of the plane's row v<rh> */
 static void plane_columns(const Kernel *k, const CgEmit *em, const Expr *e, int64_t from, int64_t to) {
   int rw = k->rank + k->n_red - 1;
   char v[256];
@@ -183,6 +184,8 @@ static void plane_columns(const Kernel *k, const CgEmit *em, const Expr *e, int6
   cg_close(em);
 }
 
+/* kiln_row[0 .. XP): the plane's row v<rh> (a column stride of 1), the padding's guard decided
+ * once an element, and not at all in an interior row's interior columns */
 static void plane_row(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
   if (!c->inner || !c->margin) {  /* no guard to drop (m 0: the plane is the operand) */
     plane_columns(k, em, c->inner ? c->inner : c->plane, 0, c->XP);
