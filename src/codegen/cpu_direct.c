@@ -29,7 +29,9 @@
  * where the shift leaves the row) at the output's own pitch, its rows in `stride` phases: with a
  * stride of 1, output q = row x W + column reads element q + rh x W of column rw's copy at tap
  * (rh, rw), so a task's rows run on in its vectors (2 rows of 24 in 3), every lane used. The
- * cost model picks it (CgOptions.cpu_rows_only: never).
+ * cost model picks it (CgOptions.cpu_rows_only: never). A depthwise window takes it whenever its
+ * rows are whole vectors: its taps are bound by their loads (one multiply-add each), and only
+ * flat planes at such a pitch keep every load aligned.
  */
 #include <string.h>
 
@@ -132,9 +134,24 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
   /* output channels x rows a task: the sums and row vectors within the budget, the blocks even,
    * and the fewest loads and multiply-adds over the whole output, the blocks' padding included */
   double best = 0;
+  c.YR = (c.YP + sh - 1) / sh;
+  double flat_bytes = ((double)c.PC * (double)KW * (double)sh * (double)c.YR * (double)W + L) * 4;
+  bool flat_ok = !o->cpu_rows_only && flat_bytes <= DIRECT_PLANE_BYTES && cg_points_idempotent(p, k);
   if (by_channel) {  /* one channel: rows x vectors within the budget (each tap a load and a multiply-add each) */
     c.ob = 1, c.rr = 1;
     while (c.rr < H && (c.rr + 1) * c.wv <= budget / 2 && c.rr < 2 * DIRECT_ROWS_MAX) c.rr++;
+    /* flat when the output's rows are whole vectors too: a tap's vector feeds one multiply-add
+     * here, so the loads bound the taps, and in the row form all but a window column's are
+     * unaligned (two cache lines each); in flat planes at a pitch of whole vectors every load
+     * is aligned. Rows a task: the fewest vectors computed (the last block moved back), then
+     * the most rows. */
+    int64_t fbest = 0;
+    for (int fr = 1; flat_ok && W % L == 0 && fr <= 2 * DIRECT_ROWS_MAX && fr <= H; fr++) {
+      int64_t fv = fr * W / L;
+      if (fv > budget / 2) break;
+      int64_t work = (H + fr - 1) / fr * fv;
+      if (!fbest || work <= fbest) fbest = work, c.flat = true, c.fv = (int)fv, c.rr = fr;
+    }
     if (dc) *dc = c;
     return true;
   }
@@ -153,9 +170,7 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
    * vectors); convnet_mini's 48 -> 48 at 24x24: 74 -> 62 us, two threads. Any stride (the rows
    * in phases); a block that would pass the image's end is moved back, so some outputs are
    * stored twice (the same values) */
-  c.YR = (c.YP + sh - 1) / sh;
-  double flat_bytes = ((double)c.PC * (double)KW * (double)sh * (double)c.YR * (double)W + L) * 4;
-  if (!o->cpu_rows_only && W % L && flat_bytes <= DIRECT_PLANE_BYTES && cg_points_idempotent(p, k))
+  if (flat_ok && W % L)
     for (int fr = 1; fr <= 2 * DIRECT_ROWS_MAX && fr <= H; fr++) {
       int64_t fv = (fr * W + L - 1) / L, ob = budget / fv;
       if (fv > xmax) break;  /* 7 vectors of 3 channels (lenet's rows of 14) ran at half the speed */
@@ -267,20 +282,53 @@ static void row_fill(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
   cg_close(em);
 }
 
-/* A flat plane's row y: the operand's padded row once, then each window column rw's copy of it
- * (column sw x w + rw at w, W long) in row phase y % sh at index y / sh */
-static void flat_fill(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+/* kiln_cp[from .. to): expression e (the plane's operand, or its interior form) at plane column
+ * x * sw + rw of the row v<rh>, for each x */
+static void copy_columns(const Kernel *k, const CgEmit *em, const Expr *e, int rw0, int sw, int64_t from, int64_t to) {
   const char *I = em->d->index_type;
-  int rh = k->rank + k->n_red - 2, sh = c->stride, sw = c->col_stride;
-  int64_t W = k->shape[k->rank - 1], KW = k->red_shape[k->n_red - 1];
-  cg_put(em, "%s *kiln_row = kiln_pr;", em->d->value_type[KILN_F32]);
-  plane_row(k, c, em);
-  cg_open(em, "for (int kiln_k = 0; kiln_k < %d; kiln_k++) {", (int)KW);
-  cg_put(em, "%s *kiln_cp = kiln_pl + (((kiln_pc * %d + kiln_k) * %d + v%d %% %d) * %s + v%d / %d) * %s;",
-         em->d->value_type[KILN_F32], (int)KW, sh, rh, sh, cg_lit(em, c->YR), rh, sh, cg_lit(em, W));
+  int rw = k->rank + k->n_red - 1;
+  char v[256];
+  if (from >= to) return;
   cg_put(em, "%s", em->d->simd);
-  cg_put(em, "for (%s kiln_x = 0; kiln_x < %s; kiln_x++) kiln_cp[kiln_x] = kiln_pr[kiln_x * %d + kiln_k];", I, cg_lit(em, W), sw);
+  cg_open(em, "for (%s kiln_x = %s; kiln_x < %s; kiln_x++) {", I, cg_lit(em, from), cg_lit(em, to));
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_x * %d + %d;", I, rw, sw, rw0);
+  em->emit_lazy(em->r, e, v, sizeof v);
+  cg_put(em, "kiln_cp[kiln_x] = %s;", v);
+  em->pop(em->r);
   cg_close(em);
+}
+
+/* A flat plane's row y: each window column rw's copy of it (column sw x w + rw at w, W long) in
+ * row phase y % sh at index y / sh, each straight from the operand. Through one padded row
+ * first, the copies' loads (at + 0, + 1, + 2) overlapped the row's fresh stores at other
+ * offsets and waited for them: a depthwise 3x3's fill took twice its taps (60 us against 31). */
+static void flat_fill(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  int rh = k->rank + k->n_red - 2, sh = c->stride, sw = c->col_stride, m = c->margin;
+  int64_t W = k->shape[k->rank - 1], KW = k->red_shape[k->n_red - 1];
+  for (int rw = 0; rw < KW; rw++) {
+    cg_open(em, "{");
+    cg_put(em, "%s *kiln_cp = kiln_pl + (((kiln_pc * %d + %d) * %d + v%d %% %d) * %s + v%d / %d) * %s;",
+           em->d->value_type[KILN_F32], (int)KW, rw, sh, rh, sh, cg_lit(em, c->YR), rh, sh, cg_lit(em, W));
+    if (!c->inner || !m) {  /* no guard to drop (m 0: the plane is the operand) */
+      copy_columns(k, em, c->inner ? c->inner : c->plane, rw, sw, 0, W);
+    } else {
+      /* interior columns: x x sw + rw within m .. XP - m - 1 */
+      int64_t lo = m > rw ? (m - rw + sw - 1) / sw : 0, hi = (c->XP - m - rw + sw - 1) / sw;
+      if (hi > W) hi = W;
+      if (lo > hi) lo = hi;
+      cg_open(em, "if (v%d >= %d && v%d < %s) {  /* an interior row: its interior columns unguarded */", rh, m, rh,
+              cg_lit(em, c->YP - m));
+      copy_columns(k, em, c->plane, rw, sw, 0, lo);
+      copy_columns(k, em, c->inner, rw, sw, lo, hi);
+      copy_columns(k, em, c->plane, rw, sw, hi, W);
+      cg_close(em);
+      cg_open(em, "else {");
+      copy_columns(k, em, c->plane, rw, sw, 0, W);
+      cg_close(em);
+    }
+    cg_close(em);
+  }
 }
 
 /* kiln_wt: the weight of output channel kiln_o0 + kiln_i at the current tap (past the last
@@ -342,7 +390,8 @@ static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, co
   int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1;
   int64_t H = k->shape[h], W = k->shape[w], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
   int L = c->lanes, OB = c->ob, FV = c->fv, FR = c->rr;
-  int64_t CO = c->CO, CB = (CO + OB - 1) / OB, HB = (H + FR - 1) / FR, NF = k->outer_numel / (CO * H * W);
+  int64_t CO = c->by_channel ? 1 : c->CO;  /* by channel: the channel is an image var */
+  int64_t CB = (CO + OB - 1) / OB, HB = (H + FR - 1) / FR, NF = k->outer_numel / (CO * H * W);
   int sh = c->stride;
   int64_t chan = KW * sh * c->YR * W;  /* a channel's copies, each in sh row phases of YR rows */
   int csel[KILN_MAX_RANK];
@@ -353,7 +402,7 @@ static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, co
   cg_open(em, "{");
   /* a vector past a block's last row reads into the next plane (lanes not stored); the last
    * plane's has L points after it */
-  cg_put(em, "%s kiln_pl[%lld]%s, kiln_pr[%lld];", F, (long long)(c->PC * chan + L), al, (long long)c->XP);
+  cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(c->PC * chan + L), al);
   cg_put(em, "memset(kiln_pl + %lld, 0, sizeof kiln_pl[0] * %d);", (long long)(c->PC * chan), L);
   cg_put(em, "%s kiln_pn = -1, kiln_py0 = 0, kiln_py1 = 0;  /* the plane's image, its rows filled */", I);
   if (parallel) cg_put(em, "#pragma omp for schedule(static)");

@@ -163,8 +163,8 @@ typedef struct ConvCase {
   int direct;   /* direct convolutions with the defaults (on a host with AVX2 or AVX-512): a window of
                    at least 2 x 2, strides at most the window, no dilation (by channel: 256 outputs) */
   int64_t row_stride;  /* the stride along rows when not `stride` (0) */
-  int flat;     /* of those, in flat planes (stride 1, rows the lanes do not divide, the cost
-                   model's choice): at 16 lanes, at 8 (KILN_CPU_DIRECT=8) */
+  int flat;     /* of those, in flat planes (rows the lanes do not divide, the cost model's choice;
+                   by channel: rows of whole vectors): at 16 lanes, at 8 (KILN_CPU_DIRECT=8) */
   int flat8;
 } ConvCase;
 
@@ -456,8 +456,11 @@ int main(void) {
     { "a plane too large to go direct", 1, 200, 40, 64, 8, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
     /* a window that reads the output's channel (depthwise, grouped) goes direct a plane a channel
      * from 256 outputs a plane (smaller ones stay windows) */
-    { "depthwise at 24x24 (a plane a channel)", 2, 8, 24, 24, 8, 3, 3, 1, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 0, 0 },
+    { "depthwise at 24x24 (a plane a channel)", 2, 8, 24, 24, 8, 3, 3, 1, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 0, 1 },
     { "depthwise stride 2 from 40x36", 1, 6, 40, 36, 6, 3, 3, 2, 1, 1, 6, false, 0, 1, 0, 0, 0, 1, 0, 0, 0 },
+    /* depthwise with rows of whole vectors: flat planes (every tap's load aligned), any stride */
+    { "depthwise at 32x32 (flat planes)", 1, 8, 32, 32, 8, 3, 3, 1, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 1, 1 },
+    { "depthwise stride 2 from 33x32 (flat planes)", 2, 8, 33, 32, 8, 3, 3, 2, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 1, 1 },
     { "groups 4 at 18x18 (a plane a channel)", 1, 8, 18, 18, 8, 3, 3, 1, 1, 1, 4, true, 0, 0, 0, 0, 0, 1, 0, 0, 0 },
     /* rows of 24 at 16 lanes: flat, 2 rows in 3 vectors a task, the last block moved back (25 rows) */
     { "48 to 48 at 25x24 (flat planes)", 1, 48, 25, 24, 48, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0 },
