@@ -84,10 +84,6 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
   /* a depthwise (or grouped) window reads the output's own channel: each channel's plane is its
    * own, the channel a var of the plane's image, one channel a task */
   bool by_channel = te_uses_var(u, co);
-  /* ... for planes of 256 outputs or more: filling a channel's plane costs about what its
-   * taps do at 12x12 (convnet_mini's 192 channels: 18 -> 21 us direct, two threads), at 48x48
-   * the taps win (96 channels: 49 -> 34 us) */
-  if (by_channel && H * W < 256) return false;
   /* the plane: the operand at output row and column 0, the window's vars its row and column;
    * it must give the operand back at row sh x h + rh, column sw x w + rw */
   Expr *map[2 * KILN_MAX_RANK];
@@ -145,13 +141,18 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
      * unaligned (two cache lines each); in flat planes at a pitch of whole vectors every load
      * is aligned. Rows a task: the fewest vectors computed (the last block moved back), then
      * the most rows. */
-    int64_t fbest = 0;
-    for (int fr = 1; flat_ok && W % L == 0 && fr <= 2 * DIRECT_ROWS_MAX && fr <= H; fr++) {
-      int64_t fv = fr * W / L;
+    /* vectors computed, doubled: the row form's, a tie going to flat when rows are whole vectors */
+    int64_t fbest = 2 * ((H + c.rr - 1) / c.rr * c.rr * c.wv * wc) + (W % L == 0);
+    for (int fr = 1; flat_ok && fr <= 2 * DIRECT_ROWS_MAX && fr <= H; fr++) {
+      int64_t fv = (fr * W + L - 1) / L;
       if (fv > budget / 2) break;
-      int64_t work = (H + fr - 1) / fr * fv;
-      if (!fbest || work <= fbest) fbest = work, c.flat = true, c.fv = (int)fv, c.rr = fr;
+      int64_t work = 2 * ((H + fr - 1) / fr * fv);
+      if (work < fbest || (c.flat && work == fbest)) fbest = work, c.flat = true, c.fv = (int)fv, c.rr = fr;
     }
+    /* the row form from 256 outputs a plane: at 12x12 filling a channel's plane cost about
+     * what its taps did (convnet_mini's 192 channels: 18 -> 21 us), at 48x48 the taps won
+     * (96 channels: 49 -> 34 us) */
+    if (!c.flat && H * W < 256) return false;
     if (dc) *dc = c;
     return true;
   }

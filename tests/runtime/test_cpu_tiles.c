@@ -14,8 +14,10 @@
  * holds found at the run's ends and copied by one strided loop), which the plan says.
  * Weights too many to pack once (256 KiB) are read in place, row by row, which the plan says.
  * With the defaults, a convolution whose window has at least 2 x 2 taps, strides up to the
- * window's (a row of the plane in phases when its columns stride), no dilation, runs direct (a
- * depthwise or grouped one a plane a channel, from 256 outputs a plane) on a host with AVX2 or AVX-512 (src/codegen/cpu_direct.c: a zero-padded plane
+ * window's (a row of the plane in phases when its columns stride), runs direct (a depthwise or
+ * grouped one a plane a channel, in flat planes where those compute fewer vectors, else from
+ * 256 outputs a plane; a dilation whose taps only ever read every other row is a plane of
+ * those rows) on a host with AVX2 or AVX-512 (src/codegen/cpu_direct.c: a zero-padded plane
  * an image, sums of channel x row blocks in vector registers), which the plan says; the cases
  * above run with cpu_direct = 0 as well, so each path is checked against ref. Pools whose
  * output rows the vector width does not divide (14, 7, 20, a 3x3 window's 14) run in chunks of
@@ -431,9 +433,9 @@ int main(void) {
     { "no padding (no guard)", 2, 3, 9, 11, 8, 3, 3, 1, 1, 0, 1, false, 1, 0, 1, 0, 0, 1, 0, 1, 1 },
     { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0 },
     { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
-    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
-    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1, 0, 0, 0, 0, 0, 0, 0 },
-    { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1, 0, 0, 0, 0, 0, 0, 0 },
+    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0, 0, 0, 0, 1, 0, 1, 1 },
+    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1, 0, 0, 0, 1, 0, 1, 1 },
+    { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1, 0, 0, 0, 1, 0, 1, 1 },
     /* 1 x 1 direct too: flat at rows of 9, rows at 48 (a plane of 24 x 48 x 48), tiles for a
      * plane over 512 KiB */
     { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 1 },
@@ -454,14 +456,16 @@ int main(void) {
     { "rows stride 1, columns 3", 2, 5, 12, 52, 9, 3, 3, 3, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 1, 1, 0 },
     /* a plane over 512 KiB (200 channels x 42 rows x 82 columns): tiles, not direct */
     { "a plane too large to go direct", 1, 200, 40, 64, 8, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
-    /* a window that reads the output's channel (depthwise, grouped) goes direct a plane a channel
-     * from 256 outputs a plane (smaller ones stay windows) */
-    { "depthwise at 24x24 (a plane a channel)", 2, 8, 24, 24, 8, 3, 3, 1, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 0, 1 },
-    { "depthwise stride 2 from 40x36", 1, 6, 40, 36, 6, 3, 3, 2, 1, 1, 6, false, 0, 1, 0, 0, 0, 1, 0, 0, 0 },
+    /* a window that reads the output's channel (depthwise, grouped) goes direct a plane a channel,
+     * in flat planes where they compute fewer vectors (the row form only from 256 outputs a plane) */
+    { "depthwise at 24x24 (a plane a channel)", 2, 8, 24, 24, 8, 3, 3, 1, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 1, 1 },
+    { "depthwise stride 2 from 40x36", 1, 6, 40, 36, 6, 3, 3, 2, 1, 1, 6, false, 0, 1, 0, 0, 0, 1, 0, 1, 1 },
+    /* the row form when flat planes (a copy a window column) pass 512 KiB */
+    { "depthwise at 240x240 (rows: flat planes too large)", 1, 2, 240, 240, 2, 3, 3, 1, 1, 1, 2, true, 0, 1, 0, 0, 0, 1, 0, 0, 0 },
     /* depthwise with rows of whole vectors: flat planes (every tap's load aligned), any stride */
     { "depthwise at 32x32 (flat planes)", 1, 8, 32, 32, 8, 3, 3, 1, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 1, 1 },
     { "depthwise stride 2 from 33x32 (flat planes)", 2, 8, 33, 32, 8, 3, 3, 2, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 1, 1 },
-    { "groups 4 at 18x18 (a plane a channel)", 1, 8, 18, 18, 8, 3, 3, 1, 1, 1, 4, true, 0, 0, 0, 0, 0, 1, 0, 0, 0 },
+    { "groups 4 at 18x18 (a plane a channel)", 1, 8, 18, 18, 8, 3, 3, 1, 1, 1, 4, true, 0, 0, 0, 0, 0, 1, 0, 1, 1 },
     /* rows of 24 at 16 lanes: flat, 2 rows in 3 vectors a task, the last block moved back (25 rows) */
     { "48 to 48 at 25x24 (flat planes)", 1, 48, 25, 24, 48, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0 },
     /* 2 x 5 taps at a stride of 1: direct with 80 output rows (bands of rows across threads) */
