@@ -335,9 +335,10 @@ typedef struct kiln_options {
   char cache_dir[1024]; /* compiled kernels ($KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
                            $HOME/.cache/kiln, else /tmp/kiln) */
   int no_cache;         /* 1: never read the on-disk cache, compile again ($KILN_NO_CACHE=1) */
-  int omp_dynamic;      /* cpu: 0 teams of exactly the threads asked for (default), 1 size OpenMP teams
-                           by the load average (for a machine shared with other work), -1 leave
-                           OpenMP's own setting (the default when $OMP_DYNAMIC is set) */
+  int omp_dynamic;      /* cpu: kernels run on a team of omp_get_max_threads() threads ($OMP_NUM_THREADS,
+                           omp_set_num_threads); 0 each kernel on all of them (default), 1 on as many
+                           as the load average leaves free (for a machine shared with other work), -1
+                           as OpenMP's dynamic setting says (the default when $OMP_DYNAMIC is set) */
   int cpu_tiles;        /* cpu: 1 (default) contractions the library GEMM does not take (convolutions read
                            through their window, short sums) run as register tiles over packed panels;
                            0 the dot-product loops ($KILN_CPU_TILES=0) */

@@ -140,14 +140,17 @@ typedef struct Dialect {
   const char *entry_arg_direct;
   int direct_args;
   /* loop dialects: an entry of one signature for every kernel, calling it with its buffers
-   * from an array (NULL trampoline: none). %s entry name, %s kernel name; then trampoline_arg
-   * per parameter (%d its number, ", " between) and trampoline_end. */
+   * from an array and its thread's place in the team (NULL trampoline: none). %s entry name,
+   * %s kernel name; then trampoline_arg per parameter (%d its number, ", " between) and
+   * trampoline_end. */
   const char *trampoline, *trampoline_arg, *trampoline_end;
 
-  /* -- loop dialects: the outer domain as a (parallel) loop -- */
-  const char *parallel_for;       /* pragma before the parallel outer loop */
+  /* -- loop dialects: the outer domain as a loop over a thread's share -- */
+  /* Every thread of the runtime's team calls a kernel (the threads kiln_tid = 0 .. kiln_nt - 1,
+   * team_params after its buffers); each runs its own share of the outer loop (cg_team_for),
+   * and the runtime waits for them all between kernels. */
+  const char *team_params;
   long long min_parallel_work;    /* points below which a kernel runs on one thread */
-  const char *parallel_for_simd;  /* the same for a flat loop that also vectorises */
   const char *simd;               /* pragma before a vectorisable inner loop */
   const char *simd_len;           /* the same asking for vectors of %d lanes (NULL: simd) */
   const char *tile;               /* loop dialects: the prelude's register tile (cpu_tile.c renders calls to
@@ -211,9 +214,6 @@ typedef struct Dialect {
    * the helpers' definitions (module scope, once), a barrier of the cluster's blocks that also
    * orders their shared memory, and a load of float *%s in the shared memory of cluster block %s */
   const char *cluster_dims, *cluster_helpers, *cluster_sync, *cluster_load;
-  /* loop dialects: a group's entry calls its members in order; %s the entry's name. Each call is
-   * kernel name, "(", trampoline_arg per parameter, group_call_end. */
-  const char *group_open, *group_call_end, *group_close;
 } Dialect;
 
 /* -- program.c: what codegen hands on (source and launch decisions, as data) -- */
@@ -354,6 +354,10 @@ int cg_kernel_params(const Plan *p, const Kernel *k, int *stages);
 int cg_kernel_params_max(const Kernel *k);
 /* Name of kernel k's function ("kiln_k3") and of its trampoline ("kiln_e3"). */
 void cg_kernel_name(int k, bool trampoline, char buf[32]);
+/* Loop dialects: the head of a loop of var over 0 .. count - 1 (count an expression of the
+ * index type), "{" included: the calling thread's share of it when parallel, else all of it on
+ * thread 0 (none on the others). */
+void cg_team_for(const Dialect *d, const char *var, const char *count, bool parallel, char *out, size_t n);
 /* Source of one kernel (appended to out). With launches g (NULL: none), a group member is
  * rendered as a phase (grid dialects: a device function of its virtual block and block count;
  * loop dialects: as usual), and a kernel storing into a param (g->store_into) without restrict. */

@@ -399,15 +399,15 @@ static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, co
   for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
   cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
   bool parallel = (double)k->outer_numel * (double)k->inner_numel >= (double)d->min_parallel_work;
-  if (parallel) cg_put(em, "#pragma omp parallel");
   cg_open(em, "{");
   /* a vector past a block's last row reads into the next plane (lanes not stored); the last
    * plane's has L points after it */
   cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(c->PC * chan + L), al);
   cg_put(em, "memset(kiln_pl + %lld, 0, sizeof kiln_pl[0] * %d);", (long long)(c->PC * chan), L);
   cg_put(em, "%s kiln_pn = -1, kiln_py0 = 0, kiln_py1 = 0;  /* the plane's image, its rows filled */", I);
-  if (parallel) cg_put(em, "#pragma omp for schedule(static)");
-  cg_open(em, "for (%s kiln_t = 0; kiln_t < %s; kiln_t++) {", I, cg_lit(em, NF * HB * CB));
+  char head[320];
+  cg_team_for(d, "kiln_t", cg_lit(em, NF * HB * CB), parallel, head, sizeof head);
+  cg_open(em, "%s", head);
   cg_put(em, "const %s kiln_o0 = kiln_t %% %s * %d, kiln_w0 = 0;", I, cg_lit(em, CB), OB);
   cg_put(em, "const %s kiln_ha = kiln_t / %s %% %s * %d;", I, cg_lit(em, CB), cg_lit(em, HB), FR);
   cg_put(em, "const %s kiln_h0 = kiln_ha < %s ? kiln_ha : %s;  /* the last moved back */", I, cg_lit(em, H - FR),
@@ -468,14 +468,14 @@ void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, 
   cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
   double work = (double)k->outer_numel * (double)k->inner_numel;
   bool parallel = work >= (double)d->min_parallel_work;
-  if (parallel) cg_put(em, "#pragma omp parallel");
   cg_open(em, "{");
   cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(c->PC * plane), al);
   cg_put(em, "%s kiln_pn = -1, kiln_py0 = 0, kiln_py1 = 0;  /* the plane's image, its rows filled */", I);
-  if (parallel) cg_put(em, "#pragma omp for schedule(static)");
   /* channel blocks fastest, then runs along the row, rows, images: a thread's share of an
    * image is a band of rows, and it fills the plane's rows that band reads */
-  cg_open(em, "for (%s kiln_t = 0; kiln_t < %s; kiln_t++) {", I, cg_lit(em, NF * HB * c->wc * CB));
+  char head[320];
+  cg_team_for(d, "kiln_t", cg_lit(em, NF * HB * c->wc * CB), parallel, head, sizeof head);
+  cg_open(em, "%s", head);
   cg_put(em, "const %s kiln_o0 = kiln_t %% %s * %d;", I, cg_lit(em, CB), OB);
   cg_put(em, "const %s kiln_w0 = kiln_t / %s %% %s * %d;", I, cg_lit(em, CB), cg_lit(em, c->wc), WV * L);
   cg_put(em, "const %s kiln_h0 = kiln_t / %s %% %s * %d;", I, cg_lit(em, CB * c->wc), cg_lit(em, HB), RR);

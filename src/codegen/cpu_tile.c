@@ -795,7 +795,6 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
     }
   double work = (double)t->rows * (double)t->cols * (double)K * (double)g->batch;
   bool parallel = work >= (double)d->min_parallel_work;
-  if (parallel) cg_put(em, "#pragma omp parallel");
   cg_open(em, "{");
   const char *al = d->array_align ? d->array_align : "";
   const char *F = d->value_type[KILN_F32];
@@ -815,9 +814,11 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
     pack_rows(em, p, k, t, "kiln_r0", "kiln_dst");
     cg_close(em);
   }
-  if (parallel) cg_put(em, "#pragma omp for schedule(static)");
   /* tile t: panel kiln_p of the group fastest, then the row tile, the group, the batch point */
-  cg_open(em, "for (%s kiln_t = 0; kiln_t < %s * kiln_ng; kiln_t++) {", I, cg_lit(em, g->batch * row_tiles * group));
+  char count[96], head[320];
+  snprintf(count, sizeof count, "%s * kiln_ng", cg_lit(em, g->batch * row_tiles * group));
+  cg_team_for(d, "kiln_t", count, parallel, head, sizeof head);
+  cg_open(em, "%s", head);
   cg_put(em, "const %s kiln_p = kiln_t %% %lld, kiln_rb = kiln_t / %lld;", I, (long long)group, (long long)group);
   cg_put(em, "const %s kiln_ri = kiln_rb %% %s, kiln_gb = kiln_rb / %s;", I, cg_lit(em, row_tiles), cg_lit(em, row_tiles));
   cg_put(em, "const %s kiln_gi = kiln_gb %% kiln_ng, kiln_bz = kiln_gb / kiln_ng;", I);

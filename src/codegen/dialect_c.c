@@ -4,7 +4,8 @@
  * division by zero gives 0, float max/min propagate NaN, float->int casts truncate and
  * saturate, f16/bf16 round to nearest even), then the vectorisable exp, tanh, erf and
  * sigmoid (src/base/vmath.inc, which the cpu library GEMM compiles too) and the register
- * tile; render.c decides where each is used. Kernels run under OpenMP.
+ * tile; render.c decides where each is used. Every thread of the runtime's team calls each
+ * kernel (its place kiln_tid of kiln_nt); OpenMP only vectorises (omp simd).
  */
 #include "codegen.h"
 #include "../base/scalar.h"
@@ -63,15 +64,11 @@ const Dialect cg_dialect_c = {
   .unary_f64 = CG_C_UNARY_F64("nearbyint"),
   .kernel_prefix = "void",
   .buf_restrict = "restrict",
-  .trampoline = "void %s(void *const *a) { %s(",
+  .trampoline = "void %s(void *const *a, int kiln_tid, int kiln_nt) { %s(",
   .trampoline_arg = "a[%d]",
-  .trampoline_end = "); }\n",
-  .group_open = "void %s(void *const *a) {\n",
-  .group_call_end = ");\n",
-  .group_close = "}\n",
-  .parallel_for = "#pragma omp parallel for schedule(static)",
+  .trampoline_end = ", kiln_tid, kiln_nt); }\n",
+  .team_params = ", int kiln_tid, int kiln_nt",
   .min_parallel_work = 32768,
-  .parallel_for_simd = "#pragma omp parallel for simd schedule(static)",
   .simd = "#pragma omp simd",
   .simd_len = "#pragma omp simd simdlen(%d)",
   .array_align = " __attribute__((aligned(64)))",

@@ -492,7 +492,9 @@ static kiln_status defer_alone(const Plan *p, const Dialect *d, const CgOptions 
  * siblings mode ends the group at the first dependence instead. A kernel that cannot join
  * ends the group before it. */
 static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram *g) {
-  if (o->group == CG_GROUP_OFF || g->n_launch < 2) return KILN_OK;
+  /* a loop dialect's kernel ends when its whole team has run it: the runtime waits between calls,
+   * and a call of several kernels would have no barrier between them */
+  if (o->group == CG_GROUP_OFF || g->n_launch < 2 || !d->grid) return KILN_OK;
   g->group = arena_alloc(&g->arena, sizeof *g->group * (size_t)(g->n_launch + 1));
   int *params = kiln_calloc((size_t)GROUP_MAX_PARAMS + 1, sizeof *params);
   if (!g->group || !params) { kiln_free(params); return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for launch groups"); }

@@ -1,7 +1,7 @@
 /*
  * render.c — the one renderer. Takes a Plan and a Dialect, produces kernel source.
  *
- * A kernel is rendered as loops: the outer domain (parallel: an OpenMP loop in C, a
+ * A kernel is rendered as loops: the outer domain (parallel: each team thread's share in C, a
  * grid-stride loop over threads on a GPU), then the kernel's steps inside each outer
  * point: inner loops holding accumulators and per-point values, and per-outer-point
  * values between them (plan.h). Expressions are DAGs of hash-consed Exprs: each node
@@ -825,9 +825,11 @@ static void open_outer(R *r, int64_t n, int64_t work, bool simd) {
     r->indent++;
     return;
   }
-  if (n > 1 && work >= r->d->min_parallel_work) line(r, "%s", simd ? r->d->parallel_for_simd : r->d->parallel_for);
-  else if (n > 1 && simd) line(r, "%s", r->d->simd);
-  open_for(r, "o", 0, n);
+  if (n > 1 && simd) line(r, "%s", r->d->simd);
+  char head[256];
+  cg_team_for(r->d, "o", lit(r, n), n > 1 && work >= r->d->min_parallel_work, head, sizeof head);
+  line(r, "%s", head);
+  r->indent++;
 }
 
 static void close_block(R *r) { r->indent--; line(r, "}"); }
@@ -3239,6 +3241,15 @@ void cg_kernel_name(int k, bool trampoline, char buf[32]) {
   snprintf(buf, 32, "kiln_%c%d", trampoline ? 'e' : 'k', k);
 }
 
+void cg_team_for(const Dialect *d, const char *var, const char *count, bool parallel, char *out, size_t n) {
+  const char *I = d->index_type;
+  if (parallel)  /* static shares, as even as the count allows (each thread's bounds from its place) */
+    snprintf(out, n, "for (%s %s = (%s) * kiln_tid / kiln_nt; %s < (%s) * (kiln_tid + 1) / kiln_nt; %s++) {", I, var, count,
+             var, count, var);
+  else
+    snprintf(out, n, "for (%s %s = 0; %s < (kiln_tid ? 0 : %s); %s++) {", I, var, var, count, var);
+}
+
 /* A grid dialect's tokens for a kernel run as a phase of a launch group: the block and grid
  * it sees are the virtual k_bid of k_nbid its group hands it; no restrict on its buffers, since
  * a group's later phases may rewrite what an earlier one read (a read-only-cache load of a
@@ -3312,6 +3323,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
     sb_printf(out, d->buf_param, i < k->n_ins ? d->buf_const : "", d->store_type[te->stages[params[i]].dtype],
               d->buf_restrict, i);
   }
+  if (!d->grid && d->team_params) sb_puts(out, d->team_params);
   sb_puts(out, ") {\n");
   if (d->kernel_entry && o->dependent_launch && !phase) sb_printf(out, "%s\n", d->kernel_entry);
   r.indent = 1;
@@ -3369,8 +3381,8 @@ static int group_param(const CgLaunch *g, int s) {
 
 /* A group's entry. Grid dialects: a kernel over the union of its members' buffers that runs
  * each phase as one range of virtual blocks (the members' own grids, back to back) strided
- * over the launch's blocks, a grid barrier between phases. Loop dialects: the members called
- * in order (on a CPU the end of each member's parallel loop is the barrier). */
+ * over the launch's blocks, a grid barrier between phases (grid dialects only: a loop dialect's
+ * team has no barrier inside a call, so its kernels are never grouped). */
 static void render_group(const Plan *p, const Dialect *d, const CgOptions *o, const CgProgram *g, int gi, StrBuf *out) {
   const CgLaunch *G = &g->group[gi];
   const TE *te = p->te;
@@ -3378,33 +3390,29 @@ static void render_group(const Plan *p, const Dialect *d, const CgOptions *o, co
   char bar[32];
   snprintf(bar, sizeof bar, "kiln_bar%d", gi);
   sb_printf(out, "\n/* group %d: %d phases */\n", gi, G->phase);
-  if (!d->grid) {
-    sb_printf(out, d->group_open, G->name);
-  } else {
-    if (G->cooperative) sb_printf(out, "%s %s %s[2];\n", d->global_qual, d->counter_type, bar);
-    sb_printf(out, "%s ", d->kernel_prefix);
-    if (d->block_bounds) sb_printf(out, d->block_bounds, G->block), sb_puts(out, " ");
-    sb_printf(out, "%s(", G->name);
-    for (int i = 0; i < G->n_params; i++) {
-      bool written = false;  /* read-only in every member: const */
-      for (int m = 0; m < g->n_launch; m++) {
-        const CgLaunch *l = &g->launch[m];
-        if (l->group != gi) continue;
-        const Kernel *k = &p->kernels[m];
-        for (int j = k->n_ins; j < l->n_params; j++) written |= l->params[j] == G->params[i];
-      }
-      sb_puts(out, i ? ", " : "");
-      sb_printf(out, d->buf_param, written ? "" : d->buf_const, d->store_type[te->stages[G->params[i]].dtype], "", i);
+  if (G->cooperative) sb_printf(out, "%s %s %s[2];\n", d->global_qual, d->counter_type, bar);
+  sb_printf(out, "%s ", d->kernel_prefix);
+  if (d->block_bounds) sb_printf(out, d->block_bounds, G->block), sb_puts(out, " ");
+  sb_printf(out, "%s(", G->name);
+  for (int i = 0; i < G->n_params; i++) {
+    bool written = false;  /* read-only in every member: const */
+    for (int m = 0; m < g->n_launch; m++) {
+      const CgLaunch *l = &g->launch[m];
+      if (l->group != gi) continue;
+      const Kernel *k = &p->kernels[m];
+      for (int j = k->n_ins; j < l->n_params; j++) written |= l->params[j] == G->params[i];
     }
-    sb_puts(out, ") {\n");
-    if (d->kernel_entry && o->dependent_launch) sb_printf(out, "%s\n", d->kernel_entry);
+    sb_puts(out, i ? ", " : "");
+    sb_printf(out, d->buf_param, written ? "" : d->buf_const, d->store_type[te->stages[G->params[i]].dtype], "", i);
   }
+  sb_puts(out, ") {\n");
+  if (d->kernel_entry && o->dependent_launch) sb_printf(out, "%s\n", d->kernel_entry);
   for (int ph = 0; ph < G->phase; ph++) {
-    if (ph && d->grid) sb_printf(out, "  "), sb_printf(out, d->grid_barrier, bar), sb_puts(out, "\n");
+    if (ph) sb_printf(out, "  "), sb_printf(out, d->grid_barrier, bar), sb_puts(out, "\n");
     int64_t total = 0;
     for (int m = 0; m < g->n_launch; m++)
       if (g->launch[m].group == gi && g->launch[m].phase == ph) total += g->launch[m].grid;
-    if (d->grid) sb_printf(out, "  for (%s v = %s; v < %lld; v += %s) {\n", I, d->block_id, (long long)total, d->grid_size);
+    sb_printf(out, "  for (%s v = %s; v < %lld; v += %s) {\n", I, d->block_id, (long long)total, d->grid_size);
     int64_t at = 0;
     bool first = true;
     for (int m = 0; m < g->n_launch; m++) {
@@ -3412,22 +3420,16 @@ static void render_group(const Plan *p, const Dialect *d, const CgOptions *o, co
       if (l->group != gi || l->phase != ph) continue;
       char name[32];
       cg_kernel_name(m, false, name);
-      if (d->grid) {
-        sb_printf(out, "    %sif (v < %lld) %s(v - %lld, %lld", first ? "" : "else ", (long long)(at + l->grid), name,
-                  (long long)at, (long long)l->grid);
-        for (int j = 0; j < l->n_params; j++) sb_printf(out, ", b%d", group_param(G, l->params[j]));
-        sb_puts(out, ");\n");
-      } else {
-        sb_printf(out, "  %s(", name);
-        for (int j = 0; j < l->n_params; j++) sb_puts(out, j ? ", " : ""), sb_printf(out, d->trampoline_arg, group_param(G, l->params[j]));
-        sb_puts(out, d->group_call_end);
-      }
+      sb_printf(out, "    %sif (v < %lld) %s(v - %lld, %lld", first ? "" : "else ", (long long)(at + l->grid), name,
+                (long long)at, (long long)l->grid);
+      for (int j = 0; j < l->n_params; j++) sb_printf(out, ", b%d", group_param(G, l->params[j]));
+      sb_puts(out, ");\n");
       at += l->grid;
       first = false;
     }
-    if (d->grid) sb_puts(out, "  }\n");
+    sb_puts(out, "  }\n");
   }
-  sb_puts(out, d->grid ? "}\n" : d->group_close);
+  sb_puts(out, "}\n");
 }
 
 /* ---- one body for kernels alike ----

@@ -108,12 +108,11 @@ static Dialect toy_loop(void) {
   d.grid = false;
   d.acc_f32 = false;
   d.kernel_prefix = "toy_routine";
-  d.trampoline = "toy_entry %s(toy_args a) { %s(";
+  d.trampoline = "toy_entry %s(toy_args a, toy_int kiln_tid, toy_int kiln_nt) { %s(";
   d.trampoline_arg = "toy_arg(a)[%d]";
-  d.trampoline_end = "); toy_end }\n";
-  d.parallel_for = "toy_parallel_for";
+  d.trampoline_end = ", kiln_tid, kiln_nt); toy_end }\n";
+  d.team_params = ", toy_int kiln_tid, toy_int kiln_nt";
   d.min_parallel_work = cg_dialect_c.min_parallel_work;
-  d.parallel_for_simd = "toy_parallel_for_vector";
   d.simd = "toy_vector";
   d.simd_len = "toy_vector_len(%d)";
   d.array_align = " toy_aligned";
@@ -123,9 +122,6 @@ static Dialect toy_loop(void) {
   d.simd_reduce_op[RO_MAX] = "toy_maximum", d.simd_reduce_op[RO_MIN] = "toy_minimum";
   d.simd_reduce_or = "toy_or";
   d.kernel_entry = NULL;
-  d.group_open = "toy_entry %s(toy_args a) {\n";
-  d.group_call_end = "); toy_next\n";
-  d.group_close = "toy_end }\n";
   return d;
 }
 
@@ -156,13 +152,13 @@ static const struct { size_t off; int n; const char *name; } fields[] = {
   F(index_type), A(value_type), A(store_type), A(load_fn), A(store_fn), A(round_fn), F(int_lit), A(int_min),
   A(int_max), F(float_lit), F(f32_suffix), F(uint_suffix), F(inf_f32), F(inf_f64), F(nan_f32), F(nan_f64),
   A(unary_f32), A(unary_f64), A(binary_f32), A(binary_f64), F(kernel_prefix), F(buf_param), F(buf_restrict),
-  F(buf_const), F(trampoline), F(trampoline_arg), F(trampoline_end), F(parallel_for), F(parallel_for_simd), F(simd), F(simd_len), F(array_align), F(tile),
+  F(buf_const), F(trampoline), F(trampoline_arg), F(trampoline_end), F(team_params), F(simd), F(simd_len), F(array_align), F(tile),
   F(simd_sum), F(simd_reduce), A(simd_reduce_op), F(simd_reduce_or), F(thread_index), F(thread_stride), F(thread_id),
   F(block_id), F(block_size), F(grid_size), F(block_bounds), F(block_bounds_min), F(shared_qual), F(global_qual),
   F(dyn_shared), F(dyn_shared_name), F(barrier), F(fence), F(atomic_add), F(counter_type), F(cached_load), F(fma),
   F(unroll), F(vec4_type), A(vec4_lane), F(vec4_load), F(vec4_store), F(block_reduce), F(warp_reduce),
   F(block_reduce_arg), F(warp_reduce_arg), A(reduce_op), F(phase_prefix), F(phase_thread_index),
-  F(phase_thread_stride), F(kernel_entry), F(grid_barrier), F(group_open), F(group_call_end), F(group_close),
+  F(phase_thread_stride), F(kernel_entry), F(grid_barrier),
 };
 
 typedef struct Pair { char toy[96], real[96]; } Pair;
@@ -408,9 +404,11 @@ int main(void) {
   pin(s, "bert_layer_b8s128 chain (loop)", (const char *const[]){ "toyF32 kS[128];", "kS[q] = s15;" }, 2);
   free(s);
   unsetenv("KILN_ATTENTION");
-  s = check("mlp_fwd_b128", &loop, &cg_dialect_c, ml, &dflt, 1);  /* loop form: the trampolines, parallel loops */
-  pin(s, "mlp_fwd_b128 (loop)", (const char *const[]){ "toy_entry kiln_e0(toy_args a) { kiln_k0(toy_arg(a)[0]",
-      "); toy_end }", "toy_parallel_for", "toy_routine kiln_k0(" }, 4);
+  s = check("mlp_fwd_b128", &loop, &cg_dialect_c, ml, &dflt, 1);  /* loop form: the trampolines, a thread's share */
+  pin(s, "mlp_fwd_b128 (loop)", (const char *const[]){
+      "toy_entry kiln_e0(toy_args a, toy_int kiln_tid, toy_int kiln_nt) { kiln_k0(toy_arg(a)[0]",
+      ", kiln_tid, kiln_nt); toy_end }", ", toy_int kiln_tid, toy_int kiln_nt) {", "* kiln_tid / kiln_nt;",
+      "toy_routine kiln_k0(" }, 5);
   free(s);
   s = check("cnn_train_b32", &loop, &cg_dialect_c, ml, &dflt, 1);  /* vector loops and their reduction clauses */
   pin(s, "cnn_train_b32 (loop)", (const char *const[]){ "toy_vector\n", "toy_vector_sum toy_reduce(toy_plus:a",

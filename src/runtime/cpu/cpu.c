@@ -2,8 +2,9 @@
  * cpu.c — the cpu backend's device hooks. Its memory is host memory (the pipeline binds
  * the caller's buffers in place and copies with memcpy); a module is the generated C
  * compiled into a shared object and loaded (cache.c); a kernel is a trampoline
- * `void kiln_eN(void *const *args)` found with dlsym, whose body is an OpenMP loop nest.
- * Launches run synchronously, in order, on the calling thread's OpenMP team.
+ * `void kiln_eN(void *const *args, int tid, int nt)` found with dlsym, which every thread of
+ * the device's team (team.c) calls with its place, each running its share of the loops.
+ * Launches run synchronously, in order, the calling thread thread 0 of the team.
  */
 #include "cpu.h"
 
@@ -11,11 +12,13 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-typedef void (*Entry)(void *const *args);
+typedef void (*Entry)(void *const *args, int tid, int nt);
 
 typedef struct Cpu {
   int omp_dynamic;   /* options.omp_dynamic */
+  CpuTeam *team;     /* omp_get_max_threads() threads: OMP_NUM_THREADS, kiln bench --threads */
 } Cpu;
 
 static kiln_status cpu_probe(void) { return KILN_OK; }
@@ -24,11 +27,46 @@ static kiln_status cpu_open(const kiln_options *o, void **dev) {
   Cpu *x = kiln_calloc(1, sizeof *x);
   if (!x) return kiln_fail(KILN_ERR_NO_MEMORY, "cpu: out of memory");
   x->omp_dynamic = o->omp_dynamic;
+  kiln_status st = cpu_team_open(omp_get_max_threads(), &x->team);
+  if (st) {
+    kiln_free(x);
+    return st;
+  }
   *dev = x;
   return KILN_OK;
 }
 
-static void cpu_close(void *dev) { kiln_free(dev); }
+static void cpu_close(void *dev) {
+  Cpu *x = dev;
+  cpu_team_close(x->team);
+  kiln_free(x);
+}
+
+/* Exact teams by default (kiln_options.omp_dynamic 0), as ONNX Runtime's pool. On a machine
+ * shared with other work a thread that is not scheduled holds up every kernel (measured with
+ * OpenMP's teams: 0.14 -> 124 ms per training step at load 7 on 2 cores); omp_dynamic 1 (or
+ * OMP_DYNAMIC=true) sizes each job from the load average instead, as libgomp's dynamic teams
+ * did: the processors online less the load, at least one. */
+static int threads_now(const Cpu *x) {
+  int n = cpu_team_size(x->team);
+  bool dynamic = x->omp_dynamic > 0 || (x->omp_dynamic < 0 && omp_get_dynamic());
+  double load;
+  if (!dynamic || n == 1 || getloadavg(&load, 1) != 1) return n;
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  double spare = (double)(online > 0 ? online : n) - load;
+  return spare >= n ? n : spare < 1.5 ? 1 : (int)(spare + 0.5);
+}
+
+void cpu_run(void *dev, CpuJob job, void *ctx) {
+  Cpu *x = dev;
+  /* the thread count asked for since the team started (omp_set_num_threads): a new team */
+  int want = omp_get_max_threads();
+  if (want != cpu_team_size(x->team)) {
+    CpuTeam *t = NULL;
+    if (!cpu_team_open(want, &t)) cpu_team_close(x->team), x->team = t;
+  }
+  cpu_team_run(x->team, threads_now(x), job, ctx);
+}
 
 static kiln_status cpu_build_module(void *dev, const char *src, size_t len, const kiln_options *o, void **module,
                                     bool *hit) {
@@ -57,24 +95,28 @@ static kiln_status cpu_lookup(void *dev, void *module, const CgLaunch *l, void *
 
 enum { MAX_ARGS = 256 };
 
+typedef struct Launch {
+  Entry entry;
+  void *const *args;
+} Launch;
+
+static void launch_part(void *ctx, int tid, int nt) {
+  const Launch *l = ctx;
+  l->entry(l->args, tid, nt);
+}
+
 static kiln_status cpu_launch(void *dev, void *fn, const CgLaunch *l, const RtBuf *args) {
-  Cpu *x = dev;
   void *a[MAX_ARGS];
   if (l->n_params > MAX_ARGS) return kiln_fail(KILN_ERR_UNSUPPORTED, "cpu: kernel %d has %d parameters (at most %d)", l->kernel, l->n_params, MAX_ARGS);
   for (int i = 0; i < l->n_params; i++) a[i] = (void *)(uintptr_t)args[i];
-  /* Exact teams by default (kiln_options.omp_dynamic 0). On a machine shared with other work
-   * a parallel region can wait for a thread that is not scheduled (measured: 0.14 ms -> 124 ms
-   * per training step at load 7 on 2 cores); omp_dynamic 1 (or OMP_DYNAMIC) lets libgomp size
-   * each team from the load average instead. */
-  if (x->omp_dynamic >= 0) omp_set_dynamic(x->omp_dynamic);
-  Entry e;
-  memcpy(&e, &fn, sizeof e);  /* object pointer -> function pointer, as POSIX allows */
-  e(a);
+  Launch run = { .args = a };
+  memcpy(&run.entry, &fn, sizeof run.entry);  /* object pointer -> function pointer, as POSIX allows */
+  cpu_run(dev, launch_part, &run);
   return KILN_OK;
 }
 
 static kiln_status cpu_library_prepare(void *dev, const CgLibGemm *g, const RtBuf *buf, void **call) {
-  return cpu_gemm_prepare(g, buf, ((Cpu *)dev)->omp_dynamic, call);
+  return cpu_gemm_prepare(g, buf, dev, call);
 }
 
 static kiln_status cpu_library_run(void *dev, void *call) {

@@ -11,7 +11,6 @@
 #include "cpu.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -28,7 +27,7 @@ typedef struct CpuGemm {
   int64_t np;          /* Np */
   int64_t packed_batches;
   bool packed_once;    /* B is a constant of the program: packed at prepare */
-  int omp_dynamic;
+  void *dev;           /* the cpu device whose team runs it */
   void (*tile)(const float *const *, int64_t, int64_t, const float *, int64_t, float *);
   int nr;              /* the tile's columns (two vectors of the CPU's width) */
 } CpuGemm;
@@ -103,11 +102,19 @@ static void pack(const CpuGemm *c, int64_t b, float *P) {
   }
 }
 
-static void pack_all(CpuGemm *c) {
-  int64_t per = c->g.K * c->np;
-  #pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < c->packed_batches; b++) pack(c, b, c->packed + b * per);
+/* A thread's share of 0 .. n - 1: [*lo, *hi) */
+static void share(int64_t n, int tid, int nt, int64_t *lo, int64_t *hi) {
+  *lo = n * tid / nt, *hi = n * (tid + 1) / nt;
 }
+
+static void pack_part(void *ctx, int tid, int nt) {
+  CpuGemm *c = ctx;
+  int64_t per = c->g.K * c->np, lo, hi;
+  share(c->packed_batches, tid, nt, &lo, &hi);
+  for (int64_t b = lo; b < hi; b++) pack(c, b, c->packed + b * per);
+}
+
+static void pack_all(CpuGemm *c) { cpu_run(c->dev, pack_part, c); }
 
 /* kiln's tanh GELU (te_gelu_tanh): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), through the
  * generated kernels' own tanh (vmath.inc), branch-free so that the loop over a row vectorises:
@@ -133,14 +140,15 @@ static void store_row(float *restrict d, const float *restrict a, int n, const f
     for (int j = 0; j < n; j++) d[j] = gelu_tanh(d[j]);
 }
 
-static void run_tiles(const CpuGemm *c) {
+static void tiles_part(void *ctx, int tid, int threads) {
+  const CpuGemm *c = ctx;
   TileFn tile = c->tile;
   const CgLibGemm *g = &c->g;
   int NR = c->nr;
   int64_t mt = (g->M + MR - 1) / MR, nt = c->np / NR, per = g->K * c->np;
-  int64_t a_step = g->a_t ? g->lda : 1;
-  #pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < g->batch * mt * nt; t++) {
+  int64_t a_step = g->a_t ? g->lda : 1, lo, hi;
+  share(g->batch * mt * nt, tid, threads, &lo, &hi);
+  for (int64_t t = lo; t < hi; t++) {
     /* the m tiles of one panel run in a row: the panel stays in cache while A streams by */
     int64_t b = t / (mt * nt), ni = t / mt % nt, mi = t % mt;
     const float *A = stage_at(c, g->a_stage, g->a_off + b * g->a_sb);
@@ -162,13 +170,13 @@ static void run_tiles(const CpuGemm *c) {
   }
 }
 
-kiln_status cpu_gemm_prepare(const CgLibGemm *g, const RtBuf *buf, int omp_dynamic, void **call) {
+kiln_status cpu_gemm_prepare(const CgLibGemm *g, const RtBuf *buf, void *dev, void **call) {
   *call = NULL;
   if (g->M < 1 || g->N < 1 || g->K < 1 || g->batch < 1)
     return kiln_fail(KILN_ERR_UNSUPPORTED, "cpu gemm: an empty product");
   CpuGemm *c = kiln_calloc(1, sizeof *c);
   if (!c) return kiln_fail(KILN_ERR_NO_MEMORY, "cpu gemm: out of memory");
-  c->g = *g, c->buf = buf, c->omp_dynamic = omp_dynamic, c->tile = tile_fn(&c->nr);
+  c->g = *g, c->buf = buf, c->dev = dev, c->tile = tile_fn(&c->nr);
   c->np = (g->N + NR_MAX - 1) / NR_MAX * NR_MAX;
   c->packed_batches = g->b_sb ? g->batch : 1;
   c->packed_once = g->b_constant;
@@ -185,9 +193,8 @@ kiln_status cpu_gemm_prepare(const CgLibGemm *g, const RtBuf *buf, int omp_dynam
 
 kiln_status cpu_gemm_run(void *call) {
   CpuGemm *c = call;
-  if (c->omp_dynamic >= 0) omp_set_dynamic(c->omp_dynamic);
   if (!c->packed_once) pack_all(c);
-  run_tiles(c);
+  cpu_run(c->dev, tiles_part, c);
   return KILN_OK;
 }
 

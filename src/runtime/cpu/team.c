@@ -1,0 +1,165 @@
+/*
+ * team.c — the threads every cpu kernel runs on. The caller is thread 0; the others wait for
+ * the next job spinning (a job follows the last within microseconds while a program runs), and
+ * after a while asleep on a futex, so that an idle program costs nothing. A job is handed over
+ * with one counter and its end seen with another: about one round trip between cores (0.5 us
+ * on this 2-vCPU VM), where an OpenMP parallel region cost 3 us and its barrier 1.4 us
+ * (bench/results/2026-12-03-cpu-team.md).
+ */
+#include "cpu.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+/* Spins of a waiting worker before it sleeps (each a pause: about 0.5 ms in all), and of the
+ * caller waiting for the others before it yields its core to them. */
+enum { SPINS_BEFORE_SLEEP = 20000, SPINS_BEFORE_YIELD = 2000 };
+/* A worker's stack: the kernels keep planes and packed panels there (up to about 2 MiB). */
+#define WORKER_STACK ((size_t)8 << 20)
+
+typedef struct Worker {
+  CpuTeam *team;
+  int tid;
+} Worker;
+
+struct CpuTeam {
+  _Alignas(64) atomic_uint seq;   /* the job's number: a worker runs each new one once */
+  _Alignas(64) atomic_int done;   /* workers finished with the current job */
+  _Alignas(64) atomic_int sleepers;
+  CpuJob job;
+  void *ctx;
+  int nt;                         /* threads of the current job */
+  bool stop;
+  int size;                       /* threads, the caller included */
+  int started;                    /* workers running */
+  pthread_t *threads;
+  Worker *workers;
+};
+
+static inline void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static void sleep_while(atomic_uint *word, unsigned value) {
+#if defined(__linux__)
+  syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
+#else
+  (void)word, (void)value;
+  sched_yield();
+#endif
+}
+
+static void wake_all(atomic_uint *word) {
+#if defined(__linux__)
+  syscall(SYS_futex, (unsigned *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+  (void)word;
+#endif
+}
+
+static void *worker_main(void *arg) {
+  Worker *w = arg;
+  CpuTeam *t = w->team;
+  unsigned seen = 0;
+  for (;;) {
+    unsigned s;
+    for (int spins = 0; (s = atomic_load_explicit(&t->seq, memory_order_acquire)) == seen;) {
+      if (++spins < SPINS_BEFORE_SLEEP) {
+        relax();
+        continue;
+      }
+      atomic_fetch_add_explicit(&t->sleepers, 1, memory_order_seq_cst);
+      sleep_while(&t->seq, seen);  /* returns at once when seq moved on meanwhile */
+      atomic_fetch_sub_explicit(&t->sleepers, 1, memory_order_relaxed);
+      spins = 0;
+    }
+    seen = s;
+    if (t->stop) return NULL;
+    if (w->tid < t->nt) t->job(t->ctx, w->tid, t->nt);
+    atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
+  }
+}
+
+/* Hands the workers job number seq + 1 (or the stop) and wakes the sleeping ones. */
+static void post(CpuTeam *t) {
+  atomic_store_explicit(&t->done, 0, memory_order_relaxed);
+  atomic_fetch_add_explicit(&t->seq, 1, memory_order_seq_cst);
+  if (atomic_load_explicit(&t->sleepers, memory_order_seq_cst)) wake_all(&t->seq);
+}
+
+static void wait_workers(CpuTeam *t) {
+  for (int spins = 0; atomic_load_explicit(&t->done, memory_order_acquire) < t->started;)
+    if (++spins < SPINS_BEFORE_YIELD) relax();
+    else sched_yield(), spins = 0;  /* a worker may be waiting for this core */
+}
+
+void cpu_team_close(CpuTeam *t) {
+  if (!t) return;
+  if (t->started) {
+    t->stop = true;
+    post(t);
+    for (int i = 0; i < t->started; i++) pthread_join(t->threads[i], NULL);
+  }
+  kiln_free(t->threads);
+  kiln_free(t->workers);
+  kiln_free(t);
+}
+
+kiln_status cpu_team_open(int threads, CpuTeam **out) {
+  *out = NULL;
+  if (threads < 1) threads = 1;
+  CpuTeam *t = kiln_calloc(1, sizeof *t);
+  if (!t) return kiln_fail(KILN_ERR_NO_MEMORY, "cpu: no memory for a team of %d threads", threads);
+  t->size = threads;
+  if (threads > 1) {
+    t->threads = kiln_calloc((size_t)threads - 1, sizeof *t->threads);
+    t->workers = kiln_calloc((size_t)threads - 1, sizeof *t->workers);
+    if (!t->threads || !t->workers) {
+      cpu_team_close(t);
+      return kiln_fail(KILN_ERR_NO_MEMORY, "cpu: no memory for a team of %d threads", threads);
+    }
+  }
+  pthread_attr_t attr;
+  bool attr_ok = threads > 1 && !pthread_attr_init(&attr);
+  if (attr_ok) pthread_attr_setstacksize(&attr, WORKER_STACK);
+  for (int i = 0; i < threads - 1; i++) {
+    t->workers[i] = (Worker){ t, i + 1 };
+    int rc = pthread_create(&t->threads[i], attr_ok ? &attr : NULL, worker_main, &t->workers[i]);
+    if (rc) {
+      if (attr_ok) pthread_attr_destroy(&attr);
+      cpu_team_close(t);
+      return kiln_fail(KILN_ERR_DEVICE, "cpu: could not start thread %d of a team of %d (error %d)", i + 1, threads, rc);
+    }
+    t->started++;
+  }
+  if (attr_ok) pthread_attr_destroy(&attr);
+  *out = t;
+  return KILN_OK;
+}
+
+int cpu_team_size(const CpuTeam *t) { return t ? t->size : 1; }
+
+void cpu_team_run(CpuTeam *t, int nt, CpuJob job, void *ctx) {
+  if (nt < 1) nt = 1;
+  if (nt > t->size) nt = t->size;
+  if (t->started == 0) {
+    job(ctx, 0, 1);
+    return;
+  }
+  t->job = job, t->ctx = ctx, t->nt = nt;
+  post(t);
+  job(ctx, 0, nt);
+  wait_workers(t);
+}
