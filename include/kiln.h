@@ -358,6 +358,10 @@ typedef struct kiln_options {
                            the host (a test of the other blocking); 2 the host's vectors, never in flat
                            planes (rows the lanes do not divide run on in a task's vectors); 0 the
                            register tiles or window sums ($KILN_CPU_DIRECT) */
+  int cpu_pool;         /* cpu: 1 a max pool over non-overlapping windows of a direct convolution's output,
+                           which nothing else reads, is taken in the convolution's epilogue (the output
+                           never written; $KILN_CPU_POOL=1); 0 (default, the faster on lenet) a kernel
+                           of its own */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

@@ -80,6 +80,11 @@ int cmd_plan(int argc, char **argv) {
   Plan *p = NULL;
   st = te_lower(&g->g, &te);
   PlanOptions po = plan_options(&o);
+  /* the planner asks the renderer of the plan's backend (the cpu's by default) */
+  const char *be = o.backend ? o.backend : "cpu";
+  const Dialect *planned = !strcmp(be, "cuda") ? &cg_dialect_cuda : !strcmp(be, "vulkan") ? &cg_dialect_glsl : &cg_dialect_c;
+  CgOptions pco;
+  if (!st && !(st = rt_codegen_options(&o, planned, &pco))) rt_plan_renderer(&o, planned, &pco, &po);
   if (!st) st = plan_build(te, &po, &p);
   if (!st) {
     printf("%s:\n", model);

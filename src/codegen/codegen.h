@@ -313,7 +313,7 @@ typedef struct CgLaunch {
   int smem_carveout;     /* percent of L1 as shared memory to request, 0: leave the default */
   bool library;          /* a library GEMM may replace it (lib is filled); the kernel stays as fallback */
   CgLibGemm lib;
-  char why[160];        /* what was chosen and why, printable: "gemm 32x32 tiles (2x2 a thread) x 4 K-spans of 224",
+  char why[200];        /* what was chosen and why, printable: "gemm 32x32 tiles (2x2 a thread) x 4 K-spans of 224",
                           * "block rows p16: 64 threads x 1 rows", "vec4 points: 4 a thread, 256 threads", ... */
 } CgLaunch;
 
@@ -510,6 +510,9 @@ typedef struct CgEmit {
   void (*items)(void *r, int step, const char *acc);
   /* the range var takes in what is emitted next (load offsets are simplified with it), until set again */
   void (*var_range)(void *r, int var, int64_t lo, int64_t hi);
+  /* the plan kernel whose items `items` emits, its vars' ranges its shapes (a chain's kernels
+   * in turn) */
+  void (*kernel)(void *r, const Kernel *k);
 } CgEmit;
 void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em);
 /* Lines through a CgEmit (gemm.c): one formatted line; one that opens a block (the lines
@@ -581,6 +584,12 @@ typedef struct CgCpuDirect {
  * Fills dc (may be NULL) when it does. */
 bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuDirect *dc);
 void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *dc, const CgEmit *em);
+/* A direct convolution kc with the max pool kp over its output (a pooled chain, Plan's
+ * Kernel.pooled) in its epilogue: the row form, whole rows a task, rows a multiple of the
+ * pool's window. cg_cpu_pool_ok is PlanOptions.pool_ok (ctx: the CgOptions). */
+bool cg_cpu_pool_match(const Plan *p, const Kernel *kc, const Kernel *kp, const CgOptions *o, CgCpuDirect *dc);
+bool cg_cpu_pool_ok(const Plan *p, const Kernel *kc, const Kernel *kp, const void *ctx);
+void cg_render_cpu_pooled(const Plan *p, const Kernel *kc, const Kernel *kp, const CgCpuDirect *dc, const CgEmit *em);
 
 /* -- library.c: which GEMMs a library (cuBLASLt) may run -- */
 

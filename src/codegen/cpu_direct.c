@@ -50,7 +50,10 @@ static bool has_select(const Expr *e, int depth) {
 bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuDirect *dc) {
   TE *te = p->te;
   int L = o->cpu_lanes;
-  if ((L != 8 && L != 16) || k->chain != 0 || k->kind != KN_REDUCE || k->rank < 3 || k->n_red < 2 || k->n_steps > 2)
+  /* in a chain only as a pooled one's convolution (its pool taken in its epilogue) */
+  bool pooled = k->chain < 0 && p->kernels[plan_chain_end(p, k->id)].pooled;
+  if ((L != 8 && L != 16) || (k->chain != 0 && !pooled) || k->kind != KN_REDUCE || k->rank < 3 || k->n_red < 2 ||
+      k->n_steps > 2)
     return false;
   int acc = -1;
   for (int i = 0; i < k->n_items; i++) {
@@ -449,11 +452,128 @@ static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, co
   cg_close(em);
 }
 
-void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
-  if (c->flat) {
-    render_flat(p, k, c, em);
-    return;
+/* The stage of kc that pool kp takes windows of (its accumulation's load), and that
+ * accumulation. */
+static int pooled_value(const Kernel *kp, const Item **acc) {
+  for (int i = 0; i < kp->n_items; i++)
+    if (kp->items[i].kind == IT_ACC) {
+      *acc = &kp->items[i];
+      return kp->items[i].body->kind == EX_LOAD ? kp->items[i].body->src : -1;
+    }
+  *acc = NULL;
+  return -1;
+}
+
+bool cg_cpu_pool_match(const Plan *p, const Kernel *kc, const Kernel *kp, const CgOptions *o, CgCpuDirect *dc) {
+  CgCpuDirect c;
+  const Item *acc;
+  int V = pooled_value(kp, &acc);
+  if (V < 0 || p->te->stages[acc->stage].rop != RO_MAX || !cg_cpu_direct_match(p, kc, o, &c) || c.by_channel || c.wc != 1)
+    return false;
+  int64_t H = kc->shape[kc->rank - 2], KHp = kp->red_shape[0];
+  int budget = c.lanes == 16 ? 24 : 12, xmax = c.lanes == 16 ? 4 : 3, rr = 0;
+  for (int64_t m = KHp; m <= DIRECT_ROWS_MAX && m <= H && m * c.wv <= xmax; m += KHp) rr = (int)m;
+  if (!rr || budget / (rr * c.wv) < 1) return false;
+  int64_t ob = budget / (rr * c.wv), cb;
+  if (ob > c.CO) ob = c.CO;
+  cb = (c.CO + ob - 1) / ob;
+  c.flat = false, c.rr = rr, c.ob = (int)((c.CO + cb - 1) / cb);
+  if (dc) *dc = c;
+  return true;
+}
+
+bool cg_cpu_pool_ok(const Plan *p, const Kernel *kc, const Kernel *kp, const void *ctx) {
+  return ctx && cg_cpu_pool_match(p, kc, kp, ctx, NULL);
+}
+
+/* The pooled epilogue (cg_cpu_pool_match): the task's rows of kc's value V through kc's items
+ * into kiln_s, then each window of them through kp's max and its items (the windows tile the
+ * task's rows: whole rows, rows a multiple of the window's). The max as the generic renderer
+ * takes it: from -inf, the window in order, a NaN remembered in its flag. */
+static void pooled_epilogue(const Kernel *kc, const Kernel *kp, const CgCpuDirect *c, const CgEmit *em) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *F = d->value_type[KILN_F32];
+  int h = kc->rank - 2, w = kc->rank - 1, RR = c->rr;
+  int64_t H = kc->shape[h], W = kc->shape[w], KHp = kp->red_shape[0], KWp = kp->red_shape[1];
+  int64_t Hp = kp->shape[h], Wp = kp->shape[w];
+  const Item *acc;
+  int V = pooled_value(kp, &acc);
+  cg_put(em, "%s kiln_s[%d][%d][%lld];", F, c->ob, RR, (long long)W);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", c->ob, cg_lit(em, c->CO));
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %d && kiln_h0 + kiln_r < %s; kiln_r++) {", RR, cg_lit(em, H));
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
+  cg_put(em, "const %s v%d = kiln_h0 + kiln_r;", I, h);
+  cg_put(em, "%s", d->simd);
+  cg_open(em, "for (%s kiln_j = 0; kiln_j < %s; kiln_j++) {", I, cg_lit(em, W));
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_j;", I, w);
+  em->items(em->r, 1, "kiln_d[kiln_i][kiln_r][kiln_j]");
+  cg_put(em, "kiln_s[kiln_i][kiln_r][kiln_j] = s%d;", V);
+  em->pop(em->r);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  em->kernel(em->r, kp);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", c->ob, cg_lit(em, c->CO));
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %lld && kiln_h0 / %lld + kiln_r < %s; kiln_r++) {", (long long)(RR / KHp),
+          (long long)KHp, cg_lit(em, Hp));
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
+  cg_put(em, "const %s v%d = kiln_h0 / %lld + kiln_r;", I, h, (long long)KHp);
+  /* the window's rows first, a contiguous vector loop along the row (a max of each column and a
+   * NaN flag), then its columns: every column's max read at the pool's stride */
+  cg_put(em, "%s kiln_c[%lld];", F, (long long)(KWp * Wp));
+  cg_put(em, "int kiln_cn[%lld];", (long long)(KWp * Wp));
+  cg_put(em, "%s", d->simd);
+  cg_open(em, "for (%s kiln_j = 0; kiln_j < %s; kiln_j++) {", I, cg_lit(em, KWp * Wp));
+  cg_put(em, "%s kiln_m = -%s;", F, d->inf_f32);
+  cg_put(em, "int kiln_n = 0;");
+  for (int64_t a = 0; a < KHp; a++) {
+    cg_open(em, "{");
+    cg_put(em, "const %s kiln_x = kiln_s[kiln_i][kiln_r * %lld + %lld][kiln_j];", F, (long long)KHp, (long long)a);
+    cg_put(em, "kiln_m = kiln_x > kiln_m ? kiln_x : kiln_m;");
+    cg_put(em, "kiln_n |= kiln_x != kiln_x;");
+    cg_close(em);
   }
+  cg_put(em, "kiln_c[kiln_j] = kiln_m, kiln_cn[kiln_j] = kiln_n;");
+  cg_close(em);
+  cg_put(em, "%s", d->simd);
+  cg_open(em, "for (%s kiln_j = 0; kiln_j < %s; kiln_j++) {", I, cg_lit(em, Wp));
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_j;", I, w);
+  cg_put(em, "%s kiln_m = -%s;", F, d->inf_f32);
+  cg_put(em, "int an%d = 0;", acc->stage);
+  for (int64_t b = 0; b < KWp; b++) {
+    cg_open(em, "{");
+    cg_put(em, "const %s kiln_x = kiln_c[kiln_j * %lld + %lld];", F, (long long)KWp, (long long)b);
+    cg_put(em, "kiln_m = kiln_x > kiln_m ? kiln_x : kiln_m;");
+    cg_put(em, "an%d |= kiln_cn[kiln_j * %lld + %lld];", acc->stage, (long long)KWp, (long long)b);
+    cg_close(em);
+  }
+  em->items(em->r, 1, "kiln_m");
+  em->pop(em->r);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  em->kernel(em->r, kc);
+}
+
+static void render_rows(const Plan *p, const Kernel *k, const Kernel *pool, const CgCpuDirect *c, const CgEmit *em);
+
+void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  if (c->flat) render_flat(p, k, c, em);
+  else render_rows(p, k, NULL, c, em);
+}
+
+void cg_render_cpu_pooled(const Plan *p, const Kernel *kc, const Kernel *kp, const CgCpuDirect *c, const CgEmit *em) {
+  render_rows(p, kc, kp, c, em);
+}
+
+/* The row form; with pool, its epilogue the pool's (pooled_epilogue). */
+static void render_rows(const Plan *p, const Kernel *k, const Kernel *pool, const CgCpuDirect *c, const CgEmit *em) {
   const Dialect *d = em->d;
   const char *I = d->index_type, *F = d->value_type[KILN_F32], *al = d->array_align ? d->array_align : "";
   int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1;
@@ -520,7 +640,8 @@ void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, 
    * live in memory all along), then each output row of the block through the kernel's items */
   cg_put(em, "%s kiln_d[%d][%d][%d]%s;", F, OB, RR, WV * L, al);
   cg_put(em, "memcpy(kiln_d, kiln_a, sizeof kiln_d);");
-  epilogue(p, k, c, em, RR, "kiln_d[kiln_i][kiln_r][kiln_j]");
+  if (pool) pooled_epilogue(k, pool, c, em);
+  else epilogue(p, k, c, em, RR, "kiln_d[kiln_i][kiln_r][kiln_j]");
   em->pop(em->r);
   cg_close(em);
   cg_close(em);

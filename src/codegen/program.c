@@ -125,16 +125,20 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
   if (d->grid) grid_launch(p, k, d, o, l);
   else if (k->chain < 0) {
     l->grid = 0, l->block = 1;
-    snprintf(l->why, sizeof l->why, "in the %s kernel k%d", p->kernels[plan_chain_end(p, k->id)].chain == 2 ? "rows" : "attention",
-             plan_chain_end(p, k->id));
+    const Kernel *end = &p->kernels[plan_chain_end(p, k->id)];
+    snprintf(l->why, sizeof l->why, "in the %s kernel k%d", end->pooled ? "pooled" : end->chain == 2 ? "rows" : "attention",
+             end->id);
   } else {
     l->grid = 1, l->block = 1;
     snprintf(l->why, sizeof l->why, "loop: one call%s%s", d->trampoline ? " through the trampoline" : "",
-             k->chain == 3 ? ", an attention chain" : k->chain == 2 ? ", a contraction with its rows" : "");
+             k->chain == 3 ? ", an attention chain" : k->chain == 2 && !k->pooled ? ", a contraction with its rows" : "");
     CgCpuTile t;
     CgCpuDirect dc;
-    bool direct = d->tile && cg_cpu_direct_match(p, k, o, &dc);
-    if (direct && dc.flat)
+    bool direct = d->tile && (k->pooled ? cg_cpu_pool_match(p, k - 1, k, o, &dc) : cg_cpu_direct_match(p, k, o, &dc));
+    if (direct && k->pooled)
+      why_append(l, "; direct convolution, planes of %lld x %lld x %lld, %d channels x %d rows x %d vectors a task; each "
+                 "window of the pool taken from them", (long long)dc.PC, (long long)dc.YP, (long long)dc.XPA, dc.ob, dc.rr, dc.wv);
+    else if (direct && dc.flat)
       why_append(l, "; direct convolution, flat planes of %lld x %lld x %lld x %lld, %d channels x %d rows in %d vectors a task",
                  (long long)dc.PC, (long long)k->red_shape[k->n_red - 1], (long long)dc.YP, (long long)k->shape[k->rank - 1],
                  dc.ob, dc.rr, dc.fv);

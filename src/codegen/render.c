@@ -3189,9 +3189,16 @@ static void hk_pop(void *r) { pop(r); }
 static void hk_items(void *r, int step, const char *acc) { items_at(r, step, NULL, acc); }
 static int hk_param_of(void *r, int stage) { return ((R *)r)->param_of[stage]; }
 static void hk_var_range(void *r, int var, int64_t lo, int64_t hi) { ((R *)r)->lo[var] = lo, ((R *)r)->hi[var] = hi; }
+static void set_kernel(R *r, const Kernel *k) {
+  r->k = k;
+  for (int i = 0; i < k->rank; i++) r->lo[i] = 0, r->hi[i] = k->shape[i] - 1;
+  for (int i = 0; i < k->n_red; i++) r->lo[k->rank + i] = 0, r->hi[k->rank + i] = k->red_shape[i] - 1;
+  r->nv = k->rank + k->n_red;
+}
+static void hk_kernel(void *r, const Kernel *k) { set_kernel(r, k); }
 static CgEmit emit_hooks(R *r) {
   return (CgEmit){ r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items,
-                   hk_var_range };
+                   hk_var_range, hk_kernel };
 }
 
 static void render_cpu_tile(R *r) {
@@ -3201,6 +3208,24 @@ static void render_cpu_tile(R *r) {
   if (!ok) return;
   CgEmit em = emit_hooks(r);
   cg_render_cpu_tile(r->p, r->k, &t, &em);
+}
+
+/* A pooled chain (plan.h Kernel.pooled): the convolution k - 1 rendered direct, the pool k in
+ * its epilogue; r's kernel is the convolution's while its items are emitted. */
+static void render_cpu_pooled(R *r) {
+  const Kernel *kp = r->k, *kc = kp - 1;
+  CgCpuDirect c;
+  /* the planner asked cg_cpu_pool_ok, for the C dialect */
+  if (r->d->grid || !r->d->tile || !cg_cpu_pool_match(r->p, kc, kp, r->o, &c)) {
+    r->st = kiln_fail(KILN_ERR_UNSUPPORTED, "codegen: kernels %d and %d were planned as a pooled convolution it cannot render",
+                      kc->id, kp->id);
+    return;
+  }
+  r->chain_lo = kc->id, r->chain_hi = kp->id;
+  set_kernel(r, kc);
+  CgEmit em = emit_hooks(r);
+  cg_render_cpu_pooled(r->p, kc, kp, &c, &em);
+  set_kernel(r, kp);
 }
 
 /* c: what cg_cpu_direct_match found (its proof substitutes and simplifies the window: once) */
@@ -3327,7 +3352,8 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   sb_puts(out, ") {\n");
   if (d->kernel_entry && o->dependent_launch && !phase) sb_printf(out, "%s\n", d->kernel_entry);
   r.indent = 1;
-  if (k->chain > 0) render_chain(&r);
+  if (k->pooled) render_cpu_pooled(&r);
+  else if (k->chain > 0) render_chain(&r);
   else if (gs == CG_GPU_GEMM) render_gemm(&r);
   else if (gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
   else if (gs == CG_GPU_VEC4) render_vec4(&r);

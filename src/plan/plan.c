@@ -869,6 +869,63 @@ static bool pair_fits(Ctx *c, int kc, LoadList *ll) {
   return rows_read_one(c, kc, ll);
 }
 
+/* ---- pools in their producer's kernel ----
+ * KC a reduction (a convolution: its sum, then its per-point items) of which only one value V
+ * leaves the kernel, read by KP = KC + 1 alone; KP one max or sum of V over windows of V's last
+ * two dims at the windows' own stride, without padding, the windows tiling V (H = KH x H', W =
+ * KW x W'), V's other dims KP's own; KP's items after it read nothing of KC. The two run as one
+ * kernel when the renderer says it can take each window in KC's epilogue (PlanOptions.pool_ok):
+ * V never reaches memory. Found from the expressions (which stage a load reads, at which
+ * index), never from op names. */
+static bool pool_fits(Ctx *c, int kc, LoadList *ll) {
+  Plan *p = c->p;
+  TE *te = c->te;
+  const Kernel *KC = &p->kernels[kc], *KP = &p->kernels[kc + 1];
+  int n = KC->rank;
+  if (!p->opt.pool_ok || KC->chain || KP->chain || KC->kind != KN_REDUCE || KP->kind != KN_REDUCE || n < 3 ||
+      n + 2 > KILN_MAX_RANK || KP->rank != n || KP->n_red != 2 || KP->n_steps > 2)
+    return false;
+  int64_t KH = KP->red_shape[0], KW = KP->red_shape[1];
+  for (int v = 0; v < n - 2; v++)
+    if (KP->shape[v] != KC->shape[v]) return false;
+  if (KC->shape[n - 2] != KH * KP->shape[n - 2] || KC->shape[n - 1] != KW * KP->shape[n - 1]) return false;
+  int V = -1;
+  for (int i = 0; i < KC->n_items; i++) {
+    int st = KC->items[i].stage;
+    if (!read_elsewhere(c, st, kc, kc, ll)) continue;
+    if (V >= 0 || KC->items[i].kind != IT_OUTER || read_elsewhere(c, st, kc, kc + 1, ll)) return false;
+    V = st;
+  }
+  if (V < 0) return false;
+  const Item *acc = NULL;
+  for (int i = 0; i < KP->n_items; i++) {
+    const Item *it = &KP->items[i];
+    if (it->kind == IT_ACC) {
+      if (acc || it->step != 0) return false;
+      acc = it;
+    } else if (it->kind != IT_OUTER || it->step != 1 || !chain_loads_at(c, it->body, kc, kc, NULL, 0, ll)) {
+      return false;
+    }
+  }
+  const Stage *A = acc ? &te->stages[acc->stage] : NULL;
+  if (!A || (A->rop != RO_MAX && A->rop != RO_SUM) || A->dtype != KILN_F32 || te->stages[V].dtype != KILN_F32) return false;
+  /* the accumulated value is V at (.., KH x h + rh, KW x w + rw) */
+  const Expr *b = acc->body;
+  if (b->kind != EX_LOAD || b->src != V || b->n_args != n) return false;
+  int64_t lo[KILN_MAX_RANK], hi[KILN_MAX_RANK];
+  for (int v = 0; v < n + 2; v++) lo[v] = 0, hi[v] = (v < n ? KP->shape[v] : KP->red_shape[v - n]) - 1;
+  for (int v = 0; v < n; v++) {
+    Expr *want = te_var(te, v);
+    if (v >= n - 2) {
+      int64_t k = v == n - 2 ? KH : KW;
+      want = te_binary(te, TB_ADD, te_binary(te, TB_MUL, want, te_const_i(te, KILN_I64, k)), te_var(te, n + v - (n - 2)));
+    }
+    Expr *got = te_simplify(te, b->args[v], lo, hi, n + 2);
+    if (!want || !got || got != te_simplify(te, want, lo, hi, n + 2)) return false;
+  }
+  return p->opt.pool_ok(p, KC, KP, p->opt.pool_ctx);
+}
+
 static kiln_status find_chains(Ctx *c) {
   Plan *p = c->p;
   LoadList ll = { 0 };
@@ -886,6 +943,13 @@ static kiln_status find_chains(Ctx *c) {
     p->kernels[k + 1].chain = 2;
     p->kernels[k + 1].why = fmt(p, "%s; one kernel with the contraction k%d over its rows (the rows in registers)",
                                 p->kernels[k + 1].why, k);
+    k += 1;
+  }
+  for (int k = 0; k + 1 < p->n_kernels; k++) {
+    if (p->kernels[k].chain || !pool_fits(c, k, &ll)) continue;
+    p->kernels[k].chain = -1;
+    p->kernels[k + 1].chain = 2, p->kernels[k + 1].pooled = true;
+    p->kernels[k + 1].why = fmt(p, "%s; one kernel with k%d (each window taken in its epilogue)", p->kernels[k + 1].why, k);
     k += 1;
   }
   bool failed = ll.failed;

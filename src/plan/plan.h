@@ -67,7 +67,11 @@ typedef struct Kernel {
    * chain's last kernel: how many it joins (3 attention, 2 a pair); on the ones before: -1;
    * else 0. */
   int chain;
+  bool pooled;                    /* a chain of two: a convolution and the pool over its output, the pool
+                                   * taken in the convolution's epilogue (find_chains, PlanOptions.pool_ok) */
 } Kernel;
+
+struct Plan;
 
 typedef struct PlanOptions {
   int fuse;         /* 0: eager, one kernel per non-source stage */
@@ -86,6 +90,12 @@ typedef struct PlanOptions {
   int epilogue_ties;    /* arithmetic on a reduction's result that only other reductions read (relu(conv + b)
                            under a max pool) is stored by its producer's epilogue, not inlined into the readers
                            (kiln_options.cpu_epilogue, cpu only) */
+  /* Pools in their producer's kernel (Kernel.pooled): kernel kc, a reduction whose one stored value
+   * only kernel kc + 1 reads, a max or a sum of that value over non-overlapping windows that tile
+   * its last two dims, joins kc + 1 when the renderer says it can take the pool in kc's epilogue
+   * (the planner knows no renderer: the runtime hands one in; NULL: never) */
+  bool (*pool_ok)(const struct Plan *p, const Kernel *kc, const Kernel *kp, const void *ctx);
+  const void *pool_ctx;
 } PlanOptions;
 
 typedef struct Plan {

@@ -109,6 +109,10 @@ kiln_options kiln_options_default(void) {
   o.cpu_windows = kiln_env_int("KILN_CPU_WINDOWS", 1) != 0;
   o.cpu_direct = kiln_env_int("KILN_CPU_DIRECT", 1);
   o.cpu_epilogue = kiln_env_int("KILN_CPU_EPILOGUE", 1) != 0;
+  /* off by default: raced on lenet (2 threads, this 2-vCPU EPYC) the pooled convolutions ran
+   * behind the convolution and pool kernels, 0.36 against 0.55 ms a run (the epilogue's staged
+   * rows and strided window reads cost more than the output's write and read they save) */
+  o.cpu_pool = kiln_env_int("KILN_CPU_POOL", 0) != 0;
   o.gemm_kgroups = kiln_env_int("KILN_GEMM_KGROUPS", 1) != 0;
   return o;
 }
@@ -145,7 +149,7 @@ static const struct { const char *name; size_t at, size; OptKind kind; } option_
   INT_FIELD(gemm_reuse), INT_FIELD(attention), INT_FIELD(siblings), INT_FIELD(gemm_rows), INT_FIELD(reorder_sums),
   INT_FIELD(lazy_select), TEXT_FIELD(cc), TEXT_FIELD(cache_dir), INT_FIELD(no_cache), INT_FIELD(omp_dynamic),
   INT_FIELD(cpu_tiles), INT_FIELD(cpu_windows), INT_FIELD(cpu_epilogue), INT_FIELD(gemm_kgroups),
-  INT_FIELD(cpu_direct),
+  INT_FIELD(cpu_direct), INT_FIELD(cpu_pool),
 #undef INT_FIELD
 #undef I64_FIELD
 #undef TEXT_FIELD

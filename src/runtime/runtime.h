@@ -145,6 +145,9 @@ kiln_status rt_schedule_print_dot(const Schedule *s, FILE *f);
 /* The codegen choices options o make for dialect d (row variant, split-K, library GEMMs, launch
  * groups, stores in place); an unknown cuda_row or grid_sync is KILN_ERR_INVALID_ARG. */
 kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOptions *out);
+/* What the planner asks of dialect d's renderer (PlanOptions.pool_ok), g the codegen options it
+ * renders with (kept alive while the plan is built). */
+void rt_plan_renderer(const kiln_options *o, const Dialect *d, const CgOptions *g, PlanOptions *po);
 /* f32 lanes of this host's widest vectors the generated C is compiled for (-march=native): 16
  * with AVX-512, 8 with AVX2 and FMA, 0 elsewhere. */
 int rt_cpu_lanes(void);

@@ -518,6 +518,11 @@ int rt_cpu_lanes(void) {
   return 0;
 }
 
+void rt_plan_renderer(const kiln_options *o, const Dialect *d, const CgOptions *g, PlanOptions *po) {
+  /* pools in their convolution's epilogue: the C dialect's direct convolutions take them */
+  if (d && !d->grid && d->tile && o->cpu_pool) po->pool_ok = cg_cpu_pool_ok, po->pool_ctx = g;
+}
+
 kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOptions *g) {
   *g = cg_options_default();
   g->row_variant = cg_row_variant(o->cuda_row);
@@ -594,6 +599,7 @@ static kiln_status compile_plan(Schedule *s) {
   PlanOptions po = plan_options(&s->opt);
   kiln_status st = rt_codegen_options(&s->opt, s->be->dialect, &co);
   if (!s->be->library_prepare) co.library = false;  /* nothing to offer a GEMM to (vulkan) */
+  rt_plan_renderer(&s->opt, s->be->dialect, &co, &po);
   if (!st) st = plan_build(s->te, &po, &s->plan);
   if (!st && s->opt.debug >= 1) {
     fprintf(stderr, "> plan (%s):\n", s->be->name);

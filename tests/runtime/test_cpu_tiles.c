@@ -261,57 +261,85 @@ static void conv_of_edge_padded(void) {
  * stores the relu, which the plan says, and the pool takes plain maxima of it; without, the pool
  * computes the relu at every tap. Two kernels either way, each against ref, NaN in the input
  * included (the pool's maximum must keep it). */
-static void pool_of_relu(void) {
-  for (int on = 0; on <= 1; on++) {
-    kiln_graph *g;
-    OK(kiln_graph_create(&g));
-    int64_t xs[4] = { 2, 3, 10, 12 }, ws[4] = { 8, 3, 3, 3 }, bs[1] = { 8 };
-    float w[8 * 27], bias[8];
-    for (int i = 0; i < 8 * 27; i++) w[i] = val(i, 1);
-    for (int i = 0; i < 8; i++) bias[i] = val(i, 2);
-    kiln_tensor x, wp, b, y;
-    OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
-    OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, w, &wp));
-    OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &b));
-    kiln_conv_params cp = { .spatial = 2, .strides = { 1, 1 }, .dilations = { 1, 1 }, .pads = { 1, 1, 1, 1 }, .group = 1 };
-    OK(kiln_graph_conv(g, x, wp, b, &cp, &y));
-    OK(kiln_graph_unary(g, KILN_RELU, y, &y));
-    kiln_pool_params pp = { .spatial = 2, .kernel = { 2, 2 }, .strides = { 2, 2 } };
-    OK(kiln_graph_pool(g, KILN_POOL_MAX, y, &pp, &y));
-    OK(kiln_graph_output(g, y, "y"));
-    float in[2 * 3 * 10 * 12], got[2 * 8 * 5 * 6], want[2 * 8 * 5 * 6];
-    for (int i = 0; i < 2 * 3 * 10 * 12; i++) in[i] = val(i, 3);
-    in[37] = NAN;  /* reaches a few windows through the convolution */
-    const void *ins[1] = { in };
-    void *og[1] = { want };
-    kiln_options o = kiln_options_default();
-    o.backend = "ref";
-    kiln_program *r = NULL, *p = NULL;
-    OK(kiln_program_compile(g, &o, &r));
-    if (r) OK(kiln_program_run(r, ins, og));
-    o = kiln_options_default();
-    o.backend = "cpu";
-    o.cpu_epilogue = on;
-    OK(kiln_program_compile(g, &o, &p));
-    if (p && r) {
-      kiln_census c;
-      OK(kiln_program_census(p, &c));
-      CHECK_MSG(c.kernels_planned == 2, "pool of relu (cpu_epilogue %d): %lld kernels", on, (long long)c.kernels_planned);
-      CHECK_MSG(count_in_plan(p, "computed once after") == on, "pool of relu (cpu_epilogue %d): the plan's reason", on);
-      og[0] = got;
-      OK(kiln_program_run(p, ins, og));
-      int bad = 0;
-      for (int i = 0; i < 2 * 8 * 5 * 6; i++)
-        bad += isnan(want[i]) ? !isnan(got[i]) : !(fabs((double)got[i] - want[i]) <= 2e-5 * (1 + fabs((double)want[i])));
-      CHECK_MSG(bad == 0, "pool of relu (cpu_epilogue %d): %d outputs differ from ref", on, bad);
-      int nans = 0;
-      for (int i = 0; i < 2 * 8 * 5 * 6; i++) nans += isnan(want[i]);
-      CHECK_MSG(nans > 0, "pool of relu: the NaN reached no output");
+/* max_pool(relu(conv(x) + b)), 2x2 windows at stride 2, at h x w (the last rows and columns
+ * dropped when odd), with a NaN in x: the relu stored by the conv's epilogue (cpu_epilogue) or
+ * recomputed in the pool's loop; with cpu_pool (and a direct convolution on this host) the pool
+ * taken in the conv's epilogue, one launch, when the windows tile the conv's output and nothing
+ * else reads it (`shared`: the relu an output too); each against ref, NaN for NaN. */
+static void pool_case(int64_t h, int64_t w, bool shared, int epilogue, int pool, int want_launches) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[4] = { 2, 3, h, w }, ws[4] = { 8, 3, 3, 3 }, bs[1] = { 8 }, ho = h / 2, wo = w / 2;
+  float wt[8 * 27], bias[8];
+  for (int i = 0; i < 8 * 27; i++) wt[i] = val(i, 1);
+  for (int i = 0; i < 8; i++) bias[i] = val(i, 2);
+  kiln_tensor x, wp, b, y, z;
+  OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+  OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, wt, &wp));
+  OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &b));
+  kiln_conv_params cp = { .spatial = 2, .strides = { 1, 1 }, .dilations = { 1, 1 }, .pads = { 1, 1, 1, 1 }, .group = 1 };
+  OK(kiln_graph_conv(g, x, wp, b, &cp, &y));
+  OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+  kiln_pool_params pp = { .spatial = 2, .kernel = { 2, 2 }, .strides = { 2, 2 } };
+  OK(kiln_graph_pool(g, KILN_POOL_MAX, y, &pp, &z));
+  OK(kiln_graph_output(g, z, "z"));
+  if (shared) OK(kiln_graph_output(g, y, "y"));
+  int64_t n_in = 2 * 3 * h * w, n_out = 2 * 8 * ho * wo, n_y = 2 * 8 * h * w;
+  float *in = alloc_f32(n_in), *got = alloc_f32(n_out), *want = alloc_f32(n_out), *gy = alloc_f32(n_y), *wy = alloc_f32(n_y);
+  for (int64_t i = 0; i < n_in; i++) in[i] = val(i, 3);
+  in[37] = NAN;  /* reaches a few windows through the convolution */
+  const void *ins[1] = { in };
+  void *og[2] = { want, wy };
+  kiln_options o = kiln_options_default();
+  o.backend = "ref";
+  kiln_program *r = NULL, *p = NULL;
+  OK(kiln_program_compile(g, &o, &r));
+  if (r) OK(kiln_program_run(r, ins, og));
+  o = kiln_options_default();
+  o.backend = "cpu";
+  o.cpu_epilogue = epilogue;
+  o.cpu_pool = pool;
+  OK(kiln_program_compile(g, &o, &p));
+  char name[128];
+  snprintf(name, sizeof name, "pool of relu at %lldx%lld%s (cpu_epilogue %d, cpu_pool %d)", (long long)h, (long long)w,
+           shared ? ", the relu an output" : "", epilogue, pool);
+  if (p && r) {
+    for (int64_t i = 0; i < n_out; i++) got[i] = 7;  /* nothing left from ref's run */
+    og[0] = got, og[1] = gy;
+    OK(kiln_program_run(p, ins, og));
+    kiln_census c;
+    OK(kiln_program_census(p, &c));
+    int launches = host_lanes() ? want_launches : 2;
+    CHECK_MSG(c.kernels_planned == 2, "%s: %lld kernels", name, (long long)c.kernels_planned);
+    CHECK_MSG(c.kernels_launched == launches, "%s: %lld launches (want %d)", name, (long long)c.kernels_launched, launches);
+    CHECK_MSG(count_in_plan(p, "computed once after") == (epilogue && !shared), "%s: the plan's reason", name);
+    CHECK_MSG(count_in_plan(p, "each window of the pool taken") == (launches == 1), "%s: the launch's reason", name);
+    int bad = 0, nans = 0;
+    for (int64_t i = 0; i < n_out; i++) {
+      bad += isnan(want[i]) ? !isnan(got[i]) : !(fabs((double)got[i] - want[i]) <= 2e-5 * (1 + fabs((double)want[i])));
+      nans += isnan(want[i]);
     }
-    kiln_program_free(p);
-    kiln_program_free(r);
-    kiln_graph_free(g);
+    for (int64_t i = 0; shared && i < n_y; i++)
+      bad += isnan(wy[i]) ? !isnan(gy[i]) : !(fabs((double)gy[i] - wy[i]) <= 2e-5 * (1 + fabs((double)wy[i])));
+    CHECK_MSG(bad == 0, "%s: %d outputs differ from ref", name, bad);
+    CHECK_MSG(nans > 0, "%s: the NaN reached no output", name);
   }
+  kiln_program_free(p);
+  kiln_program_free(r);
+  kiln_graph_free(g);
+  free(in), free(got), free(want), free(gy), free(wy);
+}
+
+static void pool_of_relu(void) {
+  /* rows of 12: one vector at 16 lanes, 2 rows a task; at 8 lanes two vectors, rows of 2 pass
+   * the 3 row vectors a tap, so the pool stays a kernel of its own */
+  int pooled = lanes() == 16 ? 1 : 2;
+  pool_case(10, 12, false, 0, 1, 2);  /* the relu inlined into the pool: nothing to take */
+  pool_case(10, 12, false, 1, 0, 2);
+  pool_case(10, 12, false, 1, 1, pooled);
+  pool_case(14, 12, false, 1, 1, pooled);  /* a last block of rows short of the task's */
+  pool_case(11, 12, false, 1, 1, 2);  /* the windows leave the last row: no tiling */
+  pool_case(10, 12, true, 1, 1, 2);   /* the relu read elsewhere too */
 }
 
 /* conv(x) + r[h], a bias per output row: the epilogue reads the row var, so its runs must end
