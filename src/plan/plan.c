@@ -724,19 +724,25 @@ static bool chain_loads_at(Ctx *c, const Expr *e, int lo, int hi, Expr *const *w
   return true;
 }
 
-/* The one accumulation of a contraction kernel (a sum of a product; the other items after
- * it, per point), or NULL. */
-static const Item *contraction_of(const Plan *p, const Kernel *k, int min_rank) {
-  if (k->kind != KN_REDUCE || k->rank < min_rank || k->rank > KILN_MAX_RANK) return NULL;
-  if (min_rank >= 3 && k->n_red != 1) return NULL;
+/* The one accumulation of reduction kernel k, every other item after it, per point; or NULL. */
+static const Item *one_accumulation(const Kernel *k) {
   const Item *acc = NULL;
-  for (int i = 0; i < k->n_items; i++) {
+  for (int i = 0; k->kind == KN_REDUCE && i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->kind == IT_ACC) {
       if (acc || it->step != 0) return NULL;
       acc = it;
     } else if (it->kind != IT_OUTER || it->step != 1) return NULL;
   }
+  return acc;
+}
+
+/* The one accumulation of a contraction kernel (a sum of a product; the other items after
+ * it, per point), or NULL. */
+static const Item *contraction_of(const Plan *p, const Kernel *k, int min_rank) {
+  if (k->kind != KN_REDUCE || k->rank < min_rank || k->rank > KILN_MAX_RANK) return NULL;
+  if (min_rank >= 3 && k->n_red != 1) return NULL;
+  const Item *acc = one_accumulation(k);
   if (!acc) return NULL;
   const Stage *S = &p->te->stages[acc->stage];
   const Expr *b = acc->body;
@@ -896,17 +902,9 @@ static bool pool_fits(Ctx *c, int kc, LoadList *ll) {
     if (V >= 0 || KC->items[i].kind != IT_OUTER || read_elsewhere(c, st, kc, kc + 1, ll)) return false;
     V = st;
   }
-  if (V < 0) return false;
-  const Item *acc = NULL;
-  for (int i = 0; i < KP->n_items; i++) {
-    const Item *it = &KP->items[i];
-    if (it->kind == IT_ACC) {
-      if (acc || it->step != 0) return false;
-      acc = it;
-    } else if (it->kind != IT_OUTER || it->step != 1 || !chain_loads_at(c, it->body, kc, kc, NULL, 0, ll)) {
-      return false;
-    }
-  }
+  const Item *acc = V >= 0 ? one_accumulation(KP) : NULL;
+  for (int i = 0; acc && i < KP->n_items; i++)
+    if (&KP->items[i] != acc && !chain_loads_at(c, KP->items[i].body, kc, kc, NULL, 0, ll)) return false;
   const Stage *A = acc ? &te->stages[acc->stage] : NULL;
   if (!A || (A->rop != RO_MAX && A->rop != RO_SUM) || A->dtype != KILN_F32 || te->stages[V].dtype != KILN_F32) return false;
   /* the accumulated value is V at (.., KH x h + rh, KW x w + rw) */
