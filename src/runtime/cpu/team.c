@@ -156,7 +156,7 @@ int cpu_team_size(const CpuTeam *t) { return t ? t->size : 1; }
 void cpu_team_run(CpuTeam *t, int nt, CpuJob job, void *ctx) {
   if (nt < 1) nt = 1;
   if (nt > t->size) nt = t->size;
-  if (t->started == 0) {
+  if (t->started == 0 || nt == 1) {  /* no one to hand it to: the workers are not woken for nothing */
     job(ctx, 0, 1);
     return;
   }
