@@ -20,9 +20,9 @@
 #endif
 
 /* Spins of a waiting worker before it sleeps (a pause is 20 ns here: 50 us in all, longer than
- * the host's work between a program's kernels and between its runs, shorter than what a spinning
- * worker took from other processes: 20000 spins, 0.4 ms, made ctest -j2 2 minutes slower with
- * lavapipe's threads about), and of the caller waiting for the others before it yields its core. */
+ * the host's work between a program's kernels and between its runs; 0.4 ms measured no faster on
+ * the shared models and keeps a core from other processes eight times as long), and of the caller
+ * waiting for the others before it yields its core to them. */
 enum { SPINS_BEFORE_SLEEP = 2500, SPINS_BEFORE_YIELD = 2000 };
 /* A worker's stack: the kernels keep planes and packed panels there (up to about 2 MiB). */
 #define WORKER_STACK ((size_t)8 << 20)
