@@ -284,7 +284,6 @@ static const char *not_groupable(const Plan *p, const Dialect *d, const CgOption
   if (o->group_veto && o->group_veto[l->kernel]) return o->group_veto[l->kernel];
   if (p->kernels[l->kernel].chain < 0) return "nothing to run";  /* its chain's last kernel runs it */
   if (p->kernels[l->kernel].chain == 3) return "attention chain";
-  if (!d->grid) return NULL;
   if (!d->phase_prefix) return "dialect has no phases";
   if (l->grid <= 0) return "nothing to run";
   if (l->block != POINT_THREADS) return "block size";
@@ -315,8 +314,9 @@ static int union_add(int *set, int n, int s) {
   return n + 1;
 }
 
-/* Closes members first..last-1 as group g->n_group (or leaves them alone when one). */
-static kiln_status close_group(const Dialect *d, CgProgram *g, int first, int end, int phases) {
+/* Closes members first..last-1 as group g->n_group (or leaves them alone when one): groups are
+ * formed on grid dialects only (form_groups). */
+static kiln_status close_group(CgProgram *g, int first, int end, int phases) {
   int members = 0, cap = 0;  /* a chain's kernels before its last (grid 0) launch nothing */
   for (int i = first; i < end; i++) members += g->launch[i].grid > 0, cap += g->launch[i].n_params;
   if (members < 2) {
@@ -324,8 +324,8 @@ static kiln_status close_group(const Dialect *d, CgProgram *g, int first, int en
     return KILN_OK;
   }
   CgLaunch *G = &g->group[g->n_group];
-  *G = (CgLaunch){ .kernel = -1, .group = g->n_group, .phase = phases, .cooperative = d->grid && phases > 1,
-                   .block = d->grid ? POINT_THREADS : 1 };
+  *G = (CgLaunch){ .kernel = -1, .group = g->n_group, .phase = phases, .cooperative = phases > 1,
+                   .block = POINT_THREADS };
   G->params = arena_alloc(&g->arena, sizeof *G->params * (size_t)(cap + 1));
   if (!G->params) return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for a launch group");
   int64_t most = 0;
@@ -340,7 +340,7 @@ static kiln_status close_group(const Dialect *d, CgProgram *g, int first, int en
     g->launch[i].group = g->n_group;
     for (int j = 0; j < g->launch[i].n_params; j++) G->n_params = union_add(G->params, G->n_params, g->launch[i].params[j]);
   }
-  G->grid = d->grid ? most : 1;
+  G->grid = most;
   snprintf(G->name, sizeof G->name, "kiln_g%d", g->n_group);
   snprintf(G->why, sizeof G->why, "group of k%d..k%d: %d kernels in %d phase%s%s", first, end - 1, end - first, phases,
            phases > 1 ? "s" : "", G->cooperative ? ", grid barriers between" : "");
@@ -406,8 +406,8 @@ static int regroup(const Plan *p, const Dialect *d, const CgOptions *o, CgProgra
   if (len > 0 && (size_t)len < sizeof G->why)
     snprintf(G->why + len, sizeof G->why - (size_t)len, ": %d kernels in %d phase%s%s", n, G->phase, G->phase > 1 ? "s" : "",
              G->cooperative ? ", grid barriers between" : "");
-  G->params = params, G->n_params = np, G->grid = d->grid ? widest : 1;
-  return np <= GROUP_MAX_PARAMS && (!d->grid || smem <= GROUP_MAX_STATIC_SMEM);
+  G->params = params, G->n_params = np, G->grid = widest;
+  return np <= GROUP_MAX_PARAMS && smem <= GROUP_MAX_STATIC_SMEM;
 }
 
 /* The first group whose launch comes after launch u, within the window (-1: none). */
@@ -480,7 +480,7 @@ static kiln_status defer_alone(const Plan *p, const Dialect *d, const CgOptions 
         if (g->launch[v].group < 0 && !not_groupable(p, d, o, &g->launch[v])) break;
       if (v >= g->n_launch || v > u + DEFER_WINDOW) continue;
       gi = g->n_group++;
-      g->group[gi] = (CgLaunch){ .kernel = -1, .group = gi, .phase = 1, .block = d->grid ? POINT_THREADS : 1 };
+      g->group[gi] = (CgLaunch){ .kernel = -1, .group = gi, .phase = 1, .block = POINT_THREADS };
       snprintf(g->group[gi].name, sizeof g->group[gi].name, "kiln_g%d", gi);
       lu->group = g->launch[v].group = gi;
       lu->phase = g->launch[v].phase = 0;
@@ -510,7 +510,7 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
     const char *no = not_groupable(p, d, o, l);
     if (no && !strcmp(no, "nothing to run")) continue;  /* no launch, no buffers: no boundary */
     if (no) {
-      if (first >= 0) st = close_group(d, g, first, i, phases);
+      if (first >= 0) st = close_group(g, first, i, phases);
       first = -1;
       if (!l->host && strcmp(no, "nothing to run")) why_append(l, "; alone: %s", no);
       continue;
@@ -521,9 +521,9 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
     int np = n_params;
     for (int j = 0; j < l->n_params && np <= GROUP_MAX_PARAMS - 1; j++) np = union_add(params, np, l->params[j]);
     int64_t sm = static_smem(p, d, o, l);
-    bool full = np >= GROUP_MAX_PARAMS || (d->grid && smem + sm > GROUP_MAX_STATIC_SMEM);
+    bool full = np >= GROUP_MAX_PARAMS || smem + sm > GROUP_MAX_STATIC_SMEM;
     if (first >= 0 && ((ph > 0 && o->group == CG_GROUP_SIBLINGS) || full)) {
-      st = close_group(d, g, first, i, phases);
+      st = close_group(g, first, i, phases);
       first = -1;
     }
     if (first < 0) {
@@ -534,7 +534,7 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
     l->phase = ph;
     if (ph + 1 > phases) phases = ph + 1;
   }
-  if (!st && first >= 0) st = close_group(d, g, first, g->n_launch, phases);
+  if (!st && first >= 0) st = close_group(g, first, g->n_launch, phases);
   kiln_free(params);
   if (!st) st = defer_alone(p, d, o, g);
   return st;
