@@ -47,6 +47,16 @@ static bool has_select(const Expr *e, int depth) {
   return false;
 }
 
+/* A tap's cost in half cycles for `sums` multiply-adds and `loads` loads (row vectors and weight
+ * broadcasts): two of each a cycle, and no fewer than the eight sums that cover the
+ * multiply-add's latency of four cycles on two pipes. Counting every load as a multiply-add
+ * chose 8 channels x 3 rows for lenet's 14 rows (5 tasks a column, 15 rows computed) over 8 x 2
+ * (7, 14): 171 against 160 us at two threads. */
+static double tap_cost(int64_t sums, int64_t loads) {
+  int64_t c = sums > loads ? sums : loads;
+  return (double)(c > 8 ? c : 8);
+}
+
 bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuDirect *dc) {
   TE *te = p->te;
   int L = o->cpu_lanes;
@@ -131,7 +141,7 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
   c.XPA = sw * c.XQ;
   if ((double)c.PC * (double)c.YP * (double)c.XPA * 4 > DIRECT_PLANE_BYTES) return false;
   /* output channels x rows a task: the sums and row vectors within the budget, the blocks even,
-   * and the fewest loads and multiply-adds over the whole output, the blocks' padding included */
+   * and the least time (tap_cost) over the whole output, the blocks' padding included */
   double best = 0;
   c.YR = (c.YP + sh - 1) / sh;
   double flat_bytes = ((double)c.PC * (double)KW * (double)sh * (double)c.YR * (double)W + L) * 4;
@@ -159,15 +169,13 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
     if (dc) *dc = c;
     return true;
   }
-  for (int rr = 1; rr <= DIRECT_ROWS_MAX && rr <= H && rr * c.wv <= xmax; rr++) {
-    int64_t ob = budget / (rr * c.wv);
-    if (ob < 1) continue;
-    if (ob > c.CO) ob = c.CO;
-    int64_t cb = (c.CO + ob - 1) / ob;
-    ob = (c.CO + cb - 1) / cb;
-    double cost = (double)cb * (double)((H + rr - 1) / rr) * (double)wc * (double)(ob * rr * c.wv + rr * c.wv + ob);
-    if (!best || cost < best) best = cost, c.ob = (int)ob, c.rr = rr;
-  }
+  for (int rr = 1; rr <= DIRECT_ROWS_MAX && rr <= H && rr * c.wv <= xmax; rr++)
+    for (int64_t ob = budget / (rr * c.wv); ob >= 1; ob--) {
+      int64_t cb = (c.CO + ob - 1) / ob;
+      if ((c.CO + cb - 1) / cb != ob) continue;  /* the even blocks of a smaller count */
+      double cost = (double)cb * (double)((H + rr - 1) / rr) * (double)wc * tap_cost(ob * rr * c.wv, rr * c.wv + ob);
+      if (!best || cost < best) best = cost, c.ob = (int)ob, c.rr = rr;
+    }
   if (!best) return false;
   /* flat: when rows leave lanes idle (24 of 32 at rows of 24), a task's rows run on in its
    * vectors through planes at the output's pitch, one a window column (2 rows of 24 in 3
@@ -176,13 +184,14 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
    * stored twice (the same values) */
   if (flat_ok && W % L)
     for (int fr = 1; fr <= 2 * DIRECT_ROWS_MAX && fr <= H; fr++) {
-      int64_t fv = (fr * W + L - 1) / L, ob = budget / fv;
+      int64_t fv = (fr * W + L - 1) / L;
       if (fv > xmax) break;  /* 7 vectors of 3 channels (lenet's rows of 14) ran at half the speed */
-      if (ob > c.CO) ob = c.CO;
-      int64_t cb = (c.CO + ob - 1) / ob;
-      ob = (c.CO + cb - 1) / cb;
-      double cost = (double)cb * (double)((H + fr - 1) / fr) * (double)(ob * fv + fv + ob);
-      if (cost < best) best = cost, c.flat = true, c.ob = (int)ob, c.fv = (int)fv, c.rr = fr;
+      for (int64_t ob = budget / fv; ob >= 1; ob--) {
+        int64_t cb = (c.CO + ob - 1) / ob;
+        if ((c.CO + cb - 1) / cb != ob) continue;
+        double cost = (double)cb * (double)((H + fr - 1) / fr) * tap_cost(ob * fv, fv + ob);
+        if (cost < best) best = cost, c.flat = true, c.ob = (int)ob, c.fv = (int)fv, c.rr = fr;
+      }
     }
   if (dc) *dc = c;
   return true;
