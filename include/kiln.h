@@ -257,6 +257,9 @@ typedef struct kiln_options {
   int cse;              /* 1: materialise shared subexpressions ($KILN_CSE=1); default 0 */
   int strict;           /* 1: any host fallback is an error naming the op ($KILN_STRICT=1) */
   int debug;            /* $KILN_DEBUG: 1 plan with boundary reasons, 2 also generated source, 3 also the TE */
+  int profile;          /* $KILN_PROFILE=1: each launch timed where it runs (waited for on devices that
+                           queue), each kernel's median and fastest over the runs printed to stderr
+                           when the program is freed */
   int graph_replay;     /* cuda: 1 capture the schedule once and replay it (default); 0 launch kernel by kernel */
   int tf32;             /* cuda: allow TF32 tensor cores in contractions (default 0, strict f32) */
   /* planner budgets per kernel; 0 takes the planner's default */
@@ -358,10 +361,10 @@ typedef struct kiln_options {
                            the host (a test of the other blocking); 2 the host's vectors, never in flat
                            planes (rows the lanes do not divide run on in a task's vectors); 0 the
                            register tiles or window sums ($KILN_CPU_DIRECT) */
-  int cpu_pool;         /* cpu: 1 a max pool over non-overlapping windows of a direct convolution's output,
-                           which nothing else reads, is taken in the convolution's epilogue (the output
-                           never written; $KILN_CPU_POOL=1); 0 (default, the faster on lenet) a kernel
-                           of its own */
+  int cpu_pool;         /* cpu: 1 (default) a max pool over non-overlapping windows of a direct
+                           convolution's output, which nothing else reads, is taken in the
+                           convolution's epilogue (the output never written; $KILN_CPU_POOL); 0 a
+                           kernel of its own */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

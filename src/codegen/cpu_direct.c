@@ -480,13 +480,20 @@ bool cg_cpu_pool_match(const Plan *p, const Kernel *kc, const Kernel *kp, const 
   if (V < 0 || p->te->stages[acc->stage].rop != RO_MAX || !cg_cpu_direct_match(p, kc, o, &c) || c.by_channel || c.wc != 1)
     return false;
   int64_t H = kc->shape[kc->rank - 2], KHp = kp->red_shape[0];
-  int budget = c.lanes == 16 ? 24 : 12, xmax = c.lanes == 16 ? 4 : 3, rr = 0;
-  for (int64_t m = KHp; m <= DIRECT_ROWS_MAX && m <= H && m * c.wv <= xmax; m += KHp) rr = (int)m;
-  if (!rr || budget / (rr * c.wv) < 1) return false;
-  int64_t ob = budget / (rr * c.wv), cb;
-  if (ob > c.CO) ob = c.CO;
-  cb = (c.CO + ob - 1) / ob;
-  c.flat = false, c.rr = rr, c.ob = (int)((c.CO + cb - 1) / cb);
+  int budget = c.lanes == 16 ? 24 : 12, xmax = c.lanes == 16 ? 4 : 3;
+  /* rows a task a multiple of the window's, then as direct_match: the least time (6 channels x 4
+   * rows, the most rows in the budget, ran lenet's pooled conv2 at 393 us against 8 x 2's 160
+   * and its pool apart) */
+  double best = 0;
+  for (int64_t rr = KHp; rr <= DIRECT_ROWS_MAX && rr <= H && rr * c.wv <= xmax; rr += KHp)
+    for (int64_t ob = budget / (rr * c.wv); ob >= 1; ob--) {
+      int64_t cb = (c.CO + ob - 1) / ob;
+      if ((c.CO + cb - 1) / cb != ob) continue;
+      double cost = (double)cb * (double)((H + rr - 1) / rr) * tap_cost(ob * rr * c.wv, rr * c.wv + ob);
+      if (!best || cost < best) best = cost, c.ob = (int)ob, c.rr = (int)rr;
+    }
+  if (!best) return false;
+  c.flat = false;
   if (dc) *dc = c;
   return true;
 }
@@ -495,33 +502,112 @@ bool cg_cpu_pool_ok(const Plan *p, const Kernel *kc, const Kernel *kp, const voi
   return ctx && cg_cpu_pool_match(p, kc, kp, ctx, NULL);
 }
 
+/* Does e read var v other than through a load of kernel k's own stages (its sums, which the
+ * epilogue has in registers)? */
+static bool reads_column(const Kernel *k, const Expr *e, int v) {
+  if (e->kind == EX_VAR) return e->var == v;
+  if (e->kind == EX_LOAD) {
+    for (int i = 0; i < k->n_items; i++)
+      if (k->items[i].stage == e->src) return false;
+  }
+  for (int i = 0; i < e->n_args; i++)
+    if (reads_column(k, e->args[i], v)) return true;
+  return false;
+}
+
 /* The pooled epilogue (cg_cpu_pool_match): the task's rows of kc's value V through kc's items
  * into kiln_s, then each window of them through kp's max and its items (the windows tile the
- * task's rows: whole rows, rows a multiple of the window's). The max as the generic renderer
- * takes it: from -inf, the window in order, a NaN remembered in its flag. */
+ * task's rows: whole rows, rows a multiple of the window's): pool_pairs for windows two wide,
+ * else pool_windows. A max is the generic renderer's: NaN if any point is NaN. */
+static void pool_windows(const Kernel *kc, const Kernel *kp, const CgCpuDirect *c, const CgEmit *em);
+static void pool_pairs(const Kernel *kc, const Kernel *kp, const CgCpuDirect *c, const CgEmit *em);
+
 static void pooled_epilogue(const Kernel *kc, const Kernel *kp, const CgCpuDirect *c, const CgEmit *em) {
   const Dialect *d = em->d;
   const char *I = d->index_type, *F = d->value_type[KILN_F32];
   int h = kc->rank - 2, w = kc->rank - 1, RR = c->rr;
-  int64_t H = kc->shape[h], W = kc->shape[w], KHp = kp->red_shape[0], KWp = kp->red_shape[1];
-  int64_t Hp = kp->shape[h], Wp = kp->shape[w];
+  int64_t H = kc->shape[h], W = kc->shape[w], KWp = kp->red_shape[1];
   const Item *acc;
   int V = pooled_value(kp, &acc);
-  cg_put(em, "%s kiln_s[%d][%d][%lld];", F, c->ob, RR, (long long)W);
+  /* rows padded to whole vectors for pool_pairs' vector loads: the padding's points computed
+   * too where kc's items read nothing that depends on the column (a bias, an activation: whole
+   * vectors, no scalar tail), else zeros */
+  bool pairs = KWp == 2 && c->lanes >= 8;
+  int64_t SW = pairs ? (int64_t)c->wv * c->lanes : W;
+  bool pad_computed = pairs && SW > W;
+  for (int i = 0; i < kc->n_items && pad_computed; i++)
+    if (kc->items[i].step >= 1 && (kc->items[i].store || reads_column(kc, kc->items[i].body, w))) pad_computed = false;
+  cg_put(em, "%s kiln_s[%d][%d][%lld]%s;", F, c->ob, RR, (long long)SW, d->array_align ? d->array_align : "");
   cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", c->ob, cg_lit(em, c->CO));
   cg_open(em, "for (int kiln_r = 0; kiln_r < %d && kiln_h0 + kiln_r < %s; kiln_r++) {", RR, cg_lit(em, H));
   em->push(em->r);
   cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
   cg_put(em, "const %s v%d = kiln_h0 + kiln_r;", I, h);
   cg_put(em, "%s", d->simd);
-  cg_open(em, "for (%s kiln_j = 0; kiln_j < %s; kiln_j++) {", I, cg_lit(em, W));
+  cg_open(em, "for (%s kiln_j = 0; kiln_j < %s; kiln_j++) {", I, cg_lit(em, pad_computed ? SW : W));
   em->push(em->r);
   cg_put(em, "const %s v%d = kiln_j;", I, w);
   em->items(em->r, 1, "kiln_d[kiln_i][kiln_r][kiln_j]");
   cg_put(em, "kiln_s[kiln_i][kiln_r][kiln_j] = s%d;", V);
   em->pop(em->r);
   cg_close(em);
+  if (SW > W && !pad_computed) cg_put(em, "for (%s kiln_j = %s; kiln_j < %lld; kiln_j++) kiln_s[kiln_i][kiln_r][kiln_j] = 0;", I, cg_lit(em, W), (long long)SW);
   em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  if (pairs) pool_pairs(kc, kp, c, em);
+  else pool_windows(kc, kp, c, em);
+}
+
+/* a vector max of kiln_m and kiln_x into kiln_m, NaN where either is (x > m or x unordered) */
+static void vector_max(const CgEmit *em) {
+  cg_put(em, "{ const kiln_vi kiln_k = (kiln_x > kiln_m) | (kiln_x != kiln_x);");
+  cg_put(em, "  kiln_m = (kiln_v)(((kiln_vi)kiln_x & kiln_k) | ((kiln_vi)kiln_m & ~kiln_k)); }");
+}
+
+/* pooled_epilogue's windows two wide, in vectors (GCC's vector extensions): a window's rows
+ * combined a whole vector at a time, then each pair of vectors' even and odd lanes (two
+ * shuffles) combined into a vector of the pool's outputs, which kp's items take in a vector
+ * loop. Staged through arrays as pool_windows, lenet's pooled convolutions ran behind the
+ * convolution and its pool apart (conv1 101 us against 50 + 22, two threads, kernel harness). */
+static void pool_pairs(const Kernel *kc, const Kernel *kp, const CgCpuDirect *c, const CgEmit *em) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *F = d->value_type[KILN_F32];
+  int h = kc->rank - 2, w = kc->rank - 1, RR = c->rr, L = c->lanes, WV = c->wv, PV = (WV + 1) / 2;
+  int64_t KHp = kp->red_shape[0], Hp = kp->shape[h], Wp = kp->shape[w];
+  const Item *acc;
+  pooled_value(kp, &acc);
+  char even[256], odd[256];
+  size_t ea = 0, oa = 0;
+  for (int j = 0; j < L; j++) {
+    ea += (size_t)snprintf(even + ea, sizeof even - ea, "%s%d", j ? ", " : "", 2 * j);
+    oa += (size_t)snprintf(odd + oa, sizeof odd - oa, "%s%d", j ? ", " : "", 2 * j + 1);
+  }
+  cg_put(em, "typedef int kiln_vi __attribute__((vector_size(%d)));", 4 * L);
+  cg_put(em, "const kiln_vi kiln_ev = { %s }, kiln_od = { %s };", even, odd);
+  /* every window of the task first, into kiln_q, then kp's items: an items loop reading kiln_q
+   * right after its vector was stored waited for the store (its second half's load, 6 floats
+   * in, is not forwarded: 14 % of lenet's pooled conv1) */
+  cg_put(em, "%s kiln_q[%d][%lld][%d]%s;", F, c->ob, (long long)(RR / KHp), PV * L, d->array_align ? d->array_align : "");
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %d; kiln_i++) {", c->ob);
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %lld; kiln_r++) {", (long long)(RR / KHp));
+  cg_put(em, "kiln_v kiln_c[%d];", 2 * PV);
+  cg_open(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) {", WV);
+  cg_put(em, "kiln_v kiln_m = *(const kiln_v *)&kiln_s[kiln_i][kiln_r * %lld][kiln_u * %d];", (long long)KHp, L);
+  for (int64_t a = 1; a < KHp; a++) {
+    cg_put(em, "const kiln_v kiln_x = *(const kiln_v *)&kiln_s[kiln_i][kiln_r * %lld + %lld][kiln_u * %d];", (long long)KHp,
+           (long long)a, L);
+    vector_max(em);
+  }
+  cg_put(em, "kiln_c[kiln_u] = kiln_m;");
+  cg_close(em);
+  if (WV % 2) cg_put(em, "kiln_c[%d] = kiln_c[%d];", WV, WV - 1);  /* lanes past the row: not stored */
+  cg_open(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) {", PV);
+  cg_put(em, "kiln_v kiln_m = __builtin_shuffle(kiln_c[2 * kiln_u], kiln_c[2 * kiln_u + 1], kiln_ev);");
+  cg_put(em, "const kiln_v kiln_x = __builtin_shuffle(kiln_c[2 * kiln_u], kiln_c[2 * kiln_u + 1], kiln_od);");
+  vector_max(em);
+  cg_put(em, "*(kiln_v *)&kiln_q[kiln_i][kiln_r][kiln_u * %d] = kiln_m;", L);
+  cg_close(em);
   cg_close(em);
   cg_close(em);
   em->kernel(em->r, kp);
@@ -531,8 +617,38 @@ static void pooled_epilogue(const Kernel *kc, const Kernel *kp, const CgCpuDirec
   em->push(em->r);
   cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
   cg_put(em, "const %s v%d = kiln_h0 / %lld + kiln_r;", I, h, (long long)KHp);
-  /* the window's rows first, a contiguous vector loop along the row (a max of each column and a
-   * NaN flag), then its columns: every column's max read at the pool's stride */
+  cg_put(em, "%s", d->simd);
+  cg_open(em, "for (%s kiln_j = 0; kiln_j < %s; kiln_j++) {", I, cg_lit(em, Wp));
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_j;", I, w);
+  cg_put(em, "const int an%d = 0;  /* a NaN is in the value */", acc->stage);
+  em->items(em->r, 1, "kiln_q[kiln_i][kiln_r][kiln_j]");
+  em->pop(em->r);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  em->kernel(em->r, kc);
+}
+
+/* pooled_epilogue's windows in general: the rows of a window first, a contiguous vector loop along
+ * the row (a max of each column and a NaN flag), then its columns, every column's max read at the
+ * pool's stride. */
+static void pool_windows(const Kernel *kc, const Kernel *kp, const CgCpuDirect *c, const CgEmit *em) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *F = d->value_type[KILN_F32];
+  int h = kc->rank - 2, w = kc->rank - 1, RR = c->rr;
+  int64_t KHp = kp->red_shape[0], KWp = kp->red_shape[1];
+  int64_t Hp = kp->shape[h], Wp = kp->shape[w];
+  const Item *acc;
+  pooled_value(kp, &acc);
+  em->kernel(em->r, kp);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", c->ob, cg_lit(em, c->CO));
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %lld && kiln_h0 / %lld + kiln_r < %s; kiln_r++) {", (long long)(RR / KHp),
+          (long long)KHp, cg_lit(em, Hp));
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
+  cg_put(em, "const %s v%d = kiln_h0 / %lld + kiln_r;", I, h, (long long)KHp);
   cg_put(em, "%s kiln_c[%lld];", F, (long long)(KWp * Wp));
   cg_put(em, "int kiln_cn[%lld];", (long long)(KWp * Wp));
   cg_put(em, "%s", d->simd);

@@ -68,6 +68,7 @@ kiln_options kiln_options_default(void) {
   o.cse = kiln_env_int("KILN_CSE", 0) != 0;
   o.strict = kiln_env_int("KILN_STRICT", 0) != 0;
   o.debug = kiln_env_int("KILN_DEBUG", 0);
+  o.profile = kiln_env_int("KILN_PROFILE", 0) != 0;
   o.graph_replay = 1;
   o.tf32 = 0;
   o.max_inputs = kiln_env_int("KILN_MAX_INPUTS", 0);
@@ -109,10 +110,9 @@ kiln_options kiln_options_default(void) {
   o.cpu_windows = kiln_env_int("KILN_CPU_WINDOWS", 1) != 0;
   o.cpu_direct = kiln_env_int("KILN_CPU_DIRECT", 1);
   o.cpu_epilogue = kiln_env_int("KILN_CPU_EPILOGUE", 1) != 0;
-  /* off by default: raced on lenet (2 threads, this 2-vCPU EPYC) the pooled convolutions ran
-   * behind the convolution and pool kernels, 0.36 against 0.55 ms a run (the epilogue's staged
-   * rows and strided window reads cost more than the output's write and read they save) */
-  o.cpu_pool = kiln_env_int("KILN_CPU_POOL", 0) != 0;
+  /* on by default since its windows are taken in vectors (pool_pairs): raced on lenet (2 threads,
+   * this 2-vCPU EPYC) 0.302-0.308 against 0.366-0.381 ms a run with the pools apart */
+  o.cpu_pool = kiln_env_int("KILN_CPU_POOL", 1) != 0;
   o.gemm_kgroups = kiln_env_int("KILN_GEMM_KGROUPS", 1) != 0;
   return o;
 }

@@ -68,7 +68,12 @@ struct Schedule {
   int fb_order[OP_COUNT], n_fb;
   bool cache_hit;
   double build_ms;
+  /* options.profile: launch i's time in run r at prof[i * PROFILE_RUNS + r % PROFILE_RUNS] (ms) */
+  double *prof;
+  int64_t prof_runs;
 };
+
+enum { PROFILE_RUNS = 1024 };  /* the last runs a kernel's median is taken over */
 
 static double now_ms(void) {
   struct timespec t;
@@ -477,11 +482,17 @@ static kiln_status enqueue_kernels(Schedule *s, kiln_census *c) {
       L = G;
     }
     if (L->l->grid <= 0) continue;
-    if (L->lib) { st = s->be->library_run(s->dev, L->lib); continue; }
-    if (s->be->host_memory)  /* the caller's buffers move from run to run */
-      for (int j = 0; j < L->l->n_params; j++) L->args[j] = s->buf[L->l->params[j]];
-    st = s->be->launch(s->dev, L->fn, L->l->kernel < 0 ? &L->run : L->l, L->args);
+    double t0 = s->prof ? now_ms() : 0;
+    if (L->lib) st = s->be->library_run(s->dev, L->lib);
+    else {
+      if (s->be->host_memory)  /* the caller's buffers move from run to run */
+        for (int j = 0; j < L->l->n_params; j++) L->args[j] = s->buf[L->l->params[j]];
+      st = s->be->launch(s->dev, L->fn, L->l->kernel < 0 ? &L->run : L->l, L->args);
+    }
+    if (s->prof && !st && !(st = dev_sync(s, "profile")))
+      s->prof[(int64_t)i * PROFILE_RUNS + s->prof_runs % PROFILE_RUNS] = now_ms() - t0;
   }
+  if (s->prof && c) s->prof_runs++;
   return st;
 }
 
@@ -637,7 +648,10 @@ static kiln_status compile_plan(Schedule *s) {
   if (!st && s->opt.debug >= 1) cg_program_print(s->cg, stderr);
   if (!st) st = place_buffers(s);
   if (!st) st = bind_launches(s);
-  s->replay = !st && s->be->record_begin && s->opt.graph_replay && !s->n_host;  /* host work cannot be recorded */
+  if (!st && s->opt.profile && !(s->prof = kiln_calloc((size_t)s->n_launch * PROFILE_RUNS + 1, sizeof *s->prof)))
+    st = kiln_fail(KILN_ERR_NO_MEMORY, "%s: no memory for the profile", s->be->name);
+  /* host work cannot be recorded; a profile times launches one by one */
+  s->replay = !st && s->be->record_begin && s->opt.graph_replay && !s->n_host && !s->prof;
   if (s->replay) st = record(s);
   return st;
 }
@@ -664,10 +678,35 @@ kiln_status rt_schedule_create(const Backend *be, TE *te, const kiln_options *o,
   return KILN_OK;
 }
 
+static int cmp_ms(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* options.profile: each kernel's median and fastest launch over the last runs, with what it is */
+static void profile_print(Schedule *s) {
+  int64_t n = s->prof_runs < PROFILE_RUNS ? s->prof_runs : PROFILE_RUNS;
+  if (!s->prof || n < 1) return;
+  double total = 0;
+  fprintf(stderr, "profile: %s, %lld runs, each launch waited for\n", s->be->name, (long long)n);
+  for (int i = 0; i < s->n_launch; i++) {
+    const CgLaunch *l = s->launch[i].l;
+    double *t = s->prof + (int64_t)i * PROFILE_RUNS;
+    if (l->host || l->grid <= 0 || (l->group >= 0 && s->group[l->group].at != i)) continue;
+    qsort(t, (size_t)n, sizeof *t, cmp_ms);
+    total += t[n / 2];
+    fprintf(stderr, "  k%-3d %9.1f us median %9.1f us min  %s\n", l->kernel, t[n / 2] * 1e3, t[0] * 1e3,
+            l->group >= 0 ? s->group[l->group].l->why : l->why);
+  }
+  fprintf(stderr, "  sum of medians %.1f us\n", total * 1e3);
+}
+
 void rt_schedule_free(Schedule *s) {
   if (!s) return;
   const TE *te = s->te;
   if (s->dev && s->be->sync) s->be->sync(s->dev, "free");
+  profile_print(s);
+  kiln_free(s->prof);
   if (s->graph) s->be->graph_free(s->dev, s->graph);
   for (int i = 0; s->launch && i < s->n_launch; i++) {
     if (s->launch[i].lib) s->be->library_release(s->dev, s->launch[i].lib);

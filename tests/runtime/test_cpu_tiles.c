@@ -351,6 +351,10 @@ static void pool_of_relu(void) {
   pool_case(14, 12, false, 1, 1, pooled);  /* a last block of rows short of the task's */
   pool_case(11, 12, false, 1, 1, 2);  /* the windows leave the last row: no tiling */
   pool_case(10, 12, true, 1, 1, 2);   /* the relu read elsewhere too */
+  /* rows of 8: one vector at either width; of 28 (lenet's first): two at 16 lanes, the pairs'
+   * shuffles across both */
+  pool_case(6, 8, false, 1, 1, 1);
+  pool_case(6, 28, false, 1, 1, lanes() == 16 ? 1 : 2);
 }
 
 /* conv(x) + r[h], a bias per output row: the epilogue reads the row var, so its runs must end
