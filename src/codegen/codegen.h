@@ -513,6 +513,9 @@ typedef struct CgEmit {
   /* the plan kernel whose items `items` emits, its vars' ranges its shapes (a chain's kernels
    * in turn) */
   void (*kernel)(void *r, const Kernel *k);
+  /* what is emitted next takes no value emitted before (another kernel's vars have the same
+   * names): floor -1 hides everything so far; returns the floor to restore it with */
+  int (*isolate)(void *r, int floor);
 } CgEmit;
 void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em);
 /* Lines through a CgEmit (gemm.c): one formatted line; one that opens a block (the lines
@@ -555,6 +558,8 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
  * back)? Only when it stores the values of its own point, none into a buffer the kernel reads (an
  * assigned value, which may be stored in place). */
 bool cg_points_idempotent(const Plan *p, const Kernel *k);
+/* The element offset of load L with the vars at v (nv of them); false where it is not exact. */
+bool cg_load_offset_at(const Plan *p, const Expr *L, const int64_t *v, int nv, int64_t *out);
 
 /* -- cpu_direct.c: direct convolutions for loop dialects -- */
 
@@ -579,6 +584,12 @@ typedef struct CgCpuDirect {
                                     * padding's guards gone (NULL: none found for m <= 3) */
   int margin;                      /* that m */
   int64_t YR;                      /* flat: rows of a plane's row phase (YP / stride, rounded up) */
+  bool in_place;                   /* a 1 x 1 window read where its operand lies: no plane (the operand's
+                                    * rows and channels at the plane's pitch, every vector inside it) */
+  const Kernel *expand;            /* an expanded chain's contraction (NULL: none): its value V, which the
+                                    * window reads, computed a row of V at a time as the planes fill */
+  int expand_v;                    /* V */
+  int64_t expand_cols;             /* V's last extent */
 } CgCpuDirect;
 /* Does kernel k of a loop dialect render as a direct convolution under o (o->cpu_lanes set)?
  * Fills dc (may be NULL) when it does. */
@@ -590,6 +601,12 @@ void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *dc,
 bool cg_cpu_pool_match(const Plan *p, const Kernel *kc, const Kernel *kp, const CgOptions *o, CgCpuDirect *dc);
 bool cg_cpu_pool_ok(const Plan *p, const Kernel *kc, const Kernel *kp, const void *ctx);
 void cg_render_cpu_pooled(const Plan *p, const Kernel *kc, const Kernel *kp, const CgCpuDirect *dc, const CgEmit *em);
+/* A direct convolution kd whose window reads the value V of contraction ke (an expanded chain,
+ * Plan's Kernel.expanded), rendered by cg_render_cpu_direct with V's rows computed where the
+ * planes are filled: V read once by the window at V's own point in its row and column, its row
+ * and column free of the window's column and row. cg_cpu_expand_ok is PlanOptions.expand_ok. */
+bool cg_cpu_expand_match(const Plan *p, const Kernel *ke, const Kernel *kd, const CgOptions *o, CgCpuDirect *dc);
+bool cg_cpu_expand_ok(const Plan *p, const Kernel *ke, const Kernel *kd, const void *ctx);
 
 /* -- library.c: which GEMMs a library (cuBLASLt) may run -- */
 

@@ -39,12 +39,45 @@
 
 /* A thread's plane lives on its stack; a sum is at most CG_CPU_F32_SUM_MAX points (f32). */
 enum { DIRECT_PLANE_BYTES = 512 << 10, DIRECT_ROWS_MAX = 4 };
+/* an expansion's sum a point at most (its every point is a multiply-add and a load in the fill) */
+enum { EXPAND_SUM_MAX = 1024 };
 
 static bool has_select(const Expr *e, int depth) {
   if (e->kind == EX_SELECT || depth > 64) return true;
   for (int i = 0; i < e->n_args; i++)
     if (has_select(e->args[i], depth + 1)) return true;
   return false;
+}
+
+/* May a 1 x 1 window be read where its operand lies (CgCpuDirect.in_place)? The plane is one f32
+ * load of another kernel's buffer at the plane's row and column, rows W apart, columns 1 apart,
+ * each plane channel H x W after the one before: the plane's own layout. A copy of it cost
+ * convnet_mini's 24 -> 96 expansion at 48 x 48 a plane of 221 KiB filled a run, and kept its
+ * 96 -> 24 projection (a plane over 512 KiB) in packed register tiles. */
+static bool plane_in_place(const Plan *p, const Kernel *k, const CgCpuDirect *c) {
+  const Expr *L = c->plane;
+  int h = k->rank - 2, w = k->rank - 1, nv = k->rank + k->n_red;
+  int64_t H = k->shape[h], W = k->shape[w];
+  if (L->kind != EX_LOAD || L->dtype != KILN_F32 || p->kernel_of[L->src] == k->id || plan_is_baked(p->te, L->src) ||
+      k->chain || c->YP != H || c->XP != W || c->stride != 1 || c->col_stride != 1)
+    return false;
+  int64_t v[2 * KILN_MAX_RANK], step = 1, o0, o1;
+  for (int i = 0; i < nv; i++) v[i] = (i < k->rank ? k->shape[i] : k->red_shape[i - k->rank]) / 2;
+  /* the window's row and column range over the plane's (its rows and columns) */
+  v[nv - 2] = H / 2, v[nv - 1] = W / 2;
+  for (int i = nv - 1; i >= k->rank; i--) {
+    int64_t extent = i == nv - 2 ? H : i == nv - 1 ? W : k->red_shape[i - k->rank], mid = v[i];
+    if (extent > 1) {
+      v[i] = 0;
+      if (!cg_load_offset_at(p, L, v, nv, &o0)) return false;
+      v[i] = extent - 1;
+      if (!cg_load_offset_at(p, L, v, nv, &o1) || o1 - o0 != step * (extent - 1)) return false;
+      v[i] = mid;
+      if (!cg_load_offset_at(p, L, v, nv, &o1) || o1 - o0 != step * mid) return false;
+    }
+    step *= extent;
+  }
+  return true;
 }
 
 /* A tap's cost in half cycles for `sums` multiply-adds and `loads` loads (row vectors and weight
@@ -60,9 +93,10 @@ static double tap_cost(int64_t sums, int64_t loads) {
 bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuDirect *dc) {
   TE *te = p->te;
   int L = o->cpu_lanes;
-  /* in a chain only as a pooled one's convolution (its pool taken in its epilogue) */
+  /* in a chain only as a pooled one's convolution (its pool taken in its epilogue) or an expanded
+   * one's window (its operand computed as its planes fill) */
   bool pooled = k->chain < 0 && p->kernels[plan_chain_end(p, k->id)].pooled;
-  if ((L != 8 && L != 16) || (k->chain != 0 && !pooled) || k->kind != KN_REDUCE || k->rank < 3 || k->n_red < 2 ||
+  if ((L != 8 && L != 16) || (k->chain != 0 && !pooled && !k->expanded) || k->kind != KN_REDUCE || k->rank < 3 || k->n_red < 2 ||
       k->n_steps > 2)
     return false;
   int acc = -1;
@@ -139,13 +173,14 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
   c.wv = (int)((wvt + wc - 1) / wc), c.wc = wc;
   c.XQ = wc * c.wv * L + (KW - 1) / sw;  /* a phase: every index an output vector's taps read */
   c.XPA = sw * c.XQ;
-  if ((double)c.PC * (double)c.YP * (double)c.XPA * 4 > DIRECT_PLANE_BYTES) return false;
+  bool in_place = KH == 1 && KW == 1 && plane_in_place(p, k, &c);
+  if ((double)c.PC * (double)c.YP * (double)c.XPA * 4 > DIRECT_PLANE_BYTES && !in_place) return false;
   /* output channels x rows a task: the sums and row vectors within the budget, the blocks even,
    * and the least time (tap_cost) over the whole output, the blocks' padding included */
   double best = 0;
   c.YR = (c.YP + sh - 1) / sh;
   double flat_bytes = ((double)c.PC * (double)KW * (double)sh * (double)c.YR * (double)W + L) * 4;
-  bool flat_ok = !o->cpu_rows_only && flat_bytes <= DIRECT_PLANE_BYTES && cg_points_idempotent(p, k);
+  bool flat_ok = !o->cpu_rows_only && (flat_bytes <= DIRECT_PLANE_BYTES || in_place) && cg_points_idempotent(p, k);
   if (by_channel) {  /* one channel: rows x vectors within the budget (each tap a load and a multiply-add each) */
     c.ob = 1, c.rr = 1;
     while (c.rr < H && (c.rr + 1) * c.wv <= budget / 2 && c.rr < 2 * DIRECT_ROWS_MAX) c.rr++;
@@ -193,19 +228,115 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
         if (cost < best) best = cost, c.flat = true, c.ob = (int)ob, c.fv = (int)fv, c.rr = fr;
       }
     }
+  /* in place: every vector a task reads inside the operand (the row form's runs end with their
+   * rows, the flat form's vectors with its rows) */
+  c.in_place = in_place && (c.flat ? (int64_t)c.fv * L == (int64_t)c.rr * W : c.XQ == W);
+  if (!c.in_place && (c.flat ? flat_bytes : (double)c.PC * (double)c.YP * (double)c.XPA * 4) > DIRECT_PLANE_BYTES) return false;
   if (dc) *dc = c;
   return true;
 }
 
+/* ---- expansions (an expanded chain, CgCpuDirect.expand) ----
+ * The window reads V, contraction ke's value, at V's own point: its row from the plane's row, its
+ * column from the plane's column. So each plane row's V row is computed once, before the row is
+ * filled: ke's sum over its reduction (each point's a vector loop along the row, the weight
+ * loop-invariant), then ke's items, into kiln_ev; filling the row, the window's load of V is
+ * that row's element at the load's column (rows and columns past V's, the padding's, clamped:
+ * the window's guard zeroes them). V never reaches memory. */
+
+typedef struct LoadOf { int src, n; const Expr *at; } LoadOf;
+
+static void note_load(const Expr *L, void *ctx) {
+  LoadOf *f = ctx;
+  if (L->src == f->src) f->n++, f->at = L;
+}
+
+/* The one load of stage src in e; NULL: none, or several. */
+static const Expr *only_load(const Expr *e, int src) {
+  LoadOf f = { src, 0, NULL };
+  te_visit_loads(e, note_load, &f);
+  return f.n == 1 ? f.at : NULL;
+}
+
+/* kiln_ev = V's row that plane row v<rh> reads (in scope: the plane's row, its image's vars). */
+static void expand_row(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  const Kernel *ke = c->expand;
+  const Dialect *d = em->d;
+  const char *I = d->index_type;
+  const Expr *L = only_load(c->plane, c->expand_v);
+  int n = ke->rank, rh = k->rank + k->n_red - 2, acc = -1;
+  for (int i = 0; i < ke->n_items; i++)
+    if (ke->items[i].kind == IT_ACC) acc = i;
+  if (!L || acc < 0) return;  /* cg_cpu_expand_match said there are */
+  char a[256];
+  /* V's point but its column, in names ke's vars do not shadow */
+  for (int i = 0; i < n - 1; i++) {
+    em->emit(em->r, L->args[i], a, sizeof a);
+    if (i < n - 2) cg_put(em, "const %s kiln_e%d = %s;", I, i, a);
+    else cg_put(em, "const %s kiln_e%d = %s < 0 ? 0 : %s > %s ? %s : %s;", I, i, a, a, cg_lit(em, ke->shape[n - 2] - 1),
+                cg_lit(em, ke->shape[n - 2] - 1), a);
+  }
+  int floor = em->isolate(em->r, -1);
+  em->push(em->r);
+  em->kernel(em->r, ke);
+  cg_open(em, "{  /* k%d's value along the row: its sum, then its items */", ke->id);
+  for (int i = 0; i < n - 1; i++) cg_put(em, "const %s v%d = kiln_e%d;", I, i, i);
+  cg_put(em, "for (%s kiln_x = 0; kiln_x < %s; kiln_x++) kiln_ev[kiln_x] = 0;", I, cg_lit(em, c->expand_cols));
+  int opened = 0;
+  for (int i = 0; i < ke->n_red; i++) {
+    int v = n + i;
+    if (ke->red_shape[i] == 1) cg_put(em, "const %s v%d = 0;", I, v);
+    else cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, v, v, cg_lit(em, ke->red_shape[i]), v), opened++;
+  }
+  char val[256];
+  cg_put(em, "%s", d->simd);
+  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, n - 1, n - 1, cg_lit(em, c->expand_cols), n - 1);
+  em->push(em->r);
+  em->emit(em->r, ke->items[acc].body, val, sizeof val);
+  cg_put(em, "kiln_ev[v%d] += %s;", n - 1, val);
+  em->pop(em->r);
+  cg_close(em);
+  while (opened--) cg_close(em);
+  cg_put(em, "%s", d->simd);
+  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, n - 1, n - 1, cg_lit(em, c->expand_cols), n - 1);
+  em->push(em->r);
+  snprintf(a, sizeof a, "kiln_ev[v%d]", n - 1);
+  em->items(em->r, 1, a);
+  cg_put(em, "kiln_ev[v%d] = s%d;", n - 1, c->expand_v);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  em->pop(em->r);
+  em->kernel(em->r, k);
+  em->isolate(em->r, floor);
+  /* the kernel's ranges again, and the plane's (image_band's) */
+  em->var_range(em->r, rh, 0, c->YP - 1);
+  em->var_range(em->r, rh + 1, 0, c->XP - 1);
+}
+
+/* s<V>: V where the plane's expression e loads it (at the current column) from kiln_ev, its
+ * column clamped unless e is the plane's interior form */
+static void expand_point(const CgCpuDirect *c, const CgEmit *em, const Expr *e) {
+  const Expr *L = c->expand ? only_load(e, c->expand_v) : NULL;
+  if (!L) return;
+  char col[256];
+  em->emit(em->r, L->args[L->n_args - 1], col, sizeof col);
+  if (e == c->inner) cg_put(em, "const %s s%d = kiln_ev[%s];", em->d->value_type[KILN_F32], c->expand_v, col);
+  else
+    cg_put(em, "const %s s%d = kiln_ev[%s < 0 ? 0 : %s > %s ? %s : %s];", em->d->value_type[KILN_F32], c->expand_v, col, col,
+           cg_lit(em, c->expand_cols - 1), cg_lit(em, c->expand_cols - 1), col);
+}
+
 /* kiln_row[from .. to): expression e (the plane's operand, or its interior form) at each
  * column of the plane's row v<rh> */
-static void plane_columns(const Kernel *k, const CgEmit *em, const Expr *e, int64_t from, int64_t to) {
+static void plane_columns(const Kernel *k, const CgCpuDirect *c, const CgEmit *em, const Expr *e, int64_t from, int64_t to) {
   int rw = k->rank + k->n_red - 1;
   char v[256];
   if (from >= to) return;
   cg_put(em, "%s", em->d->simd);
   cg_open(em, "for (%s v%d = %s; v%d < %s; v%d++) {", em->d->index_type, rw, cg_lit(em, from), rw, cg_lit(em, to), rw);
   em->push(em->r);
+  expand_point(c, em, e);
   em->emit_lazy(em->r, e, v, sizeof v);
   cg_put(em, "kiln_row[v%d] = %s;", rw, v);
   em->pop(em->r);
@@ -216,17 +347,17 @@ static void plane_columns(const Kernel *k, const CgEmit *em, const Expr *e, int6
  * once an element, and not at all in an interior row's interior columns */
 static void plane_row(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
   if (!c->inner || !c->margin) {  /* no guard to drop (m 0: the plane is the operand) */
-    plane_columns(k, em, c->inner ? c->inner : c->plane, 0, c->XP);
+    plane_columns(k, c, em, c->inner ? c->inner : c->plane, 0, c->XP);
     return;
   }
   int rh = k->rank + k->n_red - 2, m = c->margin;
   cg_open(em, "if (v%d >= %d && v%d < %s) {  /* an interior row: its interior columns unguarded */", rh, m, rh, cg_lit(em, c->YP - m));
-  plane_columns(k, em, c->plane, 0, m);
-  plane_columns(k, em, c->inner, m, c->XP - m);
-  plane_columns(k, em, c->plane, c->XP - m, c->XP);
+  plane_columns(k, c, em, c->plane, 0, m);
+  plane_columns(k, c, em, c->inner, m, c->XP - m);
+  plane_columns(k, c, em, c->plane, c->XP - m, c->XP);
   cg_close(em);
   cg_open(em, "else {");
-  plane_columns(k, em, c->plane, 0, c->XP);
+  plane_columns(k, c, em, c->plane, 0, c->XP);
   cg_close(em);
 }
 
@@ -244,6 +375,7 @@ static void image_band(const Kernel *k, const CgCpuDirect *c, const CgEmit *em, 
   for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
   em->push(em->r);
   em->digits(em->r, "kiln_bz", 0, k->rank, k->shape, nsel, 1, NF);
+  if (c->in_place) return;  /* no plane to fill */
   cg_open(em, "if (kiln_bz != kiln_pn || kiln_ya < kiln_py0 || kiln_ya > kiln_py1) {");
   cg_put(em, "kiln_pn = kiln_bz, kiln_py0 = kiln_py1 = kiln_ya;");
   cg_close(em);
@@ -256,6 +388,7 @@ static void image_band(const Kernel *k, const CgCpuDirect *c, const CgEmit *em, 
    * it is emitted) */
   em->var_range(em->r, rh, 0, c->YP - 1);
   em->var_range(em->r, rw, 0, c->XP - 1);
+  if (c->expand) expand_row(k, c, em);
   fill(k, c, em);
   em->var_range(em->r, rh, 0, KH - 1);
   em->var_range(em->r, rw, 0, KW - 1);
@@ -286,6 +419,7 @@ static void row_fill(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
   cg_open(em, "for (%s kiln_x = 0; kiln_x < kiln_n; kiln_x++) {", I);
   em->push(em->r);
   cg_put(em, "const %s v%d = kiln_x * %d + kiln_ph;", I, rw, sw);
+  expand_point(c, em, c->plane);
   em->emit_lazy(em->r, c->plane, v, sizeof v);
   cg_put(em, "kiln_row[kiln_ph * %s + kiln_x] = %s;", cg_lit(em, c->XQ), v);
   em->pop(em->r);
@@ -297,7 +431,8 @@ static void row_fill(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
 
 /* kiln_cp[from .. to): expression e (the plane's operand, or its interior form) at plane column
  * x * sw + rw of the row v<rh>, for each x */
-static void copy_columns(const Kernel *k, const CgEmit *em, const Expr *e, int rw0, int sw, int64_t from, int64_t to) {
+static void copy_columns(const Kernel *k, const CgCpuDirect *c, const CgEmit *em, const Expr *e, int rw0, int sw, int64_t from,
+                         int64_t to) {
   const char *I = em->d->index_type;
   int rw = k->rank + k->n_red - 1;
   char v[256];
@@ -306,6 +441,7 @@ static void copy_columns(const Kernel *k, const CgEmit *em, const Expr *e, int r
   cg_open(em, "for (%s kiln_x = %s; kiln_x < %s; kiln_x++) {", I, cg_lit(em, from), cg_lit(em, to));
   em->push(em->r);
   cg_put(em, "const %s v%d = kiln_x * %d + %d;", I, rw, sw, rw0);
+  expand_point(c, em, e);
   em->emit_lazy(em->r, e, v, sizeof v);
   cg_put(em, "kiln_cp[kiln_x] = %s;", v);
   em->pop(em->r);
@@ -324,7 +460,7 @@ static void flat_fill(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
     cg_put(em, "%s *kiln_cp = kiln_pl + (((kiln_pc * %d + %d) * %d + v%d %% %d) * %s + v%d / %d) * %s;",
            em->d->value_type[KILN_F32], (int)KW, rw, sh, rh, sh, cg_lit(em, c->YR), rh, sh, cg_lit(em, W));
     if (!c->inner || !m) {  /* no guard to drop (m 0: the plane is the operand) */
-      copy_columns(k, em, c->inner ? c->inner : c->plane, rw, sw, 0, W);
+      copy_columns(k, c, em, c->inner ? c->inner : c->plane, rw, sw, 0, W);
     } else {
       /* interior columns: x x sw + rw within m .. XP - m - 1 */
       int64_t lo = m > rw ? (m - rw + sw - 1) / sw : 0, hi = (c->XP - m - rw + sw - 1) / sw;
@@ -332,12 +468,12 @@ static void flat_fill(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
       if (lo > hi) lo = hi;
       cg_open(em, "if (v%d >= %d && v%d < %s) {  /* an interior row: its interior columns unguarded */", rh, m, rh,
               cg_lit(em, c->YP - m));
-      copy_columns(k, em, c->plane, rw, sw, 0, lo);
-      copy_columns(k, em, c->inner, rw, sw, lo, hi);
-      copy_columns(k, em, c->plane, rw, sw, hi, W);
+      copy_columns(k, c, em, c->plane, rw, sw, 0, lo);
+      copy_columns(k, c, em, c->inner, rw, sw, lo, hi);
+      copy_columns(k, c, em, c->plane, rw, sw, hi, W);
       cg_close(em);
       cg_open(em, "else {");
-      copy_columns(k, em, c->plane, rw, sw, 0, W);
+      copy_columns(k, c, em, c->plane, rw, sw, 0, W);
       cg_close(em);
     }
     cg_close(em);
@@ -394,6 +530,28 @@ static void epilogue(const Plan *p, const Kernel *k, const CgCpuDirect *c, const
   cg_close(em);
 }
 
+/* In place (CgCpuDirect.in_place): kiln_pp = the operand at plane channel kiln_pc (its vars in
+ * scope), row 0, column 0, plus `plus`. */
+static void operand_at(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em, const char *plus) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type;
+  const Expr *L = c->plane;
+  const Stage *S = &p->te->stages[L->src];
+  int rh = k->rank + k->n_red - 2;
+  cg_put(em, "%s kiln_po = 0;", I);
+  cg_open(em, "{");
+  em->push(em->r);
+  cg_put(em, "const %s v%d = 0, v%d = 0;", I, rh, rh + 1);
+  char a[256];
+  for (int i = 0; i < L->n_args; i++) {
+    em->emit(em->r, L->args[i], a, sizeof a);
+    cg_put(em, "kiln_po = kiln_po * %s + %s;", cg_lit(em, S->shape[i]), a);
+  }
+  em->pop(em->r);
+  cg_close(em);
+  cg_put(em, "const %s *kiln_pp = b%d + kiln_po + %s;", d->value_type[KILN_F32], em->param_of(em->r, L->src), plus);
+}
+
 /* The flat form (CgCpuDirect.flat): output q = row x W + column of a channel reads, at tap
  * (rh, rw), element q + rh x W of window column rw's plane, so a task's fv vectors of
  * consecutive outputs are fv loads a tap whatever rows they span. */
@@ -414,8 +572,11 @@ static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, co
   cg_open(em, "{");
   /* a vector past a block's last row reads into the next plane (lanes not stored); the last
    * plane's has L points after it */
-  cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(c->PC * chan + L), al);
-  cg_put(em, "memset(kiln_pl + %lld, 0, sizeof kiln_pl[0] * %d);", (long long)(c->PC * chan), L);
+  if (!c->in_place) {
+    cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(c->PC * chan + L), al);
+    cg_put(em, "memset(kiln_pl + %lld, 0, sizeof kiln_pl[0] * %d);", (long long)(c->PC * chan), L);
+  }
+  if (c->expand) cg_put(em, "%s kiln_ev[%lld]%s;", F, (long long)c->expand_cols, al);
   cg_put(em, "%s kiln_pn = -1, kiln_py0 = 0, kiln_py1 = 0;  /* the plane's image, its rows filled */", I);
   char head[320];
   cg_team_for(d, "kiln_t", cg_lit(em, NF * HB * CB), parallel, head, sizeof head);
@@ -432,7 +593,11 @@ static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, co
   cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, c->PC));
   em->push(em->r);
   em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, c->PC);
-  cg_put(em, "const %s *kiln_pp = kiln_pl + kiln_pc * %s + kiln_h0 * %s;", F, cg_lit(em, chan), cg_lit(em, W));
+  if (c->in_place) {
+    char plus[64];
+    snprintf(plus, sizeof plus, "kiln_h0 * %lld", (long long)W);
+    operand_at(p, k, c, em, plus);
+  } else cg_put(em, "const %s *kiln_pp = kiln_pl + kiln_pc * %s + kiln_h0 * %s;", F, cg_lit(em, chan), cg_lit(em, W));
   cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rh, rh, cg_lit(em, KH), rh);
   cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rw, rw, cg_lit(em, KW), rw);
   cg_put(em, "kiln_v kiln_x[%d];", FV);
@@ -496,6 +661,42 @@ bool cg_cpu_pool_match(const Plan *p, const Kernel *kc, const Kernel *kp, const 
   c.flat = false;
   if (dc) *dc = c;
   return true;
+}
+
+/* V's load in plane expression e: the one load of V, its row free of the window's column and
+ * its column of the window's row, its other args of neither (the image's vars) */
+static bool expand_load_ok(const Kernel *kd, const Expr *e, int V) {
+  const Expr *L = only_load(e, V);
+  int rh = kd->rank + kd->n_red - 2, rw = rh + 1, n = L ? L->n_args : 0;
+  if (!L || n < 2) return false;
+  for (int i = 0; i < n; i++) {
+    bool row = te_uses_var(L->args[i], rh), col = te_uses_var(L->args[i], rw);
+    if ((i < n - 2 && (row || col)) || (i == n - 2 && col) || (i == n - 1 && row)) return false;
+  }
+  return true;
+}
+
+bool cg_cpu_expand_match(const Plan *p, const Kernel *ke, const Kernel *kd, const CgOptions *o, CgCpuDirect *dc) {
+  CgCpuDirect c;
+  /* a depthwise window (each plane a channel of V, filled once a band), and a sum without a
+   * guard (a 1x1 convolution: no padding in the fill's loop) */
+  if (!cg_cpu_direct_match(p, kd, o, &c) || !c.by_channel || ke->rank < 2 || ke->inner_numel > EXPAND_SUM_MAX) return false;
+  int V = -1, n_acc = 0;
+  for (int i = 0; i < ke->n_items; i++) {
+    const Item *it = &ke->items[i];
+    if (it->kind == IT_ACC) n_acc += 1 + has_select(it->body, 0);
+    else if (only_load(c.plane, it->stage)) V = V < 0 ? it->stage : -2;
+  }
+  if (V < 0 || n_acc != 1 || p->te->stages[V].rank != ke->rank || !expand_load_ok(kd, c.plane, V) ||
+      (c.inner && !expand_load_ok(kd, c.inner, V)))
+    return false;
+  c.expand = ke, c.expand_v = V, c.expand_cols = ke->shape[ke->rank - 1];
+  if (dc) *dc = c;
+  return true;
+}
+
+bool cg_cpu_expand_ok(const Plan *p, const Kernel *ke, const Kernel *kd, const void *ctx) {
+  return ctx && cg_cpu_expand_match(p, ke, kd, ctx, NULL);
 }
 
 bool cg_cpu_pool_ok(const Plan *p, const Kernel *kc, const Kernel *kp, const void *ctx) {
@@ -714,7 +915,8 @@ static void render_rows(const Plan *p, const Kernel *k, const Kernel *pool, cons
   double work = (double)k->outer_numel * (double)k->inner_numel;
   bool parallel = work >= (double)d->min_parallel_work;
   cg_open(em, "{");
-  cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(c->PC * plane), al);
+  if (!c->in_place) cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(c->PC * plane), al);
+  if (c->expand) cg_put(em, "%s kiln_ev[%lld]%s;", F, (long long)c->expand_cols, al);
   cg_put(em, "%s kiln_pn = -1, kiln_py0 = 0, kiln_py1 = 0;  /* the plane's image, its rows filled */", I);
   /* channel blocks fastest, then runs along the row, rows, images: a thread's share of an
    * image is a band of rows, and it fills the plane's rows that band reads */
@@ -737,7 +939,8 @@ static void render_rows(const Plan *p, const Kernel *k, const Kernel *pool, cons
   cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, c->PC));
   em->push(em->r);
   em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, c->PC);
-  cg_put(em, "const %s *kiln_pp = kiln_pl + kiln_pc * %s + kiln_w0;", F, cg_lit(em, plane));
+  if (c->in_place) operand_at(p, k, c, em, "kiln_w0");
+  else cg_put(em, "const %s *kiln_pp = kiln_pl + kiln_pc * %s + kiln_w0;", F, cg_lit(em, plane));
   cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rh, rh, cg_lit(em, KH), rh);
   cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rw, rw, cg_lit(em, KW), rw);
   cg_put(em, "kiln_v kiln_x[%d][%d];", RR, WV);

@@ -92,20 +92,6 @@ static int role_vars(const Kernel *k, const CgCpuTile *t, int role, int *vars) {
   return n;
 }
 
-/* Element offset of load L with the kernel's vars at v; false if not exact there. */
-static bool offset_at(const Plan *p, const Expr *L, const int64_t *v, int nv, int64_t *out) {
-  const Stage *S = &p->te->stages[L->src];
-  int64_t off = 0;
-  for (int i = 0; i < L->n_args; i++) {
-    int64_t mn, mx, stride = 1;
-    if (!te_range(L->args[i], v, v, nv, &mn, &mx) || mn != mx) return false;
-    for (int j = i + 1; j < S->rank; j++) stride *= S->shape[j];
-    off += mn * stride;
-  }
-  *out = off;
-  return true;
-}
-
 typedef struct FirstLoad { const Plan *p; const Kernel *k; const Expr *L; } FirstLoad;
 
 static void first_memory_load(const Expr *L, void *ctx) {
@@ -126,9 +112,9 @@ static bool load_step(const Plan *p, const Kernel *k, const Expr *x, int var, in
   for (int i = 0; i < k->n_red; i++) v[k->rank + i] = k->red_shape[i] / 2;
   int64_t extent = var < k->rank ? k->shape[var] : k->red_shape[var - k->rank];
   if (v[var] + 1 >= extent) v[var] = 0;
-  if (!offset_at(p, f.L, v, nv, &o0)) return false;
+  if (!cg_load_offset_at(p, f.L, v, nv, &o0)) return false;
   v[var]++;
-  if (!offset_at(p, f.L, v, nv, &o1)) return false;
+  if (!cg_load_offset_at(p, f.L, v, nv, &o1)) return false;
   *step = o1 - o0;
   return true;
 }
@@ -154,7 +140,7 @@ static bool rows_in_place(const Plan *p, const Kernel *k, const CgCpuTile *t, Ro
     return false;
   int nv = k->rank + k->n_red;
   int64_t v[2 * KILN_MAX_RANK] = { 0 }, base, o;
-  if (!offset_at(p, L, v, nv, &base)) return false;
+  if (!cg_load_offset_at(p, L, v, nv, &base)) return false;
   RowsAt a = { .base = base };
   /* each var's coefficient from a step of one, checked at its last point; the sum's vars in
    * row-major order (the flat k is the offset) */
@@ -163,10 +149,10 @@ static bool rows_in_place(const Plan *p, const Kernel *k, const CgCpuTile *t, Ro
     int64_t extent = i < k->rank ? k->shape[i] : k->red_shape[i - k->rank], c = 0;
     if (extent > 1) {
       v[i] = 1;
-      if (!offset_at(p, L, v, nv, &o)) return false;
+      if (!cg_load_offset_at(p, L, v, nv, &o)) return false;
       c = o - base;
       v[i] = extent - 1;
-      if (!offset_at(p, L, v, nv, &o) || o - base != c * (extent - 1)) return false;
+      if (!cg_load_offset_at(p, L, v, nv, &o) || o - base != c * (extent - 1)) return false;
       v[i] = 0;
     }
     if (i >= k->rank) {
@@ -182,7 +168,7 @@ static bool rows_in_place(const Plan *p, const Kernel *k, const CgCpuTile *t, Ro
     v[i] = (i < k->rank ? k->shape[i] : k->red_shape[i - k->rank]) / 2;
     want += coef[i] * v[i];
   }
-  if (!offset_at(p, L, v, nv, &o) || o != want) return false;
+  if (!cg_load_offset_at(p, L, v, nv, &o) || o != want) return false;
   if (at) *at = a;
   return true;
 }

@@ -126,15 +126,19 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
   else if (k->chain < 0) {
     l->grid = 0, l->block = 1;
     const Kernel *end = &p->kernels[plan_chain_end(p, k->id)];
-    snprintf(l->why, sizeof l->why, "in the %s kernel k%d", end->pooled ? "pooled" : end->chain == 2 ? "rows" : "attention",
-             end->id);
+    snprintf(l->why, sizeof l->why, "in the %s kernel k%d",
+             end->pooled ? "pooled" : end->expanded ? "expanded" : end->chain == 2 ? "rows" : "attention", end->id);
   } else {
     l->grid = 1, l->block = 1;
     snprintf(l->why, sizeof l->why, "loop: one call%s%s", d->trampoline ? " through the trampoline" : "",
-             k->chain == 3 ? ", an attention chain" : k->chain == 2 && !k->pooled ? ", a contraction with its rows" : "");
+             k->chain == 3 ? ", an attention chain" : k->chain == 2 && !k->pooled && !k->expanded ? ", a contraction with its rows" : "");
     CgCpuTile t;
     CgCpuDirect dc;
-    bool direct = d->tile && (k->pooled ? cg_cpu_pool_match(p, k - 1, k, o, &dc) : cg_cpu_direct_match(p, k, o, &dc));
+    bool direct = d->tile && (k->pooled     ? cg_cpu_pool_match(p, k - 1, k, o, &dc)
+                              : k->expanded ? cg_cpu_expand_match(p, k - 1, k, o, &dc)
+                                            : cg_cpu_direct_match(p, k, o, &dc));
+    if (direct && k->expanded) why_append(l, "; k%d's value computed as the planes fill", k->id - 1);
+    if (direct && dc.in_place) why_append(l, "; read in place");
     if (direct && k->pooled)
       why_append(l, "; direct convolution, planes of %lld x %lld x %lld, %d channels x %d rows x %d vectors a task; each "
                  "window of the pool taken from them", (long long)dc.PC, (long long)dc.YP, (long long)dc.XPA, dc.ob, dc.rr, dc.wv);

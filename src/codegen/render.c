@@ -43,6 +43,7 @@ typedef struct R {
   StrBuf *sb;
   int indent;
   Memo *memo; int n_memo, cap_memo;
+  int memo_floor;      /* entries below it are another kernel's (a chain's other kernel emitted inside) */
   int marks[32]; int depth;
   int tmp;
   int *param_of;       /* stage -> parameter number, -1 if none */
@@ -90,7 +91,7 @@ static void push(R *r) { KILN_ASSERT(r->depth < 32); r->marks[r->depth++] = r->n
 static void pop(R *r) { r->n_memo = r->marks[--r->depth]; }
 
 static int memo_find(const R *r, const Expr *e, bool *narrow) {
-  for (int i = r->n_memo - 1; i >= 0; i--)
+  for (int i = r->n_memo - 1; i >= r->memo_floor; i--)
     if (r->memo[i].e == e) return *narrow = r->memo[i].narrow, r->memo[i].id;
   return -1;
 }
@@ -1049,6 +1050,19 @@ bool cg_window_match(const Plan *p, const Kernel *k, const CgOptions *o) {
     if (it->kind == IT_ACC && (te->stages[it->stage].rop != RO_SUM || it->body->dtype != KILN_F32)) return false;
   }
   return k->n_steps <= 2;
+}
+
+bool cg_load_offset_at(const Plan *p, const Expr *L, const int64_t *v, int nv, int64_t *out) {
+  const Stage *S = &p->te->stages[L->src];
+  int64_t off = 0;
+  for (int i = 0; i < L->n_args; i++) {
+    int64_t mn, mx, stride = 1;
+    if (!te_range(L->args[i], v, v, nv, &mn, &mx) || mn != mx) return false;
+    for (int j = i + 1; j < S->rank; j++) stride *= S->shape[j];
+    off += mn * stride;
+  }
+  *out = off;
+  return true;
 }
 
 bool cg_points_idempotent(const Plan *p, const Kernel *k) {
@@ -3196,9 +3210,15 @@ static void set_kernel(R *r, const Kernel *k) {
   r->nv = k->rank + k->n_red;
 }
 static void hk_kernel(void *r, const Kernel *k) { set_kernel(r, k); }
+static int hk_isolate(void *r, int floor) {
+  R *rr = r;
+  int was = rr->memo_floor;
+  rr->memo_floor = floor < 0 ? rr->n_memo : floor;
+  return was;
+}
 static CgEmit emit_hooks(R *r) {
   return (CgEmit){ r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items,
-                   hk_var_range, hk_kernel };
+                   hk_var_range, hk_kernel, hk_isolate };
 }
 
 static void render_cpu_tile(R *r) {
@@ -3226,6 +3246,22 @@ static void render_cpu_pooled(R *r) {
   CgEmit em = emit_hooks(r);
   cg_render_cpu_pooled(r->p, kc, kp, &c, &em);
   set_kernel(r, kp);
+}
+
+/* An expanded chain (plan.h Kernel.expanded): the window sum k rendered direct, the contraction
+ * k - 1's value computed where its planes are filled. */
+static void render_cpu_expanded(R *r) {
+  const Kernel *kd = r->k, *ke = kd - 1;
+  CgCpuDirect c;
+  /* the planner asked cg_cpu_expand_ok, for the C dialect */
+  if (r->d->grid || !r->d->tile || !cg_cpu_expand_match(r->p, ke, kd, r->o, &c)) {
+    r->st = kiln_fail(KILN_ERR_UNSUPPORTED, "codegen: kernels %d and %d were planned as an expansion it cannot render",
+                      ke->id, kd->id);
+    return;
+  }
+  r->chain_lo = ke->id, r->chain_hi = kd->id;
+  CgEmit em = emit_hooks(r);
+  cg_render_cpu_direct(r->p, kd, &c, &em);
 }
 
 /* c: what cg_cpu_direct_match found (its proof substitutes and simplifies the window: once) */
@@ -3353,6 +3389,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   if (d->kernel_entry && o->dependent_launch && !phase) sb_printf(out, "%s\n", d->kernel_entry);
   r.indent = 1;
   if (k->pooled) render_cpu_pooled(&r);
+  else if (k->expanded) render_cpu_expanded(&r);
   else if (k->chain > 0) render_chain(&r);
   else if (gs == CG_GPU_GEMM) render_gemm(&r);
   else if (gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);

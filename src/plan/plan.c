@@ -924,6 +924,36 @@ static bool pool_fits(Ctx *c, int kc, LoadList *ll) {
   return p->opt.pool_ok(p, KC, KP, p->opt.pool_ctx);
 }
 
+/* ---- expansions in their reader's planes ----
+ * KE a reduction whose one accumulation is a sum in f32 (a 1x1 convolution: a contraction over
+ * channels), of which one value V leaves the kernel, stored at KE's own point (V has KE's shape),
+ * read by KD = KE + 1 alone; KD a reduction that reads V only in its accumulation (a depthwise
+ * convolution's window). They run as one kernel when the renderer says it can compute V where KD
+ * gathers its window (PlanOptions.expand_ok): V, an expansion's wide tensor, never reaches memory. */
+static bool expand_fits(Ctx *c, int ke, LoadList *ll) {
+  Plan *p = c->p;
+  TE *te = c->te;
+  const Kernel *KE = &p->kernels[ke], *KD = &p->kernels[ke + 1];
+  if (!p->opt.expand_ok || KE->chain || KD->chain || KE->kind != KN_REDUCE || KD->kind != KN_REDUCE) return false;
+  const Item *acc = one_accumulation(KE), *dacc = one_accumulation(KD);
+  if (!acc || !dacc || te->stages[acc->stage].rop != RO_SUM || te->stages[acc->stage].dtype != KILN_F32) return false;
+  int V = -1;
+  for (int i = 0; i < KE->n_items; i++) {
+    int st = KE->items[i].stage;
+    if (!read_elsewhere(c, st, ke, ke, ll)) continue;
+    if (V >= 0 || KE->items[i].kind != IT_OUTER || read_elsewhere(c, st, ke, ke + 1, ll)) return false;
+    V = st;
+  }
+  if (V < 0) return false;
+  const Stage *SV = &te->stages[V];
+  if (SV->dtype != KILN_F32 || SV->rank != KE->rank) return false;
+  for (int v = 0; v < KE->rank; v++)
+    if (SV->shape[v] != KE->shape[v]) return false;
+  for (int i = 0; i < KD->n_items; i++)
+    if (&KD->items[i] != dacc && !chain_loads_at(c, KD->items[i].body, ke, ke, NULL, 0, ll)) return false;
+  return p->opt.expand_ok(p, KE, KD, p->opt.pool_ctx);
+}
+
 static kiln_status find_chains(Ctx *c) {
   Plan *p = c->p;
   LoadList ll = { 0 };
@@ -948,6 +978,14 @@ static kiln_status find_chains(Ctx *c) {
     p->kernels[k].chain = -1;
     p->kernels[k + 1].chain = 2, p->kernels[k + 1].pooled = true;
     p->kernels[k + 1].why = fmt(p, "%s; one kernel with k%d (each window taken in its epilogue)", p->kernels[k + 1].why, k);
+    k += 1;
+  }
+  for (int k = 0; k + 1 < p->n_kernels; k++) {
+    if (p->kernels[k].chain || !expand_fits(c, k, &ll)) continue;
+    p->kernels[k].chain = -1;
+    p->kernels[k + 1].chain = 2, p->kernels[k + 1].expanded = true;
+    p->kernels[k + 1].why = fmt(p, "%s; one kernel with k%d (its value computed where the window is gathered)",
+                                p->kernels[k + 1].why, k);
     k += 1;
   }
   bool failed = ll.failed;

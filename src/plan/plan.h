@@ -69,6 +69,9 @@ typedef struct Kernel {
   int chain;
   bool pooled;                    /* a chain of two: a convolution and the pool over its output, the pool
                                    * taken in the convolution's epilogue (find_chains, PlanOptions.pool_ok) */
+  bool expanded;                  /* a chain of two: a contraction (a 1x1 convolution) and the window sum
+                                   * over its output (a depthwise convolution), the contraction's value
+                                   * computed where the window's planes are filled (PlanOptions.expand_ok) */
 } Kernel;
 
 struct Plan;
@@ -95,7 +98,11 @@ typedef struct PlanOptions {
    * its last two dims, joins kc + 1 when the renderer says it can take the pool in kc's epilogue
    * (the planner knows no renderer: the runtime hands one in; NULL: never) */
   bool (*pool_ok)(const struct Plan *p, const Kernel *kc, const Kernel *kp, const void *ctx);
-  const void *pool_ctx;
+  /* Expansions in their reader's planes (Kernel.expanded): kernel ke, a sum in f32 whose one stored
+   * value only kernel ke + 1 reads, and only in its accumulation, joins ke + 1 when the renderer
+   * says it can compute that value where ke + 1 gathers its operand (NULL: never) */
+  bool (*expand_ok)(const struct Plan *p, const Kernel *ke, const Kernel *kd, const void *ctx);
+  const void *pool_ctx;   /* the renderer's context for pool_ok and expand_ok */
 } PlanOptions;
 
 typedef struct Plan {

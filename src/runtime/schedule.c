@@ -530,8 +530,10 @@ int rt_cpu_lanes(void) {
 }
 
 void rt_plan_renderer(const kiln_options *o, const Dialect *d, const CgOptions *g, PlanOptions *po) {
-  /* pools in their convolution's epilogue: the C dialect's direct convolutions take them */
+  /* pools in their convolution's epilogue, expansions in their reader's planes: the C dialect's
+   * direct convolutions take them */
   if (d && !d->grid && d->tile && o->cpu_pool) po->pool_ok = cg_cpu_pool_ok, po->pool_ctx = g;
+  if (d && !d->grid && d->tile && o->cpu_expand) po->expand_ok = cg_cpu_expand_ok, po->pool_ctx = g;
 }
 
 kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOptions *g) {
