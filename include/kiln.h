@@ -365,10 +365,11 @@ typedef struct kiln_options {
                            convolution's output, which nothing else reads, is taken in the
                            convolution's epilogue (the output never written; $KILN_CPU_POOL); 0 a
                            kernel of its own */
-  int cpu_expand;       /* cpu: 1 a contraction (a 1x1 convolution) whose output only a depthwise
-                           convolution's window reads is computed a row at a time where that window's
-                           planes are filled (its output never written; $KILN_CPU_EXPAND=1); 0
-                           (default, the faster on convnet_mini) a kernel of its own */
+  int cpu_expand;       /* cpu: 1 (default) a contraction (a 1x1 convolution) whose output only a
+                           depthwise convolution's window reads, an output over 512 KiB, is computed
+                           for a block of channels a row at a time where that window's planes are
+                           filled (its output never written; $KILN_CPU_EXPAND); 2 whatever its size;
+                           0 a kernel of its own */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

@@ -264,6 +264,7 @@ typedef struct CgOptions {
   int cpu_lanes;        /* loop dialects: f32 lanes of the host's vectors (16 AVX-512, 8 AVX2; 0: none known,
                            or KILN_CPU_DIRECT=0): convolutions run direct (cpu_direct.c) blocked for them */
   bool cpu_rows_only;   /* loop dialects: direct convolutions never in flat planes (KILN_CPU_DIRECT=2) */
+  bool cpu_expand_all;  /* loop dialects: expansions join their windows whatever their size (KILN_CPU_EXPAND=2) */
   bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2
                            outputs a thread over whole k-tiles */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
@@ -590,6 +591,12 @@ typedef struct CgCpuDirect {
                                     * window reads, computed a row of V at a time as the planes fill */
   int expand_v;                    /* V */
   int64_t expand_cols;             /* V's last extent */
+  int eg;                          /* channels a task (flat planes of each), V's rows for them at once:
+                                    * the contraction's input loaded once for them all */
+  const Expr *expand_weight, *expand_x;  /* the contraction's weight and input as a direct 1 x 1
+                                    * convolution's (its plane: the input at the plane's row and column) */
+  int expand_co;                   /* its var of the output channels */
+  int64_t expand_x_shape[KILN_MAX_RANK];  /* the shape of the stage its input loads */
 } CgCpuDirect;
 /* Does kernel k of a loop dialect render as a direct convolution under o (o->cpu_lanes set)?
  * Fills dc (may be NULL) when it does. */

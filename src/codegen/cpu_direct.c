@@ -40,7 +40,7 @@
 /* A thread's plane lives on its stack; a sum is at most CG_CPU_F32_SUM_MAX points (f32). */
 enum { DIRECT_PLANE_BYTES = 512 << 10, DIRECT_ROWS_MAX = 4 };
 /* an expansion's sum a point at most (its every point is a multiply-add and a load in the fill) */
-enum { EXPAND_SUM_MAX = 1024 };
+enum { EXPAND_SUM_MAX = 1024, EXPAND_MIN_BYTES = 512 << 10 };
 
 static bool has_select(const Expr *e, int depth) {
   if (e->kind == EX_SELECT || depth > 64) return true;
@@ -54,12 +54,12 @@ static bool has_select(const Expr *e, int depth) {
  * each plane channel H x W after the one before: the plane's own layout. A copy of it cost
  * convnet_mini's 24 -> 96 expansion at 48 x 48 a plane of 221 KiB filled a run, and kept its
  * 96 -> 24 projection (a plane over 512 KiB) in packed register tiles. */
-static bool plane_in_place(const Plan *p, const Kernel *k, const CgCpuDirect *c) {
+static bool plane_in_place(const Plan *p, const Kernel *k, const CgCpuDirect *c, bool chained) {
   const Expr *L = c->plane;
   int h = k->rank - 2, w = k->rank - 1, nv = k->rank + k->n_red;
   int64_t H = k->shape[h], W = k->shape[w];
   if (L->kind != EX_LOAD || L->dtype != KILN_F32 || p->kernel_of[L->src] == k->id || plan_is_baked(p->te, L->src) ||
-      k->chain || c->YP != H || c->XP != W || c->stride != 1 || c->col_stride != 1)
+      (k->chain && !chained) || c->YP != H || c->XP != W || c->stride != 1 || c->col_stride != 1)
     return false;
   int64_t v[2 * KILN_MAX_RANK], step = 1, o0, o1;
   for (int i = 0; i < nv; i++) v[i] = (i < k->rank ? k->shape[i] : k->red_shape[i - k->rank]) / 2;
@@ -90,13 +90,21 @@ static double tap_cost(int64_t sums, int64_t loads) {
   return (double)(c > 8 ? c : 8);
 }
 
+static bool direct_match(const Plan *p, const Kernel *k, const CgOptions *o, bool chained, CgCpuDirect *dc);
+
 bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuDirect *dc) {
+  return direct_match(p, k, o, false, dc);
+}
+
+/* chained: k may be a chain's kernel before its last (an expansion's contraction, matched for
+ * its structure) */
+static bool direct_match(const Plan *p, const Kernel *k, const CgOptions *o, bool chained, CgCpuDirect *dc) {
   TE *te = p->te;
   int L = o->cpu_lanes;
   /* in a chain only as a pooled one's convolution (its pool taken in its epilogue) or an expanded
    * one's window (its operand computed as its planes fill) */
   bool pooled = k->chain < 0 && p->kernels[plan_chain_end(p, k->id)].pooled;
-  if ((L != 8 && L != 16) || (k->chain != 0 && !pooled && !k->expanded) || k->kind != KN_REDUCE || k->rank < 3 || k->n_red < 2 ||
+  if ((L != 8 && L != 16) || (k->chain != 0 && !pooled && !k->expanded && !chained) || k->kind != KN_REDUCE || k->rank < 3 || k->n_red < 2 ||
       k->n_steps > 2)
     return false;
   int acc = -1;
@@ -173,7 +181,7 @@ bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgC
   c.wv = (int)((wvt + wc - 1) / wc), c.wc = wc;
   c.XQ = wc * c.wv * L + (KW - 1) / sw;  /* a phase: every index an output vector's taps read */
   c.XPA = sw * c.XQ;
-  bool in_place = KH == 1 && KW == 1 && plane_in_place(p, k, &c);
+  bool in_place = KH == 1 && KW == 1 && plane_in_place(p, k, &c, false);
   if ((double)c.PC * (double)c.YP * (double)c.XPA * 4 > DIRECT_PLANE_BYTES && !in_place) return false;
   /* output channels x rows a task: the sums and row vectors within the budget, the blocks even,
    * and the least time (tap_cost) over the whole output, the blocks' padding included */
@@ -258,62 +266,6 @@ static const Expr *only_load(const Expr *e, int src) {
   return f.n == 1 ? f.at : NULL;
 }
 
-/* kiln_ev = V's row that plane row v<rh> reads (in scope: the plane's row, its image's vars). */
-static void expand_row(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
-  const Kernel *ke = c->expand;
-  const Dialect *d = em->d;
-  const char *I = d->index_type;
-  const Expr *L = only_load(c->plane, c->expand_v);
-  int n = ke->rank, rh = k->rank + k->n_red - 2, acc = -1;
-  for (int i = 0; i < ke->n_items; i++)
-    if (ke->items[i].kind == IT_ACC) acc = i;
-  if (!L || acc < 0) return;  /* cg_cpu_expand_match said there are */
-  char a[256];
-  /* V's point but its column, in names ke's vars do not shadow */
-  for (int i = 0; i < n - 1; i++) {
-    em->emit(em->r, L->args[i], a, sizeof a);
-    if (i < n - 2) cg_put(em, "const %s kiln_e%d = %s;", I, i, a);
-    else cg_put(em, "const %s kiln_e%d = %s < 0 ? 0 : %s > %s ? %s : %s;", I, i, a, a, cg_lit(em, ke->shape[n - 2] - 1),
-                cg_lit(em, ke->shape[n - 2] - 1), a);
-  }
-  int floor = em->isolate(em->r, -1);
-  em->push(em->r);
-  em->kernel(em->r, ke);
-  cg_open(em, "{  /* k%d's value along the row: its sum, then its items */", ke->id);
-  for (int i = 0; i < n - 1; i++) cg_put(em, "const %s v%d = kiln_e%d;", I, i, i);
-  cg_put(em, "for (%s kiln_x = 0; kiln_x < %s; kiln_x++) kiln_ev[kiln_x] = 0;", I, cg_lit(em, c->expand_cols));
-  int opened = 0;
-  for (int i = 0; i < ke->n_red; i++) {
-    int v = n + i;
-    if (ke->red_shape[i] == 1) cg_put(em, "const %s v%d = 0;", I, v);
-    else cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, v, v, cg_lit(em, ke->red_shape[i]), v), opened++;
-  }
-  char val[256];
-  cg_put(em, "%s", d->simd);
-  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, n - 1, n - 1, cg_lit(em, c->expand_cols), n - 1);
-  em->push(em->r);
-  em->emit(em->r, ke->items[acc].body, val, sizeof val);
-  cg_put(em, "kiln_ev[v%d] += %s;", n - 1, val);
-  em->pop(em->r);
-  cg_close(em);
-  while (opened--) cg_close(em);
-  cg_put(em, "%s", d->simd);
-  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, n - 1, n - 1, cg_lit(em, c->expand_cols), n - 1);
-  em->push(em->r);
-  snprintf(a, sizeof a, "kiln_ev[v%d]", n - 1);
-  em->items(em->r, 1, a);
-  cg_put(em, "kiln_ev[v%d] = s%d;", n - 1, c->expand_v);
-  em->pop(em->r);
-  cg_close(em);
-  cg_close(em);
-  em->pop(em->r);
-  em->kernel(em->r, k);
-  em->isolate(em->r, floor);
-  /* the kernel's ranges again, and the plane's (image_band's) */
-  em->var_range(em->r, rh, 0, c->YP - 1);
-  em->var_range(em->r, rh + 1, 0, c->XP - 1);
-}
-
 /* s<V>: V where the plane's expression e loads it (at the current column) from kiln_ev, its
  * column clamped unless e is the plane's interior form */
 static void expand_point(const CgCpuDirect *c, const CgEmit *em, const Expr *e) {
@@ -388,7 +340,6 @@ static void image_band(const Kernel *k, const CgCpuDirect *c, const CgEmit *em, 
    * it is emitted) */
   em->var_range(em->r, rh, 0, c->YP - 1);
   em->var_range(em->r, rw, 0, c->XP - 1);
-  if (c->expand) expand_row(k, c, em);
   fill(k, c, em);
   em->var_range(em->r, rh, 0, KH - 1);
   em->var_range(em->r, rw, 0, KW - 1);
@@ -576,7 +527,6 @@ static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, co
     cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(c->PC * chan + L), al);
     cg_put(em, "memset(kiln_pl + %lld, 0, sizeof kiln_pl[0] * %d);", (long long)(c->PC * chan), L);
   }
-  if (c->expand) cg_put(em, "%s kiln_ev[%lld]%s;", F, (long long)c->expand_cols, al);
   cg_put(em, "%s kiln_pn = -1, kiln_py0 = 0, kiln_py1 = 0;  /* the plane's image, its rows filled */", I);
   char head[320];
   cg_team_for(d, "kiln_t", cg_lit(em, NF * HB * CB), parallel, head, sizeof head);
@@ -676,6 +626,20 @@ static bool expand_load_ok(const Kernel *kd, const Expr *e, int V) {
   return true;
 }
 
+/* Is index e the window's own channel (var co, whatever the window's other vars: a depthwise
+ * window's channel, v_co + its group's channel 0)? */
+static bool reads_channel(const Kernel *kd, const Expr *e, int co) {
+  int nv = kd->rank + kd->n_red;
+  int64_t v[2 * KILN_MAX_RANK] = { 0 }, mn, mx, at[3] = { 0, kd->shape[co] / 2, kd->shape[co] - 1 };
+  for (int i = 0; i < nv; i++)
+    if (i != co && te_uses_var(e, i) && (i < kd->rank || kd->red_shape[i - kd->rank] > 1)) return false;
+  for (int t = 0; t < 3; t++) {
+    v[co] = at[t];
+    if (!te_range(e, v, v, nv, &mn, &mx) || mn != mx || mn != at[t]) return false;
+  }
+  return true;
+}
+
 bool cg_cpu_expand_match(const Plan *p, const Kernel *ke, const Kernel *kd, const CgOptions *o, CgCpuDirect *dc) {
   CgCpuDirect c;
   /* a depthwise window (each plane a channel of V, filled once a band), and a sum without a
@@ -691,12 +655,32 @@ bool cg_cpu_expand_match(const Plan *p, const Kernel *ke, const Kernel *kd, cons
       (c.inner && !expand_load_ok(kd, c.inner, V)))
     return false;
   c.expand = ke, c.expand_v = V, c.expand_cols = ke->shape[ke->rank - 1];
+  /* flat planes, eg channels a task: the contraction a direct 1 x 1 convolution over an input read
+   * in place, V's channel the window's own, eg the most channels whose V rows fit the registers
+   * (the channels in whole blocks) */
+  CgCpuDirect ce;
+  const Expr *L = only_load(c.plane, V);
+  int64_t C = kd->shape[c.co], RV = (ke->shape[ke->rank - 1] + c.lanes - 1) / c.lanes;
+  int budget = c.lanes == 16 ? 24 : 12;
+  if (c.flat && direct_match(p, ke, o, true, &ce) && ce.PC == ke->inner_numel && plane_in_place(p, ke, &ce, true) &&
+      ce.co < L->n_args - 2 && ce.CO == C && reads_channel(kd, L->args[ce.co], c.co))
+    for (int64_t g = budget / RV; g >= 2 && !c.eg; g--)
+      if (C % g == 0) c.eg = (int)g;
+  if (!c.eg || p->te->stages[ce.plane->src].numel < c.lanes) return false;
+  c.expand_weight = ce.weight, c.expand_x = ce.plane, c.expand_co = ce.co;
+  memcpy(c.expand_x_shape, p->te->stages[ce.plane->src].shape, sizeof c.expand_x_shape);
   if (dc) *dc = c;
   return true;
 }
 
+/* The planner's question: whether an expansion joins its window. Only where V passes half a
+ * core's L2 (its write and read then go to memory): raced on convnet_mini, its 884 KiB V at 48 x
+ * 48 joined ran 88 against 45 + 40 us in a quiet phase of this VM and 132 against 77 + 93 in a
+ * busy one; its 110 KiB V at 12 x 12 joined 37 against 17 + 15 (quiet), 59 against 28 + 31. */
 bool cg_cpu_expand_ok(const Plan *p, const Kernel *ke, const Kernel *kd, const void *ctx) {
-  return ctx && cg_cpu_expand_match(p, ke, kd, ctx, NULL);
+  CgCpuDirect c;
+  const CgOptions *o = ctx;
+  return o && cg_cpu_expand_match(p, ke, kd, o, &c) && (o->cpu_expand_all || p->te->stages[c.expand_v].numel * 4 >= EXPAND_MIN_BYTES);
 }
 
 bool cg_cpu_pool_ok(const Plan *p, const Kernel *kc, const Kernel *kp, const void *ctx) {
@@ -889,8 +873,235 @@ static void pool_windows(const Kernel *kc, const Kernel *kp, const CgCpuDirect *
 
 static void render_rows(const Plan *p, const Kernel *k, const Kernel *pool, const CgCpuDirect *c, const CgEmit *em);
 
+/* kiln_vr[g][x] = V at channel kiln_c0 + g of the block, V's row that plane row v<rh> reads,
+ * column x: the contraction ke's sum over its input's channels, its input's row loaded once for
+ * every channel of the block (eg x the row's vectors sums in registers), then ke's items. */
+static void expand_rows(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  const Kernel *ke = c->expand;
+  const Dialect *d = em->d;
+  const char *I = d->index_type;
+  const Expr *L = only_load(c->plane, c->expand_v), *X = c->expand_x;
+  int n = ke->rank, rh = k->rank + k->n_red - 2, G = c->eg, Lw = c->lanes, acc = -1;
+  int64_t W = c->expand_cols, RV = (W + Lw - 1) / Lw, PC = ke->inner_numel;
+  for (int i = 0; i < ke->n_items; i++)
+    if (ke->items[i].kind == IT_ACC) acc = i;
+  if (!L || acc < 0) return;  /* cg_cpu_expand_match said there are */
+  char a[256];
+  /* V's point but its channel and column, in names ke's vars do not shadow */
+  for (int i = 0; i < n - 1; i++) {
+    if (i == c->expand_co) continue;
+    em->emit(em->r, L->args[i], a, sizeof a);
+    cg_put(em, "const %s kiln_e%d = %s;", I, i, a);
+  }
+  int floor = em->isolate(em->r, -1);
+  em->push(em->r);
+  em->kernel(em->r, ke);
+  int rhe = n + ke->n_red - 2, csel[KILN_MAX_RANK];
+  for (int i = 0; i < ke->n_red; i++) csel[i] = i < ke->n_red - 2;
+  /* a padding row's (the window's guard zeroes it): nothing */
+  cg_open(em, "if (kiln_e%d >= 0 && kiln_e%d < %s) {  /* k%d's value along the row for the block's channels: its sum, "
+          "then its items */", n - 2, n - 2, cg_lit(em, ke->shape[n - 2]), ke->id);
+  for (int i = 0; i < n - 1; i++)
+    if (i != c->expand_co) cg_put(em, "const %s v%d = kiln_e%d;", I, i, i);
+  cg_put(em, "kiln_v kiln_va[%d][%lld];", G, (long long)RV);
+  cg_put(em, "memset(kiln_va, 0, sizeof kiln_va);");
+  cg_open(em, "for (%s kiln_k = 0; kiln_k < %s; kiln_k++) {", I, cg_lit(em, PC));
+  em->push(em->r);
+  em->digits(em->r, "kiln_k", n, ke->n_red, ke->red_shape, csel, 1, PC);
+  /* the input's row at column 0 (the plane's row V's: a 1 x 1 window), its offset from the load's
+   * args; then the window's one tap for the weights */
+  cg_put(em, "%s kiln_xo = 0;", I);
+  cg_open(em, "{");
+  em->push(em->r);
+  cg_put(em, "const %s v%d = v%d, v%d = 0;", I, rhe, n - 2, rhe + 1);
+  for (int i = 0; i < X->n_args; i++) {
+    em->emit(em->r, X->args[i], a, sizeof a);
+    cg_put(em, "kiln_xo = kiln_xo * %s + %s;", cg_lit(em, c->expand_x_shape[i]), a);
+  }
+  em->pop(em->r);
+  cg_close(em);
+  cg_put(em, "const %s *kiln_xr = b%d + kiln_xo;", d->value_type[KILN_F32], em->param_of(em->r, X->src));
+  cg_put(em, "kiln_v kiln_xv[%lld];", (long long)RV);
+  for (int64_t u = 0; u < RV; u++) {
+    if ((u + 1) * Lw <= W) {
+      cg_put(em, "kiln_xv[%lld] = *(const kiln_v *)(kiln_xr + %lld);", (long long)u, (long long)(u * Lw));
+      continue;
+    }
+    /* the row's last vector, short: its lanes past the row the next row's (not stored); at the
+     * input's end the vector that ends with the row, its lanes shifted down (a copy through
+     * memory left every sum in memory: convnet_mini's 96 -> 192 expansion at 12 x 12, 70 -> 36 us) */
+    int64_t numel = 1, r = W - u * Lw;
+    for (int i = 0; i < X->n_args; i++) numel *= c->expand_x_shape[i];
+    char sh[256];
+    size_t at = 0;
+    for (int j = 0; j < Lw; j++) at += (size_t)snprintf(sh + at, sizeof sh - at, "%s%lld", j ? ", " : "", (long long)(j < r ? Lw - r + j : 0));
+    cg_put(em, "if (kiln_xo + %lld <= %s) kiln_xv[%lld] = *(const kiln_v *)(kiln_xr + %lld);", (long long)((u + 1) * Lw),
+           cg_lit(em, numel), (long long)u, (long long)(u * Lw));
+    cg_put(em, "else kiln_xv[%lld] = __builtin_shuffle(*(const kiln_v *)(kiln_xr + %lld), (kiln_vi){ %s });", (long long)u,
+           (long long)(W - Lw), sh);
+  }
+  cg_put(em, "#pragma GCC unroll %d", G);
+  cg_open(em, "for (int kiln_g = 0; kiln_g < %d; kiln_g++) {", G);
+  cg_put(em, "const %s kiln_wt = kiln_wb[kiln_k][kiln_g];", d->value_type[KILN_F32]);
+  cg_put(em, "#pragma GCC unroll %lld", (long long)RV);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %lld; kiln_u++) kiln_va[kiln_g][kiln_u] += kiln_wt * kiln_xv[kiln_u];", (long long)RV);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_put(em, "memcpy(kiln_vr, kiln_va, sizeof kiln_va);");
+  cg_open(em, "for (int kiln_g = 0; kiln_g < %d; kiln_g++) {", G);
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_c0 + kiln_g;", I, c->expand_co);
+  cg_put(em, "const %s v%d = kiln_e%d;", I, n - 2, n - 2);
+  cg_put(em, "%s", d->simd);
+  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, n - 1, n - 1, cg_lit(em, W), n - 1);
+  em->push(em->r);
+  snprintf(a, sizeof a, "kiln_vr[kiln_g][v%d]", n - 1);
+  em->items(em->r, 1, a);
+  cg_put(em, "kiln_vr[kiln_g][v%d] = s%d;", n - 1, c->expand_v);
+  em->pop(em->r);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  em->pop(em->r);
+  em->kernel(em->r, k);
+  em->isolate(em->r, floor);
+  em->var_range(em->r, rh, 0, c->YP - 1);
+  em->var_range(em->r, rh + 1, 0, c->XP - 1);
+}
+
+/* kiln_wb[k][g] = the contraction's weight of channel kiln_c0 + g of the block at its input's
+ * channel k: a point's eg weights one after another (read in place, eg rows of the weights
+ * apart, one cache line each, the sums waited on them: 98 against 41 us for convnet_mini's 96 ->
+ * 192 expansion at 12 x 12) */
+static void expand_weights(const CgCpuDirect *c, const CgEmit *em) {
+  const Kernel *ke = c->expand;
+  const char *I = em->d->index_type;
+  int n = ke->rank, rhe = n + ke->n_red - 2, csel[KILN_MAX_RANK];
+  for (int i = 0; i < ke->n_red; i++) csel[i] = i < ke->n_red - 2;
+  char a[256];
+  int floor = em->isolate(em->r, -1);
+  em->push(em->r);
+  em->kernel(em->r, ke);
+  cg_open(em, "for (%s kiln_k = 0; kiln_k < %s; kiln_k++) {", I, cg_lit(em, ke->inner_numel));
+  em->push(em->r);
+  em->digits(em->r, "kiln_k", n, ke->n_red, ke->red_shape, csel, 1, ke->inner_numel);
+  cg_put(em, "const %s v%d = 0, v%d = 0;", I, rhe, rhe + 1);
+  cg_open(em, "for (int kiln_g = 0; kiln_g < %d; kiln_g++) {", c->eg);
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_c0 + kiln_g;", I, c->expand_co);
+  em->emit(em->r, c->expand_weight, a, sizeof a);
+  cg_put(em, "kiln_wb[kiln_k][kiln_g] = %s;", a);
+  em->pop(em->r);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  em->pop(em->r);
+  em->isolate(em->r, floor);
+}
+
+/* An expanded chain (CgCpuDirect.expand), flat planes: a task eg channels of the window's x rr
+ * rows. The planes of the block's channels fill together as the rows advance: each plane row's V
+ * rows for every channel of the block (expand_rows), then each channel's copies (flat_fill, the
+ * window's load of V read from its V row); then each channel's taps and epilogue as render_flat's. */
+static void render_expanded(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *F = d->value_type[KILN_F32], *al = d->array_align ? d->array_align : "";
+  int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1;
+  int64_t H = k->shape[h], W = k->shape[w], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
+  int L = c->lanes, FV = c->fv, FR = c->rr, G = c->eg, sh = c->stride;
+  int64_t C = k->shape[c->co], CBK = C / G, HB = (H + FR - 1) / FR, NF = k->outer_numel / (C * H * W);
+  int64_t chan = KW * sh * c->YR * W, RV = (c->expand_cols + L - 1) / L;
+  int nsel[KILN_MAX_RANK], csel[KILN_MAX_RANK];
+  for (int v = 0; v < k->rank; v++) nsel[v] = v != c->co && v != h && v != w;
+  for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
+  cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
+  cg_put(em, "typedef int kiln_vi __attribute__((vector_size(%d)));", 4 * L);
+  bool parallel = (double)k->outer_numel * (double)k->inner_numel >= (double)d->min_parallel_work;
+  cg_open(em, "{");
+  cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(G * chan + L), al);
+  cg_put(em, "memset(kiln_pl + %lld, 0, sizeof kiln_pl[0] * %d);", (long long)(G * chan), L);
+  cg_put(em, "%s kiln_vr[%d][%lld]%s = { { 0 } };  /* a padding row's stays: the guard zeroes it */", F, G, (long long)(RV * L), al);
+  cg_put(em, "%s kiln_wb[%lld][%d]%s;", F, (long long)c->expand->inner_numel, G, al);
+  cg_put(em, "%s kiln_pn = -1, kiln_py0 = 0, kiln_py1 = 0, kiln_wc = -1;  /* the planes' block, their rows filled */", I);
+  char head[320];
+  cg_team_for(d, "kiln_t", cg_lit(em, NF * CBK * HB), parallel, head, sizeof head);
+  cg_open(em, "%s", head);
+  cg_put(em, "const %s kiln_o0 = 0, kiln_w0 = 0;", I);
+  cg_put(em, "const %s kiln_ha = kiln_t %% %s * %d;", I, cg_lit(em, HB), FR);
+  cg_put(em, "const %s kiln_h0 = kiln_ha < %s ? kiln_ha : %s;  /* the last moved back */", I, cg_lit(em, H - FR),
+         cg_lit(em, H - FR));
+  cg_put(em, "const %s kiln_bz = kiln_t / %s;  /* the image and the block of channels */", I, cg_lit(em, HB));
+  cg_put(em, "const %s kiln_c0 = kiln_bz %% %s * %d, kiln_bn = kiln_bz / %s;", I, cg_lit(em, CBK), G, cg_lit(em, CBK));
+  cg_put(em, "const %s kiln_ya = kiln_h0 * %d, kiln_yb = (kiln_h0 + %d) * %d + %s;", I, sh, FR - 1, sh, cg_lit(em, KH));
+  cg_open(em, "if (kiln_c0 != kiln_wc) {  /* the block's weights */");
+  cg_put(em, "kiln_wc = kiln_c0;");
+  expand_weights(c, em);
+  em->kernel(em->r, k);
+  cg_close(em);
+  em->push(em->r);
+  em->digits(em->r, "kiln_bn", 0, k->rank, k->shape, nsel, 1, NF);
+  cg_open(em, "if (kiln_bz != kiln_pn || kiln_ya < kiln_py0 || kiln_ya > kiln_py1) {");
+  cg_put(em, "kiln_pn = kiln_bz, kiln_py0 = kiln_py1 = kiln_ya;");
+  cg_close(em);
+  cg_open(em, "if (kiln_yb > kiln_py1) {");
+  cg_open(em, "for (%s v%d = kiln_py1; v%d < kiln_yb; v%d++) {", I, rh, rh, rh);
+  em->var_range(em->r, rh, 0, c->YP - 1);
+  em->var_range(em->r, rw, 0, c->XP - 1);
+  expand_rows(k, c, em);
+  cg_open(em, "for (int kiln_g = 0; kiln_g < %d; kiln_g++) {", G);
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_c0 + kiln_g, kiln_pc = kiln_g;", I, c->co);
+  cg_put(em, "const %s *kiln_ev = kiln_vr[kiln_g];", F);
+  em->digits(em->r, "0", k->rank, k->n_red, k->red_shape, csel, 1, 1);
+  flat_fill(k, c, em);
+  em->pop(em->r);
+  cg_close(em);
+  em->var_range(em->r, rh, 0, KH - 1);
+  em->var_range(em->r, rw, 0, KW - 1);
+  cg_close(em);
+  cg_put(em, "kiln_py1 = kiln_yb;");
+  cg_close(em);
+  /* each channel of the block: its taps over its plane, then its epilogue */
+  cg_open(em, "for (int kiln_g = 0; kiln_g < %d; kiln_g++) {", G);
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_c0 + kiln_g;", I, c->co);
+  em->digits(em->r, "0", k->rank, k->n_red, k->red_shape, csel, 1, 1);
+  cg_put(em, "kiln_v kiln_a[1][%d];", FV);
+  cg_put(em, "memset(kiln_a, 0, sizeof kiln_a);");
+  cg_put(em, "const %s *kiln_pp = kiln_pl + kiln_g * %s + kiln_h0 * %s;", F, cg_lit(em, chan), cg_lit(em, W));
+  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rh, rh, cg_lit(em, KH), rh);
+  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rw, rw, cg_lit(em, KW), rw);
+  cg_put(em, "kiln_v kiln_x[%d];", FV);
+  cg_put(em, "#pragma GCC unroll %d", FV);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_x[kiln_u] = *(const kiln_v *)(kiln_pp + ((v%d * %d + v%d %% %d) * %s + "
+         "v%d / %d) * %s + kiln_u * %d);", FV, rw, sh, rh, sh, cg_lit(em, c->YR), rh, sh, cg_lit(em, W), L);
+  cg_open(em, "{");
+  em->push(em->r);
+  cg_put(em, "const int kiln_i = 0;");
+  tap_weight(c, em);
+  cg_put(em, "#pragma GCC unroll %d", FV);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_a[0][kiln_u] += kiln_wt * kiln_x[kiln_u];", FV);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  cg_close(em);
+  cg_put(em, "%s kiln_d[1][%d]%s;", F, FV * L, al);
+  cg_put(em, "memcpy(kiln_d, kiln_a, sizeof kiln_d);");
+  char sum[96];
+  snprintf(sum, sizeof sum, "kiln_d[kiln_i][kiln_r * %lld + kiln_j]", (long long)W);
+  epilogue(p, k, c, em, FR, sum);
+  em->pop(em->r);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+}
+
 void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
-  if (c->flat) render_flat(p, k, c, em);
+  if (c->expand) render_expanded(p, k, c, em);
+  else if (c->flat) render_flat(p, k, c, em);
   else render_rows(p, k, NULL, c, em);
 }
 
@@ -916,7 +1127,6 @@ static void render_rows(const Plan *p, const Kernel *k, const Kernel *pool, cons
   bool parallel = work >= (double)d->min_parallel_work;
   cg_open(em, "{");
   if (!c->in_place) cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(c->PC * plane), al);
-  if (c->expand) cg_put(em, "%s kiln_ev[%lld]%s;", F, (long long)c->expand_cols, al);
   cg_put(em, "%s kiln_pn = -1, kiln_py0 = 0, kiln_py1 = 0;  /* the plane's image, its rows filled */", I);
   /* channel blocks fastest, then runs along the row, rows, images: a thread's share of an
    * image is a band of rows, and it fills the plane's rows that band reads */

@@ -113,10 +113,10 @@ kiln_options kiln_options_default(void) {
   /* on by default since its windows are taken in vectors (pool_pairs): raced on lenet (2 threads,
    * this 2-vCPU EPYC) 0.302-0.308 against 0.366-0.381 ms a run with the pools apart */
   o.cpu_pool = kiln_env_int("KILN_CPU_POOL", 1) != 0;
-  /* off by default: raced on convnet_mini the expansions in their depthwise windows ran behind
-   * the two kernels (220 against 69 + 70 us at 48 x 48): a plane a channel reads the whole
-   * input again for every channel */
-  o.cpu_expand = kiln_env_int("KILN_CPU_EXPAND", 0) != 0;
+  /* expansions join their windows where their output passes half an L2 (cg_cpu_expand_ok): raced
+   * on convnet_mini, 0.58 against 0.57 ms in a quiet phase of this VM, 0.72-0.73 against 0.79 in
+   * busy ones */
+  o.cpu_expand = kiln_env_int("KILN_CPU_EXPAND", 1);
   o.gemm_kgroups = kiln_env_int("KILN_GEMM_KGROUPS", 1) != 0;
   return o;
 }

@@ -558,6 +558,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
                      "vectors without flat planes, 8 or 16 that many lanes", o->cpu_direct);
   g->cpu_lanes = d->grid || !o->cpu_direct ? 0 : o->cpu_direct <= 2 ? rt_cpu_lanes() : o->cpu_direct;
   g->cpu_rows_only = o->cpu_direct == 2;
+  g->cpu_expand_all = o->cpu_expand == 2;
   if (o->grid_sync < -1 || o->grid_sync > 2)
     return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: -1 the default, 0 off, 1 sibling kernels "
                      "share a launch, 2 also dependent ones across grid barriers", o->grid_sync);
