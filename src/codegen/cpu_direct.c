@@ -503,41 +503,18 @@ static void operand_at(const Plan *p, const Kernel *k, const CgCpuDirect *c, con
   cg_put(em, "const %s *kiln_pp = b%d + kiln_po + %s;", d->value_type[KILN_F32], em->param_of(em->r, L->src), plus);
 }
 
-/* The flat form (CgCpuDirect.flat): output q = row x W + column of a channel reads, at tap
- * (rh, rw), element q + rh x W of window column rw's plane, so a task's fv vectors of
- * consecutive outputs are fv loads a tap whatever rows they span. */
-static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+/* The flat form's sums and epilogue for a task (render_flat, render_expanded): OB x FV vectors in
+ * registers over every plane channel and tap, the planes at `planes` (or the operand, in place),
+ * then each output row through the kernel's items. */
+static void flat_sums(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em, const char *planes) {
   const Dialect *d = em->d;
   const char *I = d->index_type, *F = d->value_type[KILN_F32], *al = d->array_align ? d->array_align : "";
-  int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1;
-  int64_t H = k->shape[h], W = k->shape[w], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
-  int L = c->lanes, OB = c->ob, FV = c->fv, FR = c->rr;
-  int64_t CO = c->by_channel ? 1 : c->CO;  /* by channel: the channel is an image var */
-  int64_t CB = (CO + OB - 1) / OB, HB = (H + FR - 1) / FR, NF = k->outer_numel / (CO * H * W);
-  int sh = c->stride;
-  int64_t chan = KW * sh * c->YR * W;  /* a channel's copies, each in sh row phases of YR rows */
+  int rh = k->rank + k->n_red - 2, rw = rh + 1;
+  int64_t W = k->shape[k->rank - 1], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
+  int L = c->lanes, OB = c->ob, FV = c->fv, FR = c->rr, sh = c->stride;
+  int64_t chan = KW * sh * c->YR * W;
   int csel[KILN_MAX_RANK];
   for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
-  cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
-  bool parallel = (double)k->outer_numel * (double)k->inner_numel >= (double)d->min_parallel_work;
-  cg_open(em, "{");
-  /* a vector past a block's last row reads into the next plane (lanes not stored); the last
-   * plane's has L points after it */
-  if (!c->in_place) {
-    cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(c->PC * chan + L), al);
-    cg_put(em, "memset(kiln_pl + %lld, 0, sizeof kiln_pl[0] * %d);", (long long)(c->PC * chan), L);
-  }
-  cg_put(em, "%s kiln_pn = -1, kiln_py0 = 0, kiln_py1 = 0;  /* the plane's image, its rows filled */", I);
-  char head[320];
-  cg_team_for(d, "kiln_t", cg_lit(em, NF * HB * CB), parallel, head, sizeof head);
-  cg_open(em, "%s", head);
-  cg_put(em, "const %s kiln_o0 = kiln_t %% %s * %d, kiln_w0 = 0;", I, cg_lit(em, CB), OB);
-  cg_put(em, "const %s kiln_ha = kiln_t / %s %% %s * %d;", I, cg_lit(em, CB), cg_lit(em, HB), FR);
-  cg_put(em, "const %s kiln_h0 = kiln_ha < %s ? kiln_ha : %s;  /* the last moved back */", I, cg_lit(em, H - FR),
-         cg_lit(em, H - FR));
-  cg_put(em, "const %s kiln_bz = kiln_t / %s;", I, cg_lit(em, CB * HB));
-  cg_put(em, "const %s kiln_ya = kiln_h0 * %d, kiln_yb = (kiln_h0 + %d) * %d + %s;", I, sh, FR - 1, sh, cg_lit(em, KH));
-  image_band(k, c, em, flat_fill);
   cg_put(em, "kiln_v kiln_a[%d][%d];", OB, FV);
   cg_put(em, "memset(kiln_a, 0, sizeof kiln_a);");
   cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, c->PC));
@@ -547,7 +524,7 @@ static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, co
     char plus[64];
     snprintf(plus, sizeof plus, "kiln_h0 * %lld", (long long)W);
     operand_at(p, k, c, em, plus);
-  } else cg_put(em, "const %s *kiln_pp = kiln_pl + kiln_pc * %s + kiln_h0 * %s;", F, cg_lit(em, chan), cg_lit(em, W));
+  } else cg_put(em, "const %s *kiln_pp = %s + kiln_pc * %s + kiln_h0 * %s;", F, planes, cg_lit(em, chan), cg_lit(em, W));
   cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rh, rh, cg_lit(em, KH), rh);
   cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rw, rw, cg_lit(em, KW), rw);
   cg_put(em, "kiln_v kiln_x[%d];", FV);
@@ -571,6 +548,42 @@ static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, co
   char sum[96];
   snprintf(sum, sizeof sum, "kiln_d[kiln_i][kiln_r * %lld + kiln_j]", (long long)W);
   epilogue(p, k, c, em, FR, sum);
+}
+
+/* The flat form (CgCpuDirect.flat): output q = row x W + column of a channel reads, at tap
+ * (rh, rw), element q + rh x W of window column rw's plane, so a task's fv vectors of
+ * consecutive outputs are fv loads a tap whatever rows they span. */
+static void render_flat(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *F = d->value_type[KILN_F32], *al = d->array_align ? d->array_align : "";
+  int h = k->rank - 2, w = k->rank - 1;
+  int64_t H = k->shape[h], W = k->shape[w], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
+  int L = c->lanes, OB = c->ob, FR = c->rr;
+  int64_t CO = c->by_channel ? 1 : c->CO;  /* by channel: the channel is an image var */
+  int64_t CB = (CO + OB - 1) / OB, HB = (H + FR - 1) / FR, NF = k->outer_numel / (CO * H * W);
+  int sh = c->stride;
+  int64_t chan = KW * sh * c->YR * W;  /* a channel's copies, each in sh row phases of YR rows */
+  cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
+  bool parallel = (double)k->outer_numel * (double)k->inner_numel >= (double)d->min_parallel_work;
+  cg_open(em, "{");
+  /* a vector past a block's last row reads into the next plane (lanes not stored); the last
+   * plane's has L points after it */
+  if (!c->in_place) {
+    cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(c->PC * chan + L), al);
+    cg_put(em, "memset(kiln_pl + %lld, 0, sizeof kiln_pl[0] * %d);", (long long)(c->PC * chan), L);
+  }
+  cg_put(em, "%s kiln_pn = -1, kiln_py0 = 0, kiln_py1 = 0;  /* the plane's image, its rows filled */", I);
+  char head[320];
+  cg_team_for(d, "kiln_t", cg_lit(em, NF * HB * CB), parallel, head, sizeof head);
+  cg_open(em, "%s", head);
+  cg_put(em, "const %s kiln_o0 = kiln_t %% %s * %d, kiln_w0 = 0;", I, cg_lit(em, CB), OB);
+  cg_put(em, "const %s kiln_ha = kiln_t / %s %% %s * %d;", I, cg_lit(em, CB), cg_lit(em, HB), FR);
+  cg_put(em, "const %s kiln_h0 = kiln_ha < %s ? kiln_ha : %s;  /* the last moved back */", I, cg_lit(em, H - FR),
+         cg_lit(em, H - FR));
+  cg_put(em, "const %s kiln_bz = kiln_t / %s;", I, cg_lit(em, CB * HB));
+  cg_put(em, "const %s kiln_ya = kiln_h0 * %d, kiln_yb = (kiln_h0 + %d) * %d + %s;", I, sh, FR - 1, sh, cg_lit(em, KH));
+  image_band(k, c, em, flat_fill);
+  flat_sums(p, k, c, em, "kiln_pl");
   em->pop(em->r);
   cg_close(em);
   cg_close(em);
@@ -1010,7 +1023,7 @@ static void render_expanded(const Plan *p, const Kernel *k, const CgCpuDirect *c
   const char *I = d->index_type, *F = d->value_type[KILN_F32], *al = d->array_align ? d->array_align : "";
   int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1;
   int64_t H = k->shape[h], W = k->shape[w], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
-  int L = c->lanes, FV = c->fv, FR = c->rr, G = c->eg, sh = c->stride;
+  int L = c->lanes, FR = c->rr, G = c->eg, sh = c->stride;
   int64_t C = k->shape[c->co], CBK = C / G, HB = (H + FR - 1) / FR, NF = k->outer_numel / (C * H * W);
   int64_t chan = KW * sh * c->YR * W, RV = (c->expand_cols + L - 1) / L;
   int nsel[KILN_MAX_RANK], csel[KILN_MAX_RANK];
@@ -1067,31 +1080,9 @@ static void render_expanded(const Plan *p, const Kernel *k, const CgCpuDirect *c
   cg_open(em, "for (int kiln_g = 0; kiln_g < %d; kiln_g++) {", G);
   em->push(em->r);
   cg_put(em, "const %s v%d = kiln_c0 + kiln_g;", I, c->co);
-  em->digits(em->r, "0", k->rank, k->n_red, k->red_shape, csel, 1, 1);
-  cg_put(em, "kiln_v kiln_a[1][%d];", FV);
-  cg_put(em, "memset(kiln_a, 0, sizeof kiln_a);");
-  cg_put(em, "const %s *kiln_pp = kiln_pl + kiln_g * %s + kiln_h0 * %s;", F, cg_lit(em, chan), cg_lit(em, W));
-  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rh, rh, cg_lit(em, KH), rh);
-  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rw, rw, cg_lit(em, KW), rw);
-  cg_put(em, "kiln_v kiln_x[%d];", FV);
-  cg_put(em, "#pragma GCC unroll %d", FV);
-  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_x[kiln_u] = *(const kiln_v *)(kiln_pp + ((v%d * %d + v%d %% %d) * %s + "
-         "v%d / %d) * %s + kiln_u * %d);", FV, rw, sh, rh, sh, cg_lit(em, c->YR), rh, sh, cg_lit(em, W), L);
-  cg_open(em, "{");
-  em->push(em->r);
-  cg_put(em, "const int kiln_i = 0;");
-  tap_weight(c, em);
-  cg_put(em, "#pragma GCC unroll %d", FV);
-  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_a[0][kiln_u] += kiln_wt * kiln_x[kiln_u];", FV);
-  em->pop(em->r);
-  cg_close(em);
-  cg_close(em);
-  cg_close(em);
-  cg_put(em, "%s kiln_d[1][%d]%s;", F, FV * L, al);
-  cg_put(em, "memcpy(kiln_d, kiln_a, sizeof kiln_d);");
-  char sum[96];
-  snprintf(sum, sizeof sum, "kiln_d[kiln_i][kiln_r * %lld + kiln_j]", (long long)W);
-  epilogue(p, k, c, em, FR, sum);
+  char planes[64];
+  snprintf(planes, sizeof planes, "kiln_pl + kiln_g * %lld", (long long)chan);
+  flat_sums(p, k, c, em, planes);
   em->pop(em->r);
   cg_close(em);
   em->pop(em->r);
