@@ -757,6 +757,26 @@ static void pooled_epilogue(const Kernel *kc, const Kernel *kp, const CgCpuDirec
   else pool_windows(kc, kp, c, em);
 }
 
+/* Opens the loops over a pooled task's outputs: channel kiln_i, pooled row kiln_r (each inside
+ * the pool's output), their vars pushed; pool_rows_close closes them. */
+static void pool_rows_open(const Kernel *kc, const Kernel *kp, const CgCpuDirect *c, const CgEmit *em) {
+  const char *I = em->d->index_type;
+  int h = kc->rank - 2, RR = c->rr;
+  int64_t KHp = kp->red_shape[0], Hp = kp->shape[h];
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", c->ob, cg_lit(em, c->CO));
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %lld && kiln_h0 / %lld + kiln_r < %s; kiln_r++) {", (long long)(RR / KHp),
+          (long long)KHp, cg_lit(em, Hp));
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
+  cg_put(em, "const %s v%d = kiln_h0 / %lld + kiln_r;", I, h, (long long)KHp);
+}
+
+static void pool_rows_close(const CgEmit *em) {
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+}
+
 /* a vector max of kiln_m and kiln_x into kiln_m, NaN where either is (x > m or x unordered) */
 static void vector_max(const CgEmit *em) {
   cg_put(em, "{ const kiln_vi kiln_k = (kiln_x > kiln_m) | (kiln_x != kiln_x);");
@@ -771,8 +791,8 @@ static void vector_max(const CgEmit *em) {
 static void pool_pairs(const Kernel *kc, const Kernel *kp, const CgCpuDirect *c, const CgEmit *em) {
   const Dialect *d = em->d;
   const char *I = d->index_type, *F = d->value_type[KILN_F32];
-  int h = kc->rank - 2, w = kc->rank - 1, RR = c->rr, L = c->lanes, WV = c->wv, PV = (WV + 1) / 2;
-  int64_t KHp = kp->red_shape[0], Hp = kp->shape[h], Wp = kp->shape[w];
+  int w = kc->rank - 1, RR = c->rr, L = c->lanes, WV = c->wv, PV = (WV + 1) / 2;
+  int64_t KHp = kp->red_shape[0], Wp = kp->shape[w];
   const Item *acc;
   pooled_value(kp, &acc);
   char even[256], odd[256];
@@ -809,12 +829,7 @@ static void pool_pairs(const Kernel *kc, const Kernel *kp, const CgCpuDirect *c,
   cg_close(em);
   cg_close(em);
   em->kernel(em->r, kp);
-  cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", c->ob, cg_lit(em, c->CO));
-  cg_open(em, "for (int kiln_r = 0; kiln_r < %lld && kiln_h0 / %lld + kiln_r < %s; kiln_r++) {", (long long)(RR / KHp),
-          (long long)KHp, cg_lit(em, Hp));
-  em->push(em->r);
-  cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
-  cg_put(em, "const %s v%d = kiln_h0 / %lld + kiln_r;", I, h, (long long)KHp);
+  pool_rows_open(kc, kp, c, em);
   cg_put(em, "%s", d->simd);
   cg_open(em, "for (%s kiln_j = 0; kiln_j < %s; kiln_j++) {", I, cg_lit(em, Wp));
   em->push(em->r);
@@ -823,9 +838,7 @@ static void pool_pairs(const Kernel *kc, const Kernel *kp, const CgCpuDirect *c,
   em->items(em->r, 1, "kiln_q[kiln_i][kiln_r][kiln_j]");
   em->pop(em->r);
   cg_close(em);
-  em->pop(em->r);
-  cg_close(em);
-  cg_close(em);
+  pool_rows_close(em);
   em->kernel(em->r, kc);
 }
 
@@ -835,18 +848,13 @@ static void pool_pairs(const Kernel *kc, const Kernel *kp, const CgCpuDirect *c,
 static void pool_windows(const Kernel *kc, const Kernel *kp, const CgCpuDirect *c, const CgEmit *em) {
   const Dialect *d = em->d;
   const char *I = d->index_type, *F = d->value_type[KILN_F32];
-  int h = kc->rank - 2, w = kc->rank - 1, RR = c->rr;
+  int w = kc->rank - 1;
   int64_t KHp = kp->red_shape[0], KWp = kp->red_shape[1];
-  int64_t Hp = kp->shape[h], Wp = kp->shape[w];
+  int64_t Wp = kp->shape[w];
   const Item *acc;
   pooled_value(kp, &acc);
   em->kernel(em->r, kp);
-  cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", c->ob, cg_lit(em, c->CO));
-  cg_open(em, "for (int kiln_r = 0; kiln_r < %lld && kiln_h0 / %lld + kiln_r < %s; kiln_r++) {", (long long)(RR / KHp),
-          (long long)KHp, cg_lit(em, Hp));
-  em->push(em->r);
-  cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
-  cg_put(em, "const %s v%d = kiln_h0 / %lld + kiln_r;", I, h, (long long)KHp);
+  pool_rows_open(kc, kp, c, em);
   cg_put(em, "%s kiln_c[%lld];", F, (long long)(KWp * Wp));
   cg_put(em, "int kiln_cn[%lld];", (long long)(KWp * Wp));
   cg_put(em, "%s", d->simd);
@@ -878,9 +886,7 @@ static void pool_windows(const Kernel *kc, const Kernel *kp, const CgCpuDirect *
   em->items(em->r, 1, "kiln_m");
   em->pop(em->r);
   cg_close(em);
-  em->pop(em->r);
-  cg_close(em);
-  cg_close(em);
+  pool_rows_close(em);
   em->kernel(em->r, kc);
 }
 

@@ -66,6 +66,17 @@ static int lanes_forced(void) {
 /* The lanes direct convolutions are blocked for in this run */
 static int lanes(void) { return lanes_forced() ? lanes_forced() : host_lanes(); }
 
+/* How many of n outputs differ from ref's beyond 2e-5 relative (NaN only for NaN); nans (may be
+ * NULL) gets how many of ref's are NaN. */
+static int differ(const float *got, const float *want, int64_t n, int *nans) {
+  int bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    bad += isnan(want[i]) ? !isnan(got[i]) : !(fabs((double)got[i] - want[i]) <= 2e-5 * (1 + fabs((double)want[i])));
+    if (nans) *nans += isnan(want[i]);
+  }
+  return bad;
+}
+
 static float val(int64_t i, int salt) { return (float)((i * 37 + salt * 11) % 23 - 11) / 16.0f; }
 
 /* Compiles g on cpu (direct convolutions off: tiles and windows on; tiles off; windows off)
@@ -334,13 +345,7 @@ static void pool_case(int64_t h, int64_t w, bool shared, int epilogue, int pool,
     CHECK_MSG(c.kernels_launched == launches, "%s: %lld launches (want %d)", name, (long long)c.kernels_launched, launches);
     CHECK_MSG(count_in_plan(p, "computed once after") == (epilogue && !shared), "%s: the plan's reason", name);
     CHECK_MSG(count_in_plan(p, "each window of the pool taken") == (launches == 1), "%s: the launch's reason", name);
-    int bad = 0, nans = 0;
-    for (int64_t i = 0; i < n_out; i++) {
-      bad += isnan(want[i]) ? !isnan(got[i]) : !(fabs((double)got[i] - want[i]) <= 2e-5 * (1 + fabs((double)want[i])));
-      nans += isnan(want[i]);
-    }
-    for (int64_t i = 0; shared && i < n_y; i++)
-      bad += isnan(wy[i]) ? !isnan(gy[i]) : !(fabs((double)gy[i] - wy[i]) <= 2e-5 * (1 + fabs((double)wy[i])));
+    int nans = 0, bad = differ(got, want, n_out, &nans) + (shared ? differ(gy, wy, n_y, NULL) : 0);
     CHECK_MSG(bad == 0, "%s: %d outputs differ from ref", name, bad);
     CHECK_MSG(nans > 0, "%s: the NaN reached no output", name);
   }
@@ -528,11 +533,7 @@ static void expand_case(int64_t h, int64_t w, int expand) {
     int launches = joins && host_lanes() ? 1 : 2;
     CHECK_MSG(cs.kernels_launched == launches, "%s: %lld launches (want %d)", name, (long long)cs.kernels_launched, launches);
     CHECK_MSG(count_in_plan(p, "computed as the planes fill") == (launches == 1), "%s: the launch's reason", name);
-    int bad = 0, nans = 0;
-    for (int64_t i = 0; i < n_out; i++) {
-      bad += isnan(want[i]) ? !isnan(got[i]) : !(fabs((double)got[i] - want[i]) <= 2e-5 * (1 + fabs((double)want[i])));
-      nans += isnan(want[i]);
-    }
+    int nans = 0, bad = differ(got, want, n_out, &nans);
     CHECK_MSG(bad == 0, "%s: %d outputs differ from ref", name, bad);
     CHECK_MSG(nans > 0, "%s: the NaN reached no output", name);
   }
