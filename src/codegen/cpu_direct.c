@@ -677,8 +677,10 @@ bool cg_cpu_expand_match(const Plan *p, const Kernel *ke, const Kernel *kd, cons
   int budget = c.lanes == 16 ? 24 : 12;
   if (c.flat && direct_match(p, ke, o, true, &ce) && ce.PC == ke->inner_numel && plane_in_place(p, ke, &ce, true) &&
       ce.co < L->n_args - 2 && ce.CO == C && reads_channel(kd, L->args[ce.co], c.co))
-    for (int64_t g = budget / RV; g >= 2 && !c.eg; g--)
-      if (C % g == 0) c.eg = (int)g;
+    for (int64_t g = budget / RV; g >= 2 && !c.eg; g--)  /* the block's planes within a plane's bytes (the stack) */
+      if (C % g == 0 && (double)g * (double)kd->red_shape[kd->n_red - 1] * c.stride * (double)c.YR *
+                                (double)kd->shape[kd->rank - 1] * 4 <= DIRECT_PLANE_BYTES)
+        c.eg = (int)g;
   if (!c.eg || p->te->stages[ce.plane->src].numel < c.lanes) return false;
   c.expand_weight = ce.weight, c.expand_x = ce.plane, c.expand_co = ce.co;
   memcpy(c.expand_x_shape, p->te->stages[ce.plane->src].shape, sizeof c.expand_x_shape);
