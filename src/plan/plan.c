@@ -875,6 +875,20 @@ static bool pair_fits(Ctx *c, int kc, LoadList *ll) {
   return rows_read_one(c, kc, ll);
 }
 
+/* The one value that leaves kernel k, a per-point item that kernel k + 1 alone reads (not an
+ * output, not assigned); -1 when none, or when another of k's values leaves it too. */
+static int value_for_next(Ctx *c, int k, LoadList *ll) {
+  const Kernel *K = &c->p->kernels[k];
+  int V = -1;
+  for (int i = 0; i < K->n_items; i++) {
+    int st = K->items[i].stage;
+    if (!read_elsewhere(c, st, k, k, ll)) continue;
+    if (V >= 0 || K->items[i].kind != IT_OUTER || read_elsewhere(c, st, k, k + 1, ll)) return -1;
+    V = st;
+  }
+  return V;
+}
+
 /* ---- pools in their producer's kernel ----
  * KC a reduction (a convolution: its sum, then its per-point items) of which only one value V
  * leaves the kernel, read by KP = KC + 1 alone; KP one max or sum of V over windows of V's last
@@ -895,13 +909,7 @@ static bool pool_fits(Ctx *c, int kc, LoadList *ll) {
   for (int v = 0; v < n - 2; v++)
     if (KP->shape[v] != KC->shape[v]) return false;
   if (KC->shape[n - 2] != KH * KP->shape[n - 2] || KC->shape[n - 1] != KW * KP->shape[n - 1]) return false;
-  int V = -1;
-  for (int i = 0; i < KC->n_items; i++) {
-    int st = KC->items[i].stage;
-    if (!read_elsewhere(c, st, kc, kc, ll)) continue;
-    if (V >= 0 || KC->items[i].kind != IT_OUTER || read_elsewhere(c, st, kc, kc + 1, ll)) return false;
-    V = st;
-  }
+  int V = value_for_next(c, kc, ll);
   const Item *acc = V >= 0 ? one_accumulation(KP) : NULL;
   for (int i = 0; acc && i < KP->n_items; i++)
     if (&KP->items[i] != acc && !chain_loads_at(c, KP->items[i].body, kc, kc, NULL, 0, ll)) return false;
@@ -937,13 +945,7 @@ static bool expand_fits(Ctx *c, int ke, LoadList *ll) {
   if (!p->opt.expand_ok || KE->chain || KD->chain || KE->kind != KN_REDUCE || KD->kind != KN_REDUCE) return false;
   const Item *acc = one_accumulation(KE), *dacc = one_accumulation(KD);
   if (!acc || !dacc || te->stages[acc->stage].rop != RO_SUM || te->stages[acc->stage].dtype != KILN_F32) return false;
-  int V = -1;
-  for (int i = 0; i < KE->n_items; i++) {
-    int st = KE->items[i].stage;
-    if (!read_elsewhere(c, st, ke, ke, ll)) continue;
-    if (V >= 0 || KE->items[i].kind != IT_OUTER || read_elsewhere(c, st, ke, ke + 1, ll)) return false;
-    V = st;
-  }
+  int V = value_for_next(c, ke, ll);
   if (V < 0) return false;
   const Stage *SV = &te->stages[V];
   if (SV->dtype != KILN_F32 || SV->rank != KE->rank) return false;

@@ -77,6 +77,16 @@ static int differ(const float *got, const float *want, int64_t n, int *nans) {
   return bad;
 }
 
+/* g compiled on ref and run once on ins into outs (the references); NULL if it did not compile. */
+static kiln_program *ref_run(kiln_graph *g, const void *const *ins, void *const *outs) {
+  kiln_options o = kiln_options_default();
+  o.backend = "ref";
+  kiln_program *r = NULL;
+  OK(kiln_program_compile(g, &o, &r));
+  if (r) OK(kiln_program_run(r, ins, outs));
+  return r;
+}
+
 static float val(int64_t i, int salt) { return (float)((i * 37 + salt * 11) % 23 - 11) / 16.0f; }
 
 /* Compiles g on cpu (direct convolutions off: tiles and windows on; tiles off; windows off)
@@ -321,12 +331,8 @@ static void pool_case(int64_t h, int64_t w, bool shared, int epilogue, int pool,
   in[37] = NAN;  /* reaches a few windows through the convolution */
   const void *ins[1] = { in };
   void *og[2] = { want, wy };
+  kiln_program *r = ref_run(g, ins, og), *p = NULL;
   kiln_options o = kiln_options_default();
-  o.backend = "ref";
-  kiln_program *r = NULL, *p = NULL;
-  OK(kiln_program_compile(g, &o, &r));
-  if (r) OK(kiln_program_run(r, ins, og));
-  o = kiln_options_default();
   o.backend = "cpu";
   o.cpu_epilogue = epilogue;
   o.cpu_pool = pool;
@@ -511,12 +517,8 @@ static void expand_case(int64_t h, int64_t w, int expand) {
   in[29] = NAN;
   const void *ins[1] = { in };
   void *og[1] = { want };
+  kiln_program *r = ref_run(g, ins, og), *p = NULL;
   kiln_options o = kiln_options_default();
-  o.backend = "ref";
-  kiln_program *r = NULL, *p = NULL;
-  OK(kiln_program_compile(g, &o, &r));
-  if (r) OK(kiln_program_run(r, ins, og));
-  o = kiln_options_default();
   o.backend = "cpu";
   o.cpu_expand = expand;
   OK(kiln_program_compile(g, &o, &p));
