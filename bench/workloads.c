@@ -36,19 +36,52 @@ static float *random_floats(int64_t n, float scale) {
   return p;
 }
 
+/* The dtype of the workload being built: f32, or bf16 / f16 for a name ending in _bf16 /
+ * _f16 (every input, param and scalar of that dtype; contractions accumulate in f32). */
+static kiln_dtype wl_dtype = KILN_F32;
+
+static uint16_t to_bf16(float f) {  /* round to nearest even; the workloads hold no NaN */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static uint16_t to_f16(float f) {  /* round to nearest even, normal range and subnormals */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint32_t sign = (u >> 16) & 0x8000u, mag = u & 0x7fffffffu;
+  if (mag >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  /* rounds past 65504: inf */
+  if (mag < 0x38800000u) {                                     /* below 2^-14: subnormal */
+    float a = f < 0 ? -f : f;
+    return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));  /* units of 2^-24, ties to even */
+  }
+  uint32_t r = mag + 0xfffu + ((mag >> 13) & 1u);
+  return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+/* n floats as values of wl_dtype, in a new array (floats themselves for f32). */
+static void *in_dtype(float *p, int64_t n) {
+  if (wl_dtype == KILN_F32) return p;
+  uint16_t *h = malloc((size_t)(n ? n : 1) * sizeof *h);
+  if (h)
+    for (int64_t i = 0; i < n; i++) h[i] = wl_dtype == KILN_BF16 ? to_bf16(p[i]) : to_f16(p[i]);
+  free(p);
+  return h;
+}
+
 static kiln_status add_input(Workload *w, const char *name, int rank, const int64_t *shape, kiln_tensor *t) {
   int64_t n = 1;
   for (int i = 0; i < rank; i++) n *= shape[i];
-  kiln_status st = kiln_graph_input(w->g, name, KILN_F32, rank, shape, t);
+  kiln_status st = kiln_graph_input(w->g, name, wl_dtype, rank, shape, t);
   if (st) return st;
-  if (!(w->inputs[w->n_inputs] = random_floats(n, 1.0f))) return KILN_ERR_NO_MEMORY;
-  w->input_bytes[w->n_inputs++] = (size_t)n * sizeof(float);
+  if (!(w->inputs[w->n_inputs] = in_dtype(random_floats(n, 1.0f), n))) return KILN_ERR_NO_MEMORY;
+  w->input_bytes[w->n_inputs++] = (size_t)n * kiln_dtype_size(wl_dtype);
   return KILN_OK;
 }
 
 /* Input "y" of shape ys = [b, 10]: one-hot rows of random classes. */
 static kiln_status add_onehot(Workload *w, const int64_t ys[2], kiln_tensor *y) {
-  kiln_status st = kiln_graph_input(w->g, "y", KILN_F32, 2, ys, y);
+  kiln_status st = kiln_graph_input(w->g, "y", KILN_F32, 2, ys, y);  /* labels stay f32 */
   if (st) return st;
   float *oh = calloc((size_t)(ys[0] * ys[1]), sizeof *oh);
   if (!oh) return KILN_ERR_NO_MEMORY;
@@ -61,9 +94,9 @@ static kiln_status add_onehot(Workload *w, const int64_t ys[2], kiln_tensor *y) 
 static kiln_status add_param(Workload *w, const char *name, int rank, const int64_t *shape, float scale, kiln_tensor *t) {
   int64_t n = 1;
   for (int i = 0; i < rank; i++) n *= shape[i];
-  float *d = random_floats(n, scale);
+  void *d = in_dtype(random_floats(n, scale), n);
   if (!d) return KILN_ERR_NO_MEMORY;
-  kiln_status st = kiln_graph_param(w->g, name, KILN_F32, rank, shape, d, t);
+  kiln_status st = kiln_graph_param(w->g, name, wl_dtype, rank, shape, d, t);
   free(d);
   return st;
 }
@@ -82,7 +115,7 @@ static kiln_status add_output(Workload *w, kiln_tensor t, const char *name) {
 
 #define TRY(call) do { kiln_status st_ = (call); if (st_) return st_; } while (0)
 
-static kiln_status scalar(Workload *w, double v, kiln_tensor *t) { return kiln_graph_scalar(w->g, KILN_F32, v, t); }
+static kiln_status scalar(Workload *w, double v, kiln_tensor *t) { return kiln_graph_scalar(w->g, wl_dtype, v, t); }
 static kiln_status bin(Workload *w, kiln_binary_op op, kiln_tensor a, kiln_tensor b, kiln_tensor *t) {
   return kiln_graph_binary(w->g, op, a, b, t);
 }
@@ -307,6 +340,13 @@ kiln_status wl_build(const char *name, Workload *w) {
   memset(w, 0, sizeof *w);
   snprintf(w->name, sizeof w->name, "%s", name);
   wl_seed = 0x9e3779b97f4a7c15ull;
+  char base[64];
+  snprintf(base, sizeof base, "%s", name);
+  size_t len = strlen(base);
+  wl_dtype = KILN_F32;
+  if (len > 5 && !strcmp(base + len - 5, "_bf16")) wl_dtype = KILN_BF16, base[len - 5] = 0;
+  else if (len > 4 && !strcmp(base + len - 4, "_f16")) wl_dtype = KILN_F16, base[len - 4] = 0;
+  name = base;
   kiln_status st = kiln_graph_create(&w->g);
   if (st) return st;
   const char *e;

@@ -261,7 +261,9 @@ typedef struct kiln_options {
                            queue), each kernel's median and fastest over the runs printed to stderr
                            when the program is freed */
   int graph_replay;     /* cuda: 1 capture the schedule once and replay it (default); 0 launch kernel by kernel */
-  int tf32;             /* cuda: allow TF32 tensor cores in contractions (default 0, strict f32) */
+  int tf32;             /* cuda: allow TF32 tensor cores in contractions: cuBLASLt's fast-TF32 mode and
+                           the generated tiles' mma on f32 operands rounded to TF32 (default 0, strict
+                           f32; $KILN_TF32=1) */
   /* planner budgets per kernel; 0 takes the planner's default */
   int max_inputs;       /* buffers one kernel may read ($KILN_MAX_INPUTS, default 24) */
   int max_nodes;        /* expression nodes in one kernel ($KILN_MAX_NODES, default 4000) */
@@ -370,6 +372,10 @@ typedef struct kiln_options {
                            for a block of channels a row at a time where that window's planes are
                            filled (its output never written; $KILN_CPU_EXPAND); 2 whatever its size;
                            0 a kernel of its own */
+  int tensor_cores;     /* cuda: 1 (default) a generated contraction of bf16 or f16 operands runs on the
+                           tensor cores (warp-level mma, f32 accumulation, the same tiles, split-K and
+                           epilogues); 0 the f32 tiles of every other contraction ($KILN_TENSOR_CORES=0).
+                           f32 operands take them only where tf32 allows */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

@@ -39,10 +39,11 @@ typedef struct Work {
   char name[64];
   kiln_graph *g;
   int n_in;
-  float *in[MAXT];
+  void *in[MAXT];                /* values of wdt (f32 or bf16) */
   int64_t in_numel[MAXT];
   int n_out;
   int64_t out_numel[MAXT];
+  kiln_dtype out_dt[MAXT];
   double min_bytes, flops, ref_cost;
 } Work;
 
@@ -66,6 +67,28 @@ static float *randn(int64_t n, double scale, double shift) {
        if (s_ != KILN_OK) { fprintf(stderr, "gpubench: %s: %s: %s\n", #call, kiln_status_name(s_), kiln_last_error()); exit(1); } \
   } while (0)
 
+/* The dtype the workload being built holds its inputs, params and scalars in: f32, or bf16 for
+ * the _bf16 rows of WORKLOADS.md (contractions accumulate in f32 either way). */
+static kiln_dtype wdt = KILN_F32;
+
+static uint16_t to_bf16(float f) {  /* round to nearest even; no NaN here */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* n floats as values of wdt: p itself for f32, else a new array (p freed). */
+static void *as_wdt(float *p, int64_t n) {
+  if (wdt == KILN_F32) return p;
+  uint16_t *h = malloc((size_t)n * 2);
+  if (!h) { fprintf(stderr, "gpubench: out of memory\n"); exit(1); }
+  for (int64_t i = 0; i < n; i++) h[i] = to_bf16(p[i]);
+  free(p);
+  return h;
+}
+
+static const char *suffix(void) { return wdt == KILN_BF16 ? "_bf16" : ""; }
+
 static int64_t numel(int rank, const int64_t *shape) {
   int64_t n = 1;
   for (int i = 0; i < rank; i++) n *= shape[i];
@@ -74,16 +97,16 @@ static int64_t numel(int rank, const int64_t *shape) {
 
 static kiln_tensor input(Work *w, const char *name, int rank, const int64_t *shape, float *data) {
   kiln_tensor t;
-  CK(kiln_graph_input(w->g, name, KILN_F32, rank, shape, &t));
+  CK(kiln_graph_input(w->g, name, wdt, rank, shape, &t));
   w->in_numel[w->n_in] = numel(rank, shape);
-  w->in[w->n_in++] = data;
+  w->in[w->n_in++] = as_wdt(data, numel(rank, shape));
   return t;
 }
 
 static kiln_tensor param(Work *w, const char *name, int rank, const int64_t *shape, double scale, double shift) {
   kiln_tensor t;
-  float *d = randn(numel(rank, shape), scale, shift);
-  CK(kiln_graph_param(w->g, name, KILN_F32, rank, shape, d, &t));
+  void *d = as_wdt(randn(numel(rank, shape), scale, shift), numel(rank, shape));
+  CK(kiln_graph_param(w->g, name, wdt, rank, shape, d, &t));
   free(d);
   return t;
 }
@@ -92,6 +115,7 @@ static void output(Work *w, kiln_tensor t) {
   int rank;
   int64_t shape[KILN_MAX_RANK];
   CK(kiln_tensor_shape(w->g, t, &rank, shape));
+  CK(kiln_tensor_dtype(w->g, t, &w->out_dt[w->n_out]));
   w->out_numel[w->n_out++] = numel(rank, shape);
   CK(kiln_graph_output(w->g, t, NULL));
 }
@@ -110,7 +134,7 @@ static kiln_tensor un(Work *w, kiln_unary_op op, kiln_tensor a) {
 
 static kiln_tensor sc(Work *w, double v) {
   kiln_tensor t;
-  CK(kiln_graph_scalar(w->g, KILN_F32, v, &t));
+  CK(kiln_graph_scalar(w->g, wdt, v, &t));
   return t;
 }
 
@@ -171,13 +195,13 @@ static kiln_tensor dense(Work *w, kiln_tensor x, int64_t k, int64_t n, bool relu
 
 static void mlp_fwd(Work *w, int64_t batch) {
   int64_t s[2] = { batch, 784 };
-  begin(w, "mlp_fwd_b%lld", (long long)batch);
+  begin(w, "mlp_fwd_b%lld%s", (long long)batch, suffix());
   kiln_tensor x = input(w, "x", 2, s, randn(batch * 784, 1, 0));
   kiln_tensor h = dense(w, dense(w, x, 784, 512, true, "l1"), 512, 512, true, "l2");
   output(w, dense(w, h, 512, 10, false, "l3"));
   double p = 784.0 * 512 + 512 + 512.0 * 512 + 512 + 512.0 * 10 + 10;
   w->flops = 2.0 * batch * (784 * 512 + 512 * 512 + 512 * 10);
-  w->min_bytes = 4.0 * (p + batch * 784.0 + batch * 10.0), w->ref_cost = w->flops;
+  w->min_bytes = (double)kiln_dtype_size(wdt) * (p + batch * 784.0 + batch * 10.0), w->ref_cost = w->flops;
 }
 
 /* Three projections of one input, q, k and v as separate MatMuls (siblings_<M>x<K>x<N>: run
@@ -278,7 +302,7 @@ static kiln_tensor ln(Work *w, kiln_tensor x, const char *name) {
 static void bert(Work *w) {
   int64_t xs[3] = { 8, 128, 768 }, s3[3] = { 8, 128, 768 };
   static const int p0213[4] = { 0, 2, 1, 3 }, p0231[4] = { 0, 2, 3, 1 };
-  begin(w, "bert_layer_b8s128");
+  begin(w, "bert_layer_b8s128%s", suffix());
   kiln_tensor x = input(w, "x", 3, xs, randn(8 * 128 * 768, 1, 0));
   kiln_tensor qkv = dense(w, x, 768, 2304, false, "qkv");
   kiln_tensor q = heads(w, qkv, 0, p0213), kt = heads(w, qkv, 1, p0231), v = heads(w, qkv, 2, p0213);
@@ -291,7 +315,7 @@ static void bert(Work *w) {
   output(w, ln(w, bin(w, KILN_ADD, h, f), "ln2"));
   double bs = 8 * 128;
   w->flops = 2 * bs * (768.0 * 2304 + 768.0 * 768 + 2 * 768.0 * 3072) + 4 * bs * 128 * 768;
-  w->min_bytes = 4.0 * (2 * bs * 768 + 768.0 * 2304 + 2304 + 768.0 * 768 + 768 * 5 + 2 * 768.0 * 3072 + 3072);
+  w->min_bytes = (double)kiln_dtype_size(wdt) * (2 * bs * 768 + 768.0 * 2304 + 2304 + 768.0 * 768 + 768 * 5 + 2 * 768.0 * 3072 + 3072);
   w->ref_cost = w->flops;
 }
 
@@ -322,11 +346,16 @@ static void result_free(Result *r) {
   for (int i = 0; i < MAXT; i++) free(r->out[i]);
 }
 
+/* kiln_options.tensor_cores for measure (-1: the default): the bf16 rows are checked against
+ * the same graph on the f32 tiles */
+static int tensor_cores = -1;
+
 /* Compiles w for backend with fuse/cse, uploads the inputs once, times resident runs. */
 static Result measure(Work *w, const char *backend, int fuse, int cse, bool timed, bool keep_out) {
   Result r = { 0 };
   kiln_options o = kiln_options_default();
   o.backend = backend, o.fuse = fuse, o.cse = cse;
+  if (tensor_cores >= 0) o.tensor_cores = tensor_cores;
   kiln_program *p = NULL;
   if ((r.st = kiln_program_compile(w->g, &o, &p))) {
     snprintf(r.why, sizeof r.why, "%s", kiln_last_error());
@@ -374,6 +403,11 @@ static Result measure(Work *w, const char *backend, int fuse, int cse, bool time
   for (int i = 0; keep_out && i < w->n_out && !r.st; i++) {
     r.out[i] = malloc((size_t)w->out_numel[i] * sizeof(float));
     r.st = r.out[i] ? kiln_program_read_output(p, i, r.out[i]) : KILN_ERR_NO_MEMORY;
+    if (!r.st && w->out_dt[i] == KILN_BF16)  /* the 16-bit values in the array's first half, widened in place from the end */
+      for (int64_t j = w->out_numel[i] - 1; j >= 0; j--) {
+        uint32_t u = (uint32_t)((const uint16_t *)r.out[i])[j] << 16;
+        memcpy(&r.out[i][j], &u, 4);
+      }
   }
   if (r.st) snprintf(r.why, sizeof r.why, "%s", kiln_last_error());
   kiln_program_free(p);
@@ -433,12 +467,15 @@ static void run_work(Work *w, const char *backend, bool check) {
   if (!f.st) printf(", \"bytes_moved\": %lld, \"fallbacks\": %lld, \"compile_ms\": %.1f",
                     (long long)(f.c.bytes_read + f.c.bytes_written), (long long)f.c.host_fallbacks, f.c.compile_ms);
   if (check && !f.st && !e.st) {
-    bool use_ref = w->ref_cost <= 4e8;
-    Result r = use_ref ? measure(w, "ref", 1, 0, false, true) : e;
+    /* bf16 rows too long for ref: against the same graph fused on the f32 tiles (no tensor cores) */
+    bool use_ref = w->ref_cost <= 4e8, simt = !use_ref && w->out_dt[0] == KILN_BF16 && !strcmp(backend, "cuda");
+    if (simt) tensor_cores = 0;
+    Result r = use_ref ? measure(w, "ref", 1, 0, false, true) : simt ? measure(w, backend, 1, 0, false, true) : e;
+    tensor_cores = -1;
     if (!r.st) printf(", \"rel_err\": %.3g, \"err_vs\": \"%s\", \"eager_rel_err\": %.3g", rel_err(w, &f, &r),
-                      use_ref ? "ref" : "eager", use_ref ? rel_err(w, &e, &r) : 0.0);
+                      use_ref ? "ref" : simt ? "f32 tiles" : "eager", use_ref || simt ? rel_err(w, &e, &r) : 0.0);
     else { printf(", \"ref_error\": "); json_str(r.why); }
-    if (use_ref) result_free(&r);
+    if (use_ref || simt) result_free(&r);
   }
   printf("}\n");
   fflush(stdout);
@@ -522,9 +559,12 @@ int main(int argc, char **argv) {
   if (rrace) { row_race(backend); return 0; }
   static const int64_t sm[5][2] = { { 4096, 128 }, { 4096, 1024 }, { 4096, 4096 }, { 32768, 512 }, { 256, 32768 } };
   static const int64_t lnr[3][2] = { { 4096, 768 }, { 16384, 1024 }, { 8192, 4096 } };
-  for (int k = 0; k < 15; k++) {
+  for (int k = 0; k < 17; k++) {
     Work w;
-    if (k == 0) chain10(&w);
+    wdt = k >= 15 ? KILN_BF16 : KILN_F32;  /* the bf16 rows last */
+    if (k == 15) mlp_fwd(&w, 4096);
+    else if (k == 16) bert(&w);
+    else if (k == 0) chain10(&w);
     else if (k <= 5) softmax(&w, sm[k - 1][0], sm[k - 1][1]);
     else if (k <= 8) layernorm(&w, lnr[k - 6][0], lnr[k - 6][1]);
     else if (k <= 10) mlp_fwd(&w, k == 9 ? 128 : 4096);

@@ -57,6 +57,10 @@
   .int_max = CG_C_INT_MAX, .float_lit = "%a", .f32_suffix = "f", .uint_suffix = "u", .binary_f32 = CG_C_BINARY_F32, \
   .binary_f64 = CG_C_BINARY_F64, .buf_param = "%s%s *%s b%d", .buf_const = "const "
 
+/* The tensor-core operand kinds of a GEMM tile (CgGemm.mma): none (f32 FMA), bf16 or f16 operands
+ * (m16n8k16), f32 operands rounded to TF32 (m16n8k8); the accumulation is f32 in each. */
+typedef enum { CG_MMA_NONE, CG_MMA_BF16, CG_MMA_F16, CG_MMA_TF32, CG_MMA_COUNT } CgMma;
+
 /*
  * A dialect: every token of generated source that differs between targets. The renderer
  * writes the algorithms once in the expression syntax C, CUDA C and their kin share
@@ -189,6 +193,14 @@ typedef struct Dialect {
   const char *counter_type;       /* type atomic_add counts in: "unsigned int" */
   const char *cached_load;        /* an f32 load past the incoherent caches; %s the address: "__ldcg(%s)" */
   const char *fma;                /* f32 a * b + c, one rounding; %s a, %s b, %s c: "__fmaf_rn(%s, %s, %s)" */
+  /* warp-level matrix multiply-accumulate per CgMma kind (NULL: none): a function of
+   * (float &c0, &c1, &c2, &c3, unsigned a0, a1, a2, a3, b0, b1) adding A (16 x k) times B (k x 8)
+   * into the warp's 16 x 8 f32 tile, PTX's mma.sync fragment layouts (k 16: 16-bit pairs; k 8:
+   * TF32); the shared tile element type, and the conversion (%s an f32 value) of an operand value
+   * into it (the value is exact in bf16/f16 for those kinds; TF32 rounds) */
+  const char *mma[CG_MMA_COUNT];
+  const char *mma_elem[CG_MMA_COUNT];
+  const char *mma_stash[CG_MMA_COUNT];
   const char *unroll;             /* pragma before a loop to unroll fully: "#pragma unroll" */
   const char *vec4_type;          /* 16-byte vector of f32 (NULL: none, no VEC4 shape) */
   const char *vec4_lane[4];       /* the lanes' access suffixes: ".x", ".y", ".z", ".w" */
@@ -265,6 +277,8 @@ typedef struct CgOptions {
                            or KILN_CPU_DIRECT=0): convolutions run direct (cpu_direct.c) blocked for them */
   bool cpu_rows_only;   /* loop dialects: direct convolutions never in flat planes (KILN_CPU_DIRECT=2) */
   bool cpu_expand_all;  /* loop dialects: expansions join their windows whatever their size (KILN_CPU_EXPAND=2) */
+  bool mma_half;        /* GEMM tiles: contractions of bf16/f16 operands on the dialect's mma (tensor cores) */
+  bool mma_tf32;        /* ... and of f32 operands, rounded to TF32 (kiln_options.tf32) */
   bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2
                            outputs a thread over whole k-tiles */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
@@ -473,6 +487,9 @@ typedef struct CgGemm {
                                       added from each other's shared memory (no global round trip) */
   int stages;                      /* k-tiles read ahead into registers (CgOptions.gemm_stages); above 1
                                       the shared tiles are double-buffered, one barrier a k-tile */
+  CgMma mma;                       /* tensor cores: the operands' kind (CG_MMA_NONE: f32 FMA). The tile's
+                                      8 warps are 2 x 4, each warp's outputs a grid of 16 x 8 mma
+                                      tiles; a thread's tm x tn are their accumulator fragments */
 } CgGemm;
 /* Does kernel k take the tiled shape under options o (split-K)? Fills g (may be NULL) when
  * it does. */

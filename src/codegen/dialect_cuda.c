@@ -91,6 +91,24 @@ static const char prelude[] =
   "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n"
   "#endif\n"
   "}\n"
+  /* Tensor cores (sm_80 and later): one warp's 16 x 8 f32 tile += A (16 x k) B (k x 8), mma.sync's
+   * fragments; the operands as they sit in a GEMM tile's shared arrays. A bf16 operand value is
+   * exact in bf16 (it was loaded from one), so its bits are its top half; f16 and TF32 convert. */
+  "#if __CUDA_ARCH__ >= 800\n"
+  "#define K_MMA(name, shape, kind) \\\n"
+  "KI void name(float &c0, float &c1, float &c2, float &c3, unsigned a0, unsigned a1, unsigned a2, unsigned a3, \\\n"
+  "             unsigned b0, unsigned b1) { \\\n"
+  "  asm volatile(\"mma.sync.aligned.\" shape \".row.col.f32.\" kind \".\" kind \".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, \" \\\n"
+  "               \"{%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(c0), \"+f\"(c1), \"+f\"(c2), \"+f\"(c3) \\\n"
+  "               : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1)); \\\n"
+  "}\n"
+  "K_MMA(k_mma_bf16, \"m16n8k16\", \"bf16\")\n"
+  "K_MMA(k_mma_f16, \"m16n8k16\", \"f16\")\n"
+  "K_MMA(k_mma_tf32, \"m16n8k8\", \"tf32\")\n"
+  "KI uint16_t k_bbits(float x) { return (uint16_t)(__float_as_uint(x) >> 16); }\n"
+  "KI uint16_t k_hbits(float x) { unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(x)); return h; }\n"
+  "KI unsigned k_tf32(float x) { unsigned t; asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(t) : \"f\"(x)); return t; }\n"
+  "#endif\n"
   "KI void k_grid_sync(unsigned int *bar) {\n"
   "  __syncthreads();\n"
   "  if (threadIdx.x == 0) {\n"
@@ -141,6 +159,9 @@ const Dialect cg_dialect_cuda = {
   .counter_type = "unsigned int",
   .cached_load = "__ldcg(%s)",
   .fma = "__fmaf_rn(%s, %s, %s)",
+  .mma = { [CG_MMA_BF16] = "k_mma_bf16", [CG_MMA_F16] = "k_mma_f16", [CG_MMA_TF32] = "k_mma_tf32" },
+  .mma_elem = { [CG_MMA_BF16] = "uint16_t", [CG_MMA_F16] = "uint16_t", [CG_MMA_TF32] = "unsigned" },
+  .mma_stash = { [CG_MMA_BF16] = "k_bbits(%s)", [CG_MMA_F16] = "k_hbits(%s)", [CG_MMA_TF32] = "k_tf32(%s)" },
   .unroll = "#pragma unroll",
   .vec4_type = "float4",
   .vec4_lane = { ".x", ".y", ".z", ".w" },

@@ -109,6 +109,11 @@ static const int tile_cfg[3][6] = { { 128, 128, 8, 8, 8, 1 }, { 64, 64, 16, 4, 4
 /* 32x32 where the dialect has no k groups (CgOptions.gemm_kgroups): 2x2 a thread */
 static const int tile_flat32[6] = { 32, 32, 32, 2, 2, 1 };
 enum { KG_TM = 4, KG_TN = 4, KG_THREADS = CG_GEMM_THREADS / 4 };
+/* mma tiles: k-tiles of 32 (two k16 steps of bf16/f16, four k8 of TF32); the shared rows padded by
+ * 16 bytes, so that a warp's fragment reads (8 rows x 4 words) fall in 32 distinct banks */
+enum { MMA_BK = 32 };
+static int mma_pad(const CgGemm *g) { return g->mma == CG_MMA_TF32 ? 4 : 8; }
+static int mma_esize(const CgGemm *g) { return g->mma == CG_MMA_TF32 ? 4 : 2; }
 
 static int64_t tiles_at(const CgGemm *g, int bm, int bn) {
   return ((g->M + bm - 1) / bm) * ((g->N + bn - 1) / bn) * g->batch;
@@ -144,9 +149,28 @@ static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups) {
   const int *t = c == 2 && !kgroups ? tile_flat32 : tile_cfg[c];
   g->bm = t[0], g->bn = t[1], g->bk = t[2], g->tm = t[3], g->tn = t[4];
   g->kgroups = t[5];
+  if (g->mma) {  /* 2 x 4 warps, each (bm / 2) x (bn / 4) in 16 x 8 mma tiles: 2 x 2 fragments of each */
+    g->bk = MMA_BK, g->tm = g->bm / 16, g->tn = g->bn / 16, g->kgroups = 1;
+    int64_t kt = (g->K + MMA_BK - 1) / MMA_BK;
+    if (splits > kt / MIN_SPAN_TILES) splits = kt / MIN_SPAN_TILES > 1 ? kt / MIN_SPAN_TILES : 1;
+  }
   int64_t ktiles = (g->K + g->bk - 1) / g->bk, span_tiles = (ktiles + splits - 1) / splits;
   g->kspan = span_tiles * g->bk;
   g->splits = (int)((ktiles + span_tiles - 1) / span_tiles);  /* no empty span */
+}
+
+/* The 16-bit dtype a factor's values have exactly (a cast to f32 of a bf16 or f16 value), else f32. */
+static kiln_dtype factor_dtype(const Expr *x) {
+  return x->kind == EX_CAST && (x->args[0]->dtype == KILN_BF16 || x->args[0]->dtype == KILN_F16) ? x->args[0]->dtype : KILN_F32;
+}
+
+/* Tensor cores for a product of a and b: both bf16 (f16) values, exact in the mma's operand
+ * type; or, where tf32 allows, any f32 values, rounded to TF32 (exact for 16-bit ones). */
+static CgMma mma_kind(const Expr *a, const Expr *b, const CgOptions *o) {
+  kiln_dtype ta = factor_dtype(a), tb = factor_dtype(b);
+  if (o->mma_half && ta == tb && ta == KILN_BF16) return CG_MMA_BF16;
+  if (o->mma_half && ta == tb && ta == KILN_F16) return CG_MMA_F16;
+  return o->mma_tf32 ? CG_MMA_TF32 : CG_MMA_NONE;
 }
 
 bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *out) {
@@ -184,6 +208,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   }
   g.K = k->inner_numel;
   g.bs[0] = g.b;
+  g.mma = g.n_b == 1 && !o->loop_library ? mma_kind(g.a, g.b, o) : CG_MMA_NONE;
   /* siblings: each further sum is the same A times a B that reads no M var */
   for (int q = 1; q < g.n_b; q++) {
     const Item *it = &k->items[g.acc_items[q]];
@@ -214,9 +239,9 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   /* read-ahead is for the small tiles of short, latency-bound chains; a 128x128 tile has the
    * work to hide its reads, and a second stage of its operand registers took it from 128
    * registers a thread to 201 (one block a multiprocessor instead of two) */
-  g.stages = (o->gemm_stages == 2 || o->gemm_stages == 4) && g.bm <= 64 && g.n_b == 1 ? o->gemm_stages : 1;
+  g.stages = (o->gemm_stages == 2 || o->gemm_stages == 4) && g.bm <= 64 && g.n_b == 1 && !g.mma ? o->gemm_stages : 1;
   /* a cluster of at most 8 blocks (the portable size); each block one span of one tile */
-  g.cluster = o->cluster_splitk && g.n_b == 1 && g.splits > 1 && g.splits <= 8 &&
+  g.cluster = o->cluster_splitk && g.n_b == 1 && !g.mma && g.splits > 1 && g.splits <= 8 &&
               tiles_at(&g, g.bm, g.bn) * g.splits <= ((int64_t)1 << 20);
   g.a_kfast = reads_along_k(p, k, g.a, &g, CG_ROLE_M);
   g.b_kfast = reads_along_k(p, k, g.b, &g, CG_ROLE_N);
@@ -227,6 +252,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
 }
 
 int64_t cg_gemm_smem(const CgGemm *g) {
+  if (g->mma) return (int64_t)mma_esize(g) * (g->bm + g->bn) * (g->bk + mma_pad(g)) + 16;
   int pad = g->kgroups > 1 ? 4 : 32 / g->bk, bufs = g->stages > 1 ? 2 : 1;
   return 4 * (int64_t)bufs * g->bk * (g->bm + g->n_b * g->bn + (1 + g->n_b) * pad) + 16 +
          (g->cluster ? 4 * (int64_t)g->bm * g->bn : 0);
@@ -258,6 +284,11 @@ static int kg_stride(const CgGemm *g) { return g->bm + 4; }  /* floats per row; 
  * land in 32 distinct banks. */
 static int tile_decls(const CgGemm *g, const Dialect *d, char out[3 + CG_GEMM_MAX_B][160]) {
   const char *F = d->value_type[KILN_F32], *bufs = g->stages > 1 ? "[2]" : "";
+  if (g->mma) {  /* rows along k: As[m][k], Bs[n][k], each fragment register one 32-bit read */
+    snprintf(out[0], 160, "%s %s As[%d][%d];", d->shared_qual, d->mma_elem[g->mma], g->bm, g->bk + mma_pad(g));
+    snprintf(out[1], 160, "%s %s Bs[%d][%d];", d->shared_qual, d->mma_elem[g->mma], g->bn, g->bk + mma_pad(g));
+    return 2;
+  }
   if (g->kgroups > 1) {  /* no views (no_views): rows of vectors, As[kk][m / 4][m % 4] */
     int n = 0, rows4 = kg_stride(g) / 4;
     for (int b = 0; b < (g->stages > 1 ? 2 : 1); b++) {
@@ -350,7 +381,14 @@ static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const 
   cg_put(em, "%s", em->d->unroll);
   cg_open(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
   cg_put(em, "const int e = %s + l * %d;", thread_int(em->d), CG_GEMM_THREADS);
-  if (g->kgroups > 1 && em->d->no_views) {  /* rows of vectors: element x of row kk is [kk][x / 4][x % 4] */
+  if (g->mma) {  /* rows along k, each value in the mma's operand type */
+    char x[32], v[64];
+    if (kfast) cg_put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
+    else cg_put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
+    snprintf(x, sizeof x, "%s[l]", pf);
+    snprintf(v, sizeof v, em->d->mma_stash[g->mma], x);
+    cg_put(em, "%s[xx][kk] = %s;", sh, v);
+  } else if (g->kgroups > 1 && em->d->no_views) {  /* rows of vectors: element x of row kk is [kk][x / 4][x % 4] */
     if (kfast) cg_put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
     else cg_put(em, "const int kk = e / %d, xx = e %% %d;", width, width);
     cg_put(em, "%s[kk][xx >> 2][xx & 3] = %s[l];", sh, pf);
@@ -413,6 +451,27 @@ void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, char out[C
   snprintf(out[5], 256, "%s", d->fence);
 }
 
+/* Where output (i, j) of a thread's sub-tile lies in the tile: its row and column as
+ * expressions. The FMA tiles' threads stride the tile (rows ty + i * BM/TM, columns
+ * tx + j * BN/TN); an mma tile's thread holds its warp's accumulator fragments, i = 2 mi + h
+ * and j = 2 ni + e for 16 x 8 mma tile (mi, ni), row (lane / 4) + 8 h, column 2 (lane % 4) + e. */
+static void out_place(const CgGemm *g, char row[64], char col[64]) {
+  if (g->mma) {
+    snprintf(row, 64, "wm0 + (i >> 1) * 16 + (i & 1) * 8 + (lane >> 2)");
+    snprintf(col, 64, "wn0 + (j >> 1) * 8 + (j & 1) + (lane & 3) * 2");
+  } else {
+    snprintf(row, 64, "ty + i * %d", g->bm / g->tm);
+    snprintf(col, 64, "tx + j * %d", g->bn / g->tn);
+  }
+}
+
+/* The same as an offset in a row-major BM x BN tile (split-K's partial tiles). */
+static void tile_pos(const CgGemm *g, char out[160]) {
+  char r[64], c[64];
+  out_place(g, r, c);
+  snprintf(out, 160, "(%s) * %d + %s", r, g->bn, c);
+}
+
 /* acc[i][j] = the sum over the tile's spans q of one partial each: for every output of the
  * sub-tile, s starts at 0 and `q_loop` (a loop over q adding to s, after an unroll pragma when
  * unroll_q) runs. Both split-K forms add their partials this way, in span order. */
@@ -432,18 +491,20 @@ static void sum_partials(const CgEmit *em, const CgGemm *g, const char *q_loop, 
 
 /* Split-K: this block's partial tile out; the block that arrives last at the tile sums every
  * span's partial in span order into acc (the others go on to their next tile). */
-static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, int64_t tiles, int rows, int cols) {
+static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, int64_t tiles) {
   const Dialect *d = em->d;
   const char *F = d->value_type[KILN_F32];
   int ki = k->id, bmn = g->bm * g->bn, S = g->splits;
   int64_t each = (int64_t)S * tiles * bmn;  /* a sibling's partial tiles */
+  char pos[160];
+  tile_pos(g, pos);
   cg_put(em, "%s *part = kiln_part%d + (w %% %d) * %s + tile * %d;", F, ki, S, cg_lit(em, tiles * bmn), bmn);
   for (int b = 0; b < g->n_b; b++) {
-    char st[160], acc[32];
+    char acc[32];
     acc_of(k, g, b, "acc", acc);
-    if (b) snprintf(st, sizeof st, "part[%s + (ty + i * %d) * %d + tx + j * %d] = %s[i][j];", cg_lit(em, b * each), rows, g->bn,
-                    cols, acc);
-    else snprintf(st, sizeof st, "part[(ty + i * %d) * %d + tx + j * %d] = %s[i][j];", rows, g->bn, cols, acc);
+    char st[320];
+    if (b) snprintf(st, sizeof st, "part[%s + %s] = %s[i][j];", cg_lit(em, b * each), pos, acc);
+    else snprintf(st, sizeof st, "part[%s] = %s[i][j];", pos, acc);
     each_output(em, g, st);
   }
   char slot[48], meet[CG_ARRIVAL_LINES][256];
@@ -452,11 +513,10 @@ static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, in
   for (int i = 0; i < CG_ARRIVAL_LINES; i++) cg_put(em, "%s", meet[i]);
   cg_put(em, "const %s *tp = kiln_part%d + tile * %d;", F, ki, bmn);
   for (int b = 0; b < g->n_b; b++) {
-    char addr[200], ld[240], loop[300], acc[32];
+    char addr[320], ld[360], loop[420], acc[32];
     acc_of(k, g, b, "acc", acc);
-    if (b) snprintf(addr, sizeof addr, "tp + %s + q * %s + (ty + i * %d) * %d + tx + j * %d", cg_lit(em, b * each),
-                    cg_lit(em, tiles * bmn), rows, g->bn, cols);
-    else snprintf(addr, sizeof addr, "tp + q * %s + (ty + i * %d) * %d + tx + j * %d", cg_lit(em, tiles * bmn), rows, g->bn, cols);
+    if (b) snprintf(addr, sizeof addr, "tp + %s + q * %s + %s", cg_lit(em, b * each), cg_lit(em, tiles * bmn), pos);
+    else snprintf(addr, sizeof addr, "tp + q * %s + %s", cg_lit(em, tiles * bmn), pos);
     snprintf(ld, sizeof ld, d->cached_load, addr);
     snprintf(loop, sizeof loop, "for (int q = 0; q < %d; q++) s += %s;", S, ld);
     sum_partials(em, g, loop, false, acc);
@@ -469,16 +529,17 @@ static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, in
  * rank-0 block adds every rank's partial in rank order (deterministic, as the global split),
  * and a second barrier keeps the others' shared memory until it has read it. Only rank 0
  * runs the epilogue. */
-static void cluster_combine(const CgEmit *em, const CgGemm *g, int rows, int cols) {
+static void cluster_combine(const CgEmit *em, const CgGemm *g) {
   const Dialect *d = em->d;
   int S = g->splits;
-  char st[128];
-  snprintf(st, sizeof st, "kiln_cp[(ty + i * %d) * %d + tx + j * %d] = acc[i][j];", rows, g->bn, cols);
+  char st[224], pos[160];
+  tile_pos(g, pos);
+  snprintf(st, sizeof st, "kiln_cp[%s] = acc[i][j];", pos);
   each_output(em, g, st);
   cg_put(em, "%s", d->cluster_sync);
   cg_open(em, "if (w %% %d == 0) {", S);
-  char addr[96], ld[160], loop[256];
-  snprintf(addr, sizeof addr, "&kiln_cp[(ty + i * %d) * %d + tx + j * %d]", rows, g->bn, cols);
+  char addr[200], ld[300], loop[400];
+  snprintf(addr, sizeof addr, "&kiln_cp[%s]", pos);
   snprintf(ld, sizeof ld, d->cluster_load, addr, "q");
   snprintf(loop, sizeof loop, "for (unsigned int q = 0; q < %du; q++) s += %s;", S, ld);
   sum_partials(em, g, loop, true, "acc");
@@ -535,6 +596,44 @@ static void kg_multiply(const CgEmit *em, const CgGemm *g, const char *As, const
   cg_put(em, "for (int i = 0; i < %d; i++)", KG_TM);
   cg_put(em, "%s", d->unroll);
   cg_put(em, "  for (int j = 0; j < %d; j++) %s = %s;", KG_TN, at, fma);
+  cg_close(em);
+}
+
+/* ---- tensor cores (CgGemm.mma) ----
+ * Warp w of the block's 8 takes rows wm0 .. wm0 + bm/2 and columns wn0 .. wn0 + bn/4 of the tile,
+ * as MI x NI mma tiles of 16 x 8. Per k step (16 for 16-bit operands, 8 for TF32), each mma tile
+ * row's A fragment and each column's B fragment are read once from shared memory (a register
+ * holds a pair of 16-bit values along k, or one TF32 value) and every pair multiplied. */
+static void mma_multiply(const CgEmit *em, const CgGemm *g) {
+  const Dialect *d = em->d;
+  bool wide = g->mma != CG_MMA_TF32;            /* 16-bit operands: two k values a register */
+  int kstep = wide ? 16 : 8, kh = kstep / 2, per = wide ? 2 : 1, mi = g->tm / 2, ni = g->tn / 2;
+  const char *rd = wide ? "*(const unsigned *)&%s[%s][%s]" : "%s[%s][%s]";
+  char at[8][48], r[4][140];
+  cg_put(em, "%s", d->unroll);
+  cg_open(em, "for (int ks = 0; ks < %d; ks += %d) {", g->bk, kstep);
+  cg_put(em, "unsigned fa[%d][4], fb[%d][2];", mi, ni);
+  cg_put(em, "const int fk = ks + (lane & 3) * %d;", per);
+  cg_put(em, "%s", d->unroll);
+  cg_open(em, "for (int i = 0; i < %d; i++) {", mi);
+  cg_put(em, "const int fr = wm0 + i * 16 + (lane >> 2);");
+  snprintf(at[0], 48, "fr"), snprintf(at[1], 48, "fr + 8"), snprintf(at[2], 48, "fk"), snprintf(at[3], 48, "fk + %d", kh);
+  for (int q = 0; q < 4; q++) snprintf(r[q], sizeof r[q], rd, "As", at[q & 1], at[2 + (q >> 1)]);
+  cg_put(em, "fa[i][0] = %s; fa[i][1] = %s; fa[i][2] = %s; fa[i][3] = %s;", r[0], r[1], r[2], r[3]);
+  cg_close(em);
+  cg_put(em, "%s", d->unroll);
+  cg_open(em, "for (int j = 0; j < %d; j++) {", ni);
+  cg_put(em, "const int fc = wn0 + j * 8 + (lane >> 2);");
+  snprintf(r[0], sizeof r[0], rd, "Bs", "fc", at[2]);
+  snprintf(r[1], sizeof r[1], rd, "Bs", "fc", at[3]);
+  cg_put(em, "fb[j][0] = %s; fb[j][1] = %s;", r[0], r[1]);
+  cg_close(em);
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "for (int i = 0; i < %d; i++)", mi);
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "  for (int j = 0; j < %d; j++)", ni);
+  cg_put(em, "    %s(acc[2 * i][2 * j], acc[2 * i][2 * j + 1], acc[2 * i + 1][2 * j], acc[2 * i + 1][2 * j + 1], fa[i][0], "
+             "fa[i][1], fa[i][2], fa[i][3], fb[j][0], fb[j][1]);", d->mma[g->mma]);
   cg_close(em);
 }
 
@@ -617,7 +716,10 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
     char decl[3 + CG_GEMM_MAX_B][160];
     for (int i = 0, n = tile_decls(g, d, decl); i < n; i++) cg_put(em, "%s", decl[i]);
   }
-  cg_put(em, "const int tx = %s %% %d, ty = %s / %d;", thread_int(d), cols, thread_int(d), cols);
+  if (g->mma)
+    cg_put(em, "const int lane = %s & 31, wm0 = (%s >> 5) / 4 * %d, wn0 = (%s >> 5) %% 4 * %d;", thread_int(d), thread_int(d),
+        g->bm / 2, thread_int(d), g->bn / 4);
+  else cg_put(em, "const int tx = %s %% %d, ty = %s / %d;", thread_int(d), cols, thread_int(d), cols);
   int64_t tiles = mt * nt * g->batch;
   int S = g->splits > 1 ? g->splits : 1;
   if (S > 1) {
@@ -689,7 +791,8 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
     cg_put(em, "if (%s + %d < kend)", kc, D * g->bk);
     snprintf(next, sizeof next, "%s + %d", kc, D * g->bk);
     fetch_both(em, k, g, next, s);
-    if (g->kgroups > 1)
+    if (g->mma) mma_multiply(em, g);
+    else if (g->kgroups > 1)
       for (int q = 0; q < g->n_b; q++) {
         char bq[32], cacc[32];
         b_of(q, Bs, bq);
@@ -728,16 +831,15 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
     kg_sum(em, g, rows, cols, sa[0], sb[0], cacc, acc);
     if (g->n_b > 1) cg_close(em);
   }
-  if (S > 1 && g->cluster) cluster_combine(em, g, rows, cols);
-  else if (S > 1) split_combine(em, k, g, tiles, rows, cols);
+  if (S > 1 && g->cluster) cluster_combine(em, g);
+  else if (S > 1) split_combine(em, k, g, tiles);
   /* epilogue: every output of the sub-tile, in the kernel's own vars */
   cg_put(em, "%s", d->unroll);
   cg_open(em, "for (int i = 0; i < %d; i++) {", g->tm);
   cg_put(em, "%s", d->unroll);
   cg_open(em, "for (int j = 0; j < %d; j++) {", g->tn);
   char om[64], on[64], wm[96], wn[96];
-  snprintf(om, sizeof om, "ty + i * %d", rows);
-  snprintf(on, sizeof on, "tx + j * %d", cols);
+  out_place(g, om, on);
   cg_put(em, "const %s mq = tm0 + %s, nq = tn0 + %s;", I, widened(d, om, wm), widened(d, on, wn));
   cg_open(em, "if (mq < %s && nq < %s) {", cg_lit(em, g->M), cg_lit(em, g->N));
   em->push(em->r);

@@ -70,7 +70,7 @@ kiln_options kiln_options_default(void) {
   o.debug = kiln_env_int("KILN_DEBUG", 0);
   o.profile = kiln_env_int("KILN_PROFILE", 0) != 0;
   o.graph_replay = 1;
-  o.tf32 = 0;
+  o.tf32 = kiln_env_int("KILN_TF32", 0) != 0;
   o.max_inputs = kiln_env_int("KILN_MAX_INPUTS", 0);
   o.max_nodes = kiln_env_int("KILN_MAX_NODES", 0);
   o.max_tensor_bytes = env_count("KILN_MAX_TENSOR_BYTES", (int64_t)16 << 30);
@@ -118,6 +118,7 @@ kiln_options kiln_options_default(void) {
    * busy ones */
   o.cpu_expand = kiln_env_int("KILN_CPU_EXPAND", 1);
   o.gemm_kgroups = kiln_env_int("KILN_GEMM_KGROUPS", 1) != 0;
+  o.tensor_cores = kiln_env_int("KILN_TENSOR_CORES", 1) != 0;
   return o;
 }
 
@@ -153,7 +154,7 @@ static const struct { const char *name; size_t at, size; OptKind kind; } option_
   INT_FIELD(gemm_reuse), INT_FIELD(attention), INT_FIELD(siblings), INT_FIELD(gemm_rows), INT_FIELD(reorder_sums),
   INT_FIELD(lazy_select), TEXT_FIELD(cc), TEXT_FIELD(cache_dir), INT_FIELD(no_cache), INT_FIELD(omp_dynamic),
   INT_FIELD(cpu_tiles), INT_FIELD(cpu_windows), INT_FIELD(cpu_epilogue), INT_FIELD(gemm_kgroups),
-  INT_FIELD(cpu_direct), INT_FIELD(cpu_pool), INT_FIELD(cpu_expand),
+  INT_FIELD(cpu_direct), INT_FIELD(cpu_pool), INT_FIELD(cpu_expand), INT_FIELD(tensor_cores),
 #undef INT_FIELD
 #undef I64_FIELD
 #undef TEXT_FIELD

@@ -562,6 +562,9 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
    * them (glsl) does neither */
   if (d && d->grid && !d->global_qual) g->splitk = CG_SPLITK_OFF;
   g->gemm_kgroups = o->gemm_kgroups != 0;
+  /* tensor cores where the dialect has mma: 16-bit operands unless turned off, f32 only under tf32 */
+  g->mma_half = o->tensor_cores && d && d->mma[CG_MMA_BF16];
+  g->mma_tf32 = o->tf32 && d && d->mma[CG_MMA_TF32];
   g->library = o->cublaslt != 0;
   g->library_all = o->cublaslt == 2;
   /* loop dialects (cpu): the packed micro-kernel wins from small products on (this cpu's race) */

@@ -45,6 +45,37 @@ static kiln_graph *dense(int64_t m, int64_t k, int64_t n, bool xt) {
   return g;
 }
 
+/* n floats of test_rand as values of dtype t (bf16 / f16 bits, or floats), a new array */
+static void *rnd_as(kiln_dtype t, int64_t n) {
+  float *f = rnd(n);
+  if (t == KILN_F32) return f;
+  uint16_t *h = malloc((size_t)n * 2);
+  for (int64_t i = 0; i < n; i++) h[i] = t == KILN_BF16 ? float_to_bf16(f[i]) : float_to_half(f[i]);
+  free(f);
+  return h;
+}
+
+/* relu(x @ w + b) of dtype t (x^T @ w with x stored [k, m]; batched [2, m, k] @ [k, n] with
+ * batch): the tensor cores' operands in, the output rounded to t. */
+static kiln_graph *dense_typed(kiln_dtype t, int64_t m, int64_t k, int64_t n, bool xt, bool batch) {
+  int64_t xs[3] = { 2, xt ? k : m, xt ? m : k }, ws[2] = { k, n };
+  void *w = rnd_as(t, k * n), *b = rnd_as(t, n);
+  kiln_graph *g;
+  kiln_tensor x, wt, bt, y, z, r;
+  static const int perm[2] = { 1, 0 };
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_input(g, "x", t, batch ? 3 : 2, batch ? xs : xs + 1, &x));
+  if (xt) OK(kiln_graph_transpose(g, x, perm, &x));
+  OK(kiln_graph_param(g, "w", t, 2, ws, w, &wt));
+  OK(kiln_graph_param(g, "b", t, 1, &n, b, &bt));
+  OK(kiln_graph_matmul(g, x, wt, &y));
+  OK(kiln_graph_binary(g, KILN_ADD, y, bt, &z));
+  OK(kiln_graph_unary(g, KILN_RELU, z, &r));
+  OK(kiln_graph_output(g, r, "r"));
+  free(w), free(b);
+  return g;
+}
+
 /* gelu_tanh(x @ w + b), x [m, k] input, w [k, n] param. */
 /* nb sibling projections of one input: x @ w_i + b_i (relu on the odd ones), x [m, k] (or
  * stored [k, m] and transposed), each w_i [k, n]: one GEMM over one A tile on cuda. */
@@ -187,12 +218,14 @@ static bool only_gemm(const Plans *r, CgGemm *g, const char *what) {
   return only_gemm_opt(r, &o, g, what);
 }
 
-static void compiles(const Plans *r, const char *what) {
+static void compiles_opt(const Plans *r, const CgOptions *o, const char *what) {
   CudaNvrtc *nv;
   if (!r->p || cuda_nvrtc(&nv) != KILN_OK) return;
   StrBuf src = { 0 };
-  OK(cg_render_plan(r->p, &cg_dialect_cuda, NULL, NULL, &src));
-  CHECK_MSG(src.s && (strstr(src.s, "__shared__ float As") || strstr(src.s, "__shared__ float4 Asv")), "%s: no tiled kernel in the source", what);
+  OK(cg_render_plan(r->p, &cg_dialect_cuda, o, NULL, &src));
+  CHECK_MSG(src.s && (strstr(src.s, "__shared__ float As") || strstr(src.s, "__shared__ float4 Asv") ||
+                      strstr(src.s, "__shared__ uint16_t As") || strstr(src.s, "__shared__ unsigned As")),
+            "%s: no tiled kernel in the source", what);
   void *bin = NULL;
   size_t n = 0;
   bool hit;
@@ -200,6 +233,57 @@ static void compiles(const Plans *r, const char *what) {
   CHECK_MSG(st == KILN_OK, "%s: %s\n%s", what, kiln_last_error(), src.s ? src.s : "");
   kiln_free(bin);
   sb_free(&src);
+}
+
+static void compiles(const Plans *r, const char *what) { compiles_opt(r, NULL, what); }
+
+/* Tensor cores: bf16 and f16 products take mma tiles under the cuda options (64x64 tiles of
+ * 8 warps of 32x16, k-tiles of 32, 4x4 accumulator values a thread), f32 ones only where tf32
+ * allows; tensor_cores 0 turns the 16-bit ones off; split-K spans as the f32 tiles have them.
+ * Each kind's source compiles for sm_90. */
+static void test_mma_shapes(void) {
+  static const kiln_dtype ts[3] = { KILN_BF16, KILN_F16, KILN_F32 };
+  for (int i = 0; i < 3; i++)
+    for (int tf = 0; tf < 2; tf++)
+      for (int on = 0; on < 2; on++) {
+        kiln_options ko = kiln_options_default();
+        ko.tensor_cores = on, ko.tf32 = tf;
+        CgOptions co;
+        OK(rt_codegen_options(&ko, &cg_dialect_cuda, &co));
+        CgMma want = ts[i] == KILN_F32 || !on ? (tf ? CG_MMA_TF32 : CG_MMA_NONE) : ts[i] == KILN_BF16 ? CG_MMA_BF16 : CG_MMA_F16;
+        kiln_graph *gr = dense_typed(ts[i], 1024, 768, 768, false, false);
+        Plans r = plan_of(gr);
+        CgGemm g;
+        if (only_gemm_opt(&r, &co, &g, "typed dense")) {
+          CHECK_MSG(g.mma == want, "dtype %d tf32 %d tensor_cores %d: mma %d, expected %d", ts[i], tf, on, g.mma, want);
+          if (want)
+            CHECK_MSG(g.bm == 64 && g.bn == 64 && g.bk == 32 && g.tm == 4 && g.tn == 4 && g.kgroups == 1 && g.stages == 1 &&
+                      g.splits == 1, "mma tile %dx%dx%d, %dx%d a thread, %d groups, %d splits", g.bm, g.bn, g.bk, g.tm, g.tn,
+                      g.kgroups, g.splits);
+        }
+        if (want && (on || ts[i] == KILN_F32)) compiles_opt(&r, &co, "mma tile");
+        plans_free(&r);
+        kiln_graph_free(gr);
+      }
+  kiln_options ko = kiln_options_default();
+  CgOptions co;
+  OK(rt_codegen_options(&ko, &cg_dialect_cuda, &co));
+  kiln_graph *gr = dense_typed(KILN_BF16, 128, 784, 512, false, false);
+  Plans r = plan_of(gr);
+  CgGemm g;
+  if (only_gemm_opt(&r, &co, &g, "bf16 dense, split-K"))  /* as the f32 tiles: 4 spans of 7 k-tiles of 32 */
+    CHECK_MSG(g.mma == CG_MMA_BF16 && g.bm == 32 && g.tm == 2 && g.splits == 4 && g.kspan == 224, "mma %d, %dx%d, splits %d of %lld",
+              g.mma, g.bm, g.bn, g.splits, (long long)g.kspan);
+  compiles_opt(&r, &co, "mma tile, split-K");
+  plans_free(&r);
+  kiln_graph_free(gr);
+  /* the glsl dialect has no mma: its tiles stay f32 whatever the options */
+  OK(rt_codegen_options(&ko, &cg_dialect_glsl, &co));
+  gr = dense_typed(KILN_BF16, 1024, 768, 768, false, false);
+  r = plan_of(gr);
+  if (only_gemm_opt(&r, &co, &g, "bf16 dense, glsl")) CHECK(g.mma == CG_MMA_NONE);
+  plans_free(&r);
+  kiln_graph_free(gr);
 }
 
 static void test_shapes(void) {
@@ -399,6 +483,7 @@ static double norm_rel(const float *a, const float *b, int64_t n) {
 enum { MAXIO = 4 };
 
 static const char *backend = "cuda";  /* the one check_values runs */
+static double tolerance = 1e-5;       /* check_values' norm-wise relative error (f32 accumulation) */
 
 /* Runs g on ref and on the backend (fused with graph replay, eager without) on fresh random
  * inputs of the given sizes; compares every output. */
@@ -430,13 +515,84 @@ static void check_values(const char *what, kiln_graph *g, int n_in, const int64_
     CHECK_MSG(c.host_fallbacks == 0, "%s: %lld fallbacks", what, (long long)c.host_fallbacks);
     for (int i = 0; i < n_out; i++) {
       double e = norm_rel(got[i], want[i], out_n[i]);
-      CHECK_MSG(e < 1e-5, "%s fuse=%d output %d: relative error %g", what, fuse, i, e);
+      CHECK_MSG(e < tolerance, "%s fuse=%d output %d: relative error %g", what, fuse, i, e);
     }
     kiln_program_free(p);
   }
   kiln_program_free(r);
   for (int i = 0; i < n_in; i++) free(in[i]);
   for (int i = 0; i < n_out; i++) free(want[i]), free(got[i]);
+}
+
+/* check_values for a graph of 16-bit dtype t: inputs and outputs as t's bits, poisoned with
+ * NaN (0xffff), compared as floats. The products are exact in f32 and summed in f32, so the
+ * result before its rounding to t is within f32 accumulation error of ref's; after it, an
+ * output differs from ref's by at most one unit of t, and only where ref's value lies that
+ * close to a rounding boundary: norm-wise well under 1e-3. */
+static void check_typed(const char *what, kiln_graph *g, kiln_dtype t, int n_in, const int64_t *in_n, int n_out,
+                        const int64_t *out_n) {
+  uint16_t *in[MAXIO], *want[MAXIO], *got[MAXIO];
+  for (int i = 0; i < n_in; i++) in[i] = rnd_as(t, in_n[i]);
+  for (int i = 0; i < n_out; i++) want[i] = malloc((size_t)out_n[i] * 2), got[i] = malloc((size_t)out_n[i] * 2);
+  kiln_program *r = compile_on(g, "ref", 1, 1);
+  if (r) OK(kiln_program_run(r, (const void *const *)in, (void *const *)want));
+  for (int fuse = 1; fuse >= 0; fuse--) {
+    for (int i = 0; i < n_out; i++) memset(got[i], 0xff, (size_t)out_n[i] * 2);
+    kiln_program *p = compile_on(g, backend, fuse, fuse);
+    if (!p) continue;
+    OK(kiln_program_run(p, (const void *const *)in, (void *const *)got));
+    uint16_t *again = malloc((size_t)out_n[0] * 2);
+    memset(again, 0xff, (size_t)out_n[0] * 2);
+    void *outs[MAXIO] = { again };
+    OK(kiln_program_run(p, (const void *const *)in, outs));
+    CHECK_MSG(!memcmp(again, got[0], (size_t)out_n[0] * 2), "%s fuse=%d: a second run differs", what, fuse);
+    free(again);
+    kiln_census c;
+    OK(kiln_program_census(p, &c));
+    CHECK_MSG(c.host_fallbacks == 0, "%s: %lld fallbacks", what, (long long)c.host_fallbacks);
+    for (int i = 0; i < n_out; i++) {
+      float *a = malloc((size_t)out_n[i] * 4), *b = malloc((size_t)out_n[i] * 4);
+      for (int64_t j = 0; j < out_n[i]; j++) {
+        a[j] = t == KILN_BF16 ? bf16_to_float(got[i][j]) : half_to_float(got[i][j]);
+        b[j] = t == KILN_BF16 ? bf16_to_float(want[i][j]) : half_to_float(want[i][j]);
+      }
+      double e = norm_rel(a, b, out_n[i]);
+      CHECK_MSG(e < 1e-3, "%s (%s) fuse=%d output %d: relative error %g", what, t == KILN_BF16 ? "bf16" : "f16", fuse, i, e);
+      free(a), free(b);
+    }
+    kiln_program_free(p);
+  }
+  kiln_program_free(r);
+  for (int i = 0; i < n_in; i++) free(in[i]);
+  for (int i = 0; i < n_out; i++) free(want[i]), free(got[i]);
+}
+
+/* The tensor-core tiles against ref: bf16 and f16 operands (split-K, ragged edges and a partial
+ * k-tile, a transposed A, 64x64 and 128x128 tiles, a batch), then f32 ones under TF32 (inputs
+ * rounded to 10 bits of mantissa: 2e-3 norm-wise). */
+static void test_mma_values(bool sanitized) {
+  static const struct { int64_t m, k, n; bool xt, batch; } d[] = {
+    { 128, 784, 512, false, false }, { 1000, 40, 300, false, false }, { 257, 129, 130, true, false },
+    { 1024, 768, 768, false, false }, { 1024, 64, 1024, false, true } };
+  for (int t = 0; t < 2; t++)
+    for (int i = 0; i < 5; i++) {
+      if (sanitized && i > 2) continue;
+      kiln_dtype dt = t ? KILN_F16 : KILN_BF16;
+      int64_t rows = d[i].m * (d[i].batch ? 2 : 1), ni = rows * d[i].k, no = rows * d[i].n;
+      kiln_graph *g = dense_typed(dt, d[i].m, d[i].k, d[i].n, d[i].xt, d[i].batch);
+      check_typed("mma relu(x@w+b)", g, dt, 1, &ni, 1, &no);
+      kiln_graph_free(g);
+    }
+  setenv("KILN_TF32", "1", 1);
+  tolerance = 2e-3;
+  for (int i = 0; i < (sanitized ? 2 : 4); i++) {
+    int64_t ni = d[i].m * d[i].k, no = d[i].m * d[i].n;
+    kiln_graph *g = dense(d[i].m, d[i].k, d[i].n, d[i].xt);
+    check_values("tf32 relu(x@w+b)", g, 1, &ni, 1, &no);
+    kiln_graph_free(g);
+  }
+  unsetenv("KILN_TF32");
+  tolerance = 1e-5;
 }
 
 static void test_values(void) {
@@ -487,10 +643,12 @@ static void test_values(void) {
     check_values("train step", g, 1, ins, 2, outs);
     kiln_graph_free(g);
   }
+  if (!strcmp(backend, "cuda")) test_mma_values(sanitized);
 }
 
 int main(void) {
   test_shapes();
+  test_mma_shapes();
   test_library_match();
   const char *want = getenv("KILN_TEST_BACKEND");
   if (want && !strcmp(want, "vulkan")) {
