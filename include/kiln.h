@@ -374,8 +374,10 @@ typedef struct kiln_options {
                            0 a kernel of its own */
   int tensor_cores;     /* cuda: 1 (default) a generated contraction of bf16 or f16 operands runs on the
                            tensor cores (warp-level mma, f32 accumulation, the same tiles, split-K and
-                           epilogues); 0 the f32 tiles of every other contraction ($KILN_TENSOR_CORES=0).
-                           f32 operands take them only where tf32 allows */
+                           epilogues), operands that are plain loads copied straight into shared memory;
+                           2 the same with every operand through registers (a race); 0 the f32 tiles of
+                           every other contraction ($KILN_TENSOR_CORES). f32 operands take them only
+                           where tf32 allows */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

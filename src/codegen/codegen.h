@@ -201,6 +201,13 @@ typedef struct Dialect {
   const char *mma[CG_MMA_COUNT];
   const char *mma_elem[CG_MMA_COUNT];
   const char *mma_stash[CG_MMA_COUNT];
+  /* 16-bit mma operands read straight into shared memory (NULL cp_async: none): cp_async(void *dst,
+   * const void *src, bool in) copies 16 bytes, zeros where !in, asynchronously; cp_commit() closes
+   * a group of them, cp_wait1() waits for all groups but the last one, cp_wait0() for all;
+   * ldmatrix[t] (t: 0 x2, 1 x2 transposed, 2 x4, 3 x4 transposed) loads 2 or 4 8 x 8 matrices of
+   * 16-bit values from shared memory into fragment registers (unsigned &r0, ..., const void *row
+   * address of this lane); align16 before a shared array that must be 16-byte aligned */
+  const char *cp_async, *cp_commit, *cp_wait1, *cp_wait0, *ldmatrix[4], *align16;
   const char *unroll;             /* pragma before a loop to unroll fully: "#pragma unroll" */
   const char *vec4_type;          /* 16-byte vector of f32 (NULL: none, no VEC4 shape) */
   const char *vec4_lane[4];       /* the lanes' access suffixes: ".x", ".y", ".z", ".w" */
@@ -279,6 +286,8 @@ typedef struct CgOptions {
   bool cpu_expand_all;  /* loop dialects: expansions join their windows whatever their size (KILN_CPU_EXPAND=2) */
   bool mma_half;        /* GEMM tiles: contractions of bf16/f16 operands on the dialect's mma (tensor cores) */
   bool mma_tf32;        /* ... and of f32 operands, rounded to TF32 (kiln_options.tf32) */
+  bool mma_direct;      /* ... 16-bit operands that are plain affine loads read straight into shared memory
+                           (CgGemm.direct; kiln_options.tensor_cores 2: through registers like any operand) */
   bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2
                            outputs a thread over whole k-tiles */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
@@ -490,6 +499,12 @@ typedef struct CgGemm {
   CgMma mma;                       /* tensor cores: the operands' kind (CG_MMA_NONE: f32 FMA). The tile's
                                       8 warps are 2 x 4, each warp's outputs a grid of 16 x 8 mma
                                       tiles; a thread's tm x tn are their accumulator fragments */
+  /* mma tiles whose two factors are each a 16-bit load at an element offset affine in the kernel's
+   * vars (base + sum coef[v] * v), 8 consecutive elements along k or along the operand's own last
+   * var contiguous and 16-byte aligned: read 16 bytes at a time straight into two stages of shared
+   * tiles (the dialect's cp_async), fragments by ldmatrix */
+  bool direct;
+  struct CgDirect { int stage; bool kfast; int64_t base, coef[2 * KILN_MAX_RANK]; } da, db;
 } CgGemm;
 /* Does kernel k take the tiled shape under options o (split-K)? Fills g (may be NULL) when
  * it does. */

@@ -108,6 +108,26 @@ static const char prelude[] =
   "KI uint16_t k_bbits(float x) { return (uint16_t)(__float_as_uint(x) >> 16); }\n"
   "KI uint16_t k_hbits(float x) { unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(x)); return h; }\n"
   "KI unsigned k_tf32(float x) { unsigned t; asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(t) : \"f\"(x)); return t; }\n"
+  /* operands straight to shared memory: 16-byte asynchronous copies (zero-filled where !in), and
+   * fragments by ldmatrix (x2 / x4 matrices of 8 x 8, .trans for operands stored along m or n) */
+  "KI unsigned k_smem(const void *p) { unsigned long long s; asm(\"cvta.to.shared.u64 %0, %1;\" : \"=l\"(s) : \"l\"(p)); return (unsigned)s; }\n"
+  "KI void k_cp16(void *dst, const void *src, bool in) {\n"
+  "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(k_smem(dst)), \"l\"(src), \"r\"(in ? 16 : 0) : \"memory\");\n"
+  "}\n"
+  "KI void k_cp_commit() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n"
+  "KI void k_cp_wait1() { asm volatile(\"cp.async.wait_group 1;\" ::: \"memory\"); }\n"
+  "KI void k_cp_wait0() { asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\"); }\n"
+  "#define K_LDM(name, n, tr) \\\n"
+  "KI void name(unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3, const void *p) { \\\n"
+  "  if (n == 4) asm volatile(\"ldmatrix.sync.aligned.m8n8.x4\" tr \".shared.b16 {%0,%1,%2,%3}, [%4];\" \\\n"
+  "                          : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : \"r\"(k_smem(p)) : \"memory\"); \\\n"
+  "  else asm volatile(\"ldmatrix.sync.aligned.m8n8.x2\" tr \".shared.b16 {%0,%1}, [%2];\" \\\n"
+  "                    : \"=r\"(r0), \"=r\"(r1) : \"r\"(k_smem(p)) : \"memory\"); \\\n"
+  "}\n"
+  "K_LDM(k_ldm2, 2, \"\")\n"
+  "K_LDM(k_ldm2t, 2, \".trans\")\n"
+  "K_LDM(k_ldm4, 4, \"\")\n"
+  "K_LDM(k_ldm4t, 4, \".trans\")\n"
   "#endif\n"
   "KI void k_grid_sync(unsigned int *bar) {\n"
   "  __syncthreads();\n"
@@ -162,6 +182,8 @@ const Dialect cg_dialect_cuda = {
   .mma = { [CG_MMA_BF16] = "k_mma_bf16", [CG_MMA_F16] = "k_mma_f16", [CG_MMA_TF32] = "k_mma_tf32" },
   .mma_elem = { [CG_MMA_BF16] = "uint16_t", [CG_MMA_F16] = "uint16_t", [CG_MMA_TF32] = "unsigned" },
   .mma_stash = { [CG_MMA_BF16] = "k_bbits(%s)", [CG_MMA_F16] = "k_hbits(%s)", [CG_MMA_TF32] = "k_tf32(%s)" },
+  .cp_async = "k_cp16", .cp_commit = "k_cp_commit();", .cp_wait1 = "k_cp_wait1();", .cp_wait0 = "k_cp_wait0();",
+  .ldmatrix = { "k_ldm2", "k_ldm2t", "k_ldm4", "k_ldm4t" }, .align16 = "__align__(16) ",
   .unroll = "#pragma unroll",
   .vec4_type = "float4",
   .vec4_lane = { ".x", ".y", ".z", ".w" },

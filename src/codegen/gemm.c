@@ -159,6 +159,66 @@ static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups) {
   g->splits = (int)((ktiles + span_tiles - 1) / span_tiles);  /* no empty span */
 }
 
+/* Element offset of load L at the kernel vars' values v; false if not exact there. */
+static bool offset_of(const Plan *p, const Expr *L, int nv, const int64_t *v, int64_t *out) {
+  const Stage *S = &p->te->stages[L->src];
+  int64_t off = 0;
+  for (int i = 0; i < L->n_args; i++) {
+    int64_t mn, mx, stride = 1;
+    if (!te_range(L->args[i], v, v, nv, &mn, &mx) || mn != mx) return false;
+    for (int j = i + 1; j < S->rank; j++) stride *= S->shape[j];
+    off += mn * stride;
+  }
+  *out = off;
+  return true;
+}
+
+/* Can factor x (role: CG_ROLE_M for A, CG_ROLE_N for B) be read straight into shared memory?
+ * It must be a 16-bit memory load of the mma's kind whose offset is base + sum coef[v] * v
+ * (fitted at 0 and at each var's 1, checked at the far corner and at scattered points), with
+ * coefficient 1 on the last k var or on the operand's own last var (the fast one, its extent a
+ * multiple of 8, so that 8 points along it never cross into the next value of another var),
+ * every other coefficient and the base multiples of 8 (16-byte chunks). */
+static bool direct_operand(const Plan *p, const Kernel *k, const CgGemm *g, const Expr *x, int role, struct CgDirect *o) {
+  kiln_dtype want = g->mma == CG_MMA_BF16 ? KILN_BF16 : KILN_F16;
+  if (x->kind != EX_CAST || x->args[0]->kind != EX_LOAD || x->args[0]->dtype != want) return false;
+  const Expr *L = x->args[0];
+  if (p->kernel_of[L->src] == k->id || plan_is_baked(p->te, L->src)) return false;
+  int nv = k->rank + k->n_red, last_k = -1, last_own = -1;
+  int64_t ext[2 * KILN_MAX_RANK], v[2 * KILN_MAX_RANK] = { 0 }, off;
+  for (int i = 0; i < k->rank; i++) ext[i] = k->shape[i];
+  for (int i = 0; i < k->n_red; i++) ext[k->rank + i] = k->red_shape[i];
+  for (int i = k->n_red - 1; i >= 0 && last_k < 0; i--)
+    if (k->red_shape[i] > 1) last_k = k->rank + i;
+  for (int i = k->rank - 1; i >= 0 && last_own < 0; i--)
+    if (g->role[i] == role && k->shape[i] > 1) last_own = i;
+  if (last_k < 0 || last_own < 0 || !offset_of(p, L, nv, v, &o->base)) return false;
+  for (int i = 0; i < nv; i++) {
+    o->coef[i] = 0;
+    if (ext[i] < 2) continue;
+    v[i] = 1;
+    bool ok = offset_of(p, L, nv, v, &off);
+    v[i] = 0;
+    if (!ok) return false;
+    o->coef[i] = off - o->base;
+  }
+  for (int t = 0; t < 6; t++) {  /* the far corner, then points scattered over every var */
+    int64_t want_off = o->base;
+    for (int i = 0; i < nv; i++) {
+      v[i] = t == 0 ? ext[i] - 1 : (int64_t)((i * 7 + t * 13 + 3) % (ext[i] > 0 ? ext[i] : 1));
+      want_off += o->coef[i] * v[i];
+    }
+    if (!offset_of(p, L, nv, v, &off) || off != want_off) return false;
+  }
+  o->stage = L->src;
+  o->kfast = o->coef[last_k] == 1 && ext[last_k] % 8 == 0;
+  int fast = o->kfast ? last_k : last_own;
+  if (o->coef[fast] != 1 || ext[fast] % 8 != 0 || o->base % 8 != 0) return false;
+  for (int i = 0; i < nv; i++)
+    if (i != fast && o->coef[i] % 8 != 0) return false;
+  return true;
+}
+
 /* The 16-bit dtype a factor's values have exactly (a cast to f32 of a bf16 or f16 value), else f32. */
 static kiln_dtype factor_dtype(const Expr *x) {
   return x->kind == EX_CAST && (x->args[0]->dtype == KILN_BF16 || x->args[0]->dtype == KILN_F16) ? x->args[0]->dtype : KILN_F32;
@@ -245,6 +305,8 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
               tiles_at(&g, g.bm, g.bn) * g.splits <= ((int64_t)1 << 20);
   g.a_kfast = reads_along_k(p, k, g.a, &g, CG_ROLE_M);
   g.b_kfast = reads_along_k(p, k, g.b, &g, CG_ROLE_N);
+  g.direct = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && o->mma_direct && direct_operand(p, k, &g, g.a, CG_ROLE_M, &g.da) &&
+             direct_operand(p, k, &g, g.b, CG_ROLE_N, &g.db);
   for (int q = 1; q < g.n_b; q++)  /* one read order for every B tile */
     if (reads_along_k(p, k, g.bs[q], &g, CG_ROLE_N) != g.b_kfast) return false;
   if (out) *out = g;
@@ -252,6 +314,9 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
 }
 
 int64_t cg_gemm_smem(const CgGemm *g) {
+  if (g->direct)  /* two stages of each operand, rows along k (x by bk + 8) or along x (bk by x + 8) */
+    return 2 * 2 * ((int64_t)(g->da.kfast ? g->bm * (g->bk + 8) : g->bk * (g->bm + 8)) +
+                    (g->db.kfast ? g->bn * (g->bk + 8) : g->bk * (g->bn + 8))) + 16;
   if (g->mma) return (int64_t)mma_esize(g) * (g->bm + g->bn) * (g->bk + mma_pad(g)) + 16;
   int pad = g->kgroups > 1 ? 4 : 32 / g->bk, bufs = g->stages > 1 ? 2 : 1;
   return 4 * (int64_t)bufs * g->bk * (g->bm + g->n_b * g->bn + (1 + g->n_b) * pad) + 16 +
@@ -284,6 +349,13 @@ static int kg_stride(const CgGemm *g) { return g->bm + 4; }  /* floats per row; 
  * land in 32 distinct banks. */
 static int tile_decls(const CgGemm *g, const Dialect *d, char out[3 + CG_GEMM_MAX_B][160]) {
   const char *F = d->value_type[KILN_F32], *bufs = g->stages > 1 ? "[2]" : "";
+  if (g->direct) {  /* two stages; each operand as it lies in memory, along k or along its own x */
+    snprintf(out[0], 160, "%s %s%s As[2][%d][%d];", d->shared_qual, d->align16, d->mma_elem[g->mma], g->da.kfast ? g->bm : g->bk,
+             g->da.kfast ? g->bk + 8 : g->bm + 8);
+    snprintf(out[1], 160, "%s %s%s Bs[2][%d][%d];", d->shared_qual, d->align16, d->mma_elem[g->mma], g->db.kfast ? g->bn : g->bk,
+             g->db.kfast ? g->bk + 8 : g->bn + 8);
+    return 2;
+  }
   if (g->mma) {  /* rows along k: As[m][k], Bs[n][k], each fragment register one 32-bit read */
     snprintf(out[0], 160, "%s %s As[%d][%d];", d->shared_qual, d->mma_elem[g->mma], g->bm, g->bk + mma_pad(g));
     snprintf(out[1], 160, "%s %s Bs[%d][%d];", d->shared_qual, d->mma_elem[g->mma], g->bn, g->bk + mma_pad(g));
@@ -637,6 +709,112 @@ static void mma_multiply(const CgEmit *em, const CgGemm *g) {
   cg_close(em);
 }
 
+/* ---- mma tiles with direct operands (CgGemm.direct) ----
+ * Two stages of shared tiles: while the warps multiply k-tile t from stage t & 1, the copies of
+ * k-tile t + 1 into the other stage are in flight (16 bytes each, no registers on the way).
+ * An operand stored along k keeps rows of k (x by bk + 8), one stored along its own x rows of x
+ * (bk by x + 8); the 16-byte pad puts the 8 rows ldmatrix reads at once in distinct banks. */
+
+/* Operand o's copies of the k-tile at kb (an index expression) into shared stage st of sh. */
+static void direct_issue(const CgEmit *em, const Kernel *k, const CgGemm *g, const struct CgDirect *o, int role,
+                         const char *sh, const char *kb, const char *st) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type;
+  int width = role == CG_ROLE_M ? g->bm : g->bn, chunks = width * g->bk / 8;
+  int per = (chunks + CG_GEMM_THREADS - 1) / CG_GEMM_THREADS, buf = em->param_of(em->r, o->stage);
+  KILN_ASSERT(buf >= 0);
+  cg_put(em, "%s", d->unroll);
+  cg_open(em, "for (int l = 0; l < %d; l++) {", per);
+  cg_put(em, "const int c = %s + l * %d;", thread_int(d), CG_GEMM_THREADS);
+  if (chunks % CG_GEMM_THREADS) cg_put(em, "if (c >= %d) break;", chunks);
+  if (o->kfast) cg_put(em, "const int xx = c / %d, kk = (c %% %d) * 8;", g->bk / 8, g->bk / 8);
+  else cg_put(em, "const int kk = c / %d, xx = (c %% %d) * 8;", width / 8, width / 8);
+  char wx[96], wk[96];
+  cg_put(em, "const %s mq = %s + %s, kq = %s + %s;", I, role == CG_ROLE_M ? "tm0" : "tn0", widened(d, "xx", wx), kb,
+         widened(d, "kk", wk));
+  cg_put(em, "const bool in = mq < %s && kq < %s;", cg_lit(em, role == CG_ROLE_M ? g->M : g->N), cg_lit(em, g->K));
+  cg_put(em, "const %s *src = b%d;", d->store_type[g->mma == CG_MMA_BF16 ? KILN_BF16 : KILN_F16], buf);
+  cg_open(em, "if (in) {");
+  em->push(em->r);
+  decompose(em, k, g, role, "mq");
+  decompose(em, k, g, -1, "kq");
+  char addr[1024];
+  int n = snprintf(addr, sizeof addr, "src = b%d + (%s", buf, cg_lit(em, o->base));
+  for (int v = 0; v < k->rank + k->n_red && n > 0 && (size_t)n < sizeof addr; v++)
+    if (o->coef[v]) n += snprintf(addr + n, sizeof addr - (size_t)n, " + (%s)v%d * %s", I, v, cg_lit(em, o->coef[v]));
+  KILN_ASSERT(n > 0 && (size_t)n + 2 < sizeof addr);
+  cg_put(em, "%s);", addr);
+  em->pop(em->r);
+  cg_close(em);
+  cg_put(em, "%s(&%s[%s][%s][%s], src, in);", d->cp_async, sh, st, o->kfast ? "xx" : "kk", o->kfast ? "kk" : "xx");
+  cg_close(em);
+}
+
+/* The warps' fragments of k-tile stage st by ldmatrix, and their mma's. */
+static void direct_multiply(const CgEmit *em, const CgGemm *g, const char *st) {
+  const Dialect *d = em->d;
+  int mi = g->tm / 2, ni = g->tn / 2;
+  cg_put(em, "%s", d->unroll);
+  cg_open(em, "for (int ks = 0; ks < %d; ks += 16) {", g->bk);
+  cg_put(em, "unsigned fa[%d][4], fb[%d][2];", mi, ni);
+  cg_put(em, "%s", d->unroll);
+  cg_open(em, "for (int i = 0; i < %d; i++) {", mi);
+  if (g->da.kfast)
+    cg_put(em, "%s(fa[i][0], fa[i][1], fa[i][2], fa[i][3], &As[%s][wm0 + i * 16 + (lane & 15)][ks + (lane >> 4) * 8]);",
+           d->ldmatrix[2], st);
+  else
+    cg_put(em, "%s(fa[i][0], fa[i][1], fa[i][2], fa[i][3], &As[%s][ks + (lane & 7) + (lane >> 4) * 8][wm0 + i * 16 + ((lane >> 3) & 1) * 8]);",
+           d->ldmatrix[3], st);
+  cg_close(em);
+  if (ni == 1) {  /* one 16 x 8 tile a warp (32 x 32 tiles): two matrices */
+    cg_put(em, "unsigned u2, u3;");
+    if (g->db.kfast)
+      cg_put(em, "%s(fb[0][0], fb[0][1], u2, u3, &Bs[%s][wn0 + (lane & 7)][ks + ((lane >> 3) & 1) * 8]);", d->ldmatrix[0], st);
+    else cg_put(em, "%s(fb[0][0], fb[0][1], u2, u3, &Bs[%s][ks + (lane & 7) + ((lane >> 3) & 1) * 8][wn0]);", d->ldmatrix[1], st);
+  } else {
+    cg_put(em, "%s", d->unroll);
+    cg_open(em, "for (int j = 0; j < %d; j += 2) {", ni);
+    if (g->db.kfast)
+      cg_put(em, "%s(fb[j][0], fb[j][1], fb[j + 1][0], fb[j + 1][1], &Bs[%s][wn0 + j * 8 + (lane & 7) + (lane >> 4) * 8][ks + ((lane >> 3) & 1) * 8]);",
+             d->ldmatrix[2], st);
+    else
+      cg_put(em, "%s(fb[j][0], fb[j][1], fb[j + 1][0], fb[j + 1][1], &Bs[%s][ks + (lane & 7) + ((lane >> 3) & 1) * 8][wn0 + j * 8 + (lane >> 4) * 8]);",
+             d->ldmatrix[3], st);
+    cg_close(em);
+  }
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "for (int i = 0; i < %d; i++)", mi);
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "  for (int j = 0; j < %d; j++)", ni);
+  cg_put(em, "    %s(acc[2 * i][2 * j], acc[2 * i][2 * j + 1], acc[2 * i + 1][2 * j], acc[2 * i + 1][2 * j + 1], fa[i][0], "
+             "fa[i][1], fa[i][2], fa[i][3], fb[j][0], fb[j][1]);", d->mma[g->mma]);
+  cg_close(em);
+}
+
+/* The k loop of a direct mma tile over the block's span kbeg .. kend. */
+static void direct_loop(const CgEmit *em, const Kernel *k, const CgGemm *g) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type;
+  cg_put(em, "const %s nkt = (kend - kbeg + %d) / %d;", I, g->bk - 1, g->bk);
+  direct_issue(em, k, g, &g->da, CG_ROLE_M, "As", "kbeg", "0");
+  direct_issue(em, k, g, &g->db, CG_ROLE_N, "Bs", "kbeg", "0");
+  cg_put(em, "%s", d->cp_commit);
+  cg_open(em, "for (%s t = 0; t < nkt; t++) {", I);
+  cg_open(em, "if (t + 1 < nkt) {");
+  cg_put(em, "const %s kn = kbeg + (t + 1) * %d;", I, g->bk);
+  cg_put(em, "const int sn = (int)((t + 1) & 1);");
+  direct_issue(em, k, g, &g->da, CG_ROLE_M, "As", "kn", "sn");
+  direct_issue(em, k, g, &g->db, CG_ROLE_N, "Bs", "kn", "sn");
+  cg_close(em);
+  cg_put(em, "%s", d->cp_commit);  /* an empty group past the last tile keeps wait1's count */
+  cg_put(em, "%s", d->cp_wait1);
+  cg_put(em, "%s", d->barrier);
+  cg_put(em, "const int st = (int)(t & 1);");
+  direct_multiply(em, g, "st");
+  cg_put(em, "%s", d->barrier);  /* every warp done with stage st before the copies after next refill it */
+  cg_close(em);
+}
+
 /* One step of adding the groups' tiles: where cond, stmt on each of the thread's KG_TM x KG_TN
  * outputs (i, j); then a barrier. */
 static void kg_step(const CgEmit *em, const char *cond, const char *stmt) {
@@ -701,58 +879,12 @@ static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const 
   cg_put(em, "%s", d->barrier);  /* the next tile's stores into As wait for every read */
 }
 
-void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em) {
-  (void)p;
+/* The k loop of every other tile: operands through registers into shared memory. */
+static void register_loop(const CgEmit *em, const Kernel *k, const CgGemm *g, const char *const sa[2], const char *const sb[2]) {
   const Dialect *d = em->d;
   const char *I = d->index_type, *F = d->value_type[KILN_F32];
-  int64_t mt = (g->M + g->bm - 1) / g->bm, nt = (g->N + g->bn - 1) / g->bn;
-  int rows = g->bm / g->tm, cols = g->bn / g->tn;  /* threads along m and n; rows*cols = CG_GEMM_THREADS */
-  bool dbl = g->stages > 1;  /* double-buffered shared tiles */
-  const char *sa[2] = { "As", "As" }, *sb[2] = { "Bs", "Bs" };
-  if (dbl && g->kgroups > 1) sa[0] = "As0", sa[1] = "As1", sb[0] = "Bs0", sb[1] = "Bs1";
-  else if (dbl) sa[0] = "As[0]", sa[1] = "As[1]", sb[0] = "Bs[0]", sb[1] = "Bs[1]";
-  if (g->kgroups > 1) kg_declare(em, g);
-  else if (!d->shared_at_module) {
-    char decl[3 + CG_GEMM_MAX_B][160];
-    for (int i = 0, n = tile_decls(g, d, decl); i < n; i++) cg_put(em, "%s", decl[i]);
-  }
-  if (g->mma)
-    cg_put(em, "const int lane = %s & 31, wm0 = (%s >> 5) / 4 * %d, wn0 = (%s >> 5) %% 4 * %d;", thread_int(d), thread_int(d),
-        g->bm / 2, thread_int(d), g->bn / 4);
-  else cg_put(em, "const int tx = %s %% %d, ty = %s / %d;", thread_int(d), cols, thread_int(d), cols);
-  int64_t tiles = mt * nt * g->batch;
-  int S = g->splits > 1 ? g->splits : 1;
-  if (S > 1) {
-    if (g->cluster) cg_put(em, "%s %s kiln_cp[%d];", d->shared_qual, F, g->bm * g->bn);
-    else cg_put(em, "%s %s last;", d->shared_qual, d->counter_type);
-    cg_open(em, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, cg_lit(em, tiles * S), d->grid_size);
-    cg_put(em, "const %s tile = w / %d, kbeg = (w %% %d) * %s;", I, S, S, cg_lit(em, g->kspan));
-    cg_put(em, "const %s kend = kbeg + %s < %s ? kbeg + %s : %s;", I, cg_lit(em, g->kspan), cg_lit(em, g->K), cg_lit(em, g->kspan),
-        cg_lit(em, g->K));
-  } else {
-    cg_open(em, "for (%s tile = %s; tile < %s; tile += %s) {", I, d->block_id, cg_lit(em, tiles), d->grid_size);
-    cg_put(em, "const %s kbeg = 0, kend = %s;", I, cg_lit(em, g->K));
-  }
-  cg_put(em, "const %s tn0 = (tile %% %s) * %d;", I, cg_lit(em, nt), g->bn);
-  cg_put(em, "const %s tm0 = ((tile / %s) %% %s) * %d;", I, cg_lit(em, nt), cg_lit(em, mt), g->bm);
-  cg_put(em, "const %s bz = tile / %s;", I, cg_lit(em, nt * mt));
-  em->push(em->r);
-  decompose(em, k, g, CG_ROLE_BATCH, "bz");
-  for (int q = 0; q < g->n_b; q++) {
-    char acc[32], cacc[32], zero[64];
-    acc_of(k, g, q, "acc", acc);
-    acc_of(k, g, q, "cacc", cacc);
-    cg_put(em, "%s %s[%d][%d];", F, acc, g->tm, g->tn);
-    snprintf(zero, sizeof zero, "%s[i][j] = 0.0%s;", acc, d->f32_suffix);
-    if (g->kgroups > 1) {
-      cg_put(em, "%s %s[%d][%d];", F, cacc, KG_TM, KG_TN);
-      snprintf(zero, sizeof zero, "%s[i][j] = 0.0%s;", cacc, d->f32_suffix);
-      cg_put(em, "%s", d->unroll);
-      cg_put(em, "for (int i = 0; i < %d; i++)", KG_TM);
-      cg_put(em, "%s", d->unroll);
-      cg_put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, zero);
-    } else each_output(em, g, zero);
-  }
+  int rows = g->bm / g->tm, cols = g->bn / g->tn;
+  bool dbl = g->stages > 1;
   /* Register stages: the reads of the next `stages` k-tiles are in flight while one is
    * multiplied (a short span pays its memory latency about once, not once a k-tile). With
    * one stage the shared tile is rewritten behind a second barrier; with more, the tiles
@@ -823,6 +955,62 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   }
   cg_close(em);
   if (dbl) cg_put(em, "%s", d->barrier);  /* every multiply done before the buffers are reused */
+}
+
+void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em) {
+  (void)p;
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *F = d->value_type[KILN_F32];
+  int64_t mt = (g->M + g->bm - 1) / g->bm, nt = (g->N + g->bn - 1) / g->bn;
+  int rows = g->bm / g->tm, cols = g->bn / g->tn;  /* threads along m and n; rows*cols = CG_GEMM_THREADS */
+  bool dbl = g->stages > 1;  /* double-buffered shared tiles */
+  const char *sa[2] = { "As", "As" }, *sb[2] = { "Bs", "Bs" };
+  if (dbl && g->kgroups > 1) sa[0] = "As0", sa[1] = "As1", sb[0] = "Bs0", sb[1] = "Bs1";
+  else if (dbl) sa[0] = "As[0]", sa[1] = "As[1]", sb[0] = "Bs[0]", sb[1] = "Bs[1]";
+  if (g->kgroups > 1) kg_declare(em, g);
+  else if (!d->shared_at_module) {
+    char decl[3 + CG_GEMM_MAX_B][160];
+    for (int i = 0, n = tile_decls(g, d, decl); i < n; i++) cg_put(em, "%s", decl[i]);
+  }
+  if (g->mma)
+    cg_put(em, "const int lane = %s & 31, wm0 = (%s >> 5) / 4 * %d, wn0 = (%s >> 5) %% 4 * %d;", thread_int(d), thread_int(d),
+        g->bm / 2, thread_int(d), g->bn / 4);
+  else cg_put(em, "const int tx = %s %% %d, ty = %s / %d;", thread_int(d), cols, thread_int(d), cols);
+  int64_t tiles = mt * nt * g->batch;
+  int S = g->splits > 1 ? g->splits : 1;
+  if (S > 1) {
+    if (g->cluster) cg_put(em, "%s %s kiln_cp[%d];", d->shared_qual, F, g->bm * g->bn);
+    else cg_put(em, "%s %s last;", d->shared_qual, d->counter_type);
+    cg_open(em, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, cg_lit(em, tiles * S), d->grid_size);
+    cg_put(em, "const %s tile = w / %d, kbeg = (w %% %d) * %s;", I, S, S, cg_lit(em, g->kspan));
+    cg_put(em, "const %s kend = kbeg + %s < %s ? kbeg + %s : %s;", I, cg_lit(em, g->kspan), cg_lit(em, g->K), cg_lit(em, g->kspan),
+        cg_lit(em, g->K));
+  } else {
+    cg_open(em, "for (%s tile = %s; tile < %s; tile += %s) {", I, d->block_id, cg_lit(em, tiles), d->grid_size);
+    cg_put(em, "const %s kbeg = 0, kend = %s;", I, cg_lit(em, g->K));
+  }
+  cg_put(em, "const %s tn0 = (tile %% %s) * %d;", I, cg_lit(em, nt), g->bn);
+  cg_put(em, "const %s tm0 = ((tile / %s) %% %s) * %d;", I, cg_lit(em, nt), cg_lit(em, mt), g->bm);
+  cg_put(em, "const %s bz = tile / %s;", I, cg_lit(em, nt * mt));
+  em->push(em->r);
+  decompose(em, k, g, CG_ROLE_BATCH, "bz");
+  for (int q = 0; q < g->n_b; q++) {
+    char acc[32], cacc[32], zero[64];
+    acc_of(k, g, q, "acc", acc);
+    acc_of(k, g, q, "cacc", cacc);
+    cg_put(em, "%s %s[%d][%d];", F, acc, g->tm, g->tn);
+    snprintf(zero, sizeof zero, "%s[i][j] = 0.0%s;", acc, d->f32_suffix);
+    if (g->kgroups > 1) {
+      cg_put(em, "%s %s[%d][%d];", F, cacc, KG_TM, KG_TN);
+      snprintf(zero, sizeof zero, "%s[i][j] = 0.0%s;", cacc, d->f32_suffix);
+      cg_put(em, "%s", d->unroll);
+      cg_put(em, "for (int i = 0; i < %d; i++)", KG_TM);
+      cg_put(em, "%s", d->unroll);
+      cg_put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, zero);
+    } else each_output(em, g, zero);
+  }
+  if (g->direct) direct_loop(em, k, g);
+  else register_loop(em, k, g, sa, sb);
   for (int q = 0; g->kgroups > 1 && q < g->n_b; q++) {
     char acc[32], cacc[32];
     acc_of(k, g, q, "acc", acc);

@@ -80,8 +80,8 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     l->block = CG_GEMM_THREADS;
     l->grid = cg_gemm_blocks(&g);
     static const char *const mma_name[CG_MMA_COUNT] = { "", "bf16", "f16", "tf32" };
-    int n = g.mma ? snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%s mma, warps of %dx%d)", g.bm, g.bn, mma_name[g.mma],
-                             g.bm / 2, g.bn / 4)
+    int n = g.mma ? snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%s mma, warps of %dx%d%s)", g.bm, g.bn, mma_name[g.mma],
+                             g.bm / 2, g.bn / 4, g.direct ? ", operands copied straight to shared" : "")
             : g.kgroups > 1 ? snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%d k-groups of 4x4 a thread)", g.bm, g.bn, g.kgroups)
                             : snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%dx%d a thread)", g.bm, g.bn, g.tm, g.tn);
     if (g.splits > 1 && n > 0 && (size_t)n < sizeof l->why)

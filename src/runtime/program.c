@@ -118,7 +118,7 @@ kiln_options kiln_options_default(void) {
    * busy ones */
   o.cpu_expand = kiln_env_int("KILN_CPU_EXPAND", 1);
   o.gemm_kgroups = kiln_env_int("KILN_GEMM_KGROUPS", 1) != 0;
-  o.tensor_cores = kiln_env_int("KILN_TENSOR_CORES", 1) != 0;
+  o.tensor_cores = kiln_env_int("KILN_TENSOR_CORES", 1);
   return o;
 }
 

@@ -119,21 +119,23 @@ static kiln_graph *dense_gelu(int64_t m, int64_t k, int64_t n) {
 }
 
 /* Attention scores: q [b, h, s, d] @ transpose(kk [b, h, t, d]) -> [b, h, s, t], then * 0.125. */
-static kiln_graph *scores(int64_t b, int64_t h, int64_t s, int64_t t, int64_t d) {
+static kiln_graph *scores_typed(kiln_dtype dt, int64_t b, int64_t h, int64_t s, int64_t t, int64_t d) {
   int64_t qs[4] = { b, h, s, d }, ks[4] = { b, h, t, d };
   static const int perm[4] = { 0, 1, 3, 2 };
   kiln_graph *g;
   kiln_tensor q, kk, kt, y, c, z;
   OK(kiln_graph_create(&g));
-  OK(kiln_graph_input(g, "q", KILN_F32, 4, qs, &q));
-  OK(kiln_graph_input(g, "k", KILN_F32, 4, ks, &kk));
+  OK(kiln_graph_input(g, "q", dt, 4, qs, &q));
+  OK(kiln_graph_input(g, "k", dt, 4, ks, &kk));
   OK(kiln_graph_transpose(g, kk, perm, &kt));
   OK(kiln_graph_matmul(g, q, kt, &y));
-  OK(kiln_graph_scalar(g, KILN_F32, 0.125, &c));
+  OK(kiln_graph_scalar(g, dt, 0.125, &c));
   OK(kiln_graph_binary(g, KILN_MUL, y, c, &z));
   OK(kiln_graph_output(g, z, "z"));
   return g;
 }
+
+static kiln_graph *scores(int64_t b, int64_t h, int64_t s, int64_t t, int64_t d) { return scores_typed(KILN_F32, b, h, s, t, d); }
 
 /* conv(x [n, c, h, w], k [m, c, 3, 3], pads 1) + bias. */
 static kiln_graph *conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t m) {
@@ -224,7 +226,8 @@ static void compiles_opt(const Plans *r, const CgOptions *o, const char *what) {
   StrBuf src = { 0 };
   OK(cg_render_plan(r->p, &cg_dialect_cuda, o, NULL, &src));
   CHECK_MSG(src.s && (strstr(src.s, "__shared__ float As") || strstr(src.s, "__shared__ float4 Asv") ||
-                      strstr(src.s, "__shared__ uint16_t As") || strstr(src.s, "__shared__ unsigned As")),
+                      strstr(src.s, "__shared__ uint16_t As") || strstr(src.s, "__shared__ unsigned As") ||
+                      strstr(src.s, "__shared__ __align__(16) uint16_t As")),
             "%s: no tiled kernel in the source", what);
   void *bin = NULL;
   size_t n = 0;
@@ -260,6 +263,11 @@ static void test_mma_shapes(void) {
             CHECK_MSG(g.bm == 64 && g.bn == 64 && g.bk == 32 && g.tm == 4 && g.tn == 4 && g.kgroups == 1 && g.stages == 1 &&
                       g.splits == 1, "mma tile %dx%dx%d, %dx%d a thread, %d groups, %d splits", g.bm, g.bn, g.bk, g.tm, g.tn,
                       g.kgroups, g.splits);
+          /* 16-bit operands that are plain loads go straight to shared memory: x along k, w along n */
+          bool direct = want == CG_MMA_BF16 || want == CG_MMA_F16;
+          CHECK_MSG(g.direct == direct && (!direct || (g.da.kfast && !g.db.kfast && g.da.coef[2] == 1 && g.da.coef[0] == 768 &&
+                                                       g.db.coef[1] == 1 && g.db.coef[2] == 768)),
+                    "direct %d (a along k %d, b along k %d)", g.direct, g.da.kfast, g.db.kfast);
         }
         if (want && (on || ts[i] == KILN_F32)) compiles_opt(&r, &co, "mma tile");
         plans_free(&r);
@@ -277,6 +285,29 @@ static void test_mma_shapes(void) {
   compiles_opt(&r, &co, "mma tile, split-K");
   plans_free(&r);
   kiln_graph_free(gr);
+  /* tensor_cores 2: mma, every operand through registers; a transposed x goes straight to shared
+   * memory along m; a k of 129 (rows of 16-byte chunks would straddle) and an n of 300 do not */
+  ko.tensor_cores = 2;
+  OK(rt_codegen_options(&ko, &cg_dialect_cuda, &co));
+  gr = dense_typed(KILN_BF16, 1024, 768, 768, false, false);
+  r = plan_of(gr);
+  if (only_gemm_opt(&r, &co, &g, "bf16 dense, tensor_cores 2")) CHECK(g.mma == CG_MMA_BF16 && !g.direct);
+  plans_free(&r);
+  kiln_graph_free(gr);
+  ko.tensor_cores = 1;
+  OK(rt_codegen_options(&ko, &cg_dialect_cuda, &co));
+  static const struct { int64_t m, k, n; bool xt, direct; } dd[] = {
+    { 256, 64, 128, true, true }, { 257, 129, 136, false, false }, { 1000, 40, 300, false, false } };
+  for (int i = 0; i < 3; i++) {
+    gr = dense_typed(KILN_BF16, dd[i].m, dd[i].k, dd[i].n, dd[i].xt, false);
+    r = plan_of(gr);
+    if (only_gemm_opt(&r, &co, &g, "bf16 dense, direct or not"))
+      CHECK_MSG(g.mma == CG_MMA_BF16 && g.direct == dd[i].direct && (!g.direct || !g.da.kfast),
+                "%lldx%lldx%lld: direct %d", (long long)dd[i].m, (long long)dd[i].k, (long long)dd[i].n, g.direct);
+    if (i == 0) compiles_opt(&r, &co, "mma tile, A along m");
+    plans_free(&r);
+    kiln_graph_free(gr);
+  }
   /* the glsl dialect has no mma: its tiles stay f32 whatever the options */
   OK(rt_codegen_options(&ko, &cg_dialect_glsl, &co));
   gr = dense_typed(KILN_BF16, 1024, 768, 768, false, false);
@@ -573,9 +604,9 @@ static void check_typed(const char *what, kiln_graph *g, kiln_dtype t, int n_in,
 static void test_mma_values(bool sanitized) {
   static const struct { int64_t m, k, n; bool xt, batch; } d[] = {
     { 128, 784, 512, false, false }, { 1000, 40, 300, false, false }, { 257, 129, 130, true, false },
-    { 1024, 768, 768, false, false }, { 1024, 64, 1024, false, true } };
+    { 1024, 768, 768, false, false }, { 1024, 64, 1024, false, true }, { 256, 64, 128, true, false } };
   for (int t = 0; t < 2; t++)
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
       if (sanitized && i > 2) continue;
       kiln_dtype dt = t ? KILN_F16 : KILN_BF16;
       int64_t rows = d[i].m * (d[i].batch ? 2 : 1), ni = rows * d[i].k, no = rows * d[i].n;
@@ -583,6 +614,12 @@ static void test_mma_values(bool sanitized) {
       check_typed("mma relu(x@w+b)", g, dt, 1, &ni, 1, &no);
       kiln_graph_free(g);
     }
+  {  /* attention's scores through the heads' transposes, direct with batch vars */
+    int64_t ins[2] = { 2 * 3 * 40 * 64, 2 * 3 * 48 * 64 }, outs[1] = { 2 * 3 * 40 * 48 };
+    kiln_graph *g = scores_typed(KILN_BF16, 2, 3, 40, 48, 64);
+    check_typed("mma scores", g, KILN_BF16, 2, ins, 1, outs);
+    kiln_graph_free(g);
+  }
   setenv("KILN_TF32", "1", 1);
   tolerance = 2e-3;
   for (int i = 0; i < (sanitized ? 2 : 4); i++) {
