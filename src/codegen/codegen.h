@@ -203,11 +203,11 @@ typedef struct Dialect {
   const char *mma_stash[CG_MMA_COUNT];
   /* 16-bit mma operands read straight into shared memory (NULL cp_async: none): cp_async(void *dst,
    * const void *src, bool in) copies 16 bytes, zeros where !in, asynchronously; cp_commit() closes
-   * a group of them, cp_wait1() waits for all groups but the last one, cp_wait0() for all;
+   * a group of them, cp_wait (%d: n) waits for all groups but the last n, cp_wait0 for all;
    * ldmatrix[t] (t: 0 x2, 1 x2 transposed, 2 x4, 3 x4 transposed) loads 2 or 4 8 x 8 matrices of
    * 16-bit values from shared memory into fragment registers (unsigned &r0, ..., const void *row
-   * address of this lane); align16 before a shared array that must be 16-byte aligned */
-  const char *cp_async, *cp_commit, *cp_wait1, *cp_wait0, *ldmatrix[4], *align16;
+   * address of this lane) */
+  const char *cp_async, *cp_commit, *cp_wait, *cp_wait0, *ldmatrix[4];
   const char *unroll;             /* pragma before a loop to unroll fully: "#pragma unroll" */
   const char *vec4_type;          /* 16-byte vector of f32 (NULL: none, no VEC4 shape) */
   const char *vec4_lane[4];       /* the lanes' access suffixes: ".x", ".y", ".z", ".w" */
@@ -513,6 +513,8 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *g
 int64_t cg_gemm_blocks(const CgGemm *g);
 /* Static shared memory of the tile kernel's block: the staged tiles (and their buffers), the flag. */
 int64_t cg_gemm_smem(const CgGemm *g);
+/* Dynamic shared memory of the tile kernel's block (the stages of a direct mma tile; 0: none). */
+int64_t cg_gemm_dyn_smem(const CgGemm *g);
 /* Module-scope declarations kernel ki's GEMM needs before its function (split-K: the
  * partial tiles and per-tile arrival counts); nothing when it does not split. */
 void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out);

@@ -115,8 +115,7 @@ static const char prelude[] =
   "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(k_smem(dst)), \"l\"(src), \"r\"(in ? 16 : 0) : \"memory\");\n"
   "}\n"
   "KI void k_cp_commit() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n"
-  "KI void k_cp_wait1() { asm volatile(\"cp.async.wait_group 1;\" ::: \"memory\"); }\n"
-  "KI void k_cp_wait0() { asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\"); }\n"
+  "template <int N> KI void k_cp_wait() { asm volatile(\"cp.async.wait_group %0;\" :: \"n\"(N) : \"memory\"); }\n"
   "#define K_LDM(name, n, tr) \\\n"
   "KI void name(unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3, const void *p) { \\\n"
   "  if (n == 4) asm volatile(\"ldmatrix.sync.aligned.m8n8.x4\" tr \".shared.b16 {%0,%1,%2,%3}, [%4];\" \\\n"
@@ -182,8 +181,8 @@ const Dialect cg_dialect_cuda = {
   .mma = { [CG_MMA_BF16] = "k_mma_bf16", [CG_MMA_F16] = "k_mma_f16", [CG_MMA_TF32] = "k_mma_tf32" },
   .mma_elem = { [CG_MMA_BF16] = "uint16_t", [CG_MMA_F16] = "uint16_t", [CG_MMA_TF32] = "unsigned" },
   .mma_stash = { [CG_MMA_BF16] = "k_bbits(%s)", [CG_MMA_F16] = "k_hbits(%s)", [CG_MMA_TF32] = "k_tf32(%s)" },
-  .cp_async = "k_cp16", .cp_commit = "k_cp_commit();", .cp_wait1 = "k_cp_wait1();", .cp_wait0 = "k_cp_wait0();",
-  .ldmatrix = { "k_ldm2", "k_ldm2t", "k_ldm4", "k_ldm4t" }, .align16 = "__align__(16) ",
+  .cp_async = "k_cp16", .cp_commit = "k_cp_commit();", .cp_wait = "k_cp_wait<%d>();", .cp_wait0 = "k_cp_wait<0>();",
+  .ldmatrix = { "k_ldm2", "k_ldm2t", "k_ldm4", "k_ldm4t" },
   .unroll = "#pragma unroll",
   .vec4_type = "float4",
   .vec4_lane = { ".x", ".y", ".z", ".w" },

@@ -112,6 +112,9 @@ enum { KG_TM = 4, KG_TN = 4, KG_THREADS = CG_GEMM_THREADS / 4 };
 /* mma tiles: k-tiles of 32 (two k16 steps of bf16/f16, four k8 of TF32); the shared rows padded by
  * 16 bytes, so that a warp's fragment reads (8 rows x 4 words) fall in 32 distinct banks */
 enum { MMA_BK = 32 };
+/* direct tiles: k-tiles in flight (the copies of three while one is multiplied: a k-tile of a
+ * 128 x 128 tile is about 0.1 us of mma, an HBM read several times that) */
+enum { DIRECT_STAGES = 4 };
 static int mma_pad(const CgGemm *g) { return g->mma == CG_MMA_TF32 ? 4 : 8; }
 static int mma_esize(const CgGemm *g) { return g->mma == CG_MMA_TF32 ? 4 : 2; }
 
@@ -313,10 +316,16 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   return true;
 }
 
+/* Bytes of one stage of a direct tile's operands: rows along k (x by bk + 8) or along x (bk by x + 8). */
+static int64_t direct_stage_bytes(const CgGemm *g) {
+  return 2 * ((int64_t)(g->da.kfast ? g->bm * (g->bk + 8) : g->bk * (g->bm + 8)) +
+              (g->db.kfast ? g->bn * (g->bk + 8) : g->bk * (g->bn + 8)));
+}
+
+int64_t cg_gemm_dyn_smem(const CgGemm *g) { return g->direct ? DIRECT_STAGES * direct_stage_bytes(g) + 16 : 0; }
+
 int64_t cg_gemm_smem(const CgGemm *g) {
-  if (g->direct)  /* two stages of each operand, rows along k (x by bk + 8) or along x (bk by x + 8) */
-    return 2 * 2 * ((int64_t)(g->da.kfast ? g->bm * (g->bk + 8) : g->bk * (g->bm + 8)) +
-                    (g->db.kfast ? g->bn * (g->bk + 8) : g->bk * (g->bn + 8))) + 16;
+  if (g->direct) return 16;  /* the split-K flag; the stages are dynamic (cg_gemm_dyn_smem) */
   if (g->mma) return (int64_t)mma_esize(g) * (g->bm + g->bn) * (g->bk + mma_pad(g)) + 16;
   int pad = g->kgroups > 1 ? 4 : 32 / g->bk, bufs = g->stages > 1 ? 2 : 1;
   return 4 * (int64_t)bufs * g->bk * (g->bm + g->n_b * g->bn + (1 + g->n_b) * pad) + 16 +
@@ -349,13 +358,7 @@ static int kg_stride(const CgGemm *g) { return g->bm + 4; }  /* floats per row; 
  * land in 32 distinct banks. */
 static int tile_decls(const CgGemm *g, const Dialect *d, char out[3 + CG_GEMM_MAX_B][160]) {
   const char *F = d->value_type[KILN_F32], *bufs = g->stages > 1 ? "[2]" : "";
-  if (g->direct) {  /* two stages; each operand as it lies in memory, along k or along its own x */
-    snprintf(out[0], 160, "%s %s%s As[2][%d][%d];", d->shared_qual, d->align16, d->mma_elem[g->mma], g->da.kfast ? g->bm : g->bk,
-             g->da.kfast ? g->bk + 8 : g->bm + 8);
-    snprintf(out[1], 160, "%s %s%s Bs[2][%d][%d];", d->shared_qual, d->align16, d->mma_elem[g->mma], g->db.kfast ? g->bn : g->bk,
-             g->db.kfast ? g->bk + 8 : g->bn + 8);
-    return 2;
-  }
+  if (g->direct) return 0;  /* views of the dynamic shared array (direct_declare) */
   if (g->mma) {  /* rows along k: As[m][k], Bs[n][k], each fragment register one 32-bit read */
     snprintf(out[0], 160, "%s %s As[%d][%d];", d->shared_qual, d->mma_elem[g->mma], g->bm, g->bk + mma_pad(g));
     snprintf(out[1], 160, "%s %s Bs[%d][%d];", d->shared_qual, d->mma_elem[g->mma], g->bn, g->bk + mma_pad(g));
@@ -791,28 +794,53 @@ static void direct_multiply(const CgEmit *em, const CgGemm *g, const char *st) {
   cg_close(em);
 }
 
-/* The k loop of a direct mma tile over the block's span kbeg .. kend. */
+/* The stages of a direct tile as views of the dynamic shared array: As[stage][row][col]. */
+static void direct_declare(const CgEmit *em, const CgGemm *g) {
+  const Dialect *d = em->d;
+  const char *E = d->mma_elem[g->mma];
+  int ar = g->da.kfast ? g->bm : g->bk, ac = g->da.kfast ? g->bk + 8 : g->bm + 8;
+  int br = g->db.kfast ? g->bn : g->bk, bc = g->db.kfast ? g->bk + 8 : g->bn + 8;
+  cg_put(em, "%s", d->dyn_shared);  /* its base rounded up to 16 bytes (cg_gemm_dyn_smem adds them) */
+  cg_put(em, "%s *kd = (%s *)(((unsigned long long)%s + 15) & ~15ull);", E, E, d->dyn_shared_name);
+  cg_put(em, "%s (*As)[%d][%d] = (%s (*)[%d][%d])kd;", E, ar, ac, E, ar, ac);
+  cg_put(em, "%s (*Bs)[%d][%d] = (%s (*)[%d][%d])(kd + %d);", E, br, bc, E, br, bc, DIRECT_STAGES * ar * ac);
+}
+
+/* The k loop of a direct mma tile over the block's span kbeg .. kend: the copies of the first
+ * DIRECT_STAGES - 1 k-tiles, then per k-tile t: wait for its copies, one barrier (every warp is
+ * done with t - 1, whose stage the copies of t + DIRECT_STAGES - 1 now refill), and multiply. */
 static void direct_loop(const CgEmit *em, const Kernel *k, const CgGemm *g) {
   const Dialect *d = em->d;
   const char *I = d->index_type;
+  int P = DIRECT_STAGES;
+  char at[64], wait[64];
   cg_put(em, "const %s nkt = (kend - kbeg + %d) / %d;", I, g->bk - 1, g->bk);
-  direct_issue(em, k, g, &g->da, CG_ROLE_M, "As", "kbeg", "0");
-  direct_issue(em, k, g, &g->db, CG_ROLE_N, "Bs", "kbeg", "0");
-  cg_put(em, "%s", d->cp_commit);
+  for (int s = 0; s < P - 1; s++) {
+    char st[8];
+    snprintf(at, sizeof at, "kbeg + %d", s * g->bk);
+    snprintf(st, sizeof st, "%d", s);
+    cg_open(em, "if (%d < nkt) {", s);
+    direct_issue(em, k, g, &g->da, CG_ROLE_M, "As", at, st);
+    direct_issue(em, k, g, &g->db, CG_ROLE_N, "Bs", at, st);
+    cg_close(em);
+    cg_put(em, "%s", d->cp_commit);
+  }
   cg_open(em, "for (%s t = 0; t < nkt; t++) {", I);
-  cg_open(em, "if (t + 1 < nkt) {");
-  cg_put(em, "const %s kn = kbeg + (t + 1) * %d;", I, g->bk);
-  cg_put(em, "const int sn = (int)((t + 1) & 1);");
+  snprintf(wait, sizeof wait, d->cp_wait, P - 2);
+  cg_put(em, "%s", wait);  /* the groups of t + 1 .. t + P - 2 may still be in flight */
+  cg_put(em, "%s", d->barrier);
+  cg_open(em, "if (t + %d < nkt) {", P - 1);
+  cg_put(em, "const %s kn = kbeg + (t + %d) * %d;", I, P - 1, g->bk);
+  cg_put(em, "const int sn = (int)((t + %d) %% %d);", P - 1, P);
   direct_issue(em, k, g, &g->da, CG_ROLE_M, "As", "kn", "sn");
   direct_issue(em, k, g, &g->db, CG_ROLE_N, "Bs", "kn", "sn");
   cg_close(em);
-  cg_put(em, "%s", d->cp_commit);  /* an empty group past the last tile keeps wait1's count */
-  cg_put(em, "%s", d->cp_wait1);
-  cg_put(em, "%s", d->barrier);
-  cg_put(em, "const int st = (int)(t & 1);");
+  cg_put(em, "%s", d->cp_commit);  /* an empty group near the end keeps the wait's count */
+  cg_put(em, "const int st = (int)(t %% %d);", P);
   direct_multiply(em, g, "st");
-  cg_put(em, "%s", d->barrier);  /* every warp done with stage st before the copies after next refill it */
   cg_close(em);
+  cg_put(em, "%s", d->cp_wait0);
+  cg_put(em, "%s", d->barrier);  /* no copy in flight, every warp done, before the next tile's */
 }
 
 /* One step of adding the groups' tiles: where cond, stmt on each of the thread's KG_TM x KG_TN
@@ -968,6 +996,7 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   if (dbl && g->kgroups > 1) sa[0] = "As0", sa[1] = "As1", sb[0] = "Bs0", sb[1] = "Bs1";
   else if (dbl) sa[0] = "As[0]", sa[1] = "As[1]", sb[0] = "Bs[0]", sb[1] = "Bs[1]";
   if (g->kgroups > 1) kg_declare(em, g);
+  else if (g->direct) direct_declare(em, g);
   else if (!d->shared_at_module) {
     char decl[3 + CG_GEMM_MAX_B][160];
     for (int i = 0, n = tile_decls(g, d, decl); i < n; i++) cg_put(em, "%s", decl[i]);

@@ -79,6 +79,8 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     KILN_ASSERT(ok);
     l->block = CG_GEMM_THREADS;
     l->grid = cg_gemm_blocks(&g);
+    l->smem = (int)cg_gemm_dyn_smem(&g);
+    if (l->smem > 48 * 1024) l->smem_carveout = SMEM_CARVEOUT_ALL;
     static const char *const mma_name[CG_MMA_COUNT] = { "", "bf16", "f16", "tf32" };
     int n = g.mma ? snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%s mma, warps of %dx%d%s)", g.bm, g.bn, mma_name[g.mma],
                              g.bm / 2, g.bn / 4, g.direct ? ", operands copied straight to shared" : "")

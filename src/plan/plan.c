@@ -282,6 +282,22 @@ static const char *epilogue_tie(Ctx *c, int s, const LoadList *ll) {
              te->stages[first].op >= 0 && te->stages[first].op < OP_COUNT ? op_names[te->stages[first].op] : "?");
 }
 
+/* Is s a reduction's result (its f32 sum) rounded to f16 or bf16, point for point? Inlined, each
+ * reader in another kernel would load the f32 sum, twice the bytes, and round it again; kept, it
+ * joins the reduction's kernel (same space) and is stored narrow where another kernel reads it,
+ * a plain 16-bit load that tensor-core tiles copy straight into shared memory. */
+static bool narrows_reduction(Ctx *c, int s) {
+  const Stage *S = &c->te->stages[s];
+  const Expr *b = c->ib[s];
+  if ((S->dtype != KILN_BF16 && S->dtype != KILN_F16) || b->kind != EX_CAST || b->args[0]->kind != EX_LOAD) return false;
+  const Expr *L = b->args[0];
+  const Stage *R = &c->te->stages[L->src];
+  if (R->kind != ST_REDUCE || R->rank != S->rank || memcmp(R->shape, S->shape, sizeof(int64_t) * (size_t)S->rank)) return false;
+  for (int i = 0; i < L->n_args; i++)
+    if (L->args[i]->kind != EX_VAR || L->args[i]->var != i) return false;
+  return true;
+}
+
 /* Why injective stage s must be materialised, or NULL to inline it. *recompute: the reason
  * is the recompute rule (not an output, assign, opaque reader or budget). */
 static const char *must_materialise(Ctx *c, int s, LoadList *ll, bool *recompute) {
@@ -298,6 +314,7 @@ static const char *must_materialise(Ctx *c, int s, LoadList *ll, bool *recompute
   if (loads_of(c->ib[s], ll)) return "out of memory";
   int nin = distinct_stages(ll, te);
   if (nin > p->opt.max_inputs) return fmt(p, "budget: %d inputs", nin);
+  if (!arith && narrows_reduction(c, s)) return "a reduction's result rounded to 16 bits where it is computed";
   if (!arith) return NULL;  /* pure movement: free to recompute anywhere */
   if (c->force && c->force[s]) return NULL;
   *recompute = true;
@@ -1268,14 +1285,31 @@ static void count_reader(const Expr *load, void *ctx) {
   readers[load->src]++;
 }
 
-/* The var permutation of a stage whose body is one load of a reduction at permuted vars
- * (transpose(att @ v) before the heads are merged): perm[i] is the var of the load's arg i;
- * false for any other body, or the identity. */
+/* The reduction stage r is, or whose result r rounds to f16/bf16 point for point (a bf16
+ * contraction's sum, then its output); -1 for anything else. */
+static int sum_of(const TE *te, int r) {
+  const Stage *R = &te->stages[r];
+  if (R->kind == ST_REDUCE) return r;
+  const Expr *b = R->body;
+  if (R->kind != ST_INJECTIVE || (R->dtype != KILN_BF16 && R->dtype != KILN_F16) || !b || b->kind != EX_CAST ||
+      b->args[0]->kind != EX_LOAD)
+    return -1;
+  const Expr *L = b->args[0];
+  const Stage *S = &te->stages[L->src];
+  if (S->kind != ST_REDUCE || S->rank != R->rank || L->n_args != R->rank) return -1;
+  for (int i = 0; i < L->n_args; i++)
+    if (L->args[i]->kind != EX_VAR || L->args[i]->var != i || S->shape[i] != R->shape[i]) return -1;
+  return L->src;
+}
+
+/* The var permutation of a stage whose body is one load of a reduction (or of its rounding to
+ * 16 bits, sum_of) at permuted vars (transpose(att @ v) before the heads are merged): perm[i] is
+ * the var of the load's arg i; false for any other body, or the identity. */
 static bool permuted_load(const TE *te, const Stage *T, int perm[KILN_MAX_RANK]) {
   const Expr *L = T->body;
   if (T->kind != ST_INJECTIVE || !L || L->kind != EX_LOAD) return false;
   const Stage *R = &te->stages[L->src];
-  if (R->kind != ST_REDUCE || R->rank != T->rank || L->n_args != T->rank) return false;
+  if (sum_of(te, L->src) < 0 || R->rank != T->rank || L->n_args != T->rank) return false;
   bool seen[KILN_MAX_RANK] = { false }, identity = true;
   for (int i = 0; i < T->rank; i++) {
     const Expr *a = L->args[i];
@@ -1304,16 +1338,18 @@ static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
     Stage *T = &te->stages[s];
     int perm[KILN_MAX_RANK];
     if (!permuted_load(te, T, perm)) continue;
-    int r = T->body->src, k = p->kernel_of[r];
+    int r = T->body->src, k = p->kernel_of[r], r0 = sum_of(te, r);  /* r0: the sum itself (r, or the sum r rounds) */
     bool kept = readers[r] != 1 || plan_is_output(p, r) || k < 0 || p->kernels[k].chain != 0;
-    for (int i = 0; i < te->n_assigns && !kept; i++) kept = te->assigns[i].value == r || te->assigns[i].param == r;
+    if (r0 != r) kept = kept || readers[r0] != 1 || plan_is_output(p, r0) || p->kernel_of[r0] != k;
+    for (int i = 0; i < te->n_assigns && !kept; i++)
+      kept = te->assigns[i].value == r || te->assigns[i].param == r || te->assigns[i].value == r0 || te->assigns[i].param == r0;
     if (kept) continue;
     if (!reader) {
       reader = kiln_malloc(((size_t)te->n_stages + 1) * sizeof *reader);
       if (!reader) { kiln_free(readers); return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); }
       for (int i = 0; i < te->n_stages; i++) reader[i] = -1;
     }
-    Stage *R = &te->stages[r];
+    Stage *R = &te->stages[r0];
     Expr *map[KILN_MAX_RANK], *at[KILN_MAX_RANK];
     for (int i = 0; i < T->rank; i++) map[i] = te_var(te, perm[i]), at[i] = te_var(te, i);
     Expr *body = te_substitute(te, R->body, map, T->rank), *view = te_load(te, r, T->rank, at);
@@ -1323,6 +1359,7 @@ static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
     }
     R->body = body;
     memcpy(R->shape, T->shape, sizeof R->shape);
+    if (r0 != r) memcpy(te->stages[r].shape, T->shape, sizeof R->shape);  /* its identity rounding keeps reading R */
     T->body = view;
     reader[r] = s;
   }

@@ -227,7 +227,7 @@ static void compiles_opt(const Plans *r, const CgOptions *o, const char *what) {
   OK(cg_render_plan(r->p, &cg_dialect_cuda, o, NULL, &src));
   CHECK_MSG(src.s && (strstr(src.s, "__shared__ float As") || strstr(src.s, "__shared__ float4 Asv") ||
                       strstr(src.s, "__shared__ uint16_t As") || strstr(src.s, "__shared__ unsigned As") ||
-                      strstr(src.s, "__shared__ __align__(16) uint16_t As")),
+                      strstr(src.s, "(*As)[")),
             "%s: no tiled kernel in the source", what);
   void *bin = NULL;
   size_t n = 0;
