@@ -375,8 +375,8 @@ typedef struct kiln_options {
   int tensor_cores;     /* cuda: 1 (default) a generated contraction of bf16 or f16 operands runs on the
                            tensor cores (warp-level mma, f32 accumulation, the same tiles, split-K and
                            epilogues), operands that are plain loads copied straight into shared memory;
-                           2 the same with every operand through registers, 3 with tiles picked for one
-                           block a multiprocessor, not four (races); 0 the f32 tiles of
+                           2 the same with every operand through registers, 3 with tiles picked for four
+                           blocks a multiprocessor, not one (races; both slower on the H200); 0 the f32 tiles of
                            every other contraction ($KILN_TENSOR_CORES). f32 operands take them only
                            where tf32 allows */
 } kiln_options;

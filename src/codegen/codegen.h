@@ -286,8 +286,8 @@ typedef struct CgOptions {
   bool cpu_expand_all;  /* loop dialects: expansions join their windows whatever their size (KILN_CPU_EXPAND=2) */
   bool mma_half;        /* GEMM tiles: contractions of bf16/f16 operands on the dialect's mma (tensor cores) */
   bool mma_tf32;        /* ... and of f32 operands, rounded to TF32 (kiln_options.tf32) */
-  bool mma_few_blocks;  /* ... their tiles picked for about one block a multiprocessor, as the f32 tiles are
-                           (kiln_options.tensor_cores 3, a race), not four */
+  bool mma_many_blocks; /* ... their tiles picked for about four blocks a multiprocessor, not one as the f32
+                           tiles are (kiln_options.tensor_cores 3: raced, slower on the H200) */
   bool mma_direct;      /* ... 16-bit operands that are plain affine loads read straight into shared memory
                            (CgGemm.direct; kiln_options.tensor_cores 2: through registers like any operand) */
   bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2

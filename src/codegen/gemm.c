@@ -115,7 +115,7 @@ enum { MMA_BK = 32 };
 /* direct tiles: k-tiles in flight (the copies of three while one is multiplied: a k-tile of a
  * 128 x 128 tile is about 0.1 us of mma, an HBM read several times that) */
 enum { DIRECT_STAGES = 4 };
-enum { MMA_BLOCKS = 4 * ENOUGH_BLOCKS };  /* mma tiles: blocks to launch, about four a multiprocessor */
+enum { MMA_BLOCKS = 4 * ENOUGH_BLOCKS };  /* mma tiles under tensor_cores 3: about four blocks a multiprocessor */
 static int mma_pad(const CgGemm *g) { return g->mma == CG_MMA_TF32 ? 4 : 8; }
 static int mma_esize(const CgGemm *g) { return g->mma == CG_MMA_TF32 ? 4 : 2; }
 
@@ -141,8 +141,7 @@ static int64_t splits_for(const CgGemm *g, int c) {
  * that still leaves the chip under-filled. CG_SPLITK_WIDE (being raced): when 32x32
  * would split, the largest tile whose splits give a block per multiprocessor instead
  * (fewer, longer-per-thread blocks: 4x4 outputs a thread rather than 2x2). */
-static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_few) {
-  int64_t want = mma_few ? ENOUGH_BLOCKS : MMA_BLOCKS;  /* mma tiles: blocks to aim for */
+static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many) {
   bool off = splitk == CG_SPLITK_OFF, wide = splitk == CG_SPLITK_WIDE;
   int c = g->n_b > 1 ? 1 : 0;  /* siblings: 64 outputs a thread per sum would not fit in registers */
   while (c < 2 && tiles_of(g, c) < ENOUGH_BLOCKS) c++;
@@ -151,25 +150,26 @@ static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_few) {
     int64_t ws = splits_for(g, w);
     if (tiles_of(g, w) * ws >= ENOUGH_BLOCKS) { c = w, splits = ws; break; }
   }
+  if (g->mma && mma_many) {
+    /* the race's other rule (kiln_options.tensor_cores 3): about four blocks a multiprocessor,
+     * the 128 x 128 tile where that still gives MMA_BLOCKS tiles, else 64 x 64 (32 x 32 where
+     * those are too few for the chip), split along K towards MMA_BLOCKS blocks. On the H200 it
+     * lost (bert_layer_b8s128_bf16 0.215 against 0.187 ms, mlp_fwd_b4096_bf16 0.068 against 0.058):
+     * its 64 x 64 tiles' warps spend more on copies and fragments a multiply-add */
+    c = tiles_of(g, 0) >= MMA_BLOCKS ? 0 : tiles_of(g, 1) >= ENOUGH_BLOCKS ? 1 : 2;
+    int64_t tiles = tiles_of(g, c);
+    splits = off || tiles >= MMA_BLOCKS ? 1 : (MMA_BLOCKS + tiles - 1) / tiles;
+    if (splits > MAX_SPLITS) splits = MAX_SPLITS;
+    while (splits > 1 && (double)splits * (double)tiles * tile_cfg[c][0] * tile_cfg[c][1] * 4 > SPLIT_WS_BYTES) splits--;
+  }
   const int *t = c == 2 && !kgroups ? tile_flat32 : tile_cfg[c];
   g->bm = t[0], g->bn = t[1], g->bk = t[2], g->tm = t[3], g->tn = t[4];
   g->kgroups = t[5];
-  if (g->mma) {
-    /* a block's 8 warps hide their latencies only beside other blocks on the multiprocessor (on
-     * the H200 128 x 128 tiles at about one block a multiprocessor reached 90-107 TFLOP/s): the
-     * 128 x 128 tile where that still gives MMA_BLOCKS tiles, else 64 x 64 (32 x 32 where those
-     * are too few for the chip), split along K towards MMA_BLOCKS blocks */
-    c = tiles_of(g, 0) >= want ? 0 : tiles_of(g, 1) >= ENOUGH_BLOCKS ? 1 : 2;
-    t = tile_cfg[c];
-    g->bm = t[0], g->bn = t[1];
-    int64_t tiles = tiles_of(g, c), kt = (g->K + MMA_BK - 1) / MMA_BK;
-    splits = off || tiles >= want ? 1 : (want + tiles - 1) / tiles;
-    if (splits > kt / MIN_SPAN_TILES) splits = kt / MIN_SPAN_TILES;
-    if (splits > MAX_SPLITS) splits = MAX_SPLITS;
-    while (splits > 1 && (double)splits * (double)tiles * g->bm * g->bn * 4 > SPLIT_WS_BYTES) splits--;
-    if (splits < 1) splits = 1;
-    /* 2 x 4 warps, each (bm / 2) x (bn / 4) in 16 x 8 mma tiles: 2 x 2 fragments of each */
+  if (g->mma) {  /* 2 x 4 warps, each (bm / 2) x (bn / 4) in 16 x 8 mma tiles: 2 x 2 fragments of each */
+    g->bm = tile_cfg[c][0], g->bn = tile_cfg[c][1];
     g->bk = MMA_BK, g->tm = g->bm / 16, g->tn = g->bn / 16, g->kgroups = 1;
+    int64_t kt = (g->K + MMA_BK - 1) / MMA_BK;
+    if (splits > kt / MIN_SPAN_TILES) splits = kt / MIN_SPAN_TILES > 1 ? kt / MIN_SPAN_TILES : 1;
   }
   int64_t ktiles = (g->K + g->bk - 1) / g->bk, span_tiles = (ktiles + splits - 1) / splits;
   g->kspan = span_tiles * g->bk;
@@ -306,7 +306,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   /* worth a tile: both sides at least 8 wide, and either enough small tiles to spread over
    * the chip or a shape the one-block-per-output reduction does not take */
   if (g.M < 8 || g.N < 8 || g.K < 4) return false;
-  pick_tile(&g, o->splitk, o->gemm_kgroups, o->mma_few_blocks);
+  pick_tile(&g, o->splitk, o->gemm_kgroups, o->mma_many_blocks);
   /* few tiles: one block per output row-reduces instead, unless split-K gives the tiles
    * enough blocks (a batch-32 layer of 784 inputs: 4 tiles x 9 spans) */
   int64_t small_tiles = tiles_of(&g, 2);

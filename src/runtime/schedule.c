@@ -566,7 +566,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   g->mma_half = o->tensor_cores && d && d->mma[CG_MMA_BF16];
   g->mma_tf32 = o->tf32 && d && d->mma[CG_MMA_TF32];
   g->mma_direct = d && d->cp_async && (o->tensor_cores == 1 || o->tensor_cores == 3);
-  g->mma_few_blocks = o->tensor_cores == 3;
+  g->mma_many_blocks = o->tensor_cores == 3;
   g->library = o->cublaslt != 0;
   g->library_all = o->cublaslt == 2;
   /* loop dialects (cpu): the packed micro-kernel wins from small products on (this cpu's race) */

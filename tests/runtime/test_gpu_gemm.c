@@ -241,10 +241,10 @@ static void compiles_opt(const Plans *r, const CgOptions *o, const char *what) {
 static void compiles(const Plans *r, const char *what) { compiles_opt(r, NULL, what); }
 
 /* Tensor cores: bf16 and f16 products take mma tiles under the cuda options (64x64 tiles of
- * 8 warps of 32x16, k-tiles of 32, 4x4 accumulator values a thread; 192 tiles split along K in
- * 3 spans towards 512 blocks), f32 ones only where tf32 allows; tensor_cores 0 turns the 16-bit
- * ones off, 3 picks tiles for one block a multiprocessor (no split here). Each kind's source
- * compiles for sm_90. */
+ * 8 warps of 32x16, k-tiles of 32, 4x4 accumulator values a thread; 192 tiles, enough for the
+ * chip), f32 ones only where tf32 allows; tensor_cores 0 turns the 16-bit ones off, 3 picks
+ * tiles for four blocks a multiprocessor (3 spans of K here). Each kind's source compiles for
+ * sm_90. */
 static void test_mma_shapes(void) {
   static const kiln_dtype ts[3] = { KILN_BF16, KILN_F16, KILN_F32 };
   for (int i = 0; i < 3; i++)
@@ -262,7 +262,7 @@ static void test_mma_shapes(void) {
           CHECK_MSG(g.mma == want, "dtype %d tf32 %d tensor_cores %d: mma %d, expected %d", ts[i], tf, on, g.mma, want);
           if (want)
             CHECK_MSG(g.bm == 64 && g.bn == 64 && g.bk == 32 && g.tm == 4 && g.tn == 4 && g.kgroups == 1 && g.stages == 1 &&
-                      g.splits == 3 && g.kspan == 256, "mma tile %dx%dx%d, %dx%d a thread, %d groups, %d splits", g.bm, g.bn, g.bk, g.tm, g.tn,
+                      g.splits == 1, "mma tile %dx%dx%d, %dx%d a thread, %d groups, %d splits", g.bm, g.bn, g.bk, g.tm, g.tn,
                       g.kgroups, g.splits);
           /* 16-bit operands that are plain loads go straight to shared memory: x along k, w along n */
           bool direct = want == CG_MMA_BF16 || want == CG_MMA_F16;
@@ -280,18 +280,19 @@ static void test_mma_shapes(void) {
   kiln_graph *gr = dense_typed(KILN_BF16, 128, 784, 512, false, false);
   Plans r = plan_of(gr);
   CgGemm g;
-  if (only_gemm_opt(&r, &co, &g, "bf16 dense, split-K"))  /* 64 tiles of 32x32: 7 spans of 4 k-tiles of 32 (448 blocks) */
-    CHECK_MSG(g.mma == CG_MMA_BF16 && g.bm == 32 && g.tm == 2 && g.splits == 7 && g.kspan == 128, "mma %d, %dx%d, splits %d of %lld",
+  if (only_gemm_opt(&r, &co, &g, "bf16 dense, split-K"))  /* as the f32 tiles: 4 spans of 7 k-tiles of 32 */
+    CHECK_MSG(g.mma == CG_MMA_BF16 && g.bm == 32 && g.tm == 2 && g.splits == 4 && g.kspan == 224, "mma %d, %dx%d, splits %d of %lld",
               g.mma, g.bm, g.bn, g.splits, (long long)g.kspan);
   compiles_opt(&r, &co, "mma tile, split-K");
   plans_free(&r);
   kiln_graph_free(gr);
-  ko.tensor_cores = 3;  /* one block a multiprocessor: 64x64 tiles (192 of them), no split */
+  ko.tensor_cores = 3;  /* four blocks a multiprocessor: 64x64 tiles (192 of them) in 3 spans of 8 k-tiles */
   OK(rt_codegen_options(&ko, &cg_dialect_cuda, &co));
   gr = dense_typed(KILN_BF16, 1024, 768, 768, false, false);
   r = plan_of(gr);
   if (only_gemm_opt(&r, &co, &g, "bf16 dense, tensor_cores 3"))
-    CHECK_MSG(g.mma == CG_MMA_BF16 && g.direct && g.bm == 64 && g.splits == 1, "mma %d, %dx%d, splits %d", g.mma, g.bm, g.bn, g.splits);
+    CHECK_MSG(g.mma == CG_MMA_BF16 && g.direct && g.bm == 64 && g.splits == 3 && g.kspan == 256, "mma %d, %dx%d, splits %d", g.mma,
+              g.bm, g.bn, g.splits);
   plans_free(&r);
   kiln_graph_free(gr);
   /* tensor_cores 2: mma, every operand through registers; a transposed x goes straight to shared
@@ -621,7 +622,7 @@ static void test_mma_values(bool sanitized) {
       int64_t rows = d[i].m * (d[i].batch ? 2 : 1), ni = rows * d[i].k, no = rows * d[i].n;
       kiln_graph *g = dense_typed(dt, d[i].m, d[i].k, d[i].n, d[i].xt, d[i].batch);
       check_typed("mma relu(x@w+b)", g, dt, 1, &ni, 1, &no);
-      if (d[i].batch) {  /* tiles for one block a multiprocessor: 128x128 */
+      if (d[i].batch) {  /* tiles for four blocks a multiprocessor: 64x64 (one: 128x128) */
         setenv("KILN_TENSOR_CORES", "3", 1);
         check_typed("mma relu(x@w+b), 128x128 tiles", g, dt, 1, &ni, 1, &no);
         unsetenv("KILN_TENSOR_CORES");
