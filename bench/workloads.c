@@ -215,10 +215,11 @@ static kiln_status mlp_train(Workload *w, int64_t b) {
   for (kiln_tensor t = 0; found < 4 && t < 64; t++) {
     int rank;
     int64_t sh[KILN_MAX_RANK];
-    if (kiln_tensor_shape(w->g, t, &rank, sh)) break;
-    if ((rank == 2 && ((sh[0] == 784 && sh[1] == 128) || (sh[0] == 128 && sh[1] == 10))) ||
-        (rank == 1 && (sh[0] == 128 || sh[0] == 10)))
-      params[found++] = t;
+    kiln_dtype dt;
+    if (kiln_tensor_shape(w->g, t, &rank, sh) || kiln_tensor_dtype(w->g, t, &dt)) break;
+    bool shaped = (rank == 2 && ((sh[0] == 784 && sh[1] == 128) || (sh[0] == 128 && sh[1] == 10))) ||
+                  (rank == 1 && (sh[0] == 128 || sh[0] == 10));
+    if (shaped && dt == KILN_F32) params[found++] = t;  /* not the bf16 copies autocast makes of them */
   }
   if (found != 4) return KILN_ERR_INVALID_ARG;
   TRY(kiln_graph_sgd(w->g, loss, 4, params, 0.01, 0.0, upd));
@@ -344,10 +345,13 @@ kiln_status wl_build(const char *name, Workload *w) {
   snprintf(base, sizeof base, "%s", name);
   size_t len = strlen(base);
   wl_dtype = KILN_F32;
-  if (len > 5 && !strcmp(base + len - 5, "_bf16")) wl_dtype = KILN_BF16, base[len - 5] = 0;
+  bool amp = len > 8 && !strcmp(base + len - 8, "_bf16amp");  /* f32 graph, bf16 contractions (autocast) */
+  if (amp) base[len - 8] = 0;
+  else if (len > 5 && !strcmp(base + len - 5, "_bf16")) wl_dtype = KILN_BF16, base[len - 5] = 0;
   else if (len > 4 && !strcmp(base + len - 4, "_f16")) wl_dtype = KILN_F16, base[len - 4] = 0;
   name = base;
   kiln_status st = kiln_graph_create(&w->g);
+  if (!st && amp) st = kiln_graph_set_autocast(w->g, KILN_BF16);
   if (st) return st;
   const char *e;
   int64_t a, b, c;

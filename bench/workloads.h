@@ -3,7 +3,9 @@
  * public C API, shared by the benchmark (bench/bench.c), `kiln plan` and the tests.
  * A name picks the workload and its shape: chain10_<N>[K|M], softmax_<R>x<C>,
  * logsoftmax_<R>x<C>, layernorm_<R>x<C>, linear_relu_<M>x<K>x<N>, siblings_<M>x<K>x<N>, mlp_fwd_b<B>,
- * mlp_train_b<B>, cnn_train_b<B>, bert_layer_b<B>s<S>. Inputs are filled with deterministic standard-normal data.
+ * mlp_train_b<B>, cnn_train_b<B>, bert_layer_b<B>s<S>; a suffix _bf16 (_f16) makes every tensor bf16 (f16),
+ * _bf16amp every contraction bf16 with f32 results (kiln_graph_set_autocast). Inputs are filled with
+ * deterministic standard-normal data.
  */
 #ifndef KILN_WORKLOADS_H
 #define KILN_WORKLOADS_H

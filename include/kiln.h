@@ -231,6 +231,14 @@ kiln_status kiln_graph_label_encode(kiln_graph *g, kiln_tensor x, kiln_dtype key
 /* Prints the graph, one node per line. */
 void kiln_graph_print(const kiln_graph *g, FILE *f);
 
+/* Mixed precision (autocast): with t KILN_BF16 or KILN_F16, every contraction built afterwards on f32
+ * operands (kiln_graph_matmul, kiln_graph_conv with its bias) takes copies of its operands in t and
+ * gives an f32 result (the product rounded to t, then widened), as PyTorch's autocast does; the
+ * gradients kiln_graph_grad builds through it are t contractions too (a cast's gradient is cast
+ * back). Everything else (losses, normalisations, parameters and their updates) stays f32.
+ * KILN_F32 turns it off (the default). Any other t is KILN_ERR_INVALID_ARG. */
+kiln_status kiln_graph_set_autocast(kiln_graph *g, kiln_dtype t);
+
 /* Autodiff: grads[i] = d loss / d wrt[i]; loss must be a scalar (any rank with one element) float. */
 kiln_status kiln_graph_grad(kiln_graph *g, kiln_tensor loss, int n, const kiln_tensor *wrt, kiln_tensor *grads);
 /* Training steps: add the gradients of loss for params (T_PARAM tensors), optimizer state (zero-initialised

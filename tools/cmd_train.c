@@ -34,7 +34,7 @@
 #define PIX_STD 0.3530f
 
 typedef struct Args {
-  const char *model, *backend, *plot, *data, *optim;
+  const char *model, *backend, *plot, *data, *optim, *precision;
   int epochs, batch, eval_batch, limit;
   bool host_batches;
   double lr, momentum;
@@ -44,19 +44,21 @@ typedef struct Args {
 static const char usage[] =
     "usage: kiln train --model mlp|lenet [--epochs N] [--backend B] [--batch 32] [--optim sgd|adam]\n"
     "                  [--lr 0.01] [--momentum 0.9] [--plot FILE.svg] [--data DIR] [--limit N] [--seed S]\n"
-    "                  [--host-batches]\n"
+    "                  [--host-batches] [--precision f32|bf16]\n"
     "  trains on Fashion-MNIST (IDX files in DIR, default " DATA_DIR ");\n"
     "  the training and test sets stay on the backend's device: each step gathers its batch there\n"
     "  and keeps its loss there (no host<->device copy per step; the losses are read once an epoch)\n"
     "  --host-batches fills each batch on the host and copies it in, and the loss out, every step\n"
     "  (the old way, to compare against)\n"
     "  --limit uses only the first N training and test images (quick runs on the ref backend)\n"
+    "  --precision bf16: mixed precision, each contraction (forward and backward) on bf16 copies of its\n"
+    "  operands with an f32 result; weights, optimizer state, loss and updates stay f32\n"
     "  exit status: 0 trained, 1 training failed, 2 a usage error\n";
 
 /* The arguments into *a: true when there is something to train, else false with the exit status in *rc. */
 static bool parse_args(int argc, char **argv, Args *a, int *rc) {
   *a = (Args){.epochs = 1, .batch = 32, .eval_batch = 500, .lr = -1, .momentum = 0.9, .data = DATA_DIR,
-              .optim = "sgd", .seed = 1};
+              .optim = "sgd", .precision = "f32", .seed = 1};
   Cli c = cli_start("train", argc, argv);
   while (cli_next(&c))
     if (!cli_choice(&c, "--model", (const char *const[]){ "mlp", "lenet", NULL }, &a->model) &&
@@ -66,11 +68,13 @@ static bool parse_args(int argc, char **argv, Args *a, int *rc) {
         !cli_choice(&c, "--optim", (const char *const[]){ "sgd", "adam", NULL }, &a->optim) &&
         !cli_str(&c, "--plot", "FILE.svg", &a->plot) && !cli_str(&c, "--data", "DIR", &a->data) &&
         !cli_int(&c, "--limit", 0, INT_MAX, &a->limit) && !cli_u64(&c, "--seed", &a->seed) &&
-        !cli_flag(&c, "--host-batches", &a->host_batches))
+        !cli_flag(&c, "--host-batches", &a->host_batches) &&
+        !cli_choice(&c, "--precision", (const char *const[]){ "f32", "bf16", NULL }, &a->precision))
       cli_unknown(&c);
   if (!c.bad && !c.help && !a->model) cli_error(&c, "--model is required (mlp or lenet)");
   if (c.bad || c.help) return *rc = cli_usage(&c, usage), false;
   if (a->lr < 0) a->lr = strcmp(a->optim, "adam") ? 0.01 : 0.001;
+  train_set_precision(strcmp(a->precision, "bf16") ? KILN_F32 : KILN_BF16);
   return true;
 }
 
@@ -215,6 +219,7 @@ static int build_step(const Args *a, ModelKind m, const TrainData *d, TrainNet *
   if (s) return fail("compiling the training step", s);
   fprintf(stderr, "kiln train: %s, batch %d, %s lr %g", a->model, a->batch, a->optim, a->lr);
   if (!adam) fprintf(stderr, " momentum %g", a->momentum);
+  if (!strcmp(a->precision, "bf16")) fprintf(stderr, ", bf16 contractions");
   fprintf(stderr, " on %s; step compiled in %.2f s; ", o.backend ? o.backend : "cpu", now() - t0);
   if (d)  /* f32 pixels and one-hot labels */
     fprintf(stderr, "%lld training images resident (%.0f MB)\n", (long long)d->n, (double)d->n * (784 + 10) * 4 / 1e6);

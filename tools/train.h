@@ -57,6 +57,10 @@ kiln_status train_net_build_resident(ModelKind m, int batch, const TrainData *d,
  * correct. Its parameters are placeholders: write the trained ones before use. d->n >= 1. */
 kiln_status train_net_build_eval(ModelKind m, int batch, const TrainData *d, TrainNet *net);
 void train_net_free(TrainNet *net);
+/* The contractions of the nets built from now on: KILN_F32 (the default), or KILN_BF16 / KILN_F16
+ * copies of their operands with f32 results (kiln_graph_set_autocast; parameters, loss and
+ * updates stay f32). */
+void train_set_precision(kiln_dtype t);
 
 /* -- train_data.c -- */
 

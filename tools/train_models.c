@@ -205,6 +205,10 @@ static kiln_status record_loss(TrainNet *net) {
   return s ? s : advance(net);
 }
 
+static kiln_dtype train_precision = KILN_F32;
+
+void train_set_precision(kiln_dtype t) { train_precision = t; }
+
 /* What a net ends in: logits only, the training loss, or (resident) the count of right answers. */
 typedef enum { HEAD_LOGITS, HEAD_LOSS, HEAD_CORRECT } Head;
 
@@ -216,6 +220,7 @@ static kiln_status build(ModelKind m, int batch, const float *const *init, uint6
   net->loss = net->images = net->labels = net->perm = net->step = net->losses = net->correct = -1;
   net->steps = steps;
   kiln_status s = kiln_graph_create(&net->g);
+  if (!s) s = kiln_graph_set_autocast(net->g, train_precision);
   if (s) return s;
   int64_t xs_mlp[2] = {batch, 784}, xs_cnn[4] = {batch, 1, 28, 28}, ys[2] = {batch, 10};
   kiln_tensor pos = -1;

@@ -501,12 +501,49 @@ kiln_status kiln_graph_argmin(kiln_graph *kg, kiln_tensor x, int axis, int keepd
 
 /* ---- contractions ---- */
 
+kiln_status kiln_graph_set_autocast(kiln_graph *kg, kiln_dtype t) {
+  GRAPH(kg);
+  NEED(t == KILN_F32 || t == KILN_BF16 || t == KILN_F16, "%s: dtype %d is not f32 (off), bf16 or f16", __func__, (int)t);
+  g->autocast = t;
+  return KILN_OK;
+}
+
+/* Under autocast, a contraction of f32 operands: both in[i] (n of them, -1 skipped) replaced by
+ * copies in the autocast dtype; true if it applies. */
+static bool autocast_inputs(Graph *g, int n, int *in, kiln_status *s) {
+  *s = KILN_OK;
+  if (g->autocast == KILN_F32) return false;
+  for (int i = 0; i < n; i++)
+    if (in[i] >= 0 && T(g, in[i])->dtype != KILN_F32) return false;
+  Attr a = { 0 };
+  a.to = g->autocast;
+  for (int i = 0; i < n && !*s; i++)
+    if (in[i] >= 0) *s = graph_add(g, OP_CAST, 1, &in[i], &a, &in[i]);
+  return true;
+}
+
+/* ... and its result y widened back to f32. */
+static kiln_status autocast_result(Graph *g, kiln_tensor y, kiln_tensor *out) {
+  Attr a = { 0 };
+  a.to = KILN_F32;
+  int in[1] = { y };
+  return add(g, OP_CAST, 1, in, &a, out);
+}
+
 kiln_status kiln_graph_matmul(kiln_graph *kg, kiln_tensor a, kiln_tensor b, kiln_tensor *out) {
   GRAPH(kg);
   TENSOR(a);
   TENSOR(b);
   OUTPTR(out);
-  int in[2] = { a, b };
+  int in[2] = { a, b }, nt = g->n_tensors, nn = g->n_nodes;
+  kiln_status s;
+  if (autocast_inputs(g, 2, in, &s)) {
+    kiln_tensor y;
+    if (!s) s = add(g, OP_MATMUL, 2, in, NULL, &y);
+    if (!s) s = autocast_result(g, y, out);
+    if (s) rollback(g, nt, nn);
+    return s;
+  }
   return add(g, OP_MATMUL, 2, in, NULL, out);
 }
 
@@ -534,6 +571,18 @@ kiln_status kiln_graph_conv(kiln_graph *kg, kiln_tensor x, kiln_tensor w, kiln_t
        "%s: bias = %d is neither -1 nor a tensor of this graph (it has %d)", __func__, (int)bias, g->n_tensors);
   NEED(p, "%s: p is NULL", __func__);
   OUTPTR(out);
+  int cin[3] = { x, w, bias }, cnt = g->n_tensors, cnn = g->n_nodes;
+  kiln_status cs;
+  if (autocast_inputs(g, 3, cin, &cs)) {  /* the convolution (its bias too) on the copies, widened after */
+    kiln_dtype t = g->autocast;
+    kiln_tensor y;
+    g->autocast = KILN_F32;
+    if (!cs) cs = kiln_graph_conv(kg, cin[0], cin[1], cin[2], p, &y);
+    g->autocast = t;
+    if (!cs) cs = autocast_result(g, y, out);
+    if (cs) rollback(g, cnt, cnn);
+    return cs;
+  }
   Attr a = { 0 };
   a.conv = *p;
   kiln_status s = window_defaults(__func__, p->spatial, a.conv.strides, a.conv.dilations, a.conv.pads);

@@ -133,6 +133,7 @@ typedef struct Graph {
   Output *outputs; int n_outputs, cap_outputs;
   Assign *assigns; int n_assigns, cap_assigns;
   const char *node_name;         /* name given to the next nodes added (ONNX import); NULL: op name */
+  kiln_dtype autocast;           /* kiln_graph_set_autocast: f32 (off), bf16 or f16 */
 } Graph;
 
 struct kiln_graph { Graph g; };

@@ -2,8 +2,9 @@
  * Training steps through the compiler: mlp_train_b32 and cnn_train_b32 of
  * ../shared/bench/WORKLOADS.md (one SGD step, lr 0.01, outputs loss and the updated
  * parameters) built with kiln_graph_sgd. On cpu: no host fallbacks and a pinned kernel
- * count; values agree with ref. Also Adam's state, repeated steps lowering the loss, and
- * the optimizer builders' argument checks.
+ * count; values agree with ref. Also Adam's state, repeated steps lowering the loss, the
+ * optimizer builders' argument checks, and the mixed-precision (bf16) step against ref and
+ * against the f32 step (on cuda too where KILN_TEST_BACKEND=cuda).
  */
 #include "test.h"
 #include "graph/graph.h"
@@ -94,6 +95,68 @@ static void test_workload(ModelKind m, const char *name, int64_t kernels, bool w
   free(x), free(pr), free(pc);
 }
 
+/* Mixed precision (train_set_precision -> kiln_graph_set_autocast): every contraction of the
+ * mlp_train_b32 step, the three of the backward pass included, takes bf16 operands; params,
+ * loss and update stay f32. On be against ref's run of the same bf16 graph (the products are
+ * exact in f32, so only the sums' order and the bf16 roundings they flip differ: 1e-3 relative
+ * on the parameters, as for f32), and against the f32 step within the stated tolerance of bf16
+ * operands (8 bits of mantissa, about 0.4 % a rounding): loss within 1 %, the step's update
+ * (new parameters minus the initial ones) within 10 % norm-wise. The update measured 4.5 % off
+ * (cpu and ref alike): a weight gradient sums 32 products of mixed sign, four roundings deep,
+ * and the sum cancels where the roundings do not; a lost or f32 backward contraction is 100 % or
+ * 0 %, either caught. */
+static void test_mixed_precision(const char *be) {
+  int64_t nx = 32 * 784, np = 0;
+  float *x = malloc(sizeof(float) * (size_t)nx), y[320], l16, lr16, l32;
+  float *p16 = malloc(sizeof(float) * 120000), *r16 = malloc(sizeof(float) * 120000), *p32 = malloc(sizeof(float) * 120000);
+  float *p0 = malloc(sizeof(float) * 120000);
+  random_batch(x, nx, y, 32);
+  kiln_program *f32 = run_workload(MODEL_MLP, be, x, y, &l32, p32, &np);
+  train_set_precision(KILN_BF16);
+  TrainNet net;
+  kiln_tensor upd[TRAIN_MAX_PARAMS];
+  OK(build_workload(MODEL_MLP, &net, upd));
+  int bf16_mm = 0, mm = 0;
+  for (int i = 0; i < net.g->g.n_nodes; i++) {
+    const Node *n = &net.g->g.nodes[i];
+    if (n->op != OP_MATMUL) continue;
+    mm++;
+    bf16_mm += net.g->g.tensors[n->in[0]].dtype == KILN_BF16 && net.g->g.tensors[n->in[1]].dtype == KILN_BF16 &&
+               net.g->g.tensors[n->out].dtype == KILN_BF16;
+  }
+  CHECK_MSG(mm == 5 && bf16_mm == 5, "mixed precision: %d of %d contractions in bf16, expected 5 of 5", bf16_mm, mm);
+  int64_t off = 0;  /* the initial parameters (the same seed as every step built here) */
+  for (int i = 0; i < net.n_params && off + net.param_numel[i] <= 120000; off += net.param_numel[i], i++) {
+    const Tensor *t = &net.g->g.tensors[net.params[i]];
+    CHECK(t->dtype == KILN_F32);
+    memcpy(p0 + off, t->data, sizeof(float) * (size_t)net.param_numel[i]);
+  }
+  train_net_free(&net);
+  kiln_program *ref = run_workload(MODEL_MLP, "ref", x, y, &lr16, r16, &np);
+  kiln_program *mix = run_workload(MODEL_MLP, be, x, y, &l16, p16, &np);
+  train_set_precision(KILN_F32);
+  CHECK(off == np);
+  CHECK_NEAR(l16, lr16, 1e-5);
+  CHECK_MSG(fabs(l16 - l32) < 1e-2 * fabs(l32), "mixed precision: loss %g against f32 %g", l16, l32);
+  double worst_ref = 0, du = 0, u = 0;
+  for (int64_t i = 0; i < np; i++) {
+    worst_ref = fmax(worst_ref, fabs(p16[i] - r16[i]) / (fabs(r16[i]) + 1e-3));
+    double d = (double)p16[i] - p32[i], u32 = (double)p32[i] - p0[i];
+    du += d * d, u += u32 * u32;
+  }
+  double upd_err = sqrt(du) / sqrt(u);
+  CHECK_MSG(worst_ref < 1e-3, "mixed precision on %s: parameters differ from ref's by %g (relative)", be, worst_ref);
+  CHECK_MSG(u > 0 && upd_err < 1e-1 && upd_err > 1e-4, "mixed precision on %s: the update differs from the f32 step's by %g (norm-wise)", be,
+            upd_err);
+  kiln_census c;
+  OK(kiln_program_census(mix, &c));
+  CHECK_MSG(c.host_fallbacks == 0, "mixed precision: %lld host fallbacks (%s)", (long long)c.host_fallbacks, c.fallback_ops);
+  fprintf(stderr, "mixed precision on %s: loss %.6f (f32 %.6f), parameters %.2g from ref's, update %.2g from f32's, %lld kernels\n",
+          be, l16, l32, worst_ref, upd_err, (long long)c.kernels_launched);
+  kiln_program_free(f32), kiln_program_free(ref), kiln_program_free(mix);
+  free(x), free(p16), free(r16), free(p32), free(p0);
+}
+
 /* Repeated SGD-momentum and Adam steps on one batch drive the loss down; Adam counts steps. */
 static void test_repeated_steps(const char *be) {
   for (int adam = 0; adam < 2; adam++) {
@@ -144,6 +207,28 @@ static void test_api_checks(void) {
   CHECK(g->g.n_assigns == 2);  /* the param and its momentum */
   FAILS(KILN_ERR_INVALID_ARG, kiln_graph_sgd(g, net.loss, 1, net.params, 0.1, 0, NULL));  /* assigned already */
   OK(graph_check(&g->g));
+  /* autocast: f32, bf16 or f16 only; an f64 product is left alone, an f32 one gets its casts */
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_set_autocast(g, KILN_F64));
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_set_autocast(NULL, KILN_BF16));
+  OK(kiln_graph_set_autocast(g, KILN_F16));
+  kiln_tensor a, b, m;
+  OK(kiln_graph_input(g, "a64", KILN_F64, 2, (const int64_t[]){ 2, 3 }, &a));
+  OK(kiln_graph_input(g, "b64", KILN_F64, 2, (const int64_t[]){ 3, 4 }, &b));
+  int before = g->g.n_nodes;
+  OK(kiln_graph_matmul(g, a, b, &m));
+  CHECK(g->g.n_nodes == before + 1 && g->g.tensors[m].dtype == KILN_F64);
+  before = g->g.n_nodes;
+  int tensors = g->g.n_tensors;
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_matmul(g, net.logits, net.params[2], &m));  /* [4,10] @ [128,10] */
+  CHECK(g->g.n_nodes == before && g->g.n_tensors == tensors);  /* its casts rolled back too */
+  kiln_tensor c;
+  OK(kiln_graph_input(g, "c", KILN_F32, 2, (const int64_t[]){ 10, 3 }, &c));
+  before = g->g.n_nodes;
+  OK(kiln_graph_matmul(g, net.logits, c, &m));  /* two casts to f16, the product, one cast back */
+  const Node *mm = &g->g.nodes[g->g.n_nodes - 2];
+  CHECK(g->g.n_nodes == before + 4 && g->g.tensors[m].dtype == KILN_F32 && mm->op == OP_MATMUL &&
+        g->g.tensors[mm->in[0]].dtype == KILN_F16 && g->g.tensors[mm->out].dtype == KILN_F16);
+  OK(graph_check(&g->g));
   train_net_free(&net);
 }
 
@@ -157,5 +242,8 @@ int main(void) {
   test_repeated_steps("cpu");
   test_workload(MODEL_MLP, "mlp_train_b32", MLP_TRAIN_B32_KERNELS, true);
   test_workload(MODEL_LENET, "cnn_train_b32", CNN_TRAIN_B32_KERNELS, false);
+  test_mixed_precision("cpu");
+  const char *want = getenv("KILN_TEST_BACKEND");
+  if (want && !strcmp(want, "cuda") && test_backend_present("cuda")) test_mixed_precision("cuda");
   TEST_MAIN_END();
 }
