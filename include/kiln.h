@@ -236,6 +236,9 @@ void kiln_graph_print(const kiln_graph *g, FILE *f);
  * gives an f32 result (the product rounded to t, then widened), as PyTorch's autocast does; the
  * gradients kiln_graph_grad builds through it are t contractions too (a cast's gradient is cast
  * back). Everything else (losses, normalisations, parameters and their updates) stays f32.
+ * Under f16, kiln_graph_sgd / kiln_graph_adam scale the loss dynamically in the step itself
+ * (params "loss_scale", from 2^16, and "loss_scale.good"): a step whose gradients are not all
+ * finite is skipped and halves the scale, 2000 clean steps in a row double it.
  * KILN_F32 turns it off (the default). Any other t is KILN_ERR_INVALID_ARG. */
 kiln_status kiln_graph_set_autocast(kiln_graph *g, kiln_dtype t);
 

@@ -44,7 +44,7 @@ typedef struct Args {
 static const char usage[] =
     "usage: kiln train --model mlp|lenet [--epochs N] [--backend B] [--batch 32] [--optim sgd|adam]\n"
     "                  [--lr 0.01] [--momentum 0.9] [--plot FILE.svg] [--data DIR] [--limit N] [--seed S]\n"
-    "                  [--host-batches] [--precision f32|bf16]\n"
+    "                  [--host-batches] [--precision f32|bf16|f16]\n"
     "  trains on Fashion-MNIST (IDX files in DIR, default " DATA_DIR ");\n"
     "  the training and test sets stay on the backend's device: each step gathers its batch there\n"
     "  and keeps its loss there (no host<->device copy per step; the losses are read once an epoch)\n"
@@ -52,7 +52,8 @@ static const char usage[] =
     "  (the old way, to compare against)\n"
     "  --limit uses only the first N training and test images (quick runs on the ref backend)\n"
     "  --precision bf16: mixed precision, each contraction (forward and backward) on bf16 copies of its\n"
-    "  operands with an f32 result; weights, optimizer state, loss and updates stay f32\n"
+    "  operands with an f32 result; weights, optimizer state, loss and updates stay f32; f16 the same\n"
+    "  with the loss scaled dynamically inside the step (an overflowing step is skipped)\n"
     "  exit status: 0 trained, 1 training failed, 2 a usage error\n";
 
 /* The arguments into *a: true when there is something to train, else false with the exit status in *rc. */
@@ -69,12 +70,12 @@ static bool parse_args(int argc, char **argv, Args *a, int *rc) {
         !cli_str(&c, "--plot", "FILE.svg", &a->plot) && !cli_str(&c, "--data", "DIR", &a->data) &&
         !cli_int(&c, "--limit", 0, INT_MAX, &a->limit) && !cli_u64(&c, "--seed", &a->seed) &&
         !cli_flag(&c, "--host-batches", &a->host_batches) &&
-        !cli_choice(&c, "--precision", (const char *const[]){ "f32", "bf16", NULL }, &a->precision))
+        !cli_choice(&c, "--precision", (const char *const[]){ "f32", "bf16", "f16", NULL }, &a->precision))
       cli_unknown(&c);
   if (!c.bad && !c.help && !a->model) cli_error(&c, "--model is required (mlp or lenet)");
   if (c.bad || c.help) return *rc = cli_usage(&c, usage), false;
   if (a->lr < 0) a->lr = strcmp(a->optim, "adam") ? 0.01 : 0.001;
-  train_set_precision(strcmp(a->precision, "bf16") ? KILN_F32 : KILN_BF16);
+  train_set_precision(!strcmp(a->precision, "bf16") ? KILN_BF16 : !strcmp(a->precision, "f16") ? KILN_F16 : KILN_F32);
   return true;
 }
 
@@ -219,7 +220,7 @@ static int build_step(const Args *a, ModelKind m, const TrainData *d, TrainNet *
   if (s) return fail("compiling the training step", s);
   fprintf(stderr, "kiln train: %s, batch %d, %s lr %g", a->model, a->batch, a->optim, a->lr);
   if (!adam) fprintf(stderr, " momentum %g", a->momentum);
-  if (!strcmp(a->precision, "bf16")) fprintf(stderr, ", bf16 contractions");
+  if (strcmp(a->precision, "f32")) fprintf(stderr, ", %s contractions%s", a->precision, strcmp(a->precision, "f16") ? "" : " (loss scaled)");
   fprintf(stderr, " on %s; step compiled in %.2f s; ", o.backend ? o.backend : "cpu", now() - t0);
   if (d)  /* f32 pixels and one-hot labels */
     fprintf(stderr, "%lld training images resident (%.0f MB)\n", (long long)d->n, (double)d->n * (784 + 10) * 4 / 1e6);

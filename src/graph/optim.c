@@ -11,6 +11,13 @@
  *   sgd   v <- momentum v + g;  p <- p - lr v           (momentum 0: p <- p - lr g, no state)
  *   adam  t <- t + 1;  m <- b1 m + (1-b1) g;  v <- b2 v + (1-b2) g^2
  *         p <- p - (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ *
+ * Under f16 autocast (kiln_graph_set_autocast) the step scales its loss dynamically, as
+ * torch.cuda.amp.GradScaler does with its defaults, inside the same schedule: the gradients are
+ * taken of loss * S and divided by S; if any is inf or NaN the step is skipped (every assign
+ * keeps its old value, Adam's step count too) and S halves, else after 2000 clean steps in a row
+ * S doubles. S starts at 2^16 and is the f32 param "loss_scale", its clean-step count
+ * "loss_scale.good".
  */
 #include "graph.h"
 
@@ -94,15 +101,82 @@ static kiln_status check_params(const Graph *g, int n, const kiln_tensor *params
   return KILN_OK;
 }
 
-/* Gradients of loss for params, into a fresh array (kiln_free it). */
-static int *gradients(Opt *o, int loss, int n, const kiln_tensor *params) {
+enum { SCALE_GROWTH_STEPS = 2000 };  /* GradScaler's growth_interval */
+#define SCALE_INIT 65536.0             /* and init_scale; growth 2, backoff 0.5 */
+
+/* An f32 scalar param named name holding v. */
+static int scalar_param(Opt *o, const char *name, double v) {
+  if (o->st != KILN_OK) return -1;
+  float f = (float)v;
+  int64_t none[1] = {1};
+  int out = -1;
+  o->st = graph_leaf(o->g, T_PARAM, name, KILN_F32, 0, none, &f, &out);
+  return o->st == KILN_OK ? out : -1;
+}
+
+static int cast_to(Opt *o, int x, kiln_dtype t) {
+  if (o->st != KILN_OK || x < 0) return -1;
+  if (o->g->tensors[x].dtype == t) return x;
+  Attr at = {0};
+  at.to = t;
+  int out = -1;
+  o->st = graph_add(o->g, OP_CAST, 1, &x, &at, &out);
+  return o->st == KILN_OK ? out : -1;
+}
+
+static int node3(Opt *o, OpKind op, int x, int y, int z) {
+  if (o->st != KILN_OK || x < 0 || y < 0 || z < 0) return -1;
+  Attr at = {0};
+  int in[3] = {x, y, z}, out = -1;
+  o->st = graph_add(o->g, op, 3, in, &at, &out);
+  return o->st == KILN_OK ? out : -1;
+}
+
+/* The sum of every element of x as an f32 scalar. */
+static int sum_all(Opt *o, int x) {
+  if (o->st != KILN_OK || x < 0) return -1;
+  kiln_tensor out = -1;
+  o->st = kiln_graph_reduce((kiln_graph *)o->g, KILN_REDUCE_SUM, cast_to(o, x, KILN_F32), 0, NULL, 0, &out);
+  return o->st == KILN_OK ? out : -1;
+}
+
+/* Gradients of loss for params, into a fresh array (kiln_free it). Under f16 autocast, of loss
+ * scaled dynamically: *finite (else -1) is the bool scalar "every gradient is finite", and the
+ * scale's update is assigned here. */
+static int *gradients(Opt *o, int loss, int n, const kiln_tensor *params, int *finite) {
+  *finite = -1;
   int *grads = kiln_calloc((size_t)n, sizeof *grads);
   if (!grads) {
     o->st = kiln_fail(KILN_ERR_NO_MEMORY, "optimizer: out of memory");
     return NULL;
   }
-  o->st = kiln_graph_grad((kiln_graph *)o->g, loss, n, params, grads);
+  if (o->g->autocast != KILN_F16) {
+    o->st = kiln_graph_grad((kiln_graph *)o->g, loss, n, params, grads);
+    return grads;
+  }
+  int scale = scalar_param(o, "loss_scale", SCALE_INIT), good = scalar_param(o, "loss_scale.good", 0);
+  int scaled = node2(o, OP_MUL, loss, cast_to(o, scale, o->g->tensors[loss].dtype));
+  if (o->st == KILN_OK) o->st = kiln_graph_grad((kiln_graph *)o->g, scaled, n, params, grads);
+  /* g * 0 is 0 for a finite g and NaN for inf or NaN: the sum over all of them equals itself
+   * exactly when every gradient is finite */
+  int bad = -1;
+  for (int i = 0; o->st == KILN_OK && i < n; i++) {
+    grads[i] = node2(o, OP_DIV, grads[i], cast_to(o, scale, o->g->tensors[grads[i]].dtype));
+    int z = sum_all(o, mulc(o, grads[i], 0));
+    bad = bad < 0 ? z : node2(o, OP_ADD, bad, z);
+  }
+  *finite = node2(o, OP_EQ, bad, bad);
+  int good1 = node2(o, OP_ADD, good, scalar(o, KILN_F32, 1));
+  int grow = node2(o, OP_GE, good1, scalar(o, KILN_F32, SCALE_GROWTH_STEPS));
+  int zero = scalar(o, KILN_F32, 0);
+  assign(o, scale, node3(o, OP_WHERE, *finite, node3(o, OP_WHERE, grow, mulc(o, scale, 2), scale), mulc(o, scale, 0.5)));
+  assign(o, good, node3(o, OP_WHERE, *finite, node3(o, OP_WHERE, grow, zero, good1), zero));
   return grads;
+}
+
+/* value, or where a scaled step found a gradient not finite, old (the step skipped). */
+static int unless_skipped(Opt *o, int finite, int value, int old) {
+  return finite < 0 ? value : node3(o, OP_WHERE, finite, value, old);
 }
 
 /* On failure the graph is cut back to where it was (nodes, tensors, assigns). */
@@ -121,15 +195,16 @@ kiln_status kiln_graph_sgd(kiln_graph *kg, kiln_tensor loss, int n, const kiln_t
     return kiln_fail(KILN_ERR_INVALID_ARG, "kiln_graph_sgd: momentum %g is outside [0, 1)", momentum);
   Opt o = {.g = g};
   int n_nodes = g->n_nodes, n_tensors = g->n_tensors, n_assigns = g->n_assigns;
-  int *grads = gradients(&o, loss, n, params);
+  int finite;
+  int *grads = gradients(&o, loss, n, params, &finite);
   for (int i = 0; o.st == KILN_OK && i < n; i++) {
     int step = grads[i];
     if (momentum > 0) {  /* v <- momentum v + g */
       int v = zeros_param(&o, params[i], "momentum");
       step = node2(&o, OP_ADD, mulc(&o, v, momentum), grads[i]);
-      assign(&o, v, step);
+      assign(&o, v, unless_skipped(&o, finite, step, v));
     }
-    int p = node2(&o, OP_SUB, params[i], mulc(&o, step, lr));
+    int p = unless_skipped(&o, finite, node2(&o, OP_SUB, params[i], mulc(&o, step, lr)), params[i]);
     assign(&o, params[i], p);
     if (updated) updated[i] = p;
   }
@@ -148,7 +223,8 @@ kiln_status kiln_graph_adam(kiln_graph *kg, kiln_tensor loss, int n, const kiln_
                      beta1, beta2, eps);
   Opt o = {.g = g};
   int n_nodes = g->n_nodes, n_tensors = g->n_tensors, n_assigns = g->n_assigns;
-  int *grads = gradients(&o, loss, n, params);
+  int finite;
+  int *grads = gradients(&o, loss, n, params, &finite);
   /* one step counter for all parameters, in the first parameter's dtype */
   kiln_dtype ct = g->tensors[params[0]].dtype;
   int counter = -1;
@@ -158,7 +234,7 @@ kiln_status kiln_graph_adam(kiln_graph *kg, kiln_tensor loss, int n, const kiln_
     o.st = graph_leaf(g, T_PARAM, "adam.step", ct, 0, none, zero, &counter);
   }
   int t = node2(&o, OP_ADD, counter, scalar(&o, ct, 1));
-  assign(&o, counter, t);
+  assign(&o, counter, unless_skipped(&o, finite, t, counter));
   for (int i = 0; o.st == KILN_OK && i < n; i++) {
     int p = params[i], gi = grads[i];
     kiln_dtype dt = g->tensors[p].dtype;
@@ -177,9 +253,9 @@ kiln_status kiln_graph_adam(kiln_graph *kg, kiln_tensor loss, int n, const kiln_
     int denom = node2(&o, OP_ADD, node2(&o, OP_DIV, node1(&o, OP_SQRT, v1), node1(&o, OP_SQRT, bc2)),
                       scalar(&o, dt, eps));
     int step = node2(&o, OP_DIV, node2(&o, OP_MUL, node2(&o, OP_DIV, scalar(&o, dt, lr), bc1), m1), denom);
-    int p1 = node2(&o, OP_SUB, p, step);
-    assign(&o, m, m1);
-    assign(&o, v, v1);
+    int p1 = unless_skipped(&o, finite, node2(&o, OP_SUB, p, step), p);
+    assign(&o, m, unless_skipped(&o, finite, m1, m));
+    assign(&o, v, unless_skipped(&o, finite, v1, v));
     assign(&o, p, p1);
     if (updated) updated[i] = p1;
   }
