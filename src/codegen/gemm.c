@@ -176,20 +176,6 @@ static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many) {
   g->splits = (int)((ktiles + span_tiles - 1) / span_tiles);  /* no empty span */
 }
 
-/* Element offset of load L at the kernel vars' values v; false if not exact there. */
-static bool offset_of(const Plan *p, const Expr *L, int nv, const int64_t *v, int64_t *out) {
-  const Stage *S = &p->te->stages[L->src];
-  int64_t off = 0;
-  for (int i = 0; i < L->n_args; i++) {
-    int64_t mn, mx, stride = 1;
-    if (!te_range(L->args[i], v, v, nv, &mn, &mx) || mn != mx) return false;
-    for (int j = i + 1; j < S->rank; j++) stride *= S->shape[j];
-    off += mn * stride;
-  }
-  *out = off;
-  return true;
-}
-
 /* Can factor x (role: CG_ROLE_M for A, CG_ROLE_N for B) be read straight into shared memory?
  * It must be a 16-bit memory load of the mma's kind whose offset is base + sum coef[v] * v
  * (fitted at 0 and at each var's 1, checked at the far corner and at scattered points), with
@@ -209,12 +195,12 @@ static bool direct_operand(const Plan *p, const Kernel *k, const CgGemm *g, cons
     if (k->red_shape[i] > 1) last_k = k->rank + i;
   for (int i = k->rank - 1; i >= 0 && last_own < 0; i--)
     if (g->role[i] == role && k->shape[i] > 1) last_own = i;
-  if (last_k < 0 || last_own < 0 || !offset_of(p, L, nv, v, &o->base)) return false;
+  if (last_k < 0 || last_own < 0 || !cg_load_offset_at(p, L, v, nv, &o->base)) return false;
   for (int i = 0; i < nv; i++) {
     o->coef[i] = 0;
     if (ext[i] < 2) continue;
     v[i] = 1;
-    bool ok = offset_of(p, L, nv, v, &off);
+    bool ok = cg_load_offset_at(p, L, v, nv, &off);
     v[i] = 0;
     if (!ok) return false;
     o->coef[i] = off - o->base;
@@ -225,7 +211,7 @@ static bool direct_operand(const Plan *p, const Kernel *k, const CgGemm *g, cons
       v[i] = t == 0 ? ext[i] - 1 : (int64_t)((i * 7 + t * 13 + 3) % (ext[i] > 0 ? ext[i] : 1));
       want_off += o->coef[i] * v[i];
     }
-    if (!offset_of(p, L, nv, v, &off) || off != want_off) return false;
+    if (!cg_load_offset_at(p, L, v, nv, &off) || off != want_off) return false;
   }
   o->stage = L->src;
   o->kfast = o->coef[last_k] == 1 && ext[last_k] % 8 == 0;
@@ -693,6 +679,18 @@ static void kg_multiply(const CgEmit *em, const CgGemm *g, const char *As, const
  * as MI x NI mma tiles of 16 x 8. Per k step (16 for 16-bit operands, 8 for TF32), each mma tile
  * row's A fragment and each column's B fragment are read once from shared memory (a register
  * holds a pair of 16-bit values along k, or one TF32 value) and every pair multiplied. */
+
+/* Every mma of the warp's grid: A fragment row i times B fragment column j into accumulator
+ * values acc[2i .. 2i+1][2j .. 2j+1] (mma's c0 c1 / c2 c3: rows lane / 4 and + 8). */
+static void mma_products(const CgEmit *em, const CgGemm *g) {
+  const Dialect *d = em->d;
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "for (int i = 0; i < %d; i++)", g->tm / 2);
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "  for (int j = 0; j < %d; j++)", g->tn / 2);
+  cg_put(em, "    %s(acc[2 * i][2 * j], acc[2 * i][2 * j + 1], acc[2 * i + 1][2 * j], acc[2 * i + 1][2 * j + 1], fa[i][0], "
+             "fa[i][1], fa[i][2], fa[i][3], fb[j][0], fb[j][1]);", d->mma[g->mma]);
+}
 static void mma_multiply(const CgEmit *em, const CgGemm *g) {
   const Dialect *d = em->d;
   bool wide = g->mma != CG_MMA_TF32;            /* 16-bit operands: two k values a register */
@@ -717,12 +715,7 @@ static void mma_multiply(const CgEmit *em, const CgGemm *g) {
   snprintf(r[1], sizeof r[1], rd, "Bs", "fc", at[3]);
   cg_put(em, "fb[j][0] = %s; fb[j][1] = %s;", r[0], r[1]);
   cg_close(em);
-  cg_put(em, "%s", d->unroll);
-  cg_put(em, "for (int i = 0; i < %d; i++)", mi);
-  cg_put(em, "%s", d->unroll);
-  cg_put(em, "  for (int j = 0; j < %d; j++)", ni);
-  cg_put(em, "    %s(acc[2 * i][2 * j], acc[2 * i][2 * j + 1], acc[2 * i + 1][2 * j], acc[2 * i + 1][2 * j + 1], fa[i][0], "
-             "fa[i][1], fa[i][2], fa[i][3], fb[j][0], fb[j][1]);", d->mma[g->mma]);
+  mma_products(em, g);
   cg_close(em);
 }
 
@@ -799,12 +792,7 @@ static void direct_multiply(const CgEmit *em, const CgGemm *g, const char *st) {
              d->ldmatrix[3], st);
     cg_close(em);
   }
-  cg_put(em, "%s", d->unroll);
-  cg_put(em, "for (int i = 0; i < %d; i++)", mi);
-  cg_put(em, "%s", d->unroll);
-  cg_put(em, "  for (int j = 0; j < %d; j++)", ni);
-  cg_put(em, "    %s(acc[2 * i][2 * j], acc[2 * i][2 * j + 1], acc[2 * i + 1][2 * j], acc[2 * i + 1][2 * j + 1], fa[i][0], "
-             "fa[i][1], fa[i][2], fa[i][3], fb[j][0], fb[j][1]);", d->mma[g->mma]);
+  mma_products(em, g);
   cg_close(em);
 }
 

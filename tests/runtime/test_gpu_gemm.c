@@ -25,26 +25,6 @@ static float *rnd(int64_t n) {
 
 /* ---- graphs ---- */
 
-/* relu(x @ w + b), x [m, k] input, w [k, n] param (or x^T @ w with x stored [k, m]). */
-static kiln_graph *dense(int64_t m, int64_t k, int64_t n, bool xt) {
-  int64_t xs[2] = { xt ? k : m, xt ? m : k }, ws[2] = { k, n };
-  float *w = rnd(k * n), *b = rnd(n);
-  kiln_graph *g;
-  kiln_tensor x, wt, bt, y, z, r;
-  static const int perm[2] = { 1, 0 };
-  OK(kiln_graph_create(&g));
-  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
-  if (xt) OK(kiln_graph_transpose(g, x, perm, &x));
-  OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wt));
-  OK(kiln_graph_param(g, "b", KILN_F32, 1, &n, b, &bt));
-  OK(kiln_graph_matmul(g, x, wt, &y));
-  OK(kiln_graph_binary(g, KILN_ADD, y, bt, &z));
-  OK(kiln_graph_unary(g, KILN_RELU, z, &r));
-  OK(kiln_graph_output(g, r, "r"));
-  free(w), free(b);
-  return g;
-}
-
 /* n floats of test_rand as values of dtype t (bf16 / f16 bits, or floats), a new array */
 static void *rnd_as(kiln_dtype t, int64_t n) {
   float *f = rnd(n);
@@ -75,6 +55,9 @@ static kiln_graph *dense_typed(kiln_dtype t, int64_t m, int64_t k, int64_t n, bo
   free(w), free(b);
   return g;
 }
+
+/* relu(x @ w + b), x [m, k] input, w [k, n] param (or x^T @ w with x stored [k, m]). */
+static kiln_graph *dense(int64_t m, int64_t k, int64_t n, bool xt) { return dense_typed(KILN_F32, m, k, n, xt, false); }
 
 /* gelu_tanh(x @ w + b), x [m, k] input, w [k, n] param. */
 /* nb sibling projections of one input: x @ w_i + b_i (relu on the odd ones), x [m, k] (or
