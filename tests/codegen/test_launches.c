@@ -244,6 +244,33 @@ int main(void) {
     built_free(&b);
   }
 
+  /* bf16 (the cuda backend's options: tensor cores on): bert_layer_b8s128_bf16 is 9 kernels, the
+   * projections and FFN layers tensor-core tiles whose operands go straight to shared memory, in 4
+   * stages of dynamic shared memory (128x128 tiles: 75792 bytes, past 48 KB, so the carveout;
+   * 64x64: 38928, or 40976 where the score product's B is stored along k), no library call; its
+   * rows kernels as in f32. mlp_fwd_b4096_bf16: two 128x128 direct tiles and a 32x32 one through
+   * registers (its 10 columns are not whole 16-byte rows) */
+  {
+    kiln_options ko = kiln_options_default();
+    CgOptions tc;
+    OK(rt_codegen_options(&ko, cu, &tc));
+    CHECK(tc.mma_half && tc.mma_direct && !tc.mma_tf32);
+    const Want bert16[] = {
+      { 0, 144, 256, 75792, 100, false }, { 1, 384, 256, 40976, 0, false }, { 2, 1536, 256, 0, 0, false },
+      { 3, 192, 256, 38928, 0, false },   { 4, 192, 256, 38928, 0, false }, { 5, 1024, 64, 0, 0, false },
+      { 6, 192, 256, 75792, 100, false }, { 7, 192, 256, 38928, 0, false }, { 8, 1024, 64, 0, 0, false },
+    };
+    check("bert_layer_b8s128_bf16", cu, &tc, bert16, 9);
+    check("mlp_fwd_b4096_bf16", cu, &tc,
+          (Want[]){ { 0, 128, 256, 75792, 100, false }, { 1, 128, 256, 75792, 100, false }, { 2, 128, 256, 0, 0, false } }, 3);
+    if (build("bert_layer_b8s128_bf16", cu, &tc, &b)) {
+      int mma = 0;
+      for (const char *q = b.g->source.s; (q = strstr(q, "k_mma_bf16(acc")); q++) mma++;
+      CHECK_MSG(mma == 6 && b.g->n_launch == 9, "bert bf16: %d mma loops in %d kernels, expected 6 in 9", mma, b.g->n_launch);
+    }
+    built_free(&b);
+  }
+
   /* the options' switches reach codegen: stages 1, 2 or 4 (0 the default, 1), anything else
    * refused; clusters only in a dialect that has them */
   {
