@@ -45,15 +45,18 @@ static int node1(Opt *o, OpKind op, int x) {
   return o->st == KILN_OK ? out : -1;
 }
 
-static int scalar(Opt *o, kiln_dtype t, double v) {
+/* A rank-0 leaf of kind (a constant, or a param named name) holding v in dtype t. */
+static int scalar_leaf(Opt *o, TensorKind kind, const char *name, kiln_dtype t, double v) {
   if (o->st != KILN_OK) return -1;
   unsigned char buf[8];
   int64_t none[1] = {1};
   int out = -1;
   dtype_store_f64(t, buf, 0, v);
-  o->st = graph_leaf(o->g, T_CONST, NULL, t, 0, none, buf, &out);
+  o->st = graph_leaf(o->g, kind, name, t, 0, none, buf, &out);
   return o->st == KILN_OK ? out : -1;
 }
+
+static int scalar(Opt *o, kiln_dtype t, double v) { return scalar_leaf(o, T_CONST, NULL, t, v); }
 
 static int mulc(Opt *o, int x, double c) {
   return x < 0 ? -1 : node2(o, OP_MUL, x, scalar(o, o->g->tensors[x].dtype, c));
@@ -104,16 +107,6 @@ static kiln_status check_params(const Graph *g, int n, const kiln_tensor *params
 enum { SCALE_GROWTH_STEPS = 2000 };  /* GradScaler's growth_interval */
 #define SCALE_INIT 65536.0             /* and init_scale; growth 2, backoff 0.5 */
 
-/* An f32 scalar param named name holding v. */
-static int scalar_param(Opt *o, const char *name, double v) {
-  if (o->st != KILN_OK) return -1;
-  float f = (float)v;
-  int64_t none[1] = {1};
-  int out = -1;
-  o->st = graph_leaf(o->g, T_PARAM, name, KILN_F32, 0, none, &f, &out);
-  return o->st == KILN_OK ? out : -1;
-}
-
 static int cast_to(Opt *o, int x, kiln_dtype t) {
   if (o->st != KILN_OK || x < 0) return -1;
   if (o->g->tensors[x].dtype == t) return x;
@@ -154,7 +147,8 @@ static int *gradients(Opt *o, int loss, int n, const kiln_tensor *params, int *f
     o->st = kiln_graph_grad((kiln_graph *)o->g, loss, n, params, grads);
     return grads;
   }
-  int scale = scalar_param(o, "loss_scale", SCALE_INIT), good = scalar_param(o, "loss_scale.good", 0);
+  int scale = scalar_leaf(o, T_PARAM, "loss_scale", KILN_F32, SCALE_INIT);
+  int good = scalar_leaf(o, T_PARAM, "loss_scale.good", KILN_F32, 0);
   int scaled = node2(o, OP_MUL, loss, cast_to(o, scale, o->g->tensors[loss].dtype));
   if (o->st == KILN_OK) o->st = kiln_graph_grad((kiln_graph *)o->g, scaled, n, params, grads);
   /* g * 0 is 0 for a finite g and NaN for inf or NaN: the sum over all of them equals itself
@@ -227,12 +221,7 @@ kiln_status kiln_graph_adam(kiln_graph *kg, kiln_tensor loss, int n, const kiln_
   int *grads = gradients(&o, loss, n, params, &finite);
   /* one step counter for all parameters, in the first parameter's dtype */
   kiln_dtype ct = g->tensors[params[0]].dtype;
-  int counter = -1;
-  if (o.st == KILN_OK) {
-    int64_t none[1] = {1};
-    unsigned char zero[8] = {0};
-    o.st = graph_leaf(g, T_PARAM, "adam.step", ct, 0, none, zero, &counter);
-  }
+  int counter = scalar_leaf(&o, T_PARAM, "adam.step", ct, 0);
   int t = node2(&o, OP_ADD, counter, scalar(&o, ct, 1));
   assign(&o, counter, unless_skipped(&o, finite, t, counter));
   for (int i = 0; o.st == KILN_OK && i < n; i++) {
