@@ -63,6 +63,20 @@ static inline char *test_program_text(kiln_program *p) {
   return text;
 }
 
+/* The count in p's printed summary line, "(N groups, M library GEMMs)"; -1 if none. */
+static inline int test_library_gemms(kiln_program *p) {
+  char *text = test_program_text(p);
+  if (!text) return -1;
+  int n = -1;
+  for (const char *at = text; (at = strstr(at, " library GEMMs)")); at++) {
+    const char *num = at;
+    while (num > text && num[-1] != '(' && num[-1] != ' ') num--;
+    n = atoi(num);
+  }
+  free(text);
+  return n;
+}
+
 /* Does backend be compile a one-op program here (its compiler, driver and device present)? */
 static inline bool test_backend_present(const char *be) {
   kiln_graph *g;

@@ -317,6 +317,8 @@ typedef struct CgLibGemm {
   int64_t a_off, b_off, d_off, bias_off;       /* element offsets into the stages */
   int64_t lda, ldb, ldd;                       /* leading dimensions (elements) */
   int64_t a_sb, b_sb, d_sb;                    /* batch strides (elements) */
+  kiln_dtype elem;                             /* the operands', bias's and result's type: f32, or bf16 / f16
+                                                  (f32 sums; cuda only) */
   bool a_t, b_t;                               /* A stored along m (k strided), B along k */
   bool relu, gelu;
   bool bias_m;                                 /* the bias runs along m (a convolution's per-channel bias,

@@ -80,15 +80,14 @@ static bool affine(const Plan *p, const Kernel *k, const CgGemm *g, const Expr *
   return true;
 }
 
-static bool is_memory_load(const Plan *p, const Kernel *k, const Expr *e) {
+static bool is_memory_load(const Plan *p, const Kernel *k, const Expr *e, kiln_dtype elem) {
   return e->kind == EX_LOAD && p->kernel_of[e->src] != k->id && !plan_is_baked(p->te, e->src) &&
-         p->te->stages[e->src].dtype == KILN_F32;
+         p->te->stages[e->src].dtype == elem;
 }
 
-/* A load of this kernel's accumulated stage at the current point. */
-static bool is_acc(const Plan *p, const Kernel *k, const Expr *e, int acc_stage) {
-  (void)p;
-  if (e->kind != EX_LOAD || e->src != acc_stage || k->rank != e->n_args) return false;
+/* A load of stage s at the kernel's current point. */
+static bool at_point(const Kernel *k, const Expr *e, int s) {
+  if (e->kind != EX_LOAD || e->src != s || k->rank != e->n_args) return false;
   for (int i = 0; i < e->n_args; i++) {  /* the kernel's own point; a dim of one may read as index 0 */
     const Expr *x = e->args[i];
     bool own = x->kind == EX_VAR && x->var == i;
@@ -96,6 +95,48 @@ static bool is_acc(const Plan *p, const Kernel *k, const Expr *e, int acc_stage)
     if (!own && !zero) return false;
   }
   return true;
+}
+
+static bool is_acc(const Plan *p, const Kernel *k, const Expr *e, int acc_stage) {
+  (void)p;
+  return at_point(k, e, acc_stage);
+}
+
+/* The kernel's unstored item that rounds the sum to elem at the same point (a 16-bit
+ * product's own stage: elem(acc)), or NULL. */
+static const Item *rounding_item(const Kernel *k, const Expr *e, int acc_stage, kiln_dtype elem) {
+  for (int i = 0; i < k->n_items; i++) {
+    const Item *it = &k->items[i];
+    if (it->kind != IT_OUTER || it->store || !at_point(k, e, it->stage)) continue;
+    const Expr *b = it->body;
+    if (b->kind == EX_CAST && b->dtype == elem && at_point(k, b->args[0], acc_stage)) return it;
+  }
+  return NULL;
+}
+
+/* e with the roundings of 16-bit values taken off: f32(elem(z)) is z, and a load of the
+ * product's rounding item is the sum. The library's epilogue works on the f32 sum and rounds
+ * once, where the kernel rounds the product, then the bias's sum, then the activation: the
+ * results agree within the 16-bit type's rounding of each step. */
+static const Expr *unrounded(const Kernel *k, const Expr *e, int acc_stage, kiln_dtype elem) {
+  while (elem != KILN_F32 && e->kind == EX_CAST && e->dtype == KILN_F32 && e->args[0]->dtype == elem) {
+    const Expr *y = e->args[0];
+    const Item *r = y->kind == EX_LOAD ? rounding_item(k, y, acc_stage, elem) : NULL;
+    if (r) y = r->body;
+    if (y->kind != EX_CAST || y->args[0]->dtype != KILN_F32) break;
+    e = y->args[0];
+  }
+  return e;
+}
+
+/* The memory load behind factor x: x itself (f32), or the load under f32(load) of a 16-bit
+ * stage of type elem. */
+static const Expr *factor_load(const Plan *p, const Kernel *k, const Expr *x, kiln_dtype elem) {
+  if (elem != KILN_F32) {
+    if (x->kind != EX_CAST || x->dtype != KILN_F32) return NULL;
+    x = x->args[0];
+  }
+  return is_memory_load(p, k, x, elem) ? x : NULL;
 }
 
 /* y when e is kiln's tanh GELU of y: the candidate y is read off e's x/2 factor and its GELU
@@ -120,6 +161,7 @@ static const Expr *gelu_of(TE *te, const Expr *e, bool probe) {
 static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const CgOptions *o, const Expr *e, int acc_stage,
                      CgLibGemm *c, bool probe) {
   const Expr *y;
+  e = unrounded(k, e, acc_stage, c->elem);
   if (e->kind == EX_BINARY && e->op == TB_MAX && e->args[1]->kind == EX_CONST && e->args[1]->c.f == 0) {
     c->relu = true;
     e = e->args[0];
@@ -127,11 +169,14 @@ static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const CgOp
     c->gelu = true;
     e = y;
   }
+  e = unrounded(k, e, acc_stage, c->elem);
   if (is_acc(p, k, e, acc_stage)) return true;
   if (e->kind != EX_BINARY || e->op != TB_ADD) return false;
-  const Expr *b = is_acc(p, k, e->args[0], acc_stage) ? e->args[1] : is_acc(p, k, e->args[1], acc_stage) ? e->args[0] : NULL;
+  const Expr *e0 = unrounded(k, e->args[0], acc_stage, c->elem), *e1 = unrounded(k, e->args[1], acc_stage, c->elem);
+  const Expr *b = is_acc(p, k, e0, acc_stage) ? e->args[1] : is_acc(p, k, e1, acc_stage) ? e->args[0] : NULL;
   Affine a;
-  if (!b || !is_memory_load(p, k, b) || !affine(p, k, g, b, NULL, &a)) return false;
+  if (b) b = factor_load(p, k, b, c->elem);  /* the bias has the operands' type, as the library's */
+  if (!b || !affine(p, k, g, b, NULL, &a)) return false;
   bool along_n = !a.sm && !a.sk && !a.sb && a.sn == 1;  /* bias[n], shared by every row and batch */
   bool along_m = o->loop_library && !a.sn && !a.sk && !a.sb && a.sm == 1;
   if (!along_n && !along_m) return false;
@@ -154,21 +199,39 @@ static bool lib_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibG
   /* cpu: a short sum leaves the tile's packing and epilogue uncovered (convnet_mini's 1x1
    * convolutions over 24 and 96 channels ran 1.1-1.5x slower as library calls) */
   if (o->loop_library && g.K < CG_CPU_LIBRARY_MIN_K) return false;
-  if (!is_memory_load(p, k, g.a) || !is_memory_load(p, k, g.b)) return false;
+  /* 16-bit operands (bf16, f16; the cuda library's f32 sums) as the mma tiles take them; the
+   * loop dialects' library is f32 */
+  kiln_dtype elem = g.a->kind == EX_CAST && g.a->dtype == KILN_F32 ? g.a->args[0]->dtype : KILN_F32;
+  if (elem != KILN_BF16 && elem != KILN_F16) elem = KILN_F32;
+  if (elem != KILN_F32 && o->loop_library) return false;
+  const Expr *la = factor_load(p, k, g.a, elem), *lb = factor_load(p, k, g.b, elem);
+  if (!la || !lb) return false;
   memset(c, 0, sizeof *c);
   c->bias_stage = -1;
+  c->elem = elem;
   c->M = g.M, c->N = g.N, c->K = g.K, c->batch = g.batch;
   const Item *acc = &k->items[g.acc_item], *out = NULL;
+  int rounding = 0;  /* the product's own 16-bit stage, read by the epilogue */
   for (int i = 0; i < k->n_items; i++) {
-    if (!k->items[i].store) continue;
+    const Item *it = &k->items[i];
+    if (!it->store) {
+      const Expr *own = it->body->kind == EX_CAST ? it->body->args[0] : NULL;
+      rounding += it != acc && elem != KILN_F32 && own && it->body->dtype == elem && is_acc(p, k, own, acc->stage);
+      continue;
+    }
     if (out) return false;  /* one stored result only */
     out = &k->items[i];
   }
-  if (!out || !out->offset) return false;
-  if (out != acc && !epilogue(p, k, &g, o, out->body, acc->stage, c, probe)) return false;
-  if (out != acc && k->n_items != 2) return false;  /* no other values in between */
+  if (!out || !out->offset || p->te->stages[out->stage].dtype != elem) return false;
+  const Expr *body = out->body;
+  if (elem != KILN_F32) {  /* elem(f32 epilogue) */
+    if (body->kind != EX_CAST || body->args[0]->dtype != KILN_F32) return false;
+    body = body->args[0];
+  }
+  if (out != acc && !epilogue(p, k, &g, o, body, acc->stage, c, probe)) return false;
+  if (out != acc && k->n_items != 2 + rounding) return false;  /* no other values in between */
   Affine a, b, d;
-  if (!affine(p, k, &g, g.a, NULL, &a) || !affine(p, k, &g, g.b, NULL, &b) || !affine(p, k, &g, NULL, out->offset, &d))
+  if (!affine(p, k, &g, la, NULL, &a) || !affine(p, k, &g, lb, NULL, &b) || !affine(p, k, &g, NULL, out->offset, &d))
     return false;
   if (a.sn || b.sm || d.sk || d.sn != 1 || d.sm < g.N) return false;
   /* A [m, k]: along k (library op N on its [K x M] view) or along m (op T on [M x K]) */
@@ -178,7 +241,7 @@ static bool lib_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibG
   if (b.sn == 1 && b.sk >= g.N) c->b_t = false, c->ldb = b.sk;
   else if (b.sk == 1 && b.sn >= g.K) c->b_t = true, c->ldb = b.sn;
   else return false;
-  c->a_stage = g.a->src, c->b_stage = g.b->src, c->d_stage = out->stage;
+  c->a_stage = la->src, c->b_stage = lb->src, c->d_stage = out->stage;
   c->a_off = a.base, c->b_off = b.base, c->d_off = d.base;
   c->a_sb = a.sb, c->b_sb = b.sb, c->d_sb = d.sb, c->ldd = d.sm;
   const Stage *B = &p->te->stages[c->b_stage];

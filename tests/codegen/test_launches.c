@@ -247,7 +247,9 @@ int main(void) {
   /* bf16 (the cuda backend's options: tensor cores on): bert_layer_b8s128_bf16 is 9 kernels, the
    * projections and FFN layers tensor-core tiles whose operands go straight to shared memory, in 4
    * stages of dynamic shared memory (128x128 tiles: 75792 bytes, past 48 KB, so the carveout;
-   * 64x64: 38928, or 40976 where the score product's B is stored along k), no library call; its
+   * 64x64: 38928, or 40976 where the score product's B is stored along k); the four weight
+   * products (the head-batched ones are no strided matrices) and mlp's two large layers are the
+   * library's too (bf16 cuBLASLt with their bias and GELU), the tiles staying as the fallback; its
    * rows kernels as in f32. mlp_fwd_b4096_bf16: two 128x128 direct tiles and a 32x32 one through
    * registers (its 10 columns are not whole 16-byte rows) */
   {
@@ -256,13 +258,13 @@ int main(void) {
     OK(rt_codegen_options(&ko, cu, &tc));
     CHECK(tc.mma_half && tc.mma_direct && !tc.mma_tf32);
     const Want bert16[] = {
-      { 0, 144, 256, 75792, 100, false }, { 1, 384, 256, 40976, 0, false }, { 2, 1536, 256, 0, 0, false },
-      { 3, 192, 256, 38928, 0, false },   { 4, 192, 256, 38928, 0, false }, { 5, 1024, 64, 0, 0, false },
-      { 6, 192, 256, 75792, 100, false }, { 7, 192, 256, 38928, 0, false }, { 8, 1024, 64, 0, 0, false },
+      { 0, 144, 256, 75792, 100, true }, { 1, 384, 256, 40976, 0, false }, { 2, 1536, 256, 0, 0, false },
+      { 3, 192, 256, 38928, 0, false },  { 4, 192, 256, 38928, 0, true },  { 5, 1024, 64, 0, 0, false },
+      { 6, 192, 256, 75792, 100, true }, { 7, 192, 256, 38928, 0, true },  { 8, 1024, 64, 0, 0, false },
     };
     check("bert_layer_b8s128_bf16", cu, &tc, bert16, 9);
     check("mlp_fwd_b4096_bf16", cu, &tc,
-          (Want[]){ { 0, 128, 256, 75792, 100, false }, { 1, 128, 256, 75792, 100, false }, { 2, 128, 256, 0, 0, false } }, 3);
+          (Want[]){ { 0, 128, 256, 75792, 100, true }, { 1, 128, 256, 75792, 100, true }, { 2, 128, 256, 0, 0, false } }, 3);
     if (build("bert_layer_b8s128_bf16", cu, &tc, &b)) {
       int mma = 0;
       for (const char *q = b.g->source.s; (q = strstr(q, "k_mma_bf16(acc")); q++) mma++;

@@ -16,20 +16,6 @@ typedef struct Case {
   int epilogue;     /* 0 none, 1 bias + relu, 2 bias + gelu_tanh */
 } Case;
 
-/* The count in the print's summary line, "(N groups, M library GEMMs)"; -1 if none. */
-static int libraries_in_plan(kiln_program *p) {
-  char *text = test_program_text(p);
-  if (!text) return -1;
-  int n = -1;
-  for (const char *at = text; (at = strstr(at, " library GEMMs)")); at++) {
-    const char *num = at;
-    while (num > text && num[-1] != '(' && num[-1] != ' ') num--;
-    n = atoi(num);
-  }
-  free(text);
-  return n;
-}
-
 static float wval(int i, int salt) { return (float)((i * 37 + salt * 11) % 23 - 11) / 16.0f; }
 
 static void run_case(const Case *c) {
@@ -69,7 +55,7 @@ static void run_case(const Case *c) {
     o.backend = "ref";
     OK(kiln_program_compile(g, &o, &r));
     if (!p || !r) break;
-    int libs = libraries_in_plan(p);
+    int libs = test_library_gemms(p);
     CHECK_MSG(libs == lib, "%s: %d library GEMMs with cublaslt = %d", c->name, libs, lib);
     for (int round = 0; round < 2; round++) {
       if (round == 1 && !c->batched_b) {  /* new weights: packed again */
@@ -110,7 +96,7 @@ static void long_sum_declined(void) {
   o.backend = "cpu";
   kiln_program *p = NULL;
   OK(kiln_program_compile(g, &o, &p));
-  if (p) CHECK_MSG(libraries_in_plan(p) == 0, "K = 5000: %d library GEMMs", libraries_in_plan(p));
+  if (p) CHECK_MSG(test_library_gemms(p) == 0, "K = 5000: %d library GEMMs", test_library_gemms(p));
   kiln_program_free(p);
   kiln_graph_free(g);
 }
@@ -140,7 +126,7 @@ static void bias_along_m(void) {
   o.backend = "ref";
   OK(kiln_program_compile(g, &o, &r));
   if (p && r) {
-    CHECK_MSG(libraries_in_plan(p) == 1, "bias along m: %d library GEMMs", libraries_in_plan(p));
+    CHECK_MSG(test_library_gemms(p) == 1, "bias along m: %d library GEMMs", test_library_gemms(p));
     const void *in[1] = { x };
     void *og[1] = { got }, *ow[1] = { want };
     OK(kiln_program_run(p, in, og));

@@ -14,6 +14,7 @@
 #include "codegen/codegen.h"
 #include "runtime/runtime.h"
 #include "runtime/cuda/cudadrv.h"
+#include "runtime/cuda/cublaslt.h"
 
 static unsigned long long seed = 29;
 
@@ -35,9 +36,9 @@ static void *rnd_as(kiln_dtype t, int64_t n) {
   return h;
 }
 
-/* relu(x @ w + b) of dtype t (x^T @ w with x stored [k, m]; batched [2, m, k] @ [k, n] with
+/* act(x @ w + b) of dtype t (x^T @ w with x stored [k, m]; batched [2, m, k] @ [k, n] with
  * batch): the tensor cores' operands in, the output rounded to t. */
-static kiln_graph *dense_typed(kiln_dtype t, int64_t m, int64_t k, int64_t n, bool xt, bool batch) {
+static kiln_graph *dense_act(kiln_dtype t, int64_t m, int64_t k, int64_t n, bool xt, bool batch, kiln_unary_op act) {
   int64_t xs[3] = { 2, xt ? k : m, xt ? m : k }, ws[2] = { k, n };
   void *w = rnd_as(t, k * n), *b = rnd_as(t, n);
   kiln_graph *g;
@@ -50,10 +51,14 @@ static kiln_graph *dense_typed(kiln_dtype t, int64_t m, int64_t k, int64_t n, bo
   OK(kiln_graph_param(g, "b", t, 1, &n, b, &bt));
   OK(kiln_graph_matmul(g, x, wt, &y));
   OK(kiln_graph_binary(g, KILN_ADD, y, bt, &z));
-  OK(kiln_graph_unary(g, KILN_RELU, z, &r));
+  OK(kiln_graph_unary(g, act, z, &r));
   OK(kiln_graph_output(g, r, "r"));
   free(w), free(b);
   return g;
+}
+
+static kiln_graph *dense_typed(kiln_dtype t, int64_t m, int64_t k, int64_t n, bool xt, bool batch) {
+  return dense_act(t, m, k, n, xt, batch, KILN_RELU);
 }
 
 /* relu(x @ w + b), x [m, k] input, w [k, n] param (or x^T @ w with x stored [k, m]). */
@@ -84,22 +89,7 @@ static kiln_graph *siblings(int64_t m, int64_t k, int64_t n, bool xt, int nb) {
   return g;
 }
 
-static kiln_graph *dense_gelu(int64_t m, int64_t k, int64_t n) {
-  int64_t xs[2] = { m, k }, ws[2] = { k, n };
-  float *w = rnd(k * n), *b = rnd(n);
-  kiln_graph *g;
-  kiln_tensor x, wt, bt, y, z, u;
-  OK(kiln_graph_create(&g));
-  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
-  OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wt));
-  OK(kiln_graph_param(g, "b", KILN_F32, 1, &n, b, &bt));
-  OK(kiln_graph_matmul(g, x, wt, &y));
-  OK(kiln_graph_binary(g, KILN_ADD, y, bt, &z));
-  OK(kiln_graph_unary(g, KILN_GELU_TANH, z, &u));
-  OK(kiln_graph_output(g, u, "u"));
-  free(w), free(b);
-  return g;
-}
+static kiln_graph *dense_gelu(int64_t m, int64_t k, int64_t n) { return dense_act(KILN_F32, m, k, n, false, false, KILN_GELU_TANH); }
 
 /* Attention scores: q [b, h, s, d] @ transpose(kk [b, h, t, d]) -> [b, h, s, t], then * 0.125. */
 static kiln_graph *scores_typed(kiln_dtype dt, int64_t b, int64_t h, int64_t s, int64_t t, int64_t d) {
@@ -477,6 +467,41 @@ static void test_library_match(void) {
     kiln_graph_free(gr);
   }
 
+  /* 16-bit operands: the library's bf16 / f16 products with f32 sums, their bias and result of
+   * the same type (the kernel's roundings of the product and the bias's sum taken off) */
+  static const kiln_dtype half[2] = { KILN_BF16, KILN_F16 };
+  for (int t = 0; t < 2; t++)
+    for (int act = 0; act < 2; act++) {
+      gr = dense_act(half[t], 4096, 512, 256, false, false, act ? KILN_GELU_TANH : KILN_RELU);
+      r = plan_of(gr);
+      n = 0;
+      for (int i = 0; r.p && i < r.p->n_kernels; i++)
+        if (cg_library_match(r.p, &r.p->kernels[i], &o, &c)) {
+          n++;
+          CHECK(c.elem == half[t] && c.M == 4096 && c.N == 256 && c.K == 512 && !c.a_t && !c.b_t && c.bias_stage >= 0);
+          CHECK(c.relu == !act && c.gelu == !!act);
+        }
+      CHECK_MSG(n == 1, "%s dense 4096, %s: %d library GEMMs, expected 1", t ? "f16" : "bf16", act ? "gelu" : "relu", n);
+      plans_free(&r);
+      kiln_graph_free(gr);
+    }
+  {  /* bf16 copies of f32 values (autocast) are no memory the library could read */
+    int64_t xs[2] = { 4096, 512 }, ws[2] = { 512, 256 };
+    float *w = rnd(512 * 256);
+    kiln_tensor x, wt, y;
+    OK(kiln_graph_create(&gr));
+    OK(kiln_graph_set_autocast(gr, KILN_BF16));
+    OK(kiln_graph_input(gr, "x", KILN_F32, 2, xs, &x));
+    OK(kiln_graph_param(gr, "w", KILN_F32, 2, ws, w, &wt));
+    OK(kiln_graph_matmul(gr, x, wt, &y));
+    OK(kiln_graph_output(gr, y, "y"));
+    free(w);
+    r = plan_of(gr);
+    for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(!cg_library_match(r.p, &r.p->kernels[i], &o, &c));
+    plans_free(&r);
+    kiln_graph_free(gr);
+  }
+
   gr = conv(32, 64, 32, 32, 64);  /* implicit GEMM: the window is no strided matrix */
   r = plan_of(gr);
   for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(!cg_library_match(r.p, &r.p->kernels[i], &o, &c));
@@ -507,6 +532,7 @@ static double norm_rel(const float *a, const float *b, int64_t n) {
 enum { MAXIO = 4 };
 
 static const char *backend = "cuda";  /* the one check_values runs */
+static int want_libraries = -1;       /* check_typed: library GEMMs the fused program must have (-1: any) */
 static double tolerance = 1e-5;       /* check_values' norm-wise relative error (f32 accumulation) */
 
 /* Runs g on ref and on the backend (fused with graph replay, eager without) on fresh random
@@ -571,6 +597,9 @@ static void check_typed(const char *what, kiln_graph *g, kiln_dtype t, int n_in,
     OK(kiln_program_run(p, (const void *const *)in, outs));
     CHECK_MSG(!memcmp(again, got[0], (size_t)out_n[0] * 2), "%s fuse=%d: a second run differs", what, fuse);
     free(again);
+    if (fuse && want_libraries >= 0)
+      CHECK_MSG(test_library_gemms(p) == want_libraries, "%s: %d library GEMMs, expected %d", what, test_library_gemms(p),
+                want_libraries);
     kiln_census c;
     OK(kiln_program_census(p, &c));
     CHECK_MSG(c.host_fallbacks == 0, "%s: %lld fallbacks", what, (long long)c.host_fallbacks);
@@ -595,6 +624,8 @@ static void check_typed(const char *what, kiln_graph *g, kiln_dtype t, int n_in,
  * k-tile, a transposed A, 64x64 and 128x128 tiles, a batch), then f32 ones under TF32 (inputs
  * rounded to 10 bits of mantissa: 2e-3 norm-wise). */
 static void test_mma_values(bool sanitized) {
+  setenv("KILN_CUBLASLT", "0", 1);  /* the tiles, on shapes the library would take */
+  want_libraries = 0;
   static const struct { int64_t m, k, n; bool xt, batch; } d[] = {
     { 128, 784, 512, false, false }, { 1000, 40, 300, false, false }, { 257, 129, 130, true, false },
     { 1024, 768, 768, false, false }, { 1024, 64, 1024, false, true }, { 256, 64, 128, true, false } };
@@ -628,6 +659,23 @@ static void test_mma_values(bool sanitized) {
   }
   unsetenv("KILN_TF32");
   tolerance = 1e-5;
+  unsetenv("KILN_CUBLASLT");
+  want_libraries = -1;
+}
+
+/* The library's 16-bit GEMMs against ref: relu and GELU epilogues with their bias, bf16 and
+ * f16, one library GEMM in the fused program where cuBLASLt loads. */
+static void test_library_values16(void) {
+  static const kiln_dtype half[2] = { KILN_BF16, KILN_F16 };
+  for (int t = 0; t < 2; t++)
+    for (int act = 0; act < 2; act++) {
+      int64_t ni = 1024 * 768, no = 1024 * 768;
+      kiln_graph *g = dense_act(half[t], 1024, 768, 768, false, false, act ? KILN_GELU_TANH : KILN_RELU);
+      want_libraries = cuda_lt_load() == KILN_OK ? 1 : -1;
+      check_typed(act ? "library gelu(x@w+b)" : "library relu(x@w+b)", g, half[t], 1, &ni, 1, &no);
+      want_libraries = -1;
+      kiln_graph_free(g);
+    }
 }
 
 static void test_values(void) {
@@ -678,7 +726,7 @@ static void test_values(void) {
     check_values("train step", g, 1, ins, 2, outs);
     kiln_graph_free(g);
   }
-  if (!strcmp(backend, "cuda")) test_mma_values(sanitized);
+  if (!strcmp(backend, "cuda")) test_mma_values(sanitized), test_library_values16();
 }
 
 int main(void) {

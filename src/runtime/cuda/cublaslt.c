@@ -1,5 +1,5 @@
 /*
- * cublaslt.c — plain f32 GEMMs through NVIDIA's cuBLASLt, loaded with dlopen
+ * cublaslt.c — plain f32, bf16 and f16 GEMMs through NVIDIA's cuBLASLt, loaded with dlopen
  * (libcublasLt.so.13, .so.12, .so; no NVIDIA header is included, the few types and
  * constants are declared here with CUDA 13's values). Takes a GEMM that codegen chose
  * for a library (CgLibGemm: which kernels qualify, and the cost rule, live there);
@@ -7,8 +7,8 @@
  *
  * kiln's row-major
  * D[m, n] = A[m, k] B[k, n] is handed to the column-major library as D^T = B^T A^T, so
- * the bias vector runs along the library's rows. Strict f32 (CUBLAS_COMPUTE_32F) unless
- * options.tf32. The call is planned once (descriptors, heuristic algorithm, pointers
+ * the bias vector runs along the library's rows. Strict f32 sums (CUBLAS_COMPUTE_32F) unless
+ * options.tf32 (f32 operands only); 16-bit operands, bias and result are of one type. The call is planned once (descriptors, heuristic algorithm, pointers
  * bound), run once outside capture so the library's lazy set-up happens there, and then
  * enqueued on the program's stream, inside its CUDA graph.
  */
@@ -30,7 +30,7 @@ typedef struct {
 } LtHeuristic;
 
 enum {
-  LT_R_32F = 0,               /* cudaDataType CUDA_R_32F */
+  LT_R_32F = 0, LT_R_16F = 2, LT_R_16BF = 14,   /* cudaDataType */
   LT_COMPUTE_32F = 68,        /* cublasComputeType_t */
   LT_COMPUTE_32F_FAST_TF32 = 77,
   LT_OP_N = 0, LT_OP_T = 1,
@@ -106,8 +106,8 @@ kiln_status cuda_lt_load(void) {
 
 /* ---- planning and running a call ---- */
 
-static kiln_status layout(void **l, uint64_t rows, uint64_t cols, int64_t ld, int64_t batch, int64_t stride) {
-  kiln_status st = lt_check(lt.layout_create(l, LT_R_32F, rows, cols, ld), "cublasLtMatrixLayoutCreate", "operand");
+static kiln_status layout(void **l, int type, uint64_t rows, uint64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+  kiln_status st = lt_check(lt.layout_create(l, type, rows, cols, ld), "cublasLtMatrixLayoutCreate", "operand");
   int32_t n = (int32_t)batch;
   if (!st && batch > 1)
     st = lt_check(lt.layout_set(*l, LT_LAYOUT_BATCH_COUNT, &n, sizeof n), "cublasLtMatrixLayoutSetAttribute", "batch");
@@ -123,14 +123,16 @@ kiln_status cuda_lt_prepare(CudaLtCall *c, const CgLibGemm *g, const CUdeviceptr
   if (c->g.bias_m) return kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: cuBLASLt's bias runs along n only");
   if (c->g.batch > 2147483647 || c->g.M > 2147483647 || c->g.N > 2147483647)
     return kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: GEMM too large for one cuBLASLt call");
-  c->pa = buf[c->g.a_stage] + (CUdeviceptr)c->g.a_off * 4;
-  c->pb = buf[c->g.b_stage] + (CUdeviceptr)c->g.b_off * 4;
-  c->pd = buf[c->g.d_stage] + (CUdeviceptr)c->g.d_off * 4;
-  c->pbias = c->g.bias_stage >= 0 ? buf[c->g.bias_stage] + (CUdeviceptr)c->g.bias_off * 4 : 0;
+  int type = c->g.elem == KILN_BF16 ? LT_R_16BF : c->g.elem == KILN_F16 ? LT_R_16F : LT_R_32F;
+  CUdeviceptr es = type == LT_R_32F ? 4 : 2;
+  c->pa = buf[c->g.a_stage] + (CUdeviceptr)c->g.a_off * es;
+  c->pb = buf[c->g.b_stage] + (CUdeviceptr)c->g.b_off * es;
+  c->pd = buf[c->g.d_stage] + (CUdeviceptr)c->g.d_off * es;
+  c->pbias = c->g.bias_stage >= 0 ? buf[c->g.bias_stage] + (CUdeviceptr)c->g.bias_off * es : 0;
   /* the library's default heuristics assume 256-byte aligned matrices */
   if ((c->pa | c->pb | c->pd) % 256 || c->pbias % 16)
     return kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: GEMM operand not 256-byte aligned");
-  kiln_status st = lt_check(lt.desc_create(&c->desc, tf32 ? LT_COMPUTE_32F_FAST_TF32 : LT_COMPUTE_32F, LT_R_32F),
+  kiln_status st = lt_check(lt.desc_create(&c->desc, tf32 && type == LT_R_32F ? LT_COMPUTE_32F_FAST_TF32 : LT_COMPUTE_32F, LT_R_32F),
                             "cublasLtMatmulDescCreate", "GEMM");
   /* library view: D^T [N x M] = op(B^T) [N x K] * op(A^T) [K x M] */
   int32_t ta = c->g.b_t ? LT_OP_T : LT_OP_N, tb = c->g.a_t ? LT_OP_T : LT_OP_N;
@@ -144,9 +146,9 @@ kiln_status cuda_lt_prepare(CudaLtCall *c, const CgLibGemm *g, const CUdeviceptr
     st = lt_check(lt.desc_set(c->desc, LT_DESC_BIAS_POINTER, &bp, sizeof bp), "cublasLtMatmulDescSetAttribute", "bias");
   }
   uint64_t M = (uint64_t)c->g.M, N = (uint64_t)c->g.N, K = (uint64_t)c->g.K;
-  if (!st) st = layout(&c->la, c->g.b_t ? K : N, c->g.b_t ? N : K, c->g.ldb, c->g.batch, c->g.b_sb);
-  if (!st) st = layout(&c->lb, c->g.a_t ? M : K, c->g.a_t ? K : M, c->g.lda, c->g.batch, c->g.a_sb);
-  if (!st) st = layout(&c->ld, N, M, c->g.ldd, c->g.batch, c->g.d_sb);
+  if (!st) st = layout(&c->la, type, c->g.b_t ? K : N, c->g.b_t ? N : K, c->g.ldb, c->g.batch, c->g.b_sb);
+  if (!st) st = layout(&c->lb, type, c->g.a_t ? M : K, c->g.a_t ? K : M, c->g.lda, c->g.batch, c->g.a_sb);
+  if (!st) st = layout(&c->ld, type, N, M, c->g.ldd, c->g.batch, c->g.d_sb);
   void *pref = NULL;
   if (!st) st = lt_check(lt.pref_create(&pref), "cublasLtMatmulPreferenceCreate", "GEMM");
   uint64_t ws = ws_bytes;
