@@ -390,6 +390,9 @@ typedef struct kiln_options {
                            blocks a multiprocessor, not one (races; both slower on the H200); 0 the f32 tiles of
                            every other contraction ($KILN_TENSOR_CORES). f32 operands take them only
                            where tf32 allows */
+  int cuda_mma_k;       /* cuda: the k-tile of a 32x32 tensor-core tile whose operands go through
+                           registers (a cast of f32 values: mixed precision), 32, 64 or 128; default
+                           0: 64, what the H200 race chose ($KILN_CUDA_MMA_K) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

@@ -288,6 +288,8 @@ typedef struct CgOptions {
   bool mma_tf32;        /* ... and of f32 operands, rounded to TF32 (kiln_options.tf32) */
   bool mma_many_blocks; /* ... their tiles picked for about four blocks a multiprocessor, not one as the f32
                            tiles are (kiln_options.tensor_cores 3: raced, slower on the H200) */
+  int mma_small_k;      /* ... the k-tile of a 32x32 mma tile through registers (kiln_options.cuda_mma_k:
+                           32, 64 or 128; 0 is 32) */
   bool mma_direct;      /* ... 16-bit operands that are plain affine loads read straight into shared memory
                            (CgGemm.direct; kiln_options.tensor_cores 2: through registers like any operand) */
   bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2

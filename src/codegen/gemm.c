@@ -137,6 +137,13 @@ static int64_t splits_for(const CgGemm *g, int c) {
   return splits < 1 ? 1 : splits;
 }
 
+/* K cut into about `splits` spans of whole k-tiles of g->bk (none empty). */
+static void set_spans(CgGemm *g, int64_t splits) {
+  int64_t ktiles = (g->K + g->bk - 1) / g->bk, span_tiles = (ktiles + splits - 1) / splits;
+  g->kspan = span_tiles * g->bk;
+  g->splits = (int)((ktiles + span_tiles - 1) / span_tiles);
+}
+
 /* The largest tile that gives a block per multiprocessor; else 32x32, split along K when
  * that still leaves the chip under-filled. CG_SPLITK_WIDE (being raced): when 32x32
  * would split, the largest tile whose splits give a block per multiprocessor instead
@@ -171,9 +178,7 @@ static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many) {
     int64_t kt = (g->K + MMA_BK - 1) / MMA_BK;
     if (splits > kt / MIN_SPAN_TILES) splits = kt / MIN_SPAN_TILES > 1 ? kt / MIN_SPAN_TILES : 1;
   }
-  int64_t ktiles = (g->K + g->bk - 1) / g->bk, span_tiles = (ktiles + splits - 1) / splits;
-  g->kspan = span_tiles * g->bk;
-  g->splits = (int)((ktiles + span_tiles - 1) / span_tiles);  /* no empty span */
+  set_spans(g, splits);
 }
 
 /* Can factor x (role: CG_ROLE_M for A, CG_ROLE_N for B) be read straight into shared memory?
@@ -310,6 +315,15 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   g.b_kfast = reads_along_k(p, k, g.b, &g, CG_ROLE_N);
   g.direct = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && o->mma_direct && direct_operand(p, k, &g, g.a, CG_ROLE_M, &g.da) &&
              direct_operand(p, k, &g, g.b, CG_ROLE_N, &g.db);
+  /* A 32x32 mma tile through registers does two mma a warp on a k-tile of 32, between a wait
+   * on its reads and two barriers: a chain of read latencies (mixed precision's 1024x128 layer
+   * of 784 inputs: 25 of them). Deeper k-tiles wait less often, with more reads a thread in
+   * flight (kiln_options.cuda_mma_k: 64, 8 a thread for each operand; 128 took a launch group of
+   * two such tiles to 239 registers). */
+  if (g.mma && !g.direct && g.bm == 32 && o->mma_small_k > MMA_BK) {
+    g.bk = o->mma_small_k;
+    set_spans(&g, g.splits);
+  }
   for (int q = 1; q < g.n_b; q++)  /* one read order for every B tile */
     if (reads_along_k(p, k, g.bs[q], &g, CG_ROLE_N) != g.b_kfast) return false;
   if (out) *out = g;
