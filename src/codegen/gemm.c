@@ -316,10 +316,9 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   g.direct = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && o->mma_direct && direct_operand(p, k, &g, g.a, CG_ROLE_M, &g.da) &&
              direct_operand(p, k, &g, g.b, CG_ROLE_N, &g.db);
   /* A 32x32 mma tile through registers does two mma a warp on a k-tile of 32, between a wait
-   * on its reads and two barriers: a chain of read latencies (mixed precision's 1024x128 layer
-   * of 784 inputs: 25 of them). Deeper k-tiles wait less often, with more reads a thread in
-   * flight (kiln_options.cuda_mma_k: 64, 8 a thread for each operand; 128 took a launch group of
-   * two such tiles to 239 registers). */
+   * on its reads and two barriers. Deeper k-tiles (kiln_options.cuda_mma_k 64 or 128) wait less
+   * often with more reads a thread in flight, but lost the H200 race: mlp_train_b1024_bf16amp
+   * 1.13x slower at 64, 1.38x at 128 (a launch group of two such tiles took 239 registers). */
   if (g.mma && !g.direct && g.bm == 32 && o->mma_small_k > MMA_BK) {
     g.bk = o->mma_small_k;
     set_spans(&g, g.splits);
