@@ -197,10 +197,12 @@ typedef struct Dialect {
    * (float &c0, &c1, &c2, &c3, unsigned a0, a1, a2, a3, b0, b1) adding A (16 x k) times B (k x 8)
    * into the warp's 16 x 8 f32 tile, PTX's mma.sync fragment layouts (k 16: 16-bit pairs; k 8:
    * TF32); the shared tile element type, and the conversion (%s an f32 value) of an operand value
-   * into it (the value is exact in bf16/f16 for those kinds; TF32 rounds) */
+   * into it (the value is exact in bf16/f16 for those kinds; TF32 rounds); mma_round the same
+   * conversion of any f32 value, rounded to nearest even as a cast to the 16-bit type does */
   const char *mma[CG_MMA_COUNT];
   const char *mma_elem[CG_MMA_COUNT];
   const char *mma_stash[CG_MMA_COUNT];
+  const char *mma_round[CG_MMA_COUNT];
   /* 16-bit mma operands read straight into shared memory (NULL cp_async: none): cp_async(void *dst,
    * const void *src, bool in) copies 16 bytes, zeros where !in, asynchronously; cp_commit() closes
    * a group of them, cp_wait (%d: n) waits for all groups but the last n, cp_wait0 for all;
@@ -290,6 +292,8 @@ typedef struct CgOptions {
                            tiles are (kiln_options.tensor_cores 3: raced, slower on the H200) */
   int mma_small_k;      /* ... the k-tile of a 32x32 mma tile through registers (kiln_options.cuda_mma_k:
                            32, 64 or 128; 0 is 32) */
+  bool mma_round_late;  /* ... f32 values rounded to their 16-bit type read unrounded, rounded at the stash
+                           (CgGemm.a_round; kiln_options.cuda_mma_late_round) */
   bool mma_direct;      /* ... 16-bit operands that are plain affine loads read straight into shared memory
                            (CgGemm.direct; kiln_options.tensor_cores 2: through registers like any operand) */
   bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2
@@ -495,6 +499,10 @@ typedef struct CgGemm {
                                       vectors from shared memory; the partial tiles are added in
                                       shared memory, in group order, before the epilogue */
   bool a_kfast, b_kfast;           /* global reads of a tile run along k (else along m / n) */
+  bool a_round, b_round;           /* mma through registers: the factor is f32 values rounded to the mma's
+                                      16-bit type (a cast: mixed precision); the registers hold them
+                                      unrounded and the stash rounds, so that no read is waited for
+                                      before the tile's stash */
   int acc_item;                    /* index of the IT_ACC item */
   int splits;                      /* split-K: blocks per tile, each over kspan points of K */
   int64_t kspan;                   /* (a multiple of bk; 1 split: kspan >= K) */

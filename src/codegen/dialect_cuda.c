@@ -181,6 +181,7 @@ const Dialect cg_dialect_cuda = {
   .mma = { [CG_MMA_BF16] = "k_mma_bf16", [CG_MMA_F16] = "k_mma_f16", [CG_MMA_TF32] = "k_mma_tf32" },
   .mma_elem = { [CG_MMA_BF16] = "uint16_t", [CG_MMA_F16] = "uint16_t", [CG_MMA_TF32] = "unsigned" },
   .mma_stash = { [CG_MMA_BF16] = "k_bbits(%s)", [CG_MMA_F16] = "k_hbits(%s)", [CG_MMA_TF32] = "k_tf32(%s)" },
+  .mma_round = { [CG_MMA_BF16] = "k_f2b(%s)", [CG_MMA_F16] = "k_hbits(%s)" },
   .cp_async = "k_cp16", .cp_commit = "k_cp_commit();", .cp_wait = "k_cp_wait<%d>();", .cp_wait0 = "k_cp_wait<0>();",
   .ldmatrix = { "k_ldm2", "k_ldm2t", "k_ldm4", "k_ldm4t" },
   .unroll = "#pragma unroll",

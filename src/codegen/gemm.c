@@ -232,6 +232,12 @@ static kiln_dtype factor_dtype(const Expr *x) {
   return x->kind == EX_CAST && (x->args[0]->dtype == KILN_BF16 || x->args[0]->dtype == KILN_F16) ? x->args[0]->dtype : KILN_F32;
 }
 
+/* Is factor x f32(t(y)) for a 16-bit t and an f32 y: an f32 value rounded to t (autocast's copies)? */
+static bool rounded_f32(const Expr *x) {
+  return x->kind == EX_CAST && x->dtype == KILN_F32 && x->args[0]->kind == EX_CAST && x->args[0]->args[0]->dtype == KILN_F32 &&
+         (x->args[0]->dtype == KILN_BF16 || x->args[0]->dtype == KILN_F16);
+}
+
 /* Tensor cores for a product of a and b: both bf16 (f16) values, exact in the mma's operand
  * type; or, where tf32 allows, any f32 values, rounded to TF32 (exact for 16-bit ones). */
 static CgMma mma_kind(const Expr *a, const Expr *b, const CgOptions *o) {
@@ -323,6 +329,8 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
     g.bk = o->mma_small_k;
     set_spans(&g, g.splits);
   }
+  bool regs16 = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && !g.direct && o->mma_round_late;
+  g.a_round = regs16 && rounded_f32(g.a), g.b_round = regs16 && rounded_f32(g.b);
   for (int q = 1; q < g.n_b; q++)  /* one read order for every B tile */
     if (reads_along_k(p, k, g.bs[q], &g, CG_ROLE_N) != g.b_kfast) return false;
   if (out) *out = g;
@@ -465,7 +473,7 @@ static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const
 }
 
 /* Registers pf[l] into the shared tile sh[kk][xx]. */
-static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const char *sh, int width, bool kfast) {
+static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const char *sh, int width, bool kfast, bool round) {
   cg_put(em, "%s", em->d->unroll);
   cg_open(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
   cg_put(em, "const int e = %s + l * %d;", thread_int(em->d), CG_GEMM_THREADS);
@@ -474,7 +482,7 @@ static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const 
     if (kfast) cg_put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
     else cg_put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
     snprintf(x, sizeof x, "%s[l]", pf);
-    snprintf(v, sizeof v, em->d->mma_stash[g->mma], x);
+    snprintf(v, sizeof v, (round ? em->d->mma_round : em->d->mma_stash)[g->mma], x);
     cg_put(em, "%s[xx][kk] = %s;", sh, v);
   } else if (g->kgroups > 1 && em->d->no_views) {  /* rows of vectors: element x of row kk is [kk][x / 4][x % 4] */
     if (kfast) cg_put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
@@ -510,11 +518,11 @@ static void fetch_both(const CgEmit *em, const Kernel *k, const CgGemm *g, const
   char pa[16], pb[16];
   stage_regs(g, s, pa, pb);
   cg_open(em, "{ const %s kb = %s;", em->d->index_type, kb);
-  fetch_tile(em, k, g, g->a, CG_ROLE_M, pa, g->bm, g->a_kfast);
+  fetch_tile(em, k, g, g->a_round ? g->a->args[0]->args[0] : g->a, CG_ROLE_M, pa, g->bm, g->a_kfast);
   for (int q = 0; q < g->n_b; q++) {
     char pq[32];
     b_of(q, pb, pq);
-    fetch_tile(em, k, g, g->bs[q], CG_ROLE_N, pq, g->bn, g->b_kfast);
+    fetch_tile(em, k, g, q == 0 && g->b_round ? g->b->args[0]->args[0] : g->bs[q], CG_ROLE_N, pq, g->bn, g->b_kfast);
   }
   cg_close(em);
 }
@@ -954,13 +962,13 @@ static void register_loop(const CgEmit *em, const Kernel *k, const CgGemm *g, co
     stage_regs(g, s, pa, pb);
     if (D > 1) cg_open(em, "{ const %s kc = k0 + %d;", I, s * g->bk);
     if (s > 0) cg_put(em, "if (kc >= kend) break;");
-    stash_tile(em, g, pa, As, g->bm, g->a_kfast);
-    stash_tile(em, g, pb, Bs, g->bn, g->b_kfast);
+    stash_tile(em, g, pa, As, g->bm, g->a_kfast, g->a_round);
+    stash_tile(em, g, pb, Bs, g->bn, g->b_kfast, g->b_round);
     for (int q = 1; q < g->n_b; q++) {  /* siblings: one stage, one buffer */
       char pq[32], bq[32];
       b_of(q, pb, pq);
       b_of(q, "Bs", bq);
-      stash_tile(em, g, pq, bq, g->bn, g->b_kfast);
+      stash_tile(em, g, pq, bq, g->bn, g->b_kfast, false);
     }
     cg_put(em, "%s", d->barrier);
     cg_put(em, "if (%s + %d < kend)", kc, D * g->bk);

@@ -570,6 +570,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   if (o->cuda_mma_k != 0 && o->cuda_mma_k != 32 && o->cuda_mma_k != 64 && o->cuda_mma_k != 128)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_mma_k ($KILN_CUDA_MMA_K) is %d: 0 the default, or 32, 64 or 128", o->cuda_mma_k);
   g->mma_small_k = o->cuda_mma_k ? o->cuda_mma_k : 32;
+  g->mma_round_late = o->cuda_mma_late_round != 0;
   g->library = o->cublaslt != 0;
   g->library_all = o->cublaslt == 2;
   /* loop dialects (cpu): the packed micro-kernel wins from small products on (this cpu's race) */
