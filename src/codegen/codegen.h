@@ -261,6 +261,8 @@ typedef struct CgOptions {
   bool warp_rows;       /* a warp per row is renderable (the dialect has warp reductions); else the
                            variants that ask for one take a block per row (cg_row_variant_of) */
   bool smem_rows;       /* long rows may keep part of themselves in dynamic shared memory */
+  bool column_rows;     /* block rows whose inner loop reads only across rows take 2 points a thread, up to
+                           1024 threads (render.c column_rows; kiln_options.column_rows, a race) */
   CgSplitK splitk;      /* what KILN_CUDA_SPLITK set: default on, "0" off, "wide" */
   bool library;         /* offer plain GEMMs to a library (cuBLASLt); KILN_CUBLASLT=0 sets false */
   bool library_all;     /* with library: every plain GEMM, whatever the cost rule says (KILN_CUBLASLT=2, a race) */
@@ -454,7 +456,7 @@ int cg_gpu_block(const Kernel *k);
  *            (`min_blocks`): 256 rows of 32768 run in one wave instead of two
  *   7 wveclong  wvec, and long rows as long
  *   8 auto   the default (KILN_CUDA_ROW unset): per row length, the race's winner (render.c) */
-typedef struct CgRows { int threads, rows, vec, reg_points, smem, min_blocks, split; } CgRows;
+typedef struct CgRows { int threads, rows, vec, reg_points, smem, min_blocks, split; bool columns; } CgRows;
 enum { CG_ROW_VARIANTS = 9 };
 CgRows cg_gpu_rows(const Kernel *k, int variant);
 /* The shape a block-row kernel is rendered with: cg_gpu_rows, and, for a few long rows of

@@ -103,6 +103,9 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
                      ro.vec == 4 ? ", 16-byte vectors" : "");
     if (ro.split > 1 && n > 0 && (size_t)n < sizeof l->why)
       n += snprintf(l->why + n, sizeof l->why - (size_t)n, ", %d blocks a row (two phases)", ro.split);
+    if (ro.columns && n > 0 && (size_t)n < sizeof l->why)
+      n += snprintf(l->why + n, sizeof l->why - (size_t)n, ", reads across rows: %d points a thread",
+                    (int)((k->inner_numel + ro.threads - 1) / ro.threads));
     if (ro.smem > 0 && n > 0 && (size_t)n < sizeof l->why)
       snprintf(l->why + n, sizeof l->why - (size_t)n, ", row cache %d B shared, %d blocks an SM", ro.smem, ro.min_blocks);
     return;

@@ -1973,7 +1973,7 @@ const char *cg_row_variant_name(int variant) {
 
 CgRows cg_gpu_rows(const Kernel *k, int variant) {
   variant = cg_row_variant_resolve(k, variant);
-  CgRows ro = { cg_gpu_block(k), 1, 1, 0, 0, 1, 1 };
+  CgRows ro = { cg_gpu_block(k), 1, 1, 0, 0, 1, 1, false };
   /* a warp per row keeps short rows (4..32 points per thread) off __syncthreads and puts
    * 8 rows in each block, so an SM holds many rows in their different phases */
   if (row_variants[variant].warp && k->inner_numel <= 1024) ro.threads = 32, ro.rows = 8;
@@ -2025,10 +2025,53 @@ static int row_splits(const Plan *p, const Kernel *k, const CgOptions *o, const 
   return s < 2 ? 1 : (int)s;
 }
 
+/* Does every memory read of expression e that moves with inner var `last` step over more than
+ * one element per step of it (and one at least move)? *n counts those that move; seen and
+ * n_seen keep the walk of a DAG linear (past COLUMN_SEEN nodes: no). */
+enum { COLUMN_SEEN = 256, COLUMN_PPT = 2 };
+static bool reads_across(const Plan *p, const Kernel *k, const Expr *e, int last, int *n, const Expr **seen, int *n_seen) {
+  for (int i = 0; i < *n_seen; i++)
+    if (seen[i] == e) return true;
+  if (*n_seen == COLUMN_SEEN) return false;
+  seen[(*n_seen)++] = e;
+  if (e->kind == EX_LOAD && p->kernel_of[e->src] != k->id && !plan_is_baked(p->te, e->src)) {
+    int64_t v[2 * KILN_MAX_RANK] = { 0 }, o0, o1;
+    int nv = k->rank + k->n_red;
+    if (!cg_load_offset_at(p, e, v, nv, &o0)) return false;
+    v[last] = 1;
+    if (!cg_load_offset_at(p, e, v, nv, &o1)) return false;
+    if (o1 - o0 == 1 || o1 - o0 == -1) return false;  /* along the row: a warp's reads share sectors */
+    *n += o1 != o0;
+  }
+  for (int i = 0; i < e->n_args; i++)
+    if (!reads_across(p, k, e->args[i], last, n, seen, n_seen)) return false;
+  return true;
+}
+
+/* Column rows (CgOptions.column_rows): a block-rows kernel whose inner loop reads memory only
+ * across rows (a bias gradient: the sum over the batch of a [batch, n] tensor, a column a
+ * block) pays a 32-byte sector a point whatever its threads' layout, so what bounds it is how
+ * many of those reads are in flight: COLUMN_PPT points a thread, up to 1024 threads, where the
+ * row race's 16 a thread leave 15 reads a thread waiting one after another. */
+static bool column_rows(const Plan *p, const Kernel *k) {
+  int last = -1, n = 0, n_seen = 0;
+  for (int i = k->n_red - 1; i >= 0 && last < 0; i--)
+    if (k->red_shape[i] > 1) last = k->rank + i;
+  if (last < 0) return false;
+  const Expr *seen[COLUMN_SEEN];
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].kind == IT_ACC && !reads_across(p, k, k->items[i].body, last, &n, seen, &n_seen)) return false;
+  return n > 0;
+}
+
 CgRows cg_rows_of(const Plan *p, const Kernel *k, const CgOptions *o) {
   CgRows ro = cg_gpu_rows(k, cg_row_variant_of(k, o));
   ro.split = row_splits(p, k, o, &ro);
   if (ro.split > 1) ro.threads = SPLIT_THREADS, ro.vec = 1;
+  if (o->column_rows && ro.split == 1 && ro.rows == 1 && ro.vec == 1 && !ro.reg_points && !ro.smem && column_rows(p, k)) {
+    ro.threads = 32, ro.columns = true;
+    while (ro.threads < 1024 && (int64_t)ro.threads * COLUMN_PPT < k->inner_numel) ro.threads *= 2;
+  }
   return ro;
 }
 

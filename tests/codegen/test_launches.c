@@ -306,6 +306,26 @@ int main(void) {
     built_free(&b);
   }
 
+  /* column rows (a race's switch): mlp_train_b1024's bias gradient db1, the sum over the batch
+   * of a [1024, 128] tensor, reads across rows: 512 threads of 2 points with the switch, the
+   * row race's 64 of 16 without; its row kernels (whose reads run along the row) keep theirs */
+  {
+    CgOptions cols = dflt;
+    cols.column_rows = true;
+    Built c;
+    if (build("mlp_train_b1024", cu, &dflt, &b) && build("mlp_train_b1024", cu, &cols, &c)) {
+      CHECK_MSG(b.g->launch[7].block == 64 && !strstr(b.g->launch[7].why, "across rows"), "k7 %d threads: %s", b.g->launch[7].block,
+                b.g->launch[7].why);
+      CHECK_MSG(c.g->launch[7].block == 512 && strstr(c.g->launch[7].why, "reads across rows: 2 points a thread"), "k7 %d threads: %s",
+                c.g->launch[7].block, c.g->launch[7].why);
+      for (int i = 0; i < b.g->n_launch; i++)
+        if (i != 7) CHECK_MSG(b.g->launch[i].block == c.g->launch[i].block, "k%d: %d threads, %d with column rows", i,
+                              b.g->launch[i].block, c.g->launch[i].block);
+    }
+    built_free(&b);
+    built_free(&c);
+  }
+
   /* a loop dialect: one call per kernel, through the trampoline */
   const Want loop[] = { { 0, 1, 1, 0, 0, false }, { 1, 1, 1, 0, 0, false }, { 2, 1, 1, 0, 0, false } };
   check("mlp_fwd_b128", &cg_dialect_c, &dflt, loop, 3);

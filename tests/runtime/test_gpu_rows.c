@@ -154,6 +154,41 @@ static kiln_graph *all_rows_graph(int64_t rows, int64_t cols) {
 }
 
 static const char *backend = "cuda";  /* the one test_values runs */
+static void run(kiln_graph *g, const char *be, const void *const *in, float **out);
+
+/* Column sums and maxima (reduce over axis 0, the reads across rows) against ref, with column
+ * rows (KILN_COLUMN_ROWS=1) and without. */
+static void test_columns(void) {
+  static const int64_t shapes[][2] = { { 1024, 128 }, { 1000, 37 }, { 33, 300 }, { 4096, 10 }, { 3, 5 } };
+  for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++) {
+    int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols, sh[2] = { rows, cols };
+    kiln_graph *g;
+    kiln_tensor x, y[2];
+    OK(kiln_graph_create(&g));
+    OK(kiln_graph_input(g, "x", KILN_F32, 2, sh, &x));
+    OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, x, 1, (int[]){ 0 }, 0, &y[0]));
+    OK(kiln_graph_reduce(g, KILN_REDUCE_MAX, x, 1, (int[]){ 0 }, 0, &y[1]));
+    for (int i = 0; i < 2; i++) OK(kiln_graph_output(g, y[i], NULL));
+    float *x0 = malloc((size_t)n * sizeof *x0), *want[2], *got[2];
+    for (int i = 0; i < 2; i++) want[i] = malloc((size_t)cols * 4), got[i] = malloc((size_t)cols * 4);
+    for (int64_t i = 0; i < n; i++) x0[i] = (float)(3 * test_rand(&seed));
+    const void *in[1] = { x0 };
+    run(g, "ref", in, want);
+    for (int on = 0; on < 2; on++) {
+      setenv("KILN_COLUMN_ROWS", on ? "1" : "0", 1);
+      for (int i = 0; i < 2; i++)
+        for (int64_t j = 0; j < cols; j++) got[i][j] = NAN;
+      run(g, backend, in, got);
+      for (int i = 0; i < 2; i++)
+        CHECK_MSG(max_rel(got[i], want[i], cols) < 1e-5, "column %s %lldx%lld, column rows %d: max rel error %g", i ? "max" : "sum",
+                  (long long)rows, (long long)cols, on, max_rel(got[i], want[i], cols));
+    }
+    unsetenv("KILN_COLUMN_ROWS");
+    free(x0);
+    for (int i = 0; i < 2; i++) free(want[i]), free(got[i]);
+    kiln_graph_free(g);
+  }
+}
 
 static void run(kiln_graph *g, const char *be, const void *const *in, float **out) {
   kiln_options o = kiln_options_default();
@@ -269,11 +304,11 @@ int main(void) {
   const char *want = getenv("KILN_TEST_BACKEND");
   if (want && !strcmp(want, "vulkan")) {  /* values alone: the render checks are cuda's, run once */
     backend = "vulkan";
-    if (rt_backend_vulkan.probe() == KILN_OK) test_values();
+    if (rt_backend_vulkan.probe() == KILN_OK) test_values(), test_columns();
     else CHECK_MSG(!getenv("KILN_TEST_REQUIRE_BACKEND"), "no vulkan device: %s", kiln_last_error());
   } else {
     test_render();
-    if (rt_backend_cuda.probe() == KILN_OK) test_values();
+    if (rt_backend_cuda.probe() == KILN_OK) test_values(), test_columns();
     else printf("skip (values): no CUDA driver (%s)\n", kiln_last_error());
   }
   char cmd[200];
