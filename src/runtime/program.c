@@ -121,7 +121,7 @@ kiln_options kiln_options_default(void) {
   o.tensor_cores = kiln_env_int("KILN_TENSOR_CORES", 1);
   o.cuda_mma_k = kiln_env_int("KILN_CUDA_MMA_K", 0);
   o.cuda_mma_late_round = kiln_env_int("KILN_CUDA_MMA_LATE_ROUND", 1);
-  o.column_rows = kiln_env_int("KILN_COLUMN_ROWS", 0);
+  o.column_rows = kiln_env_int("KILN_COLUMN_ROWS", -1);
   return o;
 }
 

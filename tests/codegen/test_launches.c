@@ -287,6 +287,18 @@ int main(void) {
     ko.cuda_gemm_stages = 3;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&ko, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_GEMM_STAGES"));
+    /* column rows: by default on cuda, off on glsl; 0 and 1 either way; anything else refused */
+    kiln_options kc = kiln_options_default();
+    kc.column_rows = -1;
+    if (rt_codegen_options(&kc, cu, &co) == KILN_OK) CHECK(co.column_rows);
+    if (rt_codegen_options(&kc, &cg_dialect_glsl, &co) == KILN_OK) CHECK(!co.column_rows);
+    kc.column_rows = 0;
+    if (rt_codegen_options(&kc, cu, &co) == KILN_OK) CHECK(!co.column_rows);
+    kc.column_rows = 1;
+    if (rt_codegen_options(&kc, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.column_rows);
+    kc.column_rows = 2;
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kc, cu, &co));
+    CHECK(strstr(kiln_last_error(), "KILN_COLUMN_ROWS"));
   }
 
   /* mlp_train_b1024: dW2 (k6) and dW1 with its SGD update (k8) are large enough for the cost
@@ -306,9 +318,10 @@ int main(void) {
     built_free(&b);
   }
 
-  /* column rows (a race's switch): mlp_train_b1024's bias gradient db1, the sum over the batch
-   * of a [1024, 128] tensor, reads across rows: 512 threads of 2 points with the switch, the
-   * row race's 64 of 16 without; its row kernels (whose reads run along the row) keep theirs */
+  /* column rows (the cuda backend's default; off in cg_options_default): mlp_train_b1024's bias
+   * gradient db1, the sum over the batch of a [1024, 128] tensor, reads across rows: 512 threads
+   * of 2 points with them, the row race's 64 of 16 without; its row kernels (whose reads run
+   * along the row) keep theirs */
   {
     CgOptions cols = dflt;
     cols.column_rows = true;
