@@ -513,16 +513,19 @@ static void b_of(int q, const char *base, char out[32]) {
   else snprintf(out, 32, "%s_%d", base, q);
 }
 
+/* What a factor's registers hold: x, or the f32 value under x's rounding (CgGemm.a_round). */
+static const Expr *fetched(const Expr *x, bool round) { return round ? x->args[0]->args[0] : x; }
+
 /* Both factors' shares of the k-tile at kb into register stage s (every B's, siblings). */
 static void fetch_both(const CgEmit *em, const Kernel *k, const CgGemm *g, const char *kb, int s) {
   char pa[16], pb[16];
   stage_regs(g, s, pa, pb);
   cg_open(em, "{ const %s kb = %s;", em->d->index_type, kb);
-  fetch_tile(em, k, g, g->a_round ? g->a->args[0]->args[0] : g->a, CG_ROLE_M, pa, g->bm, g->a_kfast);
+  fetch_tile(em, k, g, fetched(g->a, g->a_round), CG_ROLE_M, pa, g->bm, g->a_kfast);
   for (int q = 0; q < g->n_b; q++) {
     char pq[32];
     b_of(q, pb, pq);
-    fetch_tile(em, k, g, q == 0 && g->b_round ? g->b->args[0]->args[0] : g->bs[q], CG_ROLE_N, pq, g->bn, g->b_kfast);
+    fetch_tile(em, k, g, fetched(g->bs[q], q == 0 && g->b_round), CG_ROLE_N, pq, g->bn, g->b_kfast);
   }
   cg_close(em);
 }

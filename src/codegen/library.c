@@ -97,20 +97,17 @@ static bool at_point(const Kernel *k, const Expr *e, int s) {
   return true;
 }
 
-static bool is_acc(const Plan *p, const Kernel *k, const Expr *e, int acc_stage) {
-  (void)p;
-  return at_point(k, e, acc_stage);
+/* Is item it an unstored value that rounds the sum to elem at the same point (a 16-bit
+ * product's own stage: elem(acc))? */
+static bool rounds_sum(const Kernel *k, const Item *it, int acc_stage, kiln_dtype elem) {
+  const Expr *b = it->body;
+  return it->kind == IT_OUTER && !it->store && b->kind == EX_CAST && b->dtype == elem && at_point(k, b->args[0], acc_stage);
 }
 
-/* The kernel's unstored item that rounds the sum to elem at the same point (a 16-bit
- * product's own stage: elem(acc)), or NULL. */
+/* The item rounds_sum that e loads, or NULL. */
 static const Item *rounding_item(const Kernel *k, const Expr *e, int acc_stage, kiln_dtype elem) {
-  for (int i = 0; i < k->n_items; i++) {
-    const Item *it = &k->items[i];
-    if (it->kind != IT_OUTER || it->store || !at_point(k, e, it->stage)) continue;
-    const Expr *b = it->body;
-    if (b->kind == EX_CAST && b->dtype == elem && at_point(k, b->args[0], acc_stage)) return it;
-  }
+  for (int i = 0; i < k->n_items; i++)
+    if (rounds_sum(k, &k->items[i], acc_stage, elem) && at_point(k, e, k->items[i].stage)) return &k->items[i];
   return NULL;
 }
 
@@ -170,10 +167,10 @@ static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const CgOp
     e = y;
   }
   e = unrounded(k, e, acc_stage, c->elem);
-  if (is_acc(p, k, e, acc_stage)) return true;
+  if (at_point(k, e, acc_stage)) return true;
   if (e->kind != EX_BINARY || e->op != TB_ADD) return false;
   const Expr *e0 = unrounded(k, e->args[0], acc_stage, c->elem), *e1 = unrounded(k, e->args[1], acc_stage, c->elem);
-  const Expr *b = is_acc(p, k, e0, acc_stage) ? e->args[1] : is_acc(p, k, e1, acc_stage) ? e->args[0] : NULL;
+  const Expr *b = at_point(k, e0, acc_stage) ? e->args[1] : at_point(k, e1, acc_stage) ? e->args[0] : NULL;
   Affine a;
   if (b) b = factor_load(p, k, b, c->elem);  /* the bias has the operands' type, as the library's */
   if (!b || !affine(p, k, g, b, NULL, &a)) return false;
@@ -215,8 +212,7 @@ static bool lib_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibG
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (!it->store) {
-      const Expr *own = it->body->kind == EX_CAST ? it->body->args[0] : NULL;
-      rounding += it != acc && elem != KILN_F32 && own && it->body->dtype == elem && is_acc(p, k, own, acc->stage);
+      rounding += elem != KILN_F32 && rounds_sum(k, it, acc->stage, elem);
       continue;
     }
     if (out) return false;  /* one stored result only */

@@ -154,7 +154,15 @@ static kiln_graph *all_rows_graph(int64_t rows, int64_t cols) {
 }
 
 static const char *backend = "cuda";  /* the one test_values runs */
-static void run(kiln_graph *g, const char *be, const void *const *in, float **out);
+
+static void run(kiln_graph *g, const char *be, const void *const *in, float **out) {
+  kiln_options o = kiln_options_default();
+  o.backend = be, o.strict = strcmp(be, "ref") != 0;
+  kiln_program *p = NULL;
+  OK(kiln_program_compile(g, &o, &p));
+  if (p) OK(kiln_program_run(p, in, (void *const *)out));
+  kiln_program_free(p);
+}
 
 /* Column sums and maxima (reduce over axis 0, the reads across rows) against ref, with column
  * rows (KILN_COLUMN_ROWS=1) and without. */
@@ -190,14 +198,6 @@ static void test_columns(void) {
   }
 }
 
-static void run(kiln_graph *g, const char *be, const void *const *in, float **out) {
-  kiln_options o = kiln_options_default();
-  o.backend = be, o.strict = strcmp(be, "ref") != 0;
-  kiln_program *p = NULL;
-  OK(kiln_program_compile(g, &o, &p));
-  if (p) OK(kiln_program_run(p, in, (void *const *)out));
-  kiln_program_free(p);
-}
 
 /* With a GPU: every variant against ref, poisoned outputs, fresh inputs per shape. */
 static void test_values(void) {
