@@ -478,7 +478,7 @@ static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const 
   cg_open(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
   cg_put(em, "const int e = %s + l * %d;", thread_int(em->d), CG_GEMM_THREADS);
   if (g->mma) {  /* rows along k, each value in the mma's operand type */
-    char x[32], v[64];
+    char x[40], v[96];  /* pf: at most 31 characters (b_of's names) */
     if (kfast) cg_put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
     else cg_put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
     snprintf(x, sizeof x, "%s[l]", pf);
