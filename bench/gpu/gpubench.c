@@ -12,7 +12,9 @@
  * Honest by construction: after the timed runs it reads the census, and a run in which
  * any byte crossed to the host or any op fell back prints the census instead of a time.
  * Outputs are checked against the ref backend (or, where ref would take minutes, fused
- * against eager, and the line says so). One JSON line per workload on stdout.
+ * against eager, and the line says so). The 16-bit rows (bf16, bf16amp) also report
+ * f32_rel_err: their error against the same graph in f32 over the same values, fused on the
+ * same backend (what computing in bf16 costs). One JSON line per workload on stdout.
  *
  *   kiln_gpubench [--backend cuda] [--only NAME,...] [--cse-race] [--row-race] [--no-check]
  *   (--only may also name siblings_<M>x<K>x<N>: three projections of one input)
@@ -77,9 +79,23 @@ static uint16_t to_bf16(float f) {  /* round to nearest even; no NaN here */
   return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-/* n floats as values of wdt: p itself for f32, else a new array (p freed). */
+/* Building a 16-bit row's f32 oracle (f32_oracle): f32 tensors whose values are the row's bf16
+ * values, so that the two graphs differ only in the rounding of what they compute. */
+static bool bf16_values = false;
+
+static float bf16_rounded(float f) {
+  uint32_t u = (uint32_t)to_bf16(f) << 16;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* n floats as values of wdt: p itself for f32 (rounded to bf16 under bf16_values), else a new
+ * array (p freed). */
 static void *as_wdt(float *p, int64_t n) {
-  if (wdt == KILN_F32) return p;
+  if (wdt == KILN_F32) {
+    for (int64_t i = 0; bf16_values && i < n; i++) p[i] = bf16_rounded(p[i]);
+    return p;
+  }
   uint16_t *h = malloc((size_t)n * 2);
   if (!h) { fprintf(stderr, "gpubench: out of memory\n"); exit(1); }
   for (int64_t i = 0; i < n; i++) h[i] = to_bf16(p[i]);
@@ -134,7 +150,7 @@ static kiln_tensor un(Work *w, kiln_unary_op op, kiln_tensor a) {
 
 static kiln_tensor sc(Work *w, double v) {
   kiln_tensor t;
-  CK(kiln_graph_scalar(w->g, wdt, v, &t));
+  CK(kiln_graph_scalar(w->g, wdt, wdt == KILN_F32 && bf16_values ? bf16_rounded((float)v) : v, &t));
   return t;
 }
 
@@ -461,7 +477,11 @@ static void print_time(const char *key, const Result *r) {
          r->batch_ms, key, (long long)r->c.kernels_launched, key, (long long)r->c.submissions);
 }
 
-static void run_work(Work *w, const char *backend, bool check) {
+static void f32_oracle(const Work *w, const Result *f, int k, unsigned long long seed, const char *backend);
+
+/* k, seed: the row's place in the list and the random state it was built from (k < 0: a shape
+ * named only in --only) */
+static void run_work(Work *w, const char *backend, bool check, int k, unsigned long long seed) {
   Result f = measure(w, backend, 1, 0, true, check), e = measure(w, backend, 0, 0, true, check);
   printf("{\"workload\": \"%s\", \"backend\": \"%s\", \"min_bytes\": %.0f, \"flops\": %.0f", w->name, backend,
          w->min_bytes, w->flops);
@@ -479,6 +499,7 @@ static void run_work(Work *w, const char *backend, bool check) {
                       use_ref ? "ref" : simt ? "f32 tiles" : "eager", use_ref || simt ? rel_err(w, &e, &r) : 0.0);
     else { printf(", \"ref_error\": "); json_str(r.why); }
     if (use_ref || simt) result_free(&r);
+    if (k >= 15) f32_oracle(w, &f, k, seed, backend);
   }
   printf("}\n");
   fflush(stdout);
@@ -544,6 +565,53 @@ static void row_race(const char *backend) {
   }
 }
 
+enum { N_WORK = 18 };
+
+/* Workload k of kiln_gpubench's list (the bf16 rows last); oracle: a 16-bit row's f32 twin, the
+ * same graph in f32 over the same values (the amp row without autocast). */
+static void build(Work *w, int k, bool oracle) {
+  static const int64_t sm[5][2] = { { 4096, 128 }, { 4096, 1024 }, { 4096, 4096 }, { 32768, 512 }, { 256, 32768 } };
+  static const int64_t lnr[3][2] = { { 4096, 768 }, { 16384, 1024 }, { 8192, 4096 } };
+  wdt = (k == 15 || k == 16) && !oracle ? KILN_BF16 : KILN_F32;
+  bf16_values = (k == 15 || k == 16) && oracle;
+  if (k == 15) mlp_fwd(w, 4096);
+  else if (k == 16) bert(w);
+  else if (k == 17) mlp_train(w, 1024, !oracle);
+  else if (k == 0) chain10(w);
+  else if (k <= 5) softmax(w, sm[k - 1][0], sm[k - 1][1]);
+  else if (k <= 8) layernorm(w, lnr[k - 6][0], lnr[k - 6][1]);
+  else if (k <= 10) mlp_fwd(w, k == 9 ? 128 : 4096);
+  else if (k <= 12) mlp_train(w, k == 11 ? 32 : 1024, false);
+  else if (k == 13) cnn_train(w);
+  else bert(w);
+  bf16_values = false;
+}
+
+static void work_free(Work *w) {
+  kiln_graph_free(w->g);
+  for (int i = 0; i < w->n_in; i++) free(w->in[i]);
+}
+
+/* A 16-bit row's error against its f32 oracle (built from the random state `seed` the row was
+ * built from), fused on the same backend: what computing in bf16 costs in accuracy. Prints
+ * "f32_rel_err" (or "f32_error"). */
+static void f32_oracle(const Work *w, const Result *f, int k, unsigned long long seed, const char *backend) {
+  unsigned long long keep = rng;
+  kiln_dtype keep_t = wdt;
+  Work o;
+  rng = seed;
+  build(&o, k, true);
+  rng = keep, wdt = keep_t;
+  bool same = o.n_out == w->n_out;
+  for (int i = 0; same && i < w->n_out; i++) same = o.out_numel[i] == w->out_numel[i];
+  Result r = same ? measure(&o, backend, 1, 0, false, true) : (Result){ .st = KILN_ERR_INVALID_ARG };
+  if (!same) snprintf(r.why, sizeof r.why, "the f32 oracle's outputs differ in shape");
+  if (!r.st) printf(", \"f32_rel_err\": %.3g", rel_err(w, f, &r));
+  else { printf(", \"f32_error\": "); json_str(r.why); }
+  result_free(&r);
+  work_free(&o);
+}
+
 int main(int argc, char **argv) {
   const char *backend = "cuda", *only = "";
   bool race = false, check = true, rrace = false;
@@ -560,30 +628,18 @@ int main(int argc, char **argv) {
   }
   if (race) { cse_race(backend); return 0; }
   if (rrace) { row_race(backend); return 0; }
-  static const int64_t sm[5][2] = { { 4096, 128 }, { 4096, 1024 }, { 4096, 4096 }, { 32768, 512 }, { 256, 32768 } };
-  static const int64_t lnr[3][2] = { { 4096, 768 }, { 16384, 1024 }, { 8192, 4096 } };
-  for (int k = 0; k < 18; k++) {
+  for (int k = 0; k < N_WORK; k++) {
     Work w;
-    wdt = k == 15 || k == 16 ? KILN_BF16 : KILN_F32;  /* the bf16 rows last */
-    if (k == 15) mlp_fwd(&w, 4096);
-    else if (k == 16) bert(&w);
-    else if (k == 17) mlp_train(&w, 1024, true);
-    else if (k == 0) chain10(&w);
-    else if (k <= 5) softmax(&w, sm[k - 1][0], sm[k - 1][1]);
-    else if (k <= 8) layernorm(&w, lnr[k - 6][0], lnr[k - 6][1]);
-    else if (k <= 10) mlp_fwd(&w, k == 9 ? 128 : 4096);
-    else if (k <= 12) mlp_train(&w, k == 11 ? 32 : 1024, false);
-    else if (k == 13) cnn_train(&w);
-    else bert(&w);
+    unsigned long long seed = rng;
+    build(&w, k, false);
     bool pick = !only[0];
     for (const char *s = only; *s && !pick;) {
       size_t n = strcspn(s, ",");
       pick = n && !strncmp(w.name, s, n);
       s += n + (s[n] == ',');
     }
-    if (pick) run_work(&w, backend, check);
-    kiln_graph_free(w.g);
-    for (int i = 0; i < w.n_in; i++) free(w.in[i]);
+    if (pick) run_work(&w, backend, check, k, seed);
+    work_free(&w);
   }
   for (const char *s = only; *s;) {  /* shapes named only in --only */
     size_t n = strcspn(s, ",");
@@ -591,9 +647,8 @@ int main(int argc, char **argv) {
     if (sscanf(s, "siblings_%lldx%lldx%lld", &m, &k, &c) == 3 && m > 0 && k > 0 && c > 0) {
       Work w;
       siblings(&w, m, k, c);
-      run_work(&w, backend, check);
-      kiln_graph_free(w.g);
-      for (int i = 0; i < w.n_in; i++) free(w.in[i]);
+      run_work(&w, backend, check, -1, 0);
+      work_free(&w);
     }
     s += n + (s[n] == ',');
   }

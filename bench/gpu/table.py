@@ -82,6 +82,8 @@ def main():
         share = floor / fused if floor and fused else None
         err = k.get("rel_err")
         errs = "-" if err is None else "%.1e (%s)" % (err, k.get("err_vs", ""))
+        if k.get("f32_rel_err") is not None:
+            errs += "; %.1e against f32" % k["f32_rel_err"]
         if fused is None:
             why = k.get("fused_error") or json.dumps(k.get("fused_census")) if k else "not run"
             errs = "no time: %s" % str(why)[:160]
