@@ -477,94 +477,6 @@ static void print_time(const char *key, const Result *r) {
          r->batch_ms, key, (long long)r->c.kernels_launched, key, (long long)r->c.submissions);
 }
 
-static void f32_oracle(const Work *w, const Result *f, int k, unsigned long long seed, const char *backend);
-
-/* k, seed: the row's place in the list and the random state it was built from (k < 0: a shape
- * named only in --only) */
-static void run_work(Work *w, const char *backend, bool check, int k, unsigned long long seed) {
-  Result f = measure(w, backend, 1, 0, true, check), e = measure(w, backend, 0, 0, true, check);
-  printf("{\"workload\": \"%s\", \"backend\": \"%s\", \"min_bytes\": %.0f, \"flops\": %.0f", w->name, backend,
-         w->min_bytes, w->flops);
-  print_time("fused", &f);
-  print_time("eager", &e);
-  if (!f.st) printf(", \"bytes_moved\": %lld, \"fallbacks\": %lld, \"compile_ms\": %.1f",
-                    (long long)(f.c.bytes_read + f.c.bytes_written), (long long)f.c.host_fallbacks, f.c.compile_ms);
-  if (check && !f.st && !e.st) {
-    /* bf16 rows too long for ref: against the same graph fused on the f32 tiles (no tensor cores) */
-    bool use_ref = w->ref_cost <= 4e8, simt = !use_ref && strstr(w->name, "bf16") && !strcmp(backend, "cuda");
-    if (simt) tensor_cores = 0;
-    Result r = use_ref ? measure(w, "ref", 1, 0, false, true) : simt ? measure(w, backend, 1, 0, false, true) : e;
-    tensor_cores = -1;
-    if (!r.st) printf(", \"rel_err\": %.3g, \"err_vs\": \"%s\", \"eager_rel_err\": %.3g", rel_err(w, &f, &r),
-                      use_ref ? "ref" : simt ? "f32 tiles" : "eager", use_ref || simt ? rel_err(w, &e, &r) : 0.0);
-    else { printf(", \"ref_error\": "); json_str(r.why); }
-    if (use_ref || simt) result_free(&r);
-    if (k >= 15) f32_oracle(w, &f, k, seed, backend);
-  }
-  printf("}\n");
-  fflush(stdout);
-  result_free(&f), result_free(&e);
-}
-
-/* Softmax at nine shapes: default (recompute the shared exp) against KILN_CSE=1. */
-static void cse_race(const char *backend) {
-  static const int64_t rows[3] = { 1024, 4096, 16384 }, cols[3] = { 128, 1024, 4096 };
-  for (int i = 0; i < 3; i++)
-    for (int j = 0; j < 3; j++) {
-      Work w;
-      softmax(&w, rows[i], cols[j]);
-      Result off = measure(&w, backend, 1, 0, true, false), on = measure(&w, backend, 1, 1, true, false);
-      printf("{\"cse_race\": \"%s\"", w.name);
-      print_time("off", &off);
-      print_time("on", &on);
-      if (!off.st && !on.st) printf(", \"on_over_off\": %.3f", tmed(&on) / tmed(&off));
-      printf("}\n");
-      fflush(stdout);
-      kiln_graph_free(w.g);
-      free(w.in[0]);
-    }
-}
-
-/* The names KILN_CUDA_ROW takes (src/codegen/render.c); base first, the default. */
-static const char *const row_variants[] = { "base", "warp", "vec", "wvec", "p16", "p16vec", "long", "wveclong", "auto" };
-enum { N_ROWV = sizeof row_variants / sizeof row_variants[0] };
-
-static void row_race(const char *backend) {
-  static const int64_t shapes[][3] = {  /* kind (0 softmax, 1 layernorm), rows, cols */
-    { 0, 8, 128 },     { 0, 4096, 128 },   { 0, 4096, 1024 },   { 0, 4096, 4096 }, { 0, 32768, 512 },
-    { 0, 256, 32768 }, { 1, 4096, 768 },   { 1, 16384, 1024 }, { 1, 8192, 4096 },
-  };
-  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-    Work w;
-    if (shapes[s][0] == 0) softmax(&w, shapes[s][1], shapes[s][2]);
-    else layernorm(&w, shapes[s][1], shapes[s][2]);
-    Result r[N_ROWV + 1];
-    for (int v = 0; v <= N_ROWV; v++) {
-      setenv("KILN_CUDA_ROW", row_variants[v % N_ROWV], 1);  /* base again last: the noise */
-      r[v] = measure(&w, backend, 1, 0, true, v < N_ROWV);
-    }
-    unsetenv("KILN_CUDA_ROW");
-    printf("{\"row_race\": \"%s\", \"min_bytes\": %.0f", w.name, w.min_bytes);
-    int best = -1;
-    double err = 0;
-    for (int v = 0; v <= N_ROWV; v++) {
-      print_time(v < N_ROWV ? row_variants[v] : "base2", &r[v]);
-      if (v < N_ROWV && !r[v].st && honest(&r[v].c) && (best < 0 || tmed(&r[v]) < tmed(&r[best]))) best = v;
-      if (v > 0 && v < N_ROWV && !r[v].st && !r[0].st) {
-        double e = rel_err(&w, &r[v], &r[0]);
-        printf(", \"%s_err\": %.3g", row_variants[v], e);
-        if (!(e <= err)) err = e;  /* NaN stays */
-      }
-    }
-    if (best >= 0 && !r[0].st) printf(", \"best\": \"%s\", \"best_over_base\": %.3f", row_variants[best], tmed(&r[best]) / tmed(&r[0]));
-    printf(", \"max_err_vs_base\": %.3g}\n", err);
-    fflush(stdout);
-    for (int v = 0; v <= N_ROWV; v++) result_free(&r[v]);
-    kiln_graph_free(w.g);
-    for (int i = 0; i < w.n_in; i++) free(w.in[i]);
-  }
-}
-
 enum { N_WORK = 18 };
 
 /* Workload k of kiln_gpubench's list (the bf16 rows last); oracle: a 16-bit row's f32 twin, the
@@ -610,6 +522,90 @@ static void f32_oracle(const Work *w, const Result *f, int k, unsigned long long
   else { printf(", \"f32_error\": "); json_str(r.why); }
   result_free(&r);
   work_free(&o);
+}
+
+/* k, seed: the row's place in the list and the random state it was built from (k < 0: a shape
+ * named only in --only) */
+static void run_work(Work *w, const char *backend, bool check, int k, unsigned long long seed) {
+  Result f = measure(w, backend, 1, 0, true, check), e = measure(w, backend, 0, 0, true, check);
+  printf("{\"workload\": \"%s\", \"backend\": \"%s\", \"min_bytes\": %.0f, \"flops\": %.0f", w->name, backend,
+         w->min_bytes, w->flops);
+  print_time("fused", &f);
+  print_time("eager", &e);
+  if (!f.st) printf(", \"bytes_moved\": %lld, \"fallbacks\": %lld, \"compile_ms\": %.1f",
+                    (long long)(f.c.bytes_read + f.c.bytes_written), (long long)f.c.host_fallbacks, f.c.compile_ms);
+  if (check && !f.st && !e.st) {
+    /* bf16 rows too long for ref: against the same graph fused on the f32 tiles (no tensor cores) */
+    bool use_ref = w->ref_cost <= 4e8, simt = !use_ref && strstr(w->name, "bf16") && !strcmp(backend, "cuda");
+    if (simt) tensor_cores = 0;
+    Result r = use_ref ? measure(w, "ref", 1, 0, false, true) : simt ? measure(w, backend, 1, 0, false, true) : e;
+    tensor_cores = -1;
+    if (!r.st) printf(", \"rel_err\": %.3g, \"err_vs\": \"%s\", \"eager_rel_err\": %.3g", rel_err(w, &f, &r),
+                      use_ref ? "ref" : simt ? "f32 tiles" : "eager", use_ref || simt ? rel_err(w, &e, &r) : 0.0);
+    else { printf(", \"ref_error\": "); json_str(r.why); }
+    if (use_ref || simt) result_free(&r);
+    if (k >= 15) f32_oracle(w, &f, k, seed, backend);
+  }
+  printf("}\n");
+  fflush(stdout);
+  result_free(&f), result_free(&e);
+}
+
+/* Softmax at nine shapes: default (recompute the shared exp) against KILN_CSE=1. */
+static void cse_race(const char *backend) {
+  static const int64_t rows[3] = { 1024, 4096, 16384 }, cols[3] = { 128, 1024, 4096 };
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      Work w;
+      softmax(&w, rows[i], cols[j]);
+      Result off = measure(&w, backend, 1, 0, true, false), on = measure(&w, backend, 1, 1, true, false);
+      printf("{\"cse_race\": \"%s\"", w.name);
+      print_time("off", &off);
+      print_time("on", &on);
+      if (!off.st && !on.st) printf(", \"on_over_off\": %.3f", tmed(&on) / tmed(&off));
+      printf("}\n");
+      fflush(stdout);
+      work_free(&w);
+    }
+}
+
+/* The names KILN_CUDA_ROW takes (src/codegen/render.c); base first, the default. */
+static const char *const row_variants[] = { "base", "warp", "vec", "wvec", "p16", "p16vec", "long", "wveclong", "auto" };
+enum { N_ROWV = sizeof row_variants / sizeof row_variants[0] };
+
+static void row_race(const char *backend) {
+  static const int64_t shapes[][3] = {  /* kind (0 softmax, 1 layernorm), rows, cols */
+    { 0, 8, 128 },     { 0, 4096, 128 },   { 0, 4096, 1024 },   { 0, 4096, 4096 }, { 0, 32768, 512 },
+    { 0, 256, 32768 }, { 1, 4096, 768 },   { 1, 16384, 1024 }, { 1, 8192, 4096 },
+  };
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    Work w;
+    if (shapes[s][0] == 0) softmax(&w, shapes[s][1], shapes[s][2]);
+    else layernorm(&w, shapes[s][1], shapes[s][2]);
+    Result r[N_ROWV + 1];
+    for (int v = 0; v <= N_ROWV; v++) {
+      setenv("KILN_CUDA_ROW", row_variants[v % N_ROWV], 1);  /* base again last: the noise */
+      r[v] = measure(&w, backend, 1, 0, true, v < N_ROWV);
+    }
+    unsetenv("KILN_CUDA_ROW");
+    printf("{\"row_race\": \"%s\", \"min_bytes\": %.0f", w.name, w.min_bytes);
+    int best = -1;
+    double err = 0;
+    for (int v = 0; v <= N_ROWV; v++) {
+      print_time(v < N_ROWV ? row_variants[v] : "base2", &r[v]);
+      if (v < N_ROWV && !r[v].st && honest(&r[v].c) && (best < 0 || tmed(&r[v]) < tmed(&r[best]))) best = v;
+      if (v > 0 && v < N_ROWV && !r[v].st && !r[0].st) {
+        double e = rel_err(&w, &r[v], &r[0]);
+        printf(", \"%s_err\": %.3g", row_variants[v], e);
+        if (!(e <= err)) err = e;  /* NaN stays */
+      }
+    }
+    if (best >= 0 && !r[0].st) printf(", \"best\": \"%s\", \"best_over_base\": %.3f", row_variants[best], tmed(&r[best]) / tmed(&r[0]));
+    printf(", \"max_err_vs_base\": %.3g}\n", err);
+    fflush(stdout);
+    for (int v = 0; v <= N_ROWV; v++) result_free(&r[v]);
+    work_free(&w);
+  }
 }
 
 int main(int argc, char **argv) {
