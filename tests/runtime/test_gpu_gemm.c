@@ -291,6 +291,36 @@ static void test_mma_shapes(void) {
     plans_free(&r);
     kiln_graph_free(gr);
   }
+  /* autocast's bf16 copies of f32 values: a 32x32 tile through registers that holds the f32
+   * values and rounds them at the stash (k_f2b), or, under cuda_mma_late_round 0, as they are
+   * read (k_rb, the stash taking the rounded value's bits) */
+  for (int late = 1; late >= 0; late--) {
+    kiln_options ka = kiln_options_default();
+    ka.cuda_mma_late_round = late;
+    OK(rt_codegen_options(&ka, &cg_dialect_cuda, &co));
+    int64_t xs[2] = { 1024, 784 }, ws[2] = { 784, 128 };
+    float *w = rnd(784 * 128);
+    kiln_tensor x, wt, y;
+    OK(kiln_graph_create(&gr));
+    OK(kiln_graph_set_autocast(gr, KILN_BF16));
+    OK(kiln_graph_input(gr, "x", KILN_F32, 2, xs, &x));
+    OK(kiln_graph_param(gr, "w", KILN_F32, 2, ws, w, &wt));
+    OK(kiln_graph_matmul(gr, x, wt, &y));
+    OK(kiln_graph_output(gr, y, "y"));
+    free(w);
+    r = plan_of(gr);
+    if (only_gemm_opt(&r, &co, &g, "autocast dense"))
+      CHECK_MSG(g.mma == CG_MMA_BF16 && !g.direct && g.bm == 32 && g.a_round == late && g.b_round == late,
+                "late %d: mma %d direct %d %dx%d, rounds %d %d", late, g.mma, g.direct, g.bm, g.bn, g.a_round, g.b_round);
+    StrBuf src = { 0 };
+    if (r.p) OK(cg_render_plan(r.p, &cg_dialect_cuda, &co, NULL, &src));
+    bool rounds_at_stash = src.s && strstr(src.s, "k_f2b(pfa[l])"), stashes_bits = src.s && strstr(src.s, "k_bbits(pfa[l])");
+    CHECK_MSG(rounds_at_stash == (late == 1) && stashes_bits == (late == 0), "late %d: the stash's conversion", late);
+    sb_free(&src);
+    compiles_opt(&r, &co, "mma tile, autocast");
+    plans_free(&r);
+    kiln_graph_free(gr);
+  }
   /* the glsl dialect has no mma: its tiles stay f32 whatever the options */
   OK(rt_codegen_options(&ko, &cg_dialect_glsl, &co));
   gr = dense_typed(KILN_BF16, 1024, 768, 768, false, false);
