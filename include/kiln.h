@@ -394,6 +394,10 @@ typedef struct kiln_options {
                            registers (a cast of f32 values: mixed precision), 32, 64 or 128; default
                            0: 32, what the H200 race chose (mlp_train_b1024_bf16amp 1.13x slower at
                            64, 1.38x at 128) ($KILN_CUDA_MMA_K) */
+  int cuda_long_k_blocks; /* cuda: a generated GEMM of fewer than this many 32x32 tiles over a K of at
+                           least 16 k-tiles of 32 is split along K towards this many blocks, where the
+                           split otherwise starts only below 128 tiles; 0 (default) off, a candidate
+                           not yet raced ($KILN_CUDA_LONG_K_BLOCKS, e.g. 512) */
   int column_rows;      /* gpu: 1 a reduction kernel of a block a row whose inner loop reads memory only
                            across rows (a column sum, a bias gradient) takes 2 points a thread, up to
                            1024 threads, not the row race's 16; 0 off; default -1: on for cuda, where

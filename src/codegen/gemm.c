@@ -49,6 +49,7 @@ enum { ENOUGH_BLOCKS = 128 };  /* about one per multiprocessor of an H100/H200 (
 /* split-K: at most 64 spans of >= 2 k-tiles (a convolution's weight gradient at batch 32 is
  * 5 tiles over K = 6272: 16 spans left 80 blocks on 132 multiprocessors, 13 k-tiles each) */
 enum { MAX_SPLITS = 64, MIN_SPAN_TILES = 2 };
+enum { LONG_K_TILES = 16 };  /* k-tiles of 32 from which a K is long (gemm_long_k_blocks) */
 #define SPLIT_WS_BYTES (16 << 20)               /* split-K partial tiles of one kernel, at most */
 
 static bool has_memory_load(const Plan *p, const Kernel *k, const Expr *e) {
@@ -125,11 +126,11 @@ static int64_t tiles_at(const CgGemm *g, int bm, int bn) {
 
 static int64_t tiles_of(const CgGemm *g, int c) { return tiles_at(g, tile_cfg[c][0], tile_cfg[c][1]); }
 
-/* Spans for tile config c: two blocks per multiprocessor in all, each span at least
+/* Spans for tile config c: `target` blocks in all (two per multiprocessor), each span at least
  * MIN_SPAN_TILES k-tiles long, the partial tiles within SPLIT_WS_BYTES. */
-static int64_t splits_for(const CgGemm *g, int c) {
+static int64_t splits_for(const CgGemm *g, int c, int64_t target) {
   int64_t tiles = tiles_of(g, c), ktiles = (g->K + tile_cfg[c][2] - 1) / tile_cfg[c][2];
-  int64_t splits = (2 * ENOUGH_BLOCKS + tiles - 1) / tiles;
+  int64_t splits = (target + tiles - 1) / tiles;
   if (splits > ktiles / MIN_SPAN_TILES) splits = ktiles / MIN_SPAN_TILES;
   if (splits > MAX_SPLITS) splits = MAX_SPLITS;
   while (splits > 1 && (double)splits * (double)tiles * tile_cfg[c][0] * tile_cfg[c][1] * 4 * g->n_b > SPLIT_WS_BYTES)
@@ -148,13 +149,21 @@ static void set_spans(CgGemm *g, int64_t splits) {
  * that still leaves the chip under-filled. CG_SPLITK_WIDE (being raced): when 32x32
  * would split, the largest tile whose splits give a block per multiprocessor instead
  * (fewer, longer-per-thread blocks: 4x4 outputs a thread rather than 2x2). */
-static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many) {
+static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many, int64_t long_k_blocks) {
   bool off = splitk == CG_SPLITK_OFF, wide = splitk == CG_SPLITK_WIDE;
   int c = g->n_b > 1 ? 1 : 0;  /* siblings: 64 outputs a thread per sum would not fit in registers */
   while (c < 2 && tiles_of(g, c) < ENOUGH_BLOCKS) c++;
-  int64_t splits = tiles_of(g, c) < ENOUGH_BLOCKS && !off ? splits_for(g, c) : 1;
+  int64_t splits = tiles_of(g, c) < ENOUGH_BLOCKS && !off ? splits_for(g, c, 2 * ENOUGH_BLOCKS) : 1;
+  /* CgOptions.gemm_long_k_blocks (a candidate): the smallest tiles over a long K (mixed
+   * precision's 1024x128 layer of 784 inputs: 128 tiles of 25 k-tiles, one block a
+   * multiprocessor waiting on one k-tile's reads after another) split towards that many blocks,
+   * where today's rule, which splits only below a block a multiprocessor, leaves them whole */
+  if (long_k_blocks > 0 && !off && c == 2 && tiles_of(g, c) < long_k_blocks && (g->K + 31) / 32 >= LONG_K_TILES) {
+    int64_t ls = splits_for(g, c, long_k_blocks);
+    if (ls > splits) splits = ls;
+  }
   for (int w = g->n_b > 1 ? 1 : 0; wide && splits > 1 && w < c; w++) {
-    int64_t ws = splits_for(g, w);
+    int64_t ws = splits_for(g, w, 2 * ENOUGH_BLOCKS);
     if (tiles_of(g, w) * ws >= ENOUGH_BLOCKS) { c = w, splits = ws; break; }
   }
   if (g->mma && mma_many) {
@@ -303,7 +312,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   /* worth a tile: both sides at least 8 wide, and either enough small tiles to spread over
    * the chip or a shape the one-block-per-output reduction does not take */
   if (g.M < 8 || g.N < 8 || g.K < 4) return false;
-  pick_tile(&g, o->splitk, o->gemm_kgroups, o->mma_many_blocks);
+  pick_tile(&g, o->splitk, o->gemm_kgroups, o->mma_many_blocks, o->gemm_long_k_blocks);
   /* few tiles: one block per output row-reduces instead, unless split-K gives the tiles
    * enough blocks (a batch-32 layer of 784 inputs: 4 tiles x 9 spans) */
   int64_t small_tiles = tiles_of(&g, 2);

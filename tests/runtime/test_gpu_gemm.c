@@ -350,6 +350,23 @@ static void test_shapes(void) {
   r = plan_of(gr);
   if (only_gemm_opt(&r, &off, &g, "dense, split-K off")) CHECK(g.splits == 1 && g.kspan >= g.K && cg_gemm_blocks(&g) == 64);
   plans_free(&r);
+  {  /* long K (the candidate gemm_long_k_blocks): 1024x128 outputs over 784 are 128 tiles of 32x32,
+      * whole by default (a block a multiprocessor); towards 512 blocks, 4 spans of 7 k-tiles. A
+      * K of 256 (8 k-tiles) is not long: whole either way. */
+    CgOptions lk = cg_options_default();
+    lk.gemm_long_k_blocks = 512;
+    for (int k = 0; k < 2; k++) {
+      kiln_graph *gl = dense(1024, k ? 256 : 784, 128, false);
+      Plans rl = plan_of(gl);
+      CgGemm d0, d1;
+      if (only_gemm(&rl, &d0, "dense 1024x784x128") && only_gemm_opt(&rl, &lk, &d1, "dense 1024x784x128, long K"))
+        CHECK_MSG(d0.bm == 32 && d0.splits == 1 && d1.bm == 32 && d1.splits == (k ? 1 : 4) && (k || d1.kspan == 224),
+                  "K %d: splits %d by default, %d (of %lld) for long K", k ? 256 : 784, d0.splits, d1.splits, (long long)d1.kspan);
+      if (!k) compiles_opt(&rl, &lk, "dense, long K");
+      plans_free(&rl);
+      kiln_graph_free(gl);
+    }
+  }
   /* glsl: no module-scope device arrays (no split-K): 64 tiles of 32x32 over all of K, in k
    * groups by default (the tiles rows of vectors), else 2x2 outputs a thread (gemm_kgroups 0);
    * the shared tiles at module scope, in the kernel's part of the source, before its function */
@@ -766,6 +783,14 @@ static void test_values(void) {
     int64_t m = dims[i][0], k = dims[i][1], n = dims[i][2], ni = m * k, no = m * n;
     kiln_graph *g = dense(m, k, n, dims[i][3] != 0);
     check_values(dims[i][3] ? "relu(x^T@w+b)" : "relu(x@w+b)", g, 1, &ni, 1, &no);
+    kiln_graph_free(g);
+  }
+  if (!strcmp(backend, "cuda")) {  /* long K split (the candidate KILN_CUDA_LONG_K_BLOCKS; split-K is cuda's) */
+    int64_t ni = 1024 * 784, no = 1024 * 128;
+    kiln_graph *g = dense(1024, 784, 128, false);
+    setenv("KILN_CUDA_LONG_K_BLOCKS", "512", 1);
+    check_values("relu(x@w+b), long K split", g, 1, &ni, 1, &no);
+    unsetenv("KILN_CUDA_LONG_K_BLOCKS");
     kiln_graph_free(g);
   }
   for (int i = 0; i < 2; i++) {  /* the library's GELU_BIAS, then the tile kernel's gelu */
