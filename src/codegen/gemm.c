@@ -158,7 +158,8 @@ static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many, i
    * precision's 1024x128 layer of 784 inputs: 128 tiles of 25 k-tiles, one block a
    * multiprocessor waiting on one k-tile's reads after another) split towards that many blocks,
    * where today's rule, which splits only below a block a multiprocessor, leaves them whole */
-  if (long_k_blocks > 0 && !off && c == 2 && tiles_of(g, c) < long_k_blocks && (g->K + 31) / 32 >= LONG_K_TILES) {
+  if (long_k_blocks > 0 && !off && c == 2 && tiles_of(g, c) < long_k_blocks &&
+      (g->K + tile_cfg[c][2] - 1) / tile_cfg[c][2] >= LONG_K_TILES) {
     int64_t ls = splits_for(g, c, long_k_blocks);
     if (ls > splits) splits = ls;
   }

@@ -158,7 +158,8 @@ static const struct { const char *name; size_t at, size; OptKind kind; } option_
   INT_FIELD(gemm_reuse), INT_FIELD(attention), INT_FIELD(siblings), INT_FIELD(gemm_rows), INT_FIELD(reorder_sums),
   INT_FIELD(lazy_select), TEXT_FIELD(cc), TEXT_FIELD(cache_dir), INT_FIELD(no_cache), INT_FIELD(omp_dynamic),
   INT_FIELD(cpu_tiles), INT_FIELD(cpu_windows), INT_FIELD(cpu_epilogue), INT_FIELD(gemm_kgroups),
-  INT_FIELD(cpu_direct), INT_FIELD(cpu_pool), INT_FIELD(cpu_expand), INT_FIELD(tensor_cores), INT_FIELD(cuda_mma_k), INT_FIELD(cuda_mma_late_round), INT_FIELD(column_rows), INT_FIELD(cuda_long_k_blocks),
+  INT_FIELD(cpu_direct), INT_FIELD(cpu_pool), INT_FIELD(cpu_expand), INT_FIELD(tensor_cores), INT_FIELD(cuda_mma_k),
+  INT_FIELD(cuda_mma_late_round), INT_FIELD(column_rows), INT_FIELD(cuda_long_k_blocks),
 #undef INT_FIELD
 #undef I64_FIELD
 #undef TEXT_FIELD
