@@ -571,15 +571,15 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_mma_k ($KILN_CUDA_MMA_K) is %d: 0 the default, or 32, 64 or 128", o->cuda_mma_k);
   g->mma_small_k = o->cuda_mma_k ? o->cuda_mma_k : 32;
   g->mma_round_late = o->cuda_mma_late_round != 0;
+  if (o->cuda_long_k_blocks < 0 || o->cuda_long_k_blocks > 1 << 16)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_long_k_blocks ($KILN_CUDA_LONG_K_BLOCKS) is %d: 0 off, else 1 .. 65536",
+                     o->cuda_long_k_blocks);
+  g->gemm_long_k_blocks = o->cuda_long_k_blocks;
   /* column rows where the H200 race chose them (bench/results/2026-12-04-h200-bf16-library.md:
    * mlp_train_b1024 0.951, its bf16 autocast 0.905, nothing slower); the glsl dialect's stay off
    * until a race on Vulkan says */
   if (o->column_rows < -1 || o->column_rows > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "column_rows ($KILN_COLUMN_ROWS) is %d: -1 the default, 0 off, 1 on", o->column_rows);
-  if (o->cuda_long_k_blocks < 0 || o->cuda_long_k_blocks > 1 << 16)
-    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_long_k_blocks ($KILN_CUDA_LONG_K_BLOCKS) is %d: 0 off, else 1 .. 65536",
-                     o->cuda_long_k_blocks);
-  g->gemm_long_k_blocks = o->cuda_long_k_blocks;
   g->column_rows = o->column_rows >= 0 ? o->column_rows == 1 : d && d->name && !strcmp(d->name, "cuda");
   g->library = o->cublaslt != 0;
   g->library_all = o->cublaslt == 2;

@@ -57,6 +57,22 @@ static kiln_graph *dense_act(kiln_dtype t, int64_t m, int64_t k, int64_t n, bool
   return g;
 }
 
+/* x @ w of f32 x [m, k] and w [k, n] under bf16 autocast: the product on bf16 copies of both. */
+static kiln_graph *autocast_dense(int64_t m, int64_t k, int64_t n) {
+  int64_t xs[2] = { m, k }, ws[2] = { k, n };
+  float *w = rnd(k * n);
+  kiln_graph *g;
+  kiln_tensor x, wt, y;
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_set_autocast(g, KILN_BF16));
+  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
+  OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wt));
+  OK(kiln_graph_matmul(g, x, wt, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  free(w);
+  return g;
+}
+
 static kiln_graph *dense_typed(kiln_dtype t, int64_t m, int64_t k, int64_t n, bool xt, bool batch) {
   return dense_act(t, m, k, n, xt, batch, KILN_RELU);
 }
@@ -298,16 +314,7 @@ static void test_mma_shapes(void) {
     kiln_options ka = kiln_options_default();
     ka.cuda_mma_late_round = late;
     OK(rt_codegen_options(&ka, &cg_dialect_cuda, &co));
-    int64_t xs[2] = { 1024, 784 }, ws[2] = { 784, 128 };
-    float *w = rnd(784 * 128);
-    kiln_tensor x, wt, y;
-    OK(kiln_graph_create(&gr));
-    OK(kiln_graph_set_autocast(gr, KILN_BF16));
-    OK(kiln_graph_input(gr, "x", KILN_F32, 2, xs, &x));
-    OK(kiln_graph_param(gr, "w", KILN_F32, 2, ws, w, &wt));
-    OK(kiln_graph_matmul(gr, x, wt, &y));
-    OK(kiln_graph_output(gr, y, "y"));
-    free(w);
+    gr = autocast_dense(1024, 784, 128);
     r = plan_of(gr);
     if (only_gemm_opt(&r, &co, &g, "autocast dense"))
       CHECK_MSG(g.mma == CG_MMA_BF16 && !g.direct && g.bm == 32 && g.a_round == late && g.b_round == late,
@@ -533,16 +540,7 @@ static void test_library_match(void) {
       kiln_graph_free(gr);
     }
   {  /* bf16 copies of f32 values (autocast) are no memory the library could read */
-    int64_t xs[2] = { 4096, 512 }, ws[2] = { 512, 256 };
-    float *w = rnd(512 * 256);
-    kiln_tensor x, wt, y;
-    OK(kiln_graph_create(&gr));
-    OK(kiln_graph_set_autocast(gr, KILN_BF16));
-    OK(kiln_graph_input(gr, "x", KILN_F32, 2, xs, &x));
-    OK(kiln_graph_param(gr, "w", KILN_F32, 2, ws, w, &wt));
-    OK(kiln_graph_matmul(gr, x, wt, &y));
-    OK(kiln_graph_output(gr, y, "y"));
-    free(w);
+    gr = autocast_dense(4096, 512, 256);
     r = plan_of(gr);
     for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(!cg_library_match(r.p, &r.p->kernels[i], &o, &c));
     plans_free(&r);

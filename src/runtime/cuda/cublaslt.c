@@ -8,9 +8,10 @@
  * kiln's row-major
  * D[m, n] = A[m, k] B[k, n] is handed to the column-major library as D^T = B^T A^T, so
  * the bias vector runs along the library's rows. Strict f32 sums (CUBLAS_COMPUTE_32F) unless
- * options.tf32 (f32 operands only); 16-bit operands, bias and result are of one type. The call is planned once (descriptors, heuristic algorithm, pointers
- * bound), run once outside capture so the library's lazy set-up happens there, and then
- * enqueued on the program's stream, inside its CUDA graph.
+ * options.tf32 (f32 operands only); 16-bit operands, bias and result are of one type. The
+ * call is planned once (descriptors, heuristic algorithm, pointers bound), run once outside
+ * capture so the library's lazy set-up happens there, and then enqueued on the program's
+ * stream, inside its CUDA graph.
  */
 #include "cublaslt.h"
 #include <pthread.h>
@@ -132,8 +133,8 @@ kiln_status cuda_lt_prepare(CudaLtCall *c, const CgLibGemm *g, const CUdeviceptr
   /* the library's default heuristics assume 256-byte aligned matrices */
   if ((c->pa | c->pb | c->pd) % 256 || c->pbias % 16)
     return kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: GEMM operand not 256-byte aligned");
-  kiln_status st = lt_check(lt.desc_create(&c->desc, tf32 && type == LT_R_32F ? LT_COMPUTE_32F_FAST_TF32 : LT_COMPUTE_32F, LT_R_32F),
-                            "cublasLtMatmulDescCreate", "GEMM");
+  int compute = tf32 && type == LT_R_32F ? LT_COMPUTE_32F_FAST_TF32 : LT_COMPUTE_32F;
+  kiln_status st = lt_check(lt.desc_create(&c->desc, compute, LT_R_32F), "cublasLtMatmulDescCreate", "GEMM");
   /* library view: D^T [N x M] = op(B^T) [N x K] * op(A^T) [K x M] */
   int32_t ta = c->g.b_t ? LT_OP_T : LT_OP_N, tb = c->g.a_t ? LT_OP_T : LT_OP_N;
   int32_t epi = (c->g.bias_stage >= 0 ? LT_EPI_BIAS : 0) | (c->g.relu ? LT_EPI_RELU : 0) | (c->g.gelu ? LT_EPI_GELU : 0);
