@@ -406,6 +406,11 @@ typedef struct kiln_options {
                            copies) are read into registers as they are and rounded where they are
                            stored into shared memory, so that no read is waited for before; 0 rounded
                            as they are read ($KILN_CUDA_MMA_LATE_ROUND; a race) */
+  int bounds_moves;     /* planner: 1 (default) a select on a test of indices only (a pad's bounds, an
+                           upsampling's parity) is a move, which readers compose into their index
+                           maps as a convolution reads its own padding, not arithmetic to store;
+                           0 such a pad counts as arithmetic and is stored when its readers would
+                           read it many times (a convolution's gradient) ($KILN_BOUNDS_MOVES) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

@@ -37,7 +37,7 @@ enum { CHAIN_AUTO_SCORES = 1 << 20 };  /* attention chains by default: scores of
 
 PlanOptions plan_options(const kiln_options *o) {
   PlanOptions p = { .fuse = o ? o->fuse : 1, .cse = o ? o->cse : 0, .store_moved = o ? o->store_moved : 1,
-                    .chains = 0 };
+                    .bounds_moves = o ? o->bounds_moves : 1, .chains = 0 };
   /* off by default on every backend. The cuda backend's tiles are 32 to 128 wide, but on the
    * H200 (2026-12-01, 06bbce1) recomputing prologues in its tiles was slower where it removed
    * kernels: encoder4_d256 0.193 -> 0.205 ms (40 -> 36 kernels), gpt_tiny 0.086 -> 0.095,
@@ -66,6 +66,12 @@ PlanOptions plan_options(const kiln_options *o) {
   p.one_contraction = !strcmp(be, "cuda") ? (o && o->siblings == 0 ? 2 : 1) : 0;
   /* a reduction read only through a transpose computed in its reader's order: -1 (default) on */
   p.reorder_sums = o ? o->reorder_sums != 0 : 1;
+  /* a buffer is written again only two kernels after its last reader on cuda,
+   * whose launch groups join neighbouring kernels that touch no common bytes: the kernel right
+   * after a reader stores elsewhere, and may share its launch (cnn_train_b32's update of the
+   * second convolution's weights with the first's gradient: 14 -> 13 launches) for a few more
+   * bytes (bert_layer_b8s128 22 -> 25 MB of intermediates); the cpu and vulkan launch none */
+  p.reuse_gap = !strcmp(be, "cuda");
   p.max_inputs = o && o->max_inputs > 0 ? o->max_inputs : DEFAULT_MAX_INPUTS;
   p.max_nodes = o && o->max_nodes > 0 ? o->max_nodes : DEFAULT_MAX_NODES;
   return p;
@@ -144,21 +150,39 @@ static bool set_add(PtrSet *s, const void *k) {  /* true if newly added */
   return true;
 }
 
-static void set_free(PtrSet *s) { kiln_free(s->slot); memset(s, 0, sizeof *s); }
-
-/* Distinct nodes of e, and whether any does real arithmetic (not index math, loads, selects). */
-static void walk(const Expr *e, PtrSet *seen, bool *arith) {
-  if (!set_add(seen, e)) return;
-  if ((e->kind == EX_UNARY || e->kind == EX_BINARY) && e->args[0]->dtype != KILN_I64) *arith = true;
-  for (int i = 0; i < e->n_args; i++) walk(e->args[i], seen, arith);
+static bool set_has(const PtrSet *s, const void *k) {
+  if (!s->cap) return false;
+  for (size_t h = ((uintptr_t)k >> 4) & (s->cap - 1); s->slot[h]; h = (h + 1) & (s->cap - 1))
+    if (s->slot[h] == k) return true;
+  return false;
 }
 
-static int64_t count_nodes(const Expr *e, bool *arith) {
-  PtrSet s = { 0 };
+static void set_free(PtrSet *s) { kiln_free(s->slot); memset(s, 0, sizeof *s); }
+
+/* Distinct nodes of e, and whether any does real arithmetic (not index math, loads, selects).
+ * Arithmetic is an op on values read from memory: a bounds test such as pad's
+ * ((i - 1) >= 0) & ((i - 1) < 14) combines bools, but of index math only, so a pad, a
+ * shifted slice or an upsampling mask stays a move that its readers compose into their
+ * index maps (a convolution's gradient reads its padded operand as the forward pass reads
+ * its own padding). Without bounds_moves (kiln_options.bounds_moves 0) any op on bools or
+ * floats counts, as before. Returns whether e reads memory; `loads` remembers the nodes that do. */
+static bool walk(const Expr *e, PtrSet *seen, PtrSet *loads, bool *arith, bool bounds_moves) {
+  if (!set_add(seen, e)) return set_has(loads, e);
+  bool reads = e->kind == EX_LOAD;
+  for (int i = 0; i < e->n_args; i++) reads |= walk(e->args[i], seen, loads, arith, bounds_moves);
+  if ((e->kind == EX_UNARY || e->kind == EX_BINARY) && e->args[0]->dtype != KILN_I64 && (reads || !bounds_moves))
+    *arith = true;
+  if (reads) set_add(loads, e);
+  return reads;
+}
+
+static int64_t count_nodes(const Expr *e, bool *arith, bool bounds_moves) {
+  PtrSet s = { 0 }, l = { 0 };
   bool a = false;
-  walk(e, &s, &a);
+  walk(e, &s, &l, &a, bounds_moves);
   int64_t n = (int64_t)s.n;
   set_free(&s);
+  set_free(&l);
   if (arith) *arith = a;
   return n;
 }
@@ -309,7 +333,7 @@ static const char *must_materialise(Ctx *c, int s, LoadList *ll, bool *recompute
   if (c->assigned[s]) return "assigned to a parameter";
   if (c->opaque_reader[s]) return "read by an opaque op";
   bool arith;
-  int64_t nodes = count_nodes(c->ib[s], &arith);
+  int64_t nodes = count_nodes(c->ib[s], &arith, p->opt.bounds_moves);
   if (nodes > p->opt.max_nodes) return fmt(p, "budget: %lld nodes", (long long)nodes);
   if (loads_of(c->ib[s], ll)) return "out of memory";
   int nin = distinct_stages(ll, te);
@@ -340,7 +364,7 @@ static const char *must_materialise(Ctx *c, int s, LoadList *ll, bool *recompute
  * (constants folded into the source do not count). */
 static int moved_stage(Ctx *c, const Expr *e, LoadList *ll) {
   bool arith;
-  count_nodes(e, &arith);
+  count_nodes(e, &arith, c->p->opt.bounds_moves);
   if (arith || loads_of(e, ll)) return -1;
   int d = -1;
   for (int i = 0; i < ll->n; i++) {
@@ -365,9 +389,9 @@ static int stored_before_move(Ctx *c, int s, LoadList *ll) {
     const Stage *D = &te->stages[d];
     if (is_source(D) || D->kind != ST_INJECTIVE || !c->p->inlined[d]) return -1;
     int next = moved_stage(c, D->body, ll);
-    if (next < 0) {
+    if (next < 0) {  /* its own body may only select (a where), its inlined body computes */
       bool arith;
-      count_nodes(D->body, &arith);
+      count_nodes(c->ib[d] ? c->ib[d] : D->body, &arith, c->p->opt.bounds_moves);
       return arith ? d : -1;
     }
     d = next;
@@ -511,7 +535,7 @@ static kiln_status new_kernel(Ctx *c, int s, const char *why) {
     it.kind = IT_OUTER;
     it.step = 1;
   }
-  k->nodes = count_nodes(it.body, NULL);
+  k->nodes = count_nodes(it.body, NULL, false);
   LoadList ll = { 0 };
   if (loads_of(it.body, &ll) == KILN_OK) k->n_ins = distinct_stages(&ll, c->te);  /* budget estimate */
   kiln_free(ll.l);
@@ -588,12 +612,32 @@ static bool joins_contractions(const TE *te, const Kernel *k, const Expr *body) 
   return true;
 }
 
+/* Is stage S's shape kernel k's outer shape but for dims of 1 (a sum over [32,14,14] kept
+ * as [1,32,1,1], its reader reshaped to [32])? Then map[i] is the kernel's var for S's dim i
+ * (0 for S's own dims of 1), and the row-major offsets of S and of the kernel's outer points
+ * are the same numbers, so an item of S stores at the kernel's point. */
+static bool squeeze_map(TE *te, const Stage *S, const Kernel *k, Expr **map) {
+  int j = 0;
+  for (int i = 0; i < S->rank; i++) {
+    if (S->shape[i] == 1) {
+      if (!(map[i] = te_const_i(te, KILN_I64, 0))) return false;
+      continue;
+    }
+    while (j < k->rank && k->shape[j] == 1) j++;
+    if (j == k->rank || k->shape[j] != S->shape[i]) return false;
+    if (!(map[i] = te_var(te, j++))) return false;
+  }
+  while (j < k->rank && k->shape[j] == 1) j++;
+  return j == k->rank && S->rank > 0;
+}
+
 /* Tries to place stage s in kernel k; on failure returns false and sets *why. */
 static bool try_join(Ctx *c, Kernel *k, int s, const char **why, kiln_status *st) {
   Plan *p = c->p;
   TE *te = c->te;
   const Stage *S = &te->stages[s];
   Item it = { .stage = s };
+  Expr *it_map[KILN_MAX_RANK];
   int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
   kernel_ranges(k, lo, hi);
   int nv = k->rank + k->n_red;
@@ -613,6 +657,10 @@ static bool try_join(Ctx *c, Kernel *k, int s, const char **why, kiln_status *st
   } else if (same_shape(S->rank, S->shape, k->rank, k->shape)) {
     it.kind = IT_OUTER;
     it.body = te_simplify(te, c->ib[s], lo, hi, nv);
+  } else if (squeeze_map(te, S, k, it_map)) {  /* a bias's update [16] after its sum [1,16,1,1] */
+    it.kind = IT_OUTER;
+    it.body = te_substitute(te, c->ib[s], it_map, S->rank);
+    if (it.body) it.body = te_simplify(te, it.body, lo, hi, nv);
   } else {
     *why = fmt(p, "t%d: other iteration space", s);
     return false;
@@ -650,7 +698,7 @@ static bool try_join(Ctx *c, Kernel *k, int s, const char **why, kiln_status *st
   if (!ok) return false;
   if (it.kind == IT_OUTER && !(step & 1)) step++;
   if (inner_dep >= 0 && step != inner_dep) { *why = fmt(p, "t%d: needs a finished row of an inner value", s); return false; }
-  int64_t nodes = k->nodes + count_nodes(it.body, NULL);
+  int64_t nodes = k->nodes + count_nodes(it.body, NULL, false);
   if (nodes > p->opt.max_nodes) { *why = fmt(p, "budget: %lld nodes", (long long)nodes); return false; }
   if (k->n_ins + new_ins > p->opt.max_inputs) { *why = fmt(p, "budget: %d inputs", k->n_ins + new_ins); return false; }
   /* sibling contractions (q, k and v from one input) share a kernel on a grid backend only
@@ -1058,10 +1106,14 @@ static kiln_status store_offset(Plan *p, Kernel *k, Item *it) {
   const Stage *S = &te->stages[it->stage];
   Expr *off = te_const_i(te, KILN_I64, 0);
   int64_t stride = 1;
-  for (int i = S->rank - 1; i >= 0; i--) {
-    Expr *ix = it->kind == IT_INNER ? k->row_map[i] : te_var(te, i);
+  /* an outer item stores at the kernel's point: its shape is the kernel's, or that but for
+   * dims of 1 (squeeze_map), with the same row-major offsets */
+  bool outer = it->kind != IT_INNER;
+  int rank = outer ? k->rank : S->rank;
+  for (int i = rank - 1; i >= 0; i--) {
+    Expr *ix = outer ? te_var(te, i) : k->row_map[i];
     off = te_binary(te, TB_ADD, off, te_binary(te, TB_MUL, ix, te_const_i(te, KILN_I64, stride)));
-    stride *= S->shape[i];
+    stride *= outer ? k->shape[i] : S->shape[i];
   }
   int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
   kernel_ranges(k, lo, hi);
@@ -1218,7 +1270,7 @@ static kiln_status fill_memory(Plan *p, const bool *assigned) {
     }
     int w = 0;
     for (int i = 0; i < nl; i++)
-      if (live[i].last > ki) live[w++] = live[i];
+      if (live[i].last + p->opt.reuse_gap > ki) live[w++] = live[i];
     nl = w;
   }
   kiln_free(last);
@@ -1321,11 +1373,50 @@ static bool permuted_load(const TE *te, const Stage *T, int perm[KILN_MAX_RANK])
   return !identity;
 }
 
+/* Is index e a sum of vars times constants? */
+static bool affine_index(const Expr *e) {
+  if (e->kind == EX_VAR || e->kind == EX_CONST) return true;
+  if (e->kind != EX_BINARY || (e->op != TB_ADD && e->op != TB_SUB && e->op != TB_MUL)) return false;
+  if (e->op == TB_MUL && e->args[0]->kind != EX_CONST && e->args[1]->kind != EX_CONST) return false;
+  return affine_index(e->args[0]) && affine_index(e->args[1]);
+}
+
+/* The sum T reads through reshapes and transposes that only it reads (a weight's gradient
+ * [9,16] read as the weight's [16,1,3,3] by its update): the load of that sum, its indices in
+ * T's vars, or NULL. Both ops are bijections between spaces of one size, so the sum can be
+ * computed in T's order. A slice, a pad or a broadcast is not, and ends the walk. */
+static Expr *sum_through_moves(TE *te, const Plan *p, const Stage *T, const int *readers, int *moves, int *n_moves) {
+  Expr *L = T->body;
+  *n_moves = 0;
+  if (T->kind != ST_INJECTIVE || !L || L->kind != EX_LOAD) return NULL;
+  for (int hops = 0; hops < 8; hops++) {
+    const Stage *M = &te->stages[L->src];
+    if (M->kind == ST_REDUCE) {
+      /* dims merged (an index i*9 + j*3 + k) tile as before; a dim split (an index h // 64)
+       * would leave a GEMM's rows without a var of their own, so such a sum stays */
+      bool same = M->rank == T->rank, affine = hops > 0 && M->numel == T->numel;
+      for (int i = 0; i < L->n_args && affine; i++)
+        affine = affine_index(L->args[i]), same &= L->args[i]->kind == EX_VAR && L->args[i]->var == i;
+      return affine && !same ? L : NULL;
+    }
+    moves[(*n_moves)++] = L->src;
+    bool move = M->kind == ST_INJECTIVE && (M->op == OP_RESHAPE || M->op == OP_TRANSPOSE) && M->body &&
+                M->body->kind == EX_LOAD && readers[L->src] == 1 && !plan_is_output(p, L->src);
+    for (int i = 0; i < te->n_assigns && move; i++) move = te->assigns[i].value != L->src;
+    if (!move) return NULL;
+    L = te_substitute(te, M->body, L->args, M->rank);  /* M's indices in T's vars */
+    if (!L || L->kind != EX_LOAD) return NULL;
+  }
+  return NULL;
+}
+
 /* Reductions read only through a permutation of their vars, computed in that permutation's
  * order instead (kiln_options.reorder_sums): R[.., s, h, ..] read as T = transpose(R) becomes
  * R' = T's shape, its body at the permuted vars, and T an identity view of R'. Attention's
  * output then lands in the layout the output projection reads as a plain matrix (a library
- * GEMM's operand), not through the heads' transpose. A reduction in a chain or a pair keeps
+ * GEMM's operand), not through the heads' transpose. Likewise a sum read through reshapes and
+ * transposes (sum_through_moves): a convolution's weight gradient, computed in the weight's
+ * order, takes the weight's update as its epilogue. A reduction in a chain or a pair keeps
  * its order (those kernels index their rows by the plan's own vars). *reader_out: each reordered
  * sum's reader (-1 elsewhere), or NULL when none was reordered; the caller frees it. */
 static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
@@ -1334,38 +1425,47 @@ static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
   if (!readers) return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
   for (int s = 0; s < te->n_stages; s++)  /* loads, not stages: a stage read twice counts 2 and is kept */
     if (te->stages[s].body) te_visit_loads(te->stages[s].body, count_reader, readers);
-  for (int s = 0; s < te->n_stages; s++) {
+  kiln_status st = KILN_OK;
+  for (int s = 0; s < te->n_stages && !st; s++) {
     Stage *T = &te->stages[s];
-    int perm[KILN_MAX_RANK];
-    if (!permuted_load(te, T, perm)) continue;
-    int r = T->body->src, k = p->kernel_of[r], r0 = sum_of(te, r);  /* r0: the sum itself (r, or the sum r rounds) */
+    int perm[KILN_MAX_RANK], moves[8], n_moves = 0;
+    Expr *map[2 * KILN_MAX_RANK], *at[KILN_MAX_RANK];
+    const Expr *L = permuted_load(te, T, perm) ? T->body : sum_through_moves(te, p, T, readers, moves, &n_moves);
+    if (!L) continue;
+    int r = L->src, k = p->kernel_of[r], r0 = sum_of(te, r);  /* r0: the sum itself (r, or the sum r rounds) */
     bool kept = readers[r] != 1 || plan_is_output(p, r) || k < 0 || p->kernels[k].chain != 0;
-    if (r0 != r) kept = kept || readers[r0] != 1 || plan_is_output(p, r0) || p->kernel_of[r0] != k;
+    if (r0 != r) kept = kept || readers[r0] != 1 || plan_is_output(p, r0) || p->kernel_of[r0] != k ||
+                       te->stages[r0].rank != T->rank;
     for (int i = 0; i < te->n_assigns && !kept; i++)
       kept = te->assigns[i].value == r || te->assigns[i].param == r || te->assigns[i].value == r0 || te->assigns[i].param == r0;
     if (kept) continue;
     if (!reader) {
       reader = kiln_malloc(((size_t)te->n_stages + 1) * sizeof *reader);
-      if (!reader) { kiln_free(readers); return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); }
+      if (!reader) { st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); break; }
       for (int i = 0; i < te->n_stages; i++) reader[i] = -1;
     }
     Stage *R = &te->stages[r0];
-    Expr *map[KILN_MAX_RANK], *at[KILN_MAX_RANK];
-    for (int i = 0; i < T->rank; i++) map[i] = te_var(te, perm[i]), at[i] = te_var(te, i);
-    Expr *body = te_substitute(te, R->body, map, T->rank), *view = te_load(te, r, T->rank, at);
-    if (!body || !view) {
-      kiln_free(readers), kiln_free(reader);
-      return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
-    }
+    bool ok = true;
+    for (int i = 0; i < R->rank; i++) map[i] = L->args[i];  /* R's outer vars in T's; its sum's after T's */
+    for (int j = 0; j < R->n_red; j++) ok &= (map[R->rank + j] = te_var(te, T->rank + j)) != NULL;
+    for (int i = 0; i < T->rank; i++) ok &= (at[i] = te_var(te, i)) != NULL;
+    Expr *body = ok ? te_substitute(te, R->body, map, R->rank + R->n_red) : NULL;
+    if (!body) { st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); break; }
     R->body = body;
+    R->rank = T->rank;
     memcpy(R->shape, T->shape, sizeof R->shape);
     if (r0 != r) memcpy(te->stages[r].shape, T->shape, sizeof R->shape);  /* its identity rounding keeps reading R */
-    T->body = view;
+    if (!(T->body = te_load(te, r, T->rank, at))) { st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); break; }
+    /* the moves T read through are read by nothing now, and their loads have R's old rank */
+    for (int i = 0; i < n_moves && !st; i++)
+      if (!(te->stages[moves[i]].body = te_const_f(te, te->stages[moves[i]].dtype, 0)))
+        st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
     reader[r] = s;
   }
   kiln_free(readers);
+  if (st) kiln_free(reader), reader = NULL;
   *reader_out = reader;
-  return KILN_OK;
+  return st;
 }
 
 kiln_status plan_build(TE *te, const PlanOptions *o, Plan **out) {
