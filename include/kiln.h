@@ -342,7 +342,11 @@ typedef struct kiln_options {
                            H200); 0 two kernels; -1 (default) 1 on cuda, 0 on cpu ($KILN_GEMM_ROWS) */
   int reorder_sums;     /* 1: a reduction read only through a transpose of its indices (attention's output
                            before the heads merge) is computed in its reader's order, so the reader gets a
-                           plain row-major operand; 0 in its own order; -1 (default) on ($KILN_REORDER_SUMS) */
+                           plain row-major operand; 0 in its own order; -1 (default) on; 2 also a sum read
+                           through reshapes and transposes that merge its dims (a convolution's weight
+                           gradient [9,16] read as the weight [16,1,3,3], whose update then joins its kernel;
+                           raced: cnn_train_b32 on this 2-vCPU cpu 10.9 -> 11.7-16.5 ms, the weight
+                           gradients' tiles reading across their rows) ($KILN_REORDER_SUMS) */
   int lazy_select;      /* 1 (default) a select whose branches read memory computes only the branch taken
                            (cpu: only where both branches read memory, outside pointwise kernels); 0 both,
                            eagerly ($KILN_LAZY_SELECT=0) */
@@ -406,11 +410,13 @@ typedef struct kiln_options {
                            copies) are read into registers as they are and rounded where they are
                            stored into shared memory, so that no read is waited for before; 0 rounded
                            as they are read ($KILN_CUDA_MMA_LATE_ROUND; a race) */
-  int bounds_moves;     /* planner: 1 (default) a select on a test of indices only (a pad's bounds, an
-                           upsampling's parity) is a move, which readers compose into their index
-                           maps as a convolution reads its own padding, not arithmetic to store;
-                           0 such a pad counts as arithmetic and is stored when its readers would
-                           read it many times (a convolution's gradient) ($KILN_BOUNDS_MOVES) */
+  int bounds_moves;     /* planner: 1 a select on a test of indices only (a pad's bounds, an upsampling's
+                           parity) is a move, which readers compose into their index maps as a forward
+                           convolution reads its own padding, not arithmetic to store; 0 (default) such a
+                           pad counts as arithmetic and is stored when its readers would read it many times
+                           (a convolution's gradient). Raced on the H200: cnn_train_b32 loses three pad
+                           kernels but runs 1.155x slower, its gradients' GEMM tiles testing bounds for
+                           each operand they read; level on the cpu ($KILN_BOUNDS_MOVES) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

@@ -37,7 +37,7 @@ enum { CHAIN_AUTO_SCORES = 1 << 20 };  /* attention chains by default: scores of
 
 PlanOptions plan_options(const kiln_options *o) {
   PlanOptions p = { .fuse = o ? o->fuse : 1, .cse = o ? o->cse : 0, .store_moved = o ? o->store_moved : 1,
-                    .bounds_moves = o ? o->bounds_moves : 1, .chains = 0 };
+                    .bounds_moves = o ? o->bounds_moves : 0, .chains = 0 };
   /* off by default on every backend. The cuda backend's tiles are 32 to 128 wide, but on the
    * H200 (2026-12-01, 06bbce1) recomputing prologues in its tiles was slower where it removed
    * kernels: encoder4_d256 0.193 -> 0.205 ms (40 -> 36 kernels), gpt_tiny 0.086 -> 0.095,
@@ -64,14 +64,9 @@ PlanOptions plan_options(const kiln_options *o) {
   /* grid backends tile one contraction a kernel, or siblings over one A (1: siblings joined,
    * 2: not even those) */
   p.one_contraction = !strcmp(be, "cuda") ? (o && o->siblings == 0 ? 2 : 1) : 0;
-  /* a reduction read only through a transpose computed in its reader's order: -1 (default) on */
-  p.reorder_sums = o ? o->reorder_sums != 0 : 1;
-  /* a buffer is written again only two kernels after its last reader on cuda,
-   * whose launch groups join neighbouring kernels that touch no common bytes: the kernel right
-   * after a reader stores elsewhere, and may share its launch (cnn_train_b32's update of the
-   * second convolution's weights with the first's gradient: 14 -> 13 launches) for a few more
-   * bytes (bert_layer_b8s128 22 -> 25 MB of intermediates); the cpu and vulkan launch none */
-  p.reuse_gap = !strcmp(be, "cuda");
+  /* a reduction read only through a transpose computed in its reader's order: -1 (default) on;
+   * 2 also through reshapes that merge its dims (raced: slower, see kiln.h) */
+  p.reorder_sums = o ? (o->reorder_sums == 2 ? 2 : o->reorder_sums != 0) : 1;
   p.max_inputs = o && o->max_inputs > 0 ? o->max_inputs : DEFAULT_MAX_INPUTS;
   p.max_nodes = o && o->max_nodes > 0 ? o->max_nodes : DEFAULT_MAX_NODES;
   return p;
@@ -389,9 +384,9 @@ static int stored_before_move(Ctx *c, int s, LoadList *ll) {
     const Stage *D = &te->stages[d];
     if (is_source(D) || D->kind != ST_INJECTIVE || !c->p->inlined[d]) return -1;
     int next = moved_stage(c, D->body, ll);
-    if (next < 0) {  /* its own body may only select (a where), its inlined body computes */
+    if (next < 0) {
       bool arith;
-      count_nodes(c->ib[d] ? c->ib[d] : D->body, &arith, c->p->opt.bounds_moves);
+      count_nodes(D->body, &arith, c->p->opt.bounds_moves);
       return arith ? d : -1;
     }
     d = next;
@@ -1270,7 +1265,7 @@ static kiln_status fill_memory(Plan *p, const bool *assigned) {
     }
     int w = 0;
     for (int i = 0; i < nl; i++)
-      if (live[i].last + p->opt.reuse_gap > ki) live[w++] = live[i];
+      if (live[i].last > ki) live[w++] = live[i];
     nl = w;
   }
   kiln_free(last);
@@ -1430,7 +1425,8 @@ static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
     Stage *T = &te->stages[s];
     int perm[KILN_MAX_RANK], moves[8], n_moves = 0;
     Expr *map[2 * KILN_MAX_RANK], *at[KILN_MAX_RANK];
-    const Expr *L = permuted_load(te, T, perm) ? T->body : sum_through_moves(te, p, T, readers, moves, &n_moves);
+    const Expr *L = permuted_load(te, T, perm) ? T->body
+                    : p->opt.reorder_sums == 2 ? sum_through_moves(te, p, T, readers, moves, &n_moves) : NULL;
     if (!L) continue;
     int r = L->src, k = p->kernel_of[r], r0 = sum_of(te, r);  /* r0: the sum itself (r, or the sum r rounds) */
     bool kept = readers[r] != 1 || plan_is_output(p, r) || k < 0 || p->kernels[k].chain != 0;

@@ -83,7 +83,6 @@ typedef struct PlanOptions {
   int max_nodes;    /* budget: expression nodes in one kernel */
   int store_moved;  /* store the arithmetic under a move rather than the moved tensor (kiln_options) */
   int bounds_moves; /* a bounds test on indices (a pad's) is a move, not arithmetic (kiln_options) */
-  int reuse_gap;    /* kernels after a buffer's last reader before another stage may store into it */
   int gemm_reuse;   /* a GEMM reads an operand once per this many outputs of the other factor (0: n times) */
   int chains;       /* attention chains: 0 none, 1 all that fit, 2 small ones (kiln_options.attention) */
   int pairs;        /* a contraction and the row kernel over its rows as one (kiln_options.gemm_rows): 0 never,
