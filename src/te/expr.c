@@ -723,6 +723,16 @@ Expr *te_select(TE *te, Expr *c, Expr *a, Expr *b) {
   KILN_ASSERT(c->dtype == KILN_BOOL && a->dtype == b->dtype);
   if (is_const(c)) return c->c.i ? a : b;
   if (a == b) return a;
+  /* c ? s[i..] : s[j..], two reads of one stage: one read at c ? i : j. The same element is
+   * read as before, whichever way c goes; a chain of them (a concat's slices, an im2col's taps
+   * over one padded input) becomes index math that a loop can hoist, not branches around
+   * loads that keep one read in flight. */
+  if (a->kind == EX_LOAD && b->kind == EX_LOAD && a->src == b->src && a->n_args == b->n_args) {
+    Expr *idx[KILN_MAX_RANK];
+    for (int i = 0; i < a->n_args; i++)
+      if (!(idx[i] = te_select(te, c, a->args[i], b->args[i]))) return NULL;
+    return te_load(te, a->src, a->n_args, idx);
+  }
   Expr *args[3] = { c, a, b };
   return mk(te, EX_SELECT, a->dtype, 0, 3, args);
 }
