@@ -324,7 +324,10 @@ typedef struct kiln_options {
   int store_moved;      /* 1 (default): a transpose, reshape or slice the planner would store because its
                            readers recompute the arithmetic under it stores that arithmetic's result
                            instead, in its own iteration space (joining its producer's kernel), and the
-                           move becomes its readers' index map; 0 store the moved tensor ($KILN_STORE_MOVED=0) */
+                           move becomes its readers' index map; 0 store the moved tensor; 2 also where the
+                           stage under the moves only selects (a where over a mask) and its inlined body does
+                           the arithmetic (cnn_train_b32's conv1 gradient, stored in its own layout, not the
+                           transposed one its weight gradient reads) ($KILN_STORE_MOVED) */
   int gemm_reuse;       /* planner: a GEMM operand's prologue (a bias add, a scale) counts as recomputed
                            once per this many outputs of the other factor, and is inlined when that is at
                            most 4 times (32 matches cuda's tiles); 0 (default, what the H200 race chose)

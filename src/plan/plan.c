@@ -384,9 +384,9 @@ static int stored_before_move(Ctx *c, int s, LoadList *ll) {
     const Stage *D = &te->stages[d];
     if (is_source(D) || D->kind != ST_INJECTIVE || !c->p->inlined[d]) return -1;
     int next = moved_stage(c, D->body, ll);
-    if (next < 0) {
+    if (next < 0) {  /* store_moved 2: a where, its own body a select of loads, judged by what it inlines */
       bool arith;
-      count_nodes(D->body, &arith, c->p->opt.bounds_moves);
+      count_nodes(c->p->opt.store_moved == 2 && c->ib[d] ? c->ib[d] : D->body, &arith, c->p->opt.bounds_moves);
       return arith ? d : -1;
     }
     d = next;

@@ -90,7 +90,7 @@ kiln_options kiln_options_default(void) {
   o.cuda_split_blocks = kiln_env_int("KILN_CUDA_SPLIT_BLOCKS", 0);
   o.index32 = kiln_env_int("KILN_INDEX32", -1);
   o.lazy_select = kiln_env_int("KILN_LAZY_SELECT", 1) != 0;
-  o.store_moved = kiln_env_int("KILN_STORE_MOVED", 1) != 0;
+  o.store_moved = kiln_env_int("KILN_STORE_MOVED", 1);
   o.gemm_reuse = kiln_env_int("KILN_GEMM_REUSE", 0);
   o.attention = kiln_env_int("KILN_ATTENTION", -1);
   o.gemm_rows = kiln_env_int("KILN_GEMM_ROWS", -1);

@@ -243,6 +243,24 @@ int main(void) {
     built_free(&b);
   }
   unsetenv("KILN_BOUNDS_MOVES"), unsetenv("KILN_REORDER_SUMS");
+  /* store_moved 2: conv1's gradient (a where over relu's mask, read by its weight gradient
+   * through a transpose) is stored in its own layout, [32,16,28,28], by a kernel of its own;
+   * by default the transposed [25088,16] is */
+  for (int v = 0; v < 2; v++) {
+    if (v) setenv("KILN_STORE_MOVED", "2", 1);
+    if (build("cnn_train_b32", cu, &dflt, &b)) {
+      int where = 0, moved = 0;
+      for (int i = 0; i < b.p->n_kernels; i++) {
+        const Stage *A = &b.p->te->stages[b.p->kernels[i].anchor];
+        where += A->op == OP_WHERE && A->rank == 4 && A->shape[2] == 28;
+        moved += A->op == OP_RESHAPE && A->rank == 2 && A->shape[0] == 25088;
+      }
+      CHECK_MSG(where == v && moved == !v, "cnn_train_b32 (store_moved %d): %d where, %d reshape kernels", v ? 2 : 1,
+                where, moved);
+    }
+    built_free(&b);
+  }
+  unsetenv("KILN_STORE_MOVED");
 
   /* read-ahead stages and cluster split-K render what they say (raced on the H200, both off by
    * default): two register stages and double-buffered k-grouped tiles; a cluster of the 4
