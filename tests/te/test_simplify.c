@@ -90,6 +90,16 @@ static void test_identities(void) {
   Expr *c = bin(te, TB_LT, xf, te_const_f(te, KILN_F32, 0));
   CHECK(te_select(te, te_const_i(te, KILN_BOOL, 1), xf, te_const_f(te, KILN_F32, 2)) == xf);
   CHECK(te_select(te, c, xf, xf) == xf);
+  /* two reads of one stage under a select: one read at the selected index (and only there) */
+  Expr *i1 = bin(te, TB_ADD, i, I(te, 1)), *i2 = bin(te, TB_ADD, i, I(te, 2)), *k = te_var(te, 1);
+  Expr *tap = bin(te, TB_LT, k, I(te, 1)), *tap2 = bin(te, TB_LT, k, I(te, 2));
+  Expr *chain = te_select(te, tap, xf, te_select(te, tap2, te_load(te, 0, 1, &i1), te_load(te, 0, 1, &i2)));
+  Expr *at = te_select(te, tap, i, te_select(te, tap2, i1, i2));
+  CHECK(chain->kind == EX_LOAD && chain->src == 0 && chain->args[0] == at);
+  Stage s2 = { .kind = ST_INPUT, .dtype = KILN_F32, .rank = 1, .shape = { 4 }, .numel = 4 };
+  CHECK(te_add_stage(te, &s2) == 1);
+  Expr *yf = te_load(te, 1, 1, &i);  /* reads of two stages stay a select */
+  CHECK(te_select(te, tap, xf, yf)->kind == EX_SELECT);
   te_free(te);
 }
 
