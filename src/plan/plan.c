@@ -155,26 +155,27 @@ static bool set_has(const PtrSet *s, const void *k) {
 static void set_free(PtrSet *s) { kiln_free(s->slot); memset(s, 0, sizeof *s); }
 
 /* Distinct nodes of e, and whether any does real arithmetic (not index math, loads, selects).
- * Arithmetic is an op on values read from memory: a bounds test such as pad's
- * ((i - 1) >= 0) & ((i - 1) < 14) combines bools, but of index math only, so a pad, a
- * shifted slice or an upsampling mask stays a move that its readers compose into their
- * index maps (a convolution's gradient reads its padded operand as the forward pass reads
- * its own padding). Without bounds_moves (kiln_options.bounds_moves 0) any op on bools or
- * floats counts, as before. Returns whether e reads memory; `loads` remembers the nodes that do. */
-static bool walk(const Expr *e, PtrSet *seen, PtrSet *loads, bool *arith, bool bounds_moves) {
-  if (!set_add(seen, e)) return set_has(loads, e);
+ * With bounds_moves (`loads` non-NULL), arithmetic is an op on values read from memory: a
+ * bounds test such as pad's ((i - 1) >= 0) & ((i - 1) < 14) combines bools, but of index math
+ * only, so a pad, a shifted slice or an upsampling mask stays a move that its readers compose
+ * into their index maps (a convolution's gradient reads its padded operand as the forward
+ * pass reads its own padding). Without (kiln_options.bounds_moves 0, the default; `loads`
+ * NULL) any op on bools or floats counts. Returns whether e reads memory; `loads` remembers
+ * the nodes that do. */
+static bool walk(const Expr *e, PtrSet *seen, PtrSet *loads, bool *arith) {
+  if (!set_add(seen, e)) return loads && set_has(loads, e);
   bool reads = e->kind == EX_LOAD;
-  for (int i = 0; i < e->n_args; i++) reads |= walk(e->args[i], seen, loads, arith, bounds_moves);
-  if ((e->kind == EX_UNARY || e->kind == EX_BINARY) && e->args[0]->dtype != KILN_I64 && (reads || !bounds_moves))
+  for (int i = 0; i < e->n_args; i++) reads |= walk(e->args[i], seen, loads, arith);
+  if ((e->kind == EX_UNARY || e->kind == EX_BINARY) && e->args[0]->dtype != KILN_I64 && (reads || !loads))
     *arith = true;
-  if (reads) set_add(loads, e);
+  if (reads && loads) set_add(loads, e);
   return reads;
 }
 
 static int64_t count_nodes(const Expr *e, bool *arith, bool bounds_moves) {
   PtrSet s = { 0 }, l = { 0 };
   bool a = false;
-  walk(e, &s, &l, &a, bounds_moves);
+  walk(e, &s, bounds_moves ? &l : NULL, &a);  /* which nodes read memory matters only to bounds_moves */
   int64_t n = (int64_t)s.n;
   set_free(&s);
   set_free(&l);

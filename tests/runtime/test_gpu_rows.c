@@ -198,7 +198,6 @@ static void test_columns(void) {
   }
 }
 
-
 /* With a GPU: every variant against ref, poisoned outputs, fresh inputs per shape. */
 static void test_values(void) {
   static const int64_t shapes[][2] = { { 5, 1 },    { 7, 33 },    { 3, 32769 }, { 13, 128 },  { 9, 4100 }, { 37, 1000 },
