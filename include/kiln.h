@@ -420,6 +420,10 @@ typedef struct kiln_options {
                            (a convolution's gradient). Raced on the H200: cnn_train_b32 loses three pad
                            kernels but runs 1.155x slower, its gradients' GEMM tiles testing bounds for
                            each operand they read; level on the cpu ($KILN_BOUNDS_MOVES) */
+  int cuda_vec_reads;   /* cuda: 1 a generated f32 GEMM tile reads an operand that is a plain load, 4
+                           consecutive elements along its fast direction contiguous and 16-byte aligned,
+                           16 bytes at a time (a quarter of the loads, bounds tests and index math);
+                           0 off; default -1: off, a candidate being raced ($KILN_CUDA_VEC_READS) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

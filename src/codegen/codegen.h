@@ -304,6 +304,8 @@ typedef struct CgOptions {
                            outputs a thread over whole k-tiles */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
                            above 1 the shared tiles are double-buffered); KILN_CUDA_GEMM_STAGES */
+  bool gemm_vec;        /* f32 GEMM tiles: operands that are plain affine loads read 4 elements a load
+                           (CgGemm.a_vec; a dialect with 16-byte vectors and views; KILN_CUDA_VEC_READS) */
   /* Per plan kernel (NULL: none): may not join a group, and why ("budget: 96 registers, ...");
    * the runtime sets these when a built group does not fit its device, then builds again. */
   const char *const *group_veto;
@@ -523,6 +525,12 @@ typedef struct CgGemm {
    * tiles (the dialect's cp_async), fragments by ldmatrix */
   bool direct;
   struct CgDirect { int stage; bool kfast; int64_t base, coef[2 * KILN_MAX_RANK]; } da, db;
+  /* f32 tiles (no mma) whose factor is an f32 load affine in the kernel's vars with coefficient 1
+   * along its read direction (k when a_kfast, else its own last var), that var's extent, the other
+   * coefficients and the base multiples of 4: each thread reads its 4 consecutive elements of a
+   * k-tile as one 16-byte vector (CgOptions.gemm_vec); va, vb the offsets */
+  bool a_vec, b_vec;
+  struct CgDirect va, vb;
 } CgGemm;
 /* Does kernel k take the tiled shape under options o (split-K)? Fills g (may be NULL) when
  * it does. */

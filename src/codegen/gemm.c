@@ -191,26 +191,14 @@ static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many, i
   set_spans(g, splits);
 }
 
-/* Can factor x (role: CG_ROLE_M for A, CG_ROLE_N for B) be read straight into shared memory?
- * It must be a 16-bit memory load of the mma's kind whose offset is base + sum coef[v] * v
- * (fitted at 0 and at each var's 1, checked at the far corner and at scattered points), with
- * coefficient 1 on the last k var or on the operand's own last var (the fast one, its extent a
- * multiple of 8, so that 8 points along it never cross into the next value of another var),
- * every other coefficient and the base multiples of 8 (16-byte chunks). */
-static bool direct_operand(const Plan *p, const Kernel *k, const CgGemm *g, const Expr *x, int role, struct CgDirect *o) {
-  kiln_dtype want = g->mma == CG_MMA_BF16 ? KILN_BF16 : KILN_F16;
-  if (x->kind != EX_CAST || x->args[0]->kind != EX_LOAD || x->args[0]->dtype != want) return false;
-  const Expr *L = x->args[0];
-  if (p->kernel_of[L->src] == k->id || plan_is_baked(p->te, L->src)) return false;
-  int nv = k->rank + k->n_red, last_k = -1, last_own = -1;
-  int64_t ext[2 * KILN_MAX_RANK], v[2 * KILN_MAX_RANK] = { 0 }, off;
-  for (int i = 0; i < k->rank; i++) ext[i] = k->shape[i];
-  for (int i = 0; i < k->n_red; i++) ext[k->rank + i] = k->red_shape[i];
-  for (int i = k->n_red - 1; i >= 0 && last_k < 0; i--)
-    if (k->red_shape[i] > 1) last_k = k->rank + i;
-  for (int i = k->rank - 1; i >= 0 && last_own < 0; i--)
-    if (g->role[i] == role && k->shape[i] > 1) last_own = i;
-  if (last_k < 0 || last_own < 0 || !cg_load_offset_at(p, L, v, nv, &o->base)) return false;
+/* Load L's element offset as base + sum coef[v] * v over the kernel's vars (o->base, o->coef),
+ * fitted at 0 and at each var's 1, checked at the far corner and at scattered points; ext the
+ * vars' extents. False when L is computed in k, baked, or not affine so. */
+static bool affine_load(const Plan *p, const Kernel *k, const Expr *L, const int64_t *ext, struct CgDirect *o) {
+  if (L->kind != EX_LOAD || p->kernel_of[L->src] == k->id || plan_is_baked(p->te, L->src)) return false;
+  int nv = k->rank + k->n_red;
+  int64_t v[2 * KILN_MAX_RANK] = { 0 }, off;
+  if (!cg_load_offset_at(p, L, v, nv, &o->base)) return false;
   for (int i = 0; i < nv; i++) {
     o->coef[i] = 0;
     if (ext[i] < 2) continue;
@@ -229,12 +217,57 @@ static bool direct_operand(const Plan *p, const Kernel *k, const CgGemm *g, cons
     if (!cg_load_offset_at(p, L, v, nv, &off) || off != want_off) return false;
   }
   o->stage = L->src;
-  o->kfast = o->coef[last_k] == 1 && ext[last_k] % 8 == 0;
-  int fast = o->kfast ? last_k : last_own;
-  if (o->coef[fast] != 1 || ext[fast] % 8 != 0 || o->base % 8 != 0) return false;
-  for (int i = 0; i < nv; i++)
-    if (i != fast && o->coef[i] % 8 != 0) return false;
   return true;
+}
+
+/* The extents of kernel k's vars (outer, then inner), the last inner var and the last var of
+ * role `role` that are longer than 1 (-1: none). */
+static void var_extents(const Kernel *k, const CgGemm *g, int role, int64_t *ext, int *last_k, int *last_own) {
+  *last_k = *last_own = -1;
+  for (int i = 0; i < k->rank; i++) ext[i] = k->shape[i];
+  for (int i = 0; i < k->n_red; i++) ext[k->rank + i] = k->red_shape[i];
+  for (int i = k->n_red - 1; i >= 0 && *last_k < 0; i--)
+    if (k->red_shape[i] > 1) *last_k = k->rank + i;
+  for (int i = k->rank - 1; i >= 0 && *last_own < 0; i--)
+    if (g->role[i] == role && k->shape[i] > 1) *last_own = i;
+}
+
+/* Is o, the offsets of a load, read `width` consecutive elements at a time along var `fast`
+ * (coefficient 1, its extent a multiple of width, so that a run never crosses into the next
+ * value of another var), every other coefficient and the base multiples of width (aligned)? */
+static bool runs_of(const struct CgDirect *o, int nv, const int64_t *ext, int fast, int width) {
+  if (fast < 0 || o->coef[fast] != 1 || ext[fast] % width != 0 || o->base % width != 0) return false;
+  for (int i = 0; i < nv; i++)
+    if (i != fast && o->coef[i] % width != 0) return false;
+  return true;
+}
+
+/* Can factor x (role: CG_ROLE_M for A, CG_ROLE_N for B) be read straight into shared memory?
+ * It must be a 16-bit memory load of the mma's kind at an affine offset (affine_load) read in
+ * runs of 8 (16-byte chunks) along the last k var, or else along the operand's own last var. */
+static bool direct_operand(const Plan *p, const Kernel *k, const CgGemm *g, const Expr *x, int role, struct CgDirect *o) {
+  kiln_dtype want = g->mma == CG_MMA_BF16 ? KILN_BF16 : KILN_F16;
+  if (x->kind != EX_CAST || x->args[0]->kind != EX_LOAD || x->args[0]->dtype != want) return false;
+  int nv = k->rank + k->n_red, last_k, last_own;
+  int64_t ext[2 * KILN_MAX_RANK];
+  var_extents(k, g, role, ext, &last_k, &last_own);
+  if (last_k < 0 || last_own < 0 || !affine_load(p, k, x->args[0], ext, o)) return false;
+  o->kfast = o->coef[last_k] == 1 && ext[last_k] % 8 == 0;
+  return runs_of(o, nv, ext, o->kfast ? last_k : last_own, 8);
+}
+
+/* Can f32 factor x be read 4 elements (16 bytes) a load along the direction its tile is read
+ * in (kfast: k, else its own last var)? Every buffer a kernel reads is 16-byte aligned: its own
+ * allocation or a 64-byte aligned offset in the arena (plan.c fill_memory). */
+static bool vec_operand(const Plan *p, const Kernel *k, const CgGemm *g, const Expr *x, int role, bool kfast,
+                        struct CgDirect *o) {
+  if (x->kind != EX_LOAD || x->dtype != KILN_F32) return false;
+  int nv = k->rank + k->n_red, last_k, last_own;
+  int64_t ext[2 * KILN_MAX_RANK];
+  var_extents(k, g, role, ext, &last_k, &last_own);
+  if (!affine_load(p, k, x, ext, o)) return false;
+  o->kfast = kfast;
+  return runs_of(o, nv, ext, kfast ? last_k : last_own, 4);
 }
 
 /* The 16-bit dtype a factor's values have exactly (a cast to f32 of a bf16 or f16 value), else f32. */
@@ -329,6 +362,8 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
               tiles_at(&g, g.bm, g.bn) * g.splits <= ((int64_t)1 << 20);
   g.a_kfast = reads_along_k(p, k, g.a, &g, CG_ROLE_M);
   g.b_kfast = reads_along_k(p, k, g.b, &g, CG_ROLE_N);
+  g.a_vec = o->gemm_vec && !g.mma && vec_operand(p, k, &g, g.a, CG_ROLE_M, g.a_kfast, &g.va);
+  g.b_vec = o->gemm_vec && !g.mma && g.n_b == 1 && vec_operand(p, k, &g, g.b, CG_ROLE_N, g.b_kfast, &g.vb);
   g.direct = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && o->mma_direct && direct_operand(p, k, &g, g.a, CG_ROLE_M, &g.da) &&
              direct_operand(p, k, &g, g.b, CG_ROLE_N, &g.db);
   /* A 32x32 mma tile through registers does two mma a warp on a k-tile of 32, between a wait
@@ -454,14 +489,61 @@ static void decompose(const CgEmit *em, const Kernel *k, const CgGemm *g, int ro
   else em->digits(em->r, flat, 0, k->rank, k->shape, g->role, role, role == CG_ROLE_M ? g->M : role == CG_ROLE_N ? g->N : g->batch);
 }
 
+/* A vector operand's run of 4 in a bk x width tile: thread c's, at (kk, xx) .. (kk + 3, xx)
+ * along k (kfast: a warp takes 8 values of xx, bk / 4 runs each, so its shared stores spread
+ * over more banks than 32 runs of one row would) or (kk, xx) .. (kk, xx + 3) along x. Every
+ * tile shape has bk * width = 4 * CG_GEMM_THREADS: one run a thread. */
+static void vec_place(const CgEmit *em, const CgGemm *g, int width, bool kfast) {
+  const char *t = thread_int(em->d);
+  int q = g->bk / 4;
+  KILN_ASSERT(g->bk * width == 4 * CG_GEMM_THREADS && width % 8 == 0);
+  if (kfast) cg_put(em, "const int xx = %s %% 8 + (%s / %d) * 8, kk = ((%s / 8) %% %d) * 4;", t, t, 8 * q, t, q);
+  else cg_put(em, "const int xx = (%s %% %d) * 4, kk = %s / %d;", t, width / 4, t, width / 4);
+}
+
+/* A vector operand's run of the tile at kb into pf[0..3] (zeros outside the problem: a run
+ * is wholly in or out, runs_of). */
+static void fetch_vec(const CgEmit *em, const Kernel *k, const CgGemm *g, const struct CgDirect *o, int role, const char *pf,
+                      int width) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *V = d->vec4_type;
+  int buf = em->param_of(em->r, o->stage);
+  KILN_ASSERT(buf >= 0);
+  cg_open(em, "{");
+  vec_place(em, g, width, o->kfast);
+  char wx[96], wk[96];
+  cg_put(em, "const %s mq = %s + %s, kq = kb + %s;", I, role == CG_ROLE_M ? "tm0" : "tn0", widened(d, "xx", wx),
+         widened(d, "kk", wk));
+  cg_put(em, "%s[0] = %s[1] = %s[2] = %s[3] = 0.0%s;", pf, pf, pf, pf, d->f32_suffix);
+  cg_open(em, "if (mq < %s && kq < %s) {", cg_lit(em, role == CG_ROLE_M ? g->M : g->N), cg_lit(em, g->K));
+  em->push(em->r);
+  decompose(em, k, g, role, "mq");
+  decompose(em, k, g, -1, "kq");
+  char addr[1024];
+  int n = snprintf(addr, sizeof addr, "const %s v = *(const %s *)(b%d + (%s", V, V, buf, cg_lit(em, o->base));
+  for (int v = 0; v < k->rank + k->n_red && n > 0 && (size_t)n < sizeof addr; v++)
+    if (o->coef[v]) n += snprintf(addr + n, sizeof addr - (size_t)n, " + (%s)v%d * %s", I, v, cg_lit(em, o->coef[v]));
+  KILN_ASSERT(n > 0 && (size_t)n + 3 < sizeof addr);
+  cg_put(em, "%s));", addr);
+  for (int j = 0; j < 4; j++) cg_put(em, "%s[%d] = v%s;", pf, j, d->vec4_lane[j]);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+}
+
 /* Reads one factor's share of the BK x width tile starting at reduction point kb into
  * registers pf[l] (zero outside the problem), so the reads of the next tile are in
- * flight while the current one is multiplied. */
+ * flight while the current one is multiplied. vec: the factor's offsets when it is read 4
+ * elements a load (fetch_vec), else NULL. */
 static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const Expr *x, int role, const char *pf,
-                       int width, bool kfast) {
+                       int width, bool kfast, const struct CgDirect *vec) {
   const Dialect *d = em->d;
   const char *base = role == CG_ROLE_M ? "tm0" : "tn0";
   int64_t limit = role == CG_ROLE_M ? g->M : g->N;
+  if (vec) {
+    fetch_vec(em, k, g, vec, role, pf, width);
+    return;
+  }
   cg_put(em, "%s", d->unroll);
   cg_open(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
   cg_put(em, "const int e = %s + l * %d;", thread_int(d), CG_GEMM_THREADS);
@@ -482,8 +564,23 @@ static void fetch_tile(const CgEmit *em, const Kernel *k, const CgGemm *g, const
   cg_close(em);
 }
 
-/* Registers pf[l] into the shared tile sh[kk][xx]. */
-static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const char *sh, int width, bool kfast, bool round) {
+/* Registers pf[l] into the shared tile sh[kk][xx]. vec: pf is the run vec_place puts; a run
+ * along x into the vector rows of k groups is one 16-byte store. */
+static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const char *sh, int width, bool kfast, bool round,
+                       bool vec) {
+  if (vec) {
+    const char *V = em->d->vec4_type;
+    cg_open(em, "{");
+    vec_place(em, g, width, kfast);
+    if (kfast)
+      for (int j = 0; j < 4; j++) cg_put(em, "%s[kk + %d][xx] = %s[%d];", sh, j, pf, j);
+    else if (g->kgroups > 1)
+      cg_put(em, "*(%s *)&%s[kk][xx] = %s{ %s[0], %s[1], %s[2], %s[3] };", V, sh, V, pf, pf, pf, pf);
+    else
+      for (int j = 0; j < 4; j++) cg_put(em, "%s[kk][xx + %d] = %s[%d];", sh, j, pf, j);
+    cg_close(em);
+    return;
+  }
   cg_put(em, "%s", em->d->unroll);
   cg_open(em, "for (int l = 0; l < %d; l++) {", g->bk * width / CG_GEMM_THREADS);
   cg_put(em, "const int e = %s + l * %d;", thread_int(em->d), CG_GEMM_THREADS);
@@ -531,11 +628,12 @@ static void fetch_both(const CgEmit *em, const Kernel *k, const CgGemm *g, const
   char pa[16], pb[16];
   stage_regs(g, s, pa, pb);
   cg_open(em, "{ const %s kb = %s;", em->d->index_type, kb);
-  fetch_tile(em, k, g, fetched(g->a, g->a_round), CG_ROLE_M, pa, g->bm, g->a_kfast);
+  fetch_tile(em, k, g, fetched(g->a, g->a_round), CG_ROLE_M, pa, g->bm, g->a_kfast, g->a_vec ? &g->va : NULL);
   for (int q = 0; q < g->n_b; q++) {
     char pq[32];
     b_of(q, pb, pq);
-    fetch_tile(em, k, g, fetched(g->bs[q], q == 0 && g->b_round), CG_ROLE_N, pq, g->bn, g->b_kfast);
+    fetch_tile(em, k, g, fetched(g->bs[q], q == 0 && g->b_round), CG_ROLE_N, pq, g->bn, g->b_kfast,
+               q == 0 && g->b_vec ? &g->vb : NULL);
   }
   cg_close(em);
 }
@@ -975,13 +1073,13 @@ static void register_loop(const CgEmit *em, const Kernel *k, const CgGemm *g, co
     stage_regs(g, s, pa, pb);
     if (D > 1) cg_open(em, "{ const %s kc = k0 + %d;", I, s * g->bk);
     if (s > 0) cg_put(em, "if (kc >= kend) break;");
-    stash_tile(em, g, pa, As, g->bm, g->a_kfast, g->a_round);
-    stash_tile(em, g, pb, Bs, g->bn, g->b_kfast, g->b_round);
+    stash_tile(em, g, pa, As, g->bm, g->a_kfast, g->a_round, g->a_vec);
+    stash_tile(em, g, pb, Bs, g->bn, g->b_kfast, g->b_round, g->b_vec);
     for (int q = 1; q < g->n_b; q++) {  /* siblings: one stage, one buffer */
       char pq[32], bq[32];
       b_of(q, pb, pq);
       b_of(q, "Bs", bq);
-      stash_tile(em, g, pq, bq, g->bn, g->b_kfast, false);
+      stash_tile(em, g, pq, bq, g->bn, g->b_kfast, false, false);
     }
     cg_put(em, "%s", d->barrier);
     cg_put(em, "if (%s + %d < kend)", kc, D * g->bk);
