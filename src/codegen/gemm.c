@@ -519,10 +519,24 @@ static void fetch_vec(const CgEmit *em, const Kernel *k, const CgGemm *g, const 
   em->push(em->r);
   decompose(em, k, g, role, "mq");
   decompose(em, k, g, -1, "kq");
+  /* the offset in 32-bit arithmetic where every coefficient is >= 0 and its largest value,
+   * base + sum coef * (extent - 1), fits (in a double: exact up to 2^53, far past 2^31) */
+  bool narrow = o->base >= 0;
+  double most = (double)o->base;
+  for (int v = 0; v < k->rank + k->n_red; v++) {
+    narrow = narrow && o->coef[v] >= 0;
+    most += (double)o->coef[v] * (double)((v < k->rank ? k->shape[v] : k->red_shape[v - k->rank]) - 1);
+  }
+  narrow = narrow && most <= (double)INT32_MAX;
+  const char *T = narrow ? "int" : I;
   char addr[1024];
-  int n = snprintf(addr, sizeof addr, "const %s v = *(const %s *)(b%d + (%s", V, V, buf, cg_lit(em, o->base));
+  int n = snprintf(addr, sizeof addr, "const %s v = *(const %s *)(b%d + (%s", V, V, buf,
+                   narrow ? "0" : cg_lit(em, o->base));
+  if (narrow && o->base) n += snprintf(addr + n, sizeof addr - (size_t)n, " + %lld", (long long)o->base);
   for (int v = 0; v < k->rank + k->n_red && n > 0 && (size_t)n < sizeof addr; v++)
-    if (o->coef[v]) n += snprintf(addr + n, sizeof addr - (size_t)n, " + (%s)v%d * %s", I, v, cg_lit(em, o->coef[v]));
+    if (o->coef[v] && narrow)
+      n += snprintf(addr + n, sizeof addr - (size_t)n, " + (%s)v%d * %lld", T, v, (long long)o->coef[v]);
+    else if (o->coef[v]) n += snprintf(addr + n, sizeof addr - (size_t)n, " + (%s)v%d * %s", T, v, cg_lit(em, o->coef[v]));
   KILN_ASSERT(n > 0 && (size_t)n + 3 < sizeof addr);
   cg_put(em, "%s));", addr);
   for (int j = 0; j < 4; j++) cg_put(em, "%s[%d] = v%s;", pf, j, d->vec4_lane[j]);

@@ -468,6 +468,41 @@ static void test_shapes(void) {
     kiln_graph_free(gr);
   }
 
+  /* vector tile reads (cuda by default; CgGemm.a_vec): an f32 operand that is a plain load read
+   * in runs of 4 along its read direction (K or its own extent a multiple of 4). x [128, 784]
+   * along k and w [784, 512] along n both; x^T (stored [k, m]) along m; M 257 and N 130: neither.
+   * Never on glsl, nor when kiln_options.cuda_vec_reads is 0. The source reads 16 bytes at once. */
+  {
+    static const struct { int64_t m, k, n; bool xt, a, b; } vc[] = {
+      { 128, 784, 512, false, true, true }, { 300, 64, 96, true, true, true }, { 257, 129, 130, true, false, false },
+      { 100, 2000, 300, false, true, true } };
+    kiln_options ko = kiln_options_default();
+    ko.cuda_vec_reads = -1;
+    CgOptions cu, gl, off;
+    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &cu));
+    OK(rt_codegen_options(&ko, &cg_dialect_glsl, &gl));
+    ko.cuda_vec_reads = 0;
+    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &off));
+    CHECK(cu.gemm_vec && !gl.gemm_vec && !off.gemm_vec);
+    for (int i = 0; i < 4; i++) {
+      gr = dense(vc[i].m, vc[i].k, vc[i].n, vc[i].xt);
+      r = plan_of(gr);
+      CgGemm gv, go;
+      if (only_gemm_opt(&r, &cu, &gv, "dense, vector reads") && only_gemm_opt(&r, &off, &go, "dense, vector reads off")) {
+        CHECK_MSG(gv.a_vec == vc[i].a && gv.b_vec == vc[i].b && !go.a_vec && !go.b_vec, "%lldx%lldx%lld%s: a_vec %d, b_vec %d",
+                  (long long)vc[i].m, (long long)vc[i].k, (long long)vc[i].n, vc[i].xt ? " (x^T)" : "", gv.a_vec, gv.b_vec);
+        CHECK(gv.a_kfast == !vc[i].xt && !gv.b_kfast);
+        StrBuf src = { 0 };
+        OK(cg_render_plan(r.p, &cg_dialect_cuda, &cu, NULL, &src));
+        CHECK(src.s && (strstr(src.s, "const float4 v = *(const float4 *)(b") != NULL) == (vc[i].a || vc[i].b));
+        sb_free(&src);
+        compiles_opt(&r, &cu, "dense, vector reads");
+      }
+      plans_free(&r);
+      kiln_graph_free(gr);
+    }
+  }
+
   /* a row of 10 outputs over a long reduction stays one block per output */
   gr = dense(10, 4096, 10, false);
   r = plan_of(gr);
@@ -790,6 +825,16 @@ static void test_values(void) {
     check_values("relu(x@w+b), long K split", g, 1, &ni, 1, &no);
     unsetenv("KILN_CUDA_LONG_K_BLOCKS");
     kiln_graph_free(g);
+  }
+  if (!strcmp(backend, "cuda")) {  /* the scalar tile reads that vector reads replace (cuda_vec_reads 0) */
+    setenv("KILN_CUDA_VEC_READS", "0", 1);
+    for (int i = 0; i < 11; i += 4) {
+      int64_t m = dims[i][0], k = dims[i][1], n = dims[i][2], ni = m * k, no = m * n;
+      kiln_graph *g = dense(m, k, n, dims[i][3] != 0);
+      check_values("relu(x@w+b), scalar tile reads", g, 1, &ni, 1, &no);
+      kiln_graph_free(g);
+    }
+    unsetenv("KILN_CUDA_VEC_READS");
   }
   for (int i = 0; i < 2; i++) {  /* the library's GELU_BIAS, then the tile kernel's gelu */
     int64_t m = i ? 200 : 512, ni = m * 512, no = m * 256;
