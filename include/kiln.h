@@ -307,7 +307,8 @@ typedef struct kiln_options {
                            ($KILN_CUDA_SPLIT_BLOCKS) */
   int cuda_gemm_stages; /* cuda: k-tiles of a generated GEMM whose global reads are in flight at once, 1, 2
                            or 4 (above 1 the shared tiles are double-buffered); 0 (default) what measurement
-                           chose ($KILN_CUDA_GEMM_STAGES) */
+                           chose: 2 where both factors are 16-byte vector reads over spans of 4 k-tiles
+                           or more, else 1 ($KILN_CUDA_GEMM_STAGES) */
   int cuda_pdl;         /* cuda: 1 programmatic dependent launch, each kernel launched while the one before
                            runs and waiting for it inside ($KILN_CUDA_PDL=1; raced, default 0) */
   int grid_sync;        /* launch groups ($KILN_GRID_SYNC): 0 one launch per kernel; 1 neighbouring kernels

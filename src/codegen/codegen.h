@@ -303,7 +303,9 @@ typedef struct CgOptions {
   bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2
                            outputs a thread over whole k-tiles */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
-                           above 1 the shared tiles are double-buffered); KILN_CUDA_GEMM_STAGES */
+                           above 1 the shared tiles are double-buffered; 0 the default: 2 for tiles
+                           whose factors are vector reads over spans of 4 k-tiles or more, else 1);
+                           KILN_CUDA_GEMM_STAGES */
   bool gemm_vec;        /* f32 GEMM tiles: operands that are plain affine loads read 4 elements a load
                            (CgGemm.a_vec; a dialect with 16-byte vectors and views; KILN_CUDA_VEC_READS) */
   /* Per plan kernel (NULL: none): may not join a group, and why ("budget: 96 registers, ...");

@@ -49,7 +49,8 @@ enum { ENOUGH_BLOCKS = 128 };  /* about one per multiprocessor of an H100/H200 (
 /* split-K: at most 64 spans of >= 2 k-tiles (a convolution's weight gradient at batch 32 is
  * 5 tiles over K = 6272: 16 spans left 80 blocks on 132 multiprocessors, 13 k-tiles each) */
 enum { MAX_SPLITS = 64, MIN_SPAN_TILES = 2 };
-enum { LONG_K_TILES = 16 };  /* k-tiles of 32 from which a K is long (gemm_long_k_blocks) */
+enum { LONG_K_TILES = 16 };
+enum { AUTO_STAGE_TILES = 4 };  /* k-tiles of a block's span from which vector-read tiles read two ahead */  /* k-tiles of 32 from which a K is long (gemm_long_k_blocks) */
 #define SPLIT_WS_BYTES (16 << 20)               /* split-K partial tiles of one kernel, at most */
 
 static bool has_memory_load(const Plan *p, const Kernel *k, const Expr *e) {
@@ -353,10 +354,6 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   bool block_rows = k->inner_numel >= 64 && k->outer_numel < 32768;
   int64_t spans = g.splits < 16 ? g.splits : 16;  /* the rule as measured with at most 16 spans */
   if (small_tiles < 16 && small_tiles * spans < 32 && block_rows) return false;
-  /* read-ahead is for the small tiles of short, latency-bound chains; a 128x128 tile has the
-   * work to hide its reads, and a second stage of its operand registers took it from 128
-   * registers a thread to 201 (one block a multiprocessor instead of two) */
-  g.stages = (o->gemm_stages == 2 || o->gemm_stages == 4) && g.bm <= 64 && g.n_b == 1 && !g.mma ? o->gemm_stages : 1;
   /* a cluster of at most 8 blocks (the portable size); each block one span of one tile */
   g.cluster = o->cluster_splitk && g.n_b == 1 && !g.mma && g.splits > 1 && g.splits <= 8 &&
               tiles_at(&g, g.bm, g.bn) * g.splits <= ((int64_t)1 << 20);
@@ -364,6 +361,16 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   g.b_kfast = reads_along_k(p, k, g.b, &g, CG_ROLE_N);
   g.a_vec = o->gemm_vec && !g.mma && vec_operand(p, k, &g, g.a, CG_ROLE_M, g.a_kfast, &g.va);
   g.b_vec = o->gemm_vec && !g.mma && g.n_b == 1 && vec_operand(p, k, &g, g.b, CG_ROLE_N, g.b_kfast, &g.vb);
+  /* read-ahead is for the small tiles of short, latency-bound chains; a 128x128 tile has the
+   * work to hide its reads, and a second stage of its operand registers took it from 128
+   * registers a thread to 201 (one block a multiprocessor instead of two). By default (0) two
+   * stages where both factors are vector reads (a stage is 8 registers) over spans of at least
+   * AUTO_STAGE_TILES k-tiles: on the H200 mlp_train_b1024 ran 0.911x (its first layer, 25 k-tiles
+   * a block, 17.5 -> 13.8 us), mlp_fwd_b128 0.968x; two stages on every tile ran cnn_train_b32's
+   * convolutions, whose tiles read expressions, 1.063x slower */
+  int want = o->gemm_stages;
+  if (want == 0) want = g.a_vec && g.b_vec && ((g.kspan < g.K ? g.kspan : g.K) + g.bk - 1) / g.bk >= AUTO_STAGE_TILES ? 2 : 1;
+  g.stages = (want == 2 || want == 4) && g.bm <= 64 && g.n_b == 1 && !g.mma ? want : 1;
   g.direct = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && o->mma_direct && direct_operand(p, k, &g, g.a, CG_ROLE_M, &g.da) &&
              direct_operand(p, k, &g, g.b, CG_ROLE_N, &g.db);
   /* A 32x32 mma tile through registers does two mma a warp on a k-tile of 32, between a wait

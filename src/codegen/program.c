@@ -30,7 +30,7 @@ static const int64_t GRID_CAP = (int64_t)1 << 20;
 
 CgOptions cg_options_default(void) {
   return (CgOptions){ .row_variant = cg_row_variant(NULL), .warp_rows = true, .smem_rows = true, .splitk = CG_SPLITK_ON, .library = true,
-                      .group = CG_GROUP_OFF, .in_place = true, .lazy_select = true, .gemm_kgroups = true, .gemm_stages = 1,
+                      .group = CG_GROUP_OFF, .in_place = true, .lazy_select = true, .gemm_kgroups = true, .gemm_stages = 0,
                       .split_rows_below = 512, .split_blocks = 576 };
 }
 
