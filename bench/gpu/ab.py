@@ -2,7 +2,7 @@
 """ab.py OLD.jsonl... -- NEW.jsonl...: kiln_gpubench runs of two builds, interleaved in one
 call (old, new, old, new, ...), compared per workload: the median over the runs of each
 build's CUDA-event median (fused_dev_ms, eager_dev_ms), new/old, and whether any workload
-is more than 5 % slower. Kernel counts must agree run to run. Prints a markdown table."""
+is more than 5 % slower. Rows "model:NAME" (tools/gpu-check's race_models) have fused times only. Kernel counts must agree run to run. Prints a markdown table."""
 import json, statistics, sys
 
 def load(paths):
@@ -29,6 +29,8 @@ for w in old:
         key = mode + "_dev_ms"
         o = [r[key] for r in old[w] if r.get(key)]
         n = [r[key] for r in new[w] if r.get(key)]
+        if not any(key in r for r in old[w] + new[w]):
+            continue  # a mode the row has not (a model from gpu-check's race_models: fused only)
         if not o or not n:
             lines.append("| %s | %s | no time (old %d, new %d runs) | | | | |" % (w, mode, len(o), len(n)))
             continue
