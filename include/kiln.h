@@ -425,7 +425,9 @@ typedef struct kiln_options {
                            consecutive elements along its fast direction contiguous and 16-byte aligned,
                            16 bytes at a time (a quarter of the loads, bounds tests and index math);
                            0 off; default -1: on, what the H200 race chose (mlp_train_b1024 0.929,
-                           the other mlp workloads 0.956-0.966, nothing slower) ($KILN_CUDA_VEC_READS) */
+                           the other mlp workloads 0.956-0.966, nothing slower); 2 also runs that cross
+                           from one var into the next where their offsets are contiguous (a convolution's
+                           weights over (ci, kh, kw); a candidate, not yet raced) ($KILN_CUDA_VEC_READS) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

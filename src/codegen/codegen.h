@@ -306,8 +306,9 @@ typedef struct CgOptions {
                            above 1 the shared tiles are double-buffered; 0 the default: 2 for tiles
                            whose factors are vector reads over spans of 4 k-tiles or more, else 1);
                            KILN_CUDA_GEMM_STAGES */
-  bool gemm_vec;        /* f32 GEMM tiles: operands that are plain affine loads read 4 elements a load
-                           (CgGemm.a_vec; a dialect with 16-byte vectors and views; KILN_CUDA_VEC_READS) */
+  int gemm_vec;         /* f32 GEMM tiles: operands that are plain affine loads read 4 elements a load
+                           (CgGemm.a_vec; a dialect with 16-byte vectors and views; KILN_CUDA_VEC_READS):
+                           0 never, 1 runs along one var, 2 also runs across contiguous vars */
   /* Per plan kernel (NULL: none): may not join a group, and why ("budget: 96 registers, ...");
    * the runtime sets these when a built group does not fit its device, then builds again. */
   const char *const *group_veto;

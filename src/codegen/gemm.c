@@ -258,9 +258,14 @@ static bool direct_operand(const Plan *p, const Kernel *k, const CgGemm *g, cons
 }
 
 /* Can f32 factor x be read 4 elements (16 bytes) a load along the direction its tile is read
- * in (kfast: k, else its own last var)? Every buffer a kernel reads is 16-byte aligned: its own
- * allocation or a 64-byte aligned offset in the arena (plan.c fill_memory). */
-static bool vec_operand(const Plan *p, const Kernel *k, const CgGemm *g, const Expr *x, int role, bool kfast,
+ * in (kfast: k, else its own vars)? Every buffer a kernel reads is 16-byte aligned: its own
+ * allocation or a 64-byte aligned offset in the arena (plan.c fill_memory). A run is 4
+ * consecutive values of the flat index over those vars (kq, or mq / nq). By default the last
+ * of them must hold it (coefficient 1, extent a multiple of 4); `across` (CgOptions.gemm_vec
+ * 2, a candidate) also takes runs over several vars whose offsets are contiguous (coefficients
+ * 1, e1, e1 e2, ... from the last, as a convolution's weights over (ci, kh, kw) or a flattened
+ * activation over (c, h, w)) when their extents' product is a multiple of 4. */
+static bool vec_operand(const Plan *p, const Kernel *k, const CgGemm *g, const Expr *x, int role, bool kfast, bool across,
                         struct CgDirect *o) {
   if (x->kind != EX_LOAD || x->dtype != KILN_F32) return false;
   int nv = k->rank + k->n_red, last_k, last_own;
@@ -268,7 +273,21 @@ static bool vec_operand(const Plan *p, const Kernel *k, const CgGemm *g, const E
   var_extents(k, g, role, ext, &last_k, &last_own);
   if (!affine_load(p, k, x, ext, o)) return false;
   o->kfast = kfast;
-  return runs_of(o, nv, ext, kfast ? last_k : last_own, 4);
+  if (!across) return runs_of(o, nv, ext, kfast ? last_k : last_own, 4);
+  /* the contiguous vars: from the last of the direction's vars back while coef = run so far */
+  bool in_run[2 * KILN_MAX_RANK] = { false };
+  int64_t run = 1;
+  for (int v = kfast ? nv - 1 : k->rank - 1; v >= (kfast ? k->rank : 0); v--) {
+    if (!kfast && g->role[v] != role) continue;
+    if (ext[v] < 2) { in_run[v] = true; continue; }
+    if (o->coef[v] != run) break;
+    in_run[v] = true;
+    run *= ext[v];
+  }
+  if (run % 4 != 0 || o->base % 4 != 0) return false;
+  for (int v = 0; v < nv; v++)
+    if (!in_run[v] && o->coef[v] % 4 != 0) return false;
+  return true;
 }
 
 /* The 16-bit dtype a factor's values have exactly (a cast to f32 of a bf16 or f16 value), else f32. */
@@ -359,8 +378,8 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
               tiles_at(&g, g.bm, g.bn) * g.splits <= ((int64_t)1 << 20);
   g.a_kfast = reads_along_k(p, k, g.a, &g, CG_ROLE_M);
   g.b_kfast = reads_along_k(p, k, g.b, &g, CG_ROLE_N);
-  g.a_vec = o->gemm_vec && !g.mma && vec_operand(p, k, &g, g.a, CG_ROLE_M, g.a_kfast, &g.va);
-  g.b_vec = o->gemm_vec && !g.mma && g.n_b == 1 && vec_operand(p, k, &g, g.b, CG_ROLE_N, g.b_kfast, &g.vb);
+  g.a_vec = o->gemm_vec && !g.mma && vec_operand(p, k, &g, g.a, CG_ROLE_M, g.a_kfast, o->gemm_vec == 2, &g.va);
+  g.b_vec = o->gemm_vec && !g.mma && g.n_b == 1 && vec_operand(p, k, &g, g.b, CG_ROLE_N, g.b_kfast, o->gemm_vec == 2, &g.vb);
   /* read-ahead is for the small tiles of short, latency-bound chains; a 128x128 tile has the
    * work to hide its reads, and a second stage of its operand registers took it from 128
    * registers a thread to 201 (one block a multiprocessor instead of two). By default (0) two

@@ -609,13 +609,13 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_gemm_stages ($KILN_CUDA_GEMM_STAGES) is %d: 0 the default, or 1, 2 or 4 "
                      "k-tiles in flight", o->cuda_gemm_stages);
   if (o->cuda_gemm_stages) g->gemm_stages = o->cuda_gemm_stages;
-  if (o->cuda_vec_reads < -1 || o->cuda_vec_reads > 1)
-    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_vec_reads ($KILN_CUDA_VEC_READS) is %d: -1 the default, 0 off, 1 on",
-                     o->cuda_vec_reads);
+  if (o->cuda_vec_reads < -1 || o->cuda_vec_reads > 2)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_vec_reads ($KILN_CUDA_VEC_READS) is %d: -1 the default, 0 off, 1 on, "
+                     "2 also runs across contiguous vars", o->cuda_vec_reads);
   /* a dialect with 16-byte vectors that views arrays as other shapes (not glsl's rows of vec4);
    * on by default, what the H200 race chose (bench/results/2026-12-04-h200-vec-reads.md:
    * mlp_train_b1024 0.929, mlp_train_b32 0.956, the mlp forwards 0.966, nothing slower) */
-  g->gemm_vec = o->cuda_vec_reads != 0 && d && d->grid && d->vec4_type && !d->no_views;
+  g->gemm_vec = o->cuda_vec_reads != 0 && d && d->grid && d->vec4_type && !d->no_views ? (o->cuda_vec_reads == 2 ? 2 : 1) : 0;
   g->cluster_splitk = o->cuda_cluster && d && d->cluster_dims;
   if (o->cuda_split_rows < 0 || o->cuda_split_rows > 1 << 20 || o->cuda_split_blocks < 0 || o->cuda_split_blocks > 1 << 20)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_split_rows/cuda_split_blocks ($KILN_CUDA_SPLIT_ROWS, $KILN_CUDA_SPLIT_BLOCKS) "

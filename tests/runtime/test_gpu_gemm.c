@@ -483,7 +483,7 @@ static void test_shapes(void) {
     OK(rt_codegen_options(&ko, &cg_dialect_glsl, &gl));
     ko.cuda_vec_reads = 0;
     OK(rt_codegen_options(&ko, &cg_dialect_cuda, &off));
-    CHECK(cu.gemm_vec && !gl.gemm_vec && !off.gemm_vec);
+    CHECK(cu.gemm_vec == 1 && !gl.gemm_vec && !off.gemm_vec);
     for (int i = 0; i < 4; i++) {
       gr = dense(vc[i].m, vc[i].k, vc[i].n, vc[i].xt);
       r = plan_of(gr);
@@ -501,6 +501,34 @@ static void test_shapes(void) {
       plans_free(&r);
       kiln_graph_free(gr);
     }
+  }
+
+  /* runs across vars (cuda_vec_reads 2, a candidate): a convolution's weights [8, 4, 3, 3] read
+   * along k = (ci, kh, kw), offsets contiguous over 36 points, are vector reads only then (their
+   * last var is 3 long); its window, padded, never */
+  {
+    kiln_options ko = kiln_options_default();
+    CgOptions one, across;
+    ko.cuda_vec_reads = 1;
+    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &one));
+    ko.cuda_vec_reads = 2;
+    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &across));
+    CHECK(one.gemm_vec == 1 && across.gemm_vec == 2);
+    gr = conv(2, 4, 17, 19, 8);
+    r = plan_of(gr);
+    CgGemm g1, g2;
+    if (only_gemm_opt(&r, &one, &g1, "conv, runs along one var") && only_gemm_opt(&r, &across, &g2, "conv, runs across vars")) {
+      CHECK(g1.K == 36 && g1.b_kfast && !g1.a_vec && !g1.b_vec);
+      CHECK_MSG(!g2.a_vec && g2.b_vec, "conv 4 -> 8 channels, runs across vars: a_vec %d, b_vec %d", g2.a_vec, g2.b_vec);
+      compiles_opt(&r, &across, "conv, runs across vars");
+    }
+    plans_free(&r);
+    kiln_graph_free(gr);
+    gr = conv(2, 3, 17, 19, 8);  /* K = 27: no run of 4 */
+    r = plan_of(gr);
+    if (only_gemm_opt(&r, &across, &g2, "conv 3 channels, runs across vars")) CHECK(!g2.a_vec && !g2.b_vec);
+    plans_free(&r);
+    kiln_graph_free(gr);
   }
 
   /* a row of 10 outputs over a long reduction stays one block per output */
@@ -835,6 +863,14 @@ static void test_values(void) {
       kiln_graph_free(g);
     }
     unsetenv("KILN_CUDA_VEC_READS");
+  }
+  if (!strcmp(backend, "cuda")) {  /* runs across vars (cuda_vec_reads 2): a convolution's weights */
+    int64_t ins[1] = { 2 * 4 * 17 * 19 }, outs[1] = { 2 * 8 * 17 * 19 };
+    kiln_graph *g = conv(2, 4, 17, 19, 8);
+    setenv("KILN_CUDA_VEC_READS", "2", 1);
+    check_values("conv, vector reads across vars", g, 1, ins, 1, outs);
+    unsetenv("KILN_CUDA_VEC_READS");
+    kiln_graph_free(g);
   }
   for (int i = 0; i < 2; i++) {  /* the library's GELU_BIAS, then the tile kernel's gelu */
     int64_t m = i ? 200 : 512, ni = m * 512, no = m * 256;
