@@ -2,7 +2,8 @@
 """ab.py OLD.jsonl... -- NEW.jsonl...: kiln_gpubench runs of two builds, interleaved in one
 call (old, new, old, new, ...), compared per workload: the median over the runs of each
 build's CUDA-event median (fused_dev_ms, eager_dev_ms), new/old, and whether any workload
-is more than 5 % slower. Rows "model:NAME" (tools/gpu-check's race_models) have fused times only. Kernel counts must agree run to run. Prints a markdown table."""
+is more than 5 % slower. Kernel counts must agree run to run. Rows "model:NAME" (gpu-check's
+race_models: the shared models) have fused times only. Prints a markdown table."""
 import json, statistics, sys
 
 def load(paths):

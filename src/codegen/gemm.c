@@ -49,8 +49,8 @@ enum { ENOUGH_BLOCKS = 128 };  /* about one per multiprocessor of an H100/H200 (
 /* split-K: at most 64 spans of >= 2 k-tiles (a convolution's weight gradient at batch 32 is
  * 5 tiles over K = 6272: 16 spans left 80 blocks on 132 multiprocessors, 13 k-tiles each) */
 enum { MAX_SPLITS = 64, MIN_SPAN_TILES = 2 };
-enum { LONG_K_TILES = 16 };
-enum { AUTO_STAGE_TILES = 4 };  /* k-tiles of a block's span from which vector-read tiles read two ahead */  /* k-tiles of 32 from which a K is long (gemm_long_k_blocks) */
+enum { LONG_K_TILES = 16 };     /* k-tiles of 32 from which a K is long (gemm_long_k_blocks) */
+enum { AUTO_STAGE_TILES = 4 };  /* k-tiles of a block's span from which vector-read tiles read two ahead */
 #define SPLIT_WS_BYTES (16 << 20)               /* split-K partial tiles of one kernel, at most */
 
 static bool has_memory_load(const Plan *p, const Kernel *k, const Expr *e) {

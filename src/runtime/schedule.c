@@ -612,7 +612,8 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   if (o->cuda_vec_reads < -1 || o->cuda_vec_reads > 2)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_vec_reads ($KILN_CUDA_VEC_READS) is %d: -1 the default, 0 off, 1 on, "
                      "2 also runs across contiguous vars", o->cuda_vec_reads);
-  /* a dialect with 16-byte vectors that views arrays as other shapes (not glsl's rows of vec4);
+  /* a dialect with 16-byte vectors, built by braces (float4{ .. }), that views arrays as other
+   * shapes: cuda (not glsl's rows of vec4);
    * on by default, what the H200 race chose (bench/results/2026-12-04-h200-vec-reads.md:
    * mlp_train_b1024 0.929, mlp_train_b32 0.956, the mlp forwards 0.966, nothing slower) */
   g->gemm_vec = o->cuda_vec_reads != 0 && d && d->grid && d->vec4_type && !d->no_views ? (o->cuda_vec_reads == 2 ? 2 : 1) : 0;
