@@ -408,8 +408,10 @@ typedef struct kiln_options {
                            not yet raced ($KILN_CUDA_LONG_K_BLOCKS, e.g. 512) */
   int column_rows;      /* gpu: 1 a reduction kernel of a block a row whose inner loop reads memory only
                            across rows (a column sum, a bias gradient) takes 2 points a thread, up to
-                           1024 threads, not the row race's 16; 0 off; default -1: on for cuda, where
-                           the H200 race chose it, off for vulkan (not raced there) ($KILN_COLUMN_ROWS) */
+                           1024 threads, not the row race's 16; 2 the same in blocks of at most 256
+                           threads, a launch group's, so that such a kernel may share its neighbours'
+                           launch (a race); 0 off; default -1: 1 for cuda, where the H200 race chose
+                           it, 0 for vulkan (not raced there) ($KILN_COLUMN_ROWS) */
   int cuda_mma_late_round; /* cuda: 1 (default) such a tile's f32 values rounded to bf16/f16 (autocast's
                            copies) are read into registers as they are and rounded where they are
                            stored into shared memory, so that no read is waited for before; 0 rounded

@@ -261,8 +261,9 @@ typedef struct CgOptions {
   bool warp_rows;       /* a warp per row is renderable (the dialect has warp reductions); else the
                            variants that ask for one take a block per row (cg_row_variant_of) */
   bool smem_rows;       /* long rows may keep part of themselves in dynamic shared memory */
-  bool column_rows;     /* block rows whose inner loop reads only across rows take 2 points a thread, up to
-                           1024 threads (render.c column_rows; kiln_options.column_rows, a race) */
+  int column_rows;      /* block rows whose inner loop reads only across rows take 2 points a thread, up to
+                           1024 threads (1) or up to 256 (2: a launch group's block size, so that such a
+                           kernel may share one); 0 off (render.c column_rows; kiln_options.column_rows) */
   CgSplitK splitk;      /* what KILN_CUDA_SPLITK set: default on, "0" off, "wide" */
   bool library;         /* offer plain GEMMs to a library (cuBLASLt); KILN_CUBLASLT=0 sets false */
   bool library_all;     /* with library: every plain GEMM, whatever the cost rule says (KILN_CUBLASLT=2, a race) */

@@ -2028,7 +2028,10 @@ static int row_splits(const Plan *p, const Kernel *k, const CgOptions *o, const 
 /* Does every memory read of expression e that moves with inner var `last` step over more than
  * one element per step of it (and one at least move)? *n counts those that move; seen and
  * n_seen keep the walk of a DAG linear (past COLUMN_SEEN nodes: no). */
-enum { COLUMN_SEEN = 256, COLUMN_PPT = 2 };
+/* COLUMN_GROUP_THREADS: a launch group's blocks (program.c POINT_THREADS), the most column rows
+ * take under column_rows 2, so that a bias gradient over a batch of 1024 shares its neighbours'
+ * launch (4 points a thread) instead of running alone in 512 threads of 2 */
+enum { COLUMN_SEEN = 256, COLUMN_PPT = 2, COLUMN_GROUP_THREADS = 256 };
 static bool reads_across(const Plan *p, const Kernel *k, const Expr *e, int last, int *n, const Expr **seen, int *n_seen) {
   for (int i = 0; i < *n_seen; i++)
     if (seen[i] == e) return true;
@@ -2069,8 +2072,9 @@ CgRows cg_rows_of(const Plan *p, const Kernel *k, const CgOptions *o) {
   ro.split = row_splits(p, k, o, &ro);
   if (ro.split > 1) ro.threads = SPLIT_THREADS, ro.vec = 1;
   if (o->column_rows && ro.split == 1 && ro.rows == 1 && ro.vec == 1 && !ro.reg_points && !ro.smem && column_rows(p, k)) {
+    int most = o->column_rows == 2 ? COLUMN_GROUP_THREADS : 1024;
     ro.threads = 32, ro.columns = true;
-    while (ro.threads < 1024 && (int64_t)ro.threads * COLUMN_PPT < k->inner_numel) ro.threads *= 2;
+    while (ro.threads < most && (int64_t)ro.threads * COLUMN_PPT < k->inner_numel) ro.threads *= 2;
   }
   return ro;
 }

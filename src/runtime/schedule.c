@@ -578,9 +578,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   /* column rows where the H200 race chose them (bench/results/2026-12-04-h200-bf16-library.md:
    * mlp_train_b1024 0.951, its bf16 autocast 0.905, nothing slower); the glsl dialect's stay off
    * until a race on Vulkan says */
-  if (o->column_rows < -1 || o->column_rows > 1)
-    return kiln_fail(KILN_ERR_INVALID_ARG, "column_rows ($KILN_COLUMN_ROWS) is %d: -1 the default, 0 off, 1 on", o->column_rows);
-  g->column_rows = o->column_rows >= 0 ? o->column_rows == 1 : d && d->name && !strcmp(d->name, "cuda");
+  if (o->column_rows < -1 || o->column_rows > 2)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "column_rows ($KILN_COLUMN_ROWS) is %d: -1 the default, 0 off, 1 on, 2 on in "
+                     "blocks of at most 256 threads", o->column_rows);
+  g->column_rows = o->column_rows >= 0 ? o->column_rows : d && d->name && !strcmp(d->name, "cuda");
   g->library = o->cublaslt != 0;
   g->library_all = o->cublaslt == 2;
   /* loop dialects (cpu): the packed micro-kernel wins from small products on (this cpu's race) */

@@ -328,7 +328,7 @@ int main(void) {
     ko.cuda_gemm_stages = 3;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&ko, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_GEMM_STAGES"));
-    /* column rows: by default on cuda, off on glsl; 0 and 1 either way; anything else refused */
+    /* column rows: by default on cuda, off on glsl; 0, 1 and 2 either way; anything else refused */
     kiln_options kc = kiln_options_default();
     kc.column_rows = -1;
     if (rt_codegen_options(&kc, cu, &co) == KILN_OK) CHECK(co.column_rows);
@@ -338,6 +338,8 @@ int main(void) {
     kc.column_rows = 1;
     if (rt_codegen_options(&kc, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.column_rows);
     kc.column_rows = 2;
+    if (rt_codegen_options(&kc, cu, &co) == KILN_OK) CHECK(co.column_rows == 2);
+    kc.column_rows = 3;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kc, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_COLUMN_ROWS"));
   }
@@ -365,7 +367,7 @@ int main(void) {
    * along the row) keep theirs */
   {
     CgOptions cols = dflt;
-    cols.column_rows = true;
+    cols.column_rows = 1;
     Built c;
     if (build("mlp_train_b1024", cu, &dflt, &b) && build("mlp_train_b1024", cu, &cols, &c)) {
       CHECK_MSG(b.g->launch[7].block == 64 && !strstr(b.g->launch[7].why, "across rows"), "k7 %d threads: %s", b.g->launch[7].block,
@@ -375,6 +377,31 @@ int main(void) {
       for (int i = 0; i < b.g->n_launch; i++)
         if (i != 7) CHECK_MSG(b.g->launch[i].block == c.g->launch[i].block, "k%d: %d threads, %d with column rows", i,
                               b.g->launch[i].block, c.g->launch[i].block);
+    }
+    built_free(&b);
+    built_free(&c);
+  }
+
+  /* column rows in blocks of at most 256 threads (column_rows 2): mlp_train_b1024's bias
+   * gradients db2 (k4) and db1 (k7) take 4 points a thread and join the launch groups of their
+   * neighbours, 6 launches becoming 4; at 1 they run alone in 512 threads */
+  {
+    CgOptions one = dflt, two = dflt;
+    one.group = two.group = CG_GROUP_SIBLINGS;
+    one.column_rows = 1, two.column_rows = 2;
+    Built c;
+    if (build("mlp_train_b1024", cu, &one, &b) && build("mlp_train_b1024", cu, &two, &c)) {
+      int n1 = 0, n2 = 0;
+      for (int i = 0; i < b.g->n_launch; i++) n1 += b.g->launch[i].group < 0 && b.g->launch[i].grid > 0;
+      for (int i = 0; i < c.g->n_launch; i++) n2 += c.g->launch[i].group < 0 && c.g->launch[i].grid > 0;
+      CHECK_MSG(n1 + b.g->n_group == 6 && n2 + c.g->n_group == 4, "launches: %d at column rows 1, %d at 2",
+                n1 + b.g->n_group, n2 + c.g->n_group);
+      for (int k = 4; k <= 7; k += 3) {
+        CHECK_MSG(b.g->launch[k].block == 512 && b.g->launch[k].group < 0, "k%d at 1: %s", k, b.g->launch[k].why);
+        CHECK_MSG(c.g->launch[k].block == 256 && c.g->launch[k].group >= 0 &&
+                      strstr(c.g->launch[k].why, "reads across rows: 4 points a thread"),
+                  "k%d at 2: %d threads, group %d: %s", k, c.g->launch[k].block, c.g->launch[k].group, c.g->launch[k].why);
+      }
     }
     built_free(&b);
     built_free(&c);

@@ -1,0 +1,144 @@
+// kglab.cu — does a small f32 GEMM tile run faster with more k groups in its block?
+//
+// kiln's 32x32 tiles are a block of 256 threads in 4 k groups (64 threads, 4x4 outputs each,
+// over a quarter of each 32-point k-tile). Where a layer has about one tile a multiprocessor
+// (1024x128x784: 128 tiles) the block's 8 warps leave the schedulers idle most cycles
+// (stamplab: ~900 cycles a k-tile for 128 multiply-adds a thread); the split along K that
+// would add blocks costs a global round trip or three. This lab keeps one block a tile and
+// grows the block instead: KG groups of 64 threads, k-tiles of 8*KG points, two register
+// stages of 16-byte reads, the groups' sums added in a tree through shared memory. Times are
+// ncu's (run under `ncu --metrics gpu__time_duration.sum --clock-control none`) or CUDA-event
+// medians; results are checked against a double-precision host product. Not part of the build:
+//   nvcc -O3 -arch=sm_90 --fmad=false -o kglab bench/gpu/kglab.cu && ./kglab
+//   ncu --clock-control none --metrics gpu__time_duration.sum ./kglab quick
+// H200, 2026-12-04 (ncu, us; KG 4 / 8 / 16): 1024x128x784 16.7 / 14.9 / 16.0, 128x512x784 15.8 / 14.7 /
+// 15.3, 128x512x512 11.2 / 10.6 / 11.0, 1024x256x512 17.3 / 17.4 / 20.6. More warps a tile buy at most
+// 11 %: the k loop is not waiting on warps alone. ncu's source view of kiln's own tile (stamplab)
+// shows why: each k step's two 16-byte shared reads take 6 wavefronts (a quarter warp each) for 16
+// multiply-adds a thread, so shared memory, not the FMA pipe, sets the pace of a 4x4 sub-tile.
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+#include <vector>
+#include <algorithm>
+#include <string>
+
+static int rounds = 100;  // `kglab quick`: 3 (under ncu, which times each launch itself)
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+// C[M,N] = A[M,K] B[K,N], row-major, M and N multiples of 32, K a multiple of 4.
+template <int KG>
+__global__ void __launch_bounds__(KG * 64) gemm_kg(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
+                                                 int M, int N, int K) {
+  constexpr int BK = 8 * KG, LD = 36;
+  extern __shared__ float4 smem4[];
+  float *sm = (float *)smem4;
+  float *As[2] = { sm, sm + BK * LD }, *Bs[2] = { sm + 2 * BK * LD, sm + 3 * BK * LD };
+  const int t = threadIdx.x, kg = t / 64, cx = (t % 64) % 8, cy = (t % 64) / 8;
+  const int tiles_n = N / 32, tn0 = (blockIdx.x % tiles_n) * 32, tm0 = (blockIdx.x / tiles_n) * 32;
+  // one float4 of A (row t % 32, k (t / 32) * 4) and one of B (k t / 8, columns (t % 8) * 4) a thread a k-tile
+  const int am = t % 32, ak = (t / 32) * 4, bk = t / 8, bn = (t % 8) * 4;
+  float4 pa[2], pb[2];
+  auto fetch = [&](int s, int kb) {
+    pa[s] = kb + ak < K ? *(const float4 *)(A + (size_t)(tm0 + am) * K + kb + ak) : make_float4(0, 0, 0, 0);
+    pb[s] = kb + bk < K ? *(const float4 *)(B + (size_t)(kb + bk) * N + tn0 + bn) : make_float4(0, 0, 0, 0);
+  };
+  float acc[4][4] = {};
+  fetch(0, 0);
+  if (BK < K) fetch(1, BK);
+  // two register stages, unrolled so that each stage's registers are named (no local memory)
+  auto round = [&](int s, int k0) {
+    float *as = As[s], *bs = Bs[s];
+    as[(ak + 0) * LD + am] = pa[s].x; as[(ak + 1) * LD + am] = pa[s].y;
+    as[(ak + 2) * LD + am] = pa[s].z; as[(ak + 3) * LD + am] = pa[s].w;
+    *(float4 *)&bs[bk * LD + bn] = pb[s];
+    __syncthreads();  // also orders this buffer's reads two rounds ago before these writes
+    if (k0 + 2 * BK < K) fetch(s, k0 + 2 * BK);
+#pragma unroll
+    for (int kq = 0; kq < 8; kq++) {
+      const int kk = kg * 8 + kq;
+      const float4 a4 = *(const float4 *)&as[kk * LD + cy * 4], b4 = *(const float4 *)&bs[kk * LD + cx * 4];
+      const float ra[4] = { a4.x, a4.y, a4.z, a4.w }, rb[4] = { b4.x, b4.y, b4.z, b4.w };
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[i][j] = __fmaf_rn(ra[i], rb[j], acc[i][j]);
+    }
+  };
+  for (int k0 = 0; k0 < K; k0 += 2 * BK) {
+    round(0, k0);
+    if (k0 + BK >= K) break;
+    round(1, k0 + BK);
+  }
+  __syncthreads();
+  // the groups' sums in a tree: groups [h, 2h) store, groups [0, h) add, h = KG/2 .. 1
+  for (int h = KG / 2; h >= 1; h /= 2) {
+    if (kg >= h && kg < 2 * h)
+      for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) sm[(kg - h) * 1024 + (cy * 4 + i) * 32 + cx * 4 + j] = acc[i][j];
+    __syncthreads();
+    if (kg < h)
+      for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] += sm[kg * 1024 + (cy * 4 + i) * 32 + cx * 4 + j];
+    __syncthreads();
+  }
+  if (kg == 0)
+    for (int i = 0; i < 4; i++)
+      *(float4 *)&C[(size_t)(tm0 + cy * 4 + i) * N + tn0 + cx * 4] = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+}
+
+template <int KG> static size_t smem_bytes() {
+  size_t tiles = (size_t)4 * 8 * KG * 36 * 4, tree = (size_t)(KG / 2 > 0 ? KG / 2 : 1) * 1024 * 4;
+  return std::max(tiles, tree);
+}
+
+template <int KG> static void run(const char *shape, const float *A, const float *B, float *C, int M, int N, int K,
+                                  const std::vector<double> &ref) {
+  size_t sh = smem_bytes<KG>();
+  CK(cudaFuncSetAttribute(gemm_kg<KG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh));
+  int blocks = (M / 32) * (N / 32);
+  auto launch = [&] { gemm_kg<KG><<<blocks, KG * 64, sh>>>(A, B, C, M, N, K); };
+  for (int r = 0; r < (rounds > 3 ? 10 : 0); r++) launch();
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  std::vector<float> ts;
+  for (int r = 0; r < rounds; r++) {
+    CK(cudaEventRecord(a)); launch(); CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
+    float ms; CK(cudaEventElapsedTime(&ms, a, b)); ts.push_back(ms * 1000);
+  }
+  std::sort(ts.begin(), ts.end());
+  std::vector<float> h((size_t)M * N);
+  CK(cudaMemcpy(h.data(), C, h.size() * 4, cudaMemcpyDeviceToHost));
+  double err = 0;
+  for (size_t i = 0; i < h.size(); i++) err = std::max(err, std::fabs(h[i] - ref[i]) / (1e-3 + std::fabs(ref[i])));
+  printf("%-14s KG %2d: %4d threads, %3d blocks, event median %6.2f us, max rel err %.1e\n", shape, KG, KG * 64, blocks, ts[ts.size() / 2], err);
+}
+
+static void shape(int M, int N, int K) {
+  std::vector<float> hA((size_t)M * K), hB((size_t)K * N);
+  for (size_t i = 0; i < hA.size(); i++) hA[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+  for (size_t i = 0; i < hB.size(); i++) hB[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
+  std::vector<double> ref((size_t)M * N, 0.0);
+  for (int m = 0; m < M; m++)
+    for (int k = 0; k < K; k++)
+      for (int n = 0; n < N; n++) ref[(size_t)m * N + n] += (double)hA[(size_t)m * K + k] * hB[(size_t)k * N + n];
+  float *A, *B, *C;
+  CK(cudaMalloc(&A, hA.size() * 4)); CK(cudaMalloc(&B, hB.size() * 4)); CK(cudaMalloc(&C, (size_t)M * N * 4));
+  CK(cudaMemcpy(A, hA.data(), hA.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(B, hB.data(), hB.size() * 4, cudaMemcpyHostToDevice));
+  char name[64];
+  snprintf(name, sizeof name, "%dx%dx%d", M, N, K);
+  run<4>(name, A, B, C, M, N, K, ref);
+  run<8>(name, A, B, C, M, N, K, ref);
+  run<16>(name, A, B, C, M, N, K, ref);
+  CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(C));
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && std::string(argv[1]) == "quick") rounds = 3;
+  shape(1024, 128, 784);  // mlp_train_b1024's forward layer: 128 tiles
+  shape(128, 512, 784);   // mlp_fwd_b128's first layer: 64 tiles
+  shape(128, 512, 512);   // its second
+  shape(1024, 256, 512);  // 256 tiles
+  return 0;
+}
