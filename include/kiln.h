@@ -430,6 +430,11 @@ typedef struct kiln_options {
                            the other mlp workloads 0.956-0.966, nothing slower); 2 also runs that cross
                            from one var into the next where their offsets are contiguous (a convolution's
                            weights over (ci, kh, kw); a candidate, not yet raced) ($KILN_CUDA_VEC_READS) */
+  int cuda_one_fence;   /* cuda: 1 a block that counts itself in at a two-phase reduction's arrival count
+                           (split-K, rows in two phases) fences memory in its first thread only, after the
+                           block's barrier and around the count, as cooperative groups' grid barrier does,
+                           where 0 fences in every thread before the barrier and again after it
+                           ($KILN_CUDA_ONE_FENCE; default -1: 0, a candidate being raced) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

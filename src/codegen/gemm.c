@@ -374,6 +374,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   int64_t spans = g.splits < 16 ? g.splits : 16;  /* the rule as measured with at most 16 spans */
   if (small_tiles < 16 && small_tiles * spans < 32 && block_rows) return false;
   /* a cluster of at most 8 blocks (the portable size); each block one span of one tile */
+  g.one_fence = o->one_fence;
   g.cluster = o->cluster_splitk && g.n_b == 1 && !g.mma && g.splits > 1 && g.splits <= 8 &&
               tiles_at(&g, g.bm, g.bn) * g.splits <= ((int64_t)1 << 20);
   g.a_kfast = reads_along_k(p, k, g.a, &g, CG_ROLE_M);
@@ -686,10 +687,23 @@ static void each_output(const CgEmit *em, const CgGemm *g, const char *stmt) {
   cg_put(em, "  for (int j = 0; j < %d; j++) %s", g->tn, stmt);
 }
 
-void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, char out[CG_ARRIVAL_LINES][256]) {
+void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, bool one_fence, char out[CG_ARRIVAL_LINES][256]) {
   char one[16], add[128];
   snprintf(one, sizeof one, "1%s", d->uint_suffix);
   snprintf(add, sizeof add, d->atomic_add, slot, one);
+  if (one_fence) {
+    /* the barrier orders every thread's partial before the first thread's fence, whose release
+     * covers what the block wrote (cumulativity: the pattern of cooperative groups' grid barrier);
+     * its second fence, acquiring the others' partials, is ordered before the block's reads of
+     * them by the barrier after. Every other thread waits at a barrier, not at a fence. */
+    snprintf(out[0], 256, "%s", d->barrier);
+    snprintf(out[1], 256, "if (%s == 0) {", d->thread_id);
+    snprintf(out[2], 256, "  %s last = %s == %d%s; %s", d->fence, add, blocks - 1, d->uint_suffix, d->fence);
+    snprintf(out[3], 256, "}");
+    snprintf(out[4], 256, "%s", d->barrier);
+    snprintf(out[5], 256, "if (!last) continue;");
+    return;
+  }
   snprintf(out[0], 256, "%s", d->fence);
   snprintf(out[1], 256, "%s", d->barrier);
   snprintf(out[2], 256, "if (%s == 0) last = %s == %d%s;", d->thread_id, add, blocks - 1, d->uint_suffix);
@@ -756,7 +770,7 @@ static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, in
   }
   char slot[48], meet[CG_ARRIVAL_LINES][256];
   snprintf(slot, sizeof slot, "kiln_arrived%d[tile]", ki);
-  cg_arrival_lines(d, slot, S, meet);
+  cg_arrival_lines(d, slot, S, g->one_fence, meet);
   for (int i = 0; i < CG_ARRIVAL_LINES; i++) cg_put(em, "%s", meet[i]);
   cg_put(em, "const %s *tp = kiln_part%d + tile * %d;", F, ki, bmn);
   for (int b = 0; b < g->n_b; b++) {

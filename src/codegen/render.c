@@ -2109,7 +2109,7 @@ static void rows_split_combine(R *r, int step) {
       line(r, "if (%s == 0) kp[%d + rc] = a%d;", d->thread_id, j++ * S, k->items[i].stage);
   char slot[48], meet[CG_ARRIVAL_LINES][256];
   snprintf(slot, sizeof slot, "kiln_arrived%d[o]", k->id);
-  cg_arrival_lines(d, slot, S, meet);
+  cg_arrival_lines(d, slot, S, r->o->one_fence, meet);
   for (int m = 0; m < CG_ARRIVAL_LINES; m++) line(r, "%s", meet[m]);
   j = 0;
   for (int i = 0; i < k->n_items; i++) {
@@ -2980,7 +2980,7 @@ static void render_pair_wide(R *r, const Kernel *kc, const Kernel *kr, int x) {
     line(r, "for (int c = 0; c < %lld; c++) if (live && %s) part[%s] = pa[c];", (long long)C, cond, col);
     char slot[48], meet[CG_ARRIVAL_LINES][256];
     snprintf(slot, sizeof slot, "kiln_arrived%d[rb]", kr->id);
-    cg_arrival_lines(d, slot, (int)S, meet);
+    cg_arrival_lines(d, slot, (int)S, r->o->one_fence, meet);
     for (int m = 0; m < CG_ARRIVAL_LINES; m++) line(r, "%s", meet[m]);
     char addr[160], ld[200];
     snprintf(addr, sizeof addr, "kiln_part%d + (q * %lld + o) * %lld + c * 32 + lane", kr->id,

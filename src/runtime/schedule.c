@@ -619,6 +619,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
    * mlp_train_b1024 0.929, mlp_train_b32 0.956, the mlp forwards 0.966, nothing slower) */
   g->gemm_vec = o->cuda_vec_reads != 0 && d && d->grid && d->vec4_type && !d->no_views ? (o->cuda_vec_reads == 2 ? 2 : 1) : 0;
   g->cluster_splitk = o->cuda_cluster && d && d->cluster_dims;
+  if (o->cuda_one_fence < -1 || o->cuda_one_fence > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_one_fence ($KILN_CUDA_ONE_FENCE) is %d: -1 the default, 0 off, 1 on",
+                     o->cuda_one_fence);
+  g->one_fence = o->cuda_one_fence == 1;
   if (o->cuda_split_rows < 0 || o->cuda_split_rows > 1 << 20 || o->cuda_split_blocks < 0 || o->cuda_split_blocks > 1 << 20)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_split_rows/cuda_split_blocks ($KILN_CUDA_SPLIT_ROWS, $KILN_CUDA_SPLIT_BLOCKS) "
                      "are %d and %d: 0 the default, else 1 .. 2^20", o->cuda_split_rows, o->cuda_split_blocks);

@@ -531,6 +531,40 @@ static void test_shapes(void) {
     kiln_graph_free(gr);
   }
 
+  /* one fence (cuda_one_fence 1, a candidate): a split-K tile's arrival is fenced by its first
+   * thread, around its count, after the block's barrier; by default every thread fences before
+   * the barrier and after the count. 32x784x128 splits K. */
+  {
+    kiln_options ko = kiln_options_default();
+    CgOptions every, one;
+    ko.cuda_one_fence = -1;
+    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &every));
+    ko.cuda_one_fence = 1;
+    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &one));
+    ko.cuda_one_fence = 2;
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&ko, &cg_dialect_cuda, &one));
+    CHECK(strstr(kiln_last_error(), "KILN_CUDA_ONE_FENCE"));
+    ko.cuda_one_fence = 1;
+    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &one));
+    CHECK(!every.one_fence && one.one_fence);
+    gr = dense(32, 784, 128, false);
+    r = plan_of(gr);
+    CgGemm g1;
+    if (only_gemm_opt(&r, &one, &g1, "split K, one fence")) {
+      CHECK(g1.splits > 1 && g1.one_fence);
+      StrBuf s0 = { 0 }, s1 = { 0 };
+      OK(cg_render_plan(r.p, &cg_dialect_cuda, &every, NULL, &s0));
+      OK(cg_render_plan(r.p, &cg_dialect_cuda, &one, NULL, &s1));
+      const char *lone = "__threadfence(); last = atomicAdd(&kiln_arrived";
+      CHECK(s0.s && s1.s && !strstr(s0.s, lone) && strstr(s1.s, lone));
+      CHECK(s0.s && strstr(s0.s, "__threadfence();\n    __syncthreads();\n    if (threadIdx.x == 0) last = atomicAdd"));
+      sb_free(&s0), sb_free(&s1);
+      compiles_opt(&r, &one, "split K, one fence");
+    }
+    plans_free(&r);
+    kiln_graph_free(gr);
+  }
+
   /* a row of 10 outputs over a long reduction stays one block per output */
   gr = dense(10, 4096, 10, false);
   r = plan_of(gr);
@@ -853,6 +887,16 @@ static void test_values(void) {
     check_values("relu(x@w+b), long K split", g, 1, &ni, 1, &no);
     unsetenv("KILN_CUDA_LONG_K_BLOCKS");
     kiln_graph_free(g);
+  }
+  if (!strcmp(backend, "cuda")) {  /* split-K arrivals fenced by one thread (cuda_one_fence 1, a candidate) */
+    setenv("KILN_CUDA_ONE_FENCE", "1", 1);
+    for (int i = 8; i < 11; i++) {  /* the split-K shapes */
+      int64_t m = dims[i][0], k = dims[i][1], n = dims[i][2], ni = m * k, no = m * n;
+      kiln_graph *g = dense(m, k, n, dims[i][3] != 0);
+      check_values("relu(x@w+b), split K, one fence", g, 1, &ni, 1, &no);
+      kiln_graph_free(g);
+    }
+    unsetenv("KILN_CUDA_ONE_FENCE");
   }
   if (!strcmp(backend, "cuda")) {  /* the scalar tile reads that vector reads replace (cuda_vec_reads 0) */
     setenv("KILN_CUDA_VEC_READS", "0", 1);
