@@ -410,8 +410,9 @@ typedef struct kiln_options {
                            across rows (a column sum, a bias gradient) takes 2 points a thread, up to
                            1024 threads, not the row race's 16; 2 the same in blocks of at most 256
                            threads, a launch group's, so that such a kernel may share its neighbours'
-                           launch (a race); 0 off; default -1: 1 for cuda, where the H200 race chose
-                           it, 0 for vulkan (not raced there) ($KILN_COLUMN_ROWS) */
+                           launch; 0 off; default -1: 2 for cuda, where the H200 races chose it (1
+                           against 0: mlp_train_b1024 0.951; 2 against 1: 0.914, its bias gradients
+                           sharing launches, 6 becoming 4), 0 for vulkan (not raced there) ($KILN_COLUMN_ROWS) */
   int cuda_mma_late_round; /* cuda: 1 (default) such a tile's f32 values rounded to bf16/f16 (autocast's
                            copies) are read into registers as they are and rounded where they are
                            stored into shared memory, so that no read is waited for before; 0 rounded
@@ -434,7 +435,8 @@ typedef struct kiln_options {
                            (split-K, rows in two phases) fences memory in its first thread only, after the
                            block's barrier and around the count, as cooperative groups' grid barrier does,
                            where 0 fences in every thread before the barrier and again after it
-                           ($KILN_CUDA_ONE_FENCE; default -1: 0, a candidate being raced) */
+                           ($KILN_CUDA_ONE_FENCE; default -1: 1, the H200 race: mlp_fwd_b128 0.980,
+                           convnet_mini 0.977, no workload 1 % slower) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

@@ -581,7 +581,8 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   if (o->column_rows < -1 || o->column_rows > 2)
     return kiln_fail(KILN_ERR_INVALID_ARG, "column_rows ($KILN_COLUMN_ROWS) is %d: -1 the default, 0 off, 1 on, 2 on in "
                      "blocks of at most 256 threads", o->column_rows);
-  g->column_rows = o->column_rows >= 0 ? o->column_rows : d && d->name && !strcmp(d->name, "cuda");
+  /* cuda: 2, the H200 race (mlp_train_b1024 0.914: its bias gradients join launch groups) */
+  g->column_rows = o->column_rows >= 0 ? o->column_rows : d && d->name && !strcmp(d->name, "cuda") ? 2 : 0;
   g->library = o->cublaslt != 0;
   g->library_all = o->cublaslt == 2;
   /* loop dialects (cpu): the packed micro-kernel wins from small products on (this cpu's race) */
@@ -622,7 +623,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   if (o->cuda_one_fence < -1 || o->cuda_one_fence > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_one_fence ($KILN_CUDA_ONE_FENCE) is %d: -1 the default, 0 off, 1 on",
                      o->cuda_one_fence);
-  g->one_fence = o->cuda_one_fence == 1;
+  g->one_fence = o->cuda_one_fence != 0;  /* -1: on, the H200 race (mlp_fwd_b128 0.980, nothing 1 % slower) */
   if (o->cuda_split_rows < 0 || o->cuda_split_rows > 1 << 20 || o->cuda_split_blocks < 0 || o->cuda_split_blocks > 1 << 20)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_split_rows/cuda_split_blocks ($KILN_CUDA_SPLIT_ROWS, $KILN_CUDA_SPLIT_BLOCKS) "
                      "are %d and %d: 0 the default, else 1 .. 2^20", o->cuda_split_rows, o->cuda_split_blocks);

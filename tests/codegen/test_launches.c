@@ -328,10 +328,11 @@ int main(void) {
     ko.cuda_gemm_stages = 3;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&ko, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_GEMM_STAGES"));
-    /* column rows: by default on cuda, off on glsl; 0, 1 and 2 either way; anything else refused */
+    /* column rows: by default 2 on cuda (blocks of at most 256), off on glsl; 0, 1 and 2 either way;
+     * anything else refused */
     kiln_options kc = kiln_options_default();
     kc.column_rows = -1;
-    if (rt_codegen_options(&kc, cu, &co) == KILN_OK) CHECK(co.column_rows);
+    if (rt_codegen_options(&kc, cu, &co) == KILN_OK) CHECK(co.column_rows == 2);
     if (rt_codegen_options(&kc, &cg_dialect_glsl, &co) == KILN_OK) CHECK(!co.column_rows);
     kc.column_rows = 0;
     if (rt_codegen_options(&kc, cu, &co) == KILN_OK) CHECK(!co.column_rows);

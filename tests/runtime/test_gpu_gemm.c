@@ -531,22 +531,22 @@ static void test_shapes(void) {
     kiln_graph_free(gr);
   }
 
-  /* one fence (cuda_one_fence 1, a candidate): a split-K tile's arrival is fenced by its first
-   * thread, around its count, after the block's barrier; by default every thread fences before
-   * the barrier and after the count. 32x784x128 splits K. */
+  /* one fence (cuda_one_fence, on by default): a split-K tile's arrival is fenced by its first
+   * thread, around its count, after the block's barrier; at 0 every thread fences before the
+   * barrier and after the count. 32x784x128 splits K. */
   {
     kiln_options ko = kiln_options_default();
-    CgOptions every, one;
-    ko.cuda_one_fence = -1;
-    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &every));
-    ko.cuda_one_fence = 1;
-    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &one));
+    CgOptions byd, every, one;
     ko.cuda_one_fence = 2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&ko, &cg_dialect_cuda, &one));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_ONE_FENCE"));
+    ko.cuda_one_fence = -1;
+    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &byd));
     ko.cuda_one_fence = 1;
     OK(rt_codegen_options(&ko, &cg_dialect_cuda, &one));
-    CHECK(!every.one_fence && one.one_fence);
+    ko.cuda_one_fence = 0;
+    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &every));
+    CHECK(byd.one_fence && one.one_fence && !every.one_fence);
     gr = dense(32, 784, 128, false);
     r = plan_of(gr);
     CgGemm g1;
@@ -888,12 +888,12 @@ static void test_values(void) {
     unsetenv("KILN_CUDA_LONG_K_BLOCKS");
     kiln_graph_free(g);
   }
-  if (!strcmp(backend, "cuda")) {  /* split-K arrivals fenced by one thread (cuda_one_fence 1, a candidate) */
-    setenv("KILN_CUDA_ONE_FENCE", "1", 1);
+  if (!strcmp(backend, "cuda")) {  /* split-K arrivals fenced by every thread (cuda_one_fence 0, the old way) */
+    setenv("KILN_CUDA_ONE_FENCE", "0", 1);
     for (int i = 8; i < 11; i++) {  /* the split-K shapes */
       int64_t m = dims[i][0], k = dims[i][1], n = dims[i][2], ni = m * k, no = m * n;
       kiln_graph *g = dense(m, k, n, dims[i][3] != 0);
-      check_values("relu(x@w+b), split K, one fence", g, 1, &ni, 1, &no);
+      check_values("relu(x@w+b), split K, every thread fences", g, 1, &ni, 1, &no);
       kiln_graph_free(g);
     }
     unsetenv("KILN_CUDA_ONE_FENCE");
