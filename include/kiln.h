@@ -431,6 +431,10 @@ typedef struct kiln_options {
                            the other mlp workloads 0.956-0.966, nothing slower); 2 also runs that cross
                            from one var into the next where their offsets are contiguous (a convolution's
                            weights over (ci, kh, kw); a candidate, not yet raced) ($KILN_CUDA_VEC_READS) */
+  int cuda_pair_warps;  /* cuda: a classifier's narrow logits and their rows (a contraction of at most 32
+                           columns and the softmax or loss over them, one kernel) of at least this many rows
+                           take a warp a row, 8 rows a block, instead of a block a row; 0 never; default -1:
+                           0, a candidate being raced ($KILN_CUDA_PAIR_WARPS, e.g. 512) */
   int cuda_one_fence;   /* cuda: 1 a block that counts itself in at a two-phase reduction's arrival count
                            (split-K, rows in two phases) fences memory in its first thread only, after the
                            block's barrier and around the count, as cooperative groups' grid barrier does,

@@ -47,14 +47,19 @@ def kernel_span(lines, name):
     return head, end
 
 
-def stamp(lines, head, end):
+def stamp(lines, head, end, at=None):
     out = {}  # line index -> [stamp text], inserted before that line
 
     def put(i, n):
         out.setdefault(i, []).append(STAMP % n)
 
     put(head + 1, 0)
-    for i in range(head, end):
+    for n, rx in enumerate(at or []):  # P1.. before the first line matching each pattern, in order
+        i = next((i for i in range(head + 1, end) if re.search(rx, lines[i])), None)
+        if i is None:
+            sys.exit('stamplab: no line of the kernel matches %r' % rx)
+        put(i, n + 1)
+    for i in range(head, end if not at else head):
         l = lines[i]
         if l.strip() == '__syncthreads();' and i + 1 < end and re.match(r'\s*float \*Ra = ', lines[i + 1]):
             put(i, 1)
@@ -127,10 +132,14 @@ int main() {
   std::sort(st.begin(), st.end()); std::sort(en.begin(), en.end());
   printf("  block starts (us after the first): median %%.2f max %%.2f; ends: min %%.2f median %%.2f max %%.2f (%%zu blocks ran the epilogue)\n",
          st[st.size() / 2], st.back(), en.empty() ? 0 : en[0], en.empty() ? 0 : en[en.size() / 2], en.empty() ? 0 : en.back(), en.size());
-  const char *seam[5] = { "P0->P1 k loop", "P1->P2 combine+store partial", "P2->P3 fence+arrival", "P3->P4 sum partials", "P4->P5 epilogue" };
+  const char *seam[5] = { %(seams)s };
   for (int s = 0; s < 5; s++) {
     std::vector<float> d;
-    for (int b = 0; b < grid; b++) if (cy[b][s] && cy[b][s + 1]) d.push_back((float)(cy[b][s + 1] - cy[b][s]));
+    for (int b = 0; b < grid; b++) {  // to the block's next stamp (a pattern list shorter than four skips some)
+      int t = s + 1;
+      while (t < 5 && !cy[b][t] && %(sparse)d) t++;
+      if (cy[b][s] && cy[b][t]) d.push_back((float)(cy[b][t] - cy[b][s]));
+    }
     if (d.empty()) continue;
     std::sort(d.begin(), d.end());
     printf("  %%-30s cycles: median %%8.0f max %%8.0f (%%zu blocks)\n", seam[s], d[d.size() / 2], d.back(), d.size());
@@ -153,25 +162,41 @@ int main() {
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit('usage: stamplab.py PLAN_WITH_SOURCE KERNEL')
-    src = module_source(open(sys.argv[1]).read())
-    name = sys.argv[2]
+    args = sys.argv[1:]
+    at = []
+    while '--at' in args:  # --at REGEX (up to four): stamps P1.. before those lines instead of the split-K seams
+        i = args.index('--at')
+        at.append(args[i + 1])
+        del args[i:i + 2]
+    if len(args) != 2 or len(at) > 4:
+        sys.exit('usage: stamplab.py PLAN_WITH_SOURCE KERNEL [--at REGEX]...')
+    src = module_source(open(args[0]).read())
+    name = args[1]
     lines = src.split('\n')
     head, end = kernel_span(lines, name)
-    names, outs = params(lines[head], name)
-    grid_m = re.search(r'for \(int64_t (?:w|tile) = blockIdx\.x; (?:w|tile) < INT64_C\((\d+)\)', '\n'.join(lines[head:end]))
+    bufs, outs = params(lines[head], name)
+    grid_m = re.search(r'for \(int64_t (?:w|tile|o) = blockIdx\.x; (?:w|tile|o) < INT64_C\((\d+)\)', '\n'.join(lines[head:end]))
     block_m = re.search(r'__launch_bounds__\((\d+)\)', lines[head])
     if not grid_m or not block_m:
         sys.exit('stamplab: %s has no block loop or launch bounds' % name)
     grid, block = int(grid_m.group(1)), int(block_m.group(1))
-    stamped = stamp(lines, head, end)
+    stamped = stamp(lines, head, end, at)
+    if at:
+        marks = ['P0'] + ['/%s/' % a for a in at] + ['end']
+        names = ['%s->%s' % (marks[i], marks[i + 1]) for i in range(len(marks) - 1)]
+        names += [''] * (5 - len(names))
+        if len(at) < 4:  # the end stamp is P5: the last named seam runs from the last pattern to it
+            names[len(at)] = '%s->end' % marks[len(at)]
+    else:
+        names = ['P0->P1 k loop', 'P1->P2 combine+store partial', 'P2->P3 fence+arrival', 'P3->P4 sum partials',
+                 'P4->P5 epilogue']
+    seams = ', '.join('"%s"' % n.replace('\\', '\\\\').replace('"', "'")[:40] for n in names)
     decl = ['__device__ unsigned long long kiln_ts[%d][6], kiln_cy[%d][6];' % (grid, grid),
             'static void *ts_ptr() { void *p; cudaGetSymbolAddress(&p, kiln_ts); return p; }',
             'static void *cy_ptr() { void *p; cudaGetSymbolAddress(&p, kiln_cy); return p; }', STAMP_DEF]
-    args = ', '.join('buf[%d]' % i for i in range(len(names)))
+    cargs = ', '.join('buf[%d]' % i for i in range(len(bufs)))
     sys.stdout.write('\n'.join(decl + stamped))
-    sys.stdout.write(MAIN % dict(grid=grid, block=block, nbuf=len(names), kernel=name, args=args,
+    sys.stdout.write(MAIN % dict(grid=grid, block=block, nbuf=len(bufs), kernel=name, args=cargs, seams=seams, sparse=1 if at else 0,
                                 outs=', '.join(str(i) for i in outs) or '-1'))
 
 

@@ -305,6 +305,9 @@ typedef struct CgOptions {
                            (CgGemm.direct; kiln_options.tensor_cores 2: through registers like any operand) */
   bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2
                            outputs a thread over whole k-tiles */
+  int64_t pair_warps;   /* narrow pairs (a contraction of at most 32 columns and its rows) of at least this
+                           many rows take a warp a row, 8 rows a block; 0 never (cg_pair_warps;
+                           KILN_CUDA_PAIR_WARPS) */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
                            above 1 the shared tiles are double-buffered; 0 the default: 2 for tiles
                            whose factors are vector reads over spans of 4 k-tiles or more, else 1);
@@ -439,6 +442,9 @@ int64_t cg_pair_smem(const Kernel *last);
  * dialect: a block of CG_GEMM_THREADS takes 8 rows (a warp each) of one of cg_pair_splits spans
  * of the depth, cg_pair_blocks blocks; cg_pair_globals its partial rows and arrival counts. */
 bool cg_pair_wide(const Kernel *last);
+/* A narrow pair of at least CgOptions.pair_warps rows in a blocked grid dialect: a warp a row, 8
+ * rows a block (a block a row otherwise: 1024 rows took 2.9 us only to start on the H200). */
+bool cg_pair_warps(const Kernel *last, const CgOptions *o);
 int64_t cg_pair_splits(const Kernel *last);
 int64_t cg_pair_blocks(const Kernel *last);
 void cg_pair_globals(const Kernel *last, const Dialect *d, StrBuf *out);

@@ -44,15 +44,19 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
   CgGpuShape s = cg_kernel_shape(p, k, d, o);
   const Kernel *end = s == CG_GPU_CHAIN ? &p->kernels[plan_chain_end(p, k->id)] : NULL;
   if (end && end->chain == 2) {  /* a pair */
-    bool blocked = cg_pair_blocked(d), wide = blocked && cg_pair_wide(end);
+    bool blocked = cg_pair_blocked(d), wide = blocked && cg_pair_wide(end), warps = blocked && cg_pair_warps(end, o);
     l->block = blocked ? CG_GEMM_THREADS : POINT_THREADS;
-    l->grid = k->chain <= 0 ? 0 : wide ? cg_pair_blocks(end) : capped_blocks(k->outer_numel, blocked ? 1 : POINT_THREADS);
+    l->grid = k->chain <= 0 ? 0
+              : wide        ? cg_pair_blocks(end)
+                            : capped_blocks(k->outer_numel, warps ? CG_GEMM_THREADS / 32 : blocked ? 1 : POINT_THREADS);
     if (k->chain > 0 && wide)
       snprintf(l->why, sizeof l->why, "rows: k%d..k%d, 8 rows a block (a warp a row, %lld columns a lane) x %lld K-spans",
                k->id - 1, k->id, (long long)((k - 1)->shape[k->rank - 1] + 31) / 32, (long long)cg_pair_splits(end));
     else if (k->chain > 0)
       snprintf(l->why, sizeof l->why, "rows: k%d..k%d, %s", k->id - 1, k->id,
-               blocked ? "a block a row, one column a lane" : "a thread a row");
+               warps     ? "a warp a row, 8 rows a block, one column a lane"
+               : blocked ? "a block a row, one column a lane"
+                         : "a thread a row");
     else snprintf(l->why, sizeof l->why, "in the rows kernel k%d", end->id);
     return;
   }

@@ -408,6 +408,33 @@ int main(void) {
     built_free(&c);
   }
 
+  /* narrow pairs a warp a row (pair_warps, a candidate): from 512 rows, mlp_train_b1024's logits
+   * and their loss (1024 rows) run 8 rows a block, 128 blocks, where mlp_train_b32's 32 rows keep
+   * a block a row; the source has no block barrier and no shared rows */
+  {
+    CgOptions pw = dflt;
+    pw.pair_warps = 512;
+    Built c;
+    if (build("mlp_train_b1024", cu, &dflt, &b) && build("mlp_train_b1024", cu, &pw, &c)) {
+      CHECK_MSG(b.g->launch[2].grid == 1024 && strstr(b.g->launch[2].why, "a block a row"), "k2: %s", b.g->launch[2].why);
+      CHECK_MSG(c.g->launch[2].grid == 128 && c.g->launch[2].block == 256 && strstr(c.g->launch[2].why, "a warp a row"),
+                "k2 with pair warps: grid %lld: %s", (long long)c.g->launch[2].grid, c.g->launch[2].why);
+      StrBuf src = { 0 };
+      if (cg_render_plan(c.p, cu, &pw, c.g, &src) == KILN_OK && src.s) {
+        const char *k2 = strstr(src.s, "kiln_k2("), *end = k2 ? strstr(k2, "\n}\n") : NULL;
+        CHECK(k2 && end && strstr(k2, "const int64_t o = ob * 8 + wp;") < end);
+        CHECK(k2 && end && (!strstr(k2, "__syncthreads") || strstr(k2, "__syncthreads") > end) &&
+              (!strstr(k2, "kiln_pr") || strstr(k2, "kiln_pr") > end));
+      } else CHECK_MSG(0, "mlp_train_b1024 with pair warps: %s", kiln_last_error());
+      sb_free(&src);
+    }
+    built_free(&b);
+    built_free(&c);
+    if (build("mlp_train_b32", cu, &pw, &c))
+      CHECK_MSG(c.g->launch[2].grid == 32 && strstr(c.g->launch[2].why, "a block a row"), "b32 k2: %s", c.g->launch[2].why);
+    built_free(&c);
+  }
+
   /* a loop dialect: one call per kernel, through the trampoline */
   const Want loop[] = { { 0, 1, 1, 0, 0, false }, { 1, 1, 1, 0, 0, false }, { 2, 1, 1, 0, 0, false } };
   check("mlp_fwd_b128", &cg_dialect_c, &dflt, loop, 3);
