@@ -434,7 +434,8 @@ typedef struct kiln_options {
   int cuda_pair_warps;  /* cuda: a classifier's narrow logits and their rows (a contraction of at most 32
                            columns and the softmax or loss over them, one kernel) of at least this many rows
                            take a warp a row, 8 rows a block, instead of a block a row; 0 never; default -1:
-                           0, a candidate being raced ($KILN_CUDA_PAIR_WARPS, e.g. 512) */
+                           512 on cuda, the H200 race (mlp_train_b1024's 1024 rows 0.958; from 1 row the
+                           shared mlp's single row ran 1.303) ($KILN_CUDA_PAIR_WARPS) */
   int cuda_one_fence;   /* cuda: 1 a block that counts itself in at a two-phase reduction's arrival count
                            (split-K, rows in two phases) fences memory in its first thread only, after the
                            block's barrier and around the count, as cooperative groups' grid barrier does,

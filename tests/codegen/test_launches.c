@@ -343,6 +343,18 @@ int main(void) {
     kc.column_rows = 3;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kc, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_COLUMN_ROWS"));
+    /* narrow pairs a warp a row: from 512 rows on cuda by default, never on glsl; N any positive */
+    kiln_options kp = kiln_options_default();
+    kp.cuda_pair_warps = -1;
+    if (rt_codegen_options(&kp, cu, &co) == KILN_OK) CHECK(co.pair_warps == 512);
+    if (rt_codegen_options(&kp, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.pair_warps == 0);
+    kp.cuda_pair_warps = 0;
+    if (rt_codegen_options(&kp, cu, &co) == KILN_OK) CHECK(co.pair_warps == 0);
+    kp.cuda_pair_warps = 64;
+    if (rt_codegen_options(&kp, cu, &co) == KILN_OK) CHECK(co.pair_warps == 64);
+    kp.cuda_pair_warps = -2;
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kp, cu, &co));
+    CHECK(strstr(kiln_last_error(), "KILN_CUDA_PAIR_WARPS"));
   }
 
   /* mlp_train_b1024: dW2 (k6) and dW1 with its SGD update (k8) are large enough for the cost
@@ -408,7 +420,7 @@ int main(void) {
     built_free(&c);
   }
 
-  /* narrow pairs a warp a row (pair_warps, a candidate): from 512 rows, mlp_train_b1024's logits
+  /* narrow pairs a warp a row (pair_warps; 512 on cuda by default): from 512 rows, mlp_train_b1024's logits
    * and their loss (1024 rows) run 8 rows a block, 128 blocks, where mlp_train_b32's 32 rows keep
    * a block a row; the source has no block barrier and no shared rows */
   {
