@@ -16,6 +16,9 @@
 // 11 %: the k loop is not waiting on warps alone. ncu's source view of kiln's own tile (stamplab)
 // shows why: each k step's two 16-byte shared reads take 6 wavefronts (a quarter warp each) for 16
 // multiply-adds a thread, so shared memory, not the FMA pipe, sets the pace of a 4x4 sub-tile.
+// Layout 1 (a quarter warp over 2 row groups x 4 column groups instead of 1 x 8) reads as many
+// wavefronts (1.25 M against 1.24 M for 1024x128x784) in the same time (18.40 us, events): what
+// would cut them is a larger sub-tile a thread (8x8: 64 multiply-adds for 4 reads), not a layout.
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
@@ -27,14 +30,17 @@ static int rounds = 100;  // `kglab quick`: 3 (under ncu, which times each launc
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
 // C[M,N] = A[M,K] B[K,N], row-major, M and N multiples of 32, K a multiple of 4.
-template <int KG>
+// LAYOUT 0: a quarter warp (8 threads) takes one row group of 4 and eight column groups (kiln's
+// k groups as of 2026-12-04); 1: two row groups and four column groups.
+template <int KG, int LAYOUT>
 __global__ void __launch_bounds__(KG * 64) gemm_kg(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
                                                  int M, int N, int K) {
   constexpr int BK = 8 * KG, LD = 36;
   extern __shared__ float4 smem4[];
   float *sm = (float *)smem4;
   float *As[2] = { sm, sm + BK * LD }, *Bs[2] = { sm + 2 * BK * LD, sm + 3 * BK * LD };
-  const int t = threadIdx.x, kg = t / 64, cx = (t % 64) % 8, cy = (t % 64) / 8;
+  const int t = threadIdx.x, kg = t / 64, u = t % 64;
+  const int cx = LAYOUT ? u % 4 + 4 * ((u / 8) % 2) : u % 8, cy = LAYOUT ? (u / 4) % 2 + 2 * (u / 16) : u / 8;
   const int tiles_n = N / 32, tn0 = (blockIdx.x % tiles_n) * 32, tm0 = (blockIdx.x / tiles_n) * 32;
   // one float4 of A (row t % 32, k (t / 32) * 4) and one of B (k t / 8, columns (t % 8) * 4) a thread a k-tile
   const int am = t % 32, ak = (t / 32) * 4, bk = t / 8, bn = (t % 8) * 4;
@@ -92,12 +98,12 @@ template <int KG> static size_t smem_bytes() {
   return std::max(tiles, tree);
 }
 
-template <int KG> static void run(const char *shape, const float *A, const float *B, float *C, int M, int N, int K,
+template <int KG, int LAYOUT = 0> static void run(const char *shape, const float *A, const float *B, float *C, int M, int N, int K,
                                   const std::vector<double> &ref) {
   size_t sh = smem_bytes<KG>();
-  CK(cudaFuncSetAttribute(gemm_kg<KG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh));
+  CK(cudaFuncSetAttribute(gemm_kg<KG, LAYOUT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh));
   int blocks = (M / 32) * (N / 32);
-  auto launch = [&] { gemm_kg<KG><<<blocks, KG * 64, sh>>>(A, B, C, M, N, K); };
+  auto launch = [&] { gemm_kg<KG, LAYOUT><<<blocks, KG * 64, sh>>>(A, B, C, M, N, K); };
   for (int r = 0; r < (rounds > 3 ? 10 : 0); r++) launch();
   CK(cudaDeviceSynchronize());
   cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
@@ -111,7 +117,8 @@ template <int KG> static void run(const char *shape, const float *A, const float
   CK(cudaMemcpy(h.data(), C, h.size() * 4, cudaMemcpyDeviceToHost));
   double err = 0;
   for (size_t i = 0; i < h.size(); i++) err = std::max(err, std::fabs(h[i] - ref[i]) / (1e-3 + std::fabs(ref[i])));
-  printf("%-14s KG %2d: %4d threads, %3d blocks, event median %6.2f us, max rel err %.1e\n", shape, KG, KG * 64, blocks, ts[ts.size() / 2], err);
+  printf("%-14s KG %2d layout %d: %4d threads, %3d blocks, event median %6.2f us, max rel err %.1e\n", shape, KG, LAYOUT, KG * 64,
+         blocks, ts[ts.size() / 2], err);
 }
 
 static void shape(int M, int N, int K) {
@@ -129,6 +136,7 @@ static void shape(int M, int N, int K) {
   char name[64];
   snprintf(name, sizeof name, "%dx%dx%d", M, N, K);
   run<4>(name, A, B, C, M, N, K, ref);
+  run<4, 1>(name, A, B, C, M, N, K, ref);
   run<8>(name, A, B, C, M, N, K, ref);
   run<16>(name, A, B, C, M, N, K, ref);
   CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(C));
