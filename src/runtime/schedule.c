@@ -623,14 +623,14 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   if (o->cuda_one_fence < -1 || o->cuda_one_fence > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_one_fence ($KILN_CUDA_ONE_FENCE) is %d: -1 the default, 0 off, 1 on",
                      o->cuda_one_fence);
-  g->one_fence = o->cuda_one_fence != 0;
+  g->one_fence = o->cuda_one_fence != 0;  /* -1: on, the H200 race (mlp_fwd_b128 0.980, nothing 1 % slower) */
   if (o->cuda_pair_warps < -1 || o->cuda_pair_warps > 1 << 30)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pair_warps ($KILN_CUDA_PAIR_WARPS) is %d: -1 the default, 0 never, else "
                      "the rows from which a narrow pair takes a warp a row (at most 2^30)", o->cuda_pair_warps);
   /* -1: from 512 rows on cuda, the H200 race (mlp_train_b1024's 1024 rows 0.958; from 1 row,
    * mlp_train_b32's 32 rows ran 1.041 and the shared mlp's 1 row 1.303: few rows want a block each) */
   g->pair_warps = o->cuda_pair_warps > 0 ? o->cuda_pair_warps
-                  : o->cuda_pair_warps < 0 && d && d->name && !strcmp(d->name, "cuda") ? 512 : 0;  /* -1: on, the H200 race (mlp_fwd_b128 0.980, nothing 1 % slower) */
+                  : o->cuda_pair_warps < 0 && d && d->name && !strcmp(d->name, "cuda") ? 512 : 0;
   if (o->cuda_split_rows < 0 || o->cuda_split_rows > 1 << 20 || o->cuda_split_blocks < 0 || o->cuda_split_blocks > 1 << 20)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_split_rows/cuda_split_blocks ($KILN_CUDA_SPLIT_ROWS, $KILN_CUDA_SPLIT_BLOCKS) "
                      "are %d and %d: 0 the default, else 1 .. 2^20", o->cuda_split_rows, o->cuda_split_blocks);
