@@ -2801,28 +2801,20 @@ static void pair_column(R *r, const Kernel *kc, int x, const char *col, const ch
   line(r, "%s = s%d;", dst, x);
 }
 
-static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x) {
+/* A narrow pair's partial sums: pa[q] for each of KC's J columns, over the depth points
+ * first, first + step, ... (a block's threads, or a warp's lanes), the factor free of the
+ * columns read once a point. */
+static void pair_partials(R *r, const Kernel *kc, const char *first, int step) {
   const Dialect *d = r->d;
-  const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
-  int n = kc->rank, W = CG_GEMM_THREADS / 32;
+  const char *I = ix(r), *F = vt(r, KILN_F32);
+  int n = kc->rank;
   int64_t J = kc->shape[n - 1];
-  const Item *acc = chain_acc(kc);
-  const Expr *b = acc->body;
+  const Expr *b = chain_acc(kc)->body;
   int bi = te_uses_var(b->args[0], n - 1) ? 0 : 1;  /* the factor that reads the column */
-  line(r, "%s %s kiln_pr[%d][%lld];", d->shared_qual, F, W, (long long)J);
-  line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
-  line(r, "for (%s o = %s; o < %s; o += %s) {", I, d->block_id, lit(r, kr->outer_numel), d->grid_size);
-  r->indent++;
-  line(r, "%s xv = 0;", X);
-  line(r, "{");
-  r->indent++;
-  chain_part(r, kc);
-  push(r);
-  decompose(r, "o", 0, n - 1, kc->shape);
   line(r, "%s pa[%lld];", F, (long long)J);
   line(r, "%s", d->unroll);
   line(r, "for (int q = 0; q < %lld; q++) pa[q] = 0.0%s;", (long long)J, d->f32_suffix);
-  line(r, "for (%s kq = %s; kq < %s; kq += %d) {", I, T, lit(r, kc->inner_numel), CG_GEMM_THREADS);
+  line(r, "for (%s kq = %s; kq < %s; kq += %d) {", I, first, lit(r, kc->inner_numel), step);
   r->indent++;
   push(r);
   decompose(r, "kq", n, kc->n_red, kc->red_shape);
@@ -2844,6 +2836,38 @@ static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x) {
   }
   pop(r);
   close_block(r);
+}
+
+/* KR's steps over a row held one point a lane (lane q: point q of J, in xv), opened by `open`. */
+static void pair_row_steps(R *r, const Kernel *kr, int x, long long J, const char *open) {
+  line(r, "%s", open);
+  r->indent++;
+  chain_part(r, kr);
+  push(r);
+  decompose(r, "o", 0, kr->rank, kr->shape);
+  char head[48];
+  snprintf(head, sizeof head, "if (lane < %lld) {", J);
+  warp_row_steps(r, kr, NULL, head, "lane", x, "xv", NULL, -1);
+  pop(r);
+  close_block(r);
+}
+
+static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x) {
+  const Dialect *d = r->d;
+  const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
+  int n = kc->rank, W = CG_GEMM_THREADS / 32;
+  int64_t J = kc->shape[n - 1];
+  line(r, "%s %s kiln_pr[%d][%lld];", d->shared_qual, F, W, (long long)J);
+  line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
+  line(r, "for (%s o = %s; o < %s; o += %s) {", I, d->block_id, lit(r, kr->outer_numel), d->grid_size);
+  r->indent++;
+  line(r, "%s xv = 0;", X);
+  line(r, "{");
+  r->indent++;
+  chain_part(r, kc);
+  push(r);
+  decompose(r, "o", 0, n - 1, kc->shape);
+  pair_partials(r, kc, T, CG_GEMM_THREADS);
   for (int64_t q = 0; q < J; q++)
     line(r, "{ const %s s = %s(pa[%lld], %s); if (lane == 0) kiln_pr[wp][%lld] = s; }", F, d->warp_reduce, (long long)q,
          d->reduce_op[RO_SUM], (long long)q);
@@ -2858,17 +2882,7 @@ static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x) {
   close_block(r);
   pop(r);
   close_block(r);
-  /* KR's steps in the first warp: lane q holds point q of the row */
-  line(r, "if (wp == 0) {");
-  r->indent++;
-  chain_part(r, kr);
-  push(r);
-  decompose(r, "o", 0, kr->rank, kr->shape);
-  char head[48];
-  snprintf(head, sizeof head, "if (lane < %lld) {", (long long)J);
-  warp_row_steps(r, kr, NULL, head, "lane", x, "xv", NULL, -1);
-  pop(r);
-  close_block(r);
+  pair_row_steps(r, kr, x, (long long)J, "if (wp == 0) {");  /* in the first warp */
   line(r, "%s  /* the next row's partials wait for these reads */", d->barrier);
   close_block(r);
 }
@@ -3036,9 +3050,6 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x) {
   const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
   int n = kc->rank, W = CG_GEMM_THREADS / 32;
   int64_t J = kc->shape[n - 1], rows = kr->outer_numel;
-  const Item *acc = chain_acc(kc);
-  const Expr *b = acc->body;
-  int bi = te_uses_var(b->args[0], n - 1) ? 0 : 1;  /* the factor that reads the column */
   line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
   line(r, "for (%s ob = %s; ob < %s; ob += %s) {", I, d->block_id, lit(r, (rows + W - 1) / W), d->grid_size);
   r->indent++;
@@ -3050,31 +3061,7 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x) {
   chain_part(r, kc);
   push(r);
   decompose(r, "o", 0, n - 1, kc->shape);
-  line(r, "%s pa[%lld];", F, (long long)J);
-  line(r, "%s", d->unroll);
-  line(r, "for (int q = 0; q < %lld; q++) pa[q] = 0.0%s;", (long long)J, d->f32_suffix);
-  line(r, "for (%s kq = lane; kq < %s; kq += 32) {", I, lit(r, kc->inner_numel));
-  r->indent++;
-  push(r);
-  decompose(r, "kq", n, kc->n_red, kc->red_shape);
-  char t[256], fm[320];
-  emit(r, b->args[1 - bi], t, sizeof t);
-  line(r, "const %s fa = %s;", F, t);
-  for (int64_t q = 0; q < J; q++) {
-    line(r, "{");
-    r->indent++;
-    push(r);
-    line(r, "const %s v%d = %lld;", I, n - 1, (long long)q);
-    emit(r, b->args[bi], t, sizeof t);
-    char pq[24];
-    snprintf(pq, sizeof pq, "pa[%lld]", (long long)q);
-    snprintf(fm, sizeof fm, d->fma, "fa", t, pq);
-    line(r, "%s = %s;", pq, fm);
-    pop(r);
-    close_block(r);
-  }
-  pop(r);
-  close_block(r);
+  pair_partials(r, kc, "lane", 32);
   for (int64_t q = 0; q < J; q++)
     line(r, "pa[%lld] = %s(pa[%lld], %s);", (long long)q, d->warp_reduce, (long long)q, d->reduce_op[RO_SUM]);
   line(r, "if (lane < %lld) {", (long long)J);
@@ -3087,17 +3074,7 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x) {
   close_block(r);
   pop(r);
   close_block(r);
-  /* KR's steps in this warp: lane q holds point q of the row */
-  line(r, "{");
-  r->indent++;
-  chain_part(r, kr);
-  push(r);
-  decompose(r, "o", 0, kr->rank, kr->shape);
-  char head[48];
-  snprintf(head, sizeof head, "if (lane < %lld) {", (long long)J);
-  warp_row_steps(r, kr, NULL, head, "lane", x, "xv", NULL, -1);
-  pop(r);
-  close_block(r);
+  pair_row_steps(r, kr, x, (long long)J, "{");  /* in this warp */
   close_block(r);
 }
 
