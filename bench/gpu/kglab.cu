@@ -17,8 +17,12 @@
 // shows why: each k step's two 16-byte shared reads take 6 wavefronts (a quarter warp each) for 16
 // multiply-adds a thread, so shared memory, not the FMA pipe, sets the pace of a 4x4 sub-tile.
 // Layout 1 (a quarter warp over 2 row groups x 4 column groups instead of 1 x 8) reads as many
-// wavefronts (1.25 M against 1.24 M for 1024x128x784) in the same time (18.40 us, events): what
-// would cut them is a larger sub-tile a thread (8x8: 64 multiply-adds for 4 reads), not a layout.
+// wavefronts (1.25 M against 1.24 M for 1024x128x784) in the same time (18.40 us, events). And 8x8
+// a thread (gemm_mt8: 16 groups of 16 threads, half the shared reads a multiply-add) is no faster
+// either (ncu: 18.1 us against 16.8 for 1024x128x784, 13.6 against 12.4 for 128x512x512; 16.6
+// against 17.1 for 1024x256x512). So neither warps, nor layout, nor shared reads a multiply-add set
+// these tiles' pace. Left to measure: the A operand's reads (a warp takes 16 bytes from each of 32
+// rows) and the L2 latency of each k-tile.
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
@@ -121,6 +125,90 @@ template <int KG, int LAYOUT = 0> static void run(const char *shape, const float
          blocks, ts[ts.size() / 2], err);
 }
 
+// 8x8 a thread: 16 groups of 16 threads (256 in all), each thread rows cy*8.. and columns cx*8..
+// of the 32x32 tile over 2 of each 32-point k-tile's points: 4 shared reads of 16 bytes for 64
+// multiply-adds (the 4x4 groups: 2 for 16). The groups' sums meet in a tree of four levels.
+__global__ void __launch_bounds__(256) gemm_mt8(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
+                                                int M, int N, int K) {
+  constexpr int BK = 32, LD = 36;
+  extern __shared__ float4 smem4[];
+  float *sm = (float *)smem4;
+  float *As[2] = { sm, sm + BK * LD }, *Bs[2] = { sm + 2 * BK * LD, sm + 3 * BK * LD };
+  const int t = threadIdx.x, kg = t / 16, u = t % 16, cx = u % 4, cy = u / 4;
+  const int tiles_n = N / 32, tn0 = (blockIdx.x % tiles_n) * 32, tm0 = (blockIdx.x / tiles_n) * 32;
+  const int am = t % 32, ak = (t / 32) * 4, bk = t / 8, bn = (t % 8) * 4;
+  float4 pa[2], pb[2];
+  auto fetch = [&](int s, int kb) {
+    pa[s] = kb + ak < K ? *(const float4 *)(A + (size_t)(tm0 + am) * K + kb + ak) : make_float4(0, 0, 0, 0);
+    pb[s] = kb + bk < K ? *(const float4 *)(B + (size_t)(kb + bk) * N + tn0 + bn) : make_float4(0, 0, 0, 0);
+  };
+  float acc[8][8] = {};
+  fetch(0, 0);
+  if (BK < K) fetch(1, BK);
+  auto round = [&](int s, int k0) {
+    float *as = As[s], *bs = Bs[s];
+    as[(ak + 0) * LD + am] = pa[s].x; as[(ak + 1) * LD + am] = pa[s].y;
+    as[(ak + 2) * LD + am] = pa[s].z; as[(ak + 3) * LD + am] = pa[s].w;
+    *(float4 *)&bs[bk * LD + bn] = pb[s];
+    __syncthreads();
+    if (k0 + 2 * BK < K) fetch(s, k0 + 2 * BK);
+#pragma unroll
+    for (int kq = 0; kq < 2; kq++) {
+      const int kk = kg * 2 + kq;
+      const float4 a0 = *(const float4 *)&as[kk * LD + cy * 8], a1 = *(const float4 *)&as[kk * LD + cy * 8 + 4];
+      const float4 b0 = *(const float4 *)&bs[kk * LD + cx * 8], b1 = *(const float4 *)&bs[kk * LD + cx * 8 + 4];
+      const float ra[8] = { a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w };
+      const float rb[8] = { b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w };
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j] = __fmaf_rn(ra[i], rb[j], acc[i][j]);
+    }
+  };
+  for (int k0 = 0; k0 < K; k0 += 2 * BK) {
+    round(0, k0);
+    if (k0 + BK >= K) break;
+    round(1, k0 + BK);
+  }
+  __syncthreads();
+  for (int h = 8; h >= 1; h /= 2) {
+    if (kg >= h && kg < 2 * h)
+      for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++) sm[(kg - h) * 1024 + (cy * 8 + i) * 32 + cx * 8 + j] = acc[i][j];
+    __syncthreads();
+    if (kg < h)
+      for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++) acc[i][j] += sm[kg * 1024 + (cy * 8 + i) * 32 + cx * 8 + j];
+    __syncthreads();
+  }
+  if (kg == 0)
+    for (int i = 0; i < 8; i++)
+      for (int j = 0; j < 8; j += 4)
+        *(float4 *)&C[(size_t)(tm0 + cy * 8 + i) * N + tn0 + cx * 8 + j] = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+}
+
+static void run_mt8(const char *shape, const float *A, const float *B, float *C, int M, int N, int K, const std::vector<double> &ref) {
+  size_t sh = 8 * 1024 * 4;
+  CK(cudaFuncSetAttribute(gemm_mt8, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh));
+  int blocks = (M / 32) * (N / 32);
+  auto launch = [&] { gemm_mt8<<<blocks, 256, sh>>>(A, B, C, M, N, K); };
+  for (int r = 0; r < (rounds > 3 ? 10 : 0); r++) launch();
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  std::vector<float> ts;
+  for (int r = 0; r < rounds; r++) {
+    CK(cudaEventRecord(a)); launch(); CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
+    float ms; CK(cudaEventElapsedTime(&ms, a, b)); ts.push_back(ms * 1000);
+  }
+  std::sort(ts.begin(), ts.end());
+  std::vector<float> h((size_t)M * N);
+  CK(cudaMemcpy(h.data(), C, h.size() * 4, cudaMemcpyDeviceToHost));
+  double err = 0;
+  for (size_t i = 0; i < h.size(); i++) err = std::max(err, std::fabs(h[i] - ref[i]) / (1e-3 + std::fabs(ref[i])));
+  printf("%-14s 8x8 a thread, 16 groups: 256 threads, %3d blocks, event median %6.2f us, max rel err %.1e\n", shape, blocks,
+         ts[ts.size() / 2], err);
+}
+
 static void shape(int M, int N, int K) {
   std::vector<float> hA((size_t)M * K), hB((size_t)K * N);
   for (size_t i = 0; i < hA.size(); i++) hA[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
@@ -137,6 +225,7 @@ static void shape(int M, int N, int K) {
   snprintf(name, sizeof name, "%dx%dx%d", M, N, K);
   run<4>(name, A, B, C, M, N, K, ref);
   run<4, 1>(name, A, B, C, M, N, K, ref);
+  run_mt8(name, A, B, C, M, N, K, ref);
   run<8>(name, A, B, C, M, N, K, ref);
   run<16>(name, A, B, C, M, N, K, ref);
   CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(C));
