@@ -1,6 +1,7 @@
 /*
  * built.h — a workload of bench/workloads.h lowered, planned and built by codegen in one
- * dialect, for the tests that inspect a CgProgram (test_launches, test_groups).
+ * dialect, for the tests that inspect a CgProgram (test_launches, test_groups); the workloads
+ * alone, built once a process, for test_toy_dialect.
  */
 #ifndef KILN_TEST_BUILT_H
 #define KILN_TEST_BUILT_H
@@ -37,7 +38,7 @@ static const Workload *built_workload(const char *name) {
   return w;
 }
 
-static bool build(const char *name, const Dialect *d, const CgOptions *o, Built *b) {
+static inline bool build(const char *name, const Dialect *d, const CgOptions *o, Built *b) {
   memset(b, 0, sizeof *b);
   kiln_options ko = kiln_options_default();
   ko.backend = d->grid ? "cuda" : "cpu";  /* the plan that backend makes (its GEMM operand reuse) */
@@ -50,7 +51,7 @@ static bool build(const char *name, const Dialect *d, const CgOptions *o, Built 
   return b->g != NULL;
 }
 
-static void built_free(Built *b) {
+static inline void built_free(Built *b) {
   cg_program_free(b->g);
   plan_free(b->p);
   te_free(b->te);

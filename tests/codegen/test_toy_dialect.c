@@ -15,14 +15,10 @@
  * field that differs from the real one contains "toy", so the back-mapping cannot touch
  * text that came from elsewhere. The search is checked to find a planted token first.
  */
-#include "codegen/codegen.h"
-#include "graph/graph.h"
-#include "test.h"
+#include "built.h"
 
 #include <ctype.h>
 #include <stddef.h>
-
-#include "../../bench/workloads.c"
 
 #define TOY_TYPES(f16) { \
     [KILN_F32] = "toyF32", [KILN_F64] = "toyF64", [KILN_F16] = f16, [KILN_BF16] = f16, \
@@ -262,17 +258,6 @@ static void first_difference(const char *a, const char *b, char *out, size_t n) 
 
 typedef struct Src { char *toy, *real; int kernels; } Src;
 
-/* The last workload built, kept for the next render of the same name: a workload's graph bakes
- * its parameters from random draws, which took four fifths of this test's time when each of a
- * workload's nine renders built it again. */
-static Workload built_w;
-static char built_name[64];
-
-static void built_drop(void) {
-  if (built_name[0]) wl_free(&built_w);
-  built_name[0] = 0;
-}
-
 /* The workload's source in the toy dialect and in the real one (prelude stripped). */
 static bool render(const char *name, const Dialect *toy, const Dialect *real, const CgOptions *o, int fuse, Src *s) {
   TE *te = NULL;
@@ -282,13 +267,9 @@ static bool render(const char *name, const Dialect *toy, const Dialect *real, co
   ko.fuse = fuse;
   PlanOptions po = plan_options(&ko);
   memset(s, 0, sizeof *s);
-  if (strcmp(name, built_name)) {
-    built_drop();
-    KILN_ASSERT(strlen(name) < sizeof built_name);
-    OK(wl_build(name, &built_w));
-    snprintf(built_name, sizeof built_name, "%s", name);
-  }
-  const Workload *w = &built_w;
+  /* built once a process (built.h): drawing a workload's random parameters for each of its nine
+   * renders was four fifths of this test's time */
+  const Workload *w = built_workload(name);
   if (w->g) OK(te_lower(&w->g->g, &te));
   if (te) OK(plan_build(te, &po, &p));
   if (p) OK(cg_program_build(p, real, o, &gr));
@@ -429,7 +410,6 @@ int main(void) {
   pin(s, "cnn_train_b32 (loop)", (const char *const[]){ "toy_vector\n", "toy_vector_sum toy_reduce(toy_plus:a",
       "toy_maximum:a", "toy_or:an", "TOY_INF32" }, 5);
   free(s);
-  built_drop();
   free(mg);
   free(ml);
   TEST_MAIN_END();
