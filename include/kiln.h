@@ -436,6 +436,11 @@ typedef struct kiln_options {
                            take a warp a row, 8 rows a block, instead of a block a row; 0 never; default -1:
                            512 on cuda, the H200 race (mlp_train_b1024's 1024 rows 0.958; from 1 row the
                            shared mlp's single row ran 1.303) ($KILN_CUDA_PAIR_WARPS) */
+  int cuda_copy_stages; /* cuda: 2, 3 or 4: a generated f32 GEMM tile of 32x32 (4 k groups) whose two operands
+                           are 16-byte vector reads (cuda_vec_reads) copies them straight into shared
+                           memory (cp.async), this many k-tiles in flight, one barrier a k-tile, instead
+                           of through registers; the same sums, bit for bit; 0 off; default -1: off (not
+                           yet raced) ($KILN_CUDA_COPY_STAGES) */
   int cuda_one_fence;   /* cuda: 1 a block that counts itself in at a two-phase reduction's arrival count
                            (split-K, rows in two phases) fences memory in its first thread only, after the
                            block's barrier and around the count, as cooperative groups' grid barrier does,

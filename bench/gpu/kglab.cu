@@ -209,6 +209,138 @@ static void run_mt8(const char *shape, const float *A, const float *B, float *C,
          ts[ts.size() / 2], err);
 }
 
+// cp.async ring (2026-12-04, session 28): is the 32x32 tile waiting on its global reads after all?
+// Register stages block a warp at the shared store of a stage until its global read lands; cp.async
+// copies straight into shared memory, so ST-1 k-tiles are in flight while the block multiplies.
+// A stays [m][k] in shared memory (a 16-byte copy a thread an operand a k-tile); a thread's rows are
+// cy + 8i so that a warp's four A rows fall in distinct banks (row stride 36 floats); one barrier a
+// k-tile. 256 threads in 4 k groups of 64, 4x4 a thread, the groups' sums in the same tree.
+__device__ __forceinline__ void cp16(float *dst, const float *src, int bytes) {
+  unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+}
+template <int ST>
+__global__ void __launch_bounds__(256) gemm_cp(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
+                                               int M, int N, int K) {
+  constexpr int BK = 32, LD = 36;
+  extern __shared__ float4 smem4[];
+  float *sm = (float *)smem4;
+  const int t = threadIdx.x, kg = t / 64, u = t % 64, cx = u % 8, cy = u / 8;
+  const int tiles_n = N / 32, tn0 = (blockIdx.x % tiles_n) * 32, tm0 = (blockIdx.x / tiles_n) * 32;
+  const int cr = t / 8, cc = (t % 8) * 4;
+  const int nt = (K + BK - 1) / BK;
+  auto issue = [&](int s, int kb) {
+    float *as = sm + s * 2 * BK * LD, *bs = as + BK * LD;
+    const bool ia = kb + cc < K, ib = kb + cr < K;
+    cp16(&as[cr * LD + cc], ia ? A + (size_t)(tm0 + cr) * K + kb + cc : A, ia ? 16 : 0);
+    cp16(&bs[cr * LD + cc], ib ? B + (size_t)(kb + cr) * N + tn0 + cc : B, ib ? 16 : 0);
+  };
+  for (int s = 0; s < ST - 1; s++) {
+    if (s < nt) issue(s, s * BK);
+    asm volatile("cp.async.commit_group;\n");
+  }
+  float acc[4][4] = {};
+  for (int r = 0; r < nt; r++) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(ST - 2));
+    __syncthreads();  // stage r landed for every thread; stage r-1's reads are done, so it may be refilled
+    if (r + ST - 1 < nt) issue((r + ST - 1) % ST, (r + ST - 1) * BK);
+    asm volatile("cp.async.commit_group;\n");
+    const float *as = sm + (r % ST) * 2 * BK * LD, *bs = as + BK * LD;
+#pragma unroll
+    for (int kh = 0; kh < 2; kh++) {
+      const int k4 = kg * 8 + kh * 4;
+      float4 a[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++) a[i] = *(const float4 *)&as[(cy + 8 * i) * LD + k4];
+#pragma unroll
+      for (int kq = 0; kq < 4; kq++) {
+        const float4 b4 = *(const float4 *)&bs[(k4 + kq) * LD + cx * 4];
+        const float rb[4] = { b4.x, b4.y, b4.z, b4.w };
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          const float ra = kq == 0 ? a[i].x : kq == 1 ? a[i].y : kq == 2 ? a[i].z : a[i].w;
+#pragma unroll
+          for (int j = 0; j < 4; j++) acc[i][j] = __fmaf_rn(ra, rb[j], acc[i][j]);
+        }
+      }
+    }
+  }
+  asm volatile("cp.async.wait_group 0;\n");
+  __syncthreads();
+  for (int h = 2; h >= 1; h /= 2) {
+    if (kg >= h && kg < 2 * h)
+      for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) sm[(kg - h) * 1024 + (cy + 8 * i) * 32 + cx * 4 + j] = acc[i][j];
+    __syncthreads();
+    if (kg < h)
+      for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] += sm[kg * 1024 + (cy + 8 * i) * 32 + cx * 4 + j];
+    __syncthreads();
+  }
+  if (kg == 0)
+    for (int i = 0; i < 4; i++)
+      *(float4 *)&C[(size_t)(tm0 + cy + 8 * i) * N + tn0 + cx * 4] = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+}
+
+__global__ void empty_kernel() {}
+
+// a launch timed alone (events around it) and in a train of 20 on one stream (the mean), so that the
+// kernel's own time shows without the fixed cost of a lone launch
+template <class L> static void time_it(const char *what, const char *shape, int blocks, L launch, const float *C, int M, int N,
+                                       const std::vector<double> *ref) {
+  for (int r = 0; r < 10; r++) launch();
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  std::vector<float> lone, train;
+  for (int r = 0; r < rounds; r++) {
+    CK(cudaEventRecord(a)); launch(); CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
+    float ms; CK(cudaEventElapsedTime(&ms, a, b)); lone.push_back(ms * 1000);
+    CK(cudaEventRecord(a)); for (int i = 0; i < 20; i++) launch(); CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
+    CK(cudaEventElapsedTime(&ms, a, b)); train.push_back(ms * 1000 / 20);
+  }
+  CK(cudaGetLastError());
+  std::sort(lone.begin(), lone.end()); std::sort(train.begin(), train.end());
+  double err = 0;
+  if (ref) {
+    std::vector<float> h((size_t)M * N);
+    CK(cudaMemcpy(h.data(), C, h.size() * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < h.size(); i++) err = std::max(err, std::fabs(h[i] - (*ref)[i]) / (1e-3 + std::fabs((*ref)[i])));
+  }
+  printf("%-14s %-22s %4d blocks: lone %6.2f us, in a train %6.2f us, max rel err %.1e\n", shape, what, blocks,
+         lone[lone.size() / 2], train[train.size() / 2], err);
+}
+
+static void cp_shape(int M, int N, int K) {
+  std::vector<float> hA((size_t)M * K), hB((size_t)K * N);
+  for (size_t i = 0; i < hA.size(); i++) hA[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+  for (size_t i = 0; i < hB.size(); i++) hB[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
+  std::vector<double> ref((size_t)M * N, 0.0);
+  for (int m = 0; m < M; m++)
+    for (int k = 0; k < K; k++)
+      for (int n = 0; n < N; n++) ref[(size_t)m * N + n] += (double)hA[(size_t)m * K + k] * hB[(size_t)k * N + n];
+  float *A, *B, *C;
+  CK(cudaMalloc(&A, hA.size() * 4)); CK(cudaMalloc(&B, hB.size() * 4)); CK(cudaMalloc(&C, (size_t)M * N * 4));
+  CK(cudaMemcpy(A, hA.data(), hA.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(B, hB.data(), hB.size() * 4, cudaMemcpyHostToDevice));
+  char name[64];
+  snprintf(name, sizeof name, "%dx%dx%d", M, N, K);
+  const int blocks = (M / 32) * (N / 32);
+  time_it("empty kernel", name, blocks, [&] { empty_kernel<<<blocks, 256>>>(); }, C, M, N, nullptr);
+  size_t sh = smem_bytes<4>();
+  CK(cudaFuncSetAttribute(gemm_kg<4, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh));
+  time_it("registers, 2 stages", name, blocks, [&] { gemm_kg<4, 0><<<blocks, 256, sh>>>(A, B, C, M, N, K); }, C, M, N, &ref);
+#define CP_RUN(ST)                                                                                                       \
+  {                                                                                                                      \
+    size_t shc = std::max((size_t)(ST) * 2 * 32 * 36 * 4, (size_t)2 * 1024 * 4);                                         \
+    CK(cudaFuncSetAttribute(gemm_cp<ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shc));                        \
+    time_it("cp.async, " #ST " stages", name, blocks, [&] { gemm_cp<ST><<<blocks, 256, shc>>>(A, B, C, M, N, K); }, C, M, N, \
+            &ref);                                                                                                       \
+  }
+  CP_RUN(2) CP_RUN(3) CP_RUN(4) CP_RUN(6)
+#undef CP_RUN
+  CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(C));
+}
+
 static void shape(int M, int N, int K) {
   std::vector<float> hA((size_t)M * K), hB((size_t)K * N);
   for (size_t i = 0; i < hA.size(); i++) hA[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
@@ -233,6 +365,13 @@ static void shape(int M, int N, int K) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && std::string(argv[1]) == "quick") rounds = 3;
+  if (argc > 1 && std::string(argv[1]) == "cp") {  // the cp.async ring against the register stages
+    cp_shape(1024, 128, 784);
+    cp_shape(128, 512, 784);
+    cp_shape(128, 512, 512);
+    cp_shape(1024, 256, 512);
+    return 0;
+  }
   shape(1024, 128, 784);  // mlp_train_b1024's forward layer: 128 tiles
   shape(128, 512, 784);   // mlp_fwd_b128's first layer: 64 tiles
   shape(128, 512, 512);   // its second

@@ -312,6 +312,9 @@ typedef struct CgOptions {
                            above 1 the shared tiles are double-buffered; 0 the default: 2 for tiles
                            whose factors are vector reads over spans of 4 k-tiles or more, else 1);
                            KILN_CUDA_GEMM_STAGES */
+  int gemm_copies;      /* f32 32x32 k-group tiles whose two factors are vector reads (gemm_vec) copy them
+                           straight into this many shared stages (the dialect's cp_async; 2 .. 4), one
+                           barrier a k-tile; 0: through registers (CgGemm.copies; KILN_CUDA_COPY_STAGES) */
   int gemm_vec;         /* f32 GEMM tiles: operands that are plain affine loads read 4 elements a load
                            (CgGemm.a_vec; a dialect with 16-byte vectors and views; KILN_CUDA_VEC_READS):
                            0 never, 1 runs along one var, 2 also runs across contiguous vars */
@@ -544,6 +547,12 @@ typedef struct CgGemm {
    * k-tile as one 16-byte vector (CgOptions.gemm_vec); va, vb the offsets */
   bool a_vec, b_vec;
   struct CgDirect va, vb;
+  /* f32 k-group tiles with both factors vector reads (CgOptions.gemm_copies): the k-tiles copied
+   * 16 bytes at a time straight into `copies` shared stages, as direct mma tiles do. An operand read
+   * along k keeps rows of k ([x][k]: a thread's 4 rows or columns x + 8i, each a 16-byte read of 4
+   * k), one read along x rows of x ([k][x]: its 4 consecutive x a 16-byte read a k). Each output's
+   * products are added in the order of the register tiles: the same bits. 0: through registers */
+  int copies;
 } CgGemm;
 /* Does kernel k take the tiled shape under options o (split-K)? Fills g (may be NULL) when
  * it does. */

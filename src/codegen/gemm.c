@@ -391,6 +391,9 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   int want = o->gemm_stages;
   if (want == 0) want = g.a_vec && g.b_vec && ((g.kspan < g.K ? g.kspan : g.K) + g.bk - 1) / g.bk >= AUTO_STAGE_TILES ? 2 : 1;
   g.stages = (want == 2 || want == 4) && g.bm <= 64 && g.n_b == 1 && !g.mma ? want : 1;
+  g.copies = o->gemm_copies >= 2 && o->gemm_copies <= 4 && g.kgroups > 1 && !g.mma && g.n_b == 1 && !g.cluster && g.a_vec &&
+                     g.b_vec ? o->gemm_copies : 0;
+  if (g.copies) g.stages = 1;
   g.direct = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && o->mma_direct && direct_operand(p, k, &g, g.a, CG_ROLE_M, &g.da) &&
              direct_operand(p, k, &g, g.b, CG_ROLE_N, &g.db);
   /* A 32x32 mma tile through registers does two mma a warp on a k-tile of 32, between a wait
@@ -409,6 +412,8 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   return true;
 }
 
+static int kg_stride(const CgGemm *g) { return g->bm + 4; }  /* floats per row; bm == bn (== bk: 32x32 tiles) */
+
 /* Bytes of one stage of a direct tile's operands: rows along k (x by bk + 8) or along x (bk by x + 8). */
 static int64_t direct_stage_bytes(const CgGemm *g) {
   return 2 * ((int64_t)(g->da.kfast ? g->bm * (g->bk + 8) : g->bk * (g->bm + 8)) +
@@ -420,6 +425,7 @@ int64_t cg_gemm_dyn_smem(const CgGemm *g) { return g->direct ? DIRECT_STAGES * d
 int64_t cg_gemm_smem(const CgGemm *g) {
   if (g->direct) return 16;  /* the split-K flag; the stages are dynamic (cg_gemm_dyn_smem) */
   if (g->mma) return (int64_t)mma_esize(g) * (g->bm + g->bn) * (g->bk + mma_pad(g)) + 16;
+  if (g->copies) return 4 * (int64_t)g->copies * 2 * g->bk * kg_stride(g) + 16;
   int pad = g->kgroups > 1 ? 4 : 32 / g->bk, bufs = g->stages > 1 ? 2 : 1;
   return 4 * (int64_t)bufs * g->bk * (g->bm + g->n_b * g->bn + (1 + g->n_b) * pad) + 16 +
          (g->cluster ? 4 * (int64_t)g->bm * g->bn : 0);
@@ -444,7 +450,6 @@ void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out) {
   sb_printf(out, "%s %s kiln_arrived%d[%lld];\n", d->global_qual, d->counter_type, ki, (long long)tiles);
 }
 
-static int kg_stride(const CgGemm *g) { return g->bm + 4; }  /* floats per row; bm == bn */
 
 /* The shared tiles, a declaration a line; returns the count. Rows padded by
  * 32/BK floats: the k-fast stores of a tile (a warp covers BK values of kk times 32/BK of xx)
@@ -528,6 +533,26 @@ static void vec_place(const CgEmit *em, const CgGemm *g, int width, bool kfast) 
   else cg_put(em, "const int xx = (%s %% %d) * 4, kk = %s / %d;", t, width / 4, t, width / 4);
 }
 
+/* Load o's element offset at the vars v<i> (decompose's): base + sum coef * v. narrow: in 32-bit
+ * arithmetic where every coefficient is >= 0 and the largest offset, base + sum coef * (extent - 1),
+ * fits (in a double: exact up to 2^53, far past 2^31); else (or !narrow) in the index type. */
+static void affine_offset(const CgEmit *em, const Kernel *k, const struct CgDirect *o, bool narrow, char *out, size_t size) {
+  narrow = narrow && o->base >= 0;
+  double most = (double)o->base;
+  for (int v = 0; v < k->rank + k->n_red; v++) {
+    narrow = narrow && o->coef[v] >= 0;
+    most += (double)o->coef[v] * (double)((v < k->rank ? k->shape[v] : k->red_shape[v - k->rank]) - 1);
+  }
+  narrow = narrow && most <= (double)INT32_MAX;
+  const char *T = narrow ? "int" : em->d->index_type;
+  int n = snprintf(out, size, "%s", narrow ? "0" : cg_lit(em, o->base));
+  if (narrow && o->base) n += snprintf(out + n, size - (size_t)n, " + %lld", (long long)o->base);
+  for (int v = 0; v < k->rank + k->n_red && n > 0 && (size_t)n < size; v++)
+    if (o->coef[v] && narrow) n += snprintf(out + n, size - (size_t)n, " + (%s)v%d * %lld", T, v, (long long)o->coef[v]);
+    else if (o->coef[v]) n += snprintf(out + n, size - (size_t)n, " + (%s)v%d * %s", T, v, cg_lit(em, o->coef[v]));
+  KILN_ASSERT(n > 0 && (size_t)n + 1 < size);
+}
+
 /* A vector operand's run of the tile at kb into pf[0..3] (zeros outside the problem: a run
  * is wholly in or out, runs_of). */
 static void fetch_vec(const CgEmit *em, const Kernel *k, const CgGemm *g, const struct CgDirect *o, int role, const char *pf,
@@ -546,26 +571,9 @@ static void fetch_vec(const CgEmit *em, const Kernel *k, const CgGemm *g, const 
   em->push(em->r);
   decompose(em, k, g, role, "mq");
   decompose(em, k, g, -1, "kq");
-  /* the offset in 32-bit arithmetic where every coefficient is >= 0 and its largest value,
-   * base + sum coef * (extent - 1), fits (in a double: exact up to 2^53, far past 2^31) */
-  bool narrow = o->base >= 0;
-  double most = (double)o->base;
-  for (int v = 0; v < k->rank + k->n_red; v++) {
-    narrow = narrow && o->coef[v] >= 0;
-    most += (double)o->coef[v] * (double)((v < k->rank ? k->shape[v] : k->red_shape[v - k->rank]) - 1);
-  }
-  narrow = narrow && most <= (double)INT32_MAX;
-  const char *T = narrow ? "int" : I;
-  char addr[1024];
-  int n = snprintf(addr, sizeof addr, "const %s v = *(const %s *)(b%d + (%s", V, V, buf,
-                   narrow ? "0" : cg_lit(em, o->base));
-  if (narrow && o->base) n += snprintf(addr + n, sizeof addr - (size_t)n, " + %lld", (long long)o->base);
-  for (int v = 0; v < k->rank + k->n_red && n > 0 && (size_t)n < sizeof addr; v++)
-    if (o->coef[v] && narrow)
-      n += snprintf(addr + n, sizeof addr - (size_t)n, " + (%s)v%d * %lld", T, v, (long long)o->coef[v]);
-    else if (o->coef[v]) n += snprintf(addr + n, sizeof addr - (size_t)n, " + (%s)v%d * %s", T, v, cg_lit(em, o->coef[v]));
-  KILN_ASSERT(n > 0 && (size_t)n + 3 < sizeof addr);
-  cg_put(em, "%s));", addr);
+  char off[960];
+  affine_offset(em, k, o, true, off, sizeof off);
+  cg_put(em, "const %s v = *(const %s *)(b%d + (%s));", V, V, buf, off);
   for (int j = 0; j < 4; j++) cg_put(em, "%s[%d] = v%s;", pf, j, d->vec4_lane[j]);
   em->pop(em->r);
   cg_close(em);
@@ -824,12 +832,21 @@ static void kg_declare(const CgEmit *em, const CgGemm *g) {
         KG_THREADS, g->bn / KG_TN, thread_int(d), KG_THREADS, g->bn / KG_TN);
     return;
   }
-  cg_put(em, "%s %s Asv[%d], Bsv[%d];", d->shared_qual, V, bufs * n, bufs * n);
-  if (bufs == 1) cg_put(em, "%s (*As)[%d] = (%s (*)[%d])Asv, (*Bs)[%d] = (%s (*)[%d])Bsv;", F, st, F, st, st, F, st);
-  else
+  if (g->copies) {  /* stages Ac[s][row][col], Bc[s][row][col]; As, Bs stage 0's, for kg_sum */
+    KILN_ASSERT(g->bk == g->bm && g->bk == g->bn);
+    cg_put(em, "%s %s Kcv[%d];", d->shared_qual, V, 2 * g->copies * n);
+    cg_put(em, "%s (*Ac)[%d][%d] = (%s (*)[%d][%d])Kcv, (*Bc)[%d][%d] = (%s (*)[%d][%d])(Kcv + %d);", F, g->bk, st, F, g->bk, st,
+        g->bk, st, F, g->bk, st, g->copies * n);
+    cg_put(em, "%s (*As)[%d] = Ac[0], (*Bs)[%d] = Bc[0];", F, st, st);
+  } else if (bufs == 1) {
+    cg_put(em, "%s %s Asv[%d], Bsv[%d];", d->shared_qual, V, n, n);
+    cg_put(em, "%s (*As)[%d] = (%s (*)[%d])Asv, (*Bs)[%d] = (%s (*)[%d])Bsv;", F, st, F, st, st, F, st);
+  } else {
+    cg_put(em, "%s %s Asv[%d], Bsv[%d];", d->shared_qual, V, bufs * n, bufs * n);
     for (int b = 0; b < bufs; b++)
       cg_put(em, "%s (*As%d)[%d] = (%s (*)[%d])(Asv + %d), (*Bs%d)[%d] = (%s (*)[%d])(Bsv + %d);", F, b, st, F, st, b * n,
           b, st, F, st, b * n);
+  }
   for (int q = 1; q < g->n_b; q++)  /* siblings' B tiles (one buffer: siblings read ahead one stage) */
     cg_put(em, "%s %s Bsv_%d[%d]; %s (*Bs_%d)[%d] = (%s (*)[%d])Bsv_%d;", d->shared_qual, V, q, n, F, q, st, F, st, q);
   cg_put(em, "const int kg = %s / %d, cx = (%s %% %d) %% %d, cy = (%s %% %d) / %d;", d->thread_id, KG_THREADS, d->thread_id,
@@ -911,35 +928,33 @@ static void mma_multiply(const CgEmit *em, const CgGemm *g) {
  * An operand stored along k keeps rows of k (x by bk + 8), one stored along its own x rows of x
  * (bk by x + 8); the 16-byte pad puts the 8 rows ldmatrix reads at once in distinct banks. */
 
-/* Operand o's copies of the k-tile at kb (an index expression) into shared stage st of sh. */
+/* Operand o's copies of the k-tile at kb (an index expression) into shared stage st of sh: 16 bytes
+ * a copy, 8 values of a 16-bit mma operand or 4 of an f32 one (CgGemm.copies). */
 static void direct_issue(const CgEmit *em, const Kernel *k, const CgGemm *g, const struct CgDirect *o, int role,
                          const char *sh, const char *kb, const char *st) {
   const Dialect *d = em->d;
   const char *I = d->index_type;
-  int width = role == CG_ROLE_M ? g->bm : g->bn, chunks = width * g->bk / 8;
+  int run = g->mma ? 8 : 4, width = role == CG_ROLE_M ? g->bm : g->bn, chunks = width * g->bk / run;
   int per = (chunks + CG_GEMM_THREADS - 1) / CG_GEMM_THREADS, buf = em->param_of(em->r, o->stage);
   KILN_ASSERT(buf >= 0);
   cg_put(em, "%s", d->unroll);
   cg_open(em, "for (int l = 0; l < %d; l++) {", per);
   cg_put(em, "const int c = %s + l * %d;", thread_int(d), CG_GEMM_THREADS);
   if (chunks % CG_GEMM_THREADS) cg_put(em, "if (c >= %d) break;", chunks);
-  if (o->kfast) cg_put(em, "const int xx = c / %d, kk = (c %% %d) * 8;", g->bk / 8, g->bk / 8);
-  else cg_put(em, "const int kk = c / %d, xx = (c %% %d) * 8;", width / 8, width / 8);
+  if (o->kfast) cg_put(em, "const int xx = c / %d, kk = (c %% %d) * %d;", g->bk / run, g->bk / run, run);
+  else cg_put(em, "const int kk = c / %d, xx = (c %% %d) * %d;", width / run, width / run, run);
   char wx[96], wk[96];
   cg_put(em, "const %s mq = %s + %s, kq = %s + %s;", I, role == CG_ROLE_M ? "tm0" : "tn0", widened(d, "xx", wx), kb,
          widened(d, "kk", wk));
   cg_put(em, "const bool in = mq < %s && kq < %s;", cg_lit(em, role == CG_ROLE_M ? g->M : g->N), cg_lit(em, g->K));
-  cg_put(em, "const %s *src = b%d;", d->store_type[g->mma == CG_MMA_BF16 ? KILN_BF16 : KILN_F16], buf);
+  cg_put(em, "const %s *src = b%d;", d->store_type[g->mma == CG_MMA_BF16 ? KILN_BF16 : g->mma ? KILN_F16 : KILN_F32], buf);
   cg_open(em, "if (in) {");
   em->push(em->r);
   decompose(em, k, g, role, "mq");
   decompose(em, k, g, -1, "kq");
-  char addr[1024];
-  int n = snprintf(addr, sizeof addr, "src = b%d + (%s", buf, cg_lit(em, o->base));
-  for (int v = 0; v < k->rank + k->n_red && n > 0 && (size_t)n < sizeof addr; v++)
-    if (o->coef[v]) n += snprintf(addr + n, sizeof addr - (size_t)n, " + (%s)v%d * %s", I, v, cg_lit(em, o->coef[v]));
-  KILN_ASSERT(n > 0 && (size_t)n + 2 < sizeof addr);
-  cg_put(em, "%s);", addr);
+  char off[960];
+  affine_offset(em, k, o, !g->mma, off, sizeof off);  /* mma tiles: index-type math, as raced */
+  cg_put(em, "src = b%d + (%s);", buf, off);
   em->pop(em->r);
   cg_close(em);
   cg_put(em, "%s(&%s[%s][%s][%s], src, in);", d->cp_async, sh, st, o->kfast ? "xx" : "kk", o->kfast ? "kk" : "xx");
@@ -982,6 +997,44 @@ static void direct_multiply(const CgEmit *em, const CgGemm *g, const char *st) {
   cg_close(em);
 }
 
+/* An f32 k-group tile's products on stage st (CgGemm.copies): group kg takes points kg * per ..
+ * + per - 1 of the k-tile, four at a time; a read along k gives one row's (or column's) 4 points,
+ * one along x 4 rows' (columns') one point. Each accumulator adds its products in k order, as
+ * kg_multiply does. */
+static void copy_multiply(const CgEmit *em, const CgGemm *g, const char *st) {
+  const Dialect *d = em->d;
+  const char *F = d->value_type[KILN_F32], *V = d->vec4_type;
+  int per = g->bk / g->kgroups;
+  KILN_ASSERT(per % 4 == 0 && KG_TM == 4 && KG_TN == 4);
+  cg_put(em, "%s", d->unroll);
+  cg_open(em, "for (int kh = 0; kh < %d; kh++) {", per / 4);
+  cg_put(em, "const int k4 = kg * %d + kh * 4;", per);
+  cg_put(em, "%s fa[4][4], fb[4][4];", F);  /* [point][row], [point][column] */
+  for (int op = 0; op < 2; op++) {
+    bool kfast = op ? g->vb.kfast : g->va.kfast;
+    const char *sh = op ? "Bc" : "Ac", *f = op ? "fb" : "fa", *c = op ? "cx" : "cy";
+    cg_put(em, "%s", d->unroll);
+    cg_open(em, "for (int q = 0; q < 4; q++) {");
+    if (kfast) {
+      cg_put(em, "const %s v = *(const %s *)&%s[%s][%s + %d * q][k4];", V, V, sh, st, c, g->bm / KG_TM);
+      for (int l = 0; l < 4; l++) cg_put(em, "%s[%d][q] = v%s;", f, l, d->vec4_lane[l]);
+    } else {
+      cg_put(em, "const %s v = *(const %s *)&%s[%s][k4 + q][%s * 4];", V, V, sh, st, c);
+      for (int l = 0; l < 4; l++) cg_put(em, "%s[q][%d] = v%s;", f, l, d->vec4_lane[l]);
+    }
+    cg_close(em);
+  }
+  char fma[160];
+  snprintf(fma, sizeof fma, d->fma, "fa[q][i]", "fb[q][j]", "cacc[i][j]");
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "for (int q = 0; q < 4; q++)");
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "  for (int i = 0; i < 4; i++)");
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "    for (int j = 0; j < 4; j++) cacc[i][j] = %s;", fma);
+  cg_close(em);
+}
+
 /* The stages of a direct tile as views of the dynamic shared array: As[stage][row][col]. */
 static void direct_declare(const CgEmit *em, const CgGemm *g) {
   const Dialect *d = em->d;
@@ -999,17 +1052,17 @@ static void direct_declare(const CgEmit *em, const CgGemm *g) {
  * done with t - 1, whose stage the copies of t + DIRECT_STAGES - 1 now refill), and multiply. */
 static void direct_loop(const CgEmit *em, const Kernel *k, const CgGemm *g) {
   const Dialect *d = em->d;
-  const char *I = d->index_type;
-  int P = DIRECT_STAGES;
+  const char *I = d->index_type, *As = g->copies ? "Ac" : "As", *Bs = g->copies ? "Bc" : "Bs";
+  int P = g->copies ? g->copies : DIRECT_STAGES;
   char at[64], wait[64];
   cg_put(em, "const %s nkt = (kend - kbeg + %d) / %d;", I, g->bk - 1, g->bk);
   for (int s = 0; s < P - 1; s++) {
-    char st[8];
+    char st[12];
     snprintf(at, sizeof at, "kbeg + %d", s * g->bk);
     snprintf(st, sizeof st, "%d", s);
     cg_open(em, "if (%d < nkt) {", s);
-    direct_issue(em, k, g, &g->da, CG_ROLE_M, "As", at, st);
-    direct_issue(em, k, g, &g->db, CG_ROLE_N, "Bs", at, st);
+    direct_issue(em, k, g, g->copies ? &g->va : &g->da, CG_ROLE_M, As, at, st);
+    direct_issue(em, k, g, g->copies ? &g->vb : &g->db, CG_ROLE_N, Bs, at, st);
     cg_close(em);
     cg_put(em, "%s", d->cp_commit);
   }
@@ -1020,12 +1073,13 @@ static void direct_loop(const CgEmit *em, const Kernel *k, const CgGemm *g) {
   cg_open(em, "if (t + %d < nkt) {", P - 1);
   cg_put(em, "const %s kn = kbeg + (t + %d) * %d;", I, P - 1, g->bk);
   cg_put(em, "const int sn = (int)((t + %d) %% %d);", P - 1, P);
-  direct_issue(em, k, g, &g->da, CG_ROLE_M, "As", "kn", "sn");
-  direct_issue(em, k, g, &g->db, CG_ROLE_N, "Bs", "kn", "sn");
+  direct_issue(em, k, g, g->copies ? &g->va : &g->da, CG_ROLE_M, As, "kn", "sn");
+  direct_issue(em, k, g, g->copies ? &g->vb : &g->db, CG_ROLE_N, Bs, "kn", "sn");
   cg_close(em);
   cg_put(em, "%s", d->cp_commit);  /* an empty group near the end keeps the wait's count */
   cg_put(em, "const int st = (int)(t %% %d);", P);
-  direct_multiply(em, g, "st");
+  if (g->copies) copy_multiply(em, g, "st");
+  else direct_multiply(em, g, "st");
   cg_close(em);
   cg_put(em, "%s", d->cp_wait0);
   cg_put(em, "%s", d->barrier);  /* no copy in flight, every warp done, before the next tile's */
@@ -1077,7 +1131,10 @@ static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const 
   int st = kg_stride(g);
   const char *F = d->value_type[KILN_F32];
   char at[96];
-  snprintf(at, sizeof at, "[(cy * %d + i) * %d + cx * %d + j]", KG_TM, st, KG_TN);
+  /* a thread's sub-tile: 4 consecutive rows (columns), or rows 8 apart where copies read along k */
+  bool rows8 = g->copies && g->va.kfast, cols8 = g->copies && g->vb.kfast;
+  snprintf(at, sizeof at, "[(%s) * %d + %s]", rows8 ? "cy + 8 * i" : "cy * 4 + i", st, cols8 ? "cx + 8 * j" : "cx * 4 + j");
+  KILN_ASSERT(KG_TM == 4 && KG_TN == 4 && g->bm == 32 && g->bn == 32);
   cg_put(em, "%s *Ra = &%s[0][0], *Rb = &%s[0][0];", F, As, Bs);
   static const char *const steps[4][2] = {
     { "kg >= 2", "(kg == 2 ? Ra : Rb)%s = %s[i][j];" }, { "kg < 2", "%s[i][j] += (kg == 0 ? Ra : Rb)%s;" },
@@ -1226,7 +1283,7 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
       cg_put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, zero);
     } else each_output(em, g, zero);
   }
-  if (g->direct) direct_loop(em, k, g);
+  if (g->direct || g->copies) direct_loop(em, k, g);
   else register_loop(em, k, g, sa, sb);
   for (int q = 0; g->kgroups > 1 && q < g->n_b; q++) {
     char acc[32], cacc[32];

@@ -126,6 +126,7 @@ kiln_options kiln_options_default(void) {
   o.bounds_moves = kiln_env_int("KILN_BOUNDS_MOVES", 0) != 0;
   o.cuda_vec_reads = kiln_env_int("KILN_CUDA_VEC_READS", -1);
   o.cuda_one_fence = kiln_env_int("KILN_CUDA_ONE_FENCE", -1);
+  o.cuda_copy_stages = kiln_env_int("KILN_CUDA_COPY_STAGES", -1);
   o.cuda_pair_warps = kiln_env_int("KILN_CUDA_PAIR_WARPS", -1);
   return o;
 }
@@ -164,7 +165,7 @@ static const struct { const char *name; size_t at, size; OptKind kind; } option_
   INT_FIELD(cpu_tiles), INT_FIELD(cpu_windows), INT_FIELD(cpu_epilogue), INT_FIELD(gemm_kgroups),
   INT_FIELD(cpu_direct), INT_FIELD(cpu_pool), INT_FIELD(cpu_expand), INT_FIELD(tensor_cores), INT_FIELD(cuda_mma_k),
   INT_FIELD(cuda_mma_late_round), INT_FIELD(column_rows), INT_FIELD(cuda_long_k_blocks), INT_FIELD(bounds_moves),
-  INT_FIELD(cuda_vec_reads), INT_FIELD(cuda_one_fence), INT_FIELD(cuda_pair_warps),
+  INT_FIELD(cuda_vec_reads), INT_FIELD(cuda_one_fence), INT_FIELD(cuda_pair_warps), INT_FIELD(cuda_copy_stages),
 #undef INT_FIELD
 #undef I64_FIELD
 #undef TEXT_FIELD

@@ -620,6 +620,11 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
    * mlp_train_b1024 0.929, mlp_train_b32 0.956, the mlp forwards 0.966, nothing slower) */
   g->gemm_vec = o->cuda_vec_reads != 0 && d && d->grid && d->vec4_type && !d->no_views ? (o->cuda_vec_reads == 2 ? 2 : 1) : 0;
   g->cluster_splitk = o->cuda_cluster && d && d->cluster_dims;
+  if (o->cuda_copy_stages < -1 || o->cuda_copy_stages == 1 || o->cuda_copy_stages > 4)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_copy_stages ($KILN_CUDA_COPY_STAGES) is %d: -1 the default, 0 off, or 2, 3 "
+                     "or 4 k-tiles copied ahead", o->cuda_copy_stages);
+  /* vector reads are what a 16-byte copy takes; -1: off until raced */
+  g->gemm_copies = g->gemm_vec && d->cp_async && o->cuda_copy_stages > 0 ? o->cuda_copy_stages : 0;
   if (o->cuda_one_fence < -1 || o->cuda_one_fence > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_one_fence ($KILN_CUDA_ONE_FENCE) is %d: -1 the default, 0 off, 1 on",
                      o->cuda_one_fence);

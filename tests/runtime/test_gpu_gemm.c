@@ -80,6 +80,26 @@ static kiln_graph *dense_typed(kiln_dtype t, int64_t m, int64_t k, int64_t n, bo
 /* relu(x @ w + b), x [m, k] input, w [k, n] param (or x^T @ w with x stored [k, m]). */
 static kiln_graph *dense(int64_t m, int64_t k, int64_t n, bool xt) { return dense_typed(KILN_F32, m, k, n, xt, false); }
 
+/* relu(x @ w^T + b), w stored [n, k] as a Linear layer keeps it: B read along k. */
+static kiln_graph *dense_wt(int64_t m, int64_t k, int64_t n) {
+  int64_t xs[2] = { m, k }, ws[2] = { n, k };
+  float *w = rnd(k * n), *b = rnd(n);
+  kiln_graph *g;
+  kiln_tensor x, wt, bt, y;
+  static const int perm[2] = { 1, 0 };
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
+  OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wt));
+  OK(kiln_graph_transpose(g, wt, perm, &wt));
+  OK(kiln_graph_param(g, "b", KILN_F32, 1, &n, b, &bt));
+  OK(kiln_graph_matmul(g, x, wt, &y));
+  OK(kiln_graph_binary(g, KILN_ADD, y, bt, &y));
+  OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+  OK(kiln_graph_output(g, y, "r"));
+  free(w), free(b);
+  return g;
+}
+
 /* gelu_tanh(x @ w + b), x [m, k] input, w [k, n] param. */
 /* nb sibling projections of one input: x @ w_i + b_i (relu on the odd ones), x [m, k] (or
  * stored [k, m] and transposed), each w_i [k, n]: one GEMM over one A tile on cuda. */
@@ -575,6 +595,65 @@ static void test_shapes(void) {
 }
 
 /* Which kernels go to cuBLASLt, and how their operands map (no GPU needed). */
+/* Copies (cuda_copy_stages 2..4): a 32x32 k-group tile whose factors are both vector reads copies
+ * them straight into shared stages. An operand read along k keeps rows of k (A: x [m, k]; B: w
+ * stored [n, k]), one read along x rows of x (A: x stored [k, m]; B: w [k, n]); a factor that is
+ * not a vector read (K = 65) or sibling Bs keep the register tiles. Each source compiles. */
+static void test_copies_shapes(void) {
+  kiln_options ko = kiln_options_default();
+  ko.gemm_kgroups = 1, ko.cuda_vec_reads = -1;  /* whatever the environment (the flat variant's KILN_GEMM_KGROUPS=0) */
+  CgOptions byd, c2, c4;
+  int bad[] = { 1, 5, -2 };
+  for (int i = 0; i < 3; i++) {
+    ko.cuda_copy_stages = bad[i];
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&ko, &cg_dialect_cuda, &c2));
+    CHECK(strstr(kiln_last_error(), "KILN_CUDA_COPY_STAGES"));
+  }
+  ko.cuda_copy_stages = -1;
+  OK(rt_codegen_options(&ko, &cg_dialect_cuda, &byd));
+  ko.cuda_copy_stages = 2;
+  OK(rt_codegen_options(&ko, &cg_dialect_cuda, &c2));
+  ko.cuda_copy_stages = 4;
+  OK(rt_codegen_options(&ko, &cg_dialect_cuda, &c4));
+  CHECK(byd.gemm_copies == 0 && c2.gemm_copies == 2 && c4.gemm_copies == 4);
+  ko.cuda_vec_reads = 0;  /* the copies take vector reads */
+  CgOptions novec;
+  OK(rt_codegen_options(&ko, &cg_dialect_cuda, &novec));
+  CHECK(novec.gemm_copies == 0);
+  struct { const char *what; kiln_graph *g; int copies, a_kfast, b_kfast; } c[] = {
+    { "x @ w, 1024x784x128", dense(1024, 784, 128, false), 2, 1, 0 },
+    { "x^T @ w, 784 rows", dense(1024, 784, 128, true), 2, 0, 0 },
+    { "x @ w^T (w [n, k])", dense_wt(256, 512, 256), 2, 1, 1 },
+    { "x @ w, split K", dense(32, 784, 128, false), 2, 1, 0 },
+    { "x @ w, K = 65: no vector reads", dense(300, 65, 128, false), 0, -1, -1 },
+    { "siblings", siblings(256, 256, 64, false, 3), 0, -1, -1 },
+  };
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    Plans r = plan_of(c[i].g);
+    CgGemm g0, g2, g4;
+    if (only_gemm_opt(&r, &byd, &g0, c[i].what) && only_gemm_opt(&r, &c2, &g2, c[i].what) && only_gemm_opt(&r, &c4, &g4, c[i].what)) {
+      CHECK_MSG(g0.copies == 0 && g2.copies == c[i].copies && g4.copies == 2 * c[i].copies, "%s: copies %d / %d / %d",
+                c[i].what, g0.copies, g2.copies, g4.copies);
+      CHECK(g2.bm == 32 && g2.kgroups == 4);
+      if (c[i].copies) {
+        CHECK_MSG(g2.va.kfast == (c[i].a_kfast == 1) && g2.vb.kfast == (c[i].b_kfast == 1), "%s: A along k %d, B along k %d",
+                  c[i].what, g2.va.kfast, g2.vb.kfast);
+        CHECK(g2.stages == 1 && cg_gemm_smem(&g2) == 4 * 2 * 2 * 32 * 36 + 16 && cg_gemm_smem(&g4) == 4 * 4 * 2 * 32 * 36 + 16);
+        StrBuf s0 = { 0 }, s2 = { 0 };
+        OK(cg_render_plan(r.p, &cg_dialect_cuda, &byd, NULL, &s0));
+        OK(cg_render_plan(r.p, &cg_dialect_cuda, &c2, NULL, &s2));
+        CHECK(s0.s && s2.s && !strstr(s0.s, "k_cp16(&Ac[") && strstr(s2.s, "k_cp16(&Ac[") && strstr(s2.s, "k_cp16(&Bc[") &&
+              strstr(s2.s, "k_cp_wait<0>();"));
+        sb_free(&s0), sb_free(&s2);
+        compiles_opt(&r, &c2, c[i].what);
+        compiles_opt(&r, &c4, c[i].what);
+      }
+    }
+    plans_free(&r);
+    kiln_graph_free(c[i].g);
+  }
+}
+
 static void test_library_match(void) {
   CgLibGemm c;
   CgOptions o = cg_options_default();
@@ -898,6 +977,32 @@ static void test_values(void) {
     }
     unsetenv("KILN_CUDA_ONE_FENCE");
   }
+  if (!strcmp(backend, "cuda")) {  /* copies: against ref, and the same bits as the register tiles */
+    for (int stages = 2; stages <= 4; stages += 2) {
+      char sv[2] = { (char)('0' + stages), 0 };
+      for (int i = 0; i < 12; i++) {
+        if (sanitized && i != 0 && i != 5 && i != 10 && i != 11) continue;
+        bool wt = i == 11;  /* w stored [n, k] */
+        int64_t m = wt ? 256 : dims[i][0], k = wt ? 512 : dims[i][1], n = wt ? 256 : dims[i][2], ni = m * k, no = m * n;
+        kiln_graph *g = wt ? dense_wt(m, k, n) : dense(m, k, n, dims[i][3] != 0);
+        float *in = rnd(ni), *out[2] = { malloc((size_t)no * 4), malloc((size_t)no * 4) };
+        for (int on = 0; on < 2; on++) {
+          if (on) setenv("KILN_CUDA_COPY_STAGES", sv, 1);
+          kiln_program *p = compile_on(g, "cuda", 1, 1);
+          if (p) OK(kiln_program_run(p, (const void *const *)&in, (void *const *)&out[on]));
+          kiln_program_free(p);
+          unsetenv("KILN_CUDA_COPY_STAGES");
+        }
+        CHECK_MSG(!memcmp(out[0], out[1], (size_t)no * 4), "copies %d, %lldx%lldx%lld: not the register tiles' bits", stages,
+                  (long long)m, (long long)k, (long long)n);
+        setenv("KILN_CUDA_COPY_STAGES", sv, 1);
+        check_values("relu(x@w+b), operands copied to shared", g, 1, &ni, 1, &no);
+        unsetenv("KILN_CUDA_COPY_STAGES");
+        free(in), free(out[0]), free(out[1]);
+        kiln_graph_free(g);
+      }
+    }
+  }
   if (!strcmp(backend, "cuda")) {  /* the scalar tile reads that vector reads replace (cuda_vec_reads 0) */
     setenv("KILN_CUDA_VEC_READS", "0", 1);
     for (int i = 0; i < 11; i += 4) {
@@ -955,6 +1060,7 @@ static void test_values(void) {
 
 int main(void) {
   test_shapes();
+  test_copies_shapes();
   test_mma_shapes();
   test_library_match();
   const char *want = getenv("KILN_TEST_BACKEND");
