@@ -23,6 +23,15 @@
 // against 17.1 for 1024x256x512). So neither warps, nor layout, nor shared reads a multiply-add set
 // these tiles' pace. Left to measure: the A operand's reads (a warp takes 16 bytes from each of 32
 // rows) and the L2 latency of each k-tile.
+//
+// `kglab cp` (session 28): the same tile with its operands copied by cp.async straight into 2, 3, 4
+// or 6 shared stages (A kept [m][k], a thread's rows 8 apart, one barrier a k-tile), each launch
+// timed alone and in a train of 20. H200, 2026-12-04, in a train (us; registers / cp 2 / 3 / 4 / 6
+// stages): 1024x128x784 13.87 / 12.51 / 13.20 / 12.22 / 12.90; 128x512x784 13.68 / 12.16 / 12.98 /
+// 11.95 / 12.66; 128x512x512 9.93 / 8.50 / 8.96 / 8.42 / 8.70; 1024x256x512 16.30 / 12.50 / 13.08 /
+// 12.61 / 13.13. An empty kernel: 3.3-3.7 (in a train: the launch rate), 4.9-5.3 alone. So the copies
+// are 10-23 % faster, and stages beyond two buy nothing: the loop still does not wait on its reads
+// so much as on its own shape. kiln's tiles took them (gemm.c CgGemm.copies, KILN_CUDA_COPY_STAGES).
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>

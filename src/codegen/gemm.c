@@ -391,8 +391,11 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   int want = o->gemm_stages;
   if (want == 0) want = g.a_vec && g.b_vec && ((g.kspan < g.K ? g.kspan : g.K) + g.bk - 1) / g.bk >= AUTO_STAGE_TILES ? 2 : 1;
   g.stages = (want == 2 || want == 4) && g.bm <= 64 && g.n_b == 1 && !g.mma ? want : 1;
+  /* copies: as many stages as the option asks and the block's span has k-tiles (a span of one
+   * k-tile has nothing to read ahead, and a launch group's members' shared tiles add up) */
+  int64_t span_tiles = ((g.kspan < g.K ? g.kspan : g.K) + g.bk - 1) / g.bk;
   g.copies = o->gemm_copies >= 2 && o->gemm_copies <= 4 && g.kgroups > 1 && !g.mma && g.n_b == 1 && !g.cluster && g.a_vec &&
-                     g.b_vec ? o->gemm_copies : 0;
+                     g.b_vec && span_tiles >= 2 ? (int)(span_tiles < o->gemm_copies ? span_tiles : o->gemm_copies) : 0;
   if (g.copies) g.stages = 1;
   g.direct = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && o->mma_direct && direct_operand(p, k, &g, g.a, CG_ROLE_M, &g.da) &&
              direct_operand(p, k, &g, g.b, CG_ROLE_N, &g.db);

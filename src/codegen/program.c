@@ -542,6 +542,10 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
     int64_t sm = static_smem(p, d, o, l);
     bool full = np >= GROUP_MAX_PARAMS || smem + sm > GROUP_MAX_STATIC_SMEM;
     if (first >= 0 && ((ph > 0 && o->group == CG_GROUP_SIBLINGS) || full)) {
+      if (full && np >= GROUP_MAX_PARAMS) why_append(l, "; not in the group before: budget: parameters %d > %d", np, GROUP_MAX_PARAMS - 1);
+      else if (full)
+        why_append(l, "; not in the group before: budget: shared tiles %lld + %lld B > %d B", (long long)smem, (long long)sm,
+                   GROUP_MAX_STATIC_SMEM);
       st = close_group(g, first, i, phases);
       first = -1;
     }

@@ -623,8 +623,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   if (o->cuda_copy_stages < -1 || o->cuda_copy_stages == 1 || o->cuda_copy_stages > 4)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_copy_stages ($KILN_CUDA_COPY_STAGES) is %d: -1 the default, 0 off, or 2, 3 "
                      "or 4 k-tiles copied ahead", o->cuda_copy_stages);
-  /* vector reads are what a 16-byte copy takes; -1: off until raced */
-  g->gemm_copies = g->gemm_vec && d->cp_async && o->cuda_copy_stages > 0 ? o->cuda_copy_stages : 0;
+  /* vector reads are what a 16-byte copy takes; -1: 2 stages, what the H200 race chose
+   * (bench/results/2026-12-04-h200-copies.md: the shared mlp 0.863, encoder4_d256 0.932, mlp_fwd_b128
+   * 0.936, gpt_tiny 0.940; 4 stages split mlp_train_b1024's launch group, 1.043) */
+  g->gemm_copies = g->gemm_vec && d->cp_async && o->cuda_copy_stages != 0 ? (o->cuda_copy_stages > 0 ? o->cuda_copy_stages : 2) : 0;
   if (o->cuda_one_fence < -1 || o->cuda_one_fence > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_one_fence ($KILN_CUDA_ONE_FENCE) is %d: -1 the default, 0 off, 1 on",
                      o->cuda_one_fence);

@@ -81,6 +81,20 @@ static void mlp_train_groups(void) {
   }
   built_free(&b);
 
+  /* copies (the cuda default): the first layer's tile holds two stages of shared tiles, and the
+   * members' tiles would pass the group's 40 KB at the weight gradient k8, which launches after
+   * the group, its reason printed */
+  o = opts(CG_GROUP_GRID_SYNC, true);
+  o.gemm_vec = 1, o.gemm_copies = 2;
+  if (build("mlp_train_b32", &cg_dialect_cuda, &o, &b)) {
+    int g[9] = { 0, -1, 0, 0, 0, 0, 0, 0, -1 }, ph[9] = { 0, 0, 1, 2, 3, 2, 3, 3, 0 };
+    expect_members("grid sync, copies", &b, g, ph, 9);
+    CHECK_MSG(strstr(b.g->launch[0].why, "operands copied to shared, 2 stages") &&
+              strstr(b.g->launch[8].why, "not in the group before: budget: shared tiles 39280 + 9232 B > 40960 B"),
+              "k0: %s; k8: %s", b.g->launch[0].why, b.g->launch[8].why);
+  }
+  built_free(&b);
+
   /* a vetoed kernel runs alone and splits the group around it */
   const char *veto[16] = { 0 };
   veto[5] = "test veto";
@@ -179,11 +193,12 @@ static const char *backend(void) {
   return b && *b && strcmp(b, "ref") ? b : "cpu";
 }
 
-static kiln_census run_step(Workload *w, const char *be, int grid_sync, void **outs) {
+static kiln_census run_step(Workload *w, const char *be, int grid_sync, int copy_stages, void **outs) {
   kiln_census c = { 0 };
   kiln_options o = kiln_options_default();
   o.backend = be;
   o.grid_sync = grid_sync;
+  o.cuda_copy_stages = copy_stages;
   o.strict = 1;
   kiln_program *p = NULL;
   OK(kiln_program_compile(w->g, &o, &p));
@@ -201,14 +216,17 @@ static void runs(void) {
   OK(wl_build("mlp_train_b32", &w));
   if (!w.g) { test_failures++; return; }
   void *ref[16] = { 0 }, *out[4][16] = { { 0 } };
-  kiln_census cr = run_step(&w, "ref", 0, ref), c[4];
+  kiln_census cr = run_step(&w, "ref", 0, -1, ref), c[4];
   (void)cr;
-  int mode[4] = { 0, 1, 2, 2 };
-  for (int r = 0; r < 4; r++) c[r] = run_step(&w, be, mode[r], out[r]);
+  int mode[4] = { 0, 1, 2, 2 }, copies[4] = { -1, -1, 0, -1 };
+  for (int r = 0; r < 4; r++) c[r] = run_step(&w, be, mode[r], copies[r], out[r]);
   /* launches and phases: 9 kernels (8 launches on cuda, the logits in the softmax rows'
-   * kernel); on cuda siblings 4 launches in 4 phases and grid sync one launch of 4 phases; the
-   * cpu groups nothing (9 launches each way); no copies left after the run on cuda (stored in
-   * place) */
+   * kernel); on cuda siblings 4 launches in 4 phases and grid sync, its GEMM tiles through
+   * registers (cuda_copy_stages 0), one launch of 4 phases. With the default copies the first
+   * layer's tile holds two stages, and the shared tiles of one launch would pass the group's
+   * 40 KB (plan: "not in the group before: budget"): the weight gradient k8 launches alone, 2
+   * launches, 5 phases. The cpu groups nothing (9 launches each way); no copies left after the
+   * run on cuda (stored in place) */
   long long pair = cuda;
   CHECK_MSG(c[0].kernels_launched == 9 - pair && c[0].phases == 9 - pair, "%s off: %lld launches, %lld phases", be,
             (long long)c[0].kernels_launched, (long long)c[0].phases);
@@ -216,6 +234,8 @@ static void runs(void) {
             be, (long long)c[1].kernels_launched, (long long)c[1].phases);
   CHECK_MSG(c[2].kernels_launched == (cuda ? 1 : 9) && c[2].phases == (cuda ? 4 : 9), "%s grid sync: %lld launches, %lld phases",
             be, (long long)c[2].kernels_launched, (long long)c[2].phases);
+  CHECK_MSG(c[3].kernels_launched == (cuda ? 2 : 9) && c[3].phases == (cuda ? 5 : 9),
+            "%s grid sync, copies: %lld launches, %lld phases", be, (long long)c[3].kernels_launched, (long long)c[3].phases);
   for (int r = 0; r < 4; r++) CHECK(c[r].host_fallbacks == 0 && (!cuda || c[r].submissions == 1));
   for (int i = 0; i < w.n_outputs; i++) {
     size_t n = w.output_bytes[i] / sizeof(float);
