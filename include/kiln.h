@@ -446,7 +446,8 @@ typedef struct kiln_options {
   int cuda_one_fence;   /* cuda: 1 a block that counts itself in at a two-phase reduction's arrival count
                            (split-K, rows in two phases) fences memory in its first thread only, after the
                            block's barrier and around the count, as cooperative groups' grid barrier does,
-                           where 0 fences in every thread before the barrier and again after it
+                           where 0 fences in every thread before the barrier and again after it; 2 its first
+                           thread counts with one acquire-release atomic and no fence (a candidate)
                            ($KILN_CUDA_ONE_FENCE; default -1: 1, the H200 race: mlp_fwd_b128 0.980,
                            convnet_mini 0.977, no workload 1 % slower) */
 } kiln_options;

@@ -191,6 +191,7 @@ typedef struct Dialect {
   const char *fence;              /* device-wide memory fence statement: "__threadfence();" */
   const char *atomic_add;         /* returns the old value; %s the lvalue, %s the addend: "atomicAdd(&%s, %s)" */
   const char *counter_type;       /* type atomic_add counts in: "unsigned int" */
+  const char *atomic_add_acq_rel; /* atomic_add with acquire and release semantics at device scope (NULL: none) */
   const char *cached_load;        /* an f32 load past the incoherent caches; %s the address: "__ldcg(%s)" */
   const char *fma;                /* f32 a * b + c, one rounding; %s a, %s b, %s c: "__fmaf_rn(%s, %s, %s)" */
   /* warp-level matrix multiply-accumulate per CgMma kind (NULL: none): a function of
@@ -281,8 +282,10 @@ typedef struct CgOptions {
   int split_rows_below;
   int split_blocks;
   bool cluster_splitk;  /* split-K through thread-block clusters where the spans fit one (KILN_CUDA_CLUSTER) */
-  bool one_fence;       /* arrival counts: the first thread fences around its count, after the block's
-                           barrier, instead of every thread before it and after (cg_arrival_lines) */
+  int one_fence;        /* arrival counts: 1 the first thread fences around its count, after the block's
+                           barrier, instead of every thread before it and after (0); 2 its count is one
+                           acquire-release atomic, no fence (the dialect's atomic_add_acq_rel; else as 1)
+                           (cg_arrival_lines) */
   bool cpu_tiles;       /* loop dialects: contractions as register tiles over packed panels (cpu_tile.c;
                            KILN_CPU_TILES) */
   bool cpu_windows;     /* loop dialects: small windows along a long last dim with a register sum a point
@@ -529,7 +532,7 @@ typedef struct CgGemm {
   int64_t kspan;                   /* (a multiple of bk; 1 split: kspan >= K) */
   bool cluster;                    /* split-K: a tile's spans are the blocks of one cluster, their partials
                                       added from each other's shared memory (no global round trip) */
-  bool one_fence;                  /* split-K's arrival count fenced by one thread (CgOptions.one_fence) */
+  int one_fence;                   /* split-K's arrival count by one thread (CgOptions.one_fence) */
   int stages;                      /* k-tiles read ahead into registers (CgOptions.gemm_stages); above 1
                                       the shared tiles are double-buffered, one barrier a k-tile */
   CgMma mma;                       /* tensor cores: the operands' kind (CG_MMA_NONE: f32 FMA). The tile's
@@ -610,9 +613,10 @@ const char *cg_lit(const CgEmit *em, int64_t v);
 /* The lines where the blocks of one split piece of work meet (a tile's K-spans, a row's
  * pieces), each block's partial already stored: the block that arrives last at counter
  * `slot` (of `blocks`) goes on past them, the others `continue` to their next piece. With
- * one_fence the block's first thread alone fences, around its count (empty lines elsewhere). */
+ * one_fence (CgOptions.one_fence) the block's first thread alone counts, fenced around its count
+ * (1) or by an acquire-release count (2). */
 enum { CG_ARRIVAL_LINES = 6 };
-void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, bool one_fence, char out[CG_ARRIVAL_LINES][256]);
+void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, int one_fence, char out[CG_ARRIVAL_LINES][256]);
 
 /* -- cpu_tile.c: register tiles for the contractions of loop dialects -- */
 

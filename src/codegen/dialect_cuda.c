@@ -85,6 +85,10 @@ static const char prelude[] =
   /* Programmatic dependent launch: wait for the kernel before to finish and its writes to be
    * visible, then let the kernel after be launched (it waits the same way); both are no-ops
    * for a kernel launched without the attribute. */
+  /* an arrival count that releases the block's writes and acquires the earlier blocks' (sm_70+) */
+  "KI unsigned k_add_acq_rel(unsigned *p, unsigned v) {\n"
+  "  unsigned r; asm volatile(\"atom.acq_rel.gpu.add.u32 %0, [%1], %2;\" : \"=r\"(r) : \"l\"(p), \"r\"(v) : \"memory\"); return r;\n"
+  "}\n"
   "KI void k_dependent_entry() {\n"
   "#if __CUDA_ARCH__ >= 900\n"
   "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
@@ -175,6 +179,7 @@ const Dialect cg_dialect_cuda = {
   .barrier = "__syncthreads();",
   .fence = "__threadfence();",
   .atomic_add = "atomicAdd(&%s, %s)",
+  .atomic_add_acq_rel = "k_add_acq_rel(&%s, %s)",
   .counter_type = "unsigned int",
   .cached_load = "__ldcg(%s)",
   .fma = "__fmaf_rn(%s, %s, %s)",

@@ -698,10 +698,22 @@ static void each_output(const CgEmit *em, const CgGemm *g, const char *stmt) {
   cg_put(em, "  for (int j = 0; j < %d; j++) %s", g->tn, stmt);
 }
 
-void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, bool one_fence, char out[CG_ARRIVAL_LINES][256]) {
+void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, int one_fence, char out[CG_ARRIVAL_LINES][256]) {
   char one[16], add[128];
   snprintf(one, sizeof one, "1%s", d->uint_suffix);
   snprintf(add, sizeof add, d->atomic_add, slot, one);
+  if (one_fence == 2 && d->atomic_add_acq_rel) {
+    /* the count itself releases what the block wrote (ordered before it by the barrier, as
+     * above) and acquires what the blocks before it released: no fence on either side */
+    snprintf(add, sizeof add, d->atomic_add_acq_rel, slot, one);
+    snprintf(out[0], 256, "%s", d->barrier);
+    snprintf(out[1], 256, "if (%s == 0) {", d->thread_id);
+    snprintf(out[2], 256, "  last = %s == %d%s;", add, blocks - 1, d->uint_suffix);
+    snprintf(out[3], 256, "}");
+    snprintf(out[4], 256, "%s", d->barrier);
+    snprintf(out[5], 256, "if (!last) continue;");
+    return;
+  }
   if (one_fence) {
     /* the barrier orders every thread's partial before the first thread's fence, whose release
      * covers what the block wrote (cumulativity: the pattern of cooperative groups' grid barrier);

@@ -627,10 +627,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
    * (bench/results/2026-12-04-h200-copies.md: the shared mlp 0.863, encoder4_d256 0.932, mlp_fwd_b128
    * 0.936, gpt_tiny 0.940; 4 stages split mlp_train_b1024's launch group, 1.043) */
   g->gemm_copies = g->gemm_vec && d->cp_async && o->cuda_copy_stages != 0 ? (o->cuda_copy_stages > 0 ? o->cuda_copy_stages : 2) : 0;
-  if (o->cuda_one_fence < -1 || o->cuda_one_fence > 1)
-    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_one_fence ($KILN_CUDA_ONE_FENCE) is %d: -1 the default, 0 off, 1 on",
-                     o->cuda_one_fence);
-  g->one_fence = o->cuda_one_fence != 0;  /* -1: on, the H200 race (mlp_fwd_b128 0.980, nothing 1 % slower) */
+  if (o->cuda_one_fence < -1 || o->cuda_one_fence > 2)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_one_fence ($KILN_CUDA_ONE_FENCE) is %d: -1 the default, 0 off, 1 on, "
+                     "2 one acquire-release count", o->cuda_one_fence);
+  g->one_fence = o->cuda_one_fence < 0 ? 1 : o->cuda_one_fence;  /* -1: on, the H200 race (mlp_fwd_b128 0.980, nothing 1 % slower) */
   if (o->cuda_pair_warps < -1 || o->cuda_pair_warps > 1 << 30)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pair_warps ($KILN_CUDA_PAIR_WARPS) is %d: -1 the default, 0 never, else "
                      "the rows from which a narrow pair takes a warp a row (at most 2^30)", o->cuda_pair_warps);

@@ -553,11 +553,12 @@ static void test_shapes(void) {
 
   /* one fence (cuda_one_fence, on by default): a split-K tile's arrival is fenced by its first
    * thread, around its count, after the block's barrier; at 0 every thread fences before the
-   * barrier and after the count. 32x784x128 splits K. */
+   * barrier and after the count; at 2 the first thread's count is one acquire-release atomic,
+   * no fence. 32x784x128 splits K. */
   {
     kiln_options ko = kiln_options_default();
-    CgOptions byd, every, one;
-    ko.cuda_one_fence = 2;
+    CgOptions byd, every, one, acq;
+    ko.cuda_one_fence = 3;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&ko, &cg_dialect_cuda, &one));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_ONE_FENCE"));
     ko.cuda_one_fence = -1;
@@ -566,20 +567,26 @@ static void test_shapes(void) {
     OK(rt_codegen_options(&ko, &cg_dialect_cuda, &one));
     ko.cuda_one_fence = 0;
     OK(rt_codegen_options(&ko, &cg_dialect_cuda, &every));
-    CHECK(byd.one_fence && one.one_fence && !every.one_fence);
+    ko.cuda_one_fence = 2;
+    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &acq));
+    CHECK(byd.one_fence == 1 && one.one_fence == 1 && !every.one_fence && acq.one_fence == 2);
     gr = dense(32, 784, 128, false);
     r = plan_of(gr);
     CgGemm g1;
     if (only_gemm_opt(&r, &one, &g1, "split K, one fence")) {
       CHECK(g1.splits > 1 && g1.one_fence);
-      StrBuf s0 = { 0 }, s1 = { 0 };
+      StrBuf s0 = { 0 }, s1 = { 0 }, s2 = { 0 };
       OK(cg_render_plan(r.p, &cg_dialect_cuda, &every, NULL, &s0));
       OK(cg_render_plan(r.p, &cg_dialect_cuda, &one, NULL, &s1));
+      OK(cg_render_plan(r.p, &cg_dialect_cuda, &acq, NULL, &s2));
       const char *lone = "__threadfence(); last = atomicAdd(&kiln_arrived";
       CHECK(s0.s && s1.s && !strstr(s0.s, lone) && strstr(s1.s, lone));
       CHECK(s0.s && strstr(s0.s, "__threadfence();\n    __syncthreads();\n    if (threadIdx.x == 0) last = atomicAdd"));
-      sb_free(&s0), sb_free(&s1);
+      CHECK(s2.s && strstr(s2.s, "if (threadIdx.x == 0) {\n      last = k_add_acq_rel(&kiln_arrived") && !strstr(s2.s, lone) &&
+            !strstr(s2.s, "__threadfence();\n    __syncthreads();"));
+      sb_free(&s0), sb_free(&s1), sb_free(&s2);
       compiles_opt(&r, &one, "split K, one fence");
+      compiles_opt(&r, &acq, "split K, an acquire-release count");
     }
     plans_free(&r);
     kiln_graph_free(gr);
@@ -980,6 +987,13 @@ static void test_values(void) {
       int64_t m = dims[i][0], k = dims[i][1], n = dims[i][2], ni = m * k, no = m * n;
       kiln_graph *g = dense(m, k, n, dims[i][3] != 0);
       check_values("relu(x@w+b), split K, every thread fences", g, 1, &ni, 1, &no);
+      kiln_graph_free(g);
+    }
+    setenv("KILN_CUDA_ONE_FENCE", "2", 1);  /* one acquire-release count */
+    for (int i = 8; i < 11; i++) {
+      int64_t m = dims[i][0], k = dims[i][1], n = dims[i][2], ni = m * k, no = m * n;
+      kiln_graph *g = dense(m, k, n, dims[i][3] != 0);
+      check_values("relu(x@w+b), split K, an acquire-release count", g, 1, &ni, 1, &no);
       kiln_graph_free(g);
     }
     unsetenv("KILN_CUDA_ONE_FENCE");
