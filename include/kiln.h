@@ -404,8 +404,9 @@ typedef struct kiln_options {
                            64, 1.38x at 128) ($KILN_CUDA_MMA_K) */
   int cuda_long_k_blocks; /* cuda: a generated GEMM of fewer than this many 32x32 tiles over a K of at
                            least 16 k-tiles of 32 is split along K towards this many blocks, where the
-                           split otherwise starts only below 128 tiles; 0 (default) off, a candidate
-                           not yet raced ($KILN_CUDA_LONG_K_BLOCKS, e.g. 512) */
+                           split otherwise starts only below 128 tiles; 0 off; default -1: 256 on cuda,
+                           the H200 race (mlp_fwd_b4096_bf16 0.943, mlp_train_b1024 0.976, nothing slower
+                           than 1.002) ($KILN_CUDA_LONG_K_BLOCKS) */
   int column_rows;      /* gpu: 1 a reduction kernel of a block a row whose inner loop reads memory only
                            across rows (a column sum, a bias gradient) takes 2 points a thread, up to
                            1024 threads, not the row race's 16; 2 the same in blocks of at most 256
@@ -447,9 +448,10 @@ typedef struct kiln_options {
                            (split-K, rows in two phases) fences memory in its first thread only, after the
                            block's barrier and around the count, as cooperative groups' grid barrier does,
                            where 0 fences in every thread before the barrier and again after it; 2 its first
-                           thread counts with one acquire-release atomic and no fence (a candidate)
-                           ($KILN_CUDA_ONE_FENCE; default -1: 1, the H200 race: mlp_fwd_b128 0.980,
-                           convnet_mini 0.977, no workload 1 % slower) */
+                           thread counts with one acquire-release atomic and no fence ($KILN_CUDA_ONE_FENCE;
+                           default -1: 2, the H200 races: 1 against 0 mlp_fwd_b128 0.980, convnet_mini
+                           0.977; 2 against 1 mlp_fwd_b128 0.961, convnet_mini 0.967, nothing slower than
+                           1.016) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

@@ -122,7 +122,7 @@ kiln_options kiln_options_default(void) {
   o.cuda_mma_k = kiln_env_int("KILN_CUDA_MMA_K", 0);
   o.cuda_mma_late_round = kiln_env_int("KILN_CUDA_MMA_LATE_ROUND", 1);
   o.column_rows = kiln_env_int("KILN_COLUMN_ROWS", -1);
-  o.cuda_long_k_blocks = kiln_env_int("KILN_CUDA_LONG_K_BLOCKS", 0);
+  o.cuda_long_k_blocks = kiln_env_int("KILN_CUDA_LONG_K_BLOCKS", -1);
   o.bounds_moves = kiln_env_int("KILN_BOUNDS_MOVES", 0) != 0;
   o.cuda_vec_reads = kiln_env_int("KILN_CUDA_VEC_READS", -1);
   o.cuda_one_fence = kiln_env_int("KILN_CUDA_ONE_FENCE", -1);

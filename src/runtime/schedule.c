@@ -571,10 +571,13 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_mma_k ($KILN_CUDA_MMA_K) is %d: 0 the default, or 32, 64 or 128", o->cuda_mma_k);
   g->mma_small_k = o->cuda_mma_k ? o->cuda_mma_k : 32;
   g->mma_round_late = o->cuda_mma_late_round != 0;
-  if (o->cuda_long_k_blocks < 0 || o->cuda_long_k_blocks > 1 << 16)
-    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_long_k_blocks ($KILN_CUDA_LONG_K_BLOCKS) is %d: 0 off, else 1 .. 65536",
-                     o->cuda_long_k_blocks);
-  g->gemm_long_k_blocks = o->cuda_long_k_blocks;
+  if (o->cuda_long_k_blocks < -1 || o->cuda_long_k_blocks > 1 << 16)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_long_k_blocks ($KILN_CUDA_LONG_K_BLOCKS) is %d: -1 the default, 0 off, "
+                     "else 1 .. 65536", o->cuda_long_k_blocks);
+  /* -1: 256 on cuda, what the H200 race chose over copied tiles (bench/results/2026-12-04-h200-copies.md:
+   * mlp_fwd_b4096_bf16 0.943, mlp_train_b1024 0.976, nothing slower than 1.002) */
+  g->gemm_long_k_blocks = o->cuda_long_k_blocks >= 0                          ? o->cuda_long_k_blocks
+                          : d && d->name && !strcmp(d->name, "cuda") ? 256 : 0;
   /* column rows where the H200 race chose them (bench/results/2026-12-04-h200-bf16-library.md:
    * mlp_train_b1024 0.951, its bf16 autocast 0.905, nothing slower); the glsl dialect's stay off
    * until a race on Vulkan says */
@@ -630,7 +633,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   if (o->cuda_one_fence < -1 || o->cuda_one_fence > 2)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_one_fence ($KILN_CUDA_ONE_FENCE) is %d: -1 the default, 0 off, 1 on, "
                      "2 one acquire-release count", o->cuda_one_fence);
-  g->one_fence = o->cuda_one_fence < 0 ? 1 : o->cuda_one_fence;  /* -1: on, the H200 race (mlp_fwd_b128 0.980, nothing 1 % slower) */
+  /* -1: one acquire-release count where the dialect has one (else a fenced count), the H200 race
+   * (bench/results/2026-12-04-h200-copies.md: mlp_fwd_b128 0.961, convnet_mini 0.967, nothing slower
+   * than 1.016) */
+  g->one_fence = o->cuda_one_fence < 0 ? 2 : o->cuda_one_fence;  /* -1: on, the H200 race (mlp_fwd_b128 0.980, nothing 1 % slower) */
   if (o->cuda_pair_warps < -1 || o->cuda_pair_warps > 1 << 30)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pair_warps ($KILN_CUDA_PAIR_WARPS) is %d: -1 the default, 0 never, else "
                      "the rows from which a narrow pair takes a warp a row (at most 2^30)", o->cuda_pair_warps);

@@ -377,18 +377,31 @@ static void test_shapes(void) {
   r = plan_of(gr);
   if (only_gemm_opt(&r, &off, &g, "dense, split-K off")) CHECK(g.splits == 1 && g.kspan >= g.K && cg_gemm_blocks(&g) == 64);
   plans_free(&r);
-  {  /* long K (the candidate gemm_long_k_blocks): 1024x128 outputs over 784 are 128 tiles of 32x32,
-      * whole by default (a block a multiprocessor); towards 512 blocks, 4 spans of 7 k-tiles. A
-      * K of 256 (8 k-tiles) is not long: whole either way. */
-    CgOptions lk = cg_options_default();
-    lk.gemm_long_k_blocks = 512;
+  {  /* long K (gemm_long_k_blocks): 1024x128 outputs over 784 are 128 tiles of 32x32, whole when
+      * it is 0 (a block a multiprocessor); towards 512 blocks, 4 spans of 7 k-tiles; towards 256
+      * (the cuda default), 2 of 13. A K of 256 (8 k-tiles) is not long: whole either way. The
+      * option: 256 on cuda by default, 0 on glsl, -2 refused. */
+    kiln_options ko = kiln_options_default();
+    ko.cuda_long_k_blocks = -1;
+    CgOptions cu, gl;
+    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &cu));
+    OK(rt_codegen_options(&ko, &cg_dialect_glsl, &gl));
+    CHECK_MSG(cu.gemm_long_k_blocks == 256 && gl.gemm_long_k_blocks == 0, "long K blocks: cuda %lld, glsl %lld",
+              (long long)cu.gemm_long_k_blocks, (long long)gl.gemm_long_k_blocks);
+    ko.cuda_long_k_blocks = -2;
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&ko, &cg_dialect_cuda, &cu));
+    CgOptions lk = cg_options_default(), l256 = cg_options_default();
+    lk.gemm_long_k_blocks = 512, l256.gemm_long_k_blocks = 256;
     for (int k = 0; k < 2; k++) {
       kiln_graph *gl = dense(1024, k ? 256 : 784, 128, false);
       Plans rl = plan_of(gl);
-      CgGemm d0, d1;
-      if (only_gemm(&rl, &d0, "dense 1024x784x128") && only_gemm_opt(&rl, &lk, &d1, "dense 1024x784x128, long K"))
-        CHECK_MSG(d0.bm == 32 && d0.splits == 1 && d1.bm == 32 && d1.splits == (k ? 1 : 4) && (k || d1.kspan == 224),
-                  "K %d: splits %d by default, %d (of %lld) for long K", k ? 256 : 784, d0.splits, d1.splits, (long long)d1.kspan);
+      CgGemm d0, d1, d2;
+      if (only_gemm(&rl, &d0, "dense 1024x784x128") && only_gemm_opt(&rl, &lk, &d1, "dense 1024x784x128, long K") &&
+          only_gemm_opt(&rl, &l256, &d2, "dense 1024x784x128, long K 256"))
+        CHECK_MSG(d0.bm == 32 && d0.splits == 1 && d1.bm == 32 && d1.splits == (k ? 1 : 4) && (k || d1.kspan == 224) &&
+                  d2.splits == (k ? 1 : 2) && (k || d2.kspan == 416),
+                  "K %d: splits %d when off, %d (of %lld) towards 512, %d (of %lld) towards 256", k ? 256 : 784, d0.splits,
+                  d1.splits, (long long)d1.kspan, d2.splits, (long long)d2.kspan);
       if (!k) compiles_opt(&rl, &lk, "dense, long K");
       plans_free(&rl);
       kiln_graph_free(gl);
@@ -569,7 +582,7 @@ static void test_shapes(void) {
     OK(rt_codegen_options(&ko, &cg_dialect_cuda, &every));
     ko.cuda_one_fence = 2;
     OK(rt_codegen_options(&ko, &cg_dialect_cuda, &acq));
-    CHECK(byd.one_fence == 1 && one.one_fence == 1 && !every.one_fence && acq.one_fence == 2);
+    CHECK(byd.one_fence == 2 && one.one_fence == 1 && !every.one_fence && acq.one_fence == 2);
     gr = dense(32, 784, 128, false);
     r = plan_of(gr);
     CgGemm g1;
