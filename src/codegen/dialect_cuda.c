@@ -82,13 +82,13 @@ static const char prelude[] =
    * the last to arrive resets the count and moves the generation on, which releases the
    * others. The fences on both sides order each block's writes before and reads after the
    * barrier at device scope; the block barriers carry that to the block's other threads. */
-  /* Programmatic dependent launch: wait for the kernel before to finish and its writes to be
-   * visible, then let the kernel after be launched (it waits the same way); both are no-ops
-   * for a kernel launched without the attribute. */
   /* an arrival count that releases the block's writes and acquires the earlier blocks' (sm_70+) */
   "KI unsigned k_add_acq_rel(unsigned *p, unsigned v) {\n"
   "  unsigned r; asm volatile(\"atom.acq_rel.gpu.add.u32 %0, [%1], %2;\" : \"=r\"(r) : \"l\"(p), \"r\"(v) : \"memory\"); return r;\n"
   "}\n"
+  /* Programmatic dependent launch: wait for the kernel before to finish and its writes to be
+   * visible, then let the kernel after be launched (it waits the same way); both are no-ops
+   * for a kernel launched without the attribute. */
   "KI void k_dependent_entry() {\n"
   "#if __CUDA_ARCH__ >= 900\n"
   "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"

@@ -86,12 +86,12 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     l->smem = (int)cg_gemm_dyn_smem(&g);
     if (l->smem > 48 * 1024) l->smem_carveout = SMEM_CARVEOUT_ALL;
     static const char *const mma_name[CG_MMA_COUNT] = { "", "bf16", "f16", "tf32" };
+    char copies[48] = "";
+    if (g.copies) snprintf(copies, sizeof copies, ", operands copied to shared, %d stages", g.copies);
     int n = g.mma ? snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%s mma, warps of %dx%d%s)", g.bm, g.bn, mma_name[g.mma],
                              g.bm / 2, g.bn / 4, g.direct ? ", operands copied straight to shared" : "")
-            : g.kgroups > 1 ? snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%d k-groups of 4x4 a thread%s)", g.bm, g.bn, g.kgroups,
-                                       g.copies == 2 ? ", operands copied to shared, 2 stages"
-                                       : g.copies == 3 ? ", operands copied to shared, 3 stages"
-                                       : g.copies == 4 ? ", operands copied to shared, 4 stages" : "")
+            : g.kgroups > 1 ? snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%d k-groups of 4x4 a thread%s)", g.bm, g.bn,
+                                       g.kgroups, copies)
                             : snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%dx%d a thread)", g.bm, g.bn, g.tm, g.tn);
     if (g.splits > 1 && n > 0 && (size_t)n < sizeof l->why)
       n += snprintf(l->why + n, sizeof l->why - (size_t)n, " x %d K-spans of %lld%s", g.splits, (long long)g.kspan,

@@ -636,7 +636,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   /* -1: one acquire-release count where the dialect has one (else a fenced count), the H200 race
    * (bench/results/2026-12-04-h200-copies.md: mlp_fwd_b128 0.961, convnet_mini 0.967, nothing slower
    * than 1.016) */
-  g->one_fence = o->cuda_one_fence < 0 ? 2 : o->cuda_one_fence;  /* -1: on, the H200 race (mlp_fwd_b128 0.980, nothing 1 % slower) */
+  g->one_fence = o->cuda_one_fence < 0 ? 2 : o->cuda_one_fence;
   if (o->cuda_pair_warps < -1 || o->cuda_pair_warps > 1 << 30)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pair_warps ($KILN_CUDA_PAIR_WARPS) is %d: -1 the default, 0 never, else "
                      "the rows from which a narrow pair takes a warp a row (at most 2^30)", o->cuda_pair_warps);

@@ -383,11 +383,11 @@ static void test_shapes(void) {
       * option: 256 on cuda by default, 0 on glsl, -2 refused. */
     kiln_options ko = kiln_options_default();
     ko.cuda_long_k_blocks = -1;
-    CgOptions cu, gl;
+    CgOptions cu, glo;
     OK(rt_codegen_options(&ko, &cg_dialect_cuda, &cu));
-    OK(rt_codegen_options(&ko, &cg_dialect_glsl, &gl));
-    CHECK_MSG(cu.gemm_long_k_blocks == 256 && gl.gemm_long_k_blocks == 0, "long K blocks: cuda %lld, glsl %lld",
-              (long long)cu.gemm_long_k_blocks, (long long)gl.gemm_long_k_blocks);
+    OK(rt_codegen_options(&ko, &cg_dialect_glsl, &glo));
+    CHECK_MSG(cu.gemm_long_k_blocks == 256 && glo.gemm_long_k_blocks == 0, "long K blocks: cuda %lld, glsl %lld",
+              (long long)cu.gemm_long_k_blocks, (long long)glo.gemm_long_k_blocks);
     ko.cuda_long_k_blocks = -2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&ko, &cg_dialect_cuda, &cu));
     CgOptions lk = cg_options_default(), l256 = cg_options_default();
