@@ -596,7 +596,7 @@ static void test_shapes(void) {
       CHECK(s0.s && s1.s && !strstr(s0.s, lone) && strstr(s1.s, lone));
       CHECK(s0.s && strstr(s0.s, "__threadfence();\n    __syncthreads();\n    if (threadIdx.x == 0) last = atomicAdd"));
       CHECK(s2.s && strstr(s2.s, "if (threadIdx.x == 0) {\n      last = k_add_acq_rel(&kiln_arrived") && !strstr(s2.s, lone) &&
-            !strstr(s2.s, "__threadfence();\n    __syncthreads();"));
+            !strstr(s2.s, "__threadfence();\n    __syncthreads();") && strstr(s2.s, "atom.acq_rel.gpu.add.u32"));
       sb_free(&s0), sb_free(&s1), sb_free(&s2);
       compiles_opt(&r, &one, "split K, one fence");
       compiles_opt(&r, &acq, "split K, an acquire-release count");
@@ -643,12 +643,13 @@ static void test_copies_shapes(void) {
   OK(rt_codegen_options(&ko, &cg_dialect_cuda, &novec));
   CHECK(novec.gemm_copies == 0);
   /* copies under 2 and 4 stages: a span of 3 k-tiles (split K, 96 points) takes 3 at most, one of
-   * 1 (K = 32) none */
+   * 2 (K = 64) 2, one of 1 (K = 32) none */
   struct { const char *what; kiln_graph *g; int copies, copies4, a_kfast, b_kfast; } c[] = {
     { "x @ w, 1024x784x128", dense(1024, 784, 128, false), 2, 4, 1, 0 },
     { "x^T @ w, 784 rows", dense(1024, 784, 128, true), 2, 4, 0, 0 },
     { "x @ w^T (w [n, k])", dense_wt(256, 512, 256), 2, 4, 1, 1 },
     { "x @ w, split K", dense(32, 784, 128, false), 2, 3, 1, 0 },
+    { "x @ w, K = 64: two k-tiles", dense(256, 64, 256, false), 2, 2, 1, 0 },
     { "x @ w, K = 32: one k-tile", dense(256, 32, 256, false), 0, 0, -1, -1 },
     { "x @ w, K = 65: no vector reads", dense(300, 65, 128, false), 0, 0, -1, -1 },
     { "siblings", siblings(256, 256, 64, false, 3), 0, 0, -1, -1 },
