@@ -452,6 +452,14 @@ typedef struct kiln_options {
                            default -1: 2, the H200 races: 1 against 0 mlp_fwd_b128 0.980, convnet_mini
                            0.977; 2 against 1 mlp_fwd_b128 0.961, convnet_mini 0.967, nothing slower than
                            1.016) */
+  int pair_tails;       /* 1: a contraction over a pair's row (the logits' gradient times the weights, the
+                           hidden layer's gradient) runs in the pair's kernel after the row's steps, by the
+                           block or warp that holds the row; 0 its own kernel; default -1: on for cuda,
+                           off elsewhere (their pairs have no tails) ($KILN_PAIR_TAILS) */
+  int row_sums;         /* 1: a sum over rows of a value of each row (a loss summed over a batch of
+                           log-softmax rows) is lowered as each row's sum, in the kernel that holds the
+                           row, then the sum of those; 0 one reduction over both; default -1: 1
+                           ($KILN_ROW_SUMS) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

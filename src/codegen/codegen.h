@@ -188,6 +188,7 @@ typedef struct Dialect {
   const char *dyn_shared;         /* declaration of the f32 dynamic shared array named dyn_shared_name */
   const char *dyn_shared_name;    /* "k_dyn" */
   const char *barrier;            /* block barrier statement: "__syncthreads();" */
+  const char *warp_barrier;       /* the same for one warp: "__syncwarp();" (NULL: none; a pair's tail needs it) */
   const char *fence;              /* device-wide memory fence statement: "__threadfence();" */
   const char *atomic_add;         /* returns the old value; %s the lvalue, %s the addend: "atomicAdd(&%s, %s)" */
   const char *counter_type;       /* type atomic_add counts in: "unsigned int" */
@@ -444,6 +445,9 @@ bool cg_chain_blocked(const Dialect *d, const Kernel *last);
  * thread a row. */
 bool cg_pair_blocked(const Dialect *d);
 int64_t cg_pair_smem(const Kernel *last);
+/* A pair's tail (Kernel.tailed, the chain's last kernel): the row's values it keeps in shared
+ * memory for the contraction over them. */
+int64_t cg_tail_smem(const Kernel *tail);
 /* A wide pair (rows of more than 32 columns, plan.h's PLAN_PAIR_MAX_WIDE) in a blocked grid
  * dialect: a block of CG_GEMM_THREADS takes 8 rows (a warp each) of one of cg_pair_splits spans
  * of the depth, cg_pair_blocks blocks; cg_pair_globals its partial rows and arrival counts. */

@@ -177,6 +177,7 @@ const Dialect cg_dialect_cuda = {
   .dyn_shared = "extern __shared__ float k_dyn[];",
   .dyn_shared_name = "k_dyn",
   .barrier = "__syncthreads();",
+  .warp_barrier = "__syncwarp();",
   .fence = "__threadfence();",
   .atomic_add = "atomicAdd(&%s, %s)",
   .atomic_add_acq_rel = "k_add_acq_rel(&%s, %s)",

@@ -43,20 +43,22 @@ static int64_t capped_blocks(int64_t work, int64_t per_block) {
 static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const CgOptions *o, CgLaunch *l) {
   CgGpuShape s = cg_kernel_shape(p, k, d, o);
   const Kernel *end = s == CG_GPU_CHAIN ? &p->kernels[plan_chain_end(p, k->id)] : NULL;
-  if (end && end->chain == 2) {  /* a pair */
-    bool blocked = cg_pair_blocked(d), wide = blocked && cg_pair_wide(end), warps = blocked && cg_pair_warps(end, o);
+  if (end && (end->chain == 2 || end->tailed)) {  /* a pair, or a pair and its tail */
+    const Kernel *kr = end->tailed ? end - 1 : end;
+    bool blocked = cg_pair_blocked(d), wide = blocked && cg_pair_wide(kr), warps = blocked && cg_pair_warps(kr, o);
     l->block = blocked ? CG_GEMM_THREADS : POINT_THREADS;
     l->grid = k->chain <= 0 ? 0
-              : wide        ? cg_pair_blocks(end)
-                            : capped_blocks(k->outer_numel, warps ? CG_GEMM_THREADS / 32 : blocked ? 1 : POINT_THREADS);
+              : wide        ? cg_pair_blocks(kr)
+                            : capped_blocks(kr->outer_numel, warps ? CG_GEMM_THREADS / 32 : blocked ? 1 : POINT_THREADS);
     if (k->chain > 0 && wide)
       snprintf(l->why, sizeof l->why, "rows: k%d..k%d, 8 rows a block (a warp a row, %lld columns a lane) x %lld K-spans",
-               k->id - 1, k->id, (long long)((k - 1)->shape[k->rank - 1] + 31) / 32, (long long)cg_pair_splits(end));
+               k->id - 1, k->id, (long long)((k - 1)->shape[k->rank - 1] + 31) / 32, (long long)cg_pair_splits(kr));
     else if (k->chain > 0)
-      snprintf(l->why, sizeof l->why, "rows: k%d..k%d, %s", k->id - 1, k->id,
+      snprintf(l->why, sizeof l->why, "rows: k%d..k%d, %s%s", k->id - k->chain + 1, k->id,
                warps     ? "a warp a row, 8 rows a block, one column a lane"
                : blocked ? "a block a row, one column a lane"
-                         : "a thread a row");
+                         : "a thread a row",
+               end->tailed ? ", then the row's points of the contraction over it" : "");
     else snprintf(l->why, sizeof l->why, "in the rows kernel k%d", end->id);
     return;
   }
@@ -142,11 +144,11 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
     l->grid = 0, l->block = 1;
     const Kernel *end = &p->kernels[plan_chain_end(p, k->id)];
     snprintf(l->why, sizeof l->why, "in the %s kernel k%d",
-             end->pooled ? "pooled" : end->expanded ? "expanded" : end->chain == 2 ? "rows" : "attention", end->id);
+             end->pooled ? "pooled" : end->expanded ? "expanded" : end->chain == 2 || end->tailed ? "rows" : "attention", end->id);
   } else {
     l->grid = 1, l->block = 1;
     snprintf(l->why, sizeof l->why, "loop: one call%s%s", d->trampoline ? " through the trampoline" : "",
-             k->chain == 3 ? ", an attention chain" : k->chain == 2 && !k->pooled && !k->expanded ? ", a contraction with its rows" : "");
+             k->chain == 3 && !k->tailed ? ", an attention chain" : k->tailed ? ", a contraction with its rows and their tail" : k->chain == 2 && !k->pooled && !k->expanded ? ", a contraction with its rows" : "");
     CgCpuTile t;
     CgCpuDirect dc;
     bool direct = d->tile && (k->pooled     ? cg_cpu_pool_match(p, k - 1, k, o, &dc)
@@ -302,7 +304,7 @@ static const char *not_groupable(const Plan *p, const Dialect *d, const CgOption
   if (l->host) return "host";
   if (o->group_veto && o->group_veto[l->kernel]) return o->group_veto[l->kernel];
   if (p->kernels[l->kernel].chain < 0) return "nothing to run";  /* its chain's last kernel runs it */
-  if (p->kernels[l->kernel].chain == 3) return "attention chain";
+  if (p->kernels[l->kernel].chain == 3 && !p->kernels[l->kernel].tailed) return "attention chain";
   if (!d->phase_prefix) return "dialect has no phases";
   if (l->grid <= 0) return "nothing to run";
   if (l->block != POINT_THREADS) return "block size";
@@ -323,6 +325,7 @@ static int64_t static_smem(const Plan *p, const Dialect *d, const CgOptions *o, 
   if (d->grid && cg_kernel_shape(p, k, d, o) == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gm))
     return cg_gemm_smem(&gm);
   if (d->grid && k->chain == 2 && cg_pair_blocked(d) && !cg_pair_wide(k)) return cg_pair_smem(k) + 32 * 16;
+  if (d->grid && k->tailed) return cg_pair_smem(k - 1) + cg_tail_smem(k) + 32 * 16;
   return 32 * 16;
 }
 

@@ -1982,9 +1982,13 @@ CgRows cg_gpu_rows(const Kernel *k, int variant) {
     while (ro.threads < 1024 && (int64_t)ro.threads * row_variants[variant].ppt < k->inner_numel) ro.threads *= 2;
   }
   /* a handful of rows (a loss summed to one value) leave the chip idle: spread each row
-   * over up to 1024 threads, ~2 points each, rather than wait on long per-thread chains */
+   * over up to 1024 threads, ~2 points each, rather than wait on long per-thread chains; but
+   * where 4 points a thread on 256 do, 256, the block every launch group takes (a batch's
+   * 1024 row losses summed beside the bias gradients) */
   if (ro.rows == 1 && k->outer_numel < 32)
-    while (ro.threads < 1024 && (int64_t)ro.threads * 2 < k->inner_numel) ro.threads *= 2;
+    while (ro.threads < 1024 && (int64_t)ro.threads * 2 < k->inner_numel &&
+           !(ro.threads >= 256 && (int64_t)ro.threads * 4 >= k->inner_numel))
+      ro.threads *= 2;
   if (row_variants[variant].vec && k->inner_numel % 4 == 0) ro.vec = 4;
   /* a 32K-point row is 128 KB: in registers alone (63 per thread) only one 1024-thread block
    * fits an SM; 12 points in registers and the rest in shared memory let two */
@@ -2783,6 +2787,10 @@ static void warp_row_steps(R *r, const Kernel *kr, const char *pre, const char *
 
 bool cg_pair_blocked(const Dialect *d) { return d->grid && d->warp_reduce; }
 
+/* A pair's tail (plan.h Kernel.tailed): the kernel KD, and the stage P of KR it reads at each
+ * point of the row, computed at KR's step `step`. */
+typedef struct PairTail { const Kernel *kd; int P, step; } PairTail;
+
 bool cg_pair_warps(const Kernel *last, const CgOptions *o) {
   return o->pair_warps > 0 && !cg_pair_wide(last) && last->outer_numel >= o->pair_warps;
 }
@@ -2838,21 +2846,66 @@ static void pair_partials(R *r, const Kernel *kc, const char *first, int step) {
   close_block(r);
 }
 
-/* KR's steps over a row held one point a lane (lane q: point q of J, in xv), opened by `open`. */
-static void pair_row_steps(R *r, const Kernel *kr, int x, long long J, const char *open) {
+/* KR's steps over a row held one point a lane (lane q: point q of J, in xv), opened by `open`;
+ * with a tail, each lane puts its point of the tail's row value P into `keep`[lane]. */
+static void pair_row_steps(R *r, const Kernel *kr, int x, long long J, const char *open, const PairTail *t,
+                           const char *keep) {
   line(r, "%s", open);
   r->indent++;
   chain_part(r, kr);
   push(r);
   decompose(r, "o", 0, kr->rank, kr->shape);
-  char head[48];
+  char head[48], post[96];
   snprintf(head, sizeof head, "if (lane < %lld) {", J);
-  warp_row_steps(r, kr, NULL, head, "lane", x, "xv", NULL, -1);
+  if (t) snprintf(post, sizeof post, "%s[lane] = s%d;", keep, t->P);
+  warp_row_steps(r, kr, NULL, head, "lane", x, "xv", t ? post : NULL, t ? t->step : -1);
   pop(r);
   close_block(r);
 }
 
-static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x) {
+/* A pair's tail (Kernel.tailed): KD's points of row o, at h = first, first + step, .. of its last
+ * dim, each the sum over the row's J values (`row`[q], P's value at point q, as KR's step left
+ * it) of the product of KD's two factors, P's read there; then KD's epilogue at the point. */
+static void pair_tail(R *r, const PairTail *t, const char *row, const char *first, int step) {
+  const Dialect *d = r->d;
+  const Kernel *kd = t->kd;
+  const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[t->P].dtype);
+  int n = kd->rank;
+  const Item *acc = chain_acc(kd);
+  chain_part(r, kd);
+  push(r);
+  decompose(r, "o", 0, n - 1, kd->shape);
+  line(r, "for (%s h = %s; h < %s; h += %d) {", I, first, lit(r, kd->shape[n - 1]), step);
+  r->indent++;
+  push(r);
+  line(r, "const %s v%d = h;", I, n - 1);
+  line(r, "%s ta = 0.0%s;", F, d->f32_suffix);
+  line(r, "%s", d->unroll);
+  line(r, "for (%s q = 0; q < %lld; q++) {", I, (long long)kd->red_shape[0]);
+  r->indent++;
+  push(r);
+  line(r, "const %s v%d = q;", I, n);
+  line(r, "const %s s%d = %s[q];", X, t->P, row);
+  char a[256], b[256], fm[600];
+  emit(r, acc->body->args[0], a, sizeof a);
+  emit(r, acc->body->args[1], b, sizeof b);
+  snprintf(fm, sizeof fm, d->fma, a, b, "ta");
+  line(r, "ta = %s;", fm);
+  pop(r);
+  close_block(r);
+  acc_final(r, acc, "ta");
+  chain_values(r, kd, 1);
+  pop(r);
+  close_block(r);
+  pop(r);
+}
+
+int64_t cg_tail_smem(const Kernel *tail) {
+  (void)tail;
+  return 4 * (int64_t)(CG_GEMM_THREADS / 32) * 32;  /* a row of at most 32 f32 (PLAN_PAIR_MAX_COLS) a warp */
+}
+
+static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x, const PairTail *t) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
   int n = kc->rank, W = CG_GEMM_THREADS / 32;
@@ -2882,7 +2935,12 @@ static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x) {
   close_block(r);
   pop(r);
   close_block(r);
-  pair_row_steps(r, kr, x, (long long)J, "if (wp == 0) {");  /* in the first warp */
+  if (t) line(r, "%s %s kiln_tail[%lld];", d->shared_qual, vt(r, r->p->te->stages[t->P].dtype), (long long)J);
+  pair_row_steps(r, kr, x, (long long)J, "if (wp == 0) {", t, "kiln_tail");  /* in the first warp */
+  if (t) {
+    line(r, "%s  /* the row's values, for every thread's points of the tail */", d->barrier);
+    pair_tail(r, t, "kiln_tail", T, CG_GEMM_THREADS);
+  }
   line(r, "%s  /* the next row's partials wait for these reads */", d->barrier);
   close_block(r);
 }
@@ -3045,12 +3103,13 @@ static void render_pair_wide(R *r, const Kernel *kc, const Kernel *kr, int x) {
  * epilogue there and holds the row's value for KR's steps, as a block row's first warp does.
  * Where rows are many, a block a row spends its time starting blocks (mlp_train_b1024's 1024
  * rows: the last block started 2.9 us after the first, each one's work 3.2 us). */
-static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x) {
+static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x, const PairTail *t) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
   int n = kc->rank, W = CG_GEMM_THREADS / 32;
   int64_t J = kc->shape[n - 1], rows = kr->outer_numel;
   line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
+  if (t) line(r, "%s %s kiln_tail[%d][%lld];", d->shared_qual, vt(r, r->p->te->stages[t->P].dtype), W, (long long)J);
   line(r, "for (%s ob = %s; ob < %s; ob += %s) {", I, d->block_id, lit(r, (rows + W - 1) / W), d->grid_size);
   r->indent++;
   line(r, "const %s o = ob * %d + wp;", I, W);
@@ -3074,26 +3133,39 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x) {
   close_block(r);
   pop(r);
   close_block(r);
-  pair_row_steps(r, kr, x, (long long)J, "{");  /* in this warp */
+  pair_row_steps(r, kr, x, (long long)J, "{", t, "kiln_tail[wp]");  /* in this warp */
+  if (t) {
+    line(r, "%s  /* the row's values, for every lane's points of the tail */", d->warp_barrier);
+    pair_tail(r, t, "kiln_tail[wp]", "lane", 32);
+    line(r, "%s  /* the next row's values wait for these reads */", d->warp_barrier);
+  }
   close_block(r);
 }
 
 static void render_pair(R *r) {
-  const Kernel *kr = r->k, *kc = kr - 1;
+  const Kernel *end = r->k, *kr = end->tailed ? end - 1 : end, *kc = kr - 1;
   int x = -1;  /* the stage of KC that KR reads */
   for (int i = 0; i < kc->n_items; i++)
     for (int j = 0; j < kr->n_items; j++)
       if (chain_reads_stage(kr->items[j].body, kc->items[i].stage)) x = kc->items[i].stage;
-  r->chain_lo = kc->id, r->chain_hi = kr->id;
+  PairTail tail = { .kd = end, .P = -1 }, *t = NULL;
+  if (end->tailed) {  /* P: the one stage of KR the tail reads (plan.c tail_fits), at its step */
+    for (int j = 0; j < kr->n_items; j++)
+      if (chain_reads_stage(chain_acc(end)->body, kr->items[j].stage))
+        tail.P = kr->items[j].stage, tail.step = kr->items[j].step;
+    t = &tail;
+    KILN_ASSERT(tail.P >= 0 && cg_pair_blocked(r->d) && !cg_pair_wide(kr) && r->d->warp_barrier);
+  }
+  r->chain_lo = kc->id, r->chain_hi = end->id;
   if (cg_pair_blocked(r->d) && cg_pair_wide(kr)) render_pair_wide(r, kc, kr, x);
-  else if (cg_pair_blocked(r->d) && cg_pair_warps(kr, r->o)) render_pair_warps(r, kc, kr, x);
-  else if (cg_pair_blocked(r->d)) render_pair_block(r, kc, kr, x);
+  else if (cg_pair_blocked(r->d) && cg_pair_warps(kr, r->o)) render_pair_warps(r, kc, kr, x, t);
+  else if (cg_pair_blocked(r->d)) render_pair_block(r, kc, kr, x, t);
   else {
     open_outer(r, kr->outer_numel, kr->outer_numel * kc->shape[kc->rank - 1] * kc->inner_numel, false);
     rows_then_steps(r, kc, kr, x, kc->shape[kc->rank - 1], -1, -1);
     close_block(r);
   }
-  chain_part(r, kr);
+  chain_part(r, end);
 }
 
 /* const v<i> for the batch digits of bz: vars 0 .. rank-3, the same in every part of a chain */
@@ -3278,7 +3350,7 @@ static void render_chain_grid(R *r, const Chain *c) {
 }
 
 static void render_chain(R *r) {
-  if (r->k->chain == 2) { render_pair(r); return; }
+  if (r->k->chain == 2 || r->k->tailed) { render_pair(r); return; }
   Chain c;
   chain_of(r->p, r->k, &c);
   r->chain_lo = c.kc->id, r->chain_hi = c.ko->id;

@@ -58,6 +58,9 @@ PlanOptions plan_options(const kiln_options *o) {
    * H200 (session 9) gpt_tiny's four layernorms with their GEMMs took it from 16 to 12 kernels
    * but from 0.087 to 0.135 ms (a warp a row reads the weights' rows the GEMM tiles share) */
   p.pairs = o && o->gemm_rows >= 0 ? (o->gemm_rows > 2 ? 2 : o->gemm_rows) : !strcmp(be, "cuda");
+  /* a pair's tail: on by default where the renderer has it, cuda (the cpu's and glsl's pairs
+   * have none) */
+  p.pair_tails = !strcmp(be, "cuda") && (!o || o->pair_tails != 0);
   /* on cpu (lenet, one thread: its 2x2 max pools 160 -> 85 us, the model 3 % faster); not raced
    * on the grid backends, whose plans stay as they were */
   p.epilogue_ties = o && o->cpu_epilogue && !strcmp(be, "cpu");
@@ -936,6 +939,69 @@ static bool pair_fits(Ctx *c, int kc, LoadList *ll) {
   return rows_read_one(c, kc, ll);
 }
 
+/* ---- a pair's tail ----
+ * KD a contraction over the row of pair kc, kr = kc + 1: out[.., i, h] = sum_j f(P[.., i, j]) x
+ * g(.., h, j), P a per-point value of KR's row (the logits' gradient), f reading nothing else
+ * of the pair, g and KD's epilogue nothing of it at all (the hidden layer's gradient, the
+ * gradient of the logits times the weights, then relu's mask). Whoever holds row i (a block, a
+ * warp) has every P[i, j] after KR's steps, so it computes the row's points of KD there: P is
+ * not read back, and KD is not a dependent kernel of its own. KD may come later than kr + 1;
+ * the kernels between neither read it nor (by topological order) are read by it, and it stores
+ * no assigned value (a parameter updated in place), so it moves up to follow KR. */
+static bool tail_fits(Ctx *c, int kr, int kd, LoadList *ll) {
+  Plan *p = c->p;
+  TE *te = c->te;
+  const Kernel *KC = &p->kernels[kr - 1], *KD = &p->kernels[kd];
+  const Item *ad = contraction_of(p, KD, 2);
+  int n = KC->rank;
+  int64_t J = KC->shape[n - 1];
+  if (!ad || KD->chain || KD->rank != n || KD->n_red != 1 || KD->red_shape[0] != J || J > PLAN_PAIR_MAX_COLS) return false;
+  for (int v = 0; v < n - 1; v++)
+    if (KD->shape[v] != KC->shape[v]) return false;
+  for (int i = 0; i < KD->n_items; i++) {
+    if (c->assigned[KD->items[i].stage]) return false;
+    if (loads_of(KD->items[i].body, ll)) return false;
+    for (int j = 0; j < ll->n; j++) {
+      int kx = p->kernel_of[ll->l[j]->src];
+      if (kx > kr && kx < kd) return false;  /* it reads a kernel it would move ahead of */
+    }
+  }
+  Expr *at[KILN_MAX_RANK];
+  for (int v = 0; v < n - 1; v++) at[v] = te_var(te, v);
+  at[n - 1] = te_var(te, n);
+  const Expr *f = ad->body;
+  int pi = -1, P = -1;
+  for (int x = 0; x < 2; x++) {
+    if (loads_of(f->args[x], ll)) return false;
+    for (int j = 0; j < ll->n; j++) {
+      int s = ll->l[j]->src, ks = p->kernel_of[s];
+      if (ks < kr - 1 || ks > kr) continue;
+      if ((pi >= 0 && pi != x) || (P >= 0 && P != s)) return false;
+      pi = x, P = s;
+    }
+  }
+  if (pi < 0 || p->kernel_of[P] != kr || !chain_loads_at(c, f->args[pi], kr - 1, kr, at, n, ll)) return false;
+  bool inner = false;
+  for (int i = 0; i < p->kernels[kr].n_items; i++)
+    inner |= p->kernels[kr].items[i].stage == P && p->kernels[kr].items[i].kind == IT_INNER;
+  if (!inner || !chain_loads_at(c, f->args[1 - pi], kr - 1, kr, NULL, 0, ll)) return false;
+  for (int i = 0; i < KD->n_items; i++)
+    if (KD->items[i].kind != IT_ACC && !chain_loads_at(c, KD->items[i].body, kr - 1, kr, NULL, 0, ll)) return false;
+  return true;
+}
+
+/* Kernel from moves to position to (< from), the kernels between one later; ids and kernel_of
+ * follow. tail_fits said the order stays topological. */
+static void move_kernel(Plan *p, int from, int to) {
+  Kernel k = p->kernels[from];
+  memmove(&p->kernels[to + 1], &p->kernels[to], (size_t)(from - to) * sizeof *p->kernels);
+  p->kernels[to] = k;
+  for (int i = to; i <= from; i++) {
+    p->kernels[i].id = i;
+    for (int j = 0; j < p->kernels[i].n_items; j++) p->kernel_of[p->kernels[i].items[j].stage] = i;
+  }
+}
+
 /* The one value that leaves kernel k, a per-point item that kernel k + 1 alone reads (not an
  * output, not assigned); -1 when none, or when another of k's values leaves it too. */
 static int value_for_next(Ctx *c, int k, LoadList *ll) {
@@ -1034,7 +1100,17 @@ static kiln_status find_chains(Ctx *c) {
     p->kernels[k + 1].chain = 2;
     p->kernels[k + 1].why = fmt(p, "%s; one kernel with the contraction k%d over its rows (the rows in registers)",
                                 p->kernels[k + 1].why, k);
-    k += 1;
+    bool tail = false;
+    for (int t = k + 2; p->opt.pair_tails && !tail && t < p->n_kernels; t++) {
+      if (!tail_fits(c, k + 1, t, &ll)) continue;
+      if (t > k + 2) move_kernel(p, t, k + 2);
+      p->kernels[k + 1].chain = -1;
+      p->kernels[k + 2].chain = 3, p->kernels[k + 2].tailed = true;
+      p->kernels[k + 2].why = fmt(p, "%s; one kernel with the pair k%d..k%d (by whoever holds the row, after its steps)",
+                                  p->kernels[k + 2].why, k, k + 1);
+      tail = true;
+    }
+    k += tail ? 2 : 1;
   }
   for (int k = 0; k + 1 < p->n_kernels; k++) {
     if (p->kernels[k].chain || !pool_fits(c, k, &ll)) continue;

@@ -64,14 +64,17 @@ typedef struct Kernel {
   /* chains (plan.c find_chains), consecutive kernels run as one, the rows kept on chip: an
    * attention chain (a contraction, the row kernel over its rows and the contraction over
    * those rows), or a pair (a narrow contraction and the row kernel over its rows). On the
-   * chain's last kernel: how many it joins (3 attention, 2 a pair); on the ones before: -1;
-   * else 0. */
+   * chain's last kernel: how many it joins (3 attention or a pair with its tail, 2 a pair);
+   * on the ones before: -1; else 0. */
   int chain;
   bool pooled;                    /* a chain of two: a convolution and the pool over its output, the pool
                                    * taken in the convolution's epilogue (find_chains, PlanOptions.pool_ok) */
   bool expanded;                  /* a chain of two: a contraction (a 1x1 convolution) and the window sum
                                    * over its output (a depthwise convolution), the contraction's value
                                    * computed where the window's planes are filled (PlanOptions.expand_ok) */
+  bool tailed;                    /* a chain of three: a narrow pair (a contraction and the row kernel over
+                                   * its rows) and a contraction over each row's values, computed by
+                                   * whoever holds the row after its steps (find_chains, a pair's tail) */
 } Kernel;
 
 struct Plan;
@@ -87,6 +90,8 @@ typedef struct PlanOptions {
   int chains;       /* attention chains: 0 none, 1 all that fit, 2 small ones (kiln_options.attention) */
   int pairs;        /* a contraction and the row kernel over its rows as one (kiln_options.gemm_rows): 0 never,
                        1 rows of at most a warp's columns, 2 also wide rows (PLAN_PAIR_MAX_WIDE) */
+  int pair_tails;   /* a narrow pair takes a contraction over its row after it (Kernel.tailed;
+                       kiln_options.pair_tails): 0 never, 1 when one fits */
   int one_contraction;  /* grid backends: a kernel holds one GEMM-shaped sum, or (1) siblings over one A
                            (kiln_options.siblings); 0 any number */
   int reorder_sums;     /* a reduction read only through a permutation of its vars is computed in that

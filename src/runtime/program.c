@@ -127,6 +127,8 @@ kiln_options kiln_options_default(void) {
   o.cuda_vec_reads = kiln_env_int("KILN_CUDA_VEC_READS", -1);
   o.cuda_one_fence = kiln_env_int("KILN_CUDA_ONE_FENCE", -1);
   o.cuda_copy_stages = kiln_env_int("KILN_CUDA_COPY_STAGES", -1);
+  o.pair_tails = kiln_env_int("KILN_PAIR_TAILS", -1);
+  o.row_sums = kiln_env_int("KILN_ROW_SUMS", -1);
   o.cuda_pair_warps = kiln_env_int("KILN_CUDA_PAIR_WARPS", -1);
   return o;
 }
@@ -165,7 +167,7 @@ static const struct { const char *name; size_t at, size; OptKind kind; } option_
   INT_FIELD(cpu_tiles), INT_FIELD(cpu_windows), INT_FIELD(cpu_epilogue), INT_FIELD(gemm_kgroups),
   INT_FIELD(cpu_direct), INT_FIELD(cpu_pool), INT_FIELD(cpu_expand), INT_FIELD(tensor_cores), INT_FIELD(cuda_mma_k),
   INT_FIELD(cuda_mma_late_round), INT_FIELD(column_rows), INT_FIELD(cuda_long_k_blocks), INT_FIELD(bounds_moves),
-  INT_FIELD(cuda_vec_reads), INT_FIELD(cuda_one_fence), INT_FIELD(cuda_pair_warps), INT_FIELD(cuda_copy_stages),
+  INT_FIELD(cuda_vec_reads), INT_FIELD(cuda_one_fence), INT_FIELD(cuda_pair_warps), INT_FIELD(cuda_copy_stages), INT_FIELD(pair_tails), INT_FIELD(row_sums),
 #undef INT_FIELD
 #undef I64_FIELD
 #undef TEXT_FIELD
@@ -246,7 +248,7 @@ kiln_status kiln_program_compile(const kiln_graph *g, const kiln_options *opt, k
   p->opt = o;
   p->opt.backend = be->name;  /* a static string: the caller's may not outlive the program */
   double t0 = now_ms();
-  kiln_status st = te_lower(&g->g, &p->te);
+  kiln_status st = te_lower_split(&g->g, o.row_sums != 0, &p->te);
   if (st == KILN_OK) st = te_check(p->te);
   if (st == KILN_OK && o.debug >= 3) {  /* levels 1-2 are the plan and the source */
     fprintf(stderr, "> te (%d stages) for backend %s:\n", p->te->n_stages, be->name);

@@ -644,6 +644,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
    * mlp_train_b32's 32 rows ran 1.041 and the shared mlp's 1 row 1.303: few rows want a block each) */
   g->pair_warps = o->cuda_pair_warps > 0 ? o->cuda_pair_warps
                   : o->cuda_pair_warps < 0 && d && d->name && !strcmp(d->name, "cuda") ? 512 : 0;
+  if (o->row_sums < -1 || o->row_sums > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
+  if (o->pair_tails < -1 || o->pair_tails > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "pair_tails ($KILN_PAIR_TAILS) is %d: -1 the default, 0 off, 1 on", o->pair_tails);
   if (o->cuda_split_rows < 0 || o->cuda_split_rows > 1 << 20 || o->cuda_split_blocks < 0 || o->cuda_split_blocks > 1 << 20)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_split_rows/cuda_split_blocks ($KILN_CUDA_SPLIT_ROWS, $KILN_CUDA_SPLIT_BLOCKS) "
                      "are %d and %d: 0 the default, else 1 .. 2^20", o->cuda_split_rows, o->cuda_split_blocks);

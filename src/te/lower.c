@@ -15,7 +15,7 @@
 #include <math.h>
 #include <string.h>
 
-typedef struct Lower { TE *te; const Graph *g; } Lower;
+typedef struct Lower { TE *te; const Graph *g; int row_sums; } Lower;
 
 /* ---- the TE object ---- */
 
@@ -350,6 +350,75 @@ static ReduceOp reduce_op(OpKind op) {
   }
 }
 
+/* ---- a sum over rows of a value of each row, in two stages ----
+ * A sum over (.., rows, j) whose body reads a reduction over j at its own row (a loss summed
+ * over a batch of log-softmax rows reads each row's max and sum) is lowered as two stages:
+ * the sum over j of each row, shaped as the row statistics are, then the sum of those over
+ * the rows. The first has the row statistics' domain, so the planner puts it in the kernel
+ * that holds the rows, and only one value a row leaves that kernel. As one stage over
+ * (rows, j) it is a dependent kernel of its own, rereading the rows and whatever they were
+ * computed from (a bias that a later kernel updates in place, so the two cannot share a
+ * launch). The sum's order changes: rows first, then across them. */
+typedef struct RowStat { const TE *te; int lead; int64_t J; const int64_t *ext; bool found; } RowStat;
+
+/* load is T[v0, .., v(lead-1), 0], T a reduction over J alone of shape [ext.., 1] */
+static void row_stat_visit(const Expr *load, void *ctx) {
+  RowStat *rs = ctx;
+  const Stage *T = &rs->te->stages[load->src];
+  if (T->kind != ST_REDUCE || T->n_red != 1 || T->red_shape[0] != rs->J || T->rank != rs->lead + 1 ||
+      T->shape[rs->lead] != 1)
+    return;
+  for (int d = 0; d < rs->lead; d++)
+    if (load->args[d]->kind != EX_VAR || load->args[d]->var != d || T->shape[d] != rs->ext[d]) return;
+  const Expr *z = load->args[rs->lead];
+  if (z->kind == EX_CONST && z->c.i == 0) rs->found = true;
+}
+
+/* Node n's sum (out rank m, n_red reduce dims red, body over them) as the two stages above;
+ * 0 when it does not read a row statistic (the caller lowers it as one), -1 out of memory. */
+static int split_row_sum(Lower *L, const Node *n, Expr *body, int n_red, const int64_t *red) {
+  TE *te = L->te;
+  const Tensor *o = tensor(L, n->out);
+  int m = o->rank, lead = m + n_red - 1;
+  if (n_red < 2 || lead + 2 > KILN_MAX_RANK || red[n_red - 1] < 2 || !te_is_float(body)) return 0;
+  int64_t ext[KILN_MAX_RANK], lo[KILN_MAX_RANK], hi[KILN_MAX_RANK];
+  for (int d = 0; d < lead + 1; d++) ext[d] = d < m ? o->shape[d] : red[d - m];
+  bool *inl = kiln_calloc((size_t)te->n_stages + 1, sizeof *inl);
+  if (!inl) return -1;
+  for (int s = 0; s < te->n_stages; s++) inl[s] = te->stages[s].kind == ST_INJECTIVE;
+  Expr *flat = te_inline(te, body, inl, NULL, NULL, 0);
+  kiln_free(inl);
+  if (!flat) return -1;
+  RowStat rs = { te, lead, red[n_red - 1], ext, false };
+  te_visit_loads(flat, row_stat_visit, &rs);
+  if (!rs.found) return 0;
+  /* the rows' sums: vars 0..lead-1 the sum's own and its leading reduce vars, lead the
+   * size-1 dim, lead + 1 the row's j (var lead in the sum's body) */
+  Stage s = { .kind = ST_REDUCE, .dtype = body->dtype, .rank = lead + 1, .numel = 1, .n_red = 1, .rop = RO_SUM,
+              .tensor = -1, .op = n->op };
+  Expr *map[KILN_MAX_RANK + 1];
+  for (int d = 0; d <= lead + 1; d++) {
+    s.shape[d] = d < lead ? ext[d] : 1;
+    lo[d] = 0, hi[d] = d < lead ? ext[d] - 1 : d == lead ? 0 : ext[lead] - 1;
+    map[d] = V(L, d < lead ? d : d + 1);
+  }
+  for (int d = 0; d < lead; d++) s.numel *= ext[d];
+  s.red_shape[0] = ext[lead];
+  Expr *b = te_substitute(te, body, map, lead + 1);
+  s.body = b ? te_simplify(te, b, lo, hi, lead + 2) : NULL;
+  size_t len = strlen(o->name) + sizeof ".rows";
+  char *nm = arena_alloc(&te->arena, len);
+  if (nm) snprintf(nm, len, "%s.rows", o->name);
+  s.name = nm;
+  int rows = s.body && s.name ? te_add_stage(te, &s) : -1;
+  if (rows < 0) return -1;
+  Expr *at[KILN_MAX_RANK];
+  for (int d = 0; d < lead; d++) at[d] = V(L, d);
+  at[lead] = I(L, 0);
+  Expr *sum = te_load(te, rows, lead + 1, at);
+  return sum ? emit_reduce(L, n, sum, n_red - 1, red, RO_SUM, 0) : -1;
+}
+
 /* reduce_* and argmax/argmin: reduced input dims read reduce vars, the others output vars. */
 static int lower_reduce(Lower *L, const Node *n) {
   const Tensor *x = tensor(L, n->in[0]), *o = tensor(L, n->out);
@@ -368,7 +437,12 @@ static int lower_reduce(Lower *L, const Node *n) {
     }
   }
   Expr *body = arith(L, load(L, n->in[0], idx));
-  return body ? emit_reduce(L, n, body, n_axes, red, reduce_op(n->op), n->attr.select_last) : -1;
+  if (!body) return -1;
+  if (L->row_sums && reduce_op(n->op) == RO_SUM && !arg) {
+    int split = split_row_sum(L, n, body, n_axes, red);
+    if (split != 0) return split;
+  }
+  return emit_reduce(L, n, body, n_axes, red, reduce_op(n->op), n->attr.select_last);
 }
 
 /* numpy.matmul: out = [batch.., M?, N?], reduce var k; 1-D operands have no M / N. */
@@ -576,11 +650,13 @@ static kiln_status lower_interface(Lower *L) {
   return KILN_OK;
 }
 
-kiln_status te_lower(const Graph *g, TE **out) {
+kiln_status te_lower(const Graph *g, TE **out) { return te_lower_split(g, 1, out); }
+
+kiln_status te_lower_split(const Graph *g, int row_sums, TE **out) {
   *out = NULL;
   TE *te = kiln_calloc(1, sizeof *te);
   if (!te) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory");
-  Lower L = { te, g };
+  Lower L = { te, g, row_sums };
   te->n_tensors = g->n_tensors;
   te->tensor_stage = arena_alloc(&te->arena, sizeof(int) * (size_t)(g->n_tensors + 1));
   te->inputs = arena_alloc(&te->arena, sizeof(int) * (size_t)(g->n_tensors + 1));

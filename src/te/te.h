@@ -175,6 +175,9 @@ TeValue te_wrap(kiln_dtype t, TeValue v);
 /* Copies every name and constant it needs: the graph may be freed once it returns.
  * Each stage body is simplified with its var ranges; every load is in range. */
 kiln_status te_lower(const Graph *g, TE **out);
+/* The same, with row_sums 0: a sum over rows of a value of each row stays one stage (lower.c,
+ * split_row_sum; te_lower splits it). */
+kiln_status te_lower_split(const Graph *g, int row_sums, TE **out);
 void te_free(TE *te);
 /* Adds a stage; returns its id or -1 when out of memory. */
 int te_add_stage(TE *te, const Stage *s);

@@ -38,17 +38,21 @@ static const Workload *built_workload(const char *name) {
   return w;
 }
 
-static inline bool build(const char *name, const Dialect *d, const CgOptions *o, Built *b) {
+/* The plan of kiln options ko (its backend set from d), the program of o. */
+static inline bool build_planned(const char *name, const Dialect *d, const CgOptions *o, kiln_options ko, Built *b) {
   memset(b, 0, sizeof *b);
-  kiln_options ko = kiln_options_default();
   ko.backend = d->grid ? "cuda" : "cpu";  /* the plan that backend makes (its GEMM operand reuse) */
   PlanOptions po = plan_options(&ko);
   b->w = built_workload(name);
-  if (b->w->g) OK(te_lower(&b->w->g->g, &b->te));
+  if (b->w->g) OK(te_lower_split(&b->w->g->g, ko.row_sums != 0, &b->te));
   if (b->te) OK(plan_build(b->te, &po, &b->p));
   if (b->p) OK(cg_program_build(b->p, d, o, &b->g));
   CHECK_MSG(b->g && b->g->n_launch == b->p->n_kernels, "%s: no program", name);
   return b->g != NULL;
+}
+
+static inline bool build(const char *name, const Dialect *d, const CgOptions *o, Built *b) {
+  return build_planned(name, d, o, kiln_options_default(), b);
 }
 
 static inline void built_free(Built *b) {

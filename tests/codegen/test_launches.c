@@ -137,8 +137,22 @@ int main(void) {
     built_free(&sb);
   }
   /* a training step's logits (k1, 32 x 10 over 128) run in the kernel of the softmax
-   * cross-entropy's rows (k2, a pair): a block a row; k1 launches nothing */
-  check("mlp_train_b32", cu, &dflt, (Want[]){ { 1, 0, 256, 0, 0, false }, { 2, 32, 256, 0, 0, false } }, 2);
+   * cross-entropy's rows (k2, a pair), and the hidden layer's gradient (k3, 32 x 128 over the
+   * row's 10) after them, the pair's tail: a block a row; k1 and k2 launch nothing */
+  check("mlp_train_b32", cu, &dflt,
+        (Want[]){ { 1, 0, 256, 0, 0, false }, { 2, 0, 256, 0, 0, false }, { 3, 32, 256, 0, 0, false } }, 3);
+  {
+    Built tb;
+    if (build("mlp_train_b32", cu, &dflt, &tb)) {
+      CHECK_MSG(strstr(tb.g->launch[3].why, "rows: k1..k3, a block a row, one column a lane, then the row's points of the "
+                                             "contraction over it"), "b32 k3: %s", tb.g->launch[3].why);
+      const char *k3 = strstr(tb.g->source.s, "kiln_k3("), *end = k3 ? strstr(k3, "\n}\n") : NULL;
+      /* the row's values kept for the tail, the block's barrier before its threads read them */
+      const char *keep = k3 ? strstr(k3, "kiln_tail[lane] = s") : NULL, *bar = keep ? strstr(keep, "__syncthreads();") : NULL;
+      CHECK(keep && bar && end && bar < end && strstr(bar, "= kiln_tail[q];") < end);
+    }
+    built_free(&tb);
+  }
   /* bert: the QKV projection (its bias in the library's epilogue) and the FFN layers go to the
    * library (>= 2^26 multiply-adds). q, k and v are views of the QKV product plus bias (the
    * head split is the score and value products' index maps), so those two products are
@@ -360,16 +374,18 @@ int main(void) {
 
   /* mlp_train_b1024: dW2 (k6) and dW1 with its SGD update (k8) are large enough for the cost
    * rule, but the library cannot take k8 (its stored value is the update), so they are not
-   * kept alone: k6 and k8 share a launch, 7 launches in all. Nor can it take k0, which stores
+   * kept alone: k6 shares a launch with the loss (k4) and db2 (k5); db1 (k7, 64 threads)
+   * launches alone, then k8: 5 launches in all. Nor can the library take k0, which stores
    * relu(x @ W1 + b1) beside the product. */
   {
     CgOptions grouped = dflt;
     grouped.group = CG_GROUP_SIBLINGS;
     if (build("mlp_train_b1024", cu, &grouped, &b)) {
       int launches = 0;
-      for (int i = 0; i < b.g->n_launch; i++) launches += b.g->launch[i].group < 0;
-      CHECK_MSG(launches + b.g->n_group == 7, "mlp_train_b1024 grouped: %d launches", launches + b.g->n_group);
-      CHECK(b.g->n_launch == 9 && b.g->launch[6].group >= 0 && b.g->launch[6].group == b.g->launch[8].group);
+      for (int i = 0; i < b.g->n_launch; i++) launches += b.g->launch[i].group < 0 && b.g->launch[i].grid > 0;
+      CHECK_MSG(launches + b.g->n_group == 5, "mlp_train_b1024 grouped: %d launches", launches + b.g->n_group);
+      CHECK(b.g->n_launch == 9 && b.g->launch[6].group >= 0 && b.g->launch[6].group == b.g->launch[4].group &&
+            b.g->launch[5].group == b.g->launch[4].group && !b.g->launch[8].library);
       CHECK(!strstr(b.g->launch[0].why, "alone: library") && b.p->kernels[0].n_items == 2);
     }
     built_free(&b);
@@ -377,8 +393,8 @@ int main(void) {
 
   /* column rows (the cuda backend's default; off in cg_options_default): mlp_train_b1024's bias
    * gradient db1, the sum over the batch of a [1024, 128] tensor, reads across rows: 512 threads
-   * of 2 points with them, the row race's 64 of 16 without; its row kernels (whose reads run
-   * along the row) keep theirs */
+   * of 2 points with them, the row race's 64 of 16 without; so does db2 (k5, 10 rows: 256 threads
+   * of 4 points without); its row kernels (whose reads run along the row) keep theirs */
   {
     CgOptions cols = dflt;
     cols.column_rows = 1;
@@ -388,17 +404,19 @@ int main(void) {
                 b.g->launch[7].why);
       CHECK_MSG(c.g->launch[7].block == 512 && strstr(c.g->launch[7].why, "reads across rows: 2 points a thread"), "k7 %d threads: %s",
                 c.g->launch[7].block, c.g->launch[7].why);
+      CHECK_MSG(b.g->launch[5].block == 256 && c.g->launch[5].block == 512, "k5: %d threads, %d with column rows",
+                b.g->launch[5].block, c.g->launch[5].block);
       for (int i = 0; i < b.g->n_launch; i++)
-        if (i != 7) CHECK_MSG(b.g->launch[i].block == c.g->launch[i].block, "k%d: %d threads, %d with column rows", i,
-                              b.g->launch[i].block, c.g->launch[i].block);
+        if (i != 5 && i != 7) CHECK_MSG(b.g->launch[i].block == c.g->launch[i].block, "k%d: %d threads, %d with column rows",
+                                        i, b.g->launch[i].block, c.g->launch[i].block);
     }
     built_free(&b);
     built_free(&c);
   }
 
   /* column rows in blocks of at most 256 threads (column_rows 2): mlp_train_b1024's bias
-   * gradients db2 (k4) and db1 (k7) take 4 points a thread and join the launch groups of their
-   * neighbours, 6 launches becoming 4; at 1 they run alone in 512 threads */
+   * gradients db2 (k5) and db1 (k7) take 4 points a thread and join the launch groups of their
+   * neighbours, 6 launches becoming 3; at 1 they run alone in 512 threads */
   {
     CgOptions one = dflt, two = dflt;
     one.group = two.group = CG_GROUP_SIBLINGS;
@@ -408,9 +426,9 @@ int main(void) {
       int n1 = 0, n2 = 0;
       for (int i = 0; i < b.g->n_launch; i++) n1 += b.g->launch[i].group < 0 && b.g->launch[i].grid > 0;
       for (int i = 0; i < c.g->n_launch; i++) n2 += c.g->launch[i].group < 0 && c.g->launch[i].grid > 0;
-      CHECK_MSG(n1 + b.g->n_group == 6 && n2 + c.g->n_group == 4, "launches: %d at column rows 1, %d at 2",
+      CHECK_MSG(n1 + b.g->n_group == 6 && n2 + c.g->n_group == 3, "launches: %d at column rows 1, %d at 2",
                 n1 + b.g->n_group, n2 + c.g->n_group);
-      for (int k = 4; k <= 7; k += 3) {
+      for (int k = 5; k <= 7; k += 2) {
         CHECK_MSG(b.g->launch[k].block == 512 && b.g->launch[k].group < 0, "k%d at 1: %s", k, b.g->launch[k].why);
         CHECK_MSG(c.g->launch[k].block == 256 && c.g->launch[k].group >= 0 &&
                       strstr(c.g->launch[k].why, "reads across rows: 4 points a thread"),
@@ -422,29 +440,32 @@ int main(void) {
   }
 
   /* narrow pairs a warp a row (pair_warps; 512 on cuda by default): from 512 rows, mlp_train_b1024's logits
-   * and their loss (1024 rows) run 8 rows a block, 128 blocks, where mlp_train_b32's 32 rows keep
-   * a block a row; the source has no block barrier and no shared rows */
+   * and their loss (1024 rows), then their tail, run 8 rows a block, 128 blocks, where
+   * mlp_train_b32's 32 rows keep a block a row; the source has no block barrier and no shared
+   * partials, and the warp's barrier before its lanes read the row's values for the tail */
   {
     CgOptions pw = dflt;
     pw.pair_warps = 512;
     Built c;
     if (build("mlp_train_b1024", cu, &dflt, &b) && build("mlp_train_b1024", cu, &pw, &c)) {
-      CHECK_MSG(b.g->launch[2].grid == 1024 && strstr(b.g->launch[2].why, "a block a row"), "k2: %s", b.g->launch[2].why);
-      CHECK_MSG(c.g->launch[2].grid == 128 && c.g->launch[2].block == 256 && strstr(c.g->launch[2].why, "a warp a row"),
-                "k2 with pair warps: grid %lld: %s", (long long)c.g->launch[2].grid, c.g->launch[2].why);
+      CHECK_MSG(b.g->launch[3].grid == 1024 && strstr(b.g->launch[3].why, "a block a row"), "k3: %s", b.g->launch[3].why);
+      CHECK_MSG(c.g->launch[3].grid == 128 && c.g->launch[3].block == 256 && strstr(c.g->launch[3].why, "a warp a row"),
+                "k3 with pair warps: grid %lld: %s", (long long)c.g->launch[3].grid, c.g->launch[3].why);
       StrBuf src = { 0 };
       if (cg_render_plan(c.p, cu, &pw, c.g, &src) == KILN_OK && src.s) {
-        const char *k2 = strstr(src.s, "kiln_k2("), *end = k2 ? strstr(k2, "\n}\n") : NULL;
-        CHECK(k2 && end && strstr(k2, "const int64_t o = ob * 8 + wp;") < end);
-        CHECK(k2 && end && (!strstr(k2, "__syncthreads") || strstr(k2, "__syncthreads") > end) &&
-              (!strstr(k2, "kiln_pr") || strstr(k2, "kiln_pr") > end));
+        const char *k3 = strstr(src.s, "kiln_k3("), *end = k3 ? strstr(k3, "\n}\n") : NULL;
+        CHECK(k3 && end && strstr(k3, "const int64_t o = ob * 8 + wp;") < end);
+        CHECK(k3 && end && (!strstr(k3, "__syncthreads") || strstr(k3, "__syncthreads") > end) &&
+              (!strstr(k3, "kiln_pr") || strstr(k3, "kiln_pr") > end));
+        const char *keep = k3 ? strstr(k3, "kiln_tail[wp][lane] = s") : NULL, *bar = keep ? strstr(keep, "__syncwarp();") : NULL;
+        CHECK(keep && bar && end && bar < end && strstr(bar, "= kiln_tail[wp][q];") < end);
       } else CHECK_MSG(0, "mlp_train_b1024 with pair warps: %s", kiln_last_error());
       sb_free(&src);
     }
     built_free(&b);
     built_free(&c);
     if (build("mlp_train_b32", cu, &pw, &c))
-      CHECK_MSG(c.g->launch[2].grid == 32 && strstr(c.g->launch[2].why, "a block a row"), "b32 k2: %s", c.g->launch[2].why);
+      CHECK_MSG(c.g->launch[3].grid == 32 && strstr(c.g->launch[3].why, "a block a row"), "b32 k3: %s", c.g->launch[3].why);
     built_free(&c);
   }
 

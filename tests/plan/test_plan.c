@@ -11,7 +11,7 @@
 static Plan *plan_graph(const Graph *g, const kiln_options *o, TE **te) {
   Plan *p = NULL;
   *te = NULL;
-  OK(te_lower(g, te));
+  OK(te_lower_split(g, o->row_sums != 0, te));
   if (!*te) return NULL;
   PlanOptions po = plan_options(o);
   OK(plan_build(*te, &po, &p));
@@ -266,6 +266,17 @@ static int pairs_in(const Plan *p, int *last) {
   return n;
 }
 
+/* Pairs with a tail (their last kernel's id in *last). */
+static int tails_in(const Plan *p, int *last) {
+  int n = 0;
+  for (int k = 0; k < p->n_kernels; k++)
+    if (p->kernels[k].tailed) {
+      n++, *last = k;
+      CHECK(p->kernels[k].chain == 3 && k >= 2 && p->kernels[k - 1].chain == -1 && p->kernels[k - 2].chain == -1);
+    }
+  return n;
+}
+
 static void pairs(void) {
   kiln_options o = kiln_options_default();
   o.backend = "cuda";
@@ -294,21 +305,42 @@ static void pairs(void) {
     }
     kiln_graph_free(kg);
   }
-  /* the training steps: the logits (k1) with the softmax cross-entropy's rows (k2); the loss's
-   * mean reads the logits too, so they are stored by the pair */
+  /* the training steps: the logits (k1) with the softmax cross-entropy's rows (k2), and the
+   * gradient of the layer before (the logits' gradient times W2, relu's mask) after them, the
+   * pair's tail, moved up past the kernels that do not read it. The loss is each row's sum,
+   * taken in the rows kernel, then the sum over the rows (reading one value a row), so the
+   * logits are not stored. As one sum over the batch's rows and columns (row_sums 0) it reads
+   * the logits again, and the pair stores them; without tails the gradient is a kernel of its
+   * own after the loss and the bias gradient. */
   const char *steps[2] = { "mlp_train_b32", "cnn_train_b32" };
   for (int m = 0; m < 2; m++) {
     Workload w;
     OK(wl_build(steps[m], &w));
-    Plan *p = plan_graph(&w.g->g, &o, &te);
-    if (p) {
-      CHECK_MSG(pairs_in(p, &at) == 1 && p->kernels[at - 1].chain == -1, "%s: %d pairs", steps[m], pairs_in(p, &at));
-      bool stored = false;
-      for (int s = 0; s < te->n_stages; s++) stored |= p->kernel_of[s] == at - 1 && p->stored[s];
-      CHECK_MSG(stored && p->kernels[at].bytes_written > 0, "%s: the logits are not stored", steps[m]);
+    for (int v = 0; v < 2; v++) {
+      kiln_options q = o;
+      q.row_sums = q.pair_tails = v ? 0 : -1;
+      Plan *p = plan_graph(&w.g->g, &q, &te);
+      if (p && !v) {
+        CHECK_MSG(tails_in(p, &at) == 1 && pairs_in(p, &at) == 0, "%s: %d tails", steps[m], tails_in(p, &at));
+        bool stored = false;
+        for (int s = 0; s < te->n_stages; s++) stored |= p->kernel_of[s] == at - 2 && p->stored[s];
+        CHECK_MSG(!stored, "%s: the logits are stored", steps[m]);
+        CHECK(printed_has(p, "one kernel with the pair") && p->kernels[at].kind == KN_REDUCE && p->kernels[at].n_red == 1 &&
+              p->kernels[at].red_shape[0] == 10);
+        /* the loss over the rows: the next kernel, reading one value a row */
+        CHECK_MSG(p->kernels[at + 1].rank == 0 && p->kernels[at + 1].inner_numel == 32 && p->kernels[at + 1].bytes_read == 128,
+                  "%s: k%d rank %d over %lld, %lld B", steps[m], at + 1, p->kernels[at + 1].rank,
+                  (long long)p->kernels[at + 1].inner_numel, (long long)p->kernels[at + 1].bytes_read);
+      } else if (p) {
+        CHECK_MSG(pairs_in(p, &at) == 1 && tails_in(p, &at) == 0 && p->kernels[at - 1].chain == -1, "%s: %d pairs", steps[m],
+                  pairs_in(p, &at));
+        bool stored = false;
+        for (int s = 0; s < te->n_stages; s++) stored |= p->kernel_of[s] == at - 1 && p->stored[s];
+        CHECK_MSG(stored && p->kernels[at].bytes_written > 0, "%s: the logits are not stored", steps[m]);
+      }
+      plan_free(p);
+      te_free(te);
     }
-    plan_free(p);
-    te_free(te);
     wl_free(&w);
   }
   /* wide pairs (gemm_rows 2): gpt_tiny's layernorms after their GEMMs, 256 wide (the output
