@@ -460,6 +460,10 @@ typedef struct kiln_options {
                            log-softmax rows) is lowered as each row's sum, in the kernel that holds the
                            row, then the sum of those; 0 one reduction over both; default -1: 1
                            ($KILN_ROW_SUMS) */
+  int cuda_group_blocks; /* cuda: a launch group's kernel (grid_sync) is compiled for this many resident
+                           blocks a multiprocessor, its registers capped to fit (its members inlined
+                           into one function take more registers than any of them alone); 0 no ask;
+                           default -1: no ask ($KILN_CUDA_GROUP_BLOCKS) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

@@ -312,6 +312,11 @@ typedef struct CgOptions {
   int64_t pair_warps;   /* narrow pairs (a contraction of at most 32 columns and its rows) of at least this
                            many rows take a warp a row, 8 rows a block; 0 never (cg_pair_warps;
                            KILN_CUDA_PAIR_WARPS) */
+  int group_blocks;     /* a launch group's kernel asks for this many resident blocks a multiprocessor
+                           (launch bounds: its registers capped to fit); 0 no ask. Its members are
+                           inlined into one function, whose registers come out above any member's
+                           alone (mlp_train_b1024's last group: 109, members at most 65), which can halve
+                           the blocks resident (KILN_CUDA_GROUP_BLOCKS) */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
                            above 1 the shared tiles are double-buffered; 0 the default: 2 for tiles
                            whose factors are vector reads over spans of 4 k-tiles or more, else 1);
