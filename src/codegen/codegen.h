@@ -317,6 +317,9 @@ typedef struct CgOptions {
                            inlined into one function, whose registers come out above any member's
                            alone (mlp_train_b1024's last group: 109, members at most 65), which can halve
                            the blocks resident (KILN_CUDA_GROUP_BLOCKS) */
+  const int *group_bounds; /* plan kernel -> blocks a multiprocessor that the group it begins asks for
+                           (over group_blocks; NULL or 0: group_blocks; < 0 no ask): set by the runtime
+                           from the compiled group's residency */
   int gemm_stages;      /* GEMM tiles: k-tiles whose global reads are in flight at once (1, 2 or 4;
                            above 1 the shared tiles are double-buffered; 0 the default: 2 for tiles
                            whose factors are vector reads over spans of 4 k-tiles or more, else 1);

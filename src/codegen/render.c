@@ -3632,7 +3632,10 @@ static void render_group(const Plan *p, const Dialect *d, const CgOptions *o, co
   sb_printf(out, "\n/* group %d: %d phases */\n", gi, G->phase);
   if (G->cooperative) sb_printf(out, "%s %s %s[2];\n", d->global_qual, d->counter_type, bar);
   sb_printf(out, "%s ", d->kernel_prefix);
-  if (d->block_bounds_min && o->group_blocks > 0) sb_printf(out, d->block_bounds_min, G->block, o->group_blocks), sb_puts(out, " ");
+  int first = 0, ask = o->group_blocks;
+  while (first < g->n_launch && g->launch[first].group != gi) first++;
+  if (o->group_bounds && first < g->n_launch && o->group_bounds[first]) ask = o->group_bounds[first];
+  if (d->block_bounds_min && ask > 0) sb_printf(out, d->block_bounds_min, G->block, ask), sb_puts(out, " ");
   else if (d->block_bounds) sb_printf(out, d->block_bounds, G->block), sb_puts(out, " ");
   sb_printf(out, "%s(", G->name);
   for (int i = 0; i < G->n_params; i++) {

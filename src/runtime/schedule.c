@@ -56,6 +56,7 @@ struct Schedule {
   Launch *launch; int n_launch;
   Launch *group; int n_group;   /* launch groups (cg->group), each launched at its last member */
   const char **veto;   /* plan kernel -> why it may not join a group (a built group over budget) */
+  int *bounds;         /* plan kernel -> resident blocks the group it begins asks for (CgOptions.group_bounds) */
   Arena veto_text;
   int n_rebuilds;
   void *graph;         /* the recorded schedule */
@@ -388,7 +389,13 @@ static kiln_status bind_launches(Schedule *s) {
  * must have all its blocks resident: its grid is capped at that, and a group whose compiled
  * code spills or whose resident blocks cannot cover the phases' blocks up to one per
  * multiprocessor would be slower than its kernels apart; its members are vetoed (with the
- * numbers) and the program is rendered again without it. Returns how many were vetoed. */
+ * numbers) and the program is rendered again without it. With adaptive bounds (s->bounds), a
+ * group of one phase whose blocks take more than one wave asks for the blocks a
+ * multiprocessor that would make it one (at most GROUP_ASK_MOST), its registers capped to fit;
+ * if it then spills, it asks for nothing again. Returns how many groups were vetoed or asked
+ * again (the program is rendered and built once more). */
+enum { GROUP_ASK_MOST = 4 };
+
 static kiln_status check_groups(Schedule *s, int *vetoed) {
   const CgProgram *g = s->cg;
   *vetoed = 0;
@@ -410,6 +417,25 @@ static kiln_status check_groups(Schedule *s, int *vetoed) {
     if ((st = s->be->residency(s->dev, L->fn, L->l, &per_sm, &sms, &L->regs, &L->local_bytes))) return st;
     L->resident = (int64_t)per_sm * sms;
     int64_t want = L->l->grid < sms ? L->l->grid : sms;
+    int first = L->at;
+    for (int m = L->at; m >= 0; m--)
+      if (g->launch[m].group == i) first = m;
+    if (s->bounds && first >= 0 && !L->l->cooperative && sms > 0) {
+      int ask = (int)((L->l->grid + sms - 1) / sms);
+      if (s->bounds[first] > 0 && L->local_bytes > 0) {  /* the ask spilled: none, as before */
+        s->bounds[first] = -1;
+        (*vetoed)++;
+        continue;
+      }
+      if (!s->bounds[first] && L->local_bytes == 0 && per_sm > 0 && per_sm < ask && per_sm < GROUP_ASK_MOST) {
+        s->bounds[first] = ask < GROUP_ASK_MOST ? ask : GROUP_ASK_MOST;
+        if (s->opt.debug >= 1)
+          fprintf(stderr, "> %s: group %d (%d registers) keeps %d blocks a multiprocessor for %lld; it asks for %d\n",
+                  s->be->name, i, L->regs, per_sm, (long long)L->l->grid, s->bounds[first]);
+        (*vetoed)++;
+        continue;
+      }
+    }
     bool over = L->local_bytes > 0 || (L->l->cooperative && (L->resident < 1 || L->resident < want));
     if (L->l->cooperative && L->resident > 0 && L->run.grid > L->resident) L->run.grid = L->resident;
     if (!over) continue;
@@ -699,6 +725,10 @@ static kiln_status compile_plan(Schedule *s) {
   if (!st && !(s->veto = kiln_calloc((size_t)s->plan->n_kernels + 1, sizeof *s->veto)))
     st = kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory", s->be->name);
   co.group_veto = s->veto;
+  /* adaptive group bounds (cuda_group_blocks -1): the budget asks for them */
+  if (!st && s->opt.cuda_group_blocks < 0 && !(s->bounds = kiln_calloc((size_t)s->plan->n_kernels + 1, sizeof *s->bounds)))
+    st = kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory", s->be->name);
+  co.group_bounds = s->bounds;
   /* render and build until every launch group fits its device (each pass vetoes at least one) */
   for (int vetoed = 1; !st && vetoed;) {
     if (s->module) s->be->unload(s->dev, s->module), s->module = NULL;
@@ -795,6 +825,7 @@ void rt_schedule_free(Schedule *s) {
   for (int i = 0; s->group && i < s->n_group; i++) kiln_free(s->group[i].args);
   kiln_free(s->group);
   kiln_free(s->veto);
+  kiln_free(s->bounds);
   arena_free(&s->veto_text);
   for (int a = 0; s->assign_tmp && a < te->n_assigns; a++) mem_release(s, s->assign_tmp[a]);
   for (int i = 0; s->own && i < te->n_stages; i++) mem_release(s, s->own[i]);

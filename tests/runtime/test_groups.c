@@ -106,6 +106,23 @@ static void mlp_train_groups(void) {
   }
   built_free(&b);
 
+  /* a group's resident blocks: none asked (no bounds but the block), asked for every group
+   * (group_blocks) or for the group a kernel begins (group_bounds, what the runtime sets from the
+   * compiled group's residency; below 0 no ask); mlp_train_b1024's one group (k4..k6 here, without
+   * column rows) begins at k4 */
+  int bounds[16] = { 0 };
+  for (int m = 0; m < 4; m++) {
+    o = opts(CG_GROUP_SIBLINGS, true);
+    if (m == 1) o.group_blocks = 3;
+    if (m >= 2) bounds[4] = m == 2 ? 4 : -1, o.group_bounds = bounds, o.group_blocks = 3;
+    const char *want[4] = { "__launch_bounds__(256) kiln_g0(", "__launch_bounds__(256, 3) kiln_g0(",
+                            "__launch_bounds__(256, 4) kiln_g0(", "__launch_bounds__(256) kiln_g0(" };
+    if (build("mlp_train_b1024", &cg_dialect_cuda, &o, &b))
+      CHECK_MSG(b.g->n_group == 1 && strstr(b.g->group[0].why, "group of k4..k6:") && strstr(b.g->source.s, want[m]),
+                "bounds %d: %s", m, b.g->n_group ? b.g->group[0].why : "no group");
+    built_free(&b);
+  }
+
   /* a vetoed kernel runs alone and splits the group around it */
   const char *veto[16] = { 0 };
   veto[5] = "test veto";
