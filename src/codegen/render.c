@@ -3154,7 +3154,12 @@ static void render_pair(R *r) {
       if (chain_reads_stage(chain_acc(end)->body, kr->items[j].stage))
         tail.P = kr->items[j].stage, tail.step = kr->items[j].step;
     t = &tail;
-    KILN_ASSERT(tail.P >= 0 && cg_pair_blocked(r->d) && !cg_pair_wide(kr) && r->d->warp_barrier);
+    if (tail.P < 0 || !cg_pair_blocked(r->d) || cg_pair_wide(kr) || !r->d->warp_barrier) {
+      /* planned for another backend (plan_options gives tails to cuda alone) */
+      r->st = kiln_fail(KILN_ERR_UNSUPPORTED, "codegen: kernel %d: the %s dialect has no pair's tail (a block or warp a "
+                        "row and a warp barrier)", end->id, r->d->name);
+      return;
+    }
   }
   r->chain_lo = kc->id, r->chain_hi = end->id;
   if (cg_pair_blocked(r->d) && cg_pair_wide(kr)) render_pair_wide(r, kc, kr, x);
