@@ -78,7 +78,7 @@ int cmd_plan(int argc, char **argv) {
   if (st) return fail(model, st);
   TE *te = NULL;
   Plan *p = NULL;
-  st = te_lower(&g->g, &te);
+  st = te_lower_split(&g->g, o.row_sums != 0, &te);  /* as kiln_program_compile lowers it */
   PlanOptions po = plan_options(&o);
   /* the planner asks the renderer of the plan's backend (the cpu's by default) */
   const char *be = o.backend ? o.backend : "cpu";
