@@ -446,7 +446,56 @@ static void reordered_sums(void) {
   wl_free(&w);
 }
 
+/* Row sums (lower.c, split_row_sum): a sum over all of log_softmax(x) * y reads each row's max
+ * and sum, so it is lowered as each row's sum ([6, 1] over the row's 12, the row statistics'
+ * shape), which the plan puts in the rows kernel, then the sum over the 6 rows; a sum over all
+ * of x * x reads no row statistic and stays one stage, as does the loss with row_sums 0 */
+static void row_sums(void) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[2] = { 6, 12 };
+  kiln_tensor x, y, lsm, prod, loss, sq, total;
+  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
+  OK(kiln_graph_input(g, "y", KILN_F32, 2, xs, &y));
+  OK(kiln_graph_log_softmax(g, x, -1, &lsm));
+  OK(kiln_graph_binary(g, KILN_MUL, lsm, y, &prod));
+  OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, prod, 0, NULL, 0, &loss));
+  OK(kiln_graph_binary(g, KILN_MUL, x, x, &sq));
+  OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, sq, 0, NULL, 0, &total));
+  OK(kiln_graph_output(g, loss, "loss"));
+  OK(kiln_graph_output(g, total, "total"));
+  for (int m = 0; m < 2; m++) {
+    kiln_options o = kiln_options_default();
+    o.row_sums = m ? 0 : -1;
+    TE *te;
+    Plan *p = plan_graph(&g->g, &o, &te);
+    int rows = -1, sums = 0;
+    for (int s = 0; te && s < te->n_stages; s++) {
+      const Stage *S = &te->stages[s];
+      if (S->name && strstr(S->name, ".rows")) rows = s;
+      if (S->kind == ST_REDUCE && S->rop == RO_SUM && S->rank == 0) {
+        sums++;
+        CHECK_MSG(S->n_red == (m == 0 && s != te->tensor_stage[total] ? 1 : 2), "row_sums %d: t%d sums over %d dims", o.row_sums,
+                  s, S->n_red);
+      }
+    }
+    CHECK(sums == 2);
+    CHECK_MSG((rows >= 0) == (m == 0), "row_sums %d: rows stage t%d", o.row_sums, rows);
+    if (p && rows >= 0) {
+      const Stage *R = &te->stages[rows];
+      CHECK(R->rank == 2 && R->shape[0] == 6 && R->shape[1] == 1 && R->n_red == 1 && R->red_shape[0] == 12);
+      const Kernel *K = &p->kernels[p->kernel_of[rows]];  /* with the row statistics, in the rows kernel */
+      CHECK_MSG(K->kind == KN_ROW && K->rank == 2 && K->shape[0] == 6 && K->red_shape[0] == 12, "the rows' sums in k%d", K->id);
+      CHECK(p->stored[rows] && p->kernel_of[te->tensor_stage[loss]] != K->id);
+    }
+    plan_free(p);
+    te_free(te);
+  }
+  kiln_graph_free(g);
+}
+
 int main(void) {
+  row_sums();
   cse();
   liveness();
   moves_and_prologues();
