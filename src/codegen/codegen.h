@@ -395,6 +395,8 @@ typedef struct CgProgram {
  * kernel's launch. The source is exactly cg_render_plan's. */
 kiln_status cg_program_build(const Plan *p, const Dialect *d, const CgOptions *o, CgProgram **out);
 void cg_program_free(CgProgram *g);   /* NULL: nothing */
+/* The first launch (plan kernel) of group gi: what CgOptions.group_bounds is keyed by; -1 none. */
+int cg_group_first(const CgProgram *g, int gi);
 void cg_program_print(const CgProgram *g, FILE *f);   /* one line per launch: kernel, name, grid x block, smem, library, why */
 
 /* -- dialect_c.c -- */

@@ -596,6 +596,12 @@ kiln_status cg_program_build(const Plan *p, const Dialect *d, const CgOptions *o
   return KILN_OK;
 }
 
+int cg_group_first(const CgProgram *g, int gi) {
+  for (int m = 0; m < g->n_launch; m++)
+    if (g->launch[m].group == gi) return m;
+  return -1;
+}
+
 void cg_program_free(CgProgram *g) {
   if (!g) return;
   sb_free(&g->source);

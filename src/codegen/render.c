@@ -3637,9 +3637,8 @@ static void render_group(const Plan *p, const Dialect *d, const CgOptions *o, co
   sb_printf(out, "\n/* group %d: %d phases */\n", gi, G->phase);
   if (G->cooperative) sb_printf(out, "%s %s %s[2];\n", d->global_qual, d->counter_type, bar);
   sb_printf(out, "%s ", d->kernel_prefix);
-  int first = 0, ask = o->group_blocks;
-  while (first < g->n_launch && g->launch[first].group != gi) first++;
-  if (o->group_bounds && first < g->n_launch && o->group_bounds[first]) ask = o->group_bounds[first];
+  int first = cg_group_first(g, gi), ask = o->group_blocks;
+  if (o->group_bounds && first >= 0 && o->group_bounds[first]) ask = o->group_bounds[first];
   if (d->block_bounds_min && ask > 0) sb_printf(out, d->block_bounds_min, G->block, ask), sb_puts(out, " ");
   else if (d->block_bounds) sb_printf(out, d->block_bounds, G->block), sb_puts(out, " ");
   sb_printf(out, "%s(", G->name);

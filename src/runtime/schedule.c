@@ -417,9 +417,7 @@ static kiln_status check_groups(Schedule *s, int *vetoed) {
     if ((st = s->be->residency(s->dev, L->fn, L->l, &per_sm, &sms, &L->regs, &L->local_bytes))) return st;
     L->resident = (int64_t)per_sm * sms;
     int64_t want = L->l->grid < sms ? L->l->grid : sms;
-    int first = L->at;
-    for (int m = L->at; m >= 0; m--)
-      if (g->launch[m].group == i) first = m;
+    int first = cg_group_first(g, i);
     if (s->bounds && first >= 0 && !L->l->cooperative && sms > 0) {
       int ask = (int)((L->l->grid + sms - 1) / sms);
       if (s->bounds[first] > 0 && L->local_bytes > 0) {  /* the ask spilled: none, as before */

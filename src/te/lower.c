@@ -83,23 +83,25 @@ static Expr *bcast_load(Lower *L, int t, int ro) {
   return load(L, t, idx);
 }
 
-/* Adds a stage computing node n's output shape. final: it is the tensor n->out; else an
+/* Adds a stage of node n over `shape` (rank dims). suffix NULL: it is the tensor n->out; else an
  * internal stage named after it with suffix. Returns the stage id, or -1 out of memory. */
-static int emit(Lower *L, const Node *n, StageKind kind, kiln_dtype dt, Expr *body, int n_red,
-                const int64_t *red, ReduceOp rop, int select_last, const char *suffix) {
+static int emit_shaped(Lower *L, const Node *n, StageKind kind, kiln_dtype dt, int rank, const int64_t *shape, Expr *body,
+                       int n_red, const int64_t *red, ReduceOp rop, int select_last, const char *suffix) {
   TE *te = L->te;
   const Tensor *t = tensor(L, n->out);
-  Stage s = { .kind = kind, .dtype = dt, .rank = t->rank, .numel = t->numel, .n_red = n_red, .rop = rop,
+  Stage s = { .kind = kind, .dtype = dt, .rank = rank, .numel = 1, .n_red = n_red, .rop = rop,
               .select_last = select_last, .tensor = suffix ? -1 : n->out, .op = n->op };
-  memcpy(s.shape, t->shape, sizeof s.shape);
   int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
-  for (int v = 0; v < t->rank; v++) { lo[v] = 0; hi[v] = t->shape[v] - 1; }
+  for (int v = 0; v < rank; v++) {
+    s.shape[v] = shape[v], s.numel *= shape[v];
+    lo[v] = 0, hi[v] = shape[v] - 1;
+  }
   for (int r = 0; r < n_red; r++) {
     s.red_shape[r] = red[r];
-    lo[t->rank + r] = 0;
-    hi[t->rank + r] = red[r] - 1;
+    lo[rank + r] = 0;
+    hi[rank + r] = red[r] - 1;
   }
-  s.body = te_simplify(te, body, lo, hi, t->rank + n_red);
+  s.body = te_simplify(te, body, lo, hi, rank + n_red);
   if (suffix) {
     size_t len = strlen(t->name) + strlen(suffix) + 2;
     char *nm = arena_alloc(&te->arena, len);
@@ -110,6 +112,13 @@ static int emit(Lower *L, const Node *n, StageKind kind, kiln_dtype dt, Expr *bo
   }
   if (!s.body || !s.name) return -1;
   return te_add_stage(te, &s);
+}
+
+/* A stage of node n's output shape (emit_shaped). */
+static int emit(Lower *L, const Node *n, StageKind kind, kiln_dtype dt, Expr *body, int n_red,
+                const int64_t *red, ReduceOp rop, int select_last, const char *suffix) {
+  const Tensor *t = tensor(L, n->out);
+  return emit_shaped(L, n, kind, dt, t->rank, t->shape, body, n_red, red, rop, select_last, suffix);
 }
 
 static Expr *load_out(Lower *L, int stage, int rank) {
@@ -381,7 +390,7 @@ static int split_row_sum(Lower *L, const Node *n, Expr *body, int n_red, const i
   const Tensor *o = tensor(L, n->out);
   int m = o->rank, lead = m + n_red - 1;
   if (n_red < 2 || lead + 2 > KILN_MAX_RANK || red[n_red - 1] < 2 || !te_is_float(body)) return 0;
-  int64_t ext[KILN_MAX_RANK], lo[KILN_MAX_RANK], hi[KILN_MAX_RANK];
+  int64_t ext[KILN_MAX_RANK];
   for (int d = 0; d < lead + 1; d++) ext[d] = d < m ? o->shape[d] : red[d - m];
   bool *inl = kiln_calloc((size_t)te->n_stages + 1, sizeof *inl);
   if (!inl) return -1;
@@ -394,23 +403,14 @@ static int split_row_sum(Lower *L, const Node *n, Expr *body, int n_red, const i
   if (!rs.found) return 0;
   /* the rows' sums: vars 0..lead-1 the sum's own and its leading reduce vars, lead the
    * size-1 dim, lead + 1 the row's j (var lead in the sum's body) */
-  Stage s = { .kind = ST_REDUCE, .dtype = body->dtype, .rank = lead + 1, .numel = 1, .n_red = 1, .rop = RO_SUM,
-              .tensor = -1, .op = n->op };
+  int64_t shape[KILN_MAX_RANK];
   Expr *map[KILN_MAX_RANK + 1];
-  for (int d = 0; d <= lead + 1; d++) {
-    s.shape[d] = d < lead ? ext[d] : 1;
-    lo[d] = 0, hi[d] = d < lead ? ext[d] - 1 : d == lead ? 0 : ext[lead] - 1;
+  for (int d = 0; d <= lead; d++) {
+    shape[d] = d < lead ? ext[d] : 1;
     map[d] = V(L, d < lead ? d : d + 1);
   }
-  for (int d = 0; d < lead; d++) s.numel *= ext[d];
-  s.red_shape[0] = ext[lead];
   Expr *b = te_substitute(te, body, map, lead + 1);
-  s.body = b ? te_simplify(te, b, lo, hi, lead + 2) : NULL;
-  size_t len = strlen(o->name) + sizeof ".rows";
-  char *nm = arena_alloc(&te->arena, len);
-  if (nm) snprintf(nm, len, "%s.rows", o->name);
-  s.name = nm;
-  int rows = s.body && s.name ? te_add_stage(te, &s) : -1;
+  int rows = b ? emit_shaped(L, n, ST_REDUCE, body->dtype, lead + 1, shape, b, 1, &ext[lead], RO_SUM, 0, "rows") : -1;
   if (rows < 0) return -1;
   Expr *at[KILN_MAX_RANK];
   for (int d = 0; d < lead; d++) at[d] = V(L, d);
