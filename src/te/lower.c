@@ -368,19 +368,31 @@ static ReduceOp reduce_op(OpKind op) {
  * (rows, j) it is a dependent kernel of its own, rereading the rows and whatever they were
  * computed from (a bias that a later kernel updates in place, so the two cannot share a
  * launch). The sum's order changes: rows first, then across them. */
-typedef struct RowStat { const TE *te; int lead; int64_t J; const int64_t *ext; bool found; } RowStat;
+typedef struct RowStat {
+  const TE *te;
+  int m, n_red;           /* the sum's output rank and reduce dims: vars 0..m-1, m..m+n_red-1 (j last) */
+  const int64_t *ext;     /* each var's extent */
+  const Expr *found;      /* the first load of a row statistic */
+} RowStat;
 
-/* load is T[v0, .., v(lead-1), 0], T a reduction over J alone of shape [ext.., 1] */
+/* load is T[u0, u1, .., 0]: T a reduction over j's extent alone whose last dim is 1; the u's
+ * vars of the sum in increasing order, each with T's extent there, every leading reduce var
+ * among them (the row), the others output vars (a kept dim, or the sum's own) */
 static void row_stat_visit(const Expr *load, void *ctx) {
   RowStat *rs = ctx;
   const Stage *T = &rs->te->stages[load->src];
-  if (T->kind != ST_REDUCE || T->n_red != 1 || T->red_shape[0] != rs->J || T->rank != rs->lead + 1 ||
-      T->shape[rs->lead] != 1)
+  int r = T->rank, last = rs->m + rs->n_red - 1;
+  if (rs->found || T->kind != ST_REDUCE || T->n_red != 1 || T->red_shape[0] != rs->ext[last] || r < 2 ||
+      T->shape[r - 1] != 1 || load->args[r - 1]->kind != EX_CONST || load->args[r - 1]->c.i != 0)
     return;
-  for (int d = 0; d < rs->lead; d++)
-    if (load->args[d]->kind != EX_VAR || load->args[d]->var != d || T->shape[d] != rs->ext[d]) return;
-  const Expr *z = load->args[rs->lead];
-  if (z->kind == EX_CONST && z->c.i == 0) rs->found = true;
+  int prev = -1, rows = 0;
+  for (int d = 0; d < r - 1; d++) {
+    const Expr *a = load->args[d];
+    if (a->kind != EX_VAR || a->var <= prev || a->var >= last || T->shape[d] != rs->ext[a->var]) return;
+    rows += a->var >= rs->m;
+    prev = a->var;
+  }
+  if (rows == rs->n_red - 1) rs->found = load;
 }
 
 /* Node n's sum (out rank m, n_red reduce dims red, body over them) as the two stages above;
@@ -388,34 +400,38 @@ static void row_stat_visit(const Expr *load, void *ctx) {
 static int split_row_sum(Lower *L, const Node *n, Expr *body, int n_red, const int64_t *red) {
   TE *te = L->te;
   const Tensor *o = tensor(L, n->out);
-  int m = o->rank, lead = m + n_red - 1;
-  if (n_red < 2 || lead + 2 > KILN_MAX_RANK || red[n_red - 1] < 2 || !te_is_float(body)) return 0;
-  int64_t ext[KILN_MAX_RANK];
-  for (int d = 0; d < lead + 1; d++) ext[d] = d < m ? o->shape[d] : red[d - m];
+  int m = o->rank, last = m + n_red - 1;
+  if (n_red < 2 || last + 1 > KILN_MAX_RANK || red[n_red - 1] < 2 || !te_is_float(body)) return 0;
+  int64_t ext[2 * KILN_MAX_RANK];
+  for (int d = 0; d <= last; d++) ext[d] = d < m ? o->shape[d] : red[d - m];
   bool *inl = kiln_calloc((size_t)te->n_stages + 1, sizeof *inl);
   if (!inl) return -1;
   for (int s = 0; s < te->n_stages; s++) inl[s] = te->stages[s].kind == ST_INJECTIVE;
   Expr *flat = te_inline(te, body, inl, NULL, NULL, 0);
   kiln_free(inl);
   if (!flat) return -1;
-  RowStat rs = { te, lead, red[n_red - 1], ext, false };
+  RowStat rs = { te, m, n_red, ext, NULL };
   te_visit_loads(flat, row_stat_visit, &rs);
   if (!rs.found) return 0;
-  /* the rows' sums: vars 0..lead-1 the sum's own and its leading reduce vars, lead the
-   * size-1 dim, lead + 1 the row's j (var lead in the sum's body) */
-  int64_t shape[KILN_MAX_RANK];
-  Expr *map[KILN_MAX_RANK + 1];
-  for (int d = 0; d <= lead; d++) {
-    shape[d] = d < lead ? ext[d] : 1;
-    map[d] = V(L, d < lead ? d : d + 1);
-  }
-  Expr *b = te_substitute(te, body, map, lead + 1);
-  int rows = b ? emit_shaped(L, n, ST_REDUCE, body->dtype, lead + 1, shape, b, 1, &ext[lead], RO_SUM, 0, "rows") : -1;
+  /* the rows' sums, shaped as the statistic T: var k its dim k (the sum's var u_k), var r - 1
+   * its size-1 dim, var r the row's j; a var of the sum that T does not index must be one the
+   * body leaves alone (a kept dim of extent 1), read as 0 */
+  const Expr *T = rs.found;
+  int r = T->n_args;
+  const Stage *TS = &te->stages[T->src];
+  Expr *map[2 * KILN_MAX_RANK];
+  for (int v = 0; v < last; v++) map[v] = I(L, 0);
+  for (int k = 0; k < r - 1; k++) map[T->args[k]->var] = V(L, k);
+  map[last] = V(L, r);
+  for (int v = 0; v < last; v++)
+    if (map[v]->kind == EX_CONST && (te_uses_var(body, v) || ext[v] != 1)) return 0;
+  Expr *b = te_substitute(te, body, map, last + 1);
+  int rows = b ? emit_shaped(L, n, ST_REDUCE, body->dtype, r, TS->shape, b, 1, &ext[last], RO_SUM, 0, "rows") : -1;
   if (rows < 0) return -1;
+  /* the sum over the rows reads them where T is read */
   Expr *at[KILN_MAX_RANK];
-  for (int d = 0; d < lead; d++) at[d] = V(L, d);
-  at[lead] = I(L, 0);
-  Expr *sum = te_load(te, rows, lead + 1, at);
+  for (int k = 0; k < r; k++) at[k] = T->args[k];
+  Expr *sum = te_load(te, rows, r, at);
   return sum ? emit_reduce(L, n, sum, n_red - 1, red, RO_SUM, 0) : -1;
 }
 

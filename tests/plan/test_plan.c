@@ -2,6 +2,7 @@
  * test_plan.c — the planner on its own (no compiling): boundary reasons, KILN_CSE,
  * the memory plan's reuse by liveness, plan_check, the printer and the dot writer.
  */
+#include <math.h>
 #include "test.h"
 
 #include "../../bench/workloads.c"
@@ -448,49 +449,69 @@ static void reordered_sums(void) {
 
 /* Row sums (lower.c, split_row_sum): a sum over all of log_softmax(x) * y reads each row's max
  * and sum, so it is lowered as each row's sum ([6, 1] over the row's 12, the row statistics'
- * shape), which the plan puts in the rows kernel, then the sum over the 6 rows; a sum over all
- * of x * x reads no row statistic and stays one stage, as does the loss with row_sums 0 */
+ * shape), which the plan puts in the rows kernel, then the sum over the 6 rows; so is the same
+ * sum keeping its dims ([1, 1]: the kept dims' vars are not the row's). A sum over all of x * x
+ * reads no row statistic and stays one stage, as do the losses with row_sums 0. The values
+ * agree with ref on the cpu both ways. */
 static void row_sums(void) {
   kiln_graph *g;
   OK(kiln_graph_create(&g));
   int64_t xs[2] = { 6, 12 };
-  kiln_tensor x, y, lsm, prod, loss, sq, total;
+  kiln_tensor x, y, lsm, prod, loss, kept, sq, total;
   OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
   OK(kiln_graph_input(g, "y", KILN_F32, 2, xs, &y));
   OK(kiln_graph_log_softmax(g, x, -1, &lsm));
   OK(kiln_graph_binary(g, KILN_MUL, lsm, y, &prod));
   OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, prod, 0, NULL, 0, &loss));
+  OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, prod, 0, NULL, 1, &kept));
   OK(kiln_graph_binary(g, KILN_MUL, x, x, &sq));
   OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, sq, 0, NULL, 0, &total));
   OK(kiln_graph_output(g, loss, "loss"));
+  OK(kiln_graph_output(g, kept, "kept"));
   OK(kiln_graph_output(g, total, "total"));
+  float xv[72], yv[72], want[3] = { 0 }, got[2][3];
+  for (int i = 0; i < 72; i++) xv[i] = (float)((i * 37) % 23) / 7.0f - 1.5f, yv[i] = (float)(i % 5) / 4.0f;
   for (int m = 0; m < 2; m++) {
     kiln_options o = kiln_options_default();
     o.row_sums = m ? 0 : -1;
     TE *te;
     Plan *p = plan_graph(&g->g, &o, &te);
-    int rows = -1, sums = 0;
+    int rows = 0;
     for (int s = 0; te && s < te->n_stages; s++) {
       const Stage *S = &te->stages[s];
-      if (S->name && strstr(S->name, ".rows")) rows = s;
-      if (S->kind == ST_REDUCE && S->rop == RO_SUM && S->rank == 0) {
-        sums++;
-        CHECK_MSG(S->n_red == (m == 0 && s != te->tensor_stage[total] ? 1 : 2), "row_sums %d: t%d sums over %d dims", o.row_sums,
-                  s, S->n_red);
+      if (S->name && strstr(S->name, ".rows")) {
+        rows++;
+        CHECK(S->rank == 2 && S->shape[0] == 6 && S->shape[1] == 1 && S->n_red == 1 && S->red_shape[0] == 12);
+        const Kernel *K = p ? &p->kernels[p->kernel_of[s]] : NULL;  /* with the row statistics, in the rows kernel */
+        CHECK_MSG(K && K->kind == KN_ROW && K->rank == 2 && K->shape[0] == 6 && K->red_shape[0] == 12, "t%d not in the rows", s);
+        CHECK(p && p->stored[s] && p->kernel_of[te->tensor_stage[loss]] != K->id);
       }
     }
-    CHECK(sums == 2);
-    CHECK_MSG((rows >= 0) == (m == 0), "row_sums %d: rows stage t%d", o.row_sums, rows);
-    if (p && rows >= 0) {
-      const Stage *R = &te->stages[rows];
-      CHECK(R->rank == 2 && R->shape[0] == 6 && R->shape[1] == 1 && R->n_red == 1 && R->red_shape[0] == 12);
-      const Kernel *K = &p->kernels[p->kernel_of[rows]];  /* with the row statistics, in the rows kernel */
-      CHECK_MSG(K->kind == KN_ROW && K->rank == 2 && K->shape[0] == 6 && K->red_shape[0] == 12, "the rows' sums in k%d", K->id);
-      CHECK(p->stored[rows] && p->kernel_of[te->tensor_stage[loss]] != K->id);
+    const kiln_tensor outs[3] = { loss, kept, total };
+    for (int i = 0; te && i < 3; i++) {  /* the two losses over the rows' sums, the plain sum over both dims */
+      const Stage *S = &te->stages[te->tensor_stage[outs[i]]];
+      bool split = m == 0 && i < 2;
+      CHECK_MSG(S->kind == ST_REDUCE && S->n_red == (split ? 1 : 2) && S->red_shape[0] == 6,
+                "row_sums %d: output %d sums over %d dims", o.row_sums, i, S->n_red);
     }
+    CHECK_MSG(rows == (m == 0 ? 2 : 0), "row_sums %d: %d rows stages", o.row_sums, rows);
     plan_free(p);
     te_free(te);
+    for (int be = 0; be < 2; be++) {  /* ref, then cpu */
+      o.backend = be ? "cpu" : "ref";
+      kiln_program *pr = NULL;
+      float out[3];
+      OK(kiln_program_compile(g, &o, &pr));
+      if (pr) OK(kiln_program_run(pr, (const void *[]){ xv, yv }, (void *[]){ &out[0], &out[1], &out[2] }));
+      kiln_program_free(pr);
+      if (!be && !m) memcpy(want, out, sizeof want);
+      if (be) memcpy(got[m], out, sizeof out);
+    }
+    for (int i = 0; i < 3; i++)
+      CHECK_MSG(fabsf(got[m][i] - want[i]) <= 1e-5f * (1.0f + fabsf(want[i])), "row_sums %d output %d: %g, ref %g", o.row_sums,
+                i, (double)got[m][i], (double)want[i]);
   }
+  CHECK(want[0] == want[1] && want[0] < 0);
   kiln_graph_free(g);
 }
 
