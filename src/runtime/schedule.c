@@ -59,6 +59,7 @@ struct Schedule {
   int *bounds;         /* plan kernel -> resident blocks the group it begins asks for (CgOptions.group_bounds) */
   Arena veto_text;
   int n_rebuilds;
+  int n_asked;         /* builds again for a group's ask of resident blocks (check_groups) */
   void *graph;         /* the recorded schedule */
   bool replay, assigns_after_kernels;
   int n_host, n_library;
@@ -392,13 +393,13 @@ static kiln_status bind_launches(Schedule *s) {
  * numbers) and the program is rendered again without it. With adaptive bounds (s->bounds), a
  * group of one phase whose blocks take more than one wave asks for the blocks a
  * multiprocessor that would make it one (at most GROUP_ASK_MOST), its registers capped to fit;
- * if it then spills, it asks for nothing again. Returns how many groups were vetoed or asked
- * again (the program is rendered and built once more). */
+ * if it then spills, it asks for nothing again. Counts the groups vetoed and the groups whose
+ * ask changed (either way the program is rendered and built once more). */
 enum { GROUP_ASK_MOST = 4 };
 
-static kiln_status check_groups(Schedule *s, int *vetoed) {
+static kiln_status check_groups(Schedule *s, int *vetoed, int *asked) {
   const CgProgram *g = s->cg;
-  *vetoed = 0;
+  *vetoed = *asked = 0;
   kiln_free(s->group);
   s->group = kiln_calloc((size_t)g->n_group + 1, sizeof *s->group);
   if (!s->group) return kiln_fail(KILN_ERR_NO_MEMORY, "%s: no memory for the launch groups", s->be->name);
@@ -422,7 +423,7 @@ static kiln_status check_groups(Schedule *s, int *vetoed) {
       int ask = (int)((L->l->grid + sms - 1) / sms);
       if (s->bounds[first] > 0 && L->local_bytes > 0) {  /* the ask spilled: none, as before */
         s->bounds[first] = -1;
-        (*vetoed)++;
+        (*asked)++;
         continue;
       }
       if (!s->bounds[first] && L->local_bytes == 0 && per_sm > 0 && per_sm < ask && per_sm < GROUP_ASK_MOST) {
@@ -430,7 +431,7 @@ static kiln_status check_groups(Schedule *s, int *vetoed) {
         if (s->opt.debug >= 1)
           fprintf(stderr, "> %s: group %d (%d registers) keeps %d blocks a multiprocessor for %lld; it asks for %d\n",
                   s->be->name, i, L->regs, per_sm, (long long)L->l->grid, s->bounds[first]);
-        (*vetoed)++;
+        (*asked)++;
         continue;
       }
     }
@@ -727,8 +728,8 @@ static kiln_status compile_plan(Schedule *s) {
   if (!st && s->opt.cuda_group_blocks < 0 && !(s->bounds = kiln_calloc((size_t)s->plan->n_kernels + 1, sizeof *s->bounds)))
     st = kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory", s->be->name);
   co.group_bounds = s->bounds;
-  /* render and build until every launch group fits its device (each pass vetoes at least one) */
-  for (int vetoed = 1; !st && vetoed;) {
+  /* render and build until every launch group fits its device (each pass vetoes a group or changes an ask) */
+  for (int vetoed = 1, asked = 0; !st && (vetoed || asked);) {
     if (s->module) s->be->unload(s->dev, s->module), s->module = NULL;
     cg_program_free(s->cg), s->cg = NULL;
     st = cg_program_build(s->plan, s->be->dialect, &co, &s->cg);
@@ -749,8 +750,9 @@ static kiln_status compile_plan(Schedule *s) {
       st = KILN_OK, vetoed = 1, s->n_rebuilds++;
       continue;
     }
-    if (!st) st = check_groups(s, &vetoed);
+    if (!st) st = check_groups(s, &vetoed, &asked);
     if (vetoed) s->n_rebuilds++;
+    if (asked) s->n_asked++;
   }
   if (!st && s->opt.debug >= 1) cg_program_print(s->cg, stderr);
   if (!st) st = place_buffers(s);
@@ -1064,10 +1066,11 @@ kiln_status rt_schedule_print(const Schedule *s, FILE *f) {
   }
   int alone = 0;
   for (int i = 0; i < s->n_launch; i++) alone += !s->launch[i].l->host && s->launch[i].l->group < 0;
-  fprintf(f, "%s: %d kernels in %d launches (%d groups, %d library GEMMs), %s; built in %.1f ms%s, cache %s\n",
+  fprintf(f, "%s: %d kernels in %d launches (%d groups, %d library GEMMs), %s; built in %.1f ms%s%s, cache %s\n",
           s->be->name, s->n_launch - s->n_host, alone + s->n_group, s->n_group, s->n_library,
           s->replay ? "one recorded submission per run" : "kernel by kernel", s->build_ms,
-          s->n_rebuilds ? " (again without groups over budget)" : "", s->cache_hit ? "hit" : "miss");
+          s->n_rebuilds ? " (again without groups over budget)" : "",
+          s->n_asked ? " (again with groups asking for resident blocks)" : "", s->cache_hit ? "hit" : "miss");
   if (s->be->describe) s->be->describe(s->dev, f);
   return KILN_OK;
 }
