@@ -344,6 +344,9 @@ CgOptions cg_options_default(void);   /* auto rows, split-K on, library on, no g
  * for K = 4096, ~1e-6 on the ONNX models here. Longer sums (column sums over many rows) keep f64
  * accumulators in the renderer, and the cpu library GEMM (f32 accumulators) declines them. */
 #define CG_CPU_F32_SUM_MAX 4096
+/* a longer sum is taken in spans of at most this many points, each summed in f32, the spans
+ * added in f64 */
+#define CG_CPU_F32_SPAN 2048
 /* ... and the cpu library GEMM takes sums over at least this many points (raced on convnet_mini). */
 #define CG_CPU_LIBRARY_MIN_K 128
 
@@ -685,6 +688,9 @@ typedef struct CgCpuDirect {
   const Expr *inner;               /* the plane over rows and columns m .. its last - m, simplified: its
                                     * padding's guards gone (NULL: none found for m <= 3) */
   int margin;                      /* that m */
+  int64_t span;                    /* plane channels a span of the sum: PC where the sum is at most
+                                    * CG_CPU_F32_SUM_MAX points, else spans of at most CG_CPU_F32_SPAN
+                                    * points, each summed in f32 and the spans added in f64 */
   int64_t YR;                      /* flat: rows of a plane's row phase (YP / stride, rounded up) */
   bool in_place;                   /* a 1 x 1 window read where its operand lies: no plane (the operand's
                                     * rows and channels at the plane's pitch, every vector inside it) */

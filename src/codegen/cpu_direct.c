@@ -115,7 +115,7 @@ static bool direct_match(const Plan *p, const Kernel *k, const CgOptions *o, boo
     if (acc >= 0 || te->stages[it->stage].rop != RO_SUM || it->body->dtype != KILN_F32) return false;
     acc = i;
   }
-  if (acc < 0 || k->inner_numel > CG_CPU_F32_SUM_MAX) return false;
+  if (acc < 0) return false;
   int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1, nv = k->rank + k->n_red;
   int64_t H = k->shape[h], W = k->shape[w], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
   /* 1 x 1 too: a pointwise convolution over channels is the same sum with one tap (convnet_mini's
@@ -164,6 +164,15 @@ static bool direct_match(const Plan *p, const Kernel *k, const CgOptions *o, boo
   CgCpuDirect c = { .acc = acc, .weight = wt, .plane = plane, .co = co, .stride = sh, .col_stride = sw, .lanes = L,
                     .by_channel = by_channel };
   c.CO = k->shape[co], c.PC = k->inner_numel / (KH * KW);
+  /* a sum longer than f32 is kept for (a 3 x 3 window over 512 channels: 4608 points) in spans
+   * of whole plane channels, as even as the channels allow */
+  c.span = c.PC;
+  if (k->inner_numel > CG_CPU_F32_SUM_MAX) {
+    if (KH * KW > CG_CPU_F32_SPAN) return false;
+    int64_t spans = (k->inner_numel + CG_CPU_F32_SPAN - 1) / CG_CPU_F32_SPAN;
+    c.span = (c.PC + spans - 1) / spans;
+    while (c.span * KH * KW > CG_CPU_F32_SPAN) c.span--;
+  }
   c.YP = sh * (H - 1) + KH, c.XP = sw * (W - 1) + KW;
   /* the plane's interior: its rows and columns m .. last - m, where the padding's guard is
    * decided by the ranges alone (a fill of rows of 50 spent a third of a depthwise kernel on a
@@ -503,12 +512,49 @@ static void operand_at(const Plan *p, const Kernel *k, const CgCpuDirect *c, con
   cg_put(em, "const %s *kiln_pp = b%d + kiln_po + %s;", d->value_type[KILN_F32], em->param_of(em->r, L->src), plus);
 }
 
+/* The sums' loop over plane channels (kiln_pc, opened here; the sums kiln_a, n floats, zeroed).
+ * A sum longer than f32 is kept for runs in spans of CgCpuDirect.span channels: each span's sums
+ * in f32 registers, added into f64 kiln_aa after it. */
+static void sums_open(const CgCpuDirect *c, const CgEmit *em, int64_t n) {
+  const char *I = em->d->index_type;
+  if (c->span < c->PC) {
+    cg_put(em, "%s kiln_aa[%lld];", em->d->value_type[KILN_F64], (long long)n);
+    cg_put(em, "memset(kiln_aa, 0, sizeof kiln_aa);");
+    cg_open(em, "for (%s kiln_cs = 0; kiln_cs < %s; kiln_cs += %s) {", I, cg_lit(em, c->PC), cg_lit(em, c->span));
+    cg_put(em, "const %s kiln_ce = kiln_cs + %s < %s ? kiln_cs + %s : %s;", I, cg_lit(em, c->span), cg_lit(em, c->PC),
+           cg_lit(em, c->span), cg_lit(em, c->PC));
+    cg_put(em, "memset(kiln_a, 0, sizeof kiln_a);");
+    cg_open(em, "for (%s kiln_pc = kiln_cs; kiln_pc < kiln_ce; kiln_pc++) {", I);
+    return;
+  }
+  cg_put(em, "memset(kiln_a, 0, sizeof kiln_a);");
+  cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, c->PC));
+}
+
+/* Closes sums_open's loops; kiln_d (declared `dims`, n floats) then holds the sums in f32 (the
+ * spans' f64 total rounded once, as a stage of f32 stores its f64 sum). */
+static void sums_close(const CgCpuDirect *c, const CgEmit *em, const char *dims, int64_t n) {
+  const char *F = em->d->value_type[KILN_F32], *al = em->d->array_align ? em->d->array_align : "";
+  cg_close(em);
+  if (c->span < c->PC) {
+    cg_put(em, "%s kiln_s[%lld]%s;", F, (long long)n, al);
+    cg_put(em, "memcpy(kiln_s, kiln_a, sizeof kiln_s);");
+    cg_put(em, "for (int kiln_q = 0; kiln_q < %lld; kiln_q++) kiln_aa[kiln_q] += kiln_s[kiln_q];", (long long)n);
+    cg_close(em);
+  }
+  cg_put(em, "%s kiln_d%s%s;", F, dims, al);
+  if (c->span < c->PC) {
+    cg_put(em, "%s *kiln_dq = (%s *)kiln_d;", F, F);
+    cg_put(em, "for (int kiln_q = 0; kiln_q < %lld; kiln_q++) kiln_dq[kiln_q] = (%s)kiln_aa[kiln_q];", (long long)n, F);
+  } else cg_put(em, "memcpy(kiln_d, kiln_a, sizeof kiln_d);");
+}
+
 /* The flat form's sums and epilogue for a task (render_flat, render_expanded): OB x FV vectors in
  * registers over every plane channel and tap, the planes at `planes` (or the operand, in place),
  * then each output row through the kernel's items. */
 static void flat_sums(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em, const char *planes) {
   const Dialect *d = em->d;
-  const char *I = d->index_type, *F = d->value_type[KILN_F32], *al = d->array_align ? d->array_align : "";
+  const char *I = d->index_type, *F = d->value_type[KILN_F32];
   int rh = k->rank + k->n_red - 2, rw = rh + 1;
   int64_t W = k->shape[k->rank - 1], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
   int L = c->lanes, OB = c->ob, FV = c->fv, FR = c->rr, sh = c->stride;
@@ -516,8 +562,7 @@ static void flat_sums(const Plan *p, const Kernel *k, const CgCpuDirect *c, cons
   int csel[KILN_MAX_RANK];
   for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
   cg_put(em, "kiln_v kiln_a[%d][%d];", OB, FV);
-  cg_put(em, "memset(kiln_a, 0, sizeof kiln_a);");
-  cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, c->PC));
+  sums_open(c, em, (int64_t)OB * FV * L);
   em->push(em->r);
   em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, c->PC);
   if (c->in_place) {
@@ -542,9 +587,9 @@ static void flat_sums(const Plan *p, const Kernel *k, const CgCpuDirect *c, cons
   cg_close(em);
   cg_close(em);
   em->pop(em->r);
-  cg_close(em);
-  cg_put(em, "%s kiln_d[%d][%d]%s;", F, OB, FV * L, al);
-  cg_put(em, "memcpy(kiln_d, kiln_a, sizeof kiln_d);");
+  char dims[64];
+  snprintf(dims, sizeof dims, "[%d][%d]", OB, FV * L);
+  sums_close(c, em, dims, (int64_t)OB * FV * L);
   char sum[96];
   snprintf(sum, sizeof sum, "kiln_d[kiln_i][kiln_r * %lld + kiln_j]", (long long)W);
   epilogue(p, k, c, em, FR, sum);
@@ -1141,11 +1186,10 @@ static void render_rows(const Plan *p, const Kernel *k, const Kernel *pool, cons
   image_band(k, c, em, row_fill);
   /* the sums: OB x RR x WV vectors in registers over every tap */
   cg_put(em, "kiln_v kiln_a[%d][%d][%d];", OB, RR, WV);
-  cg_put(em, "memset(kiln_a, 0, sizeof kiln_a);");
   cg_put(em, "%s kiln_hr[%d];  /* rows past the last repeat it: computed, not stored */", I, RR);
   cg_put(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) kiln_hr[kiln_r] = kiln_h0 + kiln_r < %s ? kiln_h0 + kiln_r : %s;", RR,
          cg_lit(em, H), cg_lit(em, H - 1));
-  cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, c->PC));
+  sums_open(c, em, (int64_t)OB * RR * WV * L);
   em->push(em->r);
   em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, c->PC);
   if (c->in_place) operand_at(p, k, c, em, "kiln_w0");
@@ -1172,11 +1216,11 @@ static void render_rows(const Plan *p, const Kernel *k, const Kernel *pool, cons
   cg_close(em);
   cg_close(em);
   em->pop(em->r);
-  cg_close(em);
   /* the epilogue: the sums out of the registers at once (indexed by a variable they would
    * live in memory all along), then each output row of the block through the kernel's items */
-  cg_put(em, "%s kiln_d[%d][%d][%d]%s;", F, OB, RR, WV * L, al);
-  cg_put(em, "memcpy(kiln_d, kiln_a, sizeof kiln_d);");
+  char dims[64];
+  snprintf(dims, sizeof dims, "[%d][%d][%d]", OB, RR, WV * L);
+  sums_close(c, em, dims, (int64_t)OB * RR * WV * L);
   if (pool) pooled_epilogue(k, pool, c, em);
   else epilogue(p, k, c, em, RR, "kiln_d[kiln_i][kiln_r][kiln_j]");
   em->pop(em->r);

@@ -33,7 +33,7 @@ enum { TILE_MR = 6, TILE_NR_MAX = 32 };
  * CG_CPU_F32_SUM_MAX points (a convolution's weight gradient over the batch's pixels) runs
  * the tile over spans of TILE_SPAN points, each summed in f32 and the spans added in f64,
  * as the renderer's f64 rows would. */
-enum { TILE_K_MAX = 8192, ROWS_ONCE_BYTES = 256 << 10, TILE_SPAN = 2048 };
+enum { TILE_K_MAX = 8192, ROWS_ONCE_BYTES = 256 << 10, TILE_SPAN = CG_CPU_F32_SPAN };
 /* A group of panels packed at once: within 128 KiB at the widest vectors (L2-resident). */
 enum { GROUP_BYTES = 128 << 10 };
 /* pack_lanes: an operand packed a panel at a time reads at most this many rows, or bytes, at once */

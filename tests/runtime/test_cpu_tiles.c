@@ -617,6 +617,10 @@ int main(void) {
     { "48 to 48 at 25x24 (flat planes)", 1, 48, 25, 24, 48, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0 },
     /* 2 x 5 taps at a stride of 1: direct with 80 output rows (bands of rows across threads) */
     { "2x5 window, 80 rows", 1, 3, 81, 30, 5, 2, 5, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
+    /* sums past f32's 4096 points (a 3 x 3 window over 520 and 460 channels): direct in spans of
+     * whole channels, each summed in f32, the spans added in f64; flat at 4x4, rows at 6x16 */
+    { "3x3 over 520 channels at 4x4 (spans)", 2, 520, 4, 4, 20, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1, 0, 1, 0, 1, 1 },
+    { "3x3 over 460 channels at 6x16 (spans)", 1, 460, 6, 16, 8, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   in_place_cases();
