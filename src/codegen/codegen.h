@@ -362,7 +362,7 @@ typedef struct CgLibGemm {
   bool relu, gelu;
   bool bias_m;                                 /* the bias runs along m (a convolution's per-channel bias,
                                                   its channels being the rows): loop dialects only */
-  bool b_constant;                             /* B is a constant of the program: a const, or a param
+  bool a_constant, b_constant;                 /* A, B is a constant of the program: a const, or a param
                                                   no assign updates (the cpu library packs it once) */
 } CgLibGemm;
 

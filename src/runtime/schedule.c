@@ -1008,7 +1008,9 @@ kiln_status rt_schedule_write_param(Schedule *s, int stage, const void *src) {
   /* a library call that packed this param once packs the new value (prepared again) */
   for (int i = 0; !st && i < s->n_launch; i++) {
     Launch *L = &s->launch[i];
-    if (!s->be->host_memory || !L->lib || L->l->lib.b_stage != stage || !L->l->lib.b_constant) continue;
+    const CgLibGemm *g = &L->l->lib;
+    if (!s->be->host_memory || !L->lib || !((g->b_stage == stage && g->b_constant) || (g->a_stage == stage && g->a_constant)))
+      continue;
     s->be->library_release(s->dev, L->lib);
     L->lib = NULL;
     if (s->be->library_prepare(s->dev, &L->l->lib, s->buf, &L->lib) != KILN_OK) L->lib = NULL, s->n_library--;

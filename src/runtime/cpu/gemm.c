@@ -7,6 +7,12 @@
  * feed twelve vector multiply-adds, where the generated dot-product tiles reload their operands
  * (bench/results/2026-11-30-cpu-vs-ort-2.md). It is compiled for AVX-512, AVX2 and the
  * baseline, chosen from the host CPU at run time.
+ *
+ * Swapped: where A's rows fill the panels' columns better than B's columns do, the tile runs on
+ * the transposed product, D^T = B^T A^T: A packed in panels of its rows (once, when A is the
+ * program's constant: a 1 x 1 convolution's weights), B's columns broadcast, the tile stored
+ * transposed. A convolution at 7 x 7 has 49 columns, 64 lanes in two panels of 32 (77 %); its
+ * 512 channels fill 16 panels, and the 49 columns 9 tiles of 6 rows (91 %).
  */
 #include "cpu.h"
 
@@ -23,10 +29,12 @@ typedef struct CpuGemm {
   CgLibGemm g;
   const RtBuf *buf;    /* the schedule's stage buffers, read at each run: host-memory backends rebind
                           inputs and outputs to the caller's arrays every run */
-  float *packed;       /* B as [batch_b][Np / NR][K][NR], Np = N rounded up to NR_MAX, zero padded */
-  int64_t np;          /* Np */
+  bool swapped;        /* the panels hold A's rows, the tile's rows are B's columns (D^T = B^T A^T) */
+  float *packed;       /* B as [batch_b][Np / NR][K][NR], Np = N rounded up to NR_MAX, zero padded;
+                          swapped, A as [batch_a][Mp / NR][K][NR] */
+  int64_t np;          /* Np (swapped: Mp) */
   int64_t packed_batches;
-  bool packed_once;    /* B is a constant of the program: packed at prepare */
+  bool packed_once;    /* the packed operand is a constant of the program: packed at prepare */
   void *dev;           /* the cpu device whose team runs it */
   void (*tile)(const float *const *, int64_t, int64_t, const float *, int64_t, float *);
   int nr;              /* the tile's columns (two vectors of the CPU's width) */
@@ -79,24 +87,28 @@ static const float *stage_at(const CpuGemm *c, int stage, int64_t off) {
 }
 
 /* B of batch b into panels of NR columns, each K rows of NR contiguous floats (a tile streams
- * its panel front to back): P[n / NR][k][n % NR] = B(k, n), zero past N. */
+ * its panel front to back): P[n / NR][k][n % NR] = B(k, n), zero past N. Swapped, A's rows
+ * the same way: P[m / NR][k][m % NR] = A(m, k), zero past M; A along m is B along n's layout,
+ * A along k B along k's. */
 static void pack(const CpuGemm *c, int64_t b, float *P) {
   const CgLibGemm *g = &c->g;
-  const float *B = stage_at(c, g->b_stage, g->b_off + b * g->b_sb);
+  const float *B = c->swapped ? stage_at(c, g->a_stage, g->a_off + b * g->a_sb) : stage_at(c, g->b_stage, g->b_off + b * g->b_sb);
+  int64_t N = c->swapped ? g->M : g->N, ldb = c->swapped ? g->lda : g->ldb;
+  bool along_k = c->swapped ? !g->a_t : g->b_t;
   int NR = c->nr;
   for (int64_t n0 = 0; n0 < c->np; n0 += NR) {
     float *panel = P + n0 * g->K;
-    int cols = n0 + NR <= g->N ? NR : g->N > n0 ? (int)(g->N - n0) : 0;
-    if (!g->b_t)  /* B[k][n]: each point's row of the panel is a copy, the tail zeroed */
+    int cols = n0 + NR <= N ? NR : N > n0 ? (int)(N - n0) : 0;
+    if (!along_k)  /* B[k][n]: each point's row of the panel is a copy, the tail zeroed */
       for (int64_t k = 0; k < g->K; k++) {
-        const float *src = B + k * g->ldb + n0;
+        const float *src = B + k * ldb + n0;
         float *dst = panel + k * NR;
         for (int j = 0; j < cols; j++) dst[j] = src[j];
         for (int j = cols; j < NR; j++) dst[j] = 0;
       }
     else  /* B[n][k]: each column read along k (a branch per element kept it scalar) */
       for (int j = 0; j < NR; j++) {
-        const float *src = j < cols ? B + (n0 + j) * g->ldb : NULL;
+        const float *src = j < cols ? B + (n0 + j) * ldb : NULL;
         for (int64_t k = 0; k < g->K; k++) panel[k * NR + j] = src ? src[k] : 0.0f;
       }
   }
@@ -140,6 +152,50 @@ static void store_row(float *restrict d, const float *restrict a, int n, const f
     for (int j = 0; j < n; j++) d[j] = gelu_tanh(d[j]);
 }
 
+/* One row of a swapped tile out, a column of D: d[j x ldd] = act(a[j] + bias_m[j] + bias_n) */
+static void store_column(float *restrict d, int64_t ldd, const float *restrict a, int n, const float *restrict bias_m,
+                         float bias_n, int act) {
+  float v[NR_MAX];
+  store_row(v, a, n, bias_m, bias_n, act);
+  for (int j = 0; j < n; j++) d[j * ldd] = v[j];
+}
+
+/* The swapped product's tiles: panels of A's rows, row tiles of B's columns. */
+static void swapped_part(void *ctx, int tid, int threads) {
+  const CpuGemm *c = ctx;
+  const CgLibGemm *g = &c->g;
+  int NR = c->nr;
+  int64_t mt = (g->N + MR - 1) / MR, nt = c->np / NR, per = g->K * c->np;
+  int64_t b_step = g->b_t ? 1 : g->ldb, lo, hi;
+  share(g->batch * mt * nt, tid, threads, &lo, &hi);
+  for (int64_t t = lo; t < hi; t++) {
+    /* the column tiles of one panel run in a row: the panel stays in cache while B streams by */
+    int64_t b = t / (mt * nt), mi = t / mt % nt, ni = t % mt;
+    const float *B = stage_at(c, g->b_stage, g->b_off + b * g->b_sb);
+    const float *cols[MR];
+    int64_t n0 = ni * MR, m0 = mi * NR;
+    for (int r = 0; r < MR; r++) {
+      int64_t n = n0 + r < g->N ? n0 + r : g->N - 1;
+      cols[r] = g->b_t ? B + n * g->ldb : B + n;
+    }
+    const float *P = c->packed + (c->packed_batches > 1 ? b * per : 0) + m0 * g->K;
+    float acc[MR * NR_MAX];
+    c->tile(cols, b_step, g->K, P, NR, acc);
+    float *D = (float *)(uintptr_t)c->buf[g->d_stage] + g->d_off + b * g->d_sb;
+    const float *bias = g->bias_stage >= 0 ? stage_at(c, g->bias_stage, g->bias_off) : NULL;
+    int rows = m0 + NR <= g->M ? NR : (int)(g->M - m0);
+    for (int r = 0; r < MR && n0 + r < g->N; r++)
+      store_column(D + m0 * g->ldd + n0 + r, g->ldd, acc + r * NR, rows, bias && g->bias_m ? bias + m0 : NULL,
+                   bias && !g->bias_m ? bias[n0 + r] : 0.0f, g->relu ? ACT_RELU : g->gelu ? ACT_GELU : ACT_NONE);
+  }
+}
+
+/* The share of lanes and rows a tile computes that are the product's: n of np lanes, m of
+ * MR-row tiles. */
+static double tile_fill(int64_t lanes, int64_t rows, int nr) {
+  return (double)lanes / (double)((lanes + nr - 1) / nr * nr) * (double)rows / (double)((rows + MR - 1) / MR * MR);
+}
+
 static void tiles_part(void *ctx, int tid, int threads) {
   const CpuGemm *c = ctx;
   TileFn tile = c->tile;
@@ -177,9 +233,13 @@ kiln_status cpu_gemm_prepare(const CgLibGemm *g, const RtBuf *buf, void *dev, vo
   CpuGemm *c = kiln_calloc(1, sizeof *c);
   if (!c) return kiln_fail(KILN_ERR_NO_MEMORY, "cpu gemm: out of memory");
   c->g = *g, c->buf = buf, c->dev = dev, c->tile = tile_fn(&c->nr);
-  c->np = (g->N + NR_MAX - 1) / NR_MAX * NR_MAX;
-  c->packed_batches = g->b_sb ? g->batch : 1;
-  c->packed_once = g->b_constant;
+  /* swapped where its tiles are fuller by a twentieth, and A is packed no more often than B
+   * would be: once, or per run where B is too and A is no larger */
+  c->swapped = tile_fill(g->M, g->N, c->nr) > 1.05 * tile_fill(g->N, g->M, c->nr) &&
+               (g->a_constant || (!g->b_constant && g->M <= g->N));
+  c->np = ((c->swapped ? g->M : g->N) + NR_MAX - 1) / NR_MAX * NR_MAX;
+  c->packed_batches = (c->swapped ? g->a_sb : g->b_sb) ? g->batch : 1;
+  c->packed_once = c->swapped ? g->a_constant : g->b_constant;
   int64_t n;
   if (!size_mul(g->K, c->np, &n) || !size_mul(n, c->packed_batches, &n) || !size_mul(n, (int64_t)sizeof(float), &n) ||
       !(c->packed = kiln_malloc((size_t)n))) {
@@ -194,7 +254,7 @@ kiln_status cpu_gemm_prepare(const CgLibGemm *g, const RtBuf *buf, void *dev, vo
 kiln_status cpu_gemm_run(void *call) {
   CpuGemm *c = call;
   if (!c->packed_once) pack_all(c);
-  cpu_run(c->dev, tiles_part, c);
+  cpu_run(c->dev, c->swapped ? swapped_part : tiles_part, c);
   return KILN_OK;
 }
 
