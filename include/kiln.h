@@ -469,6 +469,12 @@ typedef struct kiln_options {
                            the ask if it then spills (the H200 race: mlp_train_b1024 0.0361 -> 0.0344
                            ms, its last group 105 registers and 2 blocks -> 4; nothing else moved)
                            ($KILN_CUDA_GROUP_BLOCKS) */
+  int cpu_channel_lanes; /* cpu: 1 (default) a direct convolution whose weights are the program's
+                           constants runs with its output channels along the vectors where the cost
+                           model says so (a few pixels an image: 7 x 7 leaves 15 of 64 lanes idle
+                           along rows, none of 512 channels), its weights laid out for it once at
+                           compile and again after kiln_program_write_param; 2 wherever it can; 0
+                           never ($KILN_CPU_CHANNEL_LANES) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is

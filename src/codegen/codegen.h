@@ -295,6 +295,8 @@ typedef struct CgOptions {
                            or KILN_CPU_DIRECT=0): convolutions run direct (cpu_direct.c) blocked for them */
   bool cpu_rows_only;   /* loop dialects: direct convolutions never in flat planes (KILN_CPU_DIRECT=2) */
   bool cpu_expand_all;  /* loop dialects: expansions join their windows whatever their size (KILN_CPU_EXPAND=2) */
+  int cpu_channel_lanes; /* loop dialects: direct convolutions with constant weights run with output channels
+                           along the vectors, 1 where the cost model says, 2 wherever they can, 0 never */
   bool mma_half;        /* GEMM tiles: contractions of bf16/f16 operands on the dialect's mma (tensor cores) */
   bool mma_tf32;        /* ... and of f32 operands, rounded to TF32 (kiln_options.tf32) */
   bool mma_many_blocks; /* ... their tiles picked for about four blocks a multiprocessor, not one as the f32
@@ -380,6 +382,10 @@ typedef struct CgLaunch {
   int smem_carveout;     /* percent of L1 as shared memory to request, 0: leave the default */
   bool library;          /* a library GEMM may replace it (lib is filled); the kernel stays as fallback */
   CgLibGemm lib;
+  int64_t pack;         /* loop dialects: floats of the kernel's constant weights laid out for it (0: none).
+                            The module's kiln_p<k> (a trampoline like the kernel's) fills them from the
+                            kernel's own parameters, given the pack as one more, the last; the kernel reads
+                            it there too. The runtime runs it at compile and after write_param. */
   char why[200];        /* what was chosen and why, printable: "gemm 32x32 tiles (2x2 a thread) x 4 K-spans of 224",
                           * "block rows p16: 64 threads x 1 rows", "vec4 points: 4 a thread, 256 threads", ... */
 } CgLaunch;
@@ -688,6 +694,11 @@ typedef struct CgCpuDirect {
   const Expr *inner;               /* the plane over rows and columns m .. its last - m, simplified: its
                                     * padding's guards gone (NULL: none found for m <= 3) */
   int margin;                      /* that m */
+  bool channel_lanes;              /* output channels along the vectors: a task cp vectors of channels x cr
+                                    * pixels of one image (each a broadcast a tap), its weights read from
+                                    * the kernel's pack (CgLaunch.pack: [block][k][cp x lanes], k the sum's
+                                    * flat index, zeros past the channels) */
+  int cp, cr;
   int64_t span;                    /* plane channels a span of the sum: PC where the sum is at most
                                     * CG_CPU_F32_SUM_MAX points, else spans of at most CG_CPU_F32_SPAN
                                     * points, each summed in f32 and the spans added in f64 */
@@ -709,6 +720,11 @@ typedef struct CgCpuDirect {
  * Fills dc (may be NULL) when it does. */
 bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuDirect *dc);
 void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *dc, const CgEmit *em);
+/* The body of a channel-lanes convolution's pack function (CgLaunch.pack): its weights into
+ * kiln_pk, shared across the team (kiln_tid of kiln_nt). */
+void cg_render_cpu_pack(const Plan *p, const Kernel *k, const CgCpuDirect *dc, const CgEmit *em);
+/* The floats of dc's pack (0: it has none). */
+int64_t cg_cpu_pack_numel(const Kernel *k, const CgCpuDirect *dc);
 /* A direct convolution kc with the max pool kp over its output (a pooled chain, Plan's
  * Kernel.pooled) in its epilogue: the row form, whole rows a task, rows a multiple of the
  * pool's window. cg_cpu_pool_ok is PlanOptions.pool_ok (ctx: the CgOptions). */

@@ -32,13 +32,25 @@
  * cost model picks it (CgOptions.cpu_rows_only: never). A depthwise window takes it whenever its
  * rows are whole vectors: its taps are bound by their loads (one multiply-add each), and only
  * flat planes at such a pitch keep every load aligned.
+ *
+ * Channel lanes: where a few pixels an image leave lanes idle along rows (7x7: 49 outputs in 64
+ * lanes), the output channels go along the vectors instead, the pixels broadcast, the weights
+ * laid out once [block of channels][k][channels of the block] (the kernel's pack, CgLaunch.pack,
+ * filled by a function of the module at compile and again after write_param).
+ *
+ * A sum past CG_CPU_F32_SUM_MAX points is taken in spans of whole plane channels, each summed in
+ * f32 registers, the spans added in f64, as the register tiles' spans.
  */
+#include <math.h>
 #include <string.h>
 
 #include "codegen.h"
 
 /* A thread's plane lives on its stack; a sum is at most CG_CPU_F32_SUM_MAX points (f32). */
 enum { DIRECT_PLANE_BYTES = 512 << 10, DIRECT_ROWS_MAX = 4 };
+/* channel lanes: a block of channels' weights is read again from L2 while it and the plane fit
+ * this (7/8 of this EPYC's 1 MiB) */
+enum { CHANNEL_L2_BYTES = 896 << 10 };
 /* an expansion's sum a point at most (its every point is a multiply-add and a load in the fill) */
 enum { EXPAND_SUM_MAX = 1024, EXPAND_MIN_BYTES = 512 << 10 };
 
@@ -91,6 +103,77 @@ static double tap_cost(int64_t sums, int64_t loads) {
 }
 
 static bool direct_match(const Plan *p, const Kernel *k, const CgOptions *o, bool chained, CgCpuDirect *dc);
+
+typedef struct Constant { const TE *te; bool all; } Constant;
+
+static void note_constant(const Expr *L, void *ctx) {
+  Constant *c = ctx;
+  const Stage *S = &c->te->stages[L->src];
+  bool constant = S->kind == ST_CONST || S->kind == ST_PARAM;
+  for (int i = 0; constant && i < c->te->n_assigns; i++) constant = c->te->assigns[i].param != L->src;
+  c->all &= constant;
+}
+
+/* Does e read only the program's constants (consts, params no assign updates)? */
+static bool reads_constants(const TE *te, const Expr *e) {
+  Constant c = { te, true };
+  te_visit_loads(e, note_constant, &c);
+  return c.all;
+}
+
+/* Channel lanes (CgCpuDirect.channel_lanes): a task is cp vectors of output channels x rr rows of
+ * cr pixels, each tap cp weight vectors and rr x cr broadcasts for cp x rr x cr multiply-adds, so
+ * a small image's few pixels leave no lane idle (7x7 leaves 15 of 64 along rows). Where its cost
+ * (the row and flat forms' units: tap costs over an image's tasks) is below `best`, or the
+ * option asks for it wherever it can, c takes it. Its weights must be constants, read at the
+ * channel and the sum's vars only: they are laid out once (cg_render_cpu_pack). */
+static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, double best, int budget, CgCpuDirect *c) {
+  int h = k->rank - 2, w = k->rank - 1, L = c->lanes;
+  int64_t KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
+  if (!o->cpu_channel_lanes || c->by_channel || c->CO < L || !reads_constants(p->te, c->weight)) return;
+  for (int v = 0; v < k->rank; v++)
+    if (v != c->co && te_uses_var(c->weight, v)) return;
+  /* the row form's plane at the pitch of its columns, or the operand in place */
+  int64_t H = k->shape[h], W = k->shape[w], xq = (c->XP + c->col_stride - 1) / c->col_stride;
+  bool in_place = KH == 1 && KW == 1 && c->stride == 1 && c->col_stride == 1 && c->in_place;
+  if (!in_place && (double)c->PC * (double)c->YP * (double)(xq * c->col_stride) * 4 > DIRECT_PLANE_BYTES) return;
+  /* A tap's cost in half cycles: its multiply-adds and loads (tap_cost) but no fewer than 14
+   * (tasks of 8 sums ran at half the speed of 14 to 24), and its cp weight vectors, which stream
+   * from L3 (about 6 bytes a half cycle) the first time a block of channels' weights is read
+   * in an image, and from L2 (16) for its next blocks of pixels while the block and the plane
+   * fit in L2. Fitted on res128_14, res256_7, res512_4 and bottleneck2048_7 (bench/models, 2 threads,
+   * this EPYC): res512_4's 4x4 images took 1 vector x 16 pixels (713 us) over 2 x 8 (837) and
+   * 3 x 8 (932); bottleneck's 7x7 took 2 x 7 (600) over 1 x 14 (639) and 3 x 7 (646). A block is
+   * rows x a run of columns dividing the row (a row's part, or whole rows). */
+  double cbest = 0, plane = 4.0 * (double)c->PC * (in_place ? (double)(H * W) : (double)c->YP * (double)(xq * c->col_stride));
+  int cp = 0, cr = 0, rr = 0;
+  for (int P = 1; P <= 4 && (P - 1) * L < c->CO; P++)
+    for (int64_t n = 1; n <= W; n++)
+      for (int64_t m = 1; W % n == 0 && m <= H && (m == 1 || n == W); m++) {
+        int64_t R = m * n, PB = (H + m - 1) / m * (W / n);
+        if (R * P > budget) break;
+        double t = tap_cost(R * P, R + P), bytes = 4.0 * P * L, block = bytes * (double)k->inner_numel;
+        if (t < 14) t = 14;
+        double first = fmax(t, bytes / 6), again = block + plane <= CHANNEL_L2_BYTES ? fmax(t, bytes / 16) : first;
+        double cost = (double)((c->CO + P * L - 1) / (P * L)) * (first + (double)(PB - 1) * again);
+        if (!cbest || cost < cbest) cbest = cost, cp = P, cr = (int)n, rr = (int)m;
+      }
+  /* The row and flat forms read a task's weights as ob rows, ob streams apart: where the
+   * weights pass L2 those streams come from L3, and their costs undercount it (res512_4 took
+   * 1000 us in flat planes, 19 channels a task, against 713 here at about the same cost);
+   * where they fit, the costs compare as they are (convnet_mini's 48 channels at 24x24: 56 us
+   * flat, 60 here, at costs 1728 and 1736). */
+  double weights = 4.0 * (double)c->CO * (double)k->inner_numel;
+  if (!cp || (o->cpu_channel_lanes < 2 && (weights > CHANNEL_L2_BYTES ? 0.9 : 1.0) * cbest >= best)) return;
+  c->channel_lanes = true, c->cp = cp, c->cr = cr, c->rr = rr, c->flat = false, c->in_place = in_place;
+  c->XQ = xq, c->XPA = xq * c->col_stride;
+}
+
+int64_t cg_cpu_pack_numel(const Kernel *k, const CgCpuDirect *c) {
+  if (!c->channel_lanes) return 0;
+  int64_t PL = (int64_t)c->cp * c->lanes;
+  return (c->CO + PL - 1) / PL * PL * k->inner_numel;
+}
 
 bool cg_cpu_direct_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuDirect *dc) {
   return direct_match(p, k, o, false, dc);
@@ -191,7 +274,8 @@ static bool direct_match(const Plan *p, const Kernel *k, const CgOptions *o, boo
   c.XQ = wc * c.wv * L + (KW - 1) / sw;  /* a phase: every index an output vector's taps read */
   c.XPA = sw * c.XQ;
   bool in_place = KH == 1 && KW == 1 && plane_in_place(p, k, &c, false);
-  if ((double)c.PC * (double)c.YP * (double)c.XPA * 4 > DIRECT_PLANE_BYTES && !in_place) return false;
+  /* (channel lanes keep a plane of their own pitch: the forms' planes are checked at the end) */
+  if ((double)c.PC * (double)c.YP * (double)c.XPA * 4 > DIRECT_PLANE_BYTES && !in_place && !o->cpu_channel_lanes) return false;
   /* output channels x rows a task: the sums and row vectors within the budget, the blocks even,
    * and the least time (tap_cost) over the whole output, the blocks' padding included */
   double best = 0;
@@ -248,7 +332,11 @@ static bool direct_match(const Plan *p, const Kernel *k, const CgOptions *o, boo
   /* in place: every vector a task reads inside the operand (the row form's runs end with their
    * rows, the flat form's vectors with its rows) */
   c.in_place = in_place && (c.flat ? (int64_t)c.fv * L == (int64_t)c.rr * W : c.XQ == W);
-  if (!c.in_place && (c.flat ? flat_bytes : (double)c.PC * (double)c.YP * (double)c.XPA * 4) > DIRECT_PLANE_BYTES) return false;
+  bool fits = c.in_place || (c.flat ? flat_bytes : (double)c.PC * (double)c.YP * (double)c.XPA * 4) <= DIRECT_PLANE_BYTES;
+  c.in_place = in_place;  /* what channel lanes may read in place */
+  if (!chained && k->chain == 0) channel_lanes(p, k, o, fits ? best : HUGE_VAL, budget, &c);
+  if (!c.channel_lanes) c.in_place = in_place && (c.flat ? (int64_t)c.fv * L == (int64_t)c.rr * W : c.XQ == W);
+  if (!c.channel_lanes && !fits) return false;
   if (dc) *dc = c;
   return true;
 }
@@ -1143,8 +1231,114 @@ static void render_expanded(const Plan *p, const Kernel *k, const CgCpuDirect *c
   cg_close(em);
 }
 
+/* Channel lanes (CgCpuDirect.channel_lanes). Tasks: an image's channel blocks, each over the
+ * image's blocks of rr rows x cr columns (whole rows, or a run dividing a row: the block's
+ * weights, [k][cp x lanes] in the pack, stay in cache while its pixels go by). The pixels come
+ * from the row form's plane (filled whole, once a thread an image) or the operand in place: at
+ * a tap, pixel (i, j) of the block lies a constant i x sh x pitch + j past the block's first, so
+ * a tap's cr x rr broadcasts take one pointer. Flat planes (a copy a window column), which let
+ * any run of pixels be one pointer, were 3 times the plane and ran the 3x3 over 512 channels
+ * at 7x7 10 % slower (their weights and planes passed L2). The last block of rows moves back to
+ * end at the image's last row and stores only the rows past the block before it. */
+static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *F = d->value_type[KILN_F32], *al = d->array_align ? d->array_align : "";
+  int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1;
+  int64_t H = k->shape[h], W = k->shape[w], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
+  int L = c->lanes, P = c->cp, M = c->rr, N = c->cr, R = M * N, PL = P * L, sh = c->stride, sw = c->col_stride;
+  int64_t CB = (c->CO + PL - 1) / PL, HB = (H + M - 1) / M, WB = W / N, NF = k->outer_numel / (c->CO * H * W);
+  int64_t K = k->inner_numel, plane = c->YP * c->XPA, pitch = c->in_place ? W : sh * c->XPA;
+  int csel[KILN_MAX_RANK];
+  for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
+  cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
+  bool parallel = (double)k->outer_numel * (double)k->inner_numel >= (double)d->min_parallel_work;
+  cg_open(em, "{");
+  if (!c->in_place) cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(c->PC * plane), al);
+  cg_put(em, "%s kiln_pn = -1, kiln_py0 = 0, kiln_py1 = 0;  /* the plane's image, its rows filled */", I);
+  char head[320];
+  cg_team_for(d, "kiln_t", cg_lit(em, NF * CB * HB * WB), parallel, head, sizeof head);
+  cg_open(em, "%s", head);
+  cg_put(em, "const %s kiln_x0 = kiln_t %% %s * %d, kiln_ha = kiln_t / %s %% %s * %d;", I, cg_lit(em, WB), N, cg_lit(em, WB),
+         cg_lit(em, HB), M);
+  cg_put(em, "const %s kiln_y0 = kiln_ha < %s ? kiln_ha : %s;  /* the last moved back */", I, cg_lit(em, H - M), cg_lit(em, H - M));
+  cg_put(em, "const %s kiln_cb = kiln_t / %s %% %s, kiln_o0 = kiln_cb * %d;", I, cg_lit(em, WB * HB), cg_lit(em, CB), PL);
+  cg_put(em, "const %s kiln_bz = kiln_t / %s;", I, cg_lit(em, WB * HB * CB));
+  cg_put(em, "const %s kiln_ya = 0, kiln_yb = %s;", I, cg_lit(em, c->YP));
+  image_band(k, c, em, row_fill);
+  cg_put(em, "const %s *kiln_wb = kiln_pk + kiln_cb * %s;", F, cg_lit(em, K * PL));
+  cg_put(em, "kiln_v kiln_a[%d][%d];", R, P);
+  sums_open(c, em, (int64_t)R * PL);
+  em->push(em->r);
+  em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, c->PC);
+  char at[96];
+  snprintf(at, sizeof at, "kiln_y0 * %lld + kiln_x0", (long long)pitch);
+  if (c->in_place) operand_at(p, k, c, em, at);
+  else cg_put(em, "const %s *kiln_pp = kiln_pl + kiln_pc * %s + %s;", F, cg_lit(em, plane), at);
+  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rh, rh, cg_lit(em, KH), rh);
+  cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rw, rw, cg_lit(em, KW), rw);
+  cg_put(em, "const %s *kiln_xp = kiln_pp + v%d * %s + v%d %% %d * %s + v%d / %d;", F, rh, cg_lit(em, c->XPA), rw, sw,
+         cg_lit(em, c->XQ), rw, sw);
+  cg_put(em, "const %s *kiln_wk = kiln_wb + ((kiln_pc * %s + v%d) * %s + v%d) * %d;", F, cg_lit(em, KH), rh, cg_lit(em, KW), rw,
+         PL);
+  cg_put(em, "kiln_v kiln_w[%d];", P);
+  cg_put(em, "#pragma GCC unroll %d", P);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_w[kiln_u] = *(const kiln_v *)(kiln_wk + kiln_u * %d);", P, L);
+  cg_put(em, "#pragma GCC unroll %d", R);
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) {", R);
+  cg_put(em, "const %s kiln_x = kiln_xp[kiln_r / %d * %s + kiln_r %% %d];", F, N, cg_lit(em, pitch), N);
+  cg_put(em, "#pragma GCC unroll %d", P);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_a[kiln_r][kiln_u] += kiln_x * kiln_w[kiln_u];", P);
+  cg_close(em);
+  cg_close(em);
+  cg_close(em);
+  em->pop(em->r);
+  char dims[64];
+  snprintf(dims, sizeof dims, "[%d][%d]", R, PL);
+  sums_close(c, em, dims, (int64_t)R * PL);
+  /* each pixel's channels through the kernel's items: the rows past the block before */
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) {", R);
+  cg_put(em, "if (kiln_y0 + kiln_r / %d < kiln_ha) continue;", N);
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_y0 + kiln_r / %d, v%d = kiln_x0 + kiln_r %% %d;", I, h, N, w, N);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", PL, cg_lit(em, c->CO));
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
+  em->items(em->r, 1, "kiln_d[kiln_r][kiln_i]");
+  em->pop(em->r);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+}
+
+void cg_render_cpu_pack(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type;
+  int PL = c->cp * c->lanes;
+  int64_t K = k->inner_numel, CB = (c->CO + PL - 1) / PL;
+  int all[KILN_MAX_RANK];
+  for (int i = 0; i < k->n_red; i++) all[i] = 1;
+  char head[320], v[256];
+  cg_team_for(d, "kiln_q", cg_lit(em, CB * K), true, head, sizeof head);
+  cg_open(em, "%s", head);
+  cg_put(em, "const %s kiln_kk = kiln_q %% %s, kiln_o0 = kiln_q / %s * %d;", I, cg_lit(em, K), cg_lit(em, K), PL);
+  em->push(em->r);
+  em->digits(em->r, "kiln_kk", k->rank, k->n_red, k->red_shape, all, 1, K);
+  cg_open(em, "for (int kiln_j = 0; kiln_j < %d; kiln_j++) {", PL);
+  cg_put(em, "const %s v%d = kiln_o0 + kiln_j < %s ? kiln_o0 + kiln_j : %s;", I, c->co, cg_lit(em, c->CO), cg_lit(em, c->CO - 1));
+  em->emit(em->r, c->weight, v, sizeof v);
+  cg_put(em, "kiln_pk[kiln_q * %d + kiln_j] = kiln_o0 + kiln_j < %s ? %s : 0;", PL, cg_lit(em, c->CO), v);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  (void)p;
+}
+
 void cg_render_cpu_direct(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
-  if (c->expand) render_expanded(p, k, c, em);
+  if (c->channel_lanes) render_channels(p, k, c, em);
+  else if (c->expand) render_expanded(p, k, c, em);
   else if (c->flat) render_flat(p, k, c, em);
   else render_rows(p, k, NULL, c, em);
 }

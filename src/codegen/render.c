@@ -3446,6 +3446,35 @@ static void render_cpu_expanded(R *r) {
   cg_render_cpu_direct(r->p, kd, &c, &em);
 }
 
+/* A channel-lanes convolution's pack (CgLaunch.pack): kiln_q<k>, over the kernel's np parameters
+ * and the pack, writes its weights laid out; kiln_p<k>, a trampoline like the kernel's, calls it.
+ * Nothing the kernel's body emitted is in scope. */
+static void render_pack(R *r, const CgCpuDirect *c, int np, const int *params) {
+  const Dialect *d = r->d;
+  StrBuf *out = r->sb;
+  int ki = r->k->id;
+  sb_printf(out, "\n/* kernel %d's weights, laid out once */\nstatic void kiln_q%d(", ki, ki);
+  for (int i = 0; i < np; i++)
+    sb_printf(out, d->buf_param, i < r->k->n_ins ? d->buf_const : "", d->store_type[r->p->te->stages[params[i]].dtype],
+              d->buf_restrict, i), sb_puts(out, ", ");
+  sb_printf(out, "%s *%s kiln_pk%s) {\n", d->value_type[KILN_F32], d->buf_restrict, d->team_params);
+  int floor = hk_isolate(r, -1);
+  r->indent = 1;
+  CgEmit em = emit_hooks(r);
+  cg_render_cpu_pack(r->p, r->k, c, &em);
+  hk_isolate(r, floor);
+  char pn[32], qn[32];
+  snprintf(pn, sizeof pn, "kiln_p%d", ki);
+  snprintf(qn, sizeof qn, "kiln_q%d", ki);
+  sb_puts(out, "}\n");
+  sb_printf(out, d->trampoline, pn, qn);
+  for (int i = 0; i <= np; i++) {
+    sb_puts(out, i ? ", " : "");
+    sb_printf(out, d->trampoline_arg, i);
+  }
+  sb_puts(out, d->trampoline_end);
+}
+
 /* c: what cg_cpu_direct_match found (its proof substitutes and simplifies the window: once) */
 static void render_cpu_direct(R *r, const CgCpuDirect *c) {
   CgEmit em = emit_hooks(r);
@@ -3541,6 +3570,10 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   CgGpuShape gs = cg_kernel_shape(p, k, d, o);
   CgGemm gemm;
   CgCpuDirect direct;
+  /* a direct convolution (matched once: its proof adds to the TE); with channel lanes, its
+   * weights' pack the kernel's last parameter */
+  bool is_direct = !d->grid && d->tile && k->chain == 0 && k->kind != KN_POINTWISE && cg_cpu_direct_match(p, k, o, &direct);
+  bool packed = is_direct && direct.channel_lanes;
   if (gs == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, d, out);
   if (gs == CG_GPU_BLOCK_ROWS) cg_rows_globals(p, k, o, d, out);
   if (gs == CG_GPU_CHAIN && k->chain == 2 && cg_pair_blocked(d) && cg_pair_wide(k)) cg_pair_globals(k, d, out);
@@ -3566,6 +3599,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
     sb_printf(out, d->buf_param, i < k->n_ins ? d->buf_const : "", d->store_type[te->stages[params[i]].dtype],
               d->buf_restrict, i);
   }
+  if (packed) sb_printf(out, "%sconst %s *%s kiln_pk", np ? ", " : "", d->value_type[KILN_F32], d->buf_restrict);
   if (!d->grid && d->team_params) sb_puts(out, d->team_params);
   sb_puts(out, ") {\n");
   if (d->kernel_entry && o->dependent_launch && !phase) sb_printf(out, "%s\n", d->kernel_entry);
@@ -3577,7 +3611,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   else if (gs == CG_GPU_BLOCK_ROWS) render_block_rows(&r);
   else if (gs == CG_GPU_VEC4) render_vec4(&r);
   else if (k->kind == KN_POINTWISE) render_pointwise(&r);
-  else if (!d->grid && d->tile && cg_cpu_direct_match(p, k, o, &direct)) render_cpu_direct(&r, &direct);
+  else if (is_direct) render_cpu_direct(&r, &direct);
   else if (!d->grid && d->tile && cg_cpu_tile_match(p, k, o, NULL)) render_cpu_tile(&r);
   else if (!d->grid && cg_window_match(p, k, o)) render_window(&r);
   else if (!d->grid && rowacc_fits(k, te) && rows_contiguous(&r)) render_rowacc(&r);
@@ -3589,12 +3623,13 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
     char tn[32];
     cg_kernel_name(ki, true, tn);
     sb_printf(out, d->trampoline, tn, name);
-    for (int i = 0; i < np; i++) {
+    for (int i = 0; i < np + packed; i++) {
       sb_puts(out, i ? ", " : "");
       sb_printf(out, d->trampoline_arg, i);
     }
     sb_puts(out, d->trampoline_end);
   }
+  if (packed && !r.st) render_pack(&r, &direct, np, params);
   if (d->kernel_begin) {
     sb_printf(out, d->entry, name);
     for (int i = 0; i < np; i++) {

@@ -39,6 +39,8 @@ typedef struct Launch {
                          independent kernel into it) */
   int64_t resident;   /* a group: blocks the device keeps resident (0: unknown) */
   int regs, local_bytes;
+  void *pack_fn;      /* CgLaunch.pack: the module's kiln_p<k>, filling pack (the kernel's last argument) */
+  float *pack;
 } Launch;
 
 struct Schedule {
@@ -341,6 +343,32 @@ static kiln_status place_buffers(Schedule *s) {
 
 /* ---- launches ---- */
 
+/* Lays out a kernel's constant weights (CgLaunch.pack) from its parameters' buffers now: at
+ * compile, and after write_param of one of them. */
+static kiln_status run_pack(Schedule *s, Launch *L) {
+  for (int j = 0; j < L->l->n_params; j++) L->args[j] = s->buf[L->l->params[j]];
+  L->args[L->l->n_params] = (RtBuf)(uintptr_t)L->pack;
+  kiln_status st = s->be->launch(s->dev, L->pack_fn, L->l, L->args);
+  return st ? st : dev_sync(s, "weights' pack");
+}
+
+/* A kernel whose weights are laid out for it: the pack's buffer (host memory: only loop
+ * dialects render packs) and its first filling. */
+static kiln_status bind_pack(Schedule *s, Launch *L) {
+  const CgLaunch *l = L->l;
+  if (!s->be->host_memory)
+    return kiln_fail(KILN_ERR_UNSUPPORTED, "%s: kernel %d lays out its weights, which only host-memory backends do", s->be->name,
+                     l->kernel);
+  int64_t bytes;
+  if (!size_mul(l->pack, (int64_t)sizeof(float), &bytes) || !(L->pack = kiln_malloc((size_t)bytes)))
+    return kiln_fail(KILN_ERR_NO_MEMORY, "%s: no memory for kernel %d's weights laid out (%lld floats)", s->be->name, l->kernel,
+                     (long long)l->pack);
+  CgLaunch pl = *l;
+  snprintf(pl.name, sizeof pl.name, "kiln_p%d", l->kernel);
+  kiln_status st = s->be->lookup(s->dev, s->module, &pl, &L->pack_fn);
+  return st ? st : run_pack(s, L);
+}
+
 /* Binds every launch to its entry point and buffers; offers library GEMMs to the backend
  * (planned once, run once here outside any recording, so that the library's lazy set-up
  * does not happen while the schedule is recorded; declined: the generated kernel stays). */
@@ -364,6 +392,7 @@ static kiln_status bind_launches(Schedule *s) {
                          l->params[j]);
     }
     kiln_status st = s->be->lookup(s->dev, s->module, l, &L->fn);
+    if (!st && l->pack > 0) st = bind_pack(s, L);
     if (st) return st;
     if (!l->library || !s->opt.cublaslt || !s->be->library_prepare) continue;
     if (s->be->library_prepare(s->dev, &l->lib, s->buf, &L->lib) != KILN_OK) { L->lib = NULL; continue; }
@@ -623,6 +652,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   g->cpu_lanes = d->grid || !o->cpu_direct ? 0 : o->cpu_direct <= 2 ? rt_cpu_lanes() : o->cpu_direct;
   g->cpu_rows_only = o->cpu_direct == 2;
   g->cpu_expand_all = o->cpu_expand == 2;
+  if (o->cpu_channel_lanes < 0 || o->cpu_channel_lanes > 2)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cpu_channel_lanes ($KILN_CPU_CHANNEL_LANES) is %d: 0 never, 1 where the cost "
+                     "model says, 2 wherever it can", o->cpu_channel_lanes);
+  g->cpu_channel_lanes = d->grid ? 0 : o->cpu_channel_lanes;
   if (o->grid_sync < -1 || o->grid_sync > 2)
     return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: -1 the default, 0 off, 1 sibling kernels "
                      "share a launch, 2 also dependent ones across grid barriers", o->grid_sync);
@@ -820,6 +853,7 @@ void rt_schedule_free(Schedule *s) {
   for (int i = 0; s->launch && i < s->n_launch; i++) {
     if (s->launch[i].lib) s->be->library_release(s->dev, s->launch[i].lib);
     kiln_free(s->launch[i].args);
+    kiln_free(s->launch[i].pack);
   }
   kiln_free(s->launch);
   for (int i = 0; s->group && i < s->n_group; i++) kiln_free(s->group[i].args);
@@ -1014,6 +1048,13 @@ kiln_status rt_schedule_write_param(Schedule *s, int stage, const void *src) {
     s->be->library_release(s->dev, L->lib);
     L->lib = NULL;
     if (s->be->library_prepare(s->dev, &L->l->lib, s->buf, &L->lib) != KILN_OK) L->lib = NULL, s->n_library--;
+  }
+  /* a kernel whose weights were laid out from this param lays them out again */
+  for (int i = 0; !st && i < s->n_launch; i++) {
+    Launch *L = &s->launch[i];
+    bool reads = false;
+    for (int j = 0; L->pack && j < L->l->n_params; j++) reads |= L->l->params[j] == stage;
+    if (reads) st = run_pack(s, L);
   }
   return st;
 }

@@ -95,9 +95,9 @@ static float val(int64_t i, int salt) { return (float)((i * 37 + salt * 11) % 23
  * are tiles packed in runs when windows are off (a sum of at most 16 points both can take goes
  * to the window). Then with the defaults, where `want_direct` kernels are direct convolutions
  * (none on a host without AVX2), against ref again. */
-static void compare_direct(const char *name, kiln_graph *g, int n_in, const int64_t *in_numel, int64_t out_numel,
-                           int want_tiles, int want_windows, int want_runs, int want_in_place, int window_tiles,
-                           int want_direct, int want_flat) {
+static void compare_direct_lanes(const char *name, kiln_graph *g, int n_in, const int64_t *in_numel, int64_t out_numel,
+                                 int want_tiles, int want_windows, int want_runs, int want_in_place, int window_tiles,
+                                 int want_direct, int want_flat, int want_channels) {
   float *in[4] = { 0 }, *got = alloc_f32(out_numel), *want = alloc_f32(out_numel);
   const void *ins[4];
   for (int i = 0; i < n_in; i++) {
@@ -112,12 +112,30 @@ static void compare_direct(const char *name, kiln_graph *g, int n_in, const int6
   void *ow[1] = { want };
   if (r) OK(kiln_program_run(r, ins, ow));
   static const int configs[3][2] = { { 1, 1 }, { 0, 1 }, { 1, 0 } };  /* cpu_tiles, cpu_windows */
-  for (int c = 0; c < 4 && r; c++) {
+  for (int c = 0; c < 5 && r; c++) {
     o = kiln_options_default();
     o.backend = "cpu";
     kiln_program *p = NULL;
     void *og[1] = { got };
-    if (c == 3) {  /* the defaults: direct convolutions */
+    if (c == 4) {  /* channel lanes wherever they can (want_channels of them; -1: not counted) */
+      o.cpu_channel_lanes = 2;
+      OK(kiln_program_compile(g, &o, &p));
+      if (!p) break;
+      int nc = count_in_plan(p, "channels in lanes"), want_c = host_lanes() ? want_channels : 0;
+      CHECK_MSG(want_channels < 0 || nc == want_c, "%s: %d convolutions in channel lanes (want %d)", name, nc, want_c);
+      for (int64_t i = 0; i < out_numel; i++) got[i] = NAN;
+      OK(kiln_program_run(p, ins, og));
+      double worst = 0;
+      for (int64_t i = 0; i < out_numel; i++) {
+        double e = fabs((double)got[i] - want[i]) / (1 + fabs((double)want[i]));
+        if (!(e <= worst)) worst = e;
+      }
+      CHECK_MSG(worst <= 2e-5, "%s (channel lanes): worst relative error %.3g", name, worst);
+      kiln_program_free(p);
+      break;
+    }
+    if (c == 3) {  /* the defaults, the pixel forms: direct convolutions along rows or flat planes */
+      o.cpu_channel_lanes = 0;
       OK(kiln_program_compile(g, &o, &p));
       if (!p) break;
       int nd = count_in_plan(p, "direct convolution"), want_d = host_lanes() ? want_direct : 0;
@@ -133,7 +151,7 @@ static void compare_direct(const char *name, kiln_graph *g, int n_in, const int6
       }
       CHECK_MSG(worst <= 2e-5, "%s (defaults, direct): worst relative error %.3g", name, worst);
       kiln_program_free(p);
-      break;
+      continue;
     }
     int tiles = configs[c][0], windows = configs[c][1];
     int want_t = want_tiles + (windows ? 0 : window_tiles), want_r = want_runs + (windows ? 0 : window_tiles);
@@ -166,6 +184,13 @@ static void compare_direct(const char *name, kiln_graph *g, int n_in, const int6
   for (int i = 0; i < n_in; i++) free(in[i]);
   free(got);
   free(want);
+}
+
+static void compare_direct(const char *name, kiln_graph *g, int n_in, const int64_t *in_numel, int64_t out_numel,
+                           int want_tiles, int want_windows, int want_runs, int want_in_place, int window_tiles,
+                           int want_direct, int want_flat) {
+  compare_direct_lanes(name, g, n_in, in_numel, out_numel, want_tiles, want_windows, want_runs, want_in_place, window_tiles,
+                       want_direct, want_flat, -1);
 }
 
 static void compare(const char *name, kiln_graph *g, int n_in, const int64_t *in_numel, int64_t out_numel,
@@ -221,13 +246,16 @@ static void conv_case(const ConvCase *c) {
   OK(kiln_graph_output_info(g, 0, &info));
   int64_t out = info.numel;
   int64_t in_numel[1] = { c->n * c->c * c->h * c->w };
-  compare_direct(c->name, g, 1, in_numel, out, c->tiles, c->windows, c->runs, c->in_place, c->window_tiles, c->direct,
-                 lanes() == 8 ? c->flat8 : c->flat);
+  /* channel lanes wherever a direct convolution reads constant weights for a vector of channels */
+  int channels = c->group == 1 && c->m >= lanes() ? c->direct : 0;
+  compare_direct_lanes(c->name, g, 1, in_numel, out, c->tiles, c->windows, c->runs, c->in_place, c->window_tiles, c->direct,
+                       lanes() == 8 ? c->flat8 : c->flat, channels);
   /* the task's shape at 16 lanes: 8 channels x 2 rows for lenet's rows of 14 (7 tasks a
    * column), not x 3 (5, 15 rows computed) */
   if (lanes() == 16 && c->h == 14 && c->m == 32) {
     kiln_options o = kiln_options_default();
     o.backend = "cpu";
+    o.cpu_channel_lanes = 0;
     kiln_program *p = NULL;
     OK(kiln_program_compile(g, &o, &p));
     const char *task = "8 channels x 2 rows x 1 vectors a task";
@@ -571,6 +599,89 @@ static void in_place_cases(void) {
   }
 }
 
+/* relu(conv(x, w) + b), 3x3 pad 1, with w a param (constant: channel lanes may lay it out) or an
+ * input (changing run to run: they may not) */
+static kiln_graph *lanes_graph(int64_t n, int64_t c, int64_t hw, int64_t m, bool w_input, kiln_tensor *wt) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[4] = { n, c, hw, hw }, ws[4] = { m, c, 3, 3 }, bs[1] = { m };
+  float *wv = alloc_f32(m * c * 9), *bias = alloc_f32(m);
+  for (int64_t i = 0; i < m * c * 9; i++) wv[i] = val(i, 1) / 8;
+  for (int64_t i = 0; i < m; i++) bias[i] = val(i, 2);
+  kiln_tensor x, b, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+  if (w_input) OK(kiln_graph_input(g, "w", KILN_F32, 4, ws, wt));
+  else OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, wv, wt));
+  OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &b));
+  kiln_conv_params p = { .spatial = 2, .strides = { 1, 1 }, .dilations = { 1, 1 }, .pads = { 1, 1, 1, 1 }, .group = 1 };
+  OK(kiln_graph_conv(g, x, *wt, b, &p, &y));
+  OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  free(wv);
+  free(bias);
+  return g;
+}
+
+static double worst_of(const float *got, const float *want, int64_t n) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double e = fabs((double)got[i] - want[i]) / (1 + fabs((double)want[i]));
+    if (!(e <= worst)) worst = e;
+  }
+  return worst;
+}
+
+/* Channel lanes: res256_7's 3x3 over 256 channels at 7x7 takes them by default (at AVX-512's 16
+ * lanes: rows of 7 leave 15 of 64 lanes idle); a weight rewritten by write_param is laid out
+ * again; weights that are an input are never laid out, even where channel lanes are asked for
+ * wherever they can be. */
+static void channel_lanes_cases(void) {
+  if (!host_lanes()) return;
+  int64_t n = 1, c = 256, hw = 7, m = 256, xn = n * c * hw * hw, yn = n * m * hw * hw, wn = m * c * 9;
+  float *x = alloc_f32(xn), *w = alloc_f32(wn), *got = alloc_f32(yn), *want = alloc_f32(yn);
+  for (int64_t i = 0; i < xn; i++) x[i] = val(i, 5);
+  for (int w_input = 0; w_input < 2; w_input++) {
+    kiln_tensor wt;
+    kiln_graph *g = lanes_graph(n, c, hw, m, w_input, &wt);
+    for (int64_t i = 0; i < wn; i++) w[i] = val(i, 1) / 8;
+    const void *ins[2] = { x, w };
+    void *og[1] = { got }, *ow[1] = { want };
+    kiln_options o = kiln_options_default();
+    o.backend = "ref";
+    kiln_program *r = NULL, *p = NULL;
+    OK(kiln_program_compile(g, &o, &r));
+    o.backend = "cpu";
+    o.cpu_channel_lanes = w_input ? 2 : 1;
+    OK(kiln_program_compile(g, &o, &p));
+    if (p && r) {
+      int nc = count_in_plan(p, "channels in lanes"), want_c = !w_input && lanes() == 16 ? 1 : w_input ? 0 : nc;
+      CHECK_MSG(nc == want_c, "channel lanes (w %s): %d kernels (want %d)", w_input ? "an input" : "a param", nc, want_c);
+      for (int round = 0; round < 2; round++) {
+        if (round == 1) {  /* new weights: laid out again (a param), read as they are (an input) */
+          for (int64_t i = 0; i < wn; i++) w[i] = val(i, 7) / 8;
+          if (!w_input) {
+            OK(kiln_program_write_param(p, wt, w));
+            OK(kiln_program_write_param(r, wt, w));
+          }
+        }
+        for (int64_t i = 0; i < yn; i++) got[i] = NAN;
+        OK(kiln_program_run(r, ins, ow));
+        OK(kiln_program_run(p, ins, og));
+        double e = worst_of(got, want, yn);
+        CHECK_MSG(e <= 2e-5, "channel lanes (w %s, round %d): worst relative error %.3g", w_input ? "an input" : "a param",
+                  round, e);
+      }
+    }
+    kiln_program_free(p);
+    kiln_program_free(r);
+    kiln_graph_free(g);
+  }
+  free(x);
+  free(w);
+  free(got);
+  free(want);
+}
+
 int main(void) {
   static const ConvCase convs[] = {
     { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
@@ -624,6 +735,7 @@ int main(void) {
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   in_place_cases();
+  channel_lanes_cases();
   expand_case(16, 16, 0);
   expand_case(16, 16, 1);  /* the default: 32 KiB, too small to join */
   expand_case(16, 16, 2);  /* flat planes at 16 lanes, one vector a row */

@@ -107,8 +107,9 @@ static void launch_part(void *ctx, int tid, int nt) {
 
 static kiln_status cpu_launch(void *dev, void *fn, const CgLaunch *l, const RtBuf *args) {
   void *a[MAX_ARGS];
-  if (l->n_params > MAX_ARGS) return kiln_fail(KILN_ERR_UNSUPPORTED, "cpu: kernel %d has %d parameters (at most %d)", l->kernel, l->n_params, MAX_ARGS);
-  for (int i = 0; i < l->n_params; i++) a[i] = (void *)(uintptr_t)args[i];
+  int n = l->n_params + (l->pack > 0);  /* a kernel's weights laid out for it: one more, the last */
+  if (n > MAX_ARGS) return kiln_fail(KILN_ERR_UNSUPPORTED, "cpu: kernel %d has %d parameters (at most %d)", l->kernel, n, MAX_ARGS);
+  for (int i = 0; i < n; i++) a[i] = (void *)(uintptr_t)args[i];
   Launch run = { .args = a };
   memcpy(&run.entry, &fn, sizeof run.entry);  /* object pointer -> function pointer, as POSIX allows */
   cpu_run(dev, launch_part, &run);
