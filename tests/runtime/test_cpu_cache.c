@@ -1,20 +1,23 @@
 /*
  * test_cpu_cache.c — the cpu backend's on-disk cache: a second compile of the same
  * graph is a hit; a cached object whose stored source differs from the requested
- * source is not used (recompiled: a miss), and the values stay right.
+ * source is not used (recompiled: a miss), and the values stay right; a wrapper of the same
+ * compiler has entries of its own.
  */
 #include "test.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/kiln-test-cache-XXXXXX";
 
-static kiln_census compile_run(kiln_graph *g, const float *x, float *y) {
+static kiln_census compile_run_cc(kiln_graph *g, const float *x, float *y, const char *cc) {
   kiln_options o = kiln_options_default();
   o.backend = "cpu";
+  if (cc) snprintf(o.cc, sizeof o.cc, "%s", cc);
   snprintf(o.cache_dir, sizeof o.cache_dir, "%s/kiln", dir);  /* this program's own cache */
   kiln_program *p = NULL;
   kiln_census c = { 0 };
@@ -25,6 +28,8 @@ static kiln_census compile_run(kiln_graph *g, const float *x, float *y) {
   kiln_program_free(p);
   return c;
 }
+
+static kiln_census compile_run(kiln_graph *g, const float *x, float *y) { return compile_run_cc(g, x, y, NULL); }
 
 /* Rewrites every stored source in the cache folder (keeps its length: flips a comment). */
 static int tamper(void) {
@@ -73,6 +78,18 @@ int main(void) {
   for (int i = 0; i < 1000; i++) CHECK_NEAR(ys[i], tanhf(xs[i]) * xs[i], 1e-6);
   kiln_census c4 = compile_run(g, xs, ys);  /* the recompile replaced the entry */
   CHECK(c4.cache_hit == 1);
+  /* a wrapper of the same compiler (the same --version) is another compiler: its own entry */
+  char wrap[256];
+  snprintf(wrap, sizeof wrap, "%s/cc-wrapper", dir);
+  FILE *f = fopen(wrap, "w");
+  if (f) {
+    fputs("#!/bin/sh\nexec cc \"$@\"\n", f);
+    fclose(f);
+    chmod(wrap, 0700);
+    kiln_census c5 = compile_run_cc(g, xs, ys, wrap);
+    CHECK_MSG(c5.cache_hit == 0, "a wrapper of cc was handed cc's cached object");
+    for (int i = 0; i < 1000; i++) CHECK_NEAR(ys[i], tanhf(xs[i]) * xs[i], 1e-6);
+  }
   kiln_graph_free(g);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -290,6 +290,9 @@ kiln_status cpu_build(const char *src, size_t len, const kiln_options *o, void *
   cpu_cc_identity(cc, id);
   const char *flags = cpu_cc_flags();
   uint64_t h = hash_bytes(id, strlen(id), 0x6b696c6e);
+  /* the compiler's name too: a wrapper that adds flags (cc -fsanitize=address) reports the
+   * version of the compiler it runs, and its objects need another program to load them */
+  h = hash_bytes(cc, strlen(cc), h);
   h = hash_bytes(flags, strlen(flags), h);
   h = hash_bytes(src, len, h);
   char key[32], so[PATH_N], cf[PATH_N], name[64];
