@@ -158,13 +158,21 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
         double cost = (double)((c->CO + P * L - 1) / (P * L)) * (first + (double)(PB - 1) * again);
         if (!cbest || cost < cbest) cbest = cost, cp = P, cr = (int)n, rr = (int)m;
       }
-  /* The row and flat forms read a task's weights as ob rows, ob streams apart: where the
-   * weights pass L2 those streams come from L3, and their costs undercount it (res512_4 took
-   * 1000 us in flat planes, 19 channels a task, against 713 here at about the same cost);
-   * where they fit, the costs compare as they are (convnet_mini's 48 channels at 24x24: 56 us
-   * flat, 60 here, at costs 1728 and 1736). */
-  double weights = 4.0 * (double)c->CO * (double)k->inner_numel;
-  if (!cp || (o->cpu_channel_lanes < 2 && (weights > CHANNEL_L2_BYTES ? 0.9 : 1.0) * cbest >= best)) return;
+  /* Against the other forms over an image, the sums' taps and the epilogue's items. The row
+   * and flat forms read a task's weights as ob rows, ob streams apart: where the weights pass
+   * L2 those streams come from L3, and their costs undercount it (res512_4 took 1000 us in
+   * flat planes, 19 channels a task, against 713 here at about the same cost); where they fit,
+   * the costs compare as they are (convnet_mini's 48 channels at 24x24: 56 us flat, 60 here,
+   * at costs 1728 and 1736). The epilogue here goes a point at a time (a pixel's channels are
+   * planes apart), about 2 half cycles an item a point, the others' a vector at a time:
+   * resnet50's 1x1 expansions with their residual at 14x14 (256 -> 1024) took 387 us here
+   * against 318 in rows. Where neither form's plane fits, the register tiles run (6 channels x
+   * 2 vectors of pixels, 12 multiply-adds a point of the sum): resnet50's 1x1 64 -> 256 at 56x56
+   * took 532 us here against 366 in tiles. */
+  double K = (double)k->inner_numel, points = (double)c->CO * (double)(H * W), items = 2.0 * k->n_items * points;
+  double mine = K * (4.0 * (double)c->CO * K > CHANNEL_L2_BYTES ? 0.9 : 1.0) * cbest + items;
+  double theirs = best < HUGE_VAL ? K * best : K * 12.0 * (double)((c->CO + 5) / 6) * (double)((H * W + 2 * L - 1) / (2 * L));
+  if (!cp || (o->cpu_channel_lanes < 2 && mine >= theirs + items / L)) return;
   c->channel_lanes = true, c->cp = cp, c->cr = cr, c->rr = rr, c->flat = false, c->in_place = in_place;
   c->XQ = xq, c->XPA = xq * c->col_stride;
 }
@@ -1295,15 +1303,25 @@ static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c
   char dims[64];
   snprintf(dims, sizeof dims, "[%d][%d]", R, PL);
   sums_close(c, em, dims, (int64_t)R * PL);
-  /* each pixel's channels through the kernel's items: the rows past the block before */
-  cg_open(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) {", R);
-  cg_put(em, "if (kiln_y0 + kiln_r / %d < kiln_ha) continue;", N);
-  em->push(em->r);
-  cg_put(em, "const %s v%d = kiln_y0 + kiln_r / %d, v%d = kiln_x0 + kiln_r %% %d;", I, h, N, w, N);
+  /* each channel's pixels through the kernel's items, a run along a row at a time (the
+   * output's and a residual's lines, where a pixel's channels are planes apart); the rows past
+   * the block before */
   cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", PL, cg_lit(em, c->CO));
   em->push(em->r);
   cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
-  em->items(em->r, 1, "kiln_d[kiln_r][kiln_i]");
+  cg_open(em, "for (int kiln_m = 0; kiln_m < %d; kiln_m++) {", M);
+  cg_put(em, "if (kiln_y0 + kiln_m < kiln_ha) continue;");
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_y0 + kiln_m;", I, h);
+  cg_put(em, "%s", d->simd);
+  cg_open(em, "for (int kiln_j = 0; kiln_j < %d; kiln_j++) {", N);
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_x0 + kiln_j;", I, w);
+  char sum[64];
+  snprintf(sum, sizeof sum, "kiln_d[kiln_m * %d + kiln_j][kiln_i]", N);
+  em->items(em->r, 1, sum);
+  em->pop(em->r);
+  cg_close(em);
   em->pop(em->r);
   cg_close(em);
   em->pop(em->r);
