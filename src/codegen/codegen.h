@@ -699,6 +699,7 @@ typedef struct CgCpuDirect {
                                     * the kernel's pack (CgLaunch.pack: [block][k][cp x lanes], k the sum's
                                     * flat index, zeros past the channels) */
   int cp, cr;
+  int64_t pitch;                   /* channel lanes in place: the operand's row pitch (elements) */
   int64_t span;                    /* plane channels a span of the sum: PC where the sum is at most
                                     * CG_CPU_F32_SUM_MAX points, else spans of at most CG_CPU_F32_SPAN
                                     * points, each summed in f32 and the spans added in f64 */

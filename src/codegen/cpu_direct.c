@@ -97,6 +97,29 @@ static bool plane_in_place(const Plan *p, const Kernel *k, const CgCpuDirect *c,
  * multiply-add's latency of four cycles on two pipes. Counting every load as a multiply-add
  * chose 8 channels x 3 rows for lenet's 14 rows (5 tasks a column, 15 rows computed) over 8 x 2
  * (7, 14): 171 against 160 us at two threads. */
+/* Channel lanes read a 1 x 1 window in place at any stride (each pixel a broadcast at a constant
+ * displacement): the plane, an f32 load of another kernel's buffer, runs along its columns
+ * contiguously and its rows a pitch apart; that pitch in elements (0: not so). */
+static int64_t strided_in_place(const Plan *p, const Kernel *k, const CgCpuDirect *c) {
+  const Expr *L = c->plane;
+  int nv = k->rank + k->n_red, rh = nv - 2, rw = nv - 1;
+  if (L->kind != EX_LOAD || L->dtype != KILN_F32 || p->kernel_of[L->src] == k->id || plan_is_baked(p->te, L->src) || k->chain)
+    return 0;
+  int64_t v[2 * KILN_MAX_RANK], o0, o1, o2;
+  for (int i = 0; i < nv; i++) v[i] = (i < k->rank ? k->shape[i] : k->red_shape[i - k->rank]) / 2;
+  v[rh] = v[rw] = 0;
+  if (!cg_load_offset_at(p, L, v, nv, &o0)) return 0;
+  v[rw] = c->XP - 1;
+  if (!cg_load_offset_at(p, L, v, nv, &o1) || o1 - o0 != c->XP - 1) return 0;
+  if (c->YP == 1) return c->XP;
+  v[rh] = c->YP - 1, v[rw] = 0;
+  if (!cg_load_offset_at(p, L, v, nv, &o2) || (o2 - o0) % (c->YP - 1)) return 0;
+  int64_t pitch = (o2 - o0) / (c->YP - 1);
+  v[rh] = c->YP / 2;
+  if (pitch < c->XP || !cg_load_offset_at(p, L, v, nv, &o1) || o1 - o0 != pitch * (c->YP / 2)) return 0;
+  return pitch;
+}
+
 static double tap_cost(int64_t sums, int64_t loads) {
   int64_t c = sums > loads ? sums : loads;
   return (double)(c > 8 ? c : 8);
@@ -135,7 +158,8 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
     if (v != c->co && te_uses_var(c->weight, v)) return;
   /* the row form's plane at the pitch of its columns, or the operand in place */
   int64_t H = k->shape[h], W = k->shape[w], xq = (c->XP + c->col_stride - 1) / c->col_stride;
-  bool in_place = KH == 1 && KW == 1 && c->stride == 1 && c->col_stride == 1 && c->in_place;
+  int64_t pitch = KH != 1 || KW != 1 ? 0 : c->stride == 1 && c->col_stride == 1 && c->in_place ? W : strided_in_place(p, k, c);
+  bool in_place = pitch > 0;
   if (!in_place && (double)c->PC * (double)c->YP * (double)(xq * c->col_stride) * 4 > DIRECT_PLANE_BYTES) return;
   /* A tap's cost in half cycles: its multiply-adds and loads (tap_cost) but no fewer than 14
    * (tasks of 8 sums ran at half the speed of 14 to 24), and its cp weight vectors, which stream
@@ -173,7 +197,7 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
   double mine = K * (4.0 * (double)c->CO * K > CHANNEL_L2_BYTES ? 0.9 : 1.0) * cbest + items;
   double theirs = best < HUGE_VAL ? K * best : K * 12.0 * (double)((c->CO + 5) / 6) * (double)((H * W + 2 * L - 1) / (2 * L));
   if (!cp || (o->cpu_channel_lanes < 2 && mine >= theirs + items / L)) return;
-  c->channel_lanes = true, c->cp = cp, c->cr = cr, c->rr = rr, c->flat = false, c->in_place = in_place;
+  c->channel_lanes = true, c->cp = cp, c->cr = cr, c->rr = rr, c->flat = false, c->in_place = in_place, c->pitch = pitch;
   c->XQ = xq, c->XPA = xq * c->col_stride;
 }
 
@@ -244,8 +268,9 @@ static bool direct_match(const Plan *p, const Kernel *k, const CgOptions *o, boo
   Expr *want = te_simplify(te, u, lo, hi, nv);
   map[h] = vh, map[w] = vw;
   int sh = 0, sw = 0;
-  for (int s = 1; s <= 4 && s <= KH && plane && want && !sh; s++)
-    for (int t = 1; t <= 4 && t <= KW && !sh; t++) {
+  /* strides up to the window, or up to 4 for a 1 x 1 window (a projection at stride 2) */
+  for (int s = 1; s <= 4 && (s <= KH || KH * KW == 1) && plane && want && !sh; s++)
+    for (int t = 1; t <= 4 && (t <= KW || KH * KW == 1) && !sh; t++) {
       map[rh] = te_binary(te, TB_ADD, te_binary(te, TB_MUL, vh, te_const_i(te, KILN_I64, s)), vrh);
       map[rw] = te_binary(te, TB_ADD, te_binary(te, TB_MUL, vw, te_const_i(te, KILN_I64, t)), vrw);
       Expr *back = te_substitute(te, plane, map, nv);
@@ -1255,7 +1280,9 @@ static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c
   int64_t H = k->shape[h], W = k->shape[w], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
   int L = c->lanes, P = c->cp, M = c->rr, N = c->cr, R = M * N, PL = P * L, sh = c->stride, sw = c->col_stride;
   int64_t CB = (c->CO + PL - 1) / PL, HB = (H + M - 1) / M, WB = W / N, NF = k->outer_numel / (c->CO * H * W);
-  int64_t K = k->inner_numel, plane = c->YP * c->XPA, pitch = c->in_place ? W : sh * c->XPA;
+  /* a block's pixel (i, j): i rows of sh plane rows and j columns of sw on, in place; in the
+   * plane, whose rows are in phases of the column stride, j columns of one */
+  int64_t K = k->inner_numel, plane = c->YP * c->XPA, pitch = sh * (c->in_place ? c->pitch : c->XPA), step = c->in_place ? sw : 1;
   int csel[KILN_MAX_RANK];
   for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
   cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
@@ -1279,7 +1306,7 @@ static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c
   em->push(em->r);
   em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, c->PC);
   char at[96];
-  snprintf(at, sizeof at, "kiln_y0 * %lld + kiln_x0", (long long)pitch);
+  snprintf(at, sizeof at, "kiln_y0 * %lld + kiln_x0 * %lld", (long long)pitch, (long long)step);
   if (c->in_place) operand_at(p, k, c, em, at);
   else cg_put(em, "const %s *kiln_pp = kiln_pl + kiln_pc * %s + %s;", F, cg_lit(em, plane), at);
   cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rh, rh, cg_lit(em, KH), rh);
@@ -1293,7 +1320,7 @@ static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c
   cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_w[kiln_u] = *(const kiln_v *)(kiln_wk + kiln_u * %d);", P, L);
   cg_put(em, "#pragma GCC unroll %d", R);
   cg_open(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) {", R);
-  cg_put(em, "const %s kiln_x = kiln_xp[kiln_r / %d * %s + kiln_r %% %d];", F, N, cg_lit(em, pitch), N);
+  cg_put(em, "const %s kiln_x = kiln_xp[kiln_r / %d * %s + kiln_r %% %d * %d];", F, N, cg_lit(em, pitch), N, (int)step);
   cg_put(em, "#pragma GCC unroll %d", P);
   cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_a[kiln_r][kiln_u] += kiln_x * kiln_w[kiln_u];", P);
   cg_close(em);

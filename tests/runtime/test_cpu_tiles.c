@@ -735,6 +735,8 @@ int main(void) {
      * whole channels, each summed in f32, the spans added in f64; flat at 4x4, rows at 6x16 */
     { "3x3 over 520 channels at 4x4 (spans)", 2, 520, 4, 4, 20, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1, 0, 1, 0, 1, 1 },
     { "3x3 over 460 channels at 6x16 (spans)", 1, 460, 6, 16, 8, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
+    /* a 1x1 projection at stride 2 (resnet50's): channel lanes read it in place, rows 2 x 15 apart */
+    { "1x1 stride 2 from 15x15 (a projection)", 2, 64, 15, 15, 48, 1, 1, 2, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0 },
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   in_place_cases();
