@@ -89,6 +89,16 @@ static kiln_program *ref_run(kiln_graph *g, const void *const *ins, void *const 
 
 static float val(int64_t i, int salt) { return (float)((i * 37 + salt * 11) % 23 - 11) / 16.0f; }
 
+/* The largest error of got against want relative to 1 + |want| (a NaN is the worst). */
+static double worst_of(const float *got, const float *want, int64_t n) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double e = fabs((double)got[i] - want[i]) / (1 + fabs((double)want[i]));
+    if (!(e <= worst)) worst = e;
+  }
+  return worst;
+}
+
 /* Compiles g on cpu (direct convolutions off: tiles and windows on; tiles off; windows off)
  * and on ref, runs each on the same inputs and compares the one output; tiles on must give
  * `want_tiles` tile kernels, windows on `want_windows` window kernels, of which `window_tiles`
@@ -125,11 +135,7 @@ static void compare_direct_lanes(const char *name, kiln_graph *g, int n_in, cons
       CHECK_MSG(want_channels < 0 || nc == want_c, "%s: %d convolutions in channel lanes (want %d)", name, nc, want_c);
       for (int64_t i = 0; i < out_numel; i++) got[i] = NAN;
       OK(kiln_program_run(p, ins, og));
-      double worst = 0;
-      for (int64_t i = 0; i < out_numel; i++) {
-        double e = fabs((double)got[i] - want[i]) / (1 + fabs((double)want[i]));
-        if (!(e <= worst)) worst = e;
-      }
+      double worst = worst_of(got, want, out_numel);
       CHECK_MSG(worst <= 2e-5, "%s (channel lanes): worst relative error %.3g", name, worst);
       kiln_program_free(p);
       break;
@@ -144,11 +150,7 @@ static void compare_direct_lanes(const char *name, kiln_graph *g, int n_in, cons
       CHECK_MSG(nf == want_f, "%s: %d direct convolutions in flat planes (want %d)", name, nf, want_f);
       for (int64_t i = 0; i < out_numel; i++) got[i] = NAN;  /* nothing left from the run before */
       OK(kiln_program_run(p, ins, og));
-      double worst = 0;
-      for (int64_t i = 0; i < out_numel; i++) {
-        double e = fabs((double)got[i] - want[i]) / (1 + fabs((double)want[i]));
-        if (!(e <= worst)) worst = e;
-      }
+      double worst = worst_of(got, want, out_numel);
       CHECK_MSG(worst <= 2e-5, "%s (defaults, direct): worst relative error %.3g", name, worst);
       kiln_program_free(p);
       continue;
@@ -172,11 +174,7 @@ static void compare_direct_lanes(const char *name, kiln_graph *g, int n_in, cons
               windows, windows ? want_windows : 0);
     for (int64_t i = 0; i < out_numel; i++) got[i] = NAN;  /* nothing left from the run before */
     OK(kiln_program_run(p, ins, og));
-    double worst = 0;
-    for (int64_t i = 0; i < out_numel; i++) {
-      double e = fabs((double)got[i] - want[i]) / (1 + fabs((double)want[i]));
-      if (!(e <= worst)) worst = e;  /* a NaN is the worst */
-    }
+    double worst = worst_of(got, want, out_numel);
     CHECK_MSG(worst <= 2e-5, "%s (cpu_tiles %d, cpu_windows %d): worst relative error %.3g", name, tiles, windows, worst);
     kiln_program_free(p);
   }
@@ -623,15 +621,6 @@ static kiln_graph *lanes_graph(int64_t n, int64_t c, int64_t hw, int64_t m, bool
   free(wv);
   free(bias);
   return g;
-}
-
-static double worst_of(const float *got, const float *want, int64_t n) {
-  double worst = 0;
-  for (int64_t i = 0; i < n; i++) {
-    double e = fabs((double)got[i] - want[i]) / (1 + fabs((double)want[i]));
-    if (!(e <= worst)) worst = e;
-  }
-  return worst;
 }
 
 /* Channel lanes: res256_7's 3x3 over 256 channels at 7x7 takes them by default (at AVX-512's 16

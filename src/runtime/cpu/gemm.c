@@ -160,69 +160,48 @@ static void store_column(float *restrict d, int64_t ldd, const float *restrict a
   for (int j = 0; j < n; j++) d[j * ldd] = v[j];
 }
 
-/* The swapped product's tiles: panels of A's rows, row tiles of B's columns. */
-static void swapped_part(void *ctx, int tid, int threads) {
-  const CpuGemm *c = ctx;
-  const CgLibGemm *g = &c->g;
-  int NR = c->nr;
-  int64_t mt = (g->N + MR - 1) / MR, nt = c->np / NR, per = g->K * c->np;
-  int64_t b_step = g->b_t ? 1 : g->ldb, lo, hi;
-  share(g->batch * mt * nt, tid, threads, &lo, &hi);
-  for (int64_t t = lo; t < hi; t++) {
-    /* the column tiles of one panel run in a row: the panel stays in cache while B streams by */
-    int64_t b = t / (mt * nt), mi = t / mt % nt, ni = t % mt;
-    const float *B = stage_at(c, g->b_stage, g->b_off + b * g->b_sb);
-    const float *cols[MR];
-    int64_t n0 = ni * MR, m0 = mi * NR;
-    for (int r = 0; r < MR; r++) {
-      int64_t n = n0 + r < g->N ? n0 + r : g->N - 1;
-      cols[r] = g->b_t ? B + n * g->ldb : B + n;
-    }
-    const float *P = c->packed + (c->packed_batches > 1 ? b * per : 0) + m0 * g->K;
-    float acc[MR * NR_MAX];
-    c->tile(cols, b_step, g->K, P, NR, acc);
-    float *D = (float *)(uintptr_t)c->buf[g->d_stage] + g->d_off + b * g->d_sb;
-    const float *bias = g->bias_stage >= 0 ? stage_at(c, g->bias_stage, g->bias_off) : NULL;
-    int rows = m0 + NR <= g->M ? NR : (int)(g->M - m0);
-    for (int r = 0; r < MR && n0 + r < g->N; r++)
-      store_column(D + m0 * g->ldd + n0 + r, g->ldd, acc + r * NR, rows, bias && g->bias_m ? bias + m0 : NULL,
-                   bias && !g->bias_m ? bias[n0 + r] : 0.0f, g->relu ? ACT_RELU : g->gelu ? ACT_GELU : ACT_NONE);
-  }
-}
-
 /* The share of lanes and rows a tile computes that are the product's: n of np lanes, m of
  * MR-row tiles. */
 static double tile_fill(int64_t lanes, int64_t rows, int nr) {
   return (double)lanes / (double)((lanes + nr - 1) / nr * nr) * (double)rows / (double)((rows + MR - 1) / MR * MR);
 }
 
+/* The tiles: panels of B's columns (the lanes) and row tiles of A's rows, or swapped, panels of
+ * A's rows and row tiles of B's columns, each tile stored transposed. */
 static void tiles_part(void *ctx, int tid, int threads) {
   const CpuGemm *c = ctx;
-  TileFn tile = c->tile;
   const CgLibGemm *g = &c->g;
+  bool sw = c->swapped;
   int NR = c->nr;
-  int64_t mt = (g->M + MR - 1) / MR, nt = c->np / NR, per = g->K * c->np;
-  int64_t a_step = g->a_t ? g->lda : 1, lo, hi;
+  /* the tile's rows: A's (its rows along m: a_t), or swapped, B's columns (along n: !b_t) */
+  int64_t rows_n = sw ? g->N : g->M, lanes_n = sw ? g->M : g->N, ld = sw ? g->ldb : g->lda;
+  int64_t off = sw ? g->b_off : g->a_off, sb = sw ? g->b_sb : g->a_sb;
+  bool strided = sw ? !g->b_t : g->a_t, bias_lanes = sw ? g->bias_m : !g->bias_m;
+  int64_t mt = (rows_n + MR - 1) / MR, nt = c->np / NR, per = g->K * c->np, step = strided ? ld : 1, lo, hi;
+  int act = g->relu ? ACT_RELU : g->gelu ? ACT_GELU : ACT_NONE;
   share(g->batch * mt * nt, tid, threads, &lo, &hi);
   for (int64_t t = lo; t < hi; t++) {
-    /* the m tiles of one panel run in a row: the panel stays in cache while A streams by */
-    int64_t b = t / (mt * nt), ni = t / mt % nt, mi = t % mt;
-    const float *A = stage_at(c, g->a_stage, g->a_off + b * g->a_sb);
+    /* the row tiles of one panel run in a row: the panel stays in cache while the rows stream by */
+    int64_t b = t / (mt * nt), pi = t / mt % nt, ri = t % mt;
+    const float *X = stage_at(c, sw ? g->b_stage : g->a_stage, off + b * sb);
     const float *rows[MR];
-    int64_t m0 = mi * MR, n0 = ni * NR;
+    int64_t r0 = ri * MR, p0 = pi * NR;
     for (int r = 0; r < MR; r++) {
-      int64_t m = m0 + r < g->M ? m0 + r : g->M - 1;
-      rows[r] = g->a_t ? A + m : A + m * g->lda;
+      int64_t m = r0 + r < rows_n ? r0 + r : rows_n - 1;
+      rows[r] = strided ? X + m : X + m * ld;
     }
-    const float *P = c->packed + (c->packed_batches > 1 ? b * per : 0) + n0 * g->K;
+    const float *P = c->packed + (c->packed_batches > 1 ? b * per : 0) + p0 * g->K;
     float acc[MR * NR_MAX];
-    tile(rows, a_step, g->K, P, NR, acc);
+    c->tile(rows, step, g->K, P, NR, acc);
     float *D = (float *)(uintptr_t)c->buf[g->d_stage] + g->d_off + b * g->d_sb;
     const float *bias = g->bias_stage >= 0 ? stage_at(c, g->bias_stage, g->bias_off) : NULL;
-    int cols = n0 + NR <= g->N ? NR : (int)(g->N - n0);
-    for (int r = 0; r < MR && m0 + r < g->M; r++)
-      store_row(D + (m0 + r) * g->ldd + n0, acc + r * NR, cols, bias && !g->bias_m ? bias + n0 : NULL,
-                bias && g->bias_m ? bias[m0 + r] : 0.0f, g->relu ? ACT_RELU : g->gelu ? ACT_GELU : ACT_NONE);
+    int lanes = p0 + NR <= lanes_n ? NR : (int)(lanes_n - p0);
+    for (int r = 0; r < MR && r0 + r < rows_n; r++) {
+      const float *bl = bias && bias_lanes ? bias + p0 : NULL;
+      float br = bias && !bias_lanes ? bias[r0 + r] : 0.0f;
+      if (sw) store_column(D + p0 * g->ldd + r0 + r, g->ldd, acc + r * NR, lanes, bl, br, act);
+      else store_row(D + (r0 + r) * g->ldd + p0, acc + r * NR, lanes, bl, br, act);
+    }
   }
 }
 
@@ -254,7 +233,7 @@ kiln_status cpu_gemm_prepare(const CgLibGemm *g, const RtBuf *buf, void *dev, vo
 kiln_status cpu_gemm_run(void *call) {
   CpuGemm *c = call;
   if (!c->packed_once) pack_all(c);
-  cpu_run(c->dev, c->swapped ? swapped_part : tiles_part, c);
+  cpu_run(c->dev, tiles_part, c);
   return KILN_OK;
 }
 
