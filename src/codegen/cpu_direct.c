@@ -51,6 +51,11 @@ enum { DIRECT_PLANE_BYTES = 512 << 10, DIRECT_ROWS_MAX = 4 };
 /* channel lanes: a block of channels' weights is read again from L2 while it and the plane fit
  * this (7/8 of this EPYC's 1 MiB) */
 enum { CHANNEL_L2_BYTES = 896 << 10 };
+/* channel lanes: a plane (on the thread's stack, as the tiles' 1 MiB panels are) at most this;
+ * their plane is the image's only once, where the row form's tasks reread theirs (a 3x3/2 over
+ * 256 channels from 28x28, a plane of 890 KiB: 1700-1880 us in tiles, 1360 here, two threads
+ * beside a CI run; the row form with a plane of 980 KiB ran at half the tiles' speed) */
+enum { CHANNEL_PLANE_BYTES = 1 << 20 };
 /* an expansion's sum a point at most (its every point is a multiply-add and a load in the fill) */
 enum { EXPAND_SUM_MAX = 1024, EXPAND_MIN_BYTES = 512 << 10 };
 
@@ -160,7 +165,7 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
   int64_t H = k->shape[h], W = k->shape[w], xq = (c->XP + c->col_stride - 1) / c->col_stride;
   int64_t pitch = KH != 1 || KW != 1 ? 0 : c->stride == 1 && c->col_stride == 1 && c->in_place ? W : strided_in_place(p, k, c);
   bool in_place = pitch > 0;
-  if (!in_place && (double)c->PC * (double)c->YP * (double)(xq * c->col_stride) * 4 > DIRECT_PLANE_BYTES) return;
+  if (!in_place && (double)c->PC * (double)c->YP * (double)(xq * c->col_stride) * 4 > CHANNEL_PLANE_BYTES) return;
   /* A tap's cost in half cycles: its multiply-adds and loads (tap_cost) but no fewer than 14
    * (tasks of 8 sums ran at half the speed of 14 to 24), and its cp weight vectors, which stream
    * from L3 (about 6 bytes a half cycle) the first time a block of channels' weights is read

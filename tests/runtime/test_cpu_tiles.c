@@ -672,6 +672,35 @@ static void channel_lanes_cases(void) {
   free(w);
   free(got);
   free(want);
+  /* a plane past the row form's 512 KiB (128 channels of 33 x 33): channel lanes, within 1 MiB */
+  kiln_tensor wt;
+  kiln_graph *g = lanes_graph(1, 128, 31, 32, false, &wt);
+  int64_t big_in = 128 * 31 * 31, big_out = 32 * 31 * 31;
+  float *bx = alloc_f32(big_in), *bg = alloc_f32(big_out), *bw = alloc_f32(big_out);
+  for (int64_t i = 0; i < big_in; i++) bx[i] = val(i, 6);
+  kiln_options o = kiln_options_default();
+  o.backend = "ref";
+  kiln_program *r = NULL, *p = NULL;
+  OK(kiln_program_compile(g, &o, &r));
+  o.backend = "cpu";
+  o.cpu_channel_lanes = 2;
+  OK(kiln_program_compile(g, &o, &p));
+  if (p && r) {
+    int nc = count_in_plan(p, "channels in lanes");
+    CHECK_MSG(nc == 1, "channel lanes, a plane past 512 KiB: %d kernels (want 1)", nc);
+    const void *ins[1] = { bx };
+    void *og[1] = { bg }, *ow[1] = { bw };
+    OK(kiln_program_run(r, ins, ow));
+    OK(kiln_program_run(p, ins, og));
+    double e = worst_of(bg, bw, big_out);
+    CHECK_MSG(e <= 2e-5, "channel lanes, a plane past 512 KiB: worst relative error %.3g", e);
+  }
+  kiln_program_free(p);
+  kiln_program_free(r);
+  kiln_graph_free(g);
+  free(bx);
+  free(bg);
+  free(bw);
 }
 
 int main(void) {
