@@ -3472,15 +3472,32 @@ static void render_cpu_expanded(R *r) {
 /* A channel-lanes convolution's pack (CgLaunch.pack): kiln_q<k>, over the kernel's np parameters
  * and the pack, writes its weights laid out; kiln_p<k>, a trampoline like the kernel's, calls it.
  * Nothing the kernel's body emitted is in scope. */
+/* A kernel's buffer parameters b0 .. b<np-1>, comma-separated. */
+static void buf_params(StrBuf *out, const Dialect *d, const Plan *p, const Kernel *k, const int *params, int np) {
+  for (int i = 0; i < np; i++) {
+    sb_puts(out, i ? ", " : "");
+    sb_printf(out, d->buf_param, i < k->n_ins ? d->buf_const : "", d->store_type[p->te->stages[params[i]].dtype],
+              d->buf_restrict, i);
+  }
+}
+
+/* A loop dialect's trampoline `name`, calling fn with its first n arguments. */
+static void trampoline(StrBuf *out, const Dialect *d, const char *name, const char *fn, int n) {
+  sb_printf(out, d->trampoline, name, fn);
+  for (int i = 0; i < n; i++) {
+    sb_puts(out, i ? ", " : "");
+    sb_printf(out, d->trampoline_arg, i);
+  }
+  sb_puts(out, d->trampoline_end);
+}
+
 static void render_pack(R *r, const CgCpuDirect *c, int np, const int *params) {
   const Dialect *d = r->d;
   StrBuf *out = r->sb;
   int ki = r->k->id;
   sb_printf(out, "\n/* kernel %d's weights, laid out once */\nstatic void kiln_q%d(", ki, ki);
-  for (int i = 0; i < np; i++)
-    sb_printf(out, d->buf_param, i < r->k->n_ins ? d->buf_const : "", d->store_type[r->p->te->stages[params[i]].dtype],
-              d->buf_restrict, i), sb_puts(out, ", ");
-  sb_printf(out, "%s *%s kiln_pk%s) {\n", d->value_type[KILN_F32], d->buf_restrict, d->team_params);
+  buf_params(out, d, r->p, r->k, params, np);
+  sb_printf(out, "%s%s *%s kiln_pk%s) {\n", np ? ", " : "", d->value_type[KILN_F32], d->buf_restrict, d->team_params);
   int floor = hk_isolate(r, -1);
   r->indent = 1;
   CgEmit em = emit_hooks(r);
@@ -3490,12 +3507,7 @@ static void render_pack(R *r, const CgCpuDirect *c, int np, const int *params) {
   snprintf(pn, sizeof pn, "kiln_p%d", ki);
   snprintf(qn, sizeof qn, "kiln_q%d", ki);
   sb_puts(out, "}\n");
-  sb_printf(out, d->trampoline, pn, qn);
-  for (int i = 0; i <= np; i++) {
-    sb_puts(out, i ? ", " : "");
-    sb_printf(out, d->trampoline_arg, i);
-  }
-  sb_puts(out, d->trampoline_end);
+  trampoline(out, d, pn, qn, np + 1);
 }
 
 /* c: what cg_cpu_direct_match found (its proof substitutes and simplifies the window: once) */
@@ -3617,11 +3629,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   }
   sb_printf(out, "%s(", name);
   if (phase) sb_printf(out, "%s k_bid, %s k_nbid%s", d->index_type, d->index_type, np ? ", " : "");
-  for (int i = 0; i < np; i++) {
-    sb_puts(out, i ? ", " : "");
-    sb_printf(out, d->buf_param, i < k->n_ins ? d->buf_const : "", d->store_type[te->stages[params[i]].dtype],
-              d->buf_restrict, i);
-  }
+  buf_params(out, d, p, k, params, np);
   if (packed) sb_printf(out, "%sconst %s *%s kiln_pk", np ? ", " : "", d->value_type[KILN_F32], d->buf_restrict);
   if (!d->grid && d->team_params) sb_puts(out, d->team_params);
   sb_puts(out, ") {\n");
@@ -3645,12 +3653,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   if (!d->grid && d->trampoline) {
     char tn[32];
     cg_kernel_name(ki, true, tn);
-    sb_printf(out, d->trampoline, tn, name);
-    for (int i = 0; i < np + packed; i++) {
-      sb_puts(out, i ? ", " : "");
-      sb_printf(out, d->trampoline_arg, i);
-    }
-    sb_puts(out, d->trampoline_end);
+    trampoline(out, d, tn, name, np + packed);
   }
   if (packed && !r.st) render_pack(&r, &direct, np, params);
   if (d->kernel_begin) {
