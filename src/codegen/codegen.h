@@ -669,6 +669,9 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
  * back)? Only when it stores the values of its own point, none into a buffer the kernel reads (an
  * assigned value, which may be stored in place). */
 bool cg_points_idempotent(const Plan *p, const Kernel *k);
+/* Is stage a constant of the program: a const, or a param no assign updates (the same value
+ * every run until write_param)? (library.c) */
+bool cg_stage_constant(const TE *te, int stage);
 /* The element offset of load L with the vars at v (nv of them); false where it is not exact. */
 bool cg_load_offset_at(const Plan *p, const Expr *L, const int64_t *v, int nv, int64_t *out);
 

@@ -103,8 +103,10 @@ static bool plane_in_place(const Plan *p, const Kernel *k, const CgCpuDirect *c,
  * chose 8 channels x 3 rows for lenet's 14 rows (5 tasks a column, 15 rows computed) over 8 x 2
  * (7, 14): 171 against 160 us at two threads. */
 /* Channel lanes read a 1 x 1 window in place at any stride (each pixel a broadcast at a constant
- * displacement): the plane, an f32 load of another kernel's buffer, runs along its columns
- * contiguously and its rows a pitch apart; that pitch in elements (0: not so). */
+ * displacement; each plane channel's start from the operand's own expression, operand_at): the
+ * plane, an f32 load of another kernel's buffer, runs along its columns contiguously and its rows
+ * a pitch apart; that pitch in elements (0: not so). At a stride of 1 this is plane_in_place's
+ * plane, rows W apart. */
 static int64_t strided_in_place(const Plan *p, const Kernel *k, const CgCpuDirect *c) {
   const Expr *L = c->plane;
   int nv = k->rank + k->n_red, rh = nv - 2, rw = nv - 1;
@@ -136,10 +138,7 @@ typedef struct Constant { const TE *te; bool all; } Constant;
 
 static void note_constant(const Expr *L, void *ctx) {
   Constant *c = ctx;
-  const Stage *S = &c->te->stages[L->src];
-  bool constant = S->kind == ST_CONST || S->kind == ST_PARAM;
-  for (int i = 0; constant && i < c->te->n_assigns; i++) constant = c->te->assigns[i].param != L->src;
-  c->all &= constant;
+  c->all &= cg_stage_constant(c->te, L->src);
 }
 
 /* Does e read only the program's constants (consts, params no assign updates)? */
@@ -163,7 +162,7 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
     if (v != c->co && te_uses_var(c->weight, v)) return;
   /* the row form's plane at the pitch of its columns, or the operand in place */
   int64_t H = k->shape[h], W = k->shape[w], xq = (c->XP + c->col_stride - 1) / c->col_stride;
-  int64_t pitch = KH != 1 || KW != 1 ? 0 : c->stride == 1 && c->col_stride == 1 && c->in_place ? W : strided_in_place(p, k, c);
+  int64_t pitch = KH == 1 && KW == 1 ? strided_in_place(p, k, c) : 0;
   bool in_place = pitch > 0;
   if (!in_place && (double)c->PC * (double)c->YP * (double)(xq * c->col_stride) * 4 > CHANNEL_PLANE_BYTES) return;
   /* A tap's cost in half cycles: its multiply-adds and loads (tap_cost) but no fewer than 14
@@ -371,9 +370,7 @@ static bool direct_match(const Plan *p, const Kernel *k, const CgOptions *o, boo
    * rows, the flat form's vectors with its rows) */
   c.in_place = in_place && (c.flat ? (int64_t)c.fv * L == (int64_t)c.rr * W : c.XQ == W);
   bool fits = c.in_place || (c.flat ? flat_bytes : (double)c.PC * (double)c.YP * (double)c.XPA * 4) <= DIRECT_PLANE_BYTES;
-  c.in_place = in_place;  /* what channel lanes may read in place */
   if (!chained && k->chain == 0) channel_lanes(p, k, o, fits ? best : HUGE_VAL, budget, &c);
-  if (!c.channel_lanes) c.in_place = in_place && (c.flat ? (int64_t)c.fv * L == (int64_t)c.rr * W : c.XQ == W);
   if (!c.channel_lanes && !fits) return false;
   if (dc) *dc = c;
   return true;

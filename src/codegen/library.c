@@ -181,8 +181,7 @@ static bool epilogue(const Plan *p, const Kernel *k, const CgGemm *g, const CgOp
   return true;
 }
 
-/* A const, or a param no assign updates: the same value every run until write_param. */
-static bool is_constant(const TE *te, int stage) {
+bool cg_stage_constant(const TE *te, int stage) {
   const Stage *S = &te->stages[stage];
   bool constant = S->kind == ST_CONST || S->kind == ST_PARAM;
   for (int i = 0; constant && i < te->n_assigns; i++) constant = te->assigns[i].param != stage;
@@ -248,8 +247,8 @@ static bool lib_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibG
   c->a_stage = la->src, c->b_stage = lb->src, c->d_stage = out->stage;
   c->a_off = a.base, c->b_off = b.base, c->d_off = d.base;
   c->a_sb = a.sb, c->b_sb = b.sb, c->d_sb = d.sb, c->ldd = d.sm;
-  c->a_constant = is_constant(p->te, c->a_stage);
-  c->b_constant = is_constant(p->te, c->b_stage);
+  c->a_constant = cg_stage_constant(p->te, c->a_stage);
+  c->b_constant = cg_stage_constant(p->te, c->b_stage);
   return true;
 }
 
