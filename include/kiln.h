@@ -242,6 +242,17 @@ void kiln_graph_print(const kiln_graph *g, FILE *f);
  * KILN_F32 turns it off (the default). Any other t is KILN_ERR_INVALID_ARG. */
 kiln_status kiln_graph_set_autocast(kiln_graph *g, kiln_dtype t);
 
+/* Data parallel (one process a device, each with its own batch): y is x's mean over the ranks of the
+ * communicator the program is compiled with (kiln_options.dist), the same on every rank; a program
+ * without one is a group of one rank and y equals x. x must be float. Its gradient is the mean of
+ * the gradients over the ranks. The planner gives it a kernel boundary of its own (the reduction
+ * is the communicator's call: NCCL's all-reduce on cuda) and starts it as soon as x exists. */
+kiln_status kiln_graph_all_reduce_mean(kiln_graph *g, kiln_tensor x, kiln_tensor *out);
+/* on 1: kiln_graph_sgd / kiln_graph_adam called afterwards average each gradient over the ranks
+ * (kiln_graph_all_reduce_mean) before the update, so that every rank takes the same step, that of
+ * the union of the ranks' batches; 0 (the default) off. */
+kiln_status kiln_graph_set_data_parallel(kiln_graph *g, int on);
+
 /* Autodiff: grads[i] = d loss / d wrt[i]; loss must be a scalar (any rank with one element) float. */
 kiln_status kiln_graph_grad(kiln_graph *g, kiln_tensor loss, int n, const kiln_tensor *wrt, kiln_tensor *grads);
 /* Training steps: add the gradients of loss for params (T_PARAM tensors), optimizer state (zero-initialised
@@ -259,6 +270,31 @@ kiln_status kiln_graph_adam(kiln_graph *g, kiln_tensor loss, int n, const kiln_t
 /* Loads an ONNX model; external data is read only from the model's own folder. */
 kiln_status kiln_graph_load_onnx(const char *path, kiln_graph **out);
 kiln_status kiln_graph_load_onnx_buffer(const void *data, size_t size, const char *base_dir, kiln_graph **out);
+
+/* ---- data parallel: a communicator over ranks, one process a device ------------ */
+
+/* The program's collectives (kiln_graph_all_reduce_mean, the averaged gradients of
+ * kiln_graph_set_data_parallel) run over the communicator in kiln_options.dist: NCCL on cuda,
+ * loaded with dlopen ($KILN_NCCL_LIB, else libnccl.so.2 or libnccl.so). Each rank is a process
+ * on its own device ($KILN_CUDA_DEVICE) that compiles the same graph with its rank's
+ * communicator and runs it on its own batch; `kiln train --gpus N` starts such processes. */
+typedef struct kiln_dist kiln_dist;
+enum { KILN_DIST_ID_BYTES = 128, KILN_DIST_ID_TEXT = 2 * KILN_DIST_ID_BYTES + 1 };
+typedef struct kiln_dist_id { unsigned char bytes[KILN_DIST_ID_BYTES]; } kiln_dist_id;
+/* A new communicator's id (NCCL's unique id), made in one process and handed to every rank; that
+ * process serves the ranks' first contact, so it lives until every rank has opened. */
+kiln_status kiln_dist_id_new(kiln_dist_id *out);
+/* The id as 256 hex digits and a NUL into text (cap >= KILN_DIST_ID_TEXT), and back. */
+kiln_status kiln_dist_id_format(const kiln_dist_id *id, char *text, size_t cap);
+kiln_status kiln_dist_id_parse(const char *text, kiln_dist_id *out);
+/* Joins rank `rank` of `ranks` to the communicator id names, on this process's CUDA device; every
+ * rank calls it at about the same time (each waits for all). id NULL with ranks 1: a group of one
+ * rank with no library, on any backend (each collective is a copy). */
+kiln_status kiln_dist_open(const kiln_dist_id *id, int ranks, int rank, kiln_dist **out);
+int kiln_dist_ranks(const kiln_dist *d);
+int kiln_dist_rank(const kiln_dist *d);
+/* Every program compiled with d must be freed first. NULL: nothing. */
+void kiln_dist_close(kiln_dist *d);
 
 /* ---- compiling and running ---------------------------------------------------- */
 
@@ -475,6 +511,12 @@ typedef struct kiln_options {
                            along rows, none of 512 channels), its weights laid out for it once at
                            compile and again after kiln_program_write_param; 2 wherever it can; 0
                            never ($KILN_CPU_CHANNEL_LANES) */
+  kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
+                           group of one rank, each collective a copy). A communicator of more than one
+                           rank needs a backend with collectives: cuda */
+  int64_t dist_bucket_bytes; /* collectives started as soon as this many bytes of gradients are ready
+                           (one NCCL group of all-reduces, one launch), or their readers need them; 0
+                           (default) 25 MiB, PyTorch DDP's bucket ($KILN_DIST_BUCKET_BYTES) */
 } kiln_options;
 
 /* Defaults with the environment applied: every variable named above, read when this is
@@ -519,6 +561,10 @@ typedef struct kiln_census {
                                    input shapes; 0 from kiln_program_census */
   int64_t shape_compiles;       /* kiln_model_census: compiles since the model was opened (a set
                                    of shapes evicted and met again compiles again) */
+  int64_t collectives;          /* collectives per run (each gradient averaged over the ranks is one) */
+  int64_t collective_calls;     /* calls to the communicator per run: buckets of collectives (0 in a
+                                   group of one rank without a library, where each is a copy) */
+  int64_t collective_bytes;     /* bytes the collectives reduce per run */
 } kiln_census;
 
 kiln_status kiln_program_compile(const kiln_graph *g, const kiln_options *opt, kiln_program **out);

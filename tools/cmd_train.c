@@ -17,25 +17,42 @@
  * set the same way and counts right answers on the device (train_net_build_eval), compiled
  * once. Progress (step, samples/s, then the epoch's loss) goes to stderr; the loss curve
  * optionally to an SVG file.
+ *
+ * --gpus N (data parallel, cuda): one process a GPU. The process started from the command line
+ * makes the communicator's id (NCCL's, kiln_dist_id_new), starts N copies of itself with
+ * --rank r, $KILN_CUDA_DEVICE=r and the id in $KILN_DIST_ID, and waits for them. Each keeps the
+ * whole training set and shuffles it with the same seed; step s of an epoch gives rank r the
+ * images idx[(s N + r) B ..][0 .. B), so the N ranks together take the N B images one process
+ * would take at --batch N B, in the same order, and the averaged gradients make the same step up
+ * to the order of f32 sums. Rank 0 alone prints and tests.
  */
 #include "tools.h"
 #include "train.h"
 
 #include <limits.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+
+extern char **environ;
 
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
 /* Fashion-MNIST training-set pixel mean and standard deviation (of p/255) */
 #define PIX_MEAN 0.2860f
 #define PIX_STD 0.3530f
 
+enum { MAX_GPUS = 64 };
+
 typedef struct Args {
-  const char *model, *backend, *plot, *data, *optim, *precision;
+  const char *model, *backend, *plot, *data, *optim, *precision, *losses;
   int epochs, batch, eval_batch, limit;
+  int gpus, rank;               /* data parallel: processes, and this one's rank (-1: the one started by hand) */
+  kiln_dist *dist;              /* the rank's communicator */
   bool host_batches;
   double lr, momentum;
   uint64_t seed;
@@ -44,7 +61,7 @@ typedef struct Args {
 static const char usage[] =
     "usage: kiln train --model mlp|lenet [--epochs N] [--backend B] [--batch 32] [--optim sgd|adam]\n"
     "                  [--lr 0.01] [--momentum 0.9] [--plot FILE.svg] [--data DIR] [--limit N] [--seed S]\n"
-    "                  [--host-batches] [--precision f32|bf16|f16]\n"
+    "                  [--host-batches] [--precision f32|bf16|f16] [--gpus N] [--losses FILE]\n"
     "  trains on Fashion-MNIST (IDX files in DIR, default " DATA_DIR ");\n"
     "  the training and test sets stay on the backend's device: each step gathers its batch there\n"
     "  and keeps its loss there (no host<->device copy per step; the losses are read once an epoch)\n"
@@ -54,12 +71,16 @@ static const char usage[] =
     "  --precision bf16: mixed precision, each contraction (forward and backward) on bf16 copies of its\n"
     "  operands with an f32 result; weights, optimizer state, loss and updates stay f32; f16 the same\n"
     "  with the loss scaled dynamically inside the step (an overflowing step is skipped)\n"
+    "  --gpus N: data parallel on N GPUs (cuda, NCCL), one process a GPU, --batch images each; the\n"
+    "  gradients are averaged over the GPUs, so the steps are those of one GPU at --batch N x B\n"
+    "  (--rank R is how the processes it starts learn their rank)\n"
+    "  --losses FILE: each step's loss, one a line (data parallel: the mean over the GPUs)\n"
     "  exit status: 0 trained, 1 training failed, 2 a usage error\n";
 
 /* The arguments into *a: true when there is something to train, else false with the exit status in *rc. */
 static bool parse_args(int argc, char **argv, Args *a, int *rc) {
   *a = (Args){.epochs = 1, .batch = 32, .eval_batch = 500, .lr = -1, .momentum = 0.9, .data = DATA_DIR,
-              .optim = "sgd", .precision = "f32", .seed = 1};
+              .optim = "sgd", .precision = "f32", .seed = 1, .gpus = 1, .rank = -1};
   Cli c = cli_start("train", argc, argv);
   while (cli_next(&c))
     if (!cli_choice(&c, "--model", (const char *const[]){ "mlp", "lenet", NULL }, &a->model) &&
@@ -67,12 +88,18 @@ static bool parse_args(int argc, char **argv, Args *a, int *rc) {
         !cli_int(&c, "--batch", 1, 1000000, &a->batch) && !cli_real(&c, "--lr", false, &a->lr) &&
         !cli_real(&c, "--momentum", true, &a->momentum) &&
         !cli_choice(&c, "--optim", (const char *const[]){ "sgd", "adam", NULL }, &a->optim) &&
-        !cli_str(&c, "--plot", "FILE.svg", &a->plot) && !cli_str(&c, "--data", "DIR", &a->data) &&
+        !cli_str(&c, "--plot", "FILE.svg", &a->plot) && !cli_str(&c, "--losses", "FILE", &a->losses) && !cli_str(&c, "--data", "DIR", &a->data) &&
         !cli_int(&c, "--limit", 0, INT_MAX, &a->limit) && !cli_u64(&c, "--seed", &a->seed) &&
         !cli_flag(&c, "--host-batches", &a->host_batches) &&
-        !cli_choice(&c, "--precision", (const char *const[]){ "f32", "bf16", "f16", NULL }, &a->precision))
+        !cli_choice(&c, "--precision", (const char *const[]){ "f32", "bf16", "f16", NULL }, &a->precision) &&
+        !cli_int(&c, "--gpus", 1, MAX_GPUS, &a->gpus) && !cli_int(&c, "--rank", 0, MAX_GPUS - 1, &a->rank))
       cli_unknown(&c);
+  const char *backend = a->backend ? a->backend : getenv("KILN_BACKEND");
   if (!c.bad && !c.help && !a->model) cli_error(&c, "--model is required (mlp or lenet)");
+  if (!c.bad && !c.help && a->gpus > 1 && (!backend || strcmp(backend, "cuda")))
+    cli_error(&c, "--gpus %d needs --backend cuda (NCCL averages the gradients)", a->gpus);
+  if (!c.bad && !c.help && a->gpus > 1 && a->host_batches) cli_error(&c, "--gpus keeps the data on the GPUs: no --host-batches");
+  if (!c.bad && !c.help && a->rank >= a->gpus) cli_error(&c, "--rank %d is not one of --gpus %d", a->rank, a->gpus);
   if (c.bad || c.help) return *rc = cli_usage(&c, usage), false;
   if (a->lr < 0) a->lr = strcmp(a->optim, "adam") ? 0.01 : 0.001;
   train_set_precision(!strcmp(a->precision, "bf16") ? KILN_BF16 : !strcmp(a->precision, "f16") ? KILN_F16 : KILN_F32);
@@ -142,7 +169,70 @@ static void progress(int epoch, int epochs, int step, int steps, double loss, do
 static kiln_options train_options(const Args *a) {
   kiln_options o = kiln_options_default();
   if (a->backend) o.backend = a->backend;
+  o.dist = a->dist;
   return o;
+}
+
+/* The process started by hand under --gpus N: the communicator's id, then N ranks of this
+ * program on GPUs 0 .. N-1, waited for; the first to fail stops the others (they would wait for
+ * it in NCCL for ever). NVLink multicast stays off (NCCL_NVLS_ENABLE=0): the device notes say a
+ * program that uses it can take the host's GPUs out of service. */
+static int launch_ranks(int argc, char **argv, const Args *a) {
+  kiln_dist_id id;
+  char text[KILN_DIST_ID_TEXT], rank[16], device[16];
+  kiln_status s = kiln_dist_id_new(&id);
+  if (!s) s = kiln_dist_id_format(&id, text, sizeof text);
+  if (s) return fail("making the communicator's id", s);
+  /* argv[0] is the command ("train"): kiln train ARGS --rank r */
+  char **args = calloc((size_t)argc + 4, sizeof *args);
+  if (!args) return fprintf(stderr, "kiln train: out of memory\n"), 1;
+  args[0] = "kiln";
+  for (int i = 0; i < argc; i++) args[1 + i] = argv[i];
+  args[argc + 1] = "--rank", args[argc + 2] = rank;
+  setenv("KILN_DIST_ID", text, 1);
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  pid_t pid[MAX_GPUS];
+  int started = 0, rc = 0;
+  for (; started < a->gpus; started++) {
+    snprintf(rank, sizeof rank, "%d", started), snprintf(device, sizeof device, "%d", started);
+    setenv("KILN_CUDA_DEVICE", device, 1);
+    int e = posix_spawn(&pid[started], "/proc/self/exe", NULL, NULL, args, environ);
+    if (e) {
+      fprintf(stderr, "kiln train: cannot start rank %d: %s\n", started, strerror(e));
+      rc = 1;
+      break;
+    }
+  }
+  free(args);
+  for (int left = started; left > 0; left--) {
+    int status = 0;
+    pid_t done = waitpid(-1, &status, 0);
+    if (done < 0) break;
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    for (int r = 0; r < started; r++)
+      if (pid[r] == done) {
+        pid[r] = 0;
+        if (!ok) fprintf(stderr, "kiln train: rank %d %s %d\n", r, WIFEXITED(status) ? "exited with" : "was stopped by signal",
+                         WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+      }
+    if (!ok && !rc)
+      for (int r = 0; r < started; r++)
+        if (pid[r] > 0) kill(pid[r], SIGTERM);
+    if (!ok) rc = 1;
+  }
+  return rc;
+}
+
+/* A rank started by launch_ranks: its communicator, from the id in $KILN_DIST_ID. */
+static int open_rank(Args *a) {
+  const char *text = getenv("KILN_DIST_ID");
+  kiln_dist_id id;
+  if (!text) return fprintf(stderr, "kiln train: --rank is set by --gpus, which puts the communicator's id in KILN_DIST_ID\n"), 1;
+  kiln_status s = kiln_dist_id_parse(text, &id);
+  if (!s) s = kiln_dist_open(&id, a->gpus, a->rank, &a->dist);
+  if (s) return fail("joining the communicator", s);
+  train_set_data_parallel(1);
+  return 0;
 }
 
 /* The test program: the test set resident, right answers counted on the device. */
@@ -221,7 +311,10 @@ static int build_step(const Args *a, ModelKind m, const TrainData *d, TrainNet *
   fprintf(stderr, "kiln train: %s, batch %d, %s lr %g", a->model, a->batch, a->optim, a->lr);
   if (!adam) fprintf(stderr, " momentum %g", a->momentum);
   if (strcmp(a->precision, "f32")) fprintf(stderr, ", %s contractions%s", a->precision, strcmp(a->precision, "f16") ? "" : " (loss scaled)");
-  fprintf(stderr, " on %s; step compiled in %.2f s; ", o.backend ? o.backend : "cpu", now() - t0);
+  fprintf(stderr, " on %s", o.backend ? o.backend : "cpu");
+  if (a->gpus > 1) fprintf(stderr, " x %d GPUs (data parallel, gradients averaged by NCCL; %d images a step)", a->gpus,
+                           a->gpus * a->batch);
+  fprintf(stderr, "; step compiled in %.2f s; ", now() - t0);
   if (d)  /* f32 pixels and one-hot labels */
     fprintf(stderr, "%lld training images resident (%.0f MB)\n", (long long)d->n, (double)d->n * (784 + 10) * 4 / 1e6);
   else fprintf(stderr, "host batches\n");
@@ -242,11 +335,15 @@ static void print_census(kiln_program *p) {
  * back once at the end. */
 static int train_epoch(const Args *a, const Dataset *train, kiln_program *prog, const TrainNet *tn, const int *idx,
                        int n, int e, float *x, float *y, int64_t *perm, float *curve, double *mean) {
-  int steps = n / a->batch;
+  int world = a->gpus, rank = a->rank < 0 ? 0 : a->rank, steps = n / (a->batch * world);
+  int64_t images = (int64_t)a->batch * world;  /* a step's, over all ranks */
   double t0 = now(), sum = 0;
   kiln_status st = KILN_OK;
   int64_t zero = 0;
-  for (int i = 0; perm && i < n; i++) perm[i] = idx[i];
+  /* this rank's share of each step: images idx[(s world + rank) B ..][0 .. B) */
+  for (int i = 0; perm && i < n; i++) perm[i] = 0;
+  for (int s = 0; perm && s < steps; s++)
+    for (int i = 0; i < a->batch; i++) perm[(size_t)s * a->batch + i] = idx[((size_t)s * world + rank) * a->batch + i];
   if (perm && !(st = kiln_program_write_param(prog, tn->perm, perm))) st = kiln_program_write_param(prog, tn->step, &zero);
   if (st) return fail("writing the epoch's order", st);
   /* resident: up to the next progress line (every 25 steps) in one kiln_program_run_times, so
@@ -261,15 +358,19 @@ static int train_epoch(const Args *a, const Dataset *train, kiln_program *prog, 
       sum += curve[s];
     }
     if (st) return fail("training step", st);
-    if (e == 1 && s == 0) print_census(prog);
+    if (e == 1 && s == 0 && rank == 0) print_census(prog);
     int done = s + n;
-    if (done % 25 == 0 || done == steps)
-      progress(e, a->epochs, done, steps, perm ? -1 : sum / done, (double)done * a->batch / (now() - t0));
+    if (rank == 0 && (done % 25 == 0 || done == steps))
+      progress(e, a->epochs, done, steps, perm ? -1 : sum / done, (double)done * images / (now() - t0));
   }
-  if (perm) {
-    if ((st = kiln_program_read_param(prog, tn->losses, curve))) return fail("reading the epoch's losses", st);
+  if (perm) {  /* the losses param holds more steps than an epoch of several ranks takes */
+    float *all = malloc(sizeof(float) * (size_t)(n / a->batch));
+    if (!all) return fprintf(stderr, "kiln train: out of memory\n"), 1;
+    if ((st = kiln_program_read_param(prog, tn->losses, all))) return free(all), fail("reading the epoch's losses", st);
+    memcpy(curve, all, sizeof(float) * (size_t)steps);
+    free(all);
     for (int s = 0; s < steps; s++) sum += curve[s];
-    progress(e, a->epochs, steps, steps, sum / steps, (double)steps * a->batch / (now() - t0));
+    if (rank == 0) progress(e, a->epochs, steps, steps, sum / steps, (double)steps * images / (now() - t0));
   }
   *mean = sum / steps;
   return 0;
@@ -279,6 +380,8 @@ int cmd_train(int argc, char **argv) {
   Args a;
   int rc = 1;
   if (!parse_args(argc, argv, &a, &rc)) return rc;
+  if (a.gpus > 1 && a.rank < 0) return launch_ranks(argc, argv, &a);
+  if (a.rank >= 0 && a.gpus > 1 && open_rank(&a)) return 1;
   ModelKind m = (ModelKind)train_model_kind(a.model);
   char p1[1024], p2[1024];
   Dataset train = {0}, test = {0};
@@ -288,7 +391,8 @@ int cmd_train(int argc, char **argv) {
   snprintf(p1, sizeof p1, "%s/t10k-images-idx3-ubyte.gz", a.data);
   snprintf(p2, sizeof p2, "%s/t10k-labels-idx1-ubyte.gz", a.data);
   if (dataset_load(p1, p2, &test)) return dataset_free(&train), 1;
-  int n = a.limit && a.limit < train.n ? a.limit : train.n, steps = n / a.batch;
+  int n = a.limit && a.limit < train.n ? a.limit : train.n, steps = n / (a.batch * a.gpus);
+  bool lead = a.rank <= 0;  /* rank 0 (or the only process) prints and tests */
   TrainNet tn = {0};
   TrainData td = {0};
   Eval ev = {0};
@@ -298,13 +402,13 @@ int cmd_train(int argc, char **argv) {
   float *curve = malloc(sizeof(float) * (size_t)(steps ? steps : 1) * (size_t)a.epochs);
   int64_t *perm = a.host_batches ? NULL : malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
   if (!idx || !x || !y || !curve || (!a.host_batches && !perm) || steps < 1) {
-    fprintf(stderr, "kiln train: %s\n", steps < 1 ? "fewer images than one batch" : "out of memory");
+    fprintf(stderr, "kiln train: %s\n", steps < 1 ? "fewer images than one step's batches" : "out of memory");
     goto out;
   }
   if (!a.host_batches && train_data_make(&train, n, &td)) goto out;
   int built = build_step(&a, m, a.host_batches ? NULL : &td, &tn, &prog);
   train_data_free(&td);  /* the program has its own copy */
-  if (built || eval_create(&a, m, &test, &ev)) goto out;
+  if (built || (lead && eval_create(&a, m, &test, &ev))) goto out;
   for (int i = 0; i < train.n; i++) idx[i] = i;
   uint64_t rng = a.seed;
   for (int e = 1; e <= a.epochs; e++) {
@@ -312,13 +416,21 @@ int cmd_train(int argc, char **argv) {
     double t0 = now(), loss, acc;
     if (train_epoch(&a, &train, prog, &tn, idx, n, e, x, y, perm, curve + (size_t)(e - 1) * steps, &loss)) goto out;
     double train_s = now() - t0;
+    if (!lead) continue;
     fputc('\n', stderr);
     if (evaluate(prog, &tn, &ev, &acc)) goto out;
-    printf("epoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s (train %.2f s, %.0f samples/s)\n", e, loss, acc,
-           now() - t0, train_s, (double)steps * a.batch / train_s);
+    printf("epoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s (train %.2f s, %.0f samples/s", e, loss, acc,
+           now() - t0, train_s, (double)steps * a.batch * a.gpus / train_s);
+    if (a.gpus > 1) printf(", %.0f a GPU", (double)steps * a.batch / train_s);
+    printf(")\n");
     fflush(stdout);
   }
-  if (a.plot) {
+  if (a.losses && lead) {
+    FILE *f = fopen(a.losses, "w");
+    for (int s = 0; f && s < steps * a.epochs; s++) fprintf(f, "%.9g\n", curve[s]);
+    if (!f || fclose(f)) fprintf(stderr, "kiln train: cannot write %s\n", a.losses);
+  }
+  if (a.plot && lead) {
     char title[160];
     snprintf(title, sizeof title, "kiln train: %s, %s, batch %d, %d epoch(s)", m == MODEL_MLP ? "mlp" : "lenet",
              strcmp(a.optim, "adam") ? "sgd" : "adam", a.batch, a.epochs);
@@ -331,6 +443,7 @@ out:
   train_data_free(&td);
   eval_free(&ev);
   kiln_program_free(prog);
+  kiln_dist_close(a.dist);  /* after the program compiled with it */
   train_net_free(&tn);
   dataset_free(&train), dataset_free(&test);
   return rc;

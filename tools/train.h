@@ -61,6 +61,10 @@ void train_net_free(TrainNet *net);
  * copies of their operands with f32 results (kiln_graph_set_autocast; parameters, loss and
  * updates stay f32). */
 void train_set_precision(kiln_dtype t);
+/* on 1: the training nets built from now on average their gradients over the ranks of the
+ * communicator they are compiled with (kiln_graph_set_data_parallel), and a resident net records
+ * the loss's mean over the ranks; 0 (the default) off. */
+void train_set_data_parallel(int on);
 
 /* -- train_data.c -- */
 

@@ -187,11 +187,23 @@ static kiln_status count_correct(TrainNet *net, kiln_tensor pos, int64_t n) {
   return s ? s : advance(net);
 }
 
-/* losses[step] <- loss, step <- step + 1, after each run: the loss never has to leave the
- * device during an epoch, and the next run gathers the next batch. */
+static kiln_dtype train_precision = KILN_F32;
+static int train_parallel;
+
+void train_set_precision(kiln_dtype t) { train_precision = t; }
+void train_set_data_parallel(int on) { train_parallel = on; }
+
+/* losses[step] <- loss (data parallel: its mean over the ranks, the loss of the whole step),
+ * step <- step + 1, after each run: the loss never has to leave the device during an epoch, and
+ * the next run gathers the next batch. */
 static kiln_status record_loss(TrainNet *net) {
   kiln_graph *g = net->g;
   int64_t steps = net->steps;
+  kiln_tensor loss = net->loss;
+  if (train_parallel) {
+    kiln_status s = kiln_graph_all_reduce_mean(g, net->loss, &loss);
+    if (s) return s;
+  }
   float *zeros = alloc_array(steps, sizeof *zeros);
   if (!zeros) return KILN_ERR_NO_MEMORY;
   memset(zeros, 0, sizeof *zeros * (size_t)steps);
@@ -200,14 +212,10 @@ static kiln_status record_loss(TrainNet *net) {
   free(zeros);
   if (!s) s = arange(g, steps, &ar);
   if (!s) s = kiln_graph_binary(g, KILN_EQ, ar, net->step, &here);
-  if (!s) s = kiln_graph_where(g, here, net->loss, net->losses, &kept);
+  if (!s) s = kiln_graph_where(g, here, loss, net->losses, &kept);
   if (!s) s = kiln_graph_assign(g, net->losses, kept);
   return s ? s : advance(net);
 }
-
-static kiln_dtype train_precision = KILN_F32;
-
-void train_set_precision(kiln_dtype t) { train_precision = t; }
 
 /* What a net ends in: logits only, the training loss, or (resident) the count of right answers. */
 typedef enum { HEAD_LOGITS, HEAD_LOSS, HEAD_CORRECT } Head;
@@ -221,6 +229,7 @@ static kiln_status build(ModelKind m, int batch, const float *const *init, uint6
   net->steps = steps;
   kiln_status s = kiln_graph_create(&net->g);
   if (!s) s = kiln_graph_set_autocast(net->g, train_precision);
+  if (!s && head == HEAD_LOSS) s = kiln_graph_set_data_parallel(net->g, train_parallel);
   if (s) return s;
   int64_t xs_mlp[2] = {batch, 784}, xs_cnn[4] = {batch, 1, 28, 28}, ys[2] = {batch, 10};
   kiln_tensor pos = -1;

@@ -103,7 +103,8 @@ class _Census(ctypes.Structure):
                [("fallback_ops", ctypes.c_char * 256)] + \
                [(n, ctypes.c_int64) for n in ("h2d_bytes", "d2h_bytes", "h2d_copies", "d2h_copies", "peak_bytes")] + \
                [("compile_ms", ctypes.c_double), ("cache_hit", ctypes.c_int), ("kernels_planned", ctypes.c_int64),
-                ("device_ms", ctypes.c_double), ("shape_programs", ctypes.c_int64), ("shape_compiles", ctypes.c_int64)]
+                ("device_ms", ctypes.c_double), ("shape_programs", ctypes.c_int64), ("shape_compiles", ctypes.c_int64),
+                ("collectives", ctypes.c_int64), ("collective_calls", ctypes.c_int64), ("collective_bytes", ctypes.c_int64)]
 
 
 class _Value(ctypes.Structure):

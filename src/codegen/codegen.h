@@ -374,6 +374,7 @@ typedef struct CgLaunch {
   int phase;             /* a group member's phase; a group: how many phases */
   bool cooperative;      /* a group with several phases: all blocks resident, grid barriers between phases */
   bool host;             /* KN_HOST: no source; the runtime evaluates it on the host (a counted fallback) */
+  bool collective;       /* KN_COLLECTIVE: no source; the runtime makes the communicator's call */
   char name[32];         /* entry symbol: the kernel for grid dialects, the trampoline for loop dialects ("" for host) */
   int *params; int n_params;   /* stage bound to each parameter b0..b(n-1), in order (cg_kernel_params) */
   int64_t grid;          /* blocks (already capped as today at 2^20); loop dialects: 1; 0: nothing to run */

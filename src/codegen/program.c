@@ -130,12 +130,16 @@ static void why_append(CgLaunch *l, const char *f, ...) __attribute__((format(pr
 
 static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOptions *o, Arena *a, CgLaunch *l) {
   const Kernel *k = &p->kernels[ki];
-  *l = (CgLaunch){ .kernel = ki, .group = -1, .host = k->kind == KN_HOST };
+  *l = (CgLaunch){ .kernel = ki, .group = -1, .host = k->kind == KN_HOST, .collective = k->kind == KN_COLLECTIVE };
   l->params = arena_alloc(a, sizeof *l->params * (size_t)cg_kernel_params_max(k));
   if (!l->params) return kiln_fail(KILN_ERR_NO_MEMORY, "codegen: no memory for kernel %d's parameters", ki);
   l->n_params = cg_kernel_params(p, k, l->params);
   if (l->host) {
     snprintf(l->why, sizeof l->why, "host: no device form, evaluated by ref (a counted fallback)");
+    return KILN_OK;
+  }
+  if (l->collective) {
+    snprintf(l->why, sizeof l->why, "collective: the communicator's all-reduce (mean), in its bucket");
     return KILN_OK;
   }
   cg_kernel_name(ki, !d->grid && d->trampoline, l->name);
@@ -192,7 +196,7 @@ static void why_append(CgLaunch *l, const char *f, ...) {
 
 /* Library GEMMs, once the source is rendered (the matcher's probes add to the TE). */
 static void library_of(const Plan *p, const Dialect *d, const CgOptions *o, CgLaunch *l) {
-  if (l->host || l->group >= 0 || !o->library || (!d->grid && !o->loop_library)) return;
+  if (l->host || l->collective || l->group >= 0 || !o->library || (!d->grid && !o->loop_library)) return;
   /* a convolution in channel lanes keeps its kernel: bottleneck2048_7's 1x1 2048 -> 512 at 7x7
    * ran in 320 us against the library's 365, swapped (bench/models, 2 threads, this EPYC) */
   if (l->pack > 0) return;
@@ -242,7 +246,7 @@ static bool in_place_ok(const Plan *p, const Dialect *d, const CgOptions *o, int
   int kv = p->kernel_of[v];
   if (kv < 0 || !p->stored[v] || plan_is_output(p, q)) return false;
   const Kernel *k = &p->kernels[kv];
-  if (k->kind == KN_HOST || te->stages[q].dtype != te->stages[v].dtype || te->stages[q].numel != te->stages[v].numel)
+  if (plan_kernel_opaque(k) || te->stages[q].dtype != te->stages[v].dtype || te->stages[q].numel != te->stages[v].numel)
     return false;
   if (d->grid && cg_kernel_shape(p, k, d, o) == CG_GPU_BLOCK_ROWS) return false;
   for (int j = 0; j < te->n_assigns; j++) {
@@ -310,6 +314,7 @@ static bool depends_on(const Plan *p, const CgProgram *g, int a, int b) {
 /* Why kernel ki cannot be a group member (NULL: it can). */
 static const char *not_groupable(const Plan *p, const Dialect *d, const CgOptions *o, const CgLaunch *l) {
   if (l->host) return "host";
+  if (l->collective) return "collective";
   if (o->group_veto && o->group_veto[l->kernel]) return o->group_veto[l->kernel];
   if (p->kernels[l->kernel].chain < 0) return "nothing to run";  /* its chain's last kernel runs it */
   if (p->kernels[l->kernel].chain == 3 && !p->kernels[l->kernel].tailed) return "attention chain";
@@ -397,6 +402,7 @@ static bool order_kept(const Plan *p, const CgProgram *g, const int *at, const i
     for (int b = a + 1; in_a && b < g->n_launch; b++) {
       bool in_b = (b >= lo && b <= hi) || (at[b] >= lo && at[b] <= hi) || (was_at[b] >= lo && was_at[b] <= hi);
       const CgLaunch *la = &g->launch[a], *lb = &g->launch[b];
+      /* a collective runs where it is: no kernel it reads may be deferred past it */
       if (!in_b || la->host || lb->host || !depends_on(p, g, a, b)) continue;
       if (la->group >= 0 && la->group == lb->group ? la->phase >= lb->phase : at[a] >= at[b]) return false;
     }
@@ -542,7 +548,7 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
     if (no) {
       if (first >= 0) st = close_group(g, first, i, phases);
       first = -1;
-      if (!l->host && strcmp(no, "nothing to run")) why_append(l, "; alone: %s", no);
+      if (!l->host && !l->collective && strcmp(no, "nothing to run")) why_append(l, "; alone: %s", no);
       continue;
     }
     int ph = 0;
@@ -622,7 +628,7 @@ void cg_program_print(const CgProgram *g, FILE *f) {
     const CgLaunch *l = &g->launch[i];
     char in[24] = "";
     if (l->group >= 0) snprintf(in, sizeof in, " g%d.%d", l->group, l->phase);
-    fprintf(f, "k%-3d %-9s grid %7lld x %4d  smem %6d%s  %s%-7s  %s\n", l->kernel, l->host ? "(host)" : l->name,
+    fprintf(f, "k%-3d %-9s grid %7lld x %4d  smem %6d%s  %s%-7s  %s\n", l->kernel, l->host ? "(host)" : l->collective ? "(collect)" : l->name,
             (long long)l->grid, l->block, l->smem, l->smem_carveout ? "+carve" : "      ",
             l->library ? "library" : l->group >= 0 ? "phase  " : "kernel ", in, l->why);
   }

@@ -3577,7 +3577,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
                              StrBuf *out) {
   const Kernel *k = &p->kernels[ki];
   const TE *te = p->te;
-  if (k->kind == KN_HOST || k->chain < 0) return KILN_OK;  /* a chain is rendered as its last kernel */
+  if (plan_kernel_opaque(k) || k->chain < 0) return KILN_OK;  /* a chain is rendered as its last kernel */
   Dialect pd;
   bool phase = g && ki < g->n_launch && g->launch[ki].group >= 0 && d->grid && d->phase_prefix;
   bool in_place = false;  /* it stores into a param it also reads: the two parameters alias */

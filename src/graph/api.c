@@ -508,6 +508,21 @@ kiln_status kiln_graph_set_autocast(kiln_graph *kg, kiln_dtype t) {
   return KILN_OK;
 }
 
+kiln_status kiln_graph_set_data_parallel(kiln_graph *kg, int on) {
+  GRAPH(kg);
+  NEED(on == 0 || on == 1, "%s: on is %d (0 or 1)", __func__, on);
+  g->data_parallel = on;
+  return KILN_OK;
+}
+
+kiln_status kiln_graph_all_reduce_mean(kiln_graph *kg, kiln_tensor x, kiln_tensor *out) {
+  GRAPH(kg);
+  TENSOR(x);
+  OUTPTR(out);
+  int in[1] = { x };
+  return add(g, OP_ALL_REDUCE_MEAN, 1, in, NULL, out);
+}
+
 /* Under autocast, a contraction of f32 operands: both in[i] (n of them, -1 skipped) replaced by
  * copies in the autocast dtype; true if it applies. */
 static bool autocast_inputs(Graph *g, int n, int *in, kiln_status *s) {

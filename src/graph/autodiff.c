@@ -829,6 +829,8 @@ static void node_vjp(Ad *a, const Node *n, int dy) {
     if (a->needs[n->in[1]]) accumulate(a, n->in[1], conv_dw(a, n, dy));
     break;
   case OP_MAX_POOL: case OP_AVG_POOL: accumulate(a, x, pool_vjp(a, n, dy)); break;
+  /* every rank's y is the mean of every rank's x: d loss / d x_r = mean over ranks of dy */
+  case OP_ALL_REDUCE_MEAN: accumulate(a, x, op1(a, OP_ALL_REDUCE_MEAN, dy)); break;
   default: break;  /* no gradient: integer/bool results, argmax/argmin */
   }
 }

@@ -38,7 +38,7 @@ const OpExprKind op_expr_kind[OP_COUNT] = {
 
 /* A new op must also get a case in infer() below (the switch has no default, so
  * -Wswitch reports a missing one) and a lowering in te. */
-_Static_assert(OP_COUNT == 66, "ops.def changed: update infer() and the te lowering");
+_Static_assert(OP_COUNT == 67, "ops.def changed: update infer() and the te lowering");
 
 /* ---- small helpers ---- */
 
@@ -723,6 +723,7 @@ static kiln_status infer(const Ctx *c, int n_in, const Attr *a, Out *o) {
     o->dtype = KILN_BOOL;
     return KILN_OK;
   case OP_LABEL_ENCODE: return infer_label(c, a, o);
+  case OP_ALL_REDUCE_MEAN: return need_class(c, 0, D_FLOAT);  /* a mean of whole numbers is no whole number */
   case OP_COUNT: break;
   }
   KILN_ASSERT(!"unknown op");

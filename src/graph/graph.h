@@ -134,6 +134,7 @@ typedef struct Graph {
   Assign *assigns; int n_assigns, cap_assigns;
   const char *node_name;         /* name given to the next nodes added (ONNX import); NULL: op name */
   kiln_dtype autocast;           /* kiln_graph_set_autocast: f32 (off), bf16 or f16 */
+  bool data_parallel;            /* kiln_graph_set_data_parallel: training steps average gradients over ranks */
 } Graph;
 
 struct kiln_graph { Graph g; };

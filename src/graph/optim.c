@@ -133,6 +133,12 @@ static int sum_all(Opt *o, int x) {
   return o->st == KILN_OK ? out : -1;
 }
 
+/* Data parallel: each gradient replaced by its mean over the ranks (the planner starts each
+ * reduction as soon as its gradient exists, while the backward pass goes on). */
+static void averaged(Opt *o, int n, int *grads) {
+  for (int i = 0; o->g->data_parallel && o->st == KILN_OK && i < n; i++) grads[i] = node1(o, OP_ALL_REDUCE_MEAN, grads[i]);
+}
+
 /* Gradients of loss for params, into a fresh array (kiln_free it). Under f16 autocast, of loss
  * scaled dynamically: *finite (else -1) is the bool scalar "every gradient is finite", and the
  * scale's update is assigned here. */
@@ -145,12 +151,14 @@ static int *gradients(Opt *o, int loss, int n, const kiln_tensor *params, int *f
   }
   if (o->g->autocast != KILN_F16) {
     o->st = kiln_graph_grad((kiln_graph *)o->g, loss, n, params, grads);
+    averaged(o, n, grads);
     return grads;
   }
   int scale = scalar_leaf(o, T_PARAM, "loss_scale", KILN_F32, SCALE_INIT);
   int good = scalar_leaf(o, T_PARAM, "loss_scale.good", KILN_F32, 0);
   int scaled = node2(o, OP_MUL, loss, cast_to(o, scale, o->g->tensors[loss].dtype));
   if (o->st == KILN_OK) o->st = kiln_graph_grad((kiln_graph *)o->g, scaled, n, params, grads);
+  averaged(o, n, grads);  /* before the finite test, so that every rank skips the same steps */
   /* g * 0 is 0 for a finite g and NaN for inf or NaN: the sum over all of them equals itself
    * exactly when every gradient is finite */
   int bad = -1;

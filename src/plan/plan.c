@@ -517,7 +517,7 @@ static kiln_status new_kernel(Ctx *c, int s, const char *why) {
   k->inner_numel = 1;
   Item it = { .stage = s, .body = c->ib[s] };
   if (S->kind == ST_OPAQUE) {
-    k->kind = KN_HOST;
+    k->kind = te_is_collective(S) ? KN_COLLECTIVE : KN_HOST;
     it.kind = IT_OUTER;
     it.step = 1;
     it.body = S->body;
@@ -640,7 +640,7 @@ static bool try_join(Ctx *c, Kernel *k, int s, const char **why, kiln_status *st
   int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
   kernel_ranges(k, lo, hi);
   int nv = k->rank + k->n_red;
-  if (k->kind == KN_HOST || S->kind == ST_OPAQUE) { *why = "opaque op"; return false; }
+  if (plan_kernel_opaque(k) || S->kind == ST_OPAQUE) { *why = "opaque op"; return false; }
   if (S->kind == ST_REDUCE) {
     if (k->n_red == 0 || !same_shape(S->rank, S->shape, k->rank, k->shape) ||
         !same_shape(S->n_red, S->red_shape, k->n_red, k->red_shape)) {
@@ -735,6 +735,7 @@ static bool shares_input(Ctx *c, const Kernel *k, int s) {
 static kiln_status place(Ctx *c, int s) {
   Plan *p = c->p;
   const Stage *S = &c->te->stages[s];
+  if (te_is_collective(S)) return new_kernel(c, s, "collective: the mean over the ranks, by the communicator");
   if (!p->opt.fuse || S->kind == ST_OPAQUE) return new_kernel(c, s, p->opt.fuse ? "opaque op" : "eager");
   LoadList ll = { 0 };
   kiln_status st = loads_of(c->ib[s], &ll);
@@ -1132,6 +1133,19 @@ static kiln_status find_chains(Ctx *c) {
   return failed ? kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory") : KILN_OK;
 }
 
+/* Each collective moves up to just after the kernel (or chain) that computes its operand, after
+ * the collectives already there: the communicator starts on a gradient while the backward pass
+ * goes on (the kernels it moves ahead of read nothing it writes: only later kernels read it). */
+static void start_collectives(Plan *p) {
+  for (int k = 0; k < p->n_kernels; k++) {
+    if (p->kernels[k].kind != KN_COLLECTIVE) continue;
+    int kp = p->kernel_of[p->te->stages[p->kernels[k].anchor].src[0]];
+    int to = kp < 0 ? 0 : plan_chain_end(p, kp) + 1;
+    while (to < k && p->kernels[to].kind == KN_COLLECTIVE) to++;
+    if (to < k) move_kernel(p, k, to);
+  }
+}
+
 int plan_chain_end(const Plan *p, int k) {
   while (k >= 0 && k < p->n_kernels && p->kernels[k].chain < 0) k++;
   return k;
@@ -1153,7 +1167,7 @@ static kiln_status fill_stores(Ctx *c) {
   for (int s = 0; s < te->n_stages; s++) {
     if (p->kernel_of[s] < 0) continue;
     if (plan_is_output(p, s)) p->stored[s] = true, p->why[s] = "output";
-    else if (p->kernels[p->kernel_of[s]].kind == KN_HOST) p->stored[s] = true;
+    else if (plan_kernel_opaque(&p->kernels[p->kernel_of[s]])) p->stored[s] = true;
     else if (c->assigned[s]) p->stored[s] = true, p->why[s] = "assigned to a parameter";
   }
   for (int s = 0; s < te->n_stages && !st; s++) {
@@ -1248,7 +1262,7 @@ static kiln_status fill_io(Plan *p) {
       it->store = p->stored[it->stage];
       if (it->store) {
         k->bytes_written += stage_bytes(&te->stages[it->stage]);
-        if (k->kind != KN_HOST && (st = store_offset(p, k, it))) break;
+        if (!plan_kernel_opaque(k) && (st = store_offset(p, k, it))) break;
       }
       if ((st = loads_of(it->body, &ll))) break;
       for (int j = 0; j < ll.n && !st; j++) {
@@ -1325,12 +1339,17 @@ static kiln_status fill_memory(Plan *p, const bool *assigned) {
       int d = p->kernels[ki].ins[i];
       if (last[d] < ki) last[d] = ki;
     }
+  /* a collective's operand and result keep buffers of their own: the communicator reads and
+   * writes them on a stream of its own, while the kernels after it run and reuse the arena */
+  for (int ki = 0; ki < p->n_kernels; ki++)
+    if (p->kernels[ki].kind == KN_COLLECTIVE)
+      last[p->kernels[ki].anchor] = last[te->stages[p->kernels[ki].anchor].src[0]] = -1;
   int nl = 0;
   for (int ki = 0; ki < p->n_kernels; ki++) {
     Kernel *k = &p->kernels[ki];
     for (int i = 0; i < k->n_items; i++) {
       int s = k->items[i].stage;
-      if (!p->stored[s] || plan_is_output(p, s)) continue;
+      if (!p->stored[s] || plan_is_output(p, s) || last[s] < 0) continue;
       int64_t size = (stage_bytes(&te->stages[s]) + 63) & ~(int64_t)63;
       int64_t off = first_fit(live, nl, size);
       int at = nl;
@@ -1605,6 +1624,7 @@ static kiln_status build_once(TE *te, const PlanOptions *o, const bool *force, b
     if (is_source(S) || p->inlined[s] || !c.needed[s]) continue;
     st = place(&c, s);
   }
+  if (!st) start_collectives(p);  /* before the chains, whose reasons name kernels by place */
   if (!st) st = find_chains(&c);
   if (!st && prologues) chain_prologues(&c, prologues);
   if (!st) st = fill_stores(&c);

@@ -24,6 +24,8 @@ typedef enum {
   KN_REDUCE,     /* one loop of accumulations (and epilogue) */
   KN_ROW,        /* several steps over one row space: softmax, layernorm */
   KN_HOST,       /* a stage no renderer handles (opaque): ref_eval_stage, counted as fallback */
+  KN_COLLECTIVE, /* a collective (all_reduce_mean): no source; the runtime makes the communicator's
+                    call, started as soon as its operand exists (plan.c start_collectives) */
 } KernelKind;
 
 typedef enum {
@@ -127,6 +129,9 @@ typedef struct Plan {
 } Plan;
 
 /* -- plan.c -- */
+
+/* No source of its own: a host fallback or a collective. */
+static inline bool plan_kernel_opaque(const Kernel *k) { return k->kind == KN_HOST || k->kind == KN_COLLECTIVE; }
 
 PlanOptions plan_options(const kiln_options *o);
 /* requires: te_check(te); keeps te stages; adds expressions to te's arena. */

@@ -7,7 +7,7 @@
  */
 #include "plan.h"
 
-static const char *const kind_names[] = { "pointwise", "reduce", "row", "host" };
+static const char *const kind_names[] = { "pointwise", "reduce", "row", "host", "collective" };
 static const char *const item_names[] = { "acc", "inner", "outer" };
 
 static const char *op_of(const Stage *s) {

@@ -28,6 +28,13 @@ kiln_status ref_eval_stage_strings(const TE *te, int s, const void *const *bufs,
  * every source stage (inputs/params/consts). */
 kiln_status ref_eval_all(const TE *te, void **bufs);
 
+/* -- dist.c: kiln_dist -- */
+
+struct kiln_dist {
+  int ranks, rank;
+  void *comm;          /* NCCL's communicator (cuda/nccl.c); NULL: a group of one rank, no library */
+};
+
 /* -- backends -- */
 
 /* A buffer on a backend's device: a device address, or on host-memory backends a pointer. */
@@ -92,6 +99,13 @@ typedef struct Backend {
    * stream. NULL: the buffers are host memory (device 1, no stream), copied with memcpy. */
   void (*where)(void *dev, int *device_type, int *device_id, unsigned long long *stream);
   kiln_status (*copy_after)(void *dev, RtBuf dst, RtBuf src, int64_t bytes, unsigned long long stream, const char *what);
+  /* Optional collectives over comm (a kiln_dist's): all_reduce starts bucket b, n averaging
+   * all-reduces (src[i] -> dst[i], count[i] elements of dtype[i]), on a stream of their own after
+   * the work enqueued so far; collective_wait makes the work enqueued after it wait for bucket b.
+   * Buckets are numbered from 0 in each run. NULL: a program over more than one rank is refused. */
+  kiln_status (*all_reduce)(void *dev, void *comm, int b, int n, const RtBuf *src, const RtBuf *dst, const int64_t *count,
+                            const kiln_dtype *dtype);
+  kiln_status (*collective_wait)(void *dev, int b);
   /* One line on what compiled and runs the kernels (print). NULL: nothing. */
   void (*describe)(void *dev, FILE *f);
 } Backend;
@@ -100,6 +114,16 @@ extern const Backend rt_backend_ref;   /* ref/ref.c: the interpreter, the oracle
 extern const Backend rt_backend_cpu;   /* cpu/cpu.c */
 extern const Backend rt_backend_cuda;  /* cuda/cuda.c */
 extern const Backend rt_backend_vulkan;  /* vulkan/vulkan.c */
+
+/* -- cuda/nccl.c: the communicator of kiln_dist on cuda (NCCL, loaded with dlopen) -- */
+
+kiln_status rt_nccl_id(unsigned char id[KILN_DIST_ID_BYTES]);
+/* NCCL's communicator for rank of ranks on this process's CUDA device (set up here if not yet). */
+kiln_status rt_nccl_open(const unsigned char id[KILN_DIST_ID_BYTES], int ranks, int rank, void **comm);
+void rt_nccl_close(void *comm);
+/* n averaging all-reduces as one group (one launch) on stream. */
+kiln_status rt_nccl_all_reduce(void *comm, unsigned long long stream, int n, const RtBuf *src, const RtBuf *dst,
+                               const int64_t *count, const kiln_dtype *dtype);
 
 /* -- program.c -- */
 

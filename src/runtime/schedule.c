@@ -43,6 +43,17 @@ typedef struct Launch {
   float *pack;
 } Launch;
 
+/* A bucket of collectives (CgLaunch.collective): started after launch `start` (its last member,
+ * right after the kernel that makes that member's operand), waited for before launch `join`, the
+ * first that reads one of its results (n_launch: the end of the run). */
+typedef struct Bucket {
+  int start, join;
+  int n, *stage;       /* the collectives' stages */
+  RtBuf *src, *dst;    /* their operands' and their own buffers, filled when the bucket starts */
+  int64_t *count;
+  kiln_dtype *dtype;
+} Bucket;
+
 struct Schedule {
   const Backend *be;
   TE *te;
@@ -57,6 +68,9 @@ struct Schedule {
   const char ***str;   /* stage -> host array of a string tensor (NULL: not a string) */
   Launch *launch; int n_launch;
   Launch *group; int n_group;   /* launch groups (cg->group), each launched at its last member */
+  Bucket *bucket; int n_bucket; /* collectives through the communicator (none: each is a copy) */
+  int n_collective;
+  int64_t collective_bytes;
   const char **veto;   /* plan kernel -> why it may not join a group (a built group over budget) */
   int *bounds;         /* plan kernel -> resident blocks the group it begins asks for (CgOptions.group_bounds) */
   Arena veto_text;
@@ -164,12 +178,22 @@ static void fallbacks_format(const Schedule *s, kiln_census *c) {
   }
 }
 
+/* A program whose collectives run over more than one rank needs a backend with collectives. */
+static kiln_status check_dist(const Schedule *s) {
+  int ranks = s->opt.dist ? s->opt.dist->ranks : 1, n = 0;
+  for (int i = 0; i < s->te->n_stages; i++) n += te_is_collective(&s->te->stages[i]);
+  if (n && ranks > 1 && !s->be->all_reduce)
+    return kiln_fail(KILN_ERR_UNSUPPORTED, "%s: the program's %d collective%s run over %d ranks, and this backend has no "
+                     "collectives (cuda does, through NCCL)", s->be->name, n, n > 1 ? "s" : "", ranks);
+  return KILN_OK;
+}
+
 /* Strict mode: the first opaque stage, in stage order, names the op (every backend alike). */
 static kiln_status check_strict(const Schedule *s) {
   const TE *te = s->te;
   for (int i = 0; s->opt.strict && i < te->n_stages; i++) {
     const Stage *S = &te->stages[i];
-    if (S->kind == ST_OPAQUE)
+    if (S->kind == ST_OPAQUE && !te_is_collective(S))
       return kiln_fail(KILN_ERR_FALLBACK, "op %s (t%d '%s') would run on the host (strict mode)", op_name(S), S->id,
                        S->name ? S->name : "");
   }
@@ -413,6 +437,82 @@ static kiln_status bind_launches(Schedule *s) {
   return KILN_OK;
 }
 
+/* ---- collectives ---- */
+
+enum { BUCKET_BYTES_DEFAULT = 25 << 20 };  /* PyTorch DDP's bucket_cap_mb */
+
+/* Does launch l read or write stage v? */
+static bool launch_touches(const CgLaunch *l, int v) {
+  for (int j = 0; j < l->n_params; j++)
+    if (l->params[j] == v) return true;
+  return false;
+}
+
+static kiln_status bucket_add(Bucket *B, int v, const Stage *S) {
+  size_t n = (size_t)B->n + 1;
+  int *stage = kiln_realloc(B->stage, n * sizeof *stage);
+  if (stage) B->stage = stage;
+  RtBuf *src = stage ? kiln_realloc(B->src, n * sizeof *src) : NULL;
+  if (src) B->src = src;
+  RtBuf *dst = src ? kiln_realloc(B->dst, n * sizeof *dst) : NULL;
+  if (dst) B->dst = dst;
+  int64_t *count = dst ? kiln_realloc(B->count, n * sizeof *count) : NULL;
+  if (count) B->count = count;
+  kiln_dtype *dtype = count ? kiln_realloc(B->dtype, n * sizeof *dtype) : NULL;
+  if (!dtype) return kiln_fail(KILN_ERR_NO_MEMORY, "out of memory for a bucket of collectives");
+  B->dtype = dtype;
+  B->stage[B->n] = v, B->count[B->n] = S->numel, B->dtype[B->n] = S->dtype;
+  B->n++;
+  return KILN_OK;
+}
+
+/* The collectives' buckets, where a communicator with a library runs them: in launch order, a
+ * bucket takes collectives until it would pass dist_bucket_bytes or a launch reads one of its
+ * results; it starts after its last member (the later a member, the later its gradient) and is
+ * waited for by the first launch that reads one of its results. Over one rank without a library
+ * each collective is a copy where it is; over more, a backend without collectives is refused. */
+static kiln_status bind_collectives(Schedule *s) {
+  const kiln_dist *dist = s->opt.dist;
+  for (int i = 0; i < s->n_launch; i++)
+    if (s->launch[i].l->collective) {
+      const Stage *S = &s->te->stages[s->plan->kernels[s->launch[i].l->kernel].anchor];
+      s->n_collective++;
+      s->collective_bytes += stage_bytes(S);
+    }
+  if (!s->n_collective) return KILN_OK;
+  if (!dist || !dist->comm || !s->be->all_reduce) return KILN_OK;  /* over one rank (check_dist) */
+  int64_t cap = s->opt.dist_bucket_bytes > 0 ? s->opt.dist_bucket_bytes : BUCKET_BYTES_DEFAULT, bytes = 0;
+  if (!(s->bucket = kiln_calloc((size_t)s->n_collective, sizeof *s->bucket)))
+    return kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory for the collectives", s->be->name);
+  Bucket *open = NULL;
+  for (int i = 0; i < s->n_launch; i++) {
+    const CgLaunch *l = s->launch[i].l;
+    if (!l->collective) {
+      for (int j = 0; open && j < open->n; j++)
+        if (launch_touches(l, open->stage[j])) open = NULL;
+      continue;
+    }
+    int v = s->plan->kernels[l->kernel].anchor;
+    int64_t n = stage_bytes(&s->te->stages[v]);
+    if (open && bytes + n > cap) open = NULL;
+    if (!open) open = &s->bucket[s->n_bucket++], bytes = 0, open->join = s->n_launch;
+    kiln_status st = bucket_add(open, v, &s->te->stages[v]);
+    if (st) return st;
+    open->start = i, bytes += n;
+  }
+  for (int b = 0; b < s->n_bucket; b++) {
+    Bucket *B = &s->bucket[b];
+    for (int i = B->start + 1; i < s->n_launch && B->join == s->n_launch; i++)
+      for (int j = 0; j < B->n; j++)
+        if (launch_touches(s->launch[i].l, B->stage[j])) B->join = i;
+  }
+  if (s->opt.debug >= 1)
+    for (int b = 0; b < s->n_bucket; b++)
+      fprintf(stderr, "> %s: bucket %d: %d collectives, started after launch %d, waited for before launch %d of %d\n",
+              s->be->name, b, s->bucket[b].n, s->bucket[b].start, s->bucket[b].join, s->n_launch);
+  return KILN_OK;
+}
+
 /* ---- launch groups: the budget ---- */
 
 /* Looks up every group's entry and asks the device what it keeps resident. A cooperative group
@@ -536,11 +636,33 @@ static kiln_status enqueue_assigns(Schedule *s) {
   return st;
 }
 
+/* Bucket b's call: the communicator averages each member's operand into its buffer. */
+static kiln_status start_bucket(Schedule *s, int b) {
+  Bucket *B = &s->bucket[b];
+  for (int j = 0; j < B->n; j++) B->src[j] = s->buf[s->te->stages[B->stage[j]].src[0]], B->dst[j] = s->buf[B->stage[j]];
+  return s->be->all_reduce(s->dev, s->opt.dist->comm, b, B->n, B->src, B->dst, B->count, B->dtype);
+}
+
+/* Every bucket waited for before launch i (n_launch: at the end). */
+static kiln_status join_buckets(Schedule *s, int i) {
+  kiln_status st = KILN_OK;
+  for (int b = 0; b < s->n_bucket && !st; b++)
+    if (s->bucket[b].join == i) st = s->be->collective_wait(s->dev, b);
+  return st;
+}
+
 /* Every kernel in plan order (c NULL: while recording, where no host kernel can be). */
 static kiln_status enqueue_kernels(Schedule *s, kiln_census *c) {
   kiln_status st = KILN_OK;
-  for (int i = 0; i < s->n_launch && !st; i++) {
+  for (int i = 0, b = 0; i < s->n_launch && !st; i++) {
     Launch *L = &s->launch[i];
+    if (s->n_bucket && (st = join_buckets(s, i))) break;
+    if (L->l->collective) {  /* in a bucket, or alone a copy (the mean over one rank) */
+      int v = s->plan->kernels[L->l->kernel].anchor;
+      if (!s->n_bucket) st = mem_copy(s, s->buf[v], s->buf[s->te->stages[v].src[0]], stage_bytes(&s->te->stages[v]), "a collective");
+      else if (b < s->n_bucket && s->bucket[b].start == i) st = start_bucket(s, b++);
+      continue;
+    }
     if (L->l->host) {
       if (c) st = run_host_kernel(s, &s->plan->kernels[L->l->kernel], c);
       continue;
@@ -561,6 +683,7 @@ static kiln_status enqueue_kernels(Schedule *s, kiln_census *c) {
     if (s->prof && !st && !(st = dev_sync(s, "profile")))
       s->prof[(int64_t)i * PROFILE_RUNS + s->prof_runs % PROFILE_RUNS] = now_ms() - t0;
   }
+  if (!st && s->n_bucket) st = join_buckets(s, s->n_launch);
   if (s->prof && c) s->prof_runs++;
   return st;
 }
@@ -790,6 +913,7 @@ static kiln_status compile_plan(Schedule *s) {
   if (!st && s->opt.debug >= 1) cg_program_print(s->cg, stderr);
   if (!st) st = place_buffers(s);
   if (!st) st = bind_launches(s);
+  if (!st) st = bind_collectives(s);
   if (!st && s->opt.profile && !(s->prof = kiln_calloc((size_t)s->n_launch * PROFILE_RUNS + 1, sizeof *s->prof)))
     st = kiln_fail(KILN_ERR_NO_MEMORY, "%s: no memory for the profile", s->be->name);
   /* host work cannot be recorded; a profile times launches one by one */
@@ -808,9 +932,12 @@ kiln_status rt_schedule_create(const Backend *be, TE *te, const kiln_options *o,
   double t0 = now_ms();
   s->assigns_after_kernels = !output_is_assigned(te);
   kiln_status st = check_strict(s);
+  if (!st) st = check_dist(s);
   if (!st && be->open) st = be->open(&s->opt, &s->dev);
   if (!st && be->dialect) st = compile_plan(s);
   else if (!st && !(st = check_caps_now(s))) st = place_buffers(s);
+  for (int i = 0; !st && !be->dialect && i < te->n_stages; i++)  /* interpreted: each collective evaluated as a copy */
+    if (te_is_collective(&te->stages[i])) s->n_collective++, s->collective_bytes += stage_bytes(&te->stages[i]);
   if (st) { rt_schedule_free(s); return st; }
   s->build_ms = now_ms() - t0;
   c->cache_hit = s->cache_hit;
@@ -858,6 +985,11 @@ void rt_schedule_free(Schedule *s) {
   kiln_free(s->launch);
   for (int i = 0; s->group && i < s->n_group; i++) kiln_free(s->group[i].args);
   kiln_free(s->group);
+  for (int b = 0; s->bucket && b < s->n_bucket; b++) {
+    Bucket *B = &s->bucket[b];
+    kiln_free(B->stage), kiln_free(B->src), kiln_free(B->dst), kiln_free(B->count), kiln_free(B->dtype);
+  }
+  kiln_free(s->bucket);
   kiln_free(s->veto);
   kiln_free(s->bounds);
   arena_free(&s->veto_text);
@@ -894,7 +1026,7 @@ static kiln_status interpret(Schedule *s, kiln_census *c) {
       continue;
     }
     st = ref_eval_stage_strings(te, i, view, (void *)view[i], &s->strings);
-    if (!st && S->kind == ST_OPAQUE) fallback_note(s, S, c);
+    if (!st && S->kind == ST_OPAQUE && !te_is_collective(S)) fallback_note(s, S, c);  /* a collective is no op of ref's */
   }
   kiln_free(view);
   return st;
@@ -985,8 +1117,12 @@ kiln_status rt_schedule_run(Schedule *s, const void *const *in, void *const *out
   for (int i = 0; i < s->n_group; i++) kernels++, phases += s->group[i].l->phase;
   for (int a = 0; s->plan && !s->be->host_memory && a < s->te->n_assigns; a++)  /* copies not stored in place */
     phases += s->buf[s->te->assigns[a].param] != s->buf[s->te->assigns[a].value];
+  if (!s->n_bucket && s->plan && !s->be->host_memory) phases += s->n_collective;  /* each a copy */
   c->kernels_launched = kernels;
   c->phases = phases;
+  c->collectives = s->n_collective;
+  c->collective_calls = s->n_bucket;
+  c->collective_bytes = s->collective_bytes;
   c->submissions = s->replay ? 1 : kernels;
   c->bytes_read = s->plan ? s->plan->bytes_read : 0;
   c->bytes_written = s->plan ? s->plan->bytes_written : 0;
@@ -1108,9 +1244,14 @@ kiln_status rt_schedule_print(const Schedule *s, FILE *f) {
               G->local_bytes, (long long)G->resident, (long long)G->run.grid);
   }
   int alone = 0;
-  for (int i = 0; i < s->n_launch; i++) alone += !s->launch[i].l->host && s->launch[i].l->group < 0;
+  for (int i = 0; i < s->n_launch; i++)
+    alone += !s->launch[i].l->host && !s->launch[i].l->collective && s->launch[i].l->group < 0;
+  if (s->n_collective)
+    fprintf(f, "%s: %d collectives (%lld bytes) %s%d bucket%s\n", s->be->name, s->n_collective,
+            (long long)s->collective_bytes, s->n_bucket ? "through the communicator in " : "copied (one rank), ", s->n_bucket,
+            s->n_bucket == 1 ? "" : "s");
   fprintf(f, "%s: %d kernels in %d launches (%d groups, %d library GEMMs), %s; built in %.1f ms%s%s, cache %s\n",
-          s->be->name, s->n_launch - s->n_host, alone + s->n_group, s->n_group, s->n_library,
+          s->be->name, s->n_launch - s->n_host - s->n_collective, alone + s->n_group, s->n_group, s->n_library,
           s->replay ? "one recorded submission per run" : "kernel by kernel", s->build_ms,
           s->n_rebuilds ? " (again without groups over budget)" : "",
           s->n_asked ? " (again with groups asking for resident blocks)" : "", s->cache_hit ? "hit" : "miss");

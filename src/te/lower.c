@@ -587,6 +587,16 @@ static int lower_string_op(Lower *L, const Node *n) {
   return id;
 }
 
+/* A collective: an opaque stage (the planner gives it a boundary of its own, the runtime the
+ * communicator's call) whose body is its operand at the same point, what it is in a group of one
+ * rank (ref evaluates that). */
+static int lower_collective(Lower *L, const Node *n) {
+  int s = stage_of(L, n->in[0]);
+  int id = emit(L, n, ST_OPAQUE, tensor(L, n->out)->dtype, load_out(L, s, L->te->stages[s].rank), 0, NULL, RO_SUM, 0, NULL);
+  if (id >= 0) L->te->stages[id].src[0] = s;
+  return id;
+}
+
 /* Strings live on the host: a stage of strings, or one reading strings, is opaque. */
 static bool touches_strings(Lower *L, const Node *n) {
   bool s = tensor(L, n->out)->dtype == KILN_STRING;
@@ -609,6 +619,7 @@ static kiln_status lower_node(Lower *L, const Node *n) {
   case OP_STR_NORMALIZE: case OP_STR_CONCAT: case OP_REGEX_MATCH: case OP_LABEL_ENCODE:
     id = lower_string_op(L, n);
     break;
+  case OP_ALL_REDUCE_MEAN: id = lower_collective(L, n); break;
   default: {
     if (op_expr_kind[n->op] != EXPR_INJ) return node_fail(n, KILN_ERR_UNSUPPORTED, "no lowering for this op");
     Expr *body = injective_body(L, n);

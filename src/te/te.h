@@ -111,6 +111,9 @@ typedef struct Stage {
   int src[2];                 /* string ops: operand stages, in order */
 } Stage;
 
+/* A collective (kiln_graph_all_reduce_mean): opaque, operand src[0], run by the communicator. */
+static inline bool te_is_collective(const Stage *S) { return S->kind == ST_OPAQUE && S->op == OP_ALL_REDUCE_MEAN; }
+
 typedef struct TE {
   Arena arena;
   Stage *stages; int n_stages, cap_stages;

@@ -287,7 +287,7 @@ static void test_graph_add(void) {
   int in[2] = { x, c };
   BAD("node 'add' (add): 1 inputs, expected 2", graph_add(g, OP_ADD, 1, in, NULL, &y));
   BAD("(concat): 0 inputs, expected at least 1", graph_add(g, OP_CONCAT, 0, in, NULL, &y));
-  BAD("op 66", graph_add(g, OP_COUNT, 1, in, NULL, &y));
+  BAD("op 67", graph_add(g, OP_COUNT, 1, in, NULL, &y));
   int bad[2] = { x, 100000 };
   BAD("input 1 is tensor 100000", graph_add(g, OP_ADD, 2, bad, NULL, &y));
   g->node_name = "Conv_12";

@@ -538,8 +538,23 @@ static void test_api_checks(void) {
   kiln_graph_free(g);
 }
 
+/* ---- collectives: the mean over the ranks, here a group of one (tests/runtime/test_dist.c) ---- */
+
+static kiln_status b_all_reduce(kiln_graph *g, const kiln_tensor *x, kiln_tensor *y) {
+  kiln_tensor m, t;
+  kiln_status s = kiln_graph_all_reduce_mean(g, x[0], &m);  /* read twice: its gradient adds up */
+  if (!s) s = kiln_graph_unary(g, KILN_TANH, m, &t);
+  return s ? s : kiln_graph_binary(g, KILN_MUL, t, m, y);
+}
+
+static void test_collective(void) {
+  In x = IN(-2, 2, 4, 3);
+  check("all_reduce_mean", 1, &x, b_all_reduce, DEFAULT);
+}
+
 int main(void) {
   test_api_checks();
+  test_collective();
   test_unary();
   test_binary();
   test_select_cast();

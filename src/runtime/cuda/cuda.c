@@ -23,6 +23,11 @@ typedef struct CudaDev {
   CUdeviceptr lt_ws;           /* cuBLASLt workspace, shared by the program's library GEMMs */
   bool tf32, fma;
   bool pdl;                    /* programmatic dependent launch between kernels (cuda_pdl) */
+  /* collectives: NCCL's calls on a stream of their own, forked from the program's stream by
+   * an event and joined back by one event a bucket (made on first use) */
+  CUstream comm;
+  CUevent fork;
+  CUevent *done; int n_done;
 } CudaDev;
 
 typedef struct CudaGraph { CUgraph graph; CUgraphExec exec; } CudaGraph;
@@ -43,6 +48,11 @@ static void cuda_close(void *dev) {
   if (d && x->lt_ws) d->cuMemFree(x->lt_ws);
   for (int i = 0; d && i < 2; i++)
     if (x->ev[i]) d->cuEventDestroy(x->ev[i]);
+  if (d && x->comm) d->cuStreamSynchronize(x->comm), d->cuStreamDestroy(x->comm);
+  if (d && x->fork) d->cuEventDestroy(x->fork);
+  for (int i = 0; d && i < x->n_done; i++)
+    if (x->done[i]) d->cuEventDestroy(x->done[i]);
+  kiln_free(x->done);
   if (d && x->stream) d->cuStreamDestroy(x->stream);
   kiln_free(x);
 }
@@ -89,10 +99,11 @@ static kiln_status cuda_copy(void *dev, RtBuf dst, RtBuf src, int64_t n, const c
   return cuda_check(x->d->cuMemcpyDtoDAsync(dst, src, (size_t)n, x->stream), "cuMemcpyDtoDAsync", what);
 }
 
-/* kiln always runs on device 0's primary context, the one PyTorch and other runtimes share. */
+/* kiln runs on its device's primary context ($KILN_CUDA_DEVICE), the one PyTorch and other
+ * runtimes share. */
 static void cuda_where(void *dev, int *device_type, int *device_id, unsigned long long *stream) {
   CudaDev *x = dev;
-  *device_type = 2, *device_id = 0, *stream = (unsigned long long)(uintptr_t)x->stream;
+  *device_type = 2, *device_id = x->d->ordinal, *stream = (unsigned long long)(uintptr_t)x->stream;
 }
 
 /* Memory another library wrote: its stream is waited for first (1 is the legacy default
@@ -224,6 +235,37 @@ static void cuda_library_release(void *dev, void *call) {
   kiln_free(call);
 }
 
+/* Bucket b: the communicator's stream waits for the work enqueued so far, runs the bucket's
+ * all-reduces as one NCCL group, and marks its end with done[b]. Inside a recording, the fork and
+ * the join (cuda_collective_wait) make the communicator's stream part of the captured graph. */
+static kiln_status cuda_all_reduce(void *dev, void *comm, int b, int n, const RtBuf *src, const RtBuf *dst,
+                                   const int64_t *count, const kiln_dtype *dtype) {
+  CudaDev *x = dev;
+  CudaDriver *d = x->d;
+  kiln_status st = KILN_OK;
+  if (!x->comm) st = cuda_check(d->cuStreamCreate(&x->comm, CUDRV_STREAM_NON_BLOCKING), "cuStreamCreate", "collectives");
+  if (!st && !x->fork) st = cuda_check(d->cuEventCreate(&x->fork, CUDRV_EVENT_DISABLE_TIMING), "cuEventCreate", "collectives");
+  if (!st && b >= x->n_done) {
+    CUevent *done = kiln_realloc(x->done, (size_t)(b + 1) * sizeof *done);
+    if (!done) return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for the collectives' events");
+    x->done = done;
+    for (; x->n_done <= b && !st; x->n_done++)
+      x->done[x->n_done] = NULL,
+      st = cuda_check(d->cuEventCreate(&x->done[x->n_done], CUDRV_EVENT_DISABLE_TIMING), "cuEventCreate", "collectives");
+  }
+  if (!st) st = cuda_check(d->cuEventRecord(x->fork, x->stream), "cuEventRecord", "collectives");
+  if (!st) st = cuda_check(d->cuStreamWaitEvent(x->comm, x->fork, 0), "cuStreamWaitEvent", "collectives");
+  if (!st) st = rt_nccl_all_reduce(comm, (unsigned long long)(uintptr_t)x->comm, n, src, dst, count, dtype);
+  if (!st) st = cuda_check(d->cuEventRecord(x->done[b], x->comm), "cuEventRecord", "collectives");
+  return st;
+}
+
+static kiln_status cuda_collective_wait(void *dev, int b) {
+  CudaDev *x = dev;
+  if (b < 0 || b >= x->n_done) return kiln_fail(KILN_ERR_INVALID_ARG, "cuda: bucket %d of collectives never started", b);
+  return cuda_check(x->d->cuStreamWaitEvent(x->stream, x->done[b], 0), "cuStreamWaitEvent", "collectives");
+}
+
 static kiln_status cuda_record_begin(void *dev) {
   CudaDev *x = dev;
   return cuda_check(x->d->cuStreamBeginCapture(x->stream, CUDRV_CAPTURE_THREAD_LOCAL), "cuStreamBeginCapture", "schedule");
@@ -311,6 +353,8 @@ const Backend rt_backend_cuda = {
   .mark = cuda_mark,
   .elapsed = cuda_elapsed,
   .describe = cuda_describe,
+  .all_reduce = cuda_all_reduce,
+  .collective_wait = cuda_collective_wait,
   .where = cuda_where,
   .copy_after = cuda_copy_after,
 };

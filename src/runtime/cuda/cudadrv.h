@@ -52,6 +52,7 @@ enum {
   CUDRV_FUNC_ATTR_MAX_DYN_SMEM = 8,
   CUDRV_STREAM_NON_BLOCKING = 1,
   CUDRV_CAPTURE_THREAD_LOCAL = 1,
+  CUDRV_EVENT_DISABLE_TIMING = 2,
 };
 
 /* The driver: entry points, and facts read off device 0 once it is up. */
@@ -94,12 +95,14 @@ typedef struct CudaDriver {
   CUresult (*cuEventCreate)(CUevent *e, unsigned flags);
   CUresult (*cuEventDestroy)(CUevent e);
   CUresult (*cuEventRecord)(CUevent e, CUstream s);
+  CUresult (*cuStreamWaitEvent)(CUstream s, CUevent e, unsigned flags);
   CUresult (*cuEventSynchronize)(CUevent e);
   CUresult (*cuEventElapsedTime)(float *ms, CUevent a, CUevent b);
   CUresult (*cuGetErrorName)(CUresult r, const char **s);
   CUresult (*cuGetErrorString)(CUresult r, const char **s);
 
   void *lib;
+  int ordinal;                 /* the device this process runs on ($KILN_CUDA_DEVICE, default 0) */
   CUdevice dev;
   CUcontext ctx;
   char name[128];
@@ -127,7 +130,8 @@ typedef struct CudaNvrtc {
 
 /* -- driver.c -- */
 
-/* Loads libcuda, initialises it and makes device 0's primary context current on the
+/* Loads libcuda, initialises it and makes the primary context of device $KILN_CUDA_DEVICE (a
+ * whole number, default 0: one process a device, as data-parallel training runs) current on the
  * calling thread. Loaded once per process; a later call repeats the first answer. On
  * failure: KILN_ERR_DEVICE saying what is missing ("no CUDA driver: ..."). */
 kiln_status cuda_driver(CudaDriver **out);

@@ -1,8 +1,8 @@
 /*
  * driver.c — finds NVIDIA's libraries at run time. Takes nothing; produces the
  * CudaDriver and CudaNvrtc tables of entry points (cudadrv.h), each filled once per
- * process under pthread_once. The driver is initialised, device 0's primary context
- * retained and made current, and the facts the code generator needs (compute
+ * process under pthread_once. The driver is initialised, the primary context of device
+ * $KILN_CUDA_DEVICE (default 0; one process a device) retained and made current, and the facts the code generator needs (compute
  * capability, multiprocessor count, shared memory limit) read off the device.
  *
  * A machine without a GPU is normal: the first failure is remembered and every later
@@ -13,6 +13,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -86,6 +87,7 @@ static bool resolve_driver(void *l, const char **missing_out) {
   NEED(l, drv.cuEventCreate, "cuEventCreate", NULL);
   NEED(l, drv.cuEventDestroy, "cuEventDestroy_v2", NULL);
   NEED(l, drv.cuEventRecord, "cuEventRecord", NULL);
+  NEED(l, drv.cuStreamWaitEvent, "cuStreamWaitEvent", NULL);
   NEED(l, drv.cuEventSynchronize, "cuEventSynchronize", NULL);
   NEED(l, drv.cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime");
   NEED(l, drv.cuGetErrorName, "cuGetErrorName", NULL);
@@ -100,6 +102,15 @@ static kiln_status attr(int *v, int a, const char *what) {
   return cuda_check(drv.cuDeviceGetAttribute(v, a, drv.dev), "cuDeviceGetAttribute", what);
 }
 
+/* $KILN_CUDA_DEVICE: a device ordinal below n, else -1 (unset: 0). */
+static int device_ordinal(int n) {
+  const char *v = getenv("KILN_CUDA_DEVICE");
+  if (!v || !*v) return 0;
+  char *end;
+  long d = strtol(v, &end, 10);
+  return *end || d < 0 || d >= n ? -1 : (int)d;
+}
+
 static kiln_status open_device(void) {
   kiln_status st;
   int n = 0;
@@ -107,18 +118,21 @@ static kiln_status open_device(void) {
   if ((st = cuda_check(drv.cuDriverGetVersion(&drv.driver_version), "cuDriverGetVersion", "driver"))) return st;
   if ((st = cuda_check(drv.cuDeviceGetCount(&n), "cuDeviceGetCount", "counting devices"))) return st;
   if (n < 1) return kiln_fail(KILN_ERR_DEVICE, "cuda: the driver found no GPU");
-  if ((st = cuda_check(drv.cuDeviceGet(&drv.dev, 0), "cuDeviceGet", "device 0"))) return st;
-  if ((st = cuda_check(drv.cuDeviceGetName(drv.name, sizeof drv.name, drv.dev), "cuDeviceGetName", "device 0")))
-    return st;
+  if ((drv.ordinal = device_ordinal(n)) < 0)
+    return kiln_fail(KILN_ERR_DEVICE, "cuda: KILN_CUDA_DEVICE is '%s', not a device of the %d the driver found (0 .. %d)",
+                     getenv("KILN_CUDA_DEVICE"), n, n - 1);
+  char what[32];
+  snprintf(what, sizeof what, "device %d", drv.ordinal);
+  if ((st = cuda_check(drv.cuDeviceGet(&drv.dev, drv.ordinal), "cuDeviceGet", what))) return st;
+  if ((st = cuda_check(drv.cuDeviceGetName(drv.name, sizeof drv.name, drv.dev), "cuDeviceGetName", what))) return st;
   if ((st = attr(&drv.cc_major, CUDRV_ATTR_CC_MAJOR, "compute capability"))) return st;
   if ((st = attr(&drv.cc_minor, CUDRV_ATTR_CC_MINOR, "compute capability"))) return st;
   if ((st = attr(&drv.sm_count, CUDRV_ATTR_SM_COUNT, "multiprocessor count"))) return st;
   if ((st = attr(&drv.max_threads_per_sm, CUDRV_ATTR_MAX_THREADS_PER_SM, "threads per multiprocessor"))) return st;
   if ((st = attr(&drv.smem_optin, CUDRV_ATTR_SMEM_OPTIN, "shared memory per block"))) return st;
   if ((st = attr(&drv.l2_bytes, CUDRV_ATTR_L2_BYTES, "L2 size"))) return st;
-  if ((st = cuda_check(drv.cuDevicePrimaryCtxRetain(&drv.ctx, drv.dev), "cuDevicePrimaryCtxRetain", "device 0")))
-    return st;
-  return cuda_check(drv.cuCtxSetCurrent(drv.ctx), "cuCtxSetCurrent", "device 0");
+  if ((st = cuda_check(drv.cuDevicePrimaryCtxRetain(&drv.ctx, drv.dev), "cuDevicePrimaryCtxRetain", what))) return st;
+  return cuda_check(drv.cuCtxSetCurrent(drv.ctx), "cuCtxSetCurrent", what);
 }
 
 static void load_driver(void) {
@@ -143,7 +157,7 @@ kiln_status cuda_driver(CudaDriver **out) {
     return kiln_fail(KILN_ERR_DEVICE, "cuda: this process was forked after its parent set CUDA up, and CUDA "
                      "cannot be used in such a child (set the backend up after the fork, or exec)");
   /* The primary context is current only on the thread that loaded it; make it so here. */
-  kiln_status st = cuda_check(drv.cuCtxSetCurrent(drv.ctx), "cuCtxSetCurrent", "device 0");
+  kiln_status st = cuda_check(drv.cuCtxSetCurrent(drv.ctx), "cuCtxSetCurrent", "the device's primary context");
   if (st) return st;
   *out = &drv;
   return KILN_OK;

@@ -417,7 +417,7 @@ kiln_status ref_eval_stage_strings(const TE *te, int s, const void *const *bufs,
     if (st->numel) memcpy(out, st->data, (size_t)st->numel * kiln_dtype_size(st->dtype));
     return KILN_OK;
   }
-  if (st->kind == ST_OPAQUE && st->op >= OP_STR_NORMALIZE && st->op < OP_COUNT)
+  if (st->kind == ST_OPAQUE && st->op >= OP_STR_NORMALIZE && st->op <= OP_LABEL_ENCODE)
     return eval_string_op(te, st, bufs, out, strings);
   if (st->kind == ST_INPUT || (st->kind == ST_OPAQUE && !st->body))
     return kiln_fail(KILN_ERR_UNSUPPORTED, "ref: stage s%d '%s' (%s) cannot be evaluated", s, st->name ? st->name : "",

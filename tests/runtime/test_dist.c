@@ -1,0 +1,226 @@
+/*
+ * Data parallel: kiln_graph_all_reduce_mean and kiln_graph_set_data_parallel's averaged
+ * gradients. What a machine without a second device can check: the plan (each collective a
+ * boundary of its own, right after the kernel that makes its operand, both in buffers of their
+ * own), a data-parallel step over a group of one rank equal to the plain step on ref, cpu and
+ * KILN_TEST_BACKEND, the census (collectives, calls, bytes; no fallbacks), the refusal of more
+ * than one rank on a backend without collectives, the communicator's id as text, and a missing
+ * NCCL named. With KILN_TEST_NCCL=1 (tools/gpu-check) the same step on cuda over NCCL's
+ * communicator of one rank, its buckets through the library.
+ */
+#include "test.h"
+#include "graph/graph.h"
+#include "plan/plan.h"
+#include "runtime/runtime.h"
+
+#include "../../tools/train_models.c"
+
+static unsigned long long seed = 11;
+
+enum { BATCH = 16 };
+
+/* One SGD step (momentum 0.9) of the shared MLP, data parallel or not: loss, then each updated
+ * parameter as outputs. */
+static void build_step(bool parallel, bool adam, TrainNet *net) {
+  OK(train_net_build(MODEL_MLP, BATCH, NULL, 5, 1, net));
+  OK(kiln_graph_set_data_parallel(net->g, parallel));
+  kiln_tensor upd[TRAIN_MAX_PARAMS];
+  OK(kiln_graph_output(net->g, net->loss, "loss"));
+  if (adam) OK(kiln_graph_adam(net->g, net->loss, net->n_params, net->params, 1e-3, 0.9, 0.999, 1e-8, upd));
+  else OK(kiln_graph_sgd(net->g, net->loss, net->n_params, net->params, 0.05, 0.9, upd));
+  for (int i = 0; i < net->n_params; i++) OK(kiln_graph_output(net->g, upd[i], NULL));
+}
+
+/* Runs two steps; fills the loss of each and the parameters after both (flat). */
+static kiln_program *run_steps(bool parallel, bool adam, const char *be, kiln_dist *dist, const float *x, const float *y,
+                               float loss[2], float *params, int64_t *n) {
+  TrainNet net;
+  build_step(parallel, adam, &net);
+  kiln_options o = kiln_options_default();
+  o.backend = be;
+  o.dist = dist;
+  kiln_program *p = NULL;
+  OK(kiln_program_compile(net.g, &o, &p));
+  void *outs[1 + TRAIN_MAX_PARAMS] = { NULL };
+  int64_t off = 0;
+  for (int i = 0; i < net.n_params; i++) outs[1 + i] = params + off, off += net.param_numel[i];
+  *n = off;
+  for (int s = 0; p && s < 2; s++) {
+    outs[0] = &loss[s];
+    OK(kiln_program_run(p, (const void *[]){ x, y }, outs));
+  }
+  train_net_free(&net);
+  return p;
+}
+
+static void random_batch(float *x, float *y) {
+  for (int i = 0; i < BATCH * 784; i++) x[i] = (float)test_rand(&seed);
+  memset(y, 0, sizeof(float) * BATCH * 10);
+  for (int b = 0; b < BATCH; b++) y[b * 10 + (int)((test_rand(&seed) + 1) * 5) % 10] = 1;
+}
+
+/* The averaged step over one rank is the plain step: same losses, parameters within rounding
+ * (the gradients are stored before the update reads them, so the kernels differ). */
+static void test_one_rank(const char *be, kiln_dist *dist, bool adam, int64_t calls) {
+  static float x[BATCH * 784], y[BATCH * 10], pp[110000], pd[110000];
+  float lp[2], ld[2];
+  int64_t np = 0, nd = 0;
+  random_batch(x, y);
+  kiln_program *plain = run_steps(false, adam, be, NULL, x, y, lp, pp, &np);
+  kiln_program *par = run_steps(true, adam, be, dist, x, y, ld, pd, &nd);
+  CHECK(np == nd && np == 784 * 128 + 128 + 128 * 10 + 10);
+  double worst = 0;
+  for (int64_t i = 0; np == nd && i < np; i++) worst = fmax(worst, fabs(pd[i] - pp[i]) / (fabs(pp[i]) + 1e-3));
+  CHECK_MSG(worst < 1e-5 && fabsf(ld[0] - lp[0]) <= 1e-6f * fabsf(lp[0]) && fabsf(ld[1] - lp[1]) <= 1e-5f * fabsf(lp[1]),
+            "%s%s: the averaged step over one rank differs from the plain one: losses %g %g against %g %g, "
+            "parameters %g apart", be, adam ? " (adam)" : "", ld[0], ld[1], lp[0], lp[1], worst);
+  CHECK_MSG(lp[1] < lp[0], "%s: the second step's loss %g is not below the first's %g", be, lp[1], lp[0]);
+  kiln_census c;
+  if (par) OK(kiln_program_census(par, &c));
+  int64_t bytes = 4 * np;
+  CHECK_MSG(par && c.collectives == 4 && c.collective_bytes == bytes && c.collective_calls == calls && c.host_fallbacks == 0,
+            "%s: %lld collectives of %lld bytes in %lld calls (want 4, %lld, %lld), %lld fallbacks (%s)", be,
+            (long long)c.collectives, (long long)c.collective_bytes, (long long)c.collective_calls, (long long)bytes,
+            (long long)calls, (long long)c.host_fallbacks, c.fallback_ops);
+  char *text = par ? test_program_text(par) : NULL;
+  CHECK_MSG(!text || !strcmp(be, "ref") || strstr(text, "4 collectives"), "%s: the printed program names no collectives", be);
+  free(text);
+  kiln_program_free(plain);
+  kiln_program_free(par);
+}
+
+/* The plan: one kernel a collective, just after its operand's kernel (or the collectives
+ * already there), reason printed; operand and result outside the arena. */
+static void test_plan(void) {
+  TrainNet net;
+  build_step(true, false, &net);
+  TE *te = NULL;
+  Plan *p = NULL;
+  OK(te_lower(&net.g->g, &te));
+  kiln_options o = kiln_options_default();
+  PlanOptions po = plan_options(&o);
+  if (te) OK(plan_build(te, &po, &p));
+  int found = 0;
+  for (int k = 0; p && k < p->n_kernels; k++) {
+    const Kernel *K = &p->kernels[k];
+    if (K->kind != KN_COLLECTIVE) continue;
+    found++;
+    int v = K->anchor, u = te->stages[v].src[0], before = k - 1;
+    while (before >= 0 && p->kernels[before].kind == KN_COLLECTIVE) before--;
+    CHECK_MSG(before >= 0 && plan_chain_end(p, p->kernel_of[u]) == before,
+              "collective k%d reads t%d of k%d, but follows k%d", k, u, p->kernel_of[u], before);
+    CHECK(p->stored[u] && p->stored[v] && p->offset[u] < 0 && p->offset[v] < 0);
+    CHECK(K->why && strstr(K->why, "collective"));
+  }
+  CHECK_MSG(found == 4, "%d collective kernels, want 4 (one a parameter)", found);
+  plan_free(p);
+  te_free(te);
+  train_net_free(&net);
+}
+
+/* all_reduce_mean's own checks, its gradient (the mean of the gradients: over one rank, the
+ * identity's), and its refusal of ints. */
+static void test_op(void) {
+  kiln_graph *g = NULL;
+  OK(kiln_graph_create(&g));
+  kiln_tensor x, i, y, w, loss, gx;
+  OK(kiln_graph_param(g, "x", KILN_F32, 1, (const int64_t[]){ 3 }, (const float[]){ 1, -2, 4 }, &x));
+  OK(kiln_graph_input(g, "i", KILN_I32, 1, (const int64_t[]){ 3 }, &i));
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_all_reduce_mean(g, i, &y));
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_all_reduce_mean(g, 999, &y));
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_all_reduce_mean(g, x, NULL));
+  FAILS(KILN_ERR_INVALID_ARG, kiln_graph_set_data_parallel(g, 2));
+  OK(kiln_graph_all_reduce_mean(g, x, &y));
+  OK(kiln_graph_binary(g, KILN_MUL, y, y, &w));
+  OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, w, 0, NULL, 0, &loss));
+  OK(kiln_graph_grad(g, loss, 1, &x, &gx));
+  OK(kiln_graph_output(g, gx, "gx"));
+  for (int b = 0; b < 2; b++) {
+    kiln_options o = kiln_options_default();
+    o.backend = b ? "cpu" : "ref";
+    kiln_program *p = NULL;
+    float out[3] = { 0 };
+    int ints[3] = { 0 };
+    OK(kiln_program_compile(g, &o, &p));
+    if (p) OK(kiln_program_run(p, (const void *[]){ ints }, (void *[]){ out }));
+    CHECK_MSG(out[0] == 2 && out[1] == -4 && out[2] == 8, "%s: d sum(mean(x)^2)/dx = %g %g %g, want 2 -4 8", o.backend,
+              out[0], out[1], out[2]);
+    kiln_program_free(p);
+  }
+  kiln_graph_free(g);
+}
+
+/* More than one rank on a backend without collectives: refused at compile, naming both. */
+static void test_refused(const char *be) {
+  TrainNet net;
+  build_step(true, false, &net);
+  struct kiln_dist two = { .ranks = 2, .rank = 1, .comm = NULL };  /* what kiln_dist_open would make with NCCL */
+  kiln_options o = kiln_options_default();
+  o.backend = be;
+  o.dist = &two;
+  kiln_program *p = NULL;
+  FAILS(KILN_ERR_UNSUPPORTED, kiln_program_compile(net.g, &o, &p));
+  CHECK_MSG(!p && strstr(kiln_last_error(), "2 ranks") && strstr(kiln_last_error(), be), "%s: %s", be, kiln_last_error());
+  train_net_free(&net);
+}
+
+static void test_id_and_open(void) {
+  kiln_dist_id id, back;
+  char text[KILN_DIST_ID_TEXT];
+  for (int i = 0; i < KILN_DIST_ID_BYTES; i++) id.bytes[i] = (unsigned char)(i * 37 + 5);
+  OK(kiln_dist_id_format(&id, text, sizeof text));
+  CHECK(strlen(text) == 2 * KILN_DIST_ID_BYTES && !strncmp(text, "052a4f", 6));
+  OK(kiln_dist_id_parse(text, &back));
+  CHECK(!memcmp(id.bytes, back.bytes, sizeof id.bytes));
+  FAILS(KILN_ERR_INVALID_ARG, kiln_dist_id_format(&id, text, sizeof text - 1));
+  text[7] = 'g';
+  FAILS(KILN_ERR_INVALID_ARG, kiln_dist_id_parse(text, &back));
+  CHECK(strstr(kiln_last_error(), "character 7"));
+  FAILS(KILN_ERR_INVALID_ARG, kiln_dist_id_parse("00ff", &back));
+  kiln_dist *d = NULL;
+  FAILS(KILN_ERR_INVALID_ARG, kiln_dist_open(NULL, 2, 0, &d));  /* two ranks need an id */
+  FAILS(KILN_ERR_INVALID_ARG, kiln_dist_open(&id, 2, 2, &d));
+  FAILS(KILN_ERR_INVALID_ARG, kiln_dist_open(NULL, 1, 0, NULL));
+  OK(kiln_dist_open(NULL, 1, 0, &d));
+  CHECK(d && kiln_dist_ranks(d) == 1 && kiln_dist_rank(d) == 0 && kiln_dist_ranks(NULL) == 1);
+  kiln_dist_close(d);
+  kiln_dist_close(NULL);
+}
+
+/* Without NCCL (here: a path that is none) the id and a communicator say so. */
+static void test_no_nccl(void) {
+  setenv("KILN_NCCL_LIB", "/nonexistent/libnccl.so.2", 1);
+  kiln_dist_id id;
+  FAILS(KILN_ERR_DEVICE, kiln_dist_id_new(&id));
+  CHECK_MSG(strstr(kiln_last_error(), "/nonexistent/libnccl.so.2") && strstr(kiln_last_error(), "NCCL"), "%s",
+            kiln_last_error());
+  unsetenv("KILN_NCCL_LIB");
+}
+
+int main(void) {
+  const char *extra = getenv("KILN_TEST_BACKEND");
+  test_plan();
+  test_op();
+  test_id_and_open();
+  kiln_dist *one = NULL;
+  OK(kiln_dist_open(NULL, 1, 0, &one));
+  const char *bes[] = { "ref", "cpu", extra && strcmp(extra, "cpu") && strcmp(extra, "ref") ? extra : NULL };
+  for (int b = 0; b < 3 && bes[b]; b++) {
+    test_one_rank(bes[b], NULL, false, 0);
+    test_one_rank(bes[b], one, true, 0);
+    test_refused(bes[b]);
+  }
+  kiln_dist_close(one);
+  if (getenv("KILN_TEST_NCCL") && !strcmp(getenv("KILN_TEST_NCCL"), "1")) {
+    /* NCCL's communicator of one rank on cuda: the buckets go through the library */
+    kiln_dist_id id;
+    kiln_dist *nccl = NULL;
+    OK(kiln_dist_id_new(&id));
+    OK(kiln_dist_open(&id, 1, 0, &nccl));
+    if (nccl) test_one_rank("cuda", nccl, false, 1), test_one_rank("cuda", nccl, true, 1);
+    kiln_dist_close(nccl);
+  } else {
+    test_no_nccl();
+  }
+  TEST_MAIN_END();
+}
