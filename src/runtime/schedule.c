@@ -466,6 +466,21 @@ static kiln_status bucket_add(Bucket *B, int v, const Stage *S) {
   return KILN_OK;
 }
 
+/* Bucket b's call: the communicator averages each member's operand into its buffer. */
+static kiln_status start_bucket(Schedule *s, int b) {
+  Bucket *B = &s->bucket[b];
+  for (int j = 0; j < B->n; j++) B->src[j] = s->buf[s->te->stages[B->stage[j]].src[0]], B->dst[j] = s->buf[B->stage[j]];
+  return s->be->all_reduce(s->dev, s->opt.dist->comm, b, B->n, B->src, B->dst, B->count, B->dtype);
+}
+
+/* Every bucket waited for before launch i (n_launch: at the end). */
+static kiln_status join_buckets(Schedule *s, int i) {
+  kiln_status st = KILN_OK;
+  for (int b = 0; b < s->n_bucket && !st; b++)
+    if (s->bucket[b].join == i) st = s->be->collective_wait(s->dev, b);
+  return st;
+}
+
 /* The collectives' buckets, where a communicator with a library runs them: in launch order, a
  * bucket takes collectives until it would pass dist_bucket_bytes or a launch reads one of its
  * results; it starts after its last member (the later a member, the later its gradient) and is
@@ -510,7 +525,13 @@ static kiln_status bind_collectives(Schedule *s) {
     for (int b = 0; b < s->n_bucket; b++)
       fprintf(stderr, "> %s: bucket %d: %d collectives, started after launch %d, waited for before launch %d of %d\n",
               s->be->name, b, s->bucket[b].n, s->bucket[b].start, s->bucket[b].join, s->n_launch);
-  return KILN_OK;
+  /* each bucket once before any recording, as the library warm-up above: NCCL connects its
+   * ranks at a communicator's first calls, which a CUDA graph capture must not see (every rank
+   * compiles the same program, so all make these calls in the same order) */
+  kiln_status st = KILN_OK;
+  for (int b = 0; b < s->n_bucket && !st; b++)
+    if (!(st = start_bucket(s, b))) st = s->be->collective_wait(s->dev, b);
+  return st ? st : dev_sync(s, "the collectives' warm-up");
 }
 
 /* ---- launch groups: the budget ---- */
@@ -633,21 +654,6 @@ static kiln_status enqueue_assigns(Schedule *s) {
     RtBuf from = s->assign_tmp[a] ? s->assign_tmp[a] : s->buf[A->value];
     st = mem_copy(s, s->buf[A->param], from, stage_bytes(&te->stages[A->param]), te->stages[A->param].name);
   }
-  return st;
-}
-
-/* Bucket b's call: the communicator averages each member's operand into its buffer. */
-static kiln_status start_bucket(Schedule *s, int b) {
-  Bucket *B = &s->bucket[b];
-  for (int j = 0; j < B->n; j++) B->src[j] = s->buf[s->te->stages[B->stage[j]].src[0]], B->dst[j] = s->buf[B->stage[j]];
-  return s->be->all_reduce(s->dev, s->opt.dist->comm, b, B->n, B->src, B->dst, B->count, B->dtype);
-}
-
-/* Every bucket waited for before launch i (n_launch: at the end). */
-static kiln_status join_buckets(Schedule *s, int i) {
-  kiln_status st = KILN_OK;
-  for (int b = 0; b < s->n_bucket && !st; b++)
-    if (s->bucket[b].join == i) st = s->be->collective_wait(s->dev, b);
   return st;
 }
 

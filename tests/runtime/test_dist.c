@@ -89,6 +89,78 @@ static void test_one_rank(const char *be, kiln_dist *dist, bool adam, int64_t ca
   kiln_program_free(par);
 }
 
+/* The buckets, through a cpu backend given collectives that copy (a communicator of one rank),
+ * so that the schedule's path to a library runs here: each bucket started once a run, after its
+ * members' gradients exist (else the parameters would differ from the copies' own path), waited
+ * for once a run after it started; a small bucket cap makes more buckets; the warm-up at compile
+ * calls each once. */
+static int fake_starts, fake_waits, fake_order_bad, fake_members;
+static int fake_started[64];
+
+static kiln_status fake_all_reduce(void *dev, void *comm, int b, int n, const RtBuf *src, const RtBuf *dst,
+                                   const int64_t *count, const kiln_dtype *dtype) {
+  (void)dev, (void)comm;
+  for (int i = 0; i < n; i++) memcpy((void *)(uintptr_t)dst[i], (const void *)(uintptr_t)src[i], (size_t)count[i] * kiln_dtype_size(dtype[i]));
+  fake_starts++, fake_members += n;
+  if (b >= 0 && b < 64) fake_started[b]++;
+  return KILN_OK;
+}
+
+static kiln_status fake_wait(void *dev, int b) {
+  (void)dev;
+  fake_waits++;
+  if (b < 0 || b >= 64 || fake_started[b] < 1) fake_order_bad++;
+  else fake_started[b]--;
+  return KILN_OK;
+}
+
+static void test_buckets(int64_t cap, int want_buckets) {
+  static float x[BATCH * 784], y[BATCH * 10], pp[110000], pb[110000];
+  float lp[2], lb[2];
+  int64_t np = 0;
+  random_batch(x, y);
+  kiln_program *plain = run_steps(false, false, "cpu", NULL, x, y, lp, pp, &np);
+  kiln_program_free(plain);
+  TrainNet net;
+  build_step(true, false, &net);
+  TE *te = NULL;
+  OK(te_lower(&net.g->g, &te));
+  Backend be = rt_backend_cpu;
+  be.all_reduce = fake_all_reduce, be.collective_wait = fake_wait;
+  struct kiln_dist one = { .ranks = 1, .rank = 0, .comm = &one };  /* a library's communicator, as far as the schedule knows */
+  kiln_options o = kiln_options_default();
+  o.dist = &one;
+  o.dist_bucket_bytes = cap;
+  kiln_census c = { 0 };
+  Schedule *s = NULL;
+  memset(fake_started, 0, sizeof fake_started);
+  fake_starts = fake_waits = fake_order_bad = fake_members = 0;
+  if (te) OK(rt_schedule_create(&be, te, &o, &c, &s));
+  CHECK_MSG(fake_starts == want_buckets && fake_waits == want_buckets && fake_members == 4,
+            "cap %lld: the warm-up started %d buckets of %d collectives and waited %d times, want %d of 4", (long long)cap,
+            fake_starts, fake_members, fake_waits, want_buckets);
+  void *outs[1 + TRAIN_MAX_PARAMS] = { NULL };
+  int64_t off = 0;
+  for (int i = 0; i < net.n_params; i++) outs[1 + i] = pb + off, off += net.param_numel[i];
+  for (int r = 0; s && r < 2; r++) {
+    outs[0] = &lb[r];
+    OK(rt_schedule_run(s, (const void *[]){ x, y }, outs, 1, &c));
+  }
+  CHECK_MSG(fake_starts == 3 * want_buckets && fake_waits == 3 * want_buckets && !fake_order_bad,
+            "cap %lld: %d starts and %d waits over the warm-up and two runs (%d out of order), want %d each", (long long)cap,
+            fake_starts, fake_waits, fake_order_bad, 3 * want_buckets);
+  CHECK_MSG(c.collectives == 4 && c.collective_calls == want_buckets && c.host_fallbacks == 0, "cap %lld: census %lld collectives in %lld calls",
+            (long long)cap, (long long)c.collectives, (long long)c.collective_calls);
+  double worst = 0;
+  for (int64_t i = 0; i < np && off == np; i++) worst = fmax(worst, fabs(pb[i] - pp[i]) / (fabs(pp[i]) + 1e-3));
+  CHECK_MSG(off == np && worst < 1e-5 && fabsf(lb[1] - lp[1]) <= 1e-5f * fabsf(lp[1]),
+            "cap %lld: the bucketed step differs from the plain one: loss %g against %g, parameters %g apart", (long long)cap,
+            lb[1], lp[1], worst);
+  rt_schedule_free(s);
+  te_free(te);
+  train_net_free(&net);
+}
+
 /* The plan: one kernel a collective, just after its operand's kernel (or the collectives
  * already there), reason printed; operand and result outside the arena. */
 static void test_plan(void) {
@@ -202,6 +274,10 @@ int main(void) {
   test_plan();
   test_op();
   test_id_and_open();
+  test_buckets(0, 1);  /* 25 MiB: the four gradients in one bucket */
+  /* 8 KiB: b2, W2 and b1 (5672 bytes), then W1 (401 KB, over the cap alone); 4 KiB: each alone */
+  test_buckets(8192, 2);
+  test_buckets(4096, 4);
   kiln_dist *one = NULL;
   OK(kiln_dist_open(NULL, 1, 0, &one));
   const char *bes[] = { "ref", "cpu", extra && strcmp(extra, "cpu") && strcmp(extra, "ref") ? extra : NULL };
