@@ -441,10 +441,12 @@ static kiln_status bind_launches(Schedule *s) {
 
 enum { BUCKET_BYTES_DEFAULT = 25 << 20 };  /* PyTorch DDP's bucket_cap_mb */
 
-/* Does launch l read or write stage v? */
-static bool launch_touches(const CgLaunch *l, int v) {
+/* Must launch l wait for collective v's call: does it read or write v's result, or write v's
+ * operand (its parameters: the kernel's inputs, then what it stores)? */
+static bool waits_for(const Schedule *s, const CgLaunch *l, int v) {
+  int u = s->te->stages[v].src[0], reads = s->plan->kernels[l->kernel].n_ins;
   for (int j = 0; j < l->n_params; j++)
-    if (l->params[j] == v) return true;
+    if (l->params[j] == v || (l->params[j] == u && j >= reads)) return true;
   return false;
 }
 
@@ -482,9 +484,9 @@ static kiln_status join_buckets(Schedule *s, int i) {
 }
 
 /* The collectives' buckets, where a communicator with a library runs them: in launch order, a
- * bucket takes collectives until it would pass dist_bucket_bytes or a launch reads one of its
- * results; it starts after its last member (the later a member, the later its gradient) and is
- * waited for by the first launch that reads one of its results. Over one rank without a library
+ * bucket takes collectives until it would pass dist_bucket_bytes or a launch must wait for one
+ * (waits_for); it starts after its last member (the later a member, the later its gradient) and
+ * is waited for by the first launch that must. Over one rank without a library
  * each collective is a copy where it is; over more, a backend without collectives is refused. */
 static kiln_status bind_collectives(Schedule *s) {
   const kiln_dist *dist = s->opt.dist;
@@ -494,8 +496,7 @@ static kiln_status bind_collectives(Schedule *s) {
       s->n_collective++;
       s->collective_bytes += stage_bytes(S);
     }
-  if (!s->n_collective) return KILN_OK;
-  if (!dist || !dist->comm || !s->be->all_reduce) return KILN_OK;  /* over one rank (check_dist) */
+  if (!s->n_collective || !dist || !dist->comm || !s->be->all_reduce) return KILN_OK;  /* copies (check_dist) */
   int64_t cap = s->opt.dist_bucket_bytes > 0 ? s->opt.dist_bucket_bytes : BUCKET_BYTES_DEFAULT, bytes = 0;
   if (!(s->bucket = kiln_calloc((size_t)s->n_collective, sizeof *s->bucket)))
     return kiln_fail(KILN_ERR_NO_MEMORY, "%s: out of memory for the collectives", s->be->name);
@@ -504,7 +505,7 @@ static kiln_status bind_collectives(Schedule *s) {
     const CgLaunch *l = s->launch[i].l;
     if (!l->collective) {
       for (int j = 0; open && j < open->n; j++)
-        if (launch_touches(l, open->stage[j])) open = NULL;
+        if (waits_for(s, l, open->stage[j])) open = NULL;
       continue;
     }
     int v = s->plan->kernels[l->kernel].anchor;
@@ -519,7 +520,7 @@ static kiln_status bind_collectives(Schedule *s) {
     Bucket *B = &s->bucket[b];
     for (int i = B->start + 1; i < s->n_launch && B->join == s->n_launch; i++)
       for (int j = 0; j < B->n; j++)
-        if (launch_touches(s->launch[i].l, B->stage[j])) B->join = i;
+        if (waits_for(s, s->launch[i].l, B->stage[j])) B->join = i;
   }
   if (s->opt.debug >= 1)
     for (int b = 0; b < s->n_bucket; b++)
@@ -1252,10 +1253,12 @@ kiln_status rt_schedule_print(const Schedule *s, FILE *f) {
   int alone = 0;
   for (int i = 0; i < s->n_launch; i++)
     alone += !s->launch[i].l->host && !s->launch[i].l->collective && s->launch[i].l->group < 0;
-  if (s->n_collective)
-    fprintf(f, "%s: %d collectives (%lld bytes) %s%d bucket%s\n", s->be->name, s->n_collective,
-            (long long)s->collective_bytes, s->n_bucket ? "through the communicator in " : "copied (one rank), ", s->n_bucket,
-            s->n_bucket == 1 ? "" : "s");
+  if (s->n_collective && s->n_bucket)
+    fprintf(f, "%s: %d collectives (%lld bytes) through the communicator in %d bucket%s\n", s->be->name, s->n_collective,
+            (long long)s->collective_bytes, s->n_bucket, s->n_bucket == 1 ? "" : "s");
+  else if (s->n_collective)
+    fprintf(f, "%s: %d collectives (%lld bytes), each a copy (one rank, no library)\n", s->be->name, s->n_collective,
+            (long long)s->collective_bytes);
   fprintf(f, "%s: %d kernels in %d launches (%d groups, %d library GEMMs), %s; built in %.1f ms%s%s, cache %s\n",
           s->be->name, s->n_launch - s->n_host - s->n_collective, alone + s->n_group, s->n_group, s->n_library,
           s->replay ? "one recorded submission per run" : "kernel by kernel", s->build_ms,
