@@ -589,11 +589,34 @@ static int lower_string_op(Lower *L, const Node *n) {
 
 /* A collective: an opaque stage (the planner gives it a boundary of its own, the runtime the
  * communicator's call) whose body is its operand at the same point, what it is in a group of one
- * rank (ref evaluates that). */
+ * rank (ref evaluates that). An operand that only moves a computed tensor of as many elements (a
+ * weight gradient's reshape and transpose) commutes with the mean: the unmoved tensor is averaged
+ * and the result moved, a move its readers compose into their index maps instead of one stored
+ * before the call. */
 static int lower_collective(Lower *L, const Node *n) {
+  TE *te = L->te;
   int s = stage_of(L, n->in[0]);
-  int id = emit(L, n, ST_OPAQUE, tensor(L, n->out)->dtype, load_out(L, s, L->te->stages[s].rank), 0, NULL, RO_SUM, 0, NULL);
-  if (id >= 0) L->te->stages[id].src[0] = s;
+  const Stage *S = &te->stages[s];
+  const Expr *b = S->kind == ST_INJECTIVE ? S->body : NULL;  /* S at the output's point, through its moves */
+  for (const Stage *X; b && b->kind == EX_LOAD && (X = &te->stages[b->src])->kind == ST_INJECTIVE && X->body &&
+                       X->body->kind == EX_LOAD && X->numel == S->numel && X->dtype == S->dtype;)
+    b = te_substitute(te, X->body, b->args, X->rank);
+  if (b && b->kind == EX_LOAD) {
+    const Stage *Y = &te->stages[b->src];
+    if ((Y->kind == ST_INJECTIVE || Y->kind == ST_REDUCE) && Y->numel == S->numel && Y->dtype == S->dtype) {
+      int y = Y->id, rank = Y->rank;  /* emitting may move the stages: S and Y are not read after it */
+      kiln_dtype dt = Y->dtype;
+      int64_t shape[KILN_MAX_RANK];
+      memcpy(shape, Y->shape, sizeof shape);
+      int c = emit_shaped(L, n, ST_OPAQUE, dt, rank, shape, load_out(L, y, rank), 0, NULL, RO_SUM, 0, "unmoved");
+      if (c < 0) return -1;
+      te->stages[c].src[0] = y;
+      Expr *moved = te_load(te, c, b->n_args, b->args);
+      return moved ? emit(L, n, ST_INJECTIVE, dt, moved, 0, NULL, RO_SUM, 0, NULL) : -1;
+    }
+  }
+  int id = emit(L, n, ST_OPAQUE, tensor(L, n->out)->dtype, load_out(L, s, S->rank), 0, NULL, RO_SUM, 0, NULL);
+  if (id >= 0) te->stages[id].src[0] = s;
   return id;
 }
 

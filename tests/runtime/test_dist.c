@@ -21,8 +21,8 @@ enum { BATCH = 16 };
 
 /* One SGD step (momentum 0.9) of the shared MLP, data parallel or not: loss, then each updated
  * parameter as outputs. */
-static void build_step(bool parallel, bool adam, TrainNet *net) {
-  OK(train_net_build(MODEL_MLP, BATCH, NULL, 5, 1, net));
+static void build_step(ModelKind m, bool parallel, bool adam, TrainNet *net) {
+  OK(train_net_build(m, BATCH, NULL, 5, 1, net));
   OK(kiln_graph_set_data_parallel(net->g, parallel));
   kiln_tensor upd[TRAIN_MAX_PARAMS];
   OK(kiln_graph_output(net->g, net->loss, "loss"));
@@ -32,10 +32,10 @@ static void build_step(bool parallel, bool adam, TrainNet *net) {
 }
 
 /* Runs two steps; fills the loss of each and the parameters after both (flat). */
-static kiln_program *run_steps(bool parallel, bool adam, const char *be, kiln_dist *dist, const float *x, const float *y,
-                               float loss[2], float *params, int64_t *n) {
+static kiln_program *run_steps(ModelKind m, bool parallel, bool adam, const char *be, kiln_dist *dist, const float *x,
+                               const float *y, float loss[2], float *params, int64_t *n) {
   TrainNet net;
-  build_step(parallel, adam, &net);
+  build_step(m, parallel, adam, &net);
   kiln_options o = kiln_options_default();
   o.backend = be;
   o.dist = dist;
@@ -61,14 +61,14 @@ static void random_batch(float *x, float *y) {
 
 /* The averaged step over one rank is the plain step: same losses, parameters within rounding
  * (the gradients are stored before the update reads them, so the kernels differ). */
-static void test_one_rank(const char *be, kiln_dist *dist, bool adam, int64_t calls) {
-  static float x[BATCH * 784], y[BATCH * 10], pp[110000], pd[110000];
+static void test_one_rank(ModelKind m, const char *be, kiln_dist *dist, bool adam, int64_t calls) {
+  static float x[BATCH * 784], y[BATCH * 10], pp[300000], pd[300000];
   float lp[2], ld[2];
-  int64_t np = 0, nd = 0;
+  int64_t np = 0, nd = 0, collectives = m == MODEL_MLP ? 4 : 8;
   random_batch(x, y);
-  kiln_program *plain = run_steps(false, adam, be, NULL, x, y, lp, pp, &np);
-  kiln_program *par = run_steps(true, adam, be, dist, x, y, ld, pd, &nd);
-  CHECK(np == nd && np == 784 * 128 + 128 + 128 * 10 + 10);
+  kiln_program *plain = run_steps(m, false, adam, be, NULL, x, y, lp, pp, &np);
+  kiln_program *par = run_steps(m, true, adam, be, dist, x, y, ld, pd, &nd);
+  CHECK(np == nd && np == (m == MODEL_MLP ? 784 * 128 + 128 + 128 * 10 + 10 : 206922));
   double worst = 0;
   for (int64_t i = 0; np == nd && i < np; i++) worst = fmax(worst, fabs(pd[i] - pp[i]) / (fabs(pp[i]) + 1e-3));
   CHECK_MSG(worst < 1e-5 && fabsf(ld[0] - lp[0]) <= 1e-6f * fabsf(lp[0]) && fabsf(ld[1] - lp[1]) <= 1e-5f * fabsf(lp[1]),
@@ -78,12 +78,14 @@ static void test_one_rank(const char *be, kiln_dist *dist, bool adam, int64_t ca
   kiln_census c;
   if (par) OK(kiln_program_census(par, &c));
   int64_t bytes = 4 * np;
-  CHECK_MSG(par && c.collectives == 4 && c.collective_bytes == bytes && c.collective_calls == calls && c.host_fallbacks == 0,
-            "%s: %lld collectives of %lld bytes in %lld calls (want 4, %lld, %lld), %lld fallbacks (%s)", be,
-            (long long)c.collectives, (long long)c.collective_bytes, (long long)c.collective_calls, (long long)bytes,
-            (long long)calls, (long long)c.host_fallbacks, c.fallback_ops);
+  CHECK_MSG(par && c.collectives == collectives && c.collective_bytes == bytes && c.collective_calls == calls &&
+            c.host_fallbacks == 0, "%s: %lld collectives of %lld bytes in %lld calls (want %lld, %lld, %lld), %lld fallbacks (%s)",
+            be, (long long)c.collectives, (long long)c.collective_bytes, (long long)c.collective_calls, (long long)collectives,
+            (long long)bytes, (long long)calls, (long long)c.host_fallbacks, c.fallback_ops);
   char *text = par ? test_program_text(par) : NULL;
-  CHECK_MSG(!text || !strcmp(be, "ref") || strstr(text, "4 collectives"), "%s: the printed program names no collectives", be);
+  char want[32];
+  snprintf(want, sizeof want, "%lld collectives", (long long)collectives);
+  CHECK_MSG(!text || !strcmp(be, "ref") || strstr(text, want), "%s: the printed program names no collectives", be);
   free(text);
   kiln_program_free(plain);
   kiln_program_free(par);
@@ -119,10 +121,10 @@ static void test_buckets(int64_t cap, int want_buckets) {
   float lp[2], lb[2];
   int64_t np = 0;
   random_batch(x, y);
-  kiln_program *plain = run_steps(false, false, "cpu", NULL, x, y, lp, pp, &np);
+  kiln_program *plain = run_steps(MODEL_MLP, false, false, "cpu", NULL, x, y, lp, pp, &np);
   kiln_program_free(plain);
   TrainNet net;
-  build_step(true, false, &net);
+  build_step(MODEL_MLP, true, false, &net);
   TE *te = NULL;
   OK(te_lower(&net.g->g, &te));
   Backend be = rt_backend_cpu;
@@ -162,10 +164,11 @@ static void test_buckets(int64_t cap, int want_buckets) {
 }
 
 /* The plan: one kernel a collective, just after its operand's kernel (or the collectives
- * already there), reason printed; operand and result outside the arena. */
-static void test_plan(void) {
+ * already there), reason printed; operand and result outside the arena; an operand that only
+ * moved a sum (LeNet's weight gradients, reshaped and transposed) is that sum itself. */
+static void test_plan(ModelKind m, int collectives) {
   TrainNet net;
-  build_step(true, false, &net);
+  build_step(m, true, false, &net);
   TE *te = NULL;
   Plan *p = NULL;
   OK(te_lower(&net.g->g, &te));
@@ -183,8 +186,10 @@ static void test_plan(void) {
               "collective k%d reads t%d of k%d, but follows k%d", k, u, p->kernel_of[u], before);
     CHECK(p->stored[u] && p->stored[v] && p->offset[u] < 0 && p->offset[v] < 0);
     CHECK(K->why && strstr(K->why, "collective"));
+    CHECK_MSG(te->stages[u].kind == ST_REDUCE, "collective k%d averages t%d, %s, not the sum under it", k, u,
+              te->stages[u].op >= 0 ? op_names[te->stages[u].op] : "?");
   }
-  CHECK_MSG(found == 4, "%d collective kernels, want 4 (one a parameter)", found);
+  CHECK_MSG(found == collectives, "%d collective kernels, want %d (one a parameter)", found, collectives);
   plan_free(p);
   te_free(te);
   train_net_free(&net);
@@ -225,7 +230,7 @@ static void test_op(void) {
 /* More than one rank on a backend without collectives: refused at compile, naming both. */
 static void test_refused(const char *be) {
   TrainNet net;
-  build_step(true, false, &net);
+  build_step(MODEL_MLP, true, false, &net);
   struct kiln_dist two = { .ranks = 2, .rank = 1, .comm = NULL };  /* what kiln_dist_open would make with NCCL */
   kiln_options o = kiln_options_default();
   o.backend = be;
@@ -271,7 +276,8 @@ static void test_no_nccl(void) {
 
 int main(void) {
   const char *extra = getenv("KILN_TEST_BACKEND");
-  test_plan();
+  test_plan(MODEL_MLP, 4);
+  test_plan(MODEL_LENET, 8);
   test_op();
   test_id_and_open();
   test_buckets(0, 1);  /* 25 MiB: the four gradients in one bucket */
@@ -282,8 +288,9 @@ int main(void) {
   OK(kiln_dist_open(NULL, 1, 0, &one));
   const char *bes[] = { "ref", "cpu", extra && strcmp(extra, "cpu") && strcmp(extra, "ref") ? extra : NULL };
   for (int b = 0; b < 3 && bes[b]; b++) {
-    test_one_rank(bes[b], NULL, false, 0);
-    test_one_rank(bes[b], one, true, 0);
+    test_one_rank(MODEL_MLP, bes[b], NULL, false, 0);
+    test_one_rank(MODEL_MLP, bes[b], one, true, 0);
+    if (strcmp(bes[b], "ref")) test_one_rank(MODEL_LENET, bes[b], one, false, 0);  /* ref: minutes for a CNN step */
     test_refused(bes[b]);
   }
   kiln_dist_close(one);
@@ -293,7 +300,8 @@ int main(void) {
     kiln_dist *nccl = NULL;
     OK(kiln_dist_id_new(&id));
     OK(kiln_dist_open(&id, 1, 0, &nccl));
-    if (nccl) test_one_rank("cuda", nccl, false, 1), test_one_rank("cuda", nccl, true, 1);
+    if (nccl) test_one_rank(MODEL_MLP, "cuda", nccl, false, 1), test_one_rank(MODEL_MLP, "cuda", nccl, true, 1);
+    if (nccl) test_one_rank(MODEL_LENET, "cuda", nccl, false, 1);
     kiln_dist_close(nccl);
   } else {
     test_no_nccl();
