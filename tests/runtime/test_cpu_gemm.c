@@ -4,7 +4,8 @@
  * cublaslt = 0); a weight overwritten with kiln_program_write_param is packed again; a sum
  * too long for f32 accumulators stays with the generated kernel. Products whose rows fill the
  * panels better run swapped (D^T = B^T A^T): bias along m, with A the constant, and the batched
- * B, with neither constant and M <= N; the rest run as they are. */
+ * B, with neither constant and M <= N; the rest run as they are. B packed per run into many panels
+ * is packed where each panel is used (panels_in_tiles). */
 #include "test.h"
 
 #include <stdio.h>
@@ -152,7 +153,53 @@ static void bias_along_m(void) {
   kiln_graph_free(g);
 }
 
+/* A product packed per run into at least 16 panels packs each panel in the thread that uses it,
+ * just before its row tiles, into one place a thread (gemm.c, packs_in_tiles): relu(w [40, 160] @
+ * x + bias [40, 1]) over x [1, 160, 600] (19 panels, the last of 24 columns), and relu(a @ x +
+ * bias) with a [3, 40, 160] and x [3, 160, 200] inputs (7 panels a batch, each batch its own),
+ * two runs with new inputs, against ref. */
+static void panels_in_tiles(int batch, int n) {
+  enum { PM = 40, PK = 160 };  /* K of at least 128: the library's (CG_CPU_LIBRARY_MIN_K) */
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t ws[2] = { PM, PK }, xs[3] = { batch, PK, n }, bs[2] = { PM, 1 };
+  static float w[3 * PM * PK], bias[PM], x[3 * PK * 600], got[3 * PM * 600], want[3 * PM * 600];
+  for (int i = 0; i < 3 * PM * PK; i++) w[i] = wval(i, 10);
+  for (int i = 0; i < PM; i++) bias[i] = wval(i, 11);
+  kiln_tensor wp, xi, b, y;
+  int64_t as[3] = { batch, PM, PK };
+  if (batch > 1) OK(kiln_graph_input(g, "a", KILN_F32, 3, as, &wp));
+  else OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wp));
+  OK(kiln_graph_input(g, "x", KILN_F32, 3, xs, &xi));
+  OK(kiln_graph_param(g, "bias", KILN_F32, 2, bs, bias, &b));
+  OK(kiln_graph_matmul(g, wp, xi, &y));
+  OK(kiln_graph_binary(g, KILN_ADD, y, b, &y));
+  OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  kiln_options o = kiln_options_default();
+  o.backend = "cpu";
+  kiln_program *p = NULL, *r = NULL;
+  OK(kiln_program_compile(g, &o, &p));
+  o.backend = "ref";
+  OK(kiln_program_compile(g, &o, &r));
+  CHECK_MSG(p && test_library_gemms(p) == 1, "panels in tiles (batch %d): %d library GEMMs", batch, p ? test_library_gemms(p) : -1);
+  for (int round = 0; round < 2 && p && r; round++) {
+    for (int i = 0; i < batch * PK * n; i++) x[i] = wval(i, 12 + round);
+    const void *in2[2] = { w, x }, *in1[1] = { x };
+    OK(kiln_program_run(p, batch > 1 ? in2 : in1, (void *[]){ got }));
+    OK(kiln_program_run(r, batch > 1 ? in2 : in1, (void *[]){ want }));
+    double worst = 0;
+    for (int64_t i = 0; i < (int64_t)batch * PM * n; i++) worst = fmax(worst, fabs((double)got[i] - want[i]) / (1 + fabs((double)want[i])));
+    CHECK_MSG(worst <= 2e-5, "panels in tiles (batch %d, round %d): worst relative error %.3g", batch, round, worst);
+  }
+  kiln_program_free(p);
+  kiln_program_free(r);
+  kiln_graph_free(g);
+}
+
 int main(void) {
+  panels_in_tiles(1, 600);
+  panels_in_tiles(3, 200);
   long_sum_declined();
   bias_along_m();
   static const Case cases[] = {

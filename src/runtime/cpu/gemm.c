@@ -86,32 +86,30 @@ static const float *stage_at(const CpuGemm *c, int stage, int64_t off) {
   return (const float *)(uintptr_t)c->buf[stage] + off;
 }
 
-/* B of batch b into panels of NR columns, each K rows of NR contiguous floats (a tile streams
- * its panel front to back): P[n / NR][k][n % NR] = B(k, n), zero past N. Swapped, A's rows
- * the same way: P[m / NR][k][m % NR] = A(m, k), zero past M; A along m is B along n's layout,
- * A along k B along k's. */
-static void pack(const CpuGemm *c, int64_t b, float *P) {
+/* Panel pi of B of batch b into panel (the packed operand's place for it: packed_at): NR columns, K rows of NR contiguous floats (a tile streams its
+ * panel front to back): P[n / NR][k][n % NR] = B(k, n), zero past N. Swapped, A's rows the
+ * same way: P[m / NR][k][m % NR] = A(m, k), zero past M; A along m is B along n's layout, A
+ * along k B along k's. */
+static void pack_panel(const CpuGemm *c, int64_t b, int64_t pi, float *panel) {
   const CgLibGemm *g = &c->g;
   const float *B = c->swapped ? stage_at(c, g->a_stage, g->a_off + b * g->a_sb) : stage_at(c, g->b_stage, g->b_off + b * g->b_sb);
   int64_t N = c->swapped ? g->M : g->N, ldb = c->swapped ? g->lda : g->ldb;
   bool along_k = c->swapped ? !g->a_t : g->b_t;
   int NR = c->nr;
-  for (int64_t n0 = 0; n0 < c->np; n0 += NR) {
-    float *panel = P + n0 * g->K;
-    int cols = n0 + NR <= N ? NR : N > n0 ? (int)(N - n0) : 0;
-    if (!along_k)  /* B[k][n]: each point's row of the panel is a copy, the tail zeroed */
-      for (int64_t k = 0; k < g->K; k++) {
-        const float *src = B + k * ldb + n0;
-        float *dst = panel + k * NR;
-        for (int j = 0; j < cols; j++) dst[j] = src[j];
-        for (int j = cols; j < NR; j++) dst[j] = 0;
-      }
-    else  /* B[n][k]: each column read along k (a branch per element kept it scalar) */
-      for (int j = 0; j < NR; j++) {
-        const float *src = j < cols ? B + (n0 + j) * ldb : NULL;
-        for (int64_t k = 0; k < g->K; k++) panel[k * NR + j] = src ? src[k] : 0.0f;
-      }
-  }
+  int64_t n0 = pi * NR;
+  int cols = n0 + NR <= N ? NR : N > n0 ? (int)(N - n0) : 0;
+  if (!along_k)  /* B[k][n]: each point's row of the panel is a copy, the tail zeroed */
+    for (int64_t k = 0; k < g->K; k++) {
+      const float *src = B + k * ldb + n0;
+      float *dst = panel + k * NR;
+      for (int j = 0; j < cols; j++) dst[j] = src[j];
+      for (int j = cols; j < NR; j++) dst[j] = 0;
+    }
+  else  /* B[n][k]: each column read along k (a branch per element kept it scalar) */
+    for (int j = 0; j < NR; j++) {
+      const float *src = j < cols ? B + (n0 + j) * ldb : NULL;
+      for (int64_t k = 0; k < g->K; k++) panel[k * NR + j] = src ? src[k] : 0.0f;
+    }
 }
 
 /* A thread's share of 0 .. n - 1: [*lo, *hi) */
@@ -119,11 +117,16 @@ static void share(int64_t n, int tid, int nt, int64_t *lo, int64_t *hi) {
   *lo = n * tid / nt, *hi = n * (tid + 1) / nt;
 }
 
+static float *packed_at(const CpuGemm *c, int64_t b, int64_t pi) {
+  return c->packed + (c->packed_batches > 1 ? b * c->g.K * c->np : 0) + pi * c->nr * c->g.K;
+}
+
+/* Every panel of every packed batch, the panels shared among the threads. */
 static void pack_part(void *ctx, int tid, int nt) {
   CpuGemm *c = ctx;
-  int64_t per = c->g.K * c->np, lo, hi;
-  share(c->packed_batches, tid, nt, &lo, &hi);
-  for (int64_t b = lo; b < hi; b++) pack(c, b, c->packed + b * per);
+  int64_t panels = c->np / c->nr, lo, hi;
+  share(c->packed_batches * panels, tid, nt, &lo, &hi);
+  for (int64_t i = lo; i < hi; i++) pack_panel(c, i / panels, i % panels, packed_at(c, i / panels, i % panels));
 }
 
 static void pack_all(CpuGemm *c) { cpu_run(c->dev, pack_part, c); }
@@ -166,8 +169,20 @@ static double tile_fill(int64_t lanes, int64_t rows, int nr) {
   return (double)lanes / (double)((lanes + nr - 1) / nr * nr) * (double)rows / (double)((rows + MR - 1) / MR * MR);
 }
 
+/* A product packed per run, each batch its own panels, of at least this many panels, packs each
+ * panel where it is used, just before its row tiles, the threads taking whole panels: the panel
+ * is read from cache, not memory, and no thread waits for another's packing. With fewer panels
+ * whole panels would share the work too coarsely (on this 2-thread machine: 8 a thread at least),
+ * so all are packed first, shared among the threads, and the row tiles shared after. */
+enum { PANELS_PACKED_IN_TILES = 16 };
+
+static bool packs_in_tiles(const CpuGemm *c) {
+  return !c->packed_once && c->packed_batches == c->g.batch && c->g.batch * (c->np / c->nr) >= PANELS_PACKED_IN_TILES;
+}
+
 /* The tiles: panels of B's columns (the lanes) and row tiles of A's rows, or swapped, panels of
- * A's rows and row tiles of B's columns, each tile stored transposed. */
+ * A's rows and row tiles of B's columns, each tile stored transposed. The row tiles of one panel
+ * run in a row: the panel stays in cache while the rows stream by. */
 static void tiles_part(void *ctx, int tid, int threads) {
   const CpuGemm *c = ctx;
   const CgLibGemm *g = &c->g;
@@ -177,12 +192,17 @@ static void tiles_part(void *ctx, int tid, int threads) {
   int64_t rows_n = sw ? g->N : g->M, lanes_n = sw ? g->M : g->N, ld = sw ? g->ldb : g->lda;
   int64_t off = sw ? g->b_off : g->a_off, sb = sw ? g->b_sb : g->a_sb;
   bool strided = sw ? !g->b_t : g->a_t, bias_lanes = sw ? g->bias_m : !g->bias_m;
-  int64_t mt = (rows_n + MR - 1) / MR, nt = c->np / NR, per = g->K * c->np, step = strided ? ld : 1, lo, hi;
+  int64_t mt = (rows_n + MR - 1) / MR, nt = c->np / NR, step = strided ? ld : 1, lo, hi;
   int act = g->relu ? ACT_RELU : g->gelu ? ACT_GELU : ACT_NONE;
-  share(g->batch * mt * nt, tid, threads, &lo, &hi);
+  /* whole panels a thread, each packed by the one thread that uses it into one place, its first
+   * panel's, which stays in its cache (each panel in its own place: as many cold lines written) */
+  bool pack_here = packs_in_tiles(c);
+  if (pack_here) share(g->batch * nt, tid, threads, &lo, &hi), lo *= mt, hi *= mt;
+  else share(g->batch * mt * nt, tid, threads, &lo, &hi);
+  float *mine = pack_here && lo < hi ? packed_at(c, lo / (mt * nt), lo / mt % nt) : NULL;
   for (int64_t t = lo; t < hi; t++) {
-    /* the row tiles of one panel run in a row: the panel stays in cache while the rows stream by */
     int64_t b = t / (mt * nt), pi = t / mt % nt, ri = t % mt;
+    if (pack_here && ri == 0) pack_panel(c, b, pi, mine);
     const float *X = stage_at(c, sw ? g->b_stage : g->a_stage, off + b * sb);
     const float *rows[MR];
     int64_t r0 = ri * MR, p0 = pi * NR;
@@ -190,7 +210,7 @@ static void tiles_part(void *ctx, int tid, int threads) {
       int64_t m = r0 + r < rows_n ? r0 + r : rows_n - 1;
       rows[r] = strided ? X + m : X + m * ld;
     }
-    const float *P = c->packed + (c->packed_batches > 1 ? b * per : 0) + p0 * g->K;
+    const float *P = pack_here ? mine : packed_at(c, b, pi);
     float acc[MR * NR_MAX];
     c->tile(rows, step, g->K, P, NR, acc);
     float *D = (float *)(uintptr_t)c->buf[g->d_stage] + g->d_off + b * g->d_sb;
@@ -232,7 +252,7 @@ kiln_status cpu_gemm_prepare(const CgLibGemm *g, const RtBuf *buf, void *dev, vo
 
 kiln_status cpu_gemm_run(void *call) {
   CpuGemm *c = call;
-  if (!c->packed_once) pack_all(c);
+  if (!c->packed_once && !packs_in_tiles(c)) pack_all(c);
   cpu_run(c->dev, tiles_part, c);
   return KILN_OK;
 }
