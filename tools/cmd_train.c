@@ -204,6 +204,7 @@ static int launch_ranks(int argc, char **argv, const Args *a) {
     }
   }
   free(args);
+  for (int r = 0; rc && r < started; r++) kill(pid[r], SIGTERM);  /* they would wait for the missing rank */
   for (int left = started; left > 0; left--) {
     int status = 0;
     pid_t done = waitpid(-1, &status, 0);
