@@ -264,13 +264,17 @@ static void test_id_and_open(void) {
   kiln_dist_close(NULL);
 }
 
-/* Without NCCL (here: a path that is none) the id and a communicator say so. */
+/* Without NCCL (here: a path that is none) the id and a communicator say so; NVLink multicast is
+ * turned off before NCCL is looked for, whatever the environment said. */
 static void test_no_nccl(void) {
   setenv("KILN_NCCL_LIB", "/nonexistent/libnccl.so.2", 1);
+  setenv("NCCL_NVLS_ENABLE", "1", 1);
   kiln_dist_id id;
   FAILS(KILN_ERR_DEVICE, kiln_dist_id_new(&id));
   CHECK_MSG(strstr(kiln_last_error(), "/nonexistent/libnccl.so.2") && strstr(kiln_last_error(), "NCCL"), "%s",
             kiln_last_error());
+  const char *nvls = getenv("NCCL_NVLS_ENABLE");
+  CHECK_MSG(nvls && !strcmp(nvls, "0"), "NCCL_NVLS_ENABLE is '%s' after NCCL was looked for", nvls ? nvls : "(unset)");
   unsetenv("KILN_NCCL_LIB");
 }
 

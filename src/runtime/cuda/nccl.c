@@ -5,6 +5,7 @@
  * unique id, a communicator is ncclCommInitRank's on this process's device (driver.c made its
  * context current), and a bucket of all-reduces is one ncclGroupStart .. ncclGroupEnd of
  * ncclAllReduce calls with ncclAvg, which NCCL runs as one launch on the stream it is given.
+ * NVLink multicast stays off: NCCL_NVLS_ENABLE=0 is set before NCCL is loaded.
  */
 #include "cudadrv.h"
 #include "../runtime.h"
@@ -46,6 +47,9 @@ static bool sym(void *fnptr, const char *name) {
 }
 
 static void load_nccl(void) {
+  /* NVLink multicast never: on the machines kiln is measured on, a program that uses it can take
+   * the host's GPUs out of service for a day (the device notes). NCCL reads this when it starts. */
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
   const char *own = getenv("KILN_NCCL_LIB");
   const char *names[] = { own && *own ? own : "libnccl.so.2", "libnccl.so" };
   int tries = own && *own ? 1 : 2;
