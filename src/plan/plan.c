@@ -1133,14 +1133,15 @@ static kiln_status find_chains(Ctx *c) {
   return failed ? kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory") : KILN_OK;
 }
 
-/* Each collective moves up to just after the kernel (or chain) that computes its operand, after
- * the collectives already there: the communicator starts on a gradient while the backward pass
- * goes on (the kernels it moves ahead of read nothing it writes: only later kernels read it). */
+/* Each collective moves up to just after the kernel that computes its operand, after the
+ * collectives already there: the communicator starts on a gradient while the backward pass goes
+ * on (the kernels it moves ahead of read nothing it writes: only later kernels read it). Run
+ * before the chains are found, whose kernels must stay consecutive. */
 static void start_collectives(Plan *p) {
   for (int k = 0; k < p->n_kernels; k++) {
     if (p->kernels[k].kind != KN_COLLECTIVE) continue;
     int kp = p->kernel_of[p->te->stages[p->kernels[k].anchor].src[0]];
-    int to = kp < 0 ? 0 : plan_chain_end(p, kp) + 1;
+    int to = kp + 1;  /* 0 for an operand no kernel computes */
     while (to < k && p->kernels[to].kind == KN_COLLECTIVE) to++;
     if (to < k) move_kernel(p, k, to);
   }

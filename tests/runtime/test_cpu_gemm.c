@@ -104,6 +104,25 @@ static void long_sum_declined(void) {
   kiln_graph_free(g);
 }
 
+/* relu(a @ x + bias) onto g: a made by the caller ([.., rows, K]), x an input of shape xs, bias
+ * [rows, 1] a param; compiled on cpu into *p and on ref into *r. */
+static void compile_bias_relu(kiln_graph *g, kiln_tensor a, const int64_t xs[3], const int64_t bs[2], const float *bias,
+                              kiln_program **p, kiln_program **r) {
+  kiln_tensor xi, b, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 3, xs, &xi));
+  OK(kiln_graph_param(g, "bias", KILN_F32, 2, bs, bias, &b));
+  OK(kiln_graph_matmul(g, a, xi, &y));
+  OK(kiln_graph_binary(g, KILN_ADD, y, b, &y));
+  OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  kiln_options o = kiln_options_default();
+  o.backend = "cpu";
+  *p = *r = NULL;
+  OK(kiln_program_compile(g, &o, p));
+  o.backend = "ref";
+  OK(kiln_program_compile(g, &o, r));
+}
+
 /* A 1x1 convolution's shape: relu(w [M, K] @ x [1, K, N] + bias [M, 1]), the weight the rows and
  * a bias per row, the output's leading dim of one read as index 0: the library takes it. Its 64
  * rows fill two panels where its 70 columns leave 26 lanes of 96 empty: the product runs
@@ -116,20 +135,10 @@ static void bias_along_m(void) {
   for (int i = 0; i < M * K; i++) w[i] = wval(i, 6);
   for (int i = 0; i < M; i++) bias[i] = wval(i, 7);
   for (int i = 0; i < K * N; i++) x[i] = wval(i, 8);
-  kiln_tensor wp, xi, b, y;
+  kiln_tensor wp;
+  kiln_program *p, *r;
   OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wp));
-  OK(kiln_graph_input(g, "x", KILN_F32, 3, xs, &xi));
-  OK(kiln_graph_param(g, "bias", KILN_F32, 2, bs, bias, &b));
-  OK(kiln_graph_matmul(g, wp, xi, &y));
-  OK(kiln_graph_binary(g, KILN_ADD, y, b, &y));
-  OK(kiln_graph_unary(g, KILN_RELU, y, &y));
-  OK(kiln_graph_output(g, y, "y"));
-  kiln_options o = kiln_options_default();
-  o.backend = "cpu";
-  kiln_program *p = NULL, *r = NULL;
-  OK(kiln_program_compile(g, &o, &p));
-  o.backend = "ref";
-  OK(kiln_program_compile(g, &o, &r));
+  compile_bias_relu(g, wp, xs, bs, bias, &p, &r);
   for (int round = 0; round < 2 && p && r; round++) {
     if (!round) CHECK_MSG(test_library_gemms(p) == 1, "bias along m: %d library GEMMs", test_library_gemms(p));
     if (round == 1) {  /* new weights: the swapped product's packed A packed again */
@@ -166,22 +175,12 @@ static void panels_in_tiles(int batch, int n) {
   static float w[3 * PM * PK], bias[PM], x[3 * PK * 600], got[3 * PM * 600], want[3 * PM * 600];
   for (int i = 0; i < 3 * PM * PK; i++) w[i] = wval(i, 10);
   for (int i = 0; i < PM; i++) bias[i] = wval(i, 11);
-  kiln_tensor wp, xi, b, y;
+  kiln_tensor wp;
+  kiln_program *p, *r;
   int64_t as[3] = { batch, PM, PK };
   if (batch > 1) OK(kiln_graph_input(g, "a", KILN_F32, 3, as, &wp));
   else OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wp));
-  OK(kiln_graph_input(g, "x", KILN_F32, 3, xs, &xi));
-  OK(kiln_graph_param(g, "bias", KILN_F32, 2, bs, bias, &b));
-  OK(kiln_graph_matmul(g, wp, xi, &y));
-  OK(kiln_graph_binary(g, KILN_ADD, y, b, &y));
-  OK(kiln_graph_unary(g, KILN_RELU, y, &y));
-  OK(kiln_graph_output(g, y, "y"));
-  kiln_options o = kiln_options_default();
-  o.backend = "cpu";
-  kiln_program *p = NULL, *r = NULL;
-  OK(kiln_program_compile(g, &o, &p));
-  o.backend = "ref";
-  OK(kiln_program_compile(g, &o, &r));
+  compile_bias_relu(g, wp, xs, bs, bias, &p, &r);
   CHECK_MSG(p && test_library_gemms(p) == 1, "panels in tiles (batch %d): %d library GEMMs", batch, p ? test_library_gemms(p) : -1);
   for (int round = 0; round < 2 && p && r; round++) {
     for (int i = 0; i < batch * PK * n; i++) x[i] = wval(i, 12 + round);
