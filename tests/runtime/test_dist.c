@@ -15,14 +15,16 @@
 
 #include "../../tools/train_models.c"
 
+#include <pthread.h>
+
 static unsigned long long seed = 11;
 
 enum { BATCH = 16 };
 
 /* One SGD step (momentum 0.9) of the shared MLP, data parallel or not: loss, then each updated
  * parameter as outputs. */
-static void build_step(ModelKind m, bool parallel, bool adam, TrainNet *net) {
-  OK(train_net_build(m, BATCH, NULL, 5, 1, net));
+static void build_step_of(ModelKind m, int batch, bool parallel, bool adam, TrainNet *net) {
+  OK(train_net_build(m, batch, NULL, 5, 1, net));
   OK(kiln_graph_set_data_parallel(net->g, parallel));
   kiln_tensor upd[TRAIN_MAX_PARAMS];
   OK(kiln_graph_output(net->g, net->loss, "loss"));
@@ -30,6 +32,8 @@ static void build_step(ModelKind m, bool parallel, bool adam, TrainNet *net) {
   else OK(kiln_graph_sgd(net->g, net->loss, net->n_params, net->params, 0.05, 0.9, upd));
   for (int i = 0; i < net->n_params; i++) OK(kiln_graph_output(net->g, upd[i], NULL));
 }
+
+static void build_step(ModelKind m, bool parallel, bool adam, TrainNet *net) { build_step_of(m, BATCH, parallel, adam, net); }
 
 /* Runs two steps; fills the loss of each and the parameters after both (flat). */
 static kiln_program *run_steps(ModelKind m, bool parallel, bool adam, const char *be, kiln_dist *dist, const float *x,
@@ -163,6 +167,136 @@ static void test_buckets(int64_t cap, int want_buckets) {
   train_net_free(&net);
 }
 
+/* Two ranks on this cpu, each a thread with its own program, through a communicator of this
+ * test's (a barrier and the average of the two ranks' buffers, what NCCL's averaging all-reduce
+ * computes), against one rank taking both ranks' images each step: rank r of step s takes
+ * images (2 s + r) B .. + B, as kiln train --gpus gives them, and the plain step of batch 2 B
+ * takes 2 s B .. + 2 B. The losses (the mean of the ranks') and the parameters agree up to the
+ * order of f32 sums, and the two ranks' parameters are the same bits. Buckets of 8 KiB: two
+ * calls a step, each waited for where its results are read. */
+enum { PAIR_STEPS = 6 };
+
+typedef struct Pair {
+  pthread_barrier_t meet;
+  const float *src[2][8];
+  int64_t count[2][8];
+  int n[2], disagree;
+} Pair;
+
+typedef struct PairRank {
+  Pair *pair;
+  int rank;
+  const float *x, *y;              /* every step's images and labels */
+  float loss[PAIR_STEPS], *params;
+  int64_t n_params;
+  kiln_status st;
+} PairRank;
+
+static kiln_status pair_all_reduce(void *dev, void *comm, int b, int n, const RtBuf *src, const RtBuf *dst,
+                                   const int64_t *count, const kiln_dtype *dtype) {
+  PairRank *me = comm;
+  Pair *pr = me->pair;
+  int r = me->rank;
+  (void)dev, (void)b;
+  if (n > 8) return kiln_fail(KILN_ERR_UNSUPPORTED, "pair: %d collectives in a bucket", n);
+  for (int i = 0; i < n; i++) {
+    if (dtype[i] != KILN_F32) return kiln_fail(KILN_ERR_UNSUPPORTED, "pair: %s", kiln_dtype_name(dtype[i]));
+    pr->src[r][i] = (const float *)(uintptr_t)src[i], pr->count[r][i] = count[i];
+  }
+  pr->n[r] = n;
+  pthread_barrier_wait(&pr->meet);
+  bool same = pr->n[0] == pr->n[1];
+  for (int i = 0; same && i < n; i++) same = pr->count[0][i] == pr->count[1][i];
+  if (!same) pr->disagree++;
+  for (int i = 0; same && i < n; i++) {
+    float *d = (float *)(uintptr_t)dst[i];
+    for (int64_t j = 0; j < count[i]; j++) d[j] = (pr->src[0][i][j] + pr->src[1][i][j]) * 0.5f;
+  }
+  pthread_barrier_wait(&pr->meet);  /* neither rank changes its operands before both have read them */
+  return KILN_OK;
+}
+
+static kiln_status pair_wait(void *dev, int b) {
+  (void)dev, (void)b;
+  return KILN_OK;
+}
+
+static void *pair_rank(void *arg) {
+  PairRank *me = arg;
+  TrainNet net;
+  build_step(MODEL_MLP, true, false, &net);
+  TE *te = NULL;
+  Schedule *s = NULL;
+  Backend be = rt_backend_cpu;
+  be.all_reduce = pair_all_reduce, be.collective_wait = pair_wait;
+  struct kiln_dist d = { .ranks = 2, .rank = me->rank, .comm = me };
+  kiln_options o = kiln_options_default();
+  o.dist = &d;
+  o.dist_bucket_bytes = 8192;
+  kiln_census c = { 0 };
+  me->st = te_lower(&net.g->g, &te);
+  if (!me->st) me->st = rt_schedule_create(&be, te, &o, &c, &s);  /* its warm-up meets the other rank's */
+  void *outs[1 + TRAIN_MAX_PARAMS] = { NULL };
+  int64_t off = 0;
+  for (int i = 0; i < net.n_params; i++) outs[1 + i] = me->params + off, off += net.param_numel[i];
+  me->n_params = off;
+  for (int st = 0; !me->st && st < PAIR_STEPS; st++) {
+    int64_t at = (int64_t)(2 * st + me->rank) * BATCH;
+    outs[0] = &me->loss[st];
+    me->st = rt_schedule_run(s, (const void *[]){ me->x + at * 784, me->y + at * 10 }, outs, 1, &c);
+  }
+  if (!me->st && (c.collectives != 4 || c.collective_calls != 2))
+    me->st = kiln_fail(KILN_ERR_INVALID_ARG, "rank %d: %lld collectives in %lld calls, want 4 in 2", me->rank,
+                       (long long)c.collectives, (long long)c.collective_calls);
+  rt_schedule_free(s);
+  te_free(te);
+  train_net_free(&net);
+  return NULL;
+}
+
+static void test_two_ranks(void) {
+  static float x[2 * PAIR_STEPS * BATCH * 784], y[2 * PAIR_STEPS * BATCH * 10], one[110000], r0[110000], r1[110000];
+  for (int s = 0; s < 2 * PAIR_STEPS; s++) random_batch(x + (size_t)s * BATCH * 784, y + (size_t)s * BATCH * 10);
+  Pair pair = { .disagree = 0 };
+  pthread_barrier_init(&pair.meet, NULL, 2);
+  PairRank ranks[2] = { { .pair = &pair, .rank = 0, .x = x, .y = y, .params = r0 },
+                        { .pair = &pair, .rank = 1, .x = x, .y = y, .params = r1 } };
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) CHECK(pthread_create(&th[r], NULL, pair_rank, &ranks[r]) == 0);
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  pthread_barrier_destroy(&pair.meet);
+  for (int r = 0; r < 2; r++) CHECK_MSG(ranks[r].st == KILN_OK, "rank %d: %s", r, kiln_last_error());
+  /* one rank, batch 2 B, the same images a step */
+  TrainNet net;
+  build_step_of(MODEL_MLP, 2 * BATCH, false, false, &net);
+  kiln_options o = kiln_options_default();
+  o.backend = "cpu";
+  kiln_program *p = NULL;
+  OK(kiln_program_compile(net.g, &o, &p));
+  void *outs[1 + TRAIN_MAX_PARAMS] = { NULL };
+  int64_t off = 0;
+  for (int i = 0; i < net.n_params; i++) outs[1 + i] = one + off, off += net.param_numel[i];
+  float loss[PAIR_STEPS] = { 0 };
+  double worst_loss = 0, worst_param = 0;
+  for (int st = 0; p && st < PAIR_STEPS; st++) {
+    outs[0] = &loss[st];
+    int64_t at = (int64_t)2 * st * BATCH;
+    OK(kiln_program_run(p, (const void *[]){ x + at * 784, y + at * 10 }, outs));
+    double mean = 0.5 * ((double)ranks[0].loss[st] + ranks[1].loss[st]);
+    worst_loss = fmax(worst_loss, fabs(mean - loss[st]) / fabs(loss[st]));
+  }
+  for (int64_t i = 0; i < off && off == ranks[0].n_params; i++) worst_param = fmax(worst_param, fabs(r0[i] - one[i]) / (fabs(one[i]) + 1e-3));
+  CHECK_MSG(off == ranks[0].n_params && !memcmp(r0, r1, sizeof(float) * (size_t)off), "the two ranks' parameters differ");
+  CHECK_MSG(!pair.disagree, "the ranks' calls disagreed %d times", pair.disagree);
+  CHECK_MSG(worst_loss < 1e-5 && worst_param < 1e-5 && loss[PAIR_STEPS - 1] < loss[0],
+            "two ranks against one over %d steps: losses %.3g apart (relative), parameters %.3g; loss %g -> %g", PAIR_STEPS,
+            worst_loss, worst_param, loss[0], loss[PAIR_STEPS - 1]);
+  fprintf(stderr, "two ranks against one, %d steps: losses within %.2g, parameters within %.2g (relative)\n", PAIR_STEPS,
+          worst_loss, worst_param);
+  kiln_program_free(p);
+  train_net_free(&net);
+}
+
 /* The plan: one kernel a collective, just after its operand's kernel (or the collectives
  * already there), reason printed; operand and result outside the arena; an operand that only
  * moved a sum (LeNet's weight gradients, reshaped and transposed) is that sum itself. */
@@ -288,6 +422,7 @@ int main(void) {
   /* 8 KiB: b2, W2 and b1 (5672 bytes), then W1 (401 KB, over the cap alone); 4 KiB: each alone */
   test_buckets(8192, 2);
   test_buckets(4096, 4);
+  test_two_ranks();
   kiln_dist *one = NULL;
   OK(kiln_dist_open(NULL, 1, 0, &one));
   const char *bes[] = { "ref", "cpu", extra && strcmp(extra, "cpu") && strcmp(extra, "ref") ? extra : NULL };
