@@ -64,7 +64,9 @@ static void random_batch(float *x, float *y) {
 }
 
 /* The averaged step over one rank is the plain step: same losses, parameters within rounding
- * (the gradients are stored before the update reads them, so the kernels differ). */
+ * (the gradients are stored before the update reads them, so the kernels differ). calls: the
+ * communicator's calls a run, or -1 through a library: 1 to one a collective, as its plan's
+ * launches close the buckets. */
 static void test_one_rank(ModelKind m, const char *be, kiln_dist *dist, bool adam, int64_t calls) {
   static float x[BATCH * 784], y[BATCH * 10], pp[300000], pd[300000];
   float lp[2], ld[2];
@@ -82,8 +84,8 @@ static void test_one_rank(ModelKind m, const char *be, kiln_dist *dist, bool ada
   kiln_census c;
   if (par) OK(kiln_program_census(par, &c));
   int64_t bytes = 4 * np;
-  CHECK_MSG(par && c.collectives == collectives && c.collective_bytes == bytes && c.collective_calls == calls &&
-            c.host_fallbacks == 0, "%s: %lld collectives of %lld bytes in %lld calls (want %lld, %lld, %lld), %lld fallbacks (%s)",
+  bool calls_ok = calls >= 0 ? c.collective_calls == calls : c.collective_calls >= 1 && c.collective_calls <= collectives;
+  CHECK_MSG(par && c.collectives == collectives && c.collective_bytes == bytes && calls_ok && c.host_fallbacks == 0, "%s: %lld collectives of %lld bytes in %lld calls (want %lld, %lld, %lld), %lld fallbacks (%s)",
             be, (long long)c.collectives, (long long)c.collective_bytes, (long long)c.collective_calls, (long long)collectives,
             (long long)bytes, (long long)calls, (long long)c.host_fallbacks, c.fallback_ops);
   char *text = par ? test_program_text(par) : NULL;
@@ -439,8 +441,8 @@ int main(void) {
     kiln_dist *nccl = NULL;
     OK(kiln_dist_id_new(&id));
     OK(kiln_dist_open(&id, 1, 0, &nccl));
-    if (nccl) test_one_rank(MODEL_MLP, "cuda", nccl, false, 1), test_one_rank(MODEL_MLP, "cuda", nccl, true, 1);
-    if (nccl) test_one_rank(MODEL_LENET, "cuda", nccl, false, 1);
+    if (nccl) test_one_rank(MODEL_MLP, "cuda", nccl, false, -1), test_one_rank(MODEL_MLP, "cuda", nccl, true, -1);
+    if (nccl) test_one_rank(MODEL_LENET, "cuda", nccl, false, -1);
     kiln_dist_close(nccl);
   } else {
     test_no_nccl();
