@@ -994,46 +994,42 @@ static int rowsmall_guards(R *r, const Expr **out) {
 }
 
 /* The window's padding along the last dim (a depthwise convolution's, a padded pool's): the
- * smallest margins, ml at the start and mr at the end (at most 3 each, the fewest border points
- * first), that clear every guard from the taps at points ml .. J-1-mr, whose simplified bodies
- * go to inside; false: no split. A border point decides per tap; an inside one reads a
- * contiguous run (the decisions along the other dims are the same for the whole loop). A
- * strided window's margins differ: resnet50's 3x3/2 pool over 112 columns reads column -1 at
- * its first point and none past 111 at its last (56 points: ml 1, mr 0). */
-static bool rowsmall_margin(R *r, const Expr **inside, int *ml, int *mr) {
+ * smallest margin m (at most 3) that clears every guard from the taps at points m .. J-1-m,
+ * whose simplified bodies go to inside; 0: no split. A border point decides per tap; an
+ * inside one reads a contiguous run (the decisions along the other dims are the same for the
+ * whole loop). */
+static int rowsmall_margin(R *r, const Expr **inside) {
   const Kernel *k = r->k;
   int jv = k->rank - 1;
   int64_t J = k->shape[jv], lo = r->lo[jv], hi = r->hi[jv];
-  if (!rowsmall_guards(r, NULL)) return false;
-  bool found = false;
-  for (int total = 1; total <= 6 && !found; total++)
-    for (int a = total < 3 ? total : 3; a >= 0 && total - a <= 3 && !found; a--) {
-      if (J - total < 4) continue;
-      r->lo[jv] = a, r->hi[jv] = J - 1 - (total - a);
-      if (!rowsmall_guards(r, inside)) found = true, *ml = a, *mr = total - a;
-      r->lo[jv] = lo, r->hi[jv] = hi;
-    }
+  if (!rowsmall_guards(r, NULL)) return 0;
+  int found = 0;
+  for (int m = 1; m <= 3 && J - 2 * m >= 4 && !found; m++) {
+    r->lo[jv] = m, r->hi[jv] = J - 1 - m;
+    if (!rowsmall_guards(r, inside)) found = m;
+    r->lo[jv] = lo, r->hi[jv] = hi;
+  }
   return found;
 }
 
 /* points(r, bodies, from, to) over the whole last dim: border, interior and border where
- * rowsmall_margin finds margins (the interior with its simplified bodies and its range set
- * while rendered; a border of no points left out), else once with the kernel's own bodies. */
+ * rowsmall_margin finds a margin (the interior with its simplified bodies and its range set
+ * while rendered), else once with the kernel's own bodies. */
 static void split_last_dim(R *r, void (*points)(R *, const Expr *const *, int64_t, int64_t)) {
   int jv = r->k->rank - 1;
   int64_t J = r->k->shape[jv];
   const Expr *inside[16];
-  int ml = 0, mr = 0;
-  if (!rowsmall_margin(r, inside, &ml, &mr)) {
+  int m = rowsmall_margin(r, inside);
+  if (!m) {
     points(r, NULL, 0, J);
     return;
   }
   int64_t lo = r->lo[jv], hi = r->hi[jv];
-  if (ml) points(r, NULL, 0, ml);
-  r->lo[jv] = ml, r->hi[jv] = J - 1 - mr;
-  points(r, inside, ml, J - mr);
+  points(r, NULL, 0, m);
+  r->lo[jv] = m, r->hi[jv] = J - 1 - m;
+  points(r, inside, m, J - m);
   r->lo[jv] = lo, r->hi[jv] = hi;
-  if (mr) points(r, NULL, J - mr, J);
+  points(r, NULL, J - m, J);
 }
 
 /* A small window summed at each point of a long last dim (a depthwise convolution's 3x3
