@@ -178,13 +178,16 @@ static void fallbacks_format(const Schedule *s, kiln_census *c) {
   }
 }
 
-/* A program whose collectives run over more than one rank needs a backend with collectives. */
+/* A program whose collectives run over more than one rank needs a backend with collectives and a
+ * communicator with a library behind it (kiln_dist_open makes none without an id). */
 static kiln_status check_dist(const Schedule *s) {
   int ranks = s->opt.dist ? s->opt.dist->ranks : 1, n = 0;
   for (int i = 0; i < s->te->n_stages; i++) n += te_is_collective(&s->te->stages[i]);
-  if (n && ranks > 1 && !s->be->all_reduce)
-    return kiln_fail(KILN_ERR_UNSUPPORTED, "%s: the program's %d collective%s run over %d ranks, and this backend has no "
-                     "collectives (cuda does, through NCCL)", s->be->name, n, n > 1 ? "s" : "", ranks);
+  if (n && ranks > 1 && (!s->be->all_reduce || !s->opt.dist->comm))
+    return kiln_fail(KILN_ERR_UNSUPPORTED, "%s: the program's %d collective%s run over %d ranks, and %s", s->be->name, n,
+                     n > 1 ? "s" : "", ranks,
+                     s->be->all_reduce ? "the communicator has no library (an id from kiln_dist_id_new)"
+                                       : "this backend has no collectives (cuda does, through NCCL)");
   return KILN_OK;
 }
 

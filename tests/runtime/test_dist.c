@@ -363,17 +363,31 @@ static void test_op(void) {
   kiln_graph_free(g);
 }
 
-/* More than one rank on a backend without collectives: refused at compile, naming both. */
+/* More than one rank with no library behind the communicator (kiln_dist_open makes none without
+ * an id): refused at compile, naming the backend and the ranks, on a backend without collectives
+ * (ref, cpu) and on one with them (cuda; here also a cpu backend given the test's collectives). */
 static void test_refused(const char *be) {
   TrainNet net;
   build_step(MODEL_MLP, true, false, &net);
-  struct kiln_dist two = { .ranks = 2, .rank = 1, .comm = NULL };  /* what kiln_dist_open would make with NCCL */
+  struct kiln_dist two = { .ranks = 2, .rank = 1, .comm = NULL };
   kiln_options o = kiln_options_default();
   o.backend = be;
   o.dist = &two;
   kiln_program *p = NULL;
   FAILS(KILN_ERR_UNSUPPORTED, kiln_program_compile(net.g, &o, &p));
   CHECK_MSG(!p && strstr(kiln_last_error(), "2 ranks") && strstr(kiln_last_error(), be), "%s: %s", be, kiln_last_error());
+  if (!strcmp(be, "cpu")) {
+    TE *te = NULL;
+    Schedule *s = NULL;
+    kiln_census c = { 0 };
+    Backend with = rt_backend_cpu;
+    with.all_reduce = fake_all_reduce, with.collective_wait = fake_wait;
+    OK(te_lower(&net.g->g, &te));
+    if (te) FAILS(KILN_ERR_UNSUPPORTED, rt_schedule_create(&with, te, &o, &c, &s));
+    CHECK_MSG(!s && strstr(kiln_last_error(), "no library"), "a backend with collectives, no library: %s", kiln_last_error());
+    rt_schedule_free(s);
+    te_free(te);
+  }
   train_net_free(&net);
 }
 
