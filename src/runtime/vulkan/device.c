@@ -266,6 +266,11 @@ static kiln_status open_device(void) {
   vk.compute_barriers = !(bar && !strcmp(bar, "all"));
   const char *start = getenv("KILN_VULKAN_STAMP_START");
   vk.stamp_start = !start ? 0 : !strcmp(start, "top") ? 1 : !strcmp(start, "outside") ? 2 : 0;
+  /* every command buffer ends with a barrier, so a schedule's first dispatch waits on nothing: in
+   * a lone run after a wait nothing is left to wait on, and the barrier cost the H200's rows
+   * ~1.2 us (bench/results/2026-12-03-h200-vulkan-stamp-end.md); =1 the old leading barrier */
+  const char *lead = getenv("KILN_VULKAN_LEAD_BARRIER");
+  vk.lead_barrier = lead && !strcmp(lead, "1");
   const char *end = getenv("KILN_VULKAN_STAMP_END");
   vk.stamp_end_compute = end && !strcmp(end, "compute");
   const char *round = getenv("KILN_VULKAN_ALLOC_ROUND");

@@ -67,6 +67,9 @@ typedef struct VkDev {
   int stamp_start;                   /* a schedule's start stamp (KILN_VULKAN_STAMP_START, a race): 0 at the
                                         bottom of the pipe, 1 at its top, 2 at the bottom after the barrier
                                         on earlier work that its first dispatch would record */
+  bool lead_barrier;                 /* the old order (KILN_VULKAN_LEAD_BARRIER=1, a race): a schedule's first
+                                        dispatch waits on earlier work, and no command buffer ends with a
+                                        barrier; by default every command buffer ends with one instead */
   bool stamp_end_compute;             /* the schedule's end stamp at the compute stage, not the bottom of the
                                         pipe (KILN_VULKAN_STAMP_END=compute, a race) */
   VkLack lacking[8];                 /* optional features the device lacks (or KILN_VULKAN_WITHOUT withholds) */

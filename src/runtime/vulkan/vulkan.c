@@ -8,10 +8,11 @@
  *
  * Nothing is submitted until the pipeline waits (sync): every copy, dispatch and timestamp
  * is recorded into the program's open command buffer, each behind a full memory barrier,
- * and sync submits what is pending in one vkQueueSubmit with one fence, waits, then copies
- * the downloads out of their staging buffers. The recorded schedule (record_begin/end) is a
+ * the buffer ending with one too, and sync submits what is pending in one vkQueueSubmit
+ * with one fence, waits, then copies the downloads out of their staging buffers. The recorded schedule (record_begin/end) is a
  * command buffer of its own, replayed by queueing it behind what is pending: a run is one
- * submission and one wait.
+ * submission and one wait. It ends with a full barrier, and its first dispatch records none:
+ * every command buffer before it in submission order ended with one.
  *
  * A module is the SPIR-V of each kernel of the plan's GLSL, compiled apart (dialect_glsl.c
  * says why) when the plan is built; looking a kernel up makes its compute pipeline, whose
@@ -49,7 +50,7 @@ typedef struct VkProg {
   VkQueryPool stamps;
   bool graph_stamps, graph_span;
   int replays, others;             /* since mark(0): replays, and other commands recorded */
-  bool barrier_recorded;           /* the schedule's first dispatch finds its barrier in place */
+  bool barrier_recorded;           /* the schedule's first dispatch records no barrier (vk_record_begin) */
   VkAlloc *allocs; int n_alloc, cap_alloc;       /* device buffers, by address */
   VkAlloc *staging; int n_staging, cap_staging;  /* host-visible, in use until the next wait */
   VkAlloc *spare; int n_spare, cap_spare;        /* host-visible, free for the next copies */
@@ -201,6 +202,8 @@ static kiln_status close_open(VkProg *x) {
   if (!x->open) return KILN_OK;
   VkCommandBuffer cb = x->open;
   x->open = NULL;
+  /* what follows (a schedule, in this submission or a later one) is ordered behind it here */
+  if (!x->v->lead_barrier) record_barrier(x->v, cb, false);
   kiln_status st = vk_check(x->v->vkEndCommandBuffer(cb), "vkEndCommandBuffer", "batch");
   if (!st && !grow(&x->pending, x->n_pending, &x->cap_pending, sizeof *x->pending))
     st = kiln_fail(KILN_ERR_NO_MEMORY, "vulkan: out of memory");
@@ -563,10 +566,14 @@ static kiln_status vk_record_begin(void *dev) {
   if (x->graph_cb) return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: a schedule is being recorded already");
   /* replayed many times, and queued more than once before a wait (runs of several times) */
   kiln_status st = begin_cb(x, VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT, "schedule", &x->graph_cb);
-  /* KILN_VULKAN_STAMP_START=outside: the wait on earlier work before the start stamp, not in the
-   * run's time (the first dispatch then records none; any command first would, as always) */
-  x->barrier_recorded = !st && x->graph_stamps && x->v->stamp_start == 2;
-  if (x->barrier_recorded) record_barrier(x->v, x->graph_cb, true);
+  /* Every command buffer before it ends with a barrier (close_open, vk_record_end), so the first
+   * dispatch records none: after a wait nothing is left for it to wait on, and before the run
+   * came back the barrier was the ~1.2 us it took (any command first records one, as always).
+   * Under KILN_VULKAN_LEAD_BARRIER=1 the first dispatch waits on earlier work, except where
+   * KILN_VULKAN_STAMP_START=outside puts that wait before the start stamp. */
+  bool outside = x->v->lead_barrier && x->graph_stamps && x->v->stamp_start == 2;
+  x->barrier_recorded = !st && (!x->v->lead_barrier || outside);
+  if (!st && outside) record_barrier(x->v, x->graph_cb, true);
   if (!st && x->graph_stamps) write_mark(x, x->graph_cb, 1, 0);
   return st;
 }
@@ -577,6 +584,9 @@ static kiln_status vk_record_end(void *dev, void **graph) {
   x->graph_cb = NULL;
   if (!cb) return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: no schedule is being recorded");
   if (x->graph_stamps) write_mark(x, cb, 1, 1);
+  /* the next replay (queued behind this one in runs of several), downloads and uploads wait here,
+   * after the end stamp: by then the schedule's work is done, so the barrier waits on nothing */
+  if (!x->v->lead_barrier) record_barrier(x->v, cb, false);
   kiln_status st = vk_check(x->v->vkEndCommandBuffer(cb), "vkEndCommandBuffer", "schedule");
   if (st) { x->v->vkFreeCommandBuffers(x->v->device, x->pool, 1, &cb); return st; }
   *graph = cb;
