@@ -17,7 +17,8 @@
  * same backend (what computing in bf16 costs). One JSON line per workload on stdout.
  *
  *   kiln_gpubench [--backend cuda] [--only NAME,...] [--cse-race] [--row-race] [--no-check]
- *   (--only may also name siblings_<M>x<K>x<N>: three projections of one input)
+ *   (--only may also name siblings_<M>x<K>x<N>: three projections of one input; with
+ *   --row-race it picks the race's shapes)
  *
  * --row-race: the cuda block-row variants (KILN_CUDA_ROW, codegen.h's cg_gpu_rows) on the
  * softmax and layernorm workloads, plus a tiny softmax whose time is the launch-and-wait
@@ -573,7 +574,18 @@ static void cse_race(const char *backend) {
 static const char *const row_variants[] = { "base", "warp", "vec", "wvec", "p16", "p16vec", "long", "wveclong", "auto" };
 enum { N_ROWV = sizeof row_variants / sizeof row_variants[0] };
 
-static void row_race(const char *backend) {
+/* Whether --only's list (names separated by commas; empty: all) picks `name`. */
+static bool picked(const char *only, const char *name) {
+  bool pick = !only[0];
+  for (const char *s = only; *s && !pick;) {
+    size_t n = strcspn(s, ",");
+    pick = n && !strncmp(name, s, n);
+    s += n + (s[n] == ',');
+  }
+  return pick;
+}
+
+static void row_race(const char *backend, const char *only) {
   static const int64_t shapes[][3] = {  /* kind (0 softmax, 1 layernorm), rows, cols */
     { 0, 8, 128 },     { 0, 4096, 128 },   { 0, 4096, 1024 },   { 0, 4096, 4096 }, { 0, 32768, 512 },
     { 0, 256, 32768 }, { 1, 4096, 768 },   { 1, 16384, 1024 }, { 1, 8192, 4096 },
@@ -582,6 +594,10 @@ static void row_race(const char *backend) {
     Work w;
     if (shapes[s][0] == 0) softmax(&w, shapes[s][1], shapes[s][2]);
     else layernorm(&w, shapes[s][1], shapes[s][2]);
+    if (!picked(only, w.name)) {
+      work_free(&w);
+      continue;
+    }
     Result r[N_ROWV + 1];
     for (int v = 0; v <= N_ROWV; v++) {
       setenv("KILN_CUDA_ROW", row_variants[v % N_ROWV], 1);  /* base again last: the noise */
@@ -623,18 +639,12 @@ int main(int argc, char **argv) {
     }
   }
   if (race) { cse_race(backend); return 0; }
-  if (rrace) { row_race(backend); return 0; }
+  if (rrace) { row_race(backend, only); return 0; }
   for (int k = 0; k < N_WORK; k++) {
     Work w;
     unsigned long long seed = rng;
     build(&w, k, false);
-    bool pick = !only[0];
-    for (const char *s = only; *s && !pick;) {
-      size_t n = strcspn(s, ",");
-      pick = n && !strncmp(w.name, s, n);
-      s += n + (s[n] == ',');
-    }
-    if (pick) run_work(&w, backend, check, k, seed);
+    if (picked(only, w.name)) run_work(&w, backend, check, k, seed);
     work_free(&w);
   }
   for (const char *s = only; *s;) {  /* shapes named only in --only */
