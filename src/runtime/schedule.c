@@ -181,8 +181,7 @@ static void fallbacks_format(const Schedule *s, kiln_census *c) {
 /* A program whose collectives run over more than one rank needs a backend with collectives and a
  * communicator with a library behind it (kiln_dist_open makes none without an id). */
 static kiln_status check_dist(const Schedule *s) {
-  int ranks = s->opt.dist ? s->opt.dist->ranks : 1, n = 0;
-  for (int i = 0; i < s->te->n_stages; i++) n += te_is_collective(&s->te->stages[i]);
+  int ranks = s->opt.dist ? s->opt.dist->ranks : 1, n = s->n_collective;
   if (n && ranks > 1 && (!s->be->all_reduce || !s->opt.dist->comm))
     return kiln_fail(KILN_ERR_UNSUPPORTED, "%s: the program's %d collective%s run over %d ranks, and %s", s->be->name, n,
                      n > 1 ? "s" : "", ranks,
@@ -493,12 +492,6 @@ static kiln_status join_buckets(Schedule *s, int i) {
  * each collective is a copy where it is; over more, a backend without collectives is refused. */
 static kiln_status bind_collectives(Schedule *s) {
   const kiln_dist *dist = s->opt.dist;
-  for (int i = 0; i < s->n_launch; i++)
-    if (s->launch[i].l->collective) {
-      const Stage *S = &s->te->stages[s->plan->kernels[s->launch[i].l->kernel].anchor];
-      s->n_collective++;
-      s->collective_bytes += stage_bytes(S);
-    }
   if (!s->n_collective || !dist || !dist->comm || !s->be->all_reduce) return KILN_OK;  /* copies (check_dist) */
   int64_t cap = s->opt.dist_bucket_bytes > 0 ? s->opt.dist_bucket_bytes : BUCKET_BYTES_DEFAULT, bytes = 0;
   if (!(s->bucket = kiln_calloc((size_t)s->n_collective, sizeof *s->bucket)))
@@ -941,13 +934,13 @@ kiln_status rt_schedule_create(const Backend *be, TE *te, const kiln_options *o,
   s->opt = *o;
   double t0 = now_ms();
   s->assigns_after_kernels = !output_is_assigned(te);
+  for (int i = 0; i < te->n_stages; i++)  /* each a kernel of its own, or on an interpreter a copy */
+    if (te_is_collective(&te->stages[i])) s->n_collective++, s->collective_bytes += stage_bytes(&te->stages[i]);
   kiln_status st = check_strict(s);
   if (!st) st = check_dist(s);
   if (!st && be->open) st = be->open(&s->opt, &s->dev);
   if (!st && be->dialect) st = compile_plan(s);
   else if (!st && !(st = check_caps_now(s))) st = place_buffers(s);
-  for (int i = 0; !st && !be->dialect && i < te->n_stages; i++)  /* interpreted: each collective evaluated as a copy */
-    if (te_is_collective(&te->stages[i])) s->n_collective++, s->collective_bytes += stage_bytes(&te->stages[i]);
   if (st) { rt_schedule_free(s); return st; }
   s->build_ms = now_ms() - t0;
   c->cache_hit = s->cache_hit;
