@@ -511,6 +511,11 @@ typedef struct kiln_options {
                            along rows, none of 512 channels), its weights laid out for it once at
                            compile and again after kiln_program_write_param; 2 wherever it can; 0
                            never ($KILN_CPU_CHANNEL_LANES) */
+  int cuda_tile_fit;    /* cuda: 1 a generated f32 GEMM whose tile would be more than half padding along M or N
+                           (a first convolution's 16 channels in a 128 x 128 tile: 7 of 8 multiply-adds on
+                           nothing) takes the next smaller tile (64 x 64, then 32 x 32) while that wastes
+                           less; 0 (default) the tile from the block count alone ($KILN_CUDA_TILE_FIT; a
+                           candidate, to be raced on the H200) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

@@ -303,6 +303,8 @@ typedef struct CgOptions {
                            tiles are (kiln_options.tensor_cores 3: raced, slower on the H200) */
   int mma_small_k;      /* ... the k-tile of a 32x32 mma tile through registers (kiln_options.cuda_mma_k:
                            32, 64 or 128; 0 is 32) */
+  bool gemm_tile_fit;   /* ... f32 tiles more than half padding along M or N step down while that wastes less
+                           (kiln_options.cuda_tile_fit) */
   int gemm_long_k_blocks; /* ... 32x32 tiles over at least 16 k-tiles, fewer than this many, split along K towards
                            it (0: only below a block a multiprocessor, as always); kiln_options.cuda_long_k_blocks */
   bool mma_round_late;  /* ... f32 values rounded to their 16-bit type read unrounded, rounded at the stash

@@ -132,6 +132,11 @@ static int64_t tiles_at(const CgGemm *g, int bm, int bn) {
 
 static int64_t tiles_of(const CgGemm *g, int c) { return tiles_at(g, tile_cfg[c][0], tile_cfg[c][1]); }
 
+/* Of tile config c's outputs, those inside the product (the rest pad M and N up to the tile). */
+static double tile_use(const CgGemm *g, int c) {
+  return (double)g->M * (double)g->N * (double)g->batch / ((double)tiles_of(g, c) * tile_cfg[c][0] * tile_cfg[c][1]);
+}
+
 /* Spans for tile config c: `target` blocks in all (two per multiprocessor), each span at least
  * MIN_SPAN_TILES k-tiles long, the partial tiles within SPLIT_WS_BYTES. */
 static int64_t splits_for(const CgGemm *g, int c, int64_t target) {
@@ -155,10 +160,14 @@ static void set_spans(CgGemm *g, int64_t splits) {
  * that still leaves the chip under-filled. CG_SPLITK_WIDE (being raced): when 32x32
  * would split, the largest tile whose splits give a block per multiprocessor instead
  * (fewer, longer-per-thread blocks: 4x4 outputs a thread rather than 2x2). */
-static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many, int64_t long_k_blocks) {
+static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many, int64_t long_k_blocks, bool fit) {
   bool off = splitk == CG_SPLITK_OFF, wide = splitk == CG_SPLITK_WIDE;
   int c = g->n_b > 1 ? 1 : 0;  /* siblings: 64 outputs a thread per sum would not fit in registers */
   while (c < 2 && tiles_of(g, c) < ENOUGH_BLOCKS) c++;
+  /* CgOptions.gemm_tile_fit (a candidate): a tile mostly padding (cnn_train_b32's first
+   * convolution, 16 channels in a 128 x 128 tile: an eighth of its multiply-adds count) steps
+   * down while the smaller tile wastes less; more blocks, as many useful multiply-adds */
+  while (fit && !g->mma && c < 2 && tile_use(g, c) < 0.5 && tile_use(g, c + 1) > tile_use(g, c)) c++;
   int64_t splits = tiles_of(g, c) < ENOUGH_BLOCKS && !off ? splits_for(g, c, 2 * ENOUGH_BLOCKS) : 1;
   /* CgOptions.gemm_long_k_blocks (a candidate): the smallest tiles over a long K (mixed
    * precision's 1024x128 layer of 784 inputs: 128 tiles of 25 k-tiles, one block a
@@ -371,7 +380,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   /* worth a tile: both sides at least 8 wide, and either enough small tiles to spread over
    * the chip or a shape the one-block-per-output reduction does not take */
   if (g.M < 8 || g.N < 8 || g.K < 4) return false;
-  pick_tile(&g, o->splitk, o->gemm_kgroups, o->mma_many_blocks, o->gemm_long_k_blocks);
+  pick_tile(&g, o->splitk, o->gemm_kgroups, o->mma_many_blocks, o->gemm_long_k_blocks, o->gemm_tile_fit);
   /* few tiles: one block per output row-reduces instead, unless split-K gives the tiles
    * enough blocks (a batch-32 layer of 784 inputs: 4 tiles x 9 spans) */
   int64_t small_tiles = tiles_of(&g, 2);

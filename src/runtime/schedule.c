@@ -832,6 +832,9 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_group_blocks ($KILN_CUDA_GROUP_BLOCKS) is %d: -1 the default, 0 no ask, "
                      "else 1 .. 32 blocks a multiprocessor", o->cuda_group_blocks);
   g->group_blocks = o->cuda_group_blocks > 0 ? o->cuda_group_blocks : 0;
+  if (o->cuda_tile_fit < 0 || o->cuda_tile_fit > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_tile_fit ($KILN_CUDA_TILE_FIT) is %d: 0 off, 1 on", o->cuda_tile_fit);
+  g->gemm_tile_fit = o->cuda_tile_fit == 1;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
   if (o->pair_tails < -1 || o->pair_tails > 1)

@@ -127,6 +127,20 @@ int main(void) {
         (Want[]){ { 0, 256, 256, 0, 0, false }, { 1, 256, 256, 0, 0, false }, { 2, 32, 256, 0, 0, false } }, 3);
   check("mlp_fwd_b128", cu, &off,
         (Want[]){ { 0, 64, 256, 0, 0, false }, { 1, 64, 256, 0, 0, false }, { 2, 1280, 32, 0, 0, false } }, 3);
+  /* cnn_train_b32's first convolution (25088 x 16 over 9): a 128x128 tile a block of 128 pixels,
+   * 7/8 of its columns padding; with the tile fit 32x32 tiles, half padding, 784 blocks */
+  {
+    CgOptions fit = dflt;
+    fit.gemm_tile_fit = true;
+    check("cnn_train_b32", cu, &dflt, (Want[]){ { 0, 196, 256, 0, 0, false } }, 1);
+    check("cnn_train_b32", cu, &fit, (Want[]){ { 0, 784, 256, 0, 0, false } }, 1);
+    Built cb;
+    if (build("cnn_train_b32", cu, &fit, &cb)) CHECK(strstr(cb.g->launch[0].why, "gemm 32x32 tiles"));
+    built_free(&cb);
+    /* nothing else the fit touches among the GEMMs of a batch of 128 */
+    check("mlp_fwd_b128", cu, &fit,
+          (Want[]){ { 0, 256, 256, 0, 0, false }, { 1, 256, 256, 0, 0, false }, { 2, 32, 256, 0, 0, false } }, 3);
+  }
   /* three projections of one input: one GEMM (32x32 tiles, 4 K-spans), three B tiles */
   check("siblings_128x256x256", cu, &dflt, (Want[]){ { 0, 128, 256, 0, 0, false } }, 1);
   {
@@ -370,6 +384,14 @@ int main(void) {
     kp.cuda_pair_warps = -2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kp, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_PAIR_WARPS"));
+    /* the tile fit: off by default, on when asked, nothing else taken */
+    kiln_options kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.gemm_tile_fit);
+    kf.cuda_tile_fit = 1;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.gemm_tile_fit);
+    kf.cuda_tile_fit = 2;
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
+    CHECK(strstr(kiln_last_error(), "KILN_CUDA_TILE_FIT"));
   }
 
   /* mlp_train_b1024: dW2 (k6) and dW1 with its SGD update (k8) are large enough for the cost
