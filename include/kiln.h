@@ -516,6 +516,10 @@ typedef struct kiln_options {
                            nothing) takes the next smaller tile (64 x 64, then 32 x 32) while that wastes
                            less; 0 (default) the tile from the block count alone ($KILN_CUDA_TILE_FIT; a
                            candidate, to be raced on the H200) */
+  int cuda_small_k;     /* cuda: a contraction over fewer than this many points (a first convolution's 3 x 3
+                           window over one channel: 9) runs a thread an output, its sum in a loop, not in
+                           GEMM tiles; 0 (default): below 4, as always ($KILN_CUDA_SMALL_K; a candidate, to
+                           be raced on the H200) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

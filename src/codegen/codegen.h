@@ -303,6 +303,8 @@ typedef struct CgOptions {
                            tiles are (kiln_options.tensor_cores 3: raced, slower on the H200) */
   int mma_small_k;      /* ... the k-tile of a 32x32 mma tile through registers (kiln_options.cuda_mma_k:
                            32, 64 or 128; 0 is 32) */
+  int gemm_small_k;     /* GEMM tiles: contractions over fewer points run a thread an output (0: fewer than 4;
+                           kiln_options.cuda_small_k) */
   bool gemm_tile_fit;   /* ... f32 tiles more than half padding along M or N step down while that wastes less
                            (kiln_options.cuda_tile_fit) */
   int gemm_long_k_blocks; /* ... 32x32 tiles over at least 16 k-tiles, fewer than this many, split along K towards

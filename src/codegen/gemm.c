@@ -379,7 +379,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   }
   /* worth a tile: both sides at least 8 wide, and either enough small tiles to spread over
    * the chip or a shape the one-block-per-output reduction does not take */
-  if (g.M < 8 || g.N < 8 || g.K < 4) return false;
+  if (g.M < 8 || g.N < 8 || g.K < (o->gemm_small_k > 0 ? o->gemm_small_k : 4)) return false;
   pick_tile(&g, o->splitk, o->gemm_kgroups, o->mma_many_blocks, o->gemm_long_k_blocks, o->gemm_tile_fit);
   /* few tiles: one block per output row-reduces instead, unless split-K gives the tiles
    * enough blocks (a batch-32 layer of 784 inputs: 4 tiles x 9 spans) */

@@ -137,6 +137,12 @@ int main(void) {
     Built cb;
     if (build("cnn_train_b32", cu, &fit, &cb)) CHECK(strstr(cb.g->launch[0].why, "gemm 32x32 tiles"));
     built_free(&cb);
+    /* under cuda_small_k 16 its sum over 9 points is a thread an output's loop: 401408 outputs */
+    CgOptions small = dflt;
+    small.gemm_small_k = 16;
+    check("cnn_train_b32", cu, &small, (Want[]){ { 0, 1568, 256, 0, 0, false } }, 1);
+    if (build("cnn_train_b32", cu, &small, &cb)) CHECK(strstr(cb.g->launch[0].why, "points: 1 a thread"));
+    built_free(&cb);
     /* nothing else the fit touches among the GEMMs of a batch of 128 */
     check("mlp_fwd_b128", cu, &fit,
           (Want[]){ { 0, 256, 256, 0, 0, false }, { 1, 256, 256, 0, 0, false }, { 2, 32, 256, 0, 0, false } }, 3);
@@ -392,6 +398,15 @@ int main(void) {
     kf.cuda_tile_fit = 2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_TILE_FIT"));
+    /* small contractions a thread an output: below 4 points by default, below N when asked, on cuda */
+    kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.gemm_small_k == 0);
+    kf.cuda_small_k = 16;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.gemm_small_k == 16);
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.gemm_small_k == 0);
+    kf.cuda_small_k = -1;
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
+    CHECK(strstr(kiln_last_error(), "KILN_CUDA_SMALL_K"));
   }
 
   /* mlp_train_b1024: dW2 (k6) and dW1 with its SGD update (k8) are large enough for the cost
