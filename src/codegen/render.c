@@ -1952,7 +1952,7 @@ static const struct { const char *name; bool warp, vec; int ppt; bool split; } r
   { "wvec", true, true, 8, false },   { "p16", false, false, 16, false }, { "p16vec", false, true, 16, false },
   { "long", false, false, 8, true },  { "wveclong", true, true, 8, true }, { "auto", false, false, 0, false },
 };
-enum { ROW_WARP = 1, ROW_P16 = 4, ROW_LONG = 6, ROW_AUTO = 8 };
+enum { ROW_WARP = 1, ROW_P16 = 4, ROW_P16VEC = 5, ROW_LONG = 6, ROW_AUTO = 8 };
 
 /* The default ("auto"): each row length gets the variant that won its shapes in the row race
  * on the H200 (bench/results/2026-11-30-h200-final.md): a warp per row up to 128 points
@@ -1977,9 +1977,14 @@ int cg_row_variant(const char *name) {
 }
 
 /* A dialect without warp reductions takes the variant's block-per-row twin (wvec: vec), one
- * without dynamic shared memory its twin that keeps long rows in registers (long: base). */
+ * without dynamic shared memory its twin that keeps long rows in registers (long: base).
+ * Without warp reductions (glsl) the default's ~16 points a thread go as 16-byte vectors: on
+ * the H200's Vulkan driver p16vec ran layernorm 16384x1024 in 0.0377 ms against p16's 0.0401,
+ * softmax 4096x4096 and 32768x512 level (bench/results/2026-12-05-h200-vulkan-rows.md). */
 int cg_row_variant_of(const Kernel *k, const CgOptions *o) {
   int v = cg_row_variant_resolve(k, o->row_variant);
+  bool automatic = o->row_variant < 0 || o->row_variant >= ROW_AUTO;
+  if (automatic && !o->warp_rows && v == ROW_P16) v = ROW_P16VEC;
   bool warp = row_variants[v].warp && o->warp_rows, split = row_variants[v].split && o->smem_rows;
   if (warp == row_variants[v].warp && split == row_variants[v].split) return v;
   for (int pass = 0; pass < 2; pass++, split = false)  /* wveclong without warps: vec */

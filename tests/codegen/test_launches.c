@@ -147,6 +147,20 @@ int main(void) {
     check("mlp_fwd_b128", cu, &fit,
           (Want[]){ { 0, 256, 256, 0, 0, false }, { 1, 256, 256, 0, 0, false }, { 2, 32, 256, 0, 0, false } }, 3);
   }
+  /* glsl (no warp reductions): the default's ~16 points a thread go as 16-byte vectors, the
+   * variant asked by name as it is */
+  {
+    kiln_options ko = kiln_options_default();
+    CgOptions go;
+    if (rt_codegen_options(&ko, &cg_dialect_glsl, &go) == KILN_OK) {
+      Built lb;
+      if (build("layernorm_16384x1024", &cg_dialect_glsl, &go, &lb)) CHECK(strstr(lb.g->source.s, "vec4 w0"));
+      built_free(&lb);
+      go.row_variant = cg_row_variant("p16");
+      if (build("layernorm_16384x1024", &cg_dialect_glsl, &go, &lb)) CHECK(!strstr(lb.g->source.s, "vec4 w0"));
+      built_free(&lb);
+    }
+  }
   /* three projections of one input: one GEMM (32x32 tiles, 4 K-spans), three B tiles */
   check("siblings_128x256x256", cu, &dflt, (Want[]){ { 0, 128, 256, 0, 0, false } }, 1);
   {
