@@ -514,12 +514,13 @@ typedef struct kiln_options {
   int cuda_tile_fit;    /* cuda: 1 a generated f32 GEMM whose tile would be more than half padding along M or N
                            (a first convolution's 16 channels in a 128 x 128 tile: 7 of 8 multiply-adds on
                            nothing) takes the next smaller tile (64 x 64, then 32 x 32) while that wastes
-                           less; 0 (default) the tile from the block count alone ($KILN_CUDA_TILE_FIT; a
-                           candidate, to be raced on the H200) */
+                           less; 0 (default) the tile from the block count alone, what the H200 race chose
+                           (on: LeNet 1.060, cnn_train_b32 1.013) ($KILN_CUDA_TILE_FIT) */
   int cuda_small_k;     /* cuda: a contraction over fewer than this many points (a first convolution's 3 x 3
                            window over one channel: 9) runs a thread an output, its sum in a loop, not in
-                           GEMM tiles; 0 (default): below 4, as always ($KILN_CUDA_SMALL_K; a candidate, to
-                           be raced on the H200) */
+                           GEMM tiles; 0: below 4; default -1: 16, the H200 race (cnn_train_b32 0.989,
+                           nothing slower than 1.005; 32 took convnet_mini's first two: 1.039)
+                           ($KILN_CUDA_SMALL_K) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

@@ -133,7 +133,7 @@ kiln_options kiln_options_default(void) {
   o.cuda_group_blocks = kiln_env_int("KILN_CUDA_GROUP_BLOCKS", -1);
   o.cuda_pair_warps = kiln_env_int("KILN_CUDA_PAIR_WARPS", -1);
   o.cuda_tile_fit = kiln_env_int("KILN_CUDA_TILE_FIT", 0);
-  o.cuda_small_k = kiln_env_int("KILN_CUDA_SMALL_K", 0);
+  o.cuda_small_k = kiln_env_int("KILN_CUDA_SMALL_K", -1);
   o.dist_bucket_bytes = env_count("KILN_DIST_BUCKET_BYTES", 0);
   return o;
 }

@@ -412,13 +412,17 @@ int main(void) {
     kf.cuda_tile_fit = 2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_TILE_FIT"));
-    /* small contractions a thread an output: below 4 points by default, below N when asked, on cuda */
+    /* small contractions a thread an output: below 16 points by default on cuda, below 4 under
+     * 0 and elsewhere, below N when asked */
     kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.gemm_small_k == 16);
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.gemm_small_k == 0);
+    kf.cuda_small_k = 0;
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.gemm_small_k == 0);
     kf.cuda_small_k = 16;
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.gemm_small_k == 16);
     if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.gemm_small_k == 0);
-    kf.cuda_small_k = -1;
+    kf.cuda_small_k = -2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_SMALL_K"));
   }
