@@ -164,7 +164,7 @@ static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many, i
   bool off = splitk == CG_SPLITK_OFF, wide = splitk == CG_SPLITK_WIDE;
   int c = g->n_b > 1 ? 1 : 0;  /* siblings: 64 outputs a thread per sum would not fit in registers */
   while (c < 2 && tiles_of(g, c) < ENOUGH_BLOCKS) c++;
-  /* CgOptions.gemm_tile_fit (a candidate): a tile mostly padding (cnn_train_b32's first
+  /* CgOptions.gemm_tile_fit (raced on the H200, off: LeNet 1.060): a tile mostly padding (cnn_train_b32's first
    * convolution, 16 channels in a 128 x 128 tile: an eighth of its multiply-adds count) steps
    * down while the smaller tile wastes less; more blocks, as many useful multiply-adds */
   while (fit && !g->mma && c < 2 && tile_use(g, c) < 0.5 && tile_use(g, c + 1) > tile_use(g, c)) c++;

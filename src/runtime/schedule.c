@@ -839,7 +839,8 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_small_k ($KILN_CUDA_SMALL_K) is %d: -1 the default, 0 below 4 points, "
                      "else 1 .. 4096 points", o->cuda_small_k);
   /* -1: 16 on cuda, the H200 race (bench/results/2026-12-05-h200-small-k.md: cnn_train_b32 0.989) */
-  if (d && d->name && !strcmp(d->name, "cuda") && o->cuda_small_k != 0) g->gemm_small_k = o->cuda_small_k > 0 ? o->cuda_small_k : 16;
+  if (d && d->name && !strcmp(d->name, "cuda") && o->cuda_small_k != 0)
+    g->gemm_small_k = o->cuda_small_k > 0 ? o->cuda_small_k : 16;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
   if (o->pair_tails < -1 || o->pair_tails > 1)

@@ -9,8 +9,8 @@
  * Nothing is submitted until the pipeline waits (sync): every copy, dispatch and timestamp
  * is recorded into the program's open command buffer, each behind a full memory barrier,
  * the buffer ending with one too, and sync submits what is pending in one vkQueueSubmit
- * with one fence, waits, then copies the downloads out of their staging buffers. The recorded schedule (record_begin/end) is a
- * command buffer of its own, replayed by queueing it behind what is pending: a run is one
+ * with one fence, waits, then copies the downloads out of their staging buffers. The
+ * recorded schedule (record_begin/end) is a command buffer of its own, replayed by queueing it behind what is pending: a run is one
  * submission and one wait. It ends with a full barrier, and its first dispatch records none:
  * every command buffer before it in submission order ended with one.
  *
@@ -567,8 +567,8 @@ static kiln_status vk_record_begin(void *dev) {
   /* replayed many times, and queued more than once before a wait (runs of several times) */
   kiln_status st = begin_cb(x, VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT, "schedule", &x->graph_cb);
   /* Every command buffer before it ends with a barrier (close_open, vk_record_end), so the first
-   * dispatch records none: after a wait nothing is left for it to wait on, and before the run
-   * came back the barrier was the ~1.2 us it took (any command first records one, as always).
+   * dispatch records none: in a run after a wait there is nothing left to wait on, and a barrier
+   * there cost the H200's rows ~1.2 us of the run's time (any other command first records one).
    * Under KILN_VULKAN_LEAD_BARRIER=1 the first dispatch waits on earlier work, except where
    * KILN_VULKAN_STAMP_START=outside puts that wait before the start stamp. */
   bool outside = x->v->lead_barrier && x->graph_stamps && x->v->stamp_start == 2;
@@ -585,7 +585,7 @@ static kiln_status vk_record_end(void *dev, void **graph) {
   if (!cb) return kiln_fail(KILN_ERR_INVALID_ARG, "vulkan: no schedule is being recorded");
   if (x->graph_stamps) write_mark(x, cb, 1, 1);
   /* the next replay (queued behind this one in runs of several), downloads and uploads wait here,
-   * after the end stamp: by then the schedule's work is done, so the barrier waits on nothing */
+   * after the end stamp, outside the run's time */
   if (!x->v->lead_barrier) record_barrier(x->v, cb, false);
   kiln_status st = vk_check(x->v->vkEndCommandBuffer(cb), "vkEndCommandBuffer", "schedule");
   if (st) { x->v->vkFreeCommandBuffers(x->v->device, x->pool, 1, &cb); return st; }
