@@ -733,6 +733,7 @@ void rt_plan_renderer(const kiln_options *o, const Dialect *d, const CgOptions *
 
 kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOptions *g) {
   *g = cg_options_default();
+  const bool cuda = d && d->name && !strcmp(d->name, "cuda");  /* where the H200 races chose the -1 defaults */
   g->row_variant = cg_row_variant(o->cuda_row);
   if (g->row_variant < 0)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_row ($KILN_CUDA_ROW) '%s' names no row variant (base, warp, vec, wvec, "
@@ -757,7 +758,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   /* -1: 256 on cuda, what the H200 race chose over copied tiles (bench/results/2026-12-04-h200-copies.md:
    * mlp_fwd_b4096_bf16 0.943, mlp_train_b1024 0.976, nothing slower than 1.002) */
   g->gemm_long_k_blocks = o->cuda_long_k_blocks >= 0                          ? o->cuda_long_k_blocks
-                          : d && d->name && !strcmp(d->name, "cuda") ? 256 : 0;
+                          : cuda ? 256 : 0;
   /* column rows where the H200 race chose them (bench/results/2026-12-04-h200-bf16-library.md:
    * mlp_train_b1024 0.951, its bf16 autocast 0.905, nothing slower); the glsl dialect's stay off
    * until a race on Vulkan says */
@@ -765,7 +766,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "column_rows ($KILN_COLUMN_ROWS) is %d: -1 the default, 0 off, 1 on, 2 on in "
                      "blocks of at most 256 threads", o->column_rows);
   /* cuda: 2, the H200 race (mlp_train_b1024 0.914: its bias gradients join launch groups) */
-  g->column_rows = o->column_rows >= 0 ? o->column_rows : d && d->name && !strcmp(d->name, "cuda") ? 2 : 0;
+  g->column_rows = o->column_rows >= 0 ? o->column_rows : cuda ? 2 : 0;
   g->library = o->cublaslt != 0;
   g->library_all = o->cublaslt == 2;
   /* loop dialects (cpu): the packed micro-kernel wins from small products on (this cpu's race) */
@@ -827,7 +828,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   /* -1: from 512 rows on cuda, the H200 race (mlp_train_b1024's 1024 rows 0.958; from 1 row,
    * mlp_train_b32's 32 rows ran 1.041 and the shared mlp's 1 row 1.303: few rows want a block each) */
   g->pair_warps = o->cuda_pair_warps > 0 ? o->cuda_pair_warps
-                  : o->cuda_pair_warps < 0 && d && d->name && !strcmp(d->name, "cuda") ? 512 : 0;
+                  : o->cuda_pair_warps < 0 && cuda ? 512 : 0;
   if (o->cuda_group_blocks < -1 || o->cuda_group_blocks > 32)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_group_blocks ($KILN_CUDA_GROUP_BLOCKS) is %d: -1 the default, 0 no ask, "
                      "else 1 .. 32 blocks a multiprocessor", o->cuda_group_blocks);
@@ -839,8 +840,7 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_small_k ($KILN_CUDA_SMALL_K) is %d: -1 the default, 0 below 4 points, "
                      "else 1 .. 4096 points", o->cuda_small_k);
   /* -1: 16 on cuda, the H200 race (bench/results/2026-12-05-h200-small-k.md: cnn_train_b32 0.989) */
-  if (d && d->name && !strcmp(d->name, "cuda") && o->cuda_small_k != 0)
-    g->gemm_small_k = o->cuda_small_k > 0 ? o->cuda_small_k : 16;
+  if (cuda && o->cuda_small_k != 0) g->gemm_small_k = o->cuda_small_k > 0 ? o->cuda_small_k : 16;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
   if (o->pair_tails < -1 || o->pair_tails > 1)

@@ -10,9 +10,10 @@
  * is recorded into the program's open command buffer, each behind a full memory barrier,
  * the buffer ending with one too, and sync submits what is pending in one vkQueueSubmit
  * with one fence, waits, then copies the downloads out of their staging buffers. The
- * recorded schedule (record_begin/end) is a command buffer of its own, replayed by queueing it behind what is pending: a run is one
- * submission and one wait. It ends with a full barrier, and its first dispatch records none:
- * every command buffer before it in submission order ended with one.
+ * recorded schedule (record_begin/end) is a command buffer of its own, replayed by queueing
+ * it behind what is pending: a run is one submission and one wait. It ends with a full
+ * barrier, and its first dispatch records none: every command buffer before it in submission
+ * order ended with one.
  *
  * A module is the SPIR-V of each kernel of the plan's GLSL, compiled apart (dialect_glsl.c
  * says why) when the plan is built; looking a kernel up makes its compute pipeline, whose
