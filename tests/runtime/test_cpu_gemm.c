@@ -166,13 +166,15 @@ static void bias_along_m(void) {
  * just before its row tiles, into one place a thread (gemm.c, packs_in_tiles): relu(w [40, 160] @
  * x + bias [40, 1]) over x [1, 160, 600] (19 panels, the last of 24 columns), and relu(a @ x +
  * bias) with a [3, 40, 160] and x [3, 160, 200] inputs (7 panels a batch, each batch its own),
- * two runs with new inputs, against ref. */
+ * two runs with new inputs, against ref. With rows of x a multiple of 16 floats (640, and 208
+ * a batch) and 7 row tiles, the full panels are read in place (gemm.c, reads_in_place) and
+ * only 208's last, of 16 columns, is packed. */
 static void panels_in_tiles(int batch, int n) {
   enum { PM = 40, PK = 160 };  /* K of at least 128: the library's (CG_CPU_LIBRARY_MIN_K) */
   kiln_graph *g;
   OK(kiln_graph_create(&g));
   int64_t ws[2] = { PM, PK }, xs[3] = { batch, PK, n }, bs[2] = { PM, 1 };
-  static float w[3 * PM * PK], bias[PM], x[3 * PK * 600], got[3 * PM * 600], want[3 * PM * 600];
+  static float w[3 * PM * PK], bias[PM], x[3 * PK * 640], got[3 * PM * 640], want[3 * PM * 640];
   for (int i = 0; i < 3 * PM * PK; i++) w[i] = wval(i, 10);
   for (int i = 0; i < PM; i++) bias[i] = wval(i, 11);
   kiln_tensor wp;
@@ -199,6 +201,8 @@ static void panels_in_tiles(int batch, int n) {
 int main(void) {
   panels_in_tiles(1, 600);
   panels_in_tiles(3, 200);
+  panels_in_tiles(1, 640);
+  panels_in_tiles(3, 208);
   long_sum_declined();
   bias_along_m();
   static const Case cases[] = {

@@ -35,6 +35,7 @@ typedef struct CpuGemm {
   int64_t np;          /* Np (swapped: Mp) */
   int64_t packed_batches;
   bool packed_once;    /* the packed operand is a constant of the program: packed at prepare */
+  bool full_in_place;  /* full panels read B where it is (rows_in_place), only the last one packed */
   void *dev;           /* the cpu device whose team runs it */
   void (*tile)(const float *const *, int64_t, int64_t, const float *, int64_t, float *);
   int nr;              /* the tile's columns (two vectors of the CPU's width) */
@@ -126,7 +127,9 @@ static void pack_part(void *ctx, int tid, int nt) {
   CpuGemm *c = ctx;
   int64_t panels = c->np / c->nr, lo, hi;
   share(c->packed_batches * panels, tid, nt, &lo, &hi);
-  for (int64_t i = lo; i < hi; i++) pack_panel(c, i / panels, i % panels, packed_at(c, i / panels, i % panels));
+  for (int64_t i = lo; i < hi; i++)
+    if (!c->full_in_place || (i % panels + 1) * c->nr > c->g.N)
+      pack_panel(c, i / panels, i % panels, packed_at(c, i / panels, i % panels));
 }
 
 static void pack_all(CpuGemm *c) { cpu_run(c->dev, pack_part, c); }
@@ -187,9 +190,25 @@ static double tile_fill(int64_t lanes, int64_t rows, int nr) {
  * so all are packed first, shared among the threads, and the row tiles shared after. */
 enum { PANELS_PACKED_IN_TILES = 16 };
 
+/* Reading B's panels where they are, rather than packing them, pays when few row tiles share
+ * a panel: packing costs a copy of B each run, the tiles then run a little slower on rows of B
+ * far apart (resnet50's 1x1 convolutions 256 -> 64 at 56x56, 11 row tiles a panel: 10-15 %
+ * faster in place; 512 -> 128 at 28x28, 22 row tiles: 5 % slower in place, isolated). B must
+ * run along n (its rows hold the panel's columns) in rows that keep a panel's 16-float vectors
+ * aligned. */
+enum { ROW_TILES_IN_PLACE = 16 };
+
+static bool reads_in_place(const CpuGemm *c) {
+  const CgLibGemm *g = &c->g;
+  return !c->swapped && !c->packed_once && !g->b_t && g->ldb % 16 == 0 && g->b_off % 16 == 0 && g->b_sb % 16 == 0 &&
+         (g->M + MR - 1) / MR <= ROW_TILES_IN_PLACE;
+}
+
 static bool packs_in_tiles(const CpuGemm *c) {
   return !c->packed_once && c->packed_batches == c->g.batch && c->g.batch * (c->np / c->nr) >= PANELS_PACKED_IN_TILES;
 }
+
+static bool p0_full(int64_t pi, int nr, int64_t n) { return (pi + 1) * nr <= n; }
 
 /* The tiles: panels of B's columns (the lanes) and row tiles of A's rows, or swapped, panels of
  * A's rows and row tiles of B's columns, each tile stored transposed. The row tiles of one panel
@@ -213,7 +232,8 @@ static void tiles_part(void *ctx, int tid, int threads) {
   float *mine = pack_here && lo < hi ? packed_at(c, lo / (mt * nt), lo / mt % nt) : NULL;
   for (int64_t t = lo; t < hi; t++) {
     int64_t b = t / (mt * nt), pi = t / mt % nt, ri = t % mt;
-    if (pack_here && ri == 0) pack_panel(c, b, pi, mine);
+    bool in_place = c->full_in_place && p0_full(pi, NR, g->N);
+    if (pack_here && ri == 0 && !in_place) pack_panel(c, b, pi, mine);
     const float *X = stage_at(c, sw ? g->b_stage : g->a_stage, off + b * sb);
     const float *rows[MR];
     int64_t r0 = ri * MR, p0 = pi * NR;
@@ -221,9 +241,9 @@ static void tiles_part(void *ctx, int tid, int threads) {
       int64_t m = r0 + r < rows_n ? r0 + r : rows_n - 1;
       rows[r] = strided ? X + m : X + m * ld;
     }
-    const float *P = pack_here ? mine : packed_at(c, b, pi);
+    const float *P = in_place ? stage_at(c, g->b_stage, g->b_off + b * g->b_sb + p0) : pack_here ? mine : packed_at(c, b, pi);
     float acc[MR * NR_MAX];
-    c->tile(rows, step, g->K, P, NR, acc);
+    c->tile(rows, step, g->K, P, in_place ? g->ldb : NR, acc);
     float *D = (float *)(uintptr_t)c->buf[g->d_stage] + g->d_off + b * g->d_sb;
     const float *bias = g->bias_stage >= 0 ? stage_at(c, g->bias_stage, g->bias_off) : NULL;
     int lanes = p0 + NR <= lanes_n ? NR : (int)(lanes_n - p0);
@@ -250,6 +270,7 @@ kiln_status cpu_gemm_prepare(const CgLibGemm *g, const RtBuf *buf, void *dev, vo
   c->np = ((c->swapped ? g->M : g->N) + NR_MAX - 1) / NR_MAX * NR_MAX;
   c->packed_batches = (c->swapped ? g->a_sb : g->b_sb) ? g->batch : 1;
   c->packed_once = c->swapped ? g->a_constant : g->b_constant;
+  c->full_in_place = reads_in_place(c);
   int64_t n;
   if (!size_mul(g->K, c->np, &n) || !size_mul(n, c->packed_batches, &n) || !size_mul(n, (int64_t)sizeof(float), &n) ||
       !(c->packed = kiln_malloc((size_t)n))) {
