@@ -707,6 +707,8 @@ typedef struct CgCpuDirect {
                                     * the kernel's pack (CgLaunch.pack: [block][k][cp x lanes], k the sum's
                                     * flat index, zeros past the channels) */
   int cp, cr;
+  bool rows_outer;                 /* channel lanes: tasks take an image's rows outermost, every channel
+                                    * block within (the weights fit in L2), else channel blocks outermost */
   int64_t pitch;                   /* channel lanes in place: the operand's row pitch (elements) */
   int64_t span;                    /* plane channels a span of the sum: PC where the sum is at most
                                     * CG_CPU_F32_SUM_MAX points, else spans of at most CG_CPU_F32_SPAN

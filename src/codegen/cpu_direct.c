@@ -196,12 +196,22 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
    * resnet50's 1x1 expansions with their residual at 14x14 (256 -> 1024) took 387 us here
    * against 318 in rows. Where neither form's plane fits, the register tiles run (6 channels x
    * 2 vectors of pixels, 12 multiply-adds a point of the sum): resnet50's 1x1 64 -> 256 at 56x56
-   * took 532 us here against 366 in tiles. */
+   * took 532 us here against 366 in tiles. The tiles also pack a window's panel (2 vectors of
+   * pixels a point of the sum) for its row tiles, about a half cycle an element: without that
+   * term the tiles were taken for resnet50's 3x3 convolutions over 64 channels at 56x56, 11 row
+   * tiles a panel, at 736-765 us against 681 here (two threads, this EPYC). Its 7x7/2 stem ran
+   * 2 % faster here but slowed the max pool after it by 60-100 us, so the term stays that of a
+   * stride of 1 (a stride's gathered runs cost more). */
   double K = (double)k->inner_numel, points = (double)c->CO * (double)(H * W), items = 2.0 * k->n_items * points;
   double mine = K * (4.0 * (double)c->CO * K > CHANNEL_L2_BYTES ? 0.9 : 1.0) * cbest + items;
-  double theirs = best < HUGE_VAL ? K * best : K * 12.0 * (double)((c->CO + 5) / 6) * (double)((H * W + 2 * L - 1) / (2 * L));
+  double pack = KH * KW == 1 ? 0 : 2.0 * L;
+  double theirs = best < HUGE_VAL ? K * best
+                                  : K * (12.0 * (double)((c->CO + 5) / 6) + pack) * (double)((H * W + 2 * L - 1) / (2 * L));
   if (!cp || (o->cpu_channel_lanes < 2 && mine >= theirs + items / L)) return;
   c->channel_lanes = true, c->cp = cp, c->cr = cr, c->rr = rr, c->flat = false, c->in_place = in_place, c->pitch = pitch;
+  /* rows outermost where every channel block's weights stay in L2 beside the plane: a task's
+   * switch of blocks then reads them from there (render_channels) */
+  c->rows_outer = 4.0 * (double)c->CO * K <= CHANNEL_L2_BYTES / 2;
   c->XQ = xq, c->XPA = xq * c->col_stride;
 }
 
@@ -1268,8 +1278,16 @@ static void render_expanded(const Plan *p, const Kernel *k, const CgCpuDirect *c
 
 /* Channel lanes (CgCpuDirect.channel_lanes). Tasks: an image's channel blocks, each over the
  * image's blocks of rr rows x cr columns (whole rows, or a run dividing a row: the block's
- * weights, [k][cp x lanes] in the pack, stay in cache while its pixels go by). The pixels come
- * from the row form's plane (filled whole, once a thread an image) or the operand in place: at
+ * weights, [k][cp x lanes] in the pack, stay in cache while its pixels go by). Where all the
+ * weights fit in L2 (rows_outer), an image's blocks of rows instead, each over every channel
+ * block and its runs: a thread computes a band of rows in every channel, the band the next
+ * kernel's threads read when they share out pixels (as the register tiles do), and it fills
+ * the plane's rows of its band only. Channel blocks outermost, the 1x1 convolutions after
+ * resnet50's 3x3 over 64 and 256 channels read half their input from the other core (5-9 %
+ * slower); rows outermost where the weights pass L2, its stage of 512 channels read them again
+ * from memory for every row (1.4-1.7x slower). The pixels come from the row form's plane
+ * (filled whole, once a thread an image; by rows, its band as the rows go by) or the operand
+ * in place: at
  * a tap, pixel (i, j) of the block lies a constant i x sh x pitch + j past the block's first, so
  * a tap's cr x rr broadcasts take one pointer. Flat planes (a copy a window column), which let
  * any run of pixels be one pointer, were 3 times the plane and ran the 3x3 over 512 channels
@@ -1295,12 +1313,16 @@ static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c
   char head[320];
   cg_team_for(d, "kiln_t", cg_lit(em, NF * CB * HB * WB), parallel, head, sizeof head);
   cg_open(em, "%s", head);
-  cg_put(em, "const %s kiln_x0 = kiln_t %% %s * %d, kiln_ha = kiln_t / %s %% %s * %d;", I, cg_lit(em, WB), N, cg_lit(em, WB),
-         cg_lit(em, HB), M);
+  int64_t CS = c->rows_outer ? WB : WB * HB, HS = c->rows_outer ? WB * CB : WB;  /* the channel block's and rows' strides in t */
+  cg_put(em, "const %s kiln_x0 = kiln_t %% %s * %d, kiln_cb = kiln_t / %s %% %s, kiln_o0 = kiln_cb * %d;", I, cg_lit(em, WB), N,
+         cg_lit(em, CS), cg_lit(em, CB), PL);
+  cg_put(em, "const %s kiln_ha = kiln_t / %s %% %s * %d;", I, cg_lit(em, HS), cg_lit(em, HB), M);
   cg_put(em, "const %s kiln_y0 = kiln_ha < %s ? kiln_ha : %s;  /* the last moved back */", I, cg_lit(em, H - M), cg_lit(em, H - M));
-  cg_put(em, "const %s kiln_cb = kiln_t / %s %% %s, kiln_o0 = kiln_cb * %d;", I, cg_lit(em, WB * HB), cg_lit(em, CB), PL);
   cg_put(em, "const %s kiln_bz = kiln_t / %s;", I, cg_lit(em, WB * HB * CB));
-  cg_put(em, "const %s kiln_ya = 0, kiln_yb = %s;", I, cg_lit(em, c->YP));
+  if (c->rows_outer)
+    cg_put(em, "const %s kiln_ya = kiln_y0 * %d, kiln_yb = (kiln_y0 + %d) * %d + %s;", I, sh, M - 1, sh, cg_lit(em, KH));
+  else
+    cg_put(em, "const %s kiln_ya = 0, kiln_yb = %s;", I, cg_lit(em, c->YP));
   image_band(k, c, em, row_fill);
   cg_put(em, "const %s *kiln_wb = kiln_pk + kiln_cb * %s;", F, cg_lit(em, K * PL));
   cg_put(em, "kiln_v kiln_a[%d][%d];", R, P);

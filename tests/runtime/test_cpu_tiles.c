@@ -703,6 +703,41 @@ static void channel_lanes_cases(void) {
   free(bw);
 }
 
+/* Channel lanes by rows (CgCpuDirect.rows_outer, weights within L2): resnet50's 3x3 over 64
+ * channels at 56x56 takes them by default, where the tiles' window packing made them the
+ * dearer (cpu_direct.c, channel_lanes' pack term); two images, so that a thread's band of the
+ * plane starts again in the second, against ref. */
+static void channel_lanes_by_rows(void) {
+  if (!host_lanes()) return;
+  enum { N = 2, C = 64, HW = 28 };
+  kiln_tensor wt;
+  kiln_graph *g = lanes_graph(N, C, HW, C, false, &wt);
+  int64_t xn = (int64_t)N * C * HW * HW;
+  float *x = alloc_f32(xn), *got = alloc_f32(xn), *want = alloc_f32(xn);
+  for (int64_t i = 0; i < xn; i++) x[i] = val(i, 8), got[i] = NAN;
+  kiln_options o = kiln_options_default();
+  o.backend = "ref";
+  kiln_program *r = NULL, *p = NULL;
+  OK(kiln_program_compile(g, &o, &r));
+  o.backend = "cpu";
+  OK(kiln_program_compile(g, &o, &p));
+  if (p && r) {
+    int nc = count_in_plan(p, "channels in lanes"), want_c = lanes() == 16 ? 1 : nc;
+    CHECK_MSG(nc == want_c, "channel lanes by rows: %d kernels (want %d)", nc, want_c);
+    const void *ins[1] = { x };
+    OK(kiln_program_run(r, ins, (void *[]){ want }));
+    OK(kiln_program_run(p, ins, (void *[]){ got }));
+    double e = worst_of(got, want, xn);
+    CHECK_MSG(e <= 2e-5, "channel lanes by rows: worst relative error %.3g", e);
+  }
+  kiln_program_free(p);
+  kiln_program_free(r);
+  kiln_graph_free(g);
+  free(x);
+  free(got);
+  free(want);
+}
+
 int main(void) {
   static const ConvCase convs[] = {
     { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
@@ -759,6 +794,7 @@ int main(void) {
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   in_place_cases();
   channel_lanes_cases();
+  channel_lanes_by_rows();
   expand_case(16, 16, 0);
   expand_case(16, 16, 1);  /* the default: 32 KiB, too small to join */
   expand_case(16, 16, 2);  /* flat planes at 16 lanes, one vector a row */
