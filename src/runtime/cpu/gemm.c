@@ -35,7 +35,7 @@ typedef struct CpuGemm {
   int64_t np;          /* Np (swapped: Mp) */
   int64_t packed_batches;
   bool packed_once;    /* the packed operand is a constant of the program: packed at prepare */
-  bool full_in_place;  /* full panels read B where it is (rows_in_place), only the last one packed */
+  bool full_in_place;  /* full panels read B where it is (reads_in_place), only a last partial one packed */
   void *dev;           /* the cpu device whose team runs it */
   void (*tile)(const float *const *, int64_t, int64_t, const float *, int64_t, float *);
   int nr;              /* the tile's columns (two vectors of the CPU's width) */
@@ -122,13 +122,17 @@ static float *packed_at(const CpuGemm *c, int64_t b, int64_t pi) {
   return c->packed + (c->packed_batches > 1 ? b * c->g.K * c->np : 0) + pi * c->nr * c->g.K;
 }
 
-/* Every panel of every packed batch, the panels shared among the threads. */
+/* Is panel pi of nr columns inside the n columns? */
+static bool panel_full(int64_t pi, int nr, int64_t n) { return (pi + 1) * nr <= n; }
+
+/* Every panel of every packed batch, the panels shared among the threads (a full one read in
+ * place is not packed). */
 static void pack_part(void *ctx, int tid, int nt) {
   CpuGemm *c = ctx;
   int64_t panels = c->np / c->nr, lo, hi;
   share(c->packed_batches * panels, tid, nt, &lo, &hi);
   for (int64_t i = lo; i < hi; i++)
-    if (!c->full_in_place || (i % panels + 1) * c->nr > c->g.N)
+    if (!c->full_in_place || !panel_full(i % panels, c->nr, c->g.N))
       pack_panel(c, i / panels, i % panels, packed_at(c, i / panels, i % panels));
 }
 
@@ -192,8 +196,8 @@ enum { PANELS_PACKED_IN_TILES = 16 };
 
 /* Reading B's panels where they are, rather than packing them, pays when few row tiles share
  * a panel: packing costs a copy of B each run, the tiles then run a little slower on rows of B
- * far apart (resnet50's 1x1 convolutions 256 -> 64 at 56x56, 11 row tiles a panel: 10-15 %
- * faster in place; 512 -> 128 at 28x28, 22 row tiles: 5 % slower in place, isolated). B must
+ * far apart (resnet50's 1x1 convolutions 256 -> 64 at 56x56, 11 row tiles a panel: 4-5 %
+ * faster in place in the model; 512 -> 128 at 28x28, 22 row tiles: 5 % slower, alone). B must
  * run along n (its rows hold the panel's columns) in rows that keep a panel's 16-float vectors
  * aligned. */
 enum { ROW_TILES_IN_PLACE = 16 };
@@ -207,8 +211,6 @@ static bool reads_in_place(const CpuGemm *c) {
 static bool packs_in_tiles(const CpuGemm *c) {
   return !c->packed_once && c->packed_batches == c->g.batch && c->g.batch * (c->np / c->nr) >= PANELS_PACKED_IN_TILES;
 }
-
-static bool p0_full(int64_t pi, int nr, int64_t n) { return (pi + 1) * nr <= n; }
 
 /* The tiles: panels of B's columns (the lanes) and row tiles of A's rows, or swapped, panels of
  * A's rows and row tiles of B's columns, each tile stored transposed. The row tiles of one panel
@@ -232,7 +234,7 @@ static void tiles_part(void *ctx, int tid, int threads) {
   float *mine = pack_here && lo < hi ? packed_at(c, lo / (mt * nt), lo / mt % nt) : NULL;
   for (int64_t t = lo; t < hi; t++) {
     int64_t b = t / (mt * nt), pi = t / mt % nt, ri = t % mt;
-    bool in_place = c->full_in_place && p0_full(pi, NR, g->N);
+    bool in_place = c->full_in_place && panel_full(pi, NR, g->N);
     if (pack_here && ri == 0 && !in_place) pack_panel(c, b, pi, mine);
     const float *X = stage_at(c, sw ? g->b_stage : g->a_stage, off + b * sb);
     const float *rows[MR];
