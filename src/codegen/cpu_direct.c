@@ -49,8 +49,10 @@
 /* A thread's plane lives on its stack; a sum is at most CG_CPU_F32_SUM_MAX points (f32). */
 enum { DIRECT_PLANE_BYTES = 512 << 10, DIRECT_ROWS_MAX = 4 };
 /* channel lanes: a block of channels' weights is read again from L2 while it and the plane fit
- * this (7/8 of this EPYC's 1 MiB) */
-enum { CHANNEL_L2_BYTES = 896 << 10 };
+ * this (this EPYC's 1 MiB; at 7/8 of it resnet50's 1x1 1024 -> 512 at 14x14, a block of 2
+ * vectors and its plane in place 928 KiB, took 1 vector x 14 pixels: 724 us against 600 in
+ * 2 x 7, and its 1024 -> 256 gained 0-3 %) */
+enum { CHANNEL_L2_BYTES = 1024 << 10 };
 /* channel lanes: a plane (on the thread's stack, as the tiles' 1 MiB panels are) at most this;
  * their plane is the image's only once, where the row form's tasks reread theirs (a 3x3/2 over
  * 256 channels from 28x28, a plane of 890 KiB: 1700-1880 us in tiles, 1360 here, two threads
