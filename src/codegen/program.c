@@ -128,6 +128,16 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
 
 static void why_append(CgLaunch *l, const char *f, ...) __attribute__((format(printf, 2, 3)));
 
+/* What a window kernel (cg_window_match) takes of its taps: its accumulations' reduction. */
+static const char *window_what(const Plan *p, const Kernel *k) {
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].kind == IT_ACC) {
+      ReduceOp rop = p->te->stages[k->items[i].stage].rop;
+      return rop == RO_MAX ? "maxima" : rop == RO_MIN ? "minima" : "sums";
+    }
+  return "sums";
+}
+
 static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOptions *o, Arena *a, CgLaunch *l) {
   const Kernel *k = &p->kernels[ki];
   *l = (CgLaunch){ .kernel = ki, .group = -1, .host = k->kind == KN_HOST, .collective = k->kind == KN_COLLECTIVE };
@@ -180,7 +190,7 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
                  (long long)t.g.K, t.rows_once ? ", rows packed once" : t.rows_direct ? ", rows read in place" : "",
                  !t.cols_runs ? "" : t.cols_stride > 1 ? ", window packed in runs (strided)" : ", window packed in runs");
     else if (cg_window_match(p, k, o))
-      why_append(l, "; window sums in registers, %lld points each", (long long)k->inner_numel);
+      why_append(l, "; window %s in registers, %lld points each", window_what(p, k), (long long)k->inner_numel);
   }
   return KILN_OK;
 }

@@ -66,12 +66,14 @@ static int lanes_forced(void) {
 /* The lanes direct convolutions are blocked for in this run */
 static int lanes(void) { return lanes_forced() ? lanes_forced() : host_lanes(); }
 
-/* How many of n outputs differ from ref's beyond 2e-5 relative (NaN only for NaN); nans (may be
- * NULL) gets how many of ref's are NaN. */
+/* How many of n outputs differ from ref's beyond 2e-5 relative (NaN only for NaN, an infinity
+ * only for itself); nans (may be NULL) gets how many of ref's are NaN. */
 static int differ(const float *got, const float *want, int64_t n, int *nans) {
   int bad = 0;
   for (int64_t i = 0; i < n; i++) {
-    bad += isnan(want[i]) ? !isnan(got[i]) : !(fabs((double)got[i] - want[i]) <= 2e-5 * (1 + fabs((double)want[i])));
+    bad += isnan(want[i])   ? !isnan(got[i])
+           : isinf(want[i]) ? got[i] != want[i]
+                            : !(fabs((double)got[i] - want[i]) <= 2e-5 * (1 + fabs((double)want[i])));
     if (nans) *nans += isnan(want[i]);
   }
   return bad;
@@ -401,6 +403,48 @@ static void pool_of_relu(void) {
    * shuffles across both */
   pool_case(6, 8, false, 1, 1, 1);
   pool_case(6, 28, false, 1, 1, lanes() == 16 ? 1 : 2);
+}
+
+/* A padded 3x3/2 max pool (resnet50's after its stem) at 2 x 5 x 37 x 35 with a NaN, an
+ * infinity, a -infinity and ties in x: with cpu_windows (the default) window maxima in
+ * registers (cg_window_match), without them a row of accumulators; each NaN for NaN against
+ * ref, with the kernel's reason pinned. */
+static void window_max_pool(void) {
+  enum { N = 2, C = 5, H = 37, W = 35, HO = 19, WO = 18 };
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[4] = { N, C, H, W };
+  kiln_tensor x, z;
+  OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+  kiln_pool_params pp = { .spatial = 2, .kernel = { 3, 3 }, .strides = { 2, 2 }, .pads = { 1, 1, 1, 1 } };
+  OK(kiln_graph_pool(g, KILN_POOL_MAX, x, &pp, &z));
+  OK(kiln_graph_output(g, z, "z"));
+  int64_t n_in = (int64_t)N * C * H * W, n_out = (int64_t)N * C * HO * WO;
+  float *in = alloc_f32(n_in), *got = alloc_f32(n_out), *want = alloc_f32(n_out);
+  for (int64_t i = 0; i < n_in; i++) in[i] = (float)(i % 5);  /* ties in every window */
+  in[W * 4 + 9] = NAN, in[H * W + 3] = INFINITY, in[2 * H * W + W * (H - 1) + W - 1] = -INFINITY;
+  const void *ins[1] = { in };
+  void *og[1] = { want };
+  kiln_program *r = ref_run(g, ins, og);
+  for (int windows = 1; windows >= 0 && r; windows--) {
+    kiln_options o = kiln_options_default();
+    o.backend = "cpu";
+    o.cpu_windows = windows;
+    kiln_program *p = NULL;
+    OK(kiln_program_compile(g, &o, &p));
+    if (!p) break;
+    CHECK_MSG(count_in_plan(p, "window maxima in registers") == windows, "max pool (cpu_windows %d): the plan's reason", windows);
+    for (int64_t i = 0; i < n_out; i++) got[i] = 7;
+    og[0] = got;
+    OK(kiln_program_run(p, ins, og));
+    int nans = 0, bad = differ(got, want, n_out, &nans);
+    CHECK_MSG(bad == 0, "max pool (cpu_windows %d): %d outputs differ from ref", windows, bad);
+    CHECK_MSG(nans > 0, "max pool (cpu_windows %d): the NaN reached no output", windows);
+    kiln_program_free(p);
+  }
+  kiln_program_free(r);
+  kiln_graph_free(g);
+  free(in), free(got), free(want);
 }
 
 /* conv(x) + r[h], a bias per output row: the epilogue reads the row var, so its runs must end
@@ -795,6 +839,7 @@ int main(void) {
   in_place_cases();
   channel_lanes_cases();
   channel_lanes_by_rows();
+  window_max_pool();
   expand_case(16, 16, 0);
   expand_case(16, 16, 1);  /* the default: 32 KiB, too small to join */
   expand_case(16, 16, 2);  /* flat planes at 16 lanes, one vector a row */
