@@ -1289,9 +1289,8 @@ static void render_expanded(const Plan *p, const Kernel *k, const CgCpuDirect *c
  * slower); rows outermost where the weights pass L2, its stage of 512 channels read them again
  * from memory for every row (1.4-1.7x slower). The pixels come from the row form's plane
  * (filled whole, once a thread an image; by rows, its band as the rows go by) or the operand
- * in place: at
- * a tap, pixel (i, j) of the block lies a constant i x sh x pitch + j past the block's first, so
- * a tap's cr x rr broadcasts take one pointer. Flat planes (a copy a window column), which let
+ * in place: at a tap, pixel (i, j) of the block lies a constant i x sh x pitch + j past the
+ * block's first, so a tap's cr x rr broadcasts take one pointer. Flat planes (a copy a window column), which let
  * any run of pixels be one pointer, were 3 times the plane and ran the 3x3 over 512 channels
  * at 7x7 10 % slower (their weights and planes passed L2). The last block of rows moves back to
  * end at the image's last row and stores only the rows past the block before it. */

@@ -1039,7 +1039,7 @@ static void split_last_dim(R *r, void (*points)(R *, const Expr *const *, int64_
  * into border, interior and border as rowsmall's windows are. As a row of accumulators
  * (rowacc), each tap read and wrote every accumulator in memory and a border point's guards
  * ran once a tap: convnet_mini's 48x48 depthwise convolution took a sixth of the model, and
- * resnet50's 3x3/2 max pool over 64 channels of 112x112 ran at a third of ONNX Runtime's speed. */
+ * resnet50's 3x3/2 max pool over 64 channels of 112x112 took 294 us against 207 here. */
 bool cg_window_match(const Plan *p, const Kernel *k, const CgOptions *o) {
   const TE *te = p->te;
   if (!o->cpu_windows || k->chain != 0) return false;  /* set on loop dialects only */
