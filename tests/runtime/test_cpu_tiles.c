@@ -79,6 +79,14 @@ static int differ(const float *got, const float *want, int64_t n, int *nans) {
   return bad;
 }
 
+/* got against ref's want (differ), every output, and at least one NaN in want: the input's
+ * NaN reached an output, as it must. */
+static void check_against_ref(const float *got, const float *want, int64_t n, const char *name) {
+  int nans = 0, bad = differ(got, want, n, &nans);
+  CHECK_MSG(bad == 0, "%s: %d outputs differ from ref", name, bad);
+  CHECK_MSG(nans > 0, "%s: the NaN reached no output", name);
+}
+
 /* g compiled on ref and run once on ins into outs (the references); NULL if it did not compile. */
 static kiln_program *ref_run(kiln_graph *g, const void *const *ins, void *const *outs) {
   kiln_options o = kiln_options_default();
@@ -433,13 +441,13 @@ static void window_max_pool(void) {
     kiln_program *p = NULL;
     OK(kiln_program_compile(g, &o, &p));
     if (!p) break;
-    CHECK_MSG(count_in_plan(p, "window maxima in registers") == windows, "max pool (cpu_windows %d): the plan's reason", windows);
+    char name[64];
+    snprintf(name, sizeof name, "max pool (cpu_windows %d)", windows);
+    CHECK_MSG(count_in_plan(p, "window maxima in registers") == windows, "%s: the plan's reason", name);
     for (int64_t i = 0; i < n_out; i++) got[i] = 7;
     og[0] = got;
     OK(kiln_program_run(p, ins, og));
-    int nans = 0, bad = differ(got, want, n_out, &nans);
-    CHECK_MSG(bad == 0, "max pool (cpu_windows %d): %d outputs differ from ref", windows, bad);
-    CHECK_MSG(nans > 0, "max pool (cpu_windows %d): the NaN reached no output", windows);
+    check_against_ref(got, want, n_out, name);
     kiln_program_free(p);
   }
   kiln_program_free(r);
@@ -608,9 +616,7 @@ static void expand_case(int64_t h, int64_t w, int expand) {
     int launches = joins && host_lanes() ? 1 : 2;
     CHECK_MSG(cs.kernels_launched == launches, "%s: %lld launches (want %d)", name, (long long)cs.kernels_launched, launches);
     CHECK_MSG(count_in_plan(p, "computed as the planes fill") == (launches == 1), "%s: the launch's reason", name);
-    int nans = 0, bad = differ(got, want, n_out, &nans);
-    CHECK_MSG(bad == 0, "%s: %d outputs differ from ref", name, bad);
-    CHECK_MSG(nans > 0, "%s: the NaN reached no output", name);
+    check_against_ref(got, want, n_out, name);
   }
   kiln_program_free(p);
   kiln_program_free(r);
