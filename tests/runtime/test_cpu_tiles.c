@@ -759,19 +759,29 @@ static void channel_lanes_cases(void) {
 }
 
 /* Channel lanes by rows (CgCpuDirect.rows_outer, weights within L2): resnet50's 3x3 over 64
- * channels (at 56x56 there, 28x28 here) takes them by default on AVX-512 hosts, where the
- * tiles' window packing made them the dearer (cpu_direct.c, channel_lanes' pack term); two
- * images, so that a thread's band of the plane starts again in the second, against ref. */
+ * channels at 56x56 takes them by default on AVX-512 hosts, where the tiles' window packing made
+ * them the dearer (cpu_direct.c, channel_lanes' pack term; its plan only, not run); and the
+ * same weights over two images of 16x16, lanes asked for, against ref: a thread's band of the
+ * plane starts again in the second image. */
 static void channel_lanes_by_rows(void) {
   if (!host_lanes()) return;
-  enum { N = 2, C = 64, HW = 28 };
   kiln_tensor wt;
-  kiln_graph *g = lanes_graph(N, C, HW, C, false, &wt);
+  kiln_graph *g = lanes_graph(1, 64, 56, 64, false, &wt);
+  kiln_options o = kiln_options_default();
+  o.backend = "cpu";
+  kiln_program *p = NULL;
+  OK(kiln_program_compile(g, &o, &p));
+  int nc = p ? count_in_plan(p, "channels in lanes") : -1;
+  CHECK_MSG(lanes() != 16 || nc == 1, "resnet50's 3x3 over 64 channels: %d kernels in channel lanes (want 1)", nc);
+  kiln_program_free(p);
+  kiln_graph_free(g);
+  enum { N = 2, C = 64, HW = 16 };
+  g = lanes_graph(N, C, HW, C, false, &wt);
   int64_t xn = (int64_t)N * C * HW * HW;
   float *x = alloc_f32(xn), *got = alloc_f32(xn), *want = alloc_f32(xn);
   for (int64_t i = 0; i < xn; i++) x[i] = val(i, 8), got[i] = NAN;
-  kiln_options o = kiln_options_default();
-  lanes_against_ref(g, &o, x, got, want, xn, lanes() == 16 ? 1 : -1, "channel lanes by rows");
+  o.cpu_channel_lanes = 2;
+  lanes_against_ref(g, &o, x, got, want, xn, 1, "channel lanes by rows");
   kiln_graph_free(g);
   free(x);
   free(got);
