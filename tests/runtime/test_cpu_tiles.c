@@ -761,7 +761,7 @@ static void channel_lanes_cases(void) {
 /* Channel lanes by rows (CgCpuDirect.rows_outer, weights within L2): resnet50's 3x3 over 64
  * channels at 56x56 takes them by default on AVX-512 hosts, where the tiles' window packing made
  * them the dearer (cpu_direct.c, channel_lanes' pack term; its plan only, not run); and the
- * same weights over two images of 16x16, lanes asked for, against ref: a thread's band of the
+ * same weights over two images of 10x10, lanes asked for, against ref: a thread's band of the
  * plane starts again in the second image. */
 static void channel_lanes_by_rows(void) {
   if (!host_lanes()) return;
@@ -775,7 +775,7 @@ static void channel_lanes_by_rows(void) {
   CHECK_MSG(lanes() != 16 || nc == 1, "resnet50's 3x3 over 64 channels: %d kernels in channel lanes (want 1)", nc);
   kiln_program_free(p);
   kiln_graph_free(g);
-  enum { N = 2, C = 64, HW = 16 };
+  enum { N = 2, C = 64, HW = 10 };
   g = lanes_graph(N, C, HW, C, false, &wt);
   int64_t xn = (int64_t)N * C * HW * HW;
   float *x = alloc_f32(xn), *got = alloc_f32(xn), *want = alloc_f32(xn);
