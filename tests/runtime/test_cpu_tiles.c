@@ -673,10 +673,14 @@ static kiln_graph *lanes_graph(int64_t n, int64_t c, int64_t hw, int64_t m, bool
   return g;
 }
 
-/* g on ref and on cpu with options o (backend set here) over the one input x, into want and
- * got (n outputs), within 2e-5 of each other; want_lanes kernels in channel lanes (-1: any). */
-static void lanes_against_ref(kiln_graph *g, const kiln_options *o, const float *x, float *got, float *want, int64_t n,
-                              int want_lanes, const char *name) {
+/* g on ref and on cpu with options o (backend set here) over its one input of n_in values
+ * (val(i, salt)), its n_out outputs within 2e-5 of each other (the cpu's set to NaN first, so
+ * that one left unwritten shows); want_lanes kernels in channel lanes (-1: any). */
+static void lanes_against_ref(kiln_graph *g, const kiln_options *o, int64_t n_in, int64_t n_out, int salt, int want_lanes,
+                              const char *name) {
+  float *x = alloc_f32(n_in), *got = alloc_f32(n_out), *want = alloc_f32(n_out);
+  for (int64_t i = 0; i < n_in; i++) x[i] = val(i, salt);
+  for (int64_t i = 0; i < n_out; i++) got[i] = NAN;
   const void *ins[1] = { x };
   void *ow[1] = { want };
   kiln_program *r = ref_run(g, ins, ow), *p = NULL;
@@ -687,11 +691,14 @@ static void lanes_against_ref(kiln_graph *g, const kiln_options *o, const float 
     int nc = count_in_plan(p, "channels in lanes");
     CHECK_MSG(want_lanes < 0 || nc == want_lanes, "%s: %d kernels in channel lanes (want %d)", name, nc, want_lanes);
     OK(kiln_program_run(p, ins, (void *[]){ got }));
-    double e = worst_of(got, want, n);
+    double e = worst_of(got, want, n_out);
     CHECK_MSG(e <= 2e-5, "%s: worst relative error %.3g", name, e);
   }
   kiln_program_free(p);
   kiln_program_free(r);
+  free(x);
+  free(got);
+  free(want);
 }
 
 /* Channel lanes: res256_7's 3x3 over 256 channels at 7x7 takes them by default (at AVX-512's 16
@@ -746,16 +753,10 @@ static void channel_lanes_cases(void) {
   /* a plane past the row form's 512 KiB (128 channels of 33 x 33): channel lanes, within 1 MiB */
   kiln_tensor wt;
   kiln_graph *g = lanes_graph(1, 128, 31, 32, false, &wt);
-  int64_t big_in = 128 * 31 * 31, big_out = 32 * 31 * 31;
-  float *bx = alloc_f32(big_in), *bg = alloc_f32(big_out), *bw = alloc_f32(big_out);
-  for (int64_t i = 0; i < big_in; i++) bx[i] = val(i, 6);
   kiln_options o = kiln_options_default();
   o.cpu_channel_lanes = 2;
-  lanes_against_ref(g, &o, bx, bg, bw, big_out, 1, "channel lanes, a plane past 512 KiB");
+  lanes_against_ref(g, &o, 128 * 31 * 31, 32 * 31 * 31, 6, 1, "channel lanes, a plane past 512 KiB");
   kiln_graph_free(g);
-  free(bx);
-  free(bg);
-  free(bw);
 }
 
 /* Channel lanes by rows (CgCpuDirect.rows_outer, weights within L2): resnet50's 3x3 over 64
@@ -777,15 +778,9 @@ static void channel_lanes_by_rows(void) {
   kiln_graph_free(g);
   enum { N = 2, C = 64, HW = 10 };
   g = lanes_graph(N, C, HW, C, false, &wt);
-  int64_t xn = (int64_t)N * C * HW * HW;
-  float *x = alloc_f32(xn), *got = alloc_f32(xn), *want = alloc_f32(xn);
-  for (int64_t i = 0; i < xn; i++) x[i] = val(i, 8), got[i] = NAN;
   o.cpu_channel_lanes = 2;
-  lanes_against_ref(g, &o, x, got, want, xn, 1, "channel lanes by rows");
+  lanes_against_ref(g, &o, (int64_t)N * C * HW * HW, (int64_t)N * C * HW * HW, 8, 1, "channel lanes by rows");
   kiln_graph_free(g);
-  free(x);
-  free(got);
-  free(want);
 }
 
 int main(void) {
