@@ -2868,7 +2868,7 @@ static void pair_partials(R *r, const Kernel *kc, const char *first, int step) {
     push(r);
     line(r, "const %s v%d = %lld;", I, n - 1, (long long)q);
     emit(r, b->args[bi], t, sizeof t);
-    char pq[24];
+    char pq[32];
     snprintf(pq, sizeof pq, "pa[%lld]", (long long)q);
     snprintf(fm, sizeof fm, d->fma, "fa", t, pq);
     line(r, "%s = %s;", pq, fm);
