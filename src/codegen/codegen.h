@@ -391,7 +391,7 @@ typedef struct CgLaunch {
                             The module's kiln_p<k> (a trampoline like the kernel's) fills them from the
                             kernel's own parameters, given the pack as one more, the last; the kernel reads
                             it there too. The runtime runs it at compile and after write_param. */
-  char why[200];        /* what was chosen and why, printable: "gemm 32x32 tiles (2x2 a thread) x 4 K-spans of 224",
+  char why[256];        /* what was chosen and why, printable: "gemm 32x32 tiles (2x2 a thread) x 4 K-spans of 224",
                           * "block rows p16: 64 threads x 1 rows", "vec4 points: 4 a thread, 256 threads", ... */
 } CgLaunch;
 
@@ -709,6 +709,8 @@ typedef struct CgCpuDirect {
   int cp, cr;
   bool rows_outer;                 /* channel lanes: tasks take an image's rows outermost, every channel
                                     * block within (the weights fit in L2), else channel blocks outermost */
+  bool channel_items;              /* channel lanes: the epilogue runs a pixel's channels as vectors, else
+                                    * a channel's run of pixels a point at a time (cpu_direct.c) */
   int64_t pitch;                   /* channel lanes in place: the operand's row pitch (elements) */
   int64_t span;                    /* plane channels a span of the sum: PC where the sum is at most
                                     * CG_CPU_F32_SUM_MAX points, else spans of at most CG_CPU_F32_SPAN

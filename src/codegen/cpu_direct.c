@@ -204,13 +204,21 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
    * tiles a panel, at 736-765 us against 681 here (two threads, this EPYC). Its 7x7/2 stem ran
    * 2 % faster here but slowed the max pool after it by 60-100 us, so the term stays that of a
    * stride of 1 (a stride's gathered runs cost more). */
-  double K = (double)k->inner_numel, points = (double)c->CO * (double)(H * W), items = 2.0 * k->n_items * points;
+  /* The epilogue: where a task takes part of a row, its items run on vectors of a pixel's channels,
+   * their stores and a residual's loads a point at a time, planes apart (about 2 half cycles a
+   * point): resnet50's 7x7/2 stem (147 sums a point) ran 0.80 of the other form, its 3x3 over 64
+   * channels at 56x56 0.97-0.98. Tasks of whole rows keep the other form: 7x7 and 14x14 images
+   * (res256_7, bottleneck2048_7, resnet50's last stages) ran 1-8 % slower on vectors. */
+  bool channel_items = cr < W;
+  double K = (double)k->inner_numel, points = (double)c->CO * (double)(H * W);
+  double items = channel_items ? points * (2.0 * k->n_items / L + 2.0) : 2.0 * k->n_items * points;
   double mine = K * (4.0 * (double)c->CO * K > CHANNEL_L2_BYTES ? 0.9 : 1.0) * cbest + items;
   double pack = KH * KW == 1 ? 0 : 2.0 * L;
   double theirs = best < HUGE_VAL ? K * best
                                   : K * (12.0 * (double)((c->CO + 5) / 6) + pack) * (double)((H * W + 2 * L - 1) / (2 * L));
   if (!cp || (o->cpu_channel_lanes < 2 && mine >= theirs + items / L)) return;
   c->channel_lanes = true, c->cp = cp, c->cr = cr, c->rr = rr, c->flat = false, c->in_place = in_place, c->pitch = pitch;
+  c->channel_items = channel_items;
   /* rows outermost where every channel block's weights stay in L2 beside the plane: a task's
    * switch of blocks then reads them from there (render_channels) */
   c->rows_outer = 4.0 * (double)c->CO * K <= CHANNEL_L2_BYTES / 2;
@@ -1355,30 +1363,44 @@ static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c
   char dims[64];
   snprintf(dims, sizeof dims, "[%d][%d]", R, PL);
   sums_close(c, em, dims, (int64_t)R * PL);
-  /* each channel's pixels through the kernel's items, a run along a row at a time (the
-   * output's and a residual's lines, where a pixel's channels are planes apart); the rows past
-   * the block before */
-  cg_open(em, "for (int kiln_i = 0; kiln_i < %d && kiln_o0 + kiln_i < %s; kiln_i++) {", PL, cg_lit(em, c->CO));
-  em->push(em->r);
-  cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
+  /* the epilogue, the rows past the block before: each pixel's channels a vector at a time
+   * (channel_items), else each channel's pixels, a run along a row at a time (the output's and a
+   * residual's lines; a pixel's channels are planes apart) */
+  cg_put(em, "const int kiln_ni = %s - kiln_o0 < %d ? (int)(%s - kiln_o0) : %d;", cg_lit(em, c->CO), PL, cg_lit(em, c->CO), PL);
+  if (!c->channel_items) {
+    cg_open(em, "for (int kiln_i = 0; kiln_i < kiln_ni; kiln_i++) {");
+    em->push(em->r);
+    cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
+  }
   cg_open(em, "for (int kiln_m = 0; kiln_m < %d; kiln_m++) {", M);
   cg_put(em, "if (kiln_y0 + kiln_m < kiln_ha) continue;");
   em->push(em->r);
   cg_put(em, "const %s v%d = kiln_y0 + kiln_m;", I, h);
-  cg_put(em, "%s", d->simd);
+  if (!c->channel_items) cg_put(em, "%s", d->simd);
   cg_open(em, "for (int kiln_j = 0; kiln_j < %d; kiln_j++) {", N);
   em->push(em->r);
   cg_put(em, "const %s v%d = kiln_x0 + kiln_j;", I, w);
+  if (c->channel_items) {
+    cg_put(em, "%s", d->simd);
+    cg_open(em, "for (int kiln_i = 0; kiln_i < kiln_ni; kiln_i++) {");
+    em->push(em->r);
+    cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
+  }
   char sum[64];
   snprintf(sum, sizeof sum, "kiln_d[kiln_m * %d + kiln_j][kiln_i]", N);
   em->items(em->r, 1, sum);
+  if (c->channel_items) {
+    em->pop(em->r);
+    cg_close(em);
+  }
   em->pop(em->r);
   cg_close(em);
   em->pop(em->r);
   cg_close(em);
-  em->pop(em->r);
-  cg_close(em);
-  em->pop(em->r);
+  if (!c->channel_items) {
+    em->pop(em->r);
+    cg_close(em);
+  }
   cg_close(em);
   cg_close(em);
 }

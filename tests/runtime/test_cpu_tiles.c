@@ -765,6 +765,46 @@ static void channel_lanes_cases(void) {
   kiln_graph_free(g);
 }
 
+/* Channel lanes whose tasks take part of a row run their epilogue on vectors of a pixel's
+ * channels (CgCpuDirect.channel_items; resnet50's 7x7/2 stem): two images of 28x28 at a stride
+ * of 2 into 14x14, 40 output channels (a block of 32 and one of 8), and a residual read at each
+ * pixel (a point at a time, planes apart) before the relu, against ref. */
+static void channel_items_case(void) {
+  if (!host_lanes()) return;
+  enum { N = 2, C = 3, HW = 28, CO = 40, OW = 14 };
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[4] = { N, C, HW, HW }, ws[4] = { CO, C, 7, 7 }, bs[1] = { CO }, rs[4] = { N, CO, OW, OW };
+  int64_t wn = (int64_t)CO * C * 49, rn = (int64_t)N * CO * OW * OW;
+  float *wv = alloc_f32(wn), *bias = alloc_f32(CO), *res = alloc_f32(rn);
+  for (int64_t i = 0; i < wn; i++) wv[i] = val(i, 3) / 4;
+  for (int64_t i = 0; i < CO; i++) bias[i] = val(i, 4);
+  for (int64_t i = 0; i < rn; i++) res[i] = val(i, 9);
+  kiln_tensor x, w, b, r, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+  OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, wv, &w));
+  OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &b));
+  OK(kiln_graph_param(g, "r", KILN_F32, 4, rs, res, &r));
+  kiln_conv_params cp = { .spatial = 2, .strides = { 2, 2 }, .dilations = { 1, 1 }, .pads = { 3, 3, 3, 3 }, .group = 1 };
+  OK(kiln_graph_conv(g, x, w, b, &cp, &y));
+  OK(kiln_graph_binary(g, KILN_ADD, y, r, &y));
+  OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  free(wv);
+  free(bias);
+  free(res);
+  kiln_options o = kiln_options_default();
+  o.backend = "cpu";
+  o.cpu_channel_lanes = 2;
+  kiln_program *p = NULL;
+  OK(kiln_program_compile(g, &o, &p));
+  int ni = p ? count_in_plan(p, "items on channel vectors") : -1;
+  CHECK_MSG(ni == 1, "a stem in channel lanes: %d kernels with items on channel vectors (want 1)", ni);
+  kiln_program_free(p);
+  lanes_against_ref(g, &o, (int64_t)N * C * HW * HW, rn, 2, 1, "channel lanes, items on channel vectors");
+  kiln_graph_free(g);
+}
+
 /* Channel lanes by rows (CgCpuDirect.rows_outer, weights within L2): resnet50's 3x3 over 64
  * channels at 56x56 takes them by default on AVX-512 hosts, where the tiles' window packing made
  * them the dearer (cpu_direct.c, channel_lanes' pack term; its plan only, not run); and the
@@ -846,6 +886,7 @@ int main(void) {
   in_place_cases();
   channel_lanes_cases();
   channel_lanes_by_rows();
+  channel_items_case();
   window_max_pool();
   expand_case(16, 16, 0);
   expand_case(16, 16, 1);  /* the default: 32 KiB, too small to join */
