@@ -26,6 +26,7 @@
 #include "test.h"
 #include "codegen/codegen.h"
 #include "graph/graph.h"
+#include "runtime/runtime.h"
 
 #include <stdio.h>
 
@@ -36,6 +37,24 @@ static int count_in_plan(kiln_program *p, const char *what) {
   for (const char *at = text; (at = strstr(at, what)); at++) n++;
   free(text);
   return n;
+}
+
+/* The C source of g's plan under options o (sb_free it): as the cpu backend renders it (its
+ * codegen options from o) when `as_run`, else under the renderer's defaults. */
+static StrBuf c_source(kiln_graph *g, const kiln_options *o, bool as_run) {
+  TE *te = NULL;
+  Plan *pl = NULL;
+  StrBuf src = { 0 };
+  CgOptions co = cg_options_default();
+  if (as_run) OK(rt_codegen_options(o, &cg_dialect_c, &co));
+  PlanOptions po = plan_options(o);
+  if (as_run) rt_plan_renderer(o, &cg_dialect_c, &co, &po);
+  OK(te_lower(&g->g, &te));
+  if (te) OK(plan_build(te, &po, &pl));
+  if (pl) OK(cg_render_plan(pl, &cg_dialect_c, as_run ? &co : NULL, NULL, &src));
+  plan_free(pl);
+  te_free(te);
+  return src;
 }
 
 static float *alloc_f32(int64_t n) {
@@ -418,7 +437,7 @@ static void pool_of_relu(void) {
  * registers (cg_window_match), without them a row of accumulators; each NaN for NaN against
  * ref, with the kernel's reason pinned. */
 static void window_max_pool(void) {
-  enum { N = 2, C = 5, H = 37, W = 35, HO = 19, WO = 18 };
+  enum { N = 2, C = 5, H = 37, W = 75, HO = 19, WO = 38 };
   kiln_graph *g;
   OK(kiln_graph_create(&g));
   int64_t xs[4] = { N, C, H, W };
@@ -444,6 +463,11 @@ static void window_max_pool(void) {
     char name[64];
     snprintf(name, sizeof name, "max pool (cpu_windows %d)", windows);
     CHECK_MSG(count_in_plan(p, "window maxima in registers") == windows, "%s: the plan's reason", name);
+    /* 36 interior points a row, taps two apart: one vector loop, not chunks of 16 (render.c's
+     * window_points) */
+    StrBuf src = c_source(g, &o, true);
+    CHECK_MSG(src.s && (!windows || !strstr(src.s, "kiln_c += ")), "%s: chunks in the window's source", name);
+    sb_free(&src);
     for (int64_t i = 0; i < n_out; i++) got[i] = 7;
     og[0] = got;
     OK(kiln_program_run(p, ins, og));
@@ -541,14 +565,7 @@ static void pool_chunks(const char *name, kiln_pool_kind kind, int64_t rows, int
                                    : !(fabs((double)got[i] - want[i]) <= 1e-6 * (1 + fabs((double)want[i])));
     CHECK_MSG(bad == 0, "pool %s: %d of %lld outputs differ from ref", name, bad, (long long)m);
   }
-  /* the source the cpu backend renders for this plan */
-  TE *te = NULL;
-  Plan *pl = NULL;
-  StrBuf src = { 0 };
-  PlanOptions po = plan_options(&o);
-  OK(te_lower(&g->g, &te));
-  if (te) OK(plan_build(te, &po, &pl));
-  if (pl) OK(cg_render_plan(pl, &cg_dialect_c, NULL, NULL, &src));
+  StrBuf src = c_source(g, &o, false);
   if (src.s) {
     char want_text[48];
     snprintf(want_text, sizeof want_text, "kiln_c += %d)", chunk ? chunk : 8);
@@ -559,8 +576,6 @@ static void pool_chunks(const char *name, kiln_pool_kind kind, int64_t rows, int
     CHECK_MSG(unrolled < 0 || taps == (unrolled != 0), "pool %s: the window's last taps %sin one iteration", name, taps ? "" : "not ");
   }
   sb_free(&src);
-  plan_free(pl);
-  te_free(te);
   kiln_program_free(p);
   kiln_program_free(r);
   kiln_graph_free(g);
