@@ -220,8 +220,14 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
   c->channel_lanes = true, c->cp = cp, c->cr = cr, c->rr = rr, c->flat = false, c->in_place = in_place, c->pitch = pitch;
   c->channel_items = channel_items;
   /* rows outermost where every channel block's weights stay in L2 beside the plane: a task's
-   * switch of blocks then reads them from there (render_channels) */
-  c->rows_outer = 4.0 * (double)c->CO * K <= CHANNEL_L2_BYTES / 2;
+   * switch of blocks then reads them from there (render_channels). A 1x1 read in place whose
+   * weights fit L2 alone takes them too: its input was written by the kernel before, split
+   * among the threads, and channel blocks outermost had each thread read all of it, half from
+   * the other core (resnet50's 1024 -> 256 at 14x14: 265 us alone, 360 after its producer,
+   * 290 with rows outermost; its 3x3s and the 7x7 stage's 1x1s, whose weights pass L2, ran
+   * 1.1-1.7x slower with rows outermost) */
+  double wbytes = 4.0 * (double)c->CO * K;
+  c->rows_outer = wbytes <= CHANNEL_L2_BYTES / 2 || (in_place && wbytes <= CHANNEL_L2_BYTES);
   c->XQ = xq, c->XPA = xq * c->col_stride;
 }
 

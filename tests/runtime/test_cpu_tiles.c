@@ -780,6 +780,46 @@ static void channel_lanes_cases(void) {
   kiln_graph_free(g);
 }
 
+/* A 1x1 read in place whose weights fit L2 but not half of it (256 x 768 floats) takes rows
+ * outermost (cpu_direct.c's channel_lanes: its input's other half is the other core's), and one
+ * whose weights pass L2 (256 x 1088) keeps channel blocks outermost; both against ref, two
+ * images of 5x5. */
+static void channel_lanes_in_place_rows(void) {
+  if (!host_lanes()) return;
+  for (int big = 0; big < 2; big++) {
+    enum { N = 2, HW = 5, CO = 256 };
+    int64_t C = big ? 1088 : 768;
+    kiln_graph *g;
+    OK(kiln_graph_create(&g));
+    int64_t xs[4] = { N, C, HW, HW }, ws[4] = { CO, C, 1, 1 }, bs[1] = { CO };
+    float *wv = alloc_f32(CO * C), *bias = alloc_f32(CO);
+    for (int64_t i = 0; i < CO * C; i++) wv[i] = val(i, 6) / 16;
+    for (int64_t i = 0; i < CO; i++) bias[i] = val(i, 2);
+    kiln_tensor x, w, b, y;
+    OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+    OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, wv, &w));
+    OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &b));
+    kiln_conv_params cp = { .spatial = 2, .strides = { 1, 1 }, .dilations = { 1, 1 }, .group = 1 };
+    OK(kiln_graph_conv(g, x, w, b, &cp, &y));
+    OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+    OK(kiln_graph_output(g, y, "y"));
+    free(wv);
+    free(bias);
+    kiln_options o = kiln_options_default();
+    o.backend = "cpu";
+    o.cpu_channel_lanes = 2;
+    kiln_program *p = NULL;
+    OK(kiln_program_compile(g, &o, &p));
+    int in_place = p ? count_in_plan(p, "read in place; direct convolution, channels in lanes") : -1;
+    int rows = p ? count_in_plan(p, "rows outermost") : -1;
+    CHECK_MSG(in_place == 1 && rows == !big, "1x1 over %lld channels read in place: %d in place, %d rows outermost (want 1, %d)",
+              (long long)C, in_place, rows, !big);
+    kiln_program_free(p);
+    lanes_against_ref(g, &o, N * C * HW * HW, N * CO * HW * HW, 3, 1, big ? "1x1 in place, weights past L2" : "1x1 in place by rows");
+    kiln_graph_free(g);
+  }
+}
+
 /* Channel lanes whose tasks take part of a row run their epilogue on vectors of a pixel's
  * channels (CgCpuDirect.channel_items; resnet50's 7x7/2 stem): two images of 28x28 at a stride
  * of 2 into 14x14, 40 output channels (a block of 32 and one of 8), and a residual read at each
@@ -902,6 +942,7 @@ int main(void) {
   channel_lanes_cases();
   channel_lanes_by_rows();
   channel_items_case();
+  channel_lanes_in_place_rows();
   window_max_pool();
   expand_case(16, 16, 0);
   expand_case(16, 16, 1);  /* the default: 32 KiB, too small to join */
