@@ -196,14 +196,15 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
    * at costs 1728 and 1736). The epilogue here goes a point at a time (a pixel's channels are
    * planes apart), about 2 half cycles an item a point, the others' a vector at a time:
    * resnet50's 1x1 expansions with their residual at 14x14 (256 -> 1024) took 387 us here
-   * against 318 in rows. Where neither form's plane fits, the register tiles run (6 channels x
+   * against 318 in rows (tasks of whole rows; part of a row: below). Where neither form's plane
+   * fits, the register tiles run (6 channels x
    * 2 vectors of pixels, 12 multiply-adds a point of the sum): resnet50's 1x1 64 -> 256 at 56x56
    * took 532 us here against 366 in tiles. The tiles also pack a window's panel (2 vectors of
    * pixels a point of the sum) for its row tiles, about a half cycle an element: without that
    * term the tiles were taken for resnet50's 3x3 convolutions over 64 channels at 56x56, 11 row
-   * tiles a panel, at 736-765 us against 681 here (two threads, this EPYC). Its 7x7/2 stem ran
-   * 2 % faster here but slowed the max pool after it by 60-100 us, so the term stays that of a
-   * stride of 1 (a stride's gathered runs cost more). */
+   * tiles a panel, at 736-765 us against 681 here (two threads, this EPYC). The term is that of a
+   * stride of 1 (a stride's gathered runs cost more): with it, and the epilogue below, the 7x7/2
+   * stem comes here (0.81 alone; the max pool after it no slower). */
   /* The epilogue: where a task takes part of a row, its items run on vectors of a pixel's channels,
    * their stores and a residual's loads a point at a time, planes apart (about 2 half cycles a
    * point): resnet50's 7x7/2 stem (147 sums a point) ran 0.80 of the other form, its 3x3 over 64

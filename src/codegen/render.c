@@ -1104,12 +1104,12 @@ static int64_t window_stride(R *r);
 static void window_points(R *r, const Expr *const *bodies, int64_t from, int64_t to) {
   const Kernel *k = r->k;
   int64_t n = to - from;
-  /* not where a point's taps step over elements (a stride-2 pool's 2x - 1, 2x, 2x + 1): such a
-   * group of loads has gaps, and GCC then runs a vector's worth of points of every loop one at a
-   * time, half of each chunk (resnet50's 3x3/2 max pool over 112x112: 183 us in chunks, 67 us
-   * in one loop of 54 points) */
+  /* not where a point's taps are known to step over elements (a stride-2 pool's 2x - 1, 2x,
+   * 2x + 1): such a group of loads has gaps, and GCC then runs a vector's worth of points of every
+   * loop one at a time, half of each chunk (resnet50's 3x3/2 max pool over 112x112: 183 us in
+   * chunks, 67 us in one loop of 54 points) */
   bool chunks = n > WINDOW_CHUNK && n % WINDOW_CHUNK && r->d->simd_len && cg_points_idempotent(r->p, r->k) &&
-                window_stride(r) == 1;
+                window_stride(r) <= 1;
   open_last_dim(r, from, to, chunks ? WINDOW_CHUNK : 0);
   push(r);
   /* f32 sums of at most 16 points in f32, as the row of sums and the tiles take them; a max or

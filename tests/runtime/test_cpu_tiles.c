@@ -780,6 +780,16 @@ static void channel_lanes_cases(void) {
   kiln_graph_free(g);
 }
 
+/* g compiled on cpu with channel lanes wherever they can go (o set to those options), or NULL. */
+static kiln_program *lanes_asked(kiln_graph *g, kiln_options *o) {
+  *o = kiln_options_default();
+  o->backend = "cpu";
+  o->cpu_channel_lanes = 2;
+  kiln_program *p = NULL;
+  OK(kiln_program_compile(g, o, &p));
+  return p;
+}
+
 /* A 1x1 read in place whose weights fit L2 but not half of it (256 x 768 floats) takes rows
  * outermost (cpu_direct.c's channel_lanes: its input's other half is the other core's), and one
  * whose weights pass L2 (256 x 1088) keeps channel blocks outermost; both against ref, two
@@ -805,11 +815,8 @@ static void channel_lanes_in_place_rows(void) {
     OK(kiln_graph_output(g, y, "y"));
     free(wv);
     free(bias);
-    kiln_options o = kiln_options_default();
-    o.backend = "cpu";
-    o.cpu_channel_lanes = 2;
-    kiln_program *p = NULL;
-    OK(kiln_program_compile(g, &o, &p));
+    kiln_options o;
+    kiln_program *p = lanes_asked(g, &o);
     int in_place = p ? count_in_plan(p, "read in place; direct convolution, channels in lanes") : -1;
     int rows = p ? count_in_plan(p, "rows outermost") : -1;
     CHECK_MSG(in_place == 1 && rows == !big, "1x1 over %lld channels read in place: %d in place, %d rows outermost (want 1, %d)",
@@ -848,11 +855,8 @@ static void channel_items_case(void) {
   free(wv);
   free(bias);
   free(res);
-  kiln_options o = kiln_options_default();
-  o.backend = "cpu";
-  o.cpu_channel_lanes = 2;
-  kiln_program *p = NULL;
-  OK(kiln_program_compile(g, &o, &p));
+  kiln_options o;
+  kiln_program *p = lanes_asked(g, &o);
   int ni = p ? count_in_plan(p, "items on channel vectors") : -1;
   CHECK_MSG(ni == 1, "a stem in channel lanes: %d kernels with items on channel vectors (want 1)", ni);
   kiln_program_free(p);
