@@ -47,6 +47,8 @@ static int last_role(const Kernel *k, const CgGemm *g) {
 
 static int role_vars(const Kernel *k, const CgCpuTile *t, int role, int *vars);
 static Expr *run_operand(const Plan *p, const Kernel *k, const Expr *x, int *stride);
+static int merged_load_vars(const Plan *p, const Kernel *k, const Expr *u, const int *cv, int n_cv);
+static int64_t run_limit(const CgEmit *em, const Kernel *k, const int *cv, int n_cv, int merged, const char *lane);
 typedef struct RowsAt { int64_t base, coef[KILN_MAX_RANK]; } RowsAt;
 static bool rows_in_place(const Plan *p, const Kernel *k, const CgCpuTile *t, RowsAt *at);
 
@@ -459,13 +461,13 @@ static void strided_points(const CgEmit *em, const Kernel *k, const Expr *u) {
 }
 
 /* One point of a run with a stride of 1 (pack_runs): a masked vector loop over the run's lanes. */
-static void masked_points(const CgEmit *em, const Kernel *k, const Expr *u, const char *width) {
+static void masked_points(const CgEmit *em, const Kernel *k, const Expr *u, const char *width, int64_t run) {
   const char *I = em->d->index_type;
   int last = k->rank - 1;
-  /* a run is at most a row: with rows of 14, a loop over 32 lanes ran twice as many masked
-   * vectors as there were lanes */
+  /* a run is at most a row (or the rows it crosses): with rows of 14, a loop over 32 lanes ran
+   * twice as many masked vectors as there were lanes */
   char span[64];
-  int64_t row_up = (k->shape[last] + 7) / 8 * 8;
+  int64_t row_up = (run + 7) / 8 * 8;
   if (row_up < TILE_NR_MAX) snprintf(span, sizeof span, "(%lld < %s ? %lld : %s)", (long long)row_up, width, (long long)row_up, width);
   else snprintf(span, sizeof span, "%s", width);
   /* 16 lanes at once where the run allows: GCC's default of 8 under -march=native ran a row
@@ -487,13 +489,13 @@ static void masked_points(const CgEmit *em, const Kernel *k, const Expr *u, cons
 /* The cols operand's lanes first .. first + lanes into dst in runs (run_operand): each run its
  * other vars from the lane arrays, each point masked_points or strided_points; lanes past the
  * end zeros. */
-static void pack_runs(const CgEmit *em, const Kernel *k, const CgCpuTile *t, const Expr *u, const char *first,
-                      const char *lanes, const char *width, const char *dst) {
+static void pack_runs(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, const Expr *u,
+                      const char *first, const char *lanes, const char *width, const char *dst) {
   const char *I = em->d->index_type, *F = em->d->value_type[KILN_F32];
-  int last = k->rank - 1;
-  char ext[32], row[32];  /* copies: cg_lit's texts are overwritten by later calls */
+  int last = k->rank - 1, cv[KILN_MAX_RANK], n_cv = role_vars(k, t, t->cols_role, cv);
+  int merged = t->cols_stride == 1 && n_cv >= 1 && cv[n_cv - 1] == last ? merged_load_vars(p, k, u, cv, n_cv) : 1;
+  char ext[32];  /* a copy: cg_lit's texts are overwritten by later calls */
   snprintf(ext, sizeof ext, "%s", cg_lit(em, t->cols));
-  snprintf(row, sizeof row, "%s", cg_lit(em, k->shape[last]));
   cg_open(em, "for (int kiln_j0 = 0; kiln_j0 < %s;) {", lanes);
   cg_put(em, "%s kiln_n = %s - kiln_j0 %% %s;  /* a run stays in its panel */", I, width, width);
   cg_put(em, "%s *kiln_o0 = %s + kiln_j0 / %s * %s * %s + kiln_j0 %% %s;", F, dst, width, cg_lit(em, t->g.K), width, width);
@@ -505,7 +507,7 @@ static void pack_runs(const CgEmit *em, const Kernel *k, const CgCpuTile *t, con
   cg_put(em, "continue;");
   cg_close(em);
   cg_put(em, "const %s kiln_w0 = kiln_cv%d[kiln_j0];", I, last);
-  cg_put(em, "if (kiln_n > %s - kiln_w0) kiln_n = %s - kiln_w0;  /* and in its row */", row, row);
+  int64_t run = run_limit(em, k, cv, n_cv, merged, "kiln_j0");  /* and in its row, or the rows its loads cross */
   cg_put(em, "if (%s + kiln_j0 + kiln_n > %s) kiln_n = %s - %s - kiln_j0;", first, ext, ext, first);
   cg_put(em, "const int kiln_m = (int)kiln_n;");
   em->push(em->r);
@@ -518,7 +520,7 @@ static void pack_runs(const CgEmit *em, const Kernel *k, const CgCpuTile *t, con
   int opened = open_points(em, k);
   cg_put(em, "%s *kiln_o = kiln_o0 + kiln_k * %s;", F, width);
   if (t->cols_stride > 1) strided_points(em, k, u);
-  else masked_points(em, k, u, width);
+  else masked_points(em, k, u, width, run);
   cg_put(em, "kiln_k++;");
   while (opened--) cg_close(em);
   cg_close(em);
@@ -547,7 +549,7 @@ static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const C
   em->pop(em->r);
   cg_close(em);
   if (role == t->cols_role && t->cols_runs) {
-    pack_runs(em, k, t, t->cols_runs, first, lanes, width, dst);
+    pack_runs(em, p, k, t, t->cols_runs, first, lanes, width, dst);
     return;
   }
   if (!lane_outer) {
@@ -601,18 +603,52 @@ static bool reads_var(const Plan *p, const Kernel *k, const Expr *e, int v) {
   return false;
 }
 
+/* Is e, reading var v or the last, a sum of constant multiples of vars (no select, division or
+ * clamp, which would see a run's last var past its row)? */
+static bool affine_index(const Expr *e, int v, int last) {
+  if (e->kind == EX_VAR || e->kind == EX_CONST) return true;
+  if (e->kind == EX_BINARY && (e->op == TB_ADD || e->op == TB_SUB))
+    return affine_index(e->args[0], v, last) && affine_index(e->args[1], v, last);
+  if (e->kind == EX_BINARY && e->op == TB_MUL)
+    return (e->args[0]->kind == EX_CONST && affine_index(e->args[1], v, last)) ||
+           (e->args[1]->kind == EX_CONST && affine_index(e->args[0], v, last));
+  return false;
+}
+
+/* Does e read var v or the last other than through loads of another kernel's buffer that run on
+ * with the store: offsets affine in both, v's coefficient block times the last's (a residual
+ * laid out as the output)? */
+static bool reads_across_rows(const Plan *p, const Kernel *k, const Expr *e, int v, int last, int64_t block) {
+  if (e->kind == EX_VAR) return e->var == v || e->var == last;
+  if (e->kind == EX_LOAD && p->kernel_of[e->src] == k->id) return false;
+  if (e->kind == EX_LOAD && !plan_is_baked(p->te, e->src) && (reads_var(p, k, e, v) || reads_var(p, k, e, last))) {
+    for (int i = 0; i < e->n_args; i++)
+      if (!affine_index(e->args[i], v, last)) return true;
+    int nv = k->rank + k->n_red;
+    int64_t at[2 * KILN_MAX_RANK] = { 0 }, o0, ov, ol, om;
+    if (!cg_load_offset_at(p, e, at, nv, &o0)) return true;
+    at[v] = 1;
+    if (!cg_load_offset_at(p, e, at, nv, &ov)) return true;
+    at[v] = 0, at[last] = 1;
+    if (!cg_load_offset_at(p, e, at, nv, &ol)) return true;
+    at[v] = k->shape[v] - 1, at[last] = k->shape[last] - 1;  /* and no product of the two */
+    if (!cg_load_offset_at(p, e, at, nv, &om)) return true;
+    return ov - o0 != block * (ol - o0) || om - o0 != (ov - o0) * at[v] + (ol - o0) * at[last];
+  }
+  for (int i = 0; i < e->n_args; i++)
+    if (reads_across_rows(p, k, e->args[i], v, last, block)) return true;
+  return false;
+}
+
 /* How many innermost cols vars one epilogue run may cross (1: the last alone). The vars
- * before the last merge while no item reads them (or the last) but through its store, and
- * every store's offset steps by the next var's extent times that var's step: an image's
- * pixels are then one contiguous run, and the run, its last var counting on past its row,
- * stores where the row by row runs did. lenet's conv1 (rows of 28, panels of 32) ran two
- * runs a row of the tile; its epilogue, one thread, 255 -> 217 us. */
+ * before the last merge while every item reads them (and the last) only through its store and
+ * loads laid out as the store, and every store's offset steps by the next var's extent times
+ * that var's step: an image's pixels are then one contiguous run, and the run, its last var
+ * counting on past its row, stores (and reads a residual) where the row by row runs did.
+ * lenet's conv1 (rows of 28, panels of 32) ran two runs a row of the tile; its epilogue, one
+ * thread, 255 -> 217 us. */
 static int merged_run_vars(const Plan *p, const Kernel *k, const int *cv, int n_cv) {
   int last = cv[n_cv - 1], nv = k->rank + k->n_red;
-  for (int i = 0; i < k->n_items; i++) {
-    const Item *it = &k->items[i];
-    if (it->step >= 1 && reads_var(p, k, it->body, last)) return 1;
-  }
   int m = 1;
   for (int c = n_cv - 2; c >= 0; c--) {
     int v = cv[c];
@@ -623,7 +659,7 @@ static int merged_run_vars(const Plan *p, const Kernel *k, const int *cv, int n_
     for (int i = 0; i < k->n_items && ok; i++) {
       const Item *it = &k->items[i];
       if (it->step < 1) continue;
-      if (reads_var(p, k, it->body, v)) ok = false;
+      if (reads_across_rows(p, k, it->body, v, last, block)) ok = false;
       if (!ok || !it->store || !it->offset) continue;
       int64_t at[2 * KILN_MAX_RANK] = { 0 }, o0, o1, o2, mn, mx;
       bool got = te_range(it->offset, at, at, nv, &mn, &mx) && mn == mx;
@@ -640,6 +676,34 @@ static int merged_run_vars(const Plan *p, const Kernel *k, const int *cv, int n_
     m++;
   }
   return m;
+}
+
+/* merged_run_vars for a packed operand u: how many innermost cols vars a run of its loads may
+ * cross (every load of u laid out along them as one contiguous run). */
+static int merged_load_vars(const Plan *p, const Kernel *k, const Expr *u, const int *cv, int n_cv) {
+  int last = cv[n_cv - 1], m = 1;
+  int64_t block = k->shape[last];
+  for (int c = n_cv - 2; c >= 0 && cv[c] == cv[c + 1] - 1; c--, m++) {
+    if (reads_across_rows(p, k, u, cv[c], last, block)) break;
+    block *= k->shape[cv[c]];
+  }
+  return m;
+}
+
+/* Ends run kiln_n (from the last var's kiln_w0) with the block of the `merged` innermost cols
+ * vars it starts in, their values in kiln_cv arrays at `lane`; the block's extent. */
+static int64_t run_limit(const CgEmit *em, const Kernel *k, const int *cv, int n_cv, int merged, const char *lane) {
+  char pos[256], lim[32];
+  int64_t block = k->shape[cv[n_cv - 1]];
+  size_t at = (size_t)snprintf(pos, sizeof pos, "kiln_w0");
+  for (int c = n_cv - 2; c >= n_cv - merged && at < sizeof pos; c--) {
+    at += (size_t)snprintf(pos + at, sizeof pos - at, " + kiln_cv%d[%s] * %s", cv[c], lane, cg_lit(em, block));
+    block *= k->shape[cv[c]];
+  }
+  snprintf(lim, sizeof lim, "%s", cg_lit(em, block));
+  if (merged > 1) cg_put(em, "if (kiln_n > %s - (%s)) kiln_n = %s - (%s);", lim, pos, lim, pos);
+  else cg_put(em, "if (kiln_n > %s - kiln_w0) kiln_n = %s - kiln_w0;", lim, lim);
+  return block;
 }
 
 /* Output row kiln_i's columns kiln_j (while in range) through the kernel's items. With one
@@ -682,14 +746,7 @@ static void epilogue_row(const CgEmit *em, const Plan *p, const Kernel *k, const
   cg_put(em, "%s kiln_n = KILN_NR - kiln_j0;", I);
   cg_put(em, "if (kiln_c0 + kiln_j0 + kiln_n > %s) kiln_n = %s - kiln_c0 - kiln_j0;", cg_lit(em, t->cols), cg_lit(em, t->cols));
   /* the run ends with its row, or with the block of rows its stores cross in one piece */
-  char pos[256];
-  int64_t block = k->shape[last];
-  size_t at = (size_t)snprintf(pos, sizeof pos, "kiln_w0");
-  for (int c = n_cv - 2; c >= n_cv - merged && at < sizeof pos; c--) {
-    at += (size_t)snprintf(pos + at, sizeof pos - at, " + kiln_cv%d[kiln_p * KILN_NR + kiln_j0] * %s", cv[c], cg_lit(em, block));
-    block *= k->shape[cv[c]];
-  }
-  cg_put(em, "if (kiln_n > %s - (%s)) kiln_n = %s - (%s);", cg_lit(em, block), pos, cg_lit(em, block), pos);
+  run_limit(em, k, cv, n_cv, merged, "kiln_p * KILN_NR + kiln_j0");
   em->push(em->r);
   for (int v = 0; v < k->rank; v++)
     if (t->g.role[v] == t->cols_role && v != last) {

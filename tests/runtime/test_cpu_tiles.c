@@ -888,6 +888,70 @@ static void channel_lanes_by_rows(void) {
   kiln_graph_free(g);
 }
 
+/* relu(conv1x1(x) + b + r) over 32 channels in register tiles, rows of 10 (panels of 32 cross them): with the
+ * residual r laid out as the output, the epilogue's runs go on across rows, one a panel; read
+ * through a transpose (its pixels a column apart along a run), a run a row. x's pack crosses
+ * rows either way. Each against ref. */
+static void residual_runs_case(void) {
+  for (int transposed = 0; transposed <= 1; transposed++) {
+    kiln_graph *g;
+    OK(kiln_graph_create(&g));
+    int64_t xs[4] = { 2, 32, 10, 10 }, ws[4] = { 24, 32, 1, 1 }, bs[1] = { 24 }, rs[4] = { 2, 24, 10, 10 };
+    float w[24 * 32], b[24];
+    for (int i = 0; i < 24 * 32; i++) w[i] = val(i, 1);
+    for (int i = 0; i < 24; i++) b[i] = val(i, 2);
+    kiln_tensor x, r, pw, pb, y;
+    OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+    OK(kiln_graph_input(g, "r", KILN_F32, 4, rs, &r));
+    OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, w, &pw));
+    OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, b, &pb));
+    kiln_conv_params cp = { .spatial = 2, .strides = { 1, 1 }, .dilations = { 1, 1 }, .group = 1 };
+    OK(kiln_graph_conv(g, x, pw, pb, &cp, &y));
+    if (transposed) {
+      int perm[4] = { 0, 1, 3, 2 };
+      OK(kiln_graph_transpose(g, r, perm, &r));
+    }
+    OK(kiln_graph_binary(g, KILN_ADD, y, r, &y));
+    OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+    OK(kiln_graph_output(g, y, "y"));
+    int64_t nx = 2 * 32 * 100, ny = 2 * 24 * 100;
+    float *in = alloc_f32(nx), *res = alloc_f32(ny), *got = alloc_f32(ny), *want = alloc_f32(ny);
+    for (int64_t i = 0; i < nx; i++) in[i] = val(i, 3);
+    for (int64_t i = 0; i < ny; i++) res[i] = val(i * 7 + 1, 4);  /* relu's both sides */
+    res[10] = res[ny - 1] = NAN;  /* a row's first point, the last */
+    const void *ins[2] = { in, res };
+    void *ow[1] = { want }, *og[1] = { got };
+    kiln_program *ref = ref_run(g, ins, ow), *p = NULL;
+    kiln_options o = kiln_options_default();
+    o.backend = "cpu";
+    o.cpu_direct = 0;
+    o.cpu_channel_lanes = 0;
+    OK(kiln_program_compile(g, &o, &p));
+    const char *name = transposed ? "residual read through a transpose" : "residual laid out as the output";
+    if (p && ref) {
+      CHECK_MSG(count_in_plan(p, "register tiles") == 1, "%s: not in register tiles", name);
+      for (int64_t i = 0; i < ny; i++) got[i] = NAN;
+      OK(kiln_program_run(p, ins, og));
+      check_against_ref(got, want, ny, name);
+    }
+    StrBuf src = c_source(g, &o, true);
+    if (src.s) {
+      bool across = strstr(src.s, "kiln_cv2[kiln_p * KILN_NR + kiln_j0] * INT64_C(10)") != NULL;
+      CHECK_MSG(across == !transposed, "%s: the epilogue's runs %s rows", name, across ? "cross" : "keep to");
+      /* x is contiguous along its pixels: its runs of the pack cross rows either way */
+      CHECK_MSG(strstr(src.s, "kiln_cv2[kiln_j0] * INT64_C(10)"), "%s: the pack's runs keep to rows", name);
+    }
+    sb_free(&src);
+    kiln_program_free(p);
+    kiln_program_free(ref);
+    kiln_graph_free(g);
+    free(in);
+    free(res);
+    free(got);
+    free(want);
+  }
+}
+
 int main(void) {
   static const ConvCase convs[] = {
     { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
@@ -943,6 +1007,7 @@ int main(void) {
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   in_place_cases();
+  residual_runs_case();
   channel_lanes_cases();
   channel_lanes_by_rows();
   channel_items_case();
