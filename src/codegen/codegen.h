@@ -709,6 +709,9 @@ typedef struct CgCpuDirect {
   int cp, cr;
   bool rows_outer;                 /* channel lanes: tasks take an image's rows outermost, every channel
                                     * block within (the weights fit in L2), else channel blocks outermost */
+  int ring;                        /* channel lanes: the plane keeps this many rows (a power of two), row y
+                                    * at y % ring, where the image's plane passes CHANNEL_PLANE_BYTES (tasks
+                                    * of one row, rows outermost); 0: every row */
   bool channel_items;              /* channel lanes: the epilogue runs a pixel's channels as vectors, else
                                     * a channel's run of pixels a point at a time (cpu_direct.c) */
   int64_t pitch;                   /* channel lanes in place: the operand's row pitch (elements) */

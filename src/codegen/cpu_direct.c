@@ -166,7 +166,15 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
   int64_t H = k->shape[h], W = k->shape[w], xq = (c->XP + c->col_stride - 1) / c->col_stride;
   int64_t pitch = KH == 1 && KW == 1 ? strided_in_place(p, k, c) : 0;
   bool in_place = pitch > 0;
-  if (!in_place && (double)c->PC * (double)c->YP * (double)(xq * c->col_stride) * 4 > CHANNEL_PLANE_BYTES) return;
+  /* a plane past CHANNEL_PLANE_BYTES keeps a ring of the rows a task's taps read: tasks of one
+   * row, rows outermost (a thread's rows go by in order), every block's weights beside it in L2.
+   * resnet50's 3x3/2 over 128 channels from 56x56 (a plane of 1.7 MB) took register tiles: */
+  int ring = 0;
+  double row_bytes = 4.0 * (double)c->PC * (double)(xq * c->col_stride);
+  if (!in_place && row_bytes * (double)c->YP > CHANNEL_PLANE_BYTES) {
+    for (ring = 1; ring < KH; ring *= 2) {}
+    if (row_bytes * ring + 4.0 * (double)c->CO * (double)k->inner_numel > CHANNEL_L2_BYTES) return;
+  }
   /* A tap's cost in half cycles: its multiply-adds and loads (tap_cost) but no fewer than 14
    * (tasks of 8 sums ran at half the speed of 14 to 24), and its cp weight vectors, which stream
    * from L3 (about 6 bytes a half cycle) the first time a block of channels' weights is read
@@ -175,11 +183,11 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
    * this EPYC): res512_4's 4x4 images took 1 vector x 16 pixels (713 us) over 2 x 8 (837) and
    * 3 x 8 (932); bottleneck's 7x7 took 2 x 7 (600) over 1 x 14 (639) and 3 x 7 (646). A block is
    * rows x a run of columns dividing the row (a row's part, or whole rows). */
-  double cbest = 0, plane = 4.0 * (double)c->PC * (in_place ? (double)(H * W) : (double)c->YP * (double)(xq * c->col_stride));
+  double cbest = 0, plane = in_place ? 4.0 * (double)c->PC * (double)(H * W) : row_bytes * (double)(ring ? ring : c->YP);
   int cp = 0, cr = 0, rr = 0;
   for (int P = 1; P <= 4 && (P - 1) * L < c->CO; P++)
     for (int64_t n = 1; n <= W; n++)
-      for (int64_t m = 1; W % n == 0 && m <= H && (m == 1 || n == W); m++) {
+      for (int64_t m = 1; W % n == 0 && m <= H && (m == 1 || n == W) && (m == 1 || !ring); m++) {
         int64_t R = m * n, PB = (H + m - 1) / m * (W / n);
         if (R * P > budget) break;
         double t = tap_cost(R * P, R + P), bytes = 4.0 * P * L, block = bytes * (double)k->inner_numel;
@@ -228,7 +236,8 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
    * 290 with rows outermost; its 3x3s and the 7x7 stage's 1x1s, whose weights pass L2, ran
    * 1.1-1.7x slower with rows outermost) */
   double wbytes = 4.0 * (double)c->CO * K;
-  c->rows_outer = wbytes <= CHANNEL_L2_BYTES / 2 || (in_place && wbytes <= CHANNEL_L2_BYTES);
+  c->rows_outer = ring || wbytes <= CHANNEL_L2_BYTES / 2 || (in_place && wbytes <= CHANNEL_L2_BYTES);
+  c->ring = ring;
   c->XQ = xq, c->XPA = xq * c->col_stride;
 }
 
@@ -487,7 +496,9 @@ static void image_band(const Kernel *k, const CgCpuDirect *c, const CgEmit *em, 
   em->push(em->r);
   em->digits(em->r, "kiln_bz", 0, k->rank, k->shape, nsel, 1, NF);
   if (c->in_place) return;  /* no plane to fill */
-  cg_open(em, "if (kiln_bz != kiln_pn || kiln_ya < kiln_py0 || kiln_ya > kiln_py1) {");
+  if (c->ring)  /* rows the ring has since overwritten are filled again */
+    cg_open(em, "if (kiln_bz != kiln_pn || kiln_ya < kiln_py0 || kiln_ya > kiln_py1 || kiln_ya < kiln_py1 - %d) {", c->ring);
+  else cg_open(em, "if (kiln_bz != kiln_pn || kiln_ya < kiln_py0 || kiln_ya > kiln_py1) {");
   cg_put(em, "kiln_pn = kiln_bz, kiln_py0 = kiln_py1 = kiln_ya;");
   cg_close(em);
   cg_open(em, "if (kiln_yb > kiln_py1) {");
@@ -514,8 +525,12 @@ static void image_band(const Kernel *k, const CgCpuDirect *c, const CgEmit *em, 
 static void row_fill(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
   const char *I = em->d->index_type;
   int rh = k->rank + k->n_red - 2, rw = rh + 1, sw = c->col_stride;
-  cg_put(em, "%s *kiln_row = kiln_pl + (kiln_pc * %s + v%d) * %s;", em->d->value_type[KILN_F32], cg_lit(em, c->YP), rh,
-         cg_lit(em, c->XPA));
+  if (c->ring)
+    cg_put(em, "%s *kiln_row = kiln_pl + (kiln_pc * %d + (v%d & %d)) * %s;", em->d->value_type[KILN_F32], c->ring, rh, c->ring - 1,
+           cg_lit(em, c->XPA));
+  else
+    cg_put(em, "%s *kiln_row = kiln_pl + (kiln_pc * %s + v%d) * %s;", em->d->value_type[KILN_F32], cg_lit(em, c->YP), rh,
+           cg_lit(em, c->XPA));
   if (sw == 1) {
     plane_row(k, c, em);
     cg_put(em, "for (%s kiln_x = %s; kiln_x < %s; kiln_x++) kiln_row[kiln_x] = 0;", I, cg_lit(em, c->XP), cg_lit(em, c->XPA));
@@ -1258,7 +1273,9 @@ static void render_expanded(const Plan *p, const Kernel *k, const CgCpuDirect *c
   cg_close(em);
   em->push(em->r);
   em->digits(em->r, "kiln_bn", 0, k->rank, k->shape, nsel, 1, NF);
-  cg_open(em, "if (kiln_bz != kiln_pn || kiln_ya < kiln_py0 || kiln_ya > kiln_py1) {");
+  if (c->ring)  /* rows the ring has since overwritten are filled again */
+    cg_open(em, "if (kiln_bz != kiln_pn || kiln_ya < kiln_py0 || kiln_ya > kiln_py1 || kiln_ya < kiln_py1 - %d) {", c->ring);
+  else cg_open(em, "if (kiln_bz != kiln_pn || kiln_ya < kiln_py0 || kiln_ya > kiln_py1) {");
   cg_put(em, "kiln_pn = kiln_bz, kiln_py0 = kiln_py1 = kiln_ya;");
   cg_close(em);
   cg_open(em, "if (kiln_yb > kiln_py1) {");
@@ -1318,7 +1335,8 @@ static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c
   int64_t CB = (c->CO + PL - 1) / PL, HB = (H + M - 1) / M, WB = W / N, NF = k->outer_numel / (c->CO * H * W);
   /* a block's pixel (i, j): i rows of sh plane rows and j columns of sw on, in place; in the
    * plane, whose rows are in phases of the column stride, j columns of one */
-  int64_t K = k->inner_numel, plane = c->YP * c->XPA, pitch = sh * (c->in_place ? c->pitch : c->XPA), step = c->in_place ? sw : 1;
+  int64_t K = k->inner_numel, plane = (c->ring ? c->ring : c->YP) * c->XPA, pitch = sh * (c->in_place ? c->pitch : c->XPA);
+  int64_t step = c->in_place ? sw : 1;
   int csel[KILN_MAX_RANK];
   for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
   cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
@@ -1346,13 +1364,18 @@ static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c
   em->push(em->r);
   em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, c->PC);
   char at[96];
-  snprintf(at, sizeof at, "kiln_y0 * %lld + kiln_x0 * %lld", (long long)pitch, (long long)step);
+  if (c->ring) snprintf(at, sizeof at, "kiln_x0 * %lld", (long long)step);  /* the row at each tap: the ring's */
+  else snprintf(at, sizeof at, "kiln_y0 * %lld + kiln_x0 * %lld", (long long)pitch, (long long)step);
   if (c->in_place) operand_at(p, k, c, em, at);
   else cg_put(em, "const %s *kiln_pp = kiln_pl + kiln_pc * %s + %s;", F, cg_lit(em, plane), at);
   cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rh, rh, cg_lit(em, KH), rh);
   cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, rw, rw, cg_lit(em, KW), rw);
-  cg_put(em, "const %s *kiln_xp = kiln_pp + v%d * %s + v%d %% %d * %s + v%d / %d;", F, rh, cg_lit(em, c->XPA), rw, sw,
-         cg_lit(em, c->XQ), rw, sw);
+  if (c->ring)
+    cg_put(em, "const %s *kiln_xp = kiln_pp + ((kiln_y0 * %d + v%d) & %d) * %s + v%d %% %d * %s + v%d / %d;", F, sh, rh,
+           c->ring - 1, cg_lit(em, c->XPA), rw, sw, cg_lit(em, c->XQ), rw, sw);
+  else
+    cg_put(em, "const %s *kiln_xp = kiln_pp + v%d * %s + v%d %% %d * %s + v%d / %d;", F, rh, cg_lit(em, c->XPA), rw, sw,
+           cg_lit(em, c->XQ), rw, sw);
   cg_put(em, "const %s *kiln_wk = kiln_wb + ((kiln_pc * %s + v%d) * %s + v%d) * %d;", F, cg_lit(em, KH), rh, cg_lit(em, KW), rw,
          PL);
   cg_put(em, "kiln_v kiln_w[%d];", P);

@@ -173,8 +173,9 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
     if (direct && dc.in_place) why_append(l, "; read in place");
     if (direct && dc.channel_lanes)
       why_append(l, "; direct convolution, channels in lanes: %d vectors of channels x %d rows of %d pixels a task, planes of "
-                 "%lld x %lld x %lld, weights laid out once%s%s", dc.cp, dc.rr, dc.cr, (long long)dc.PC, (long long)dc.YP,
-                 (long long)dc.XPA, dc.rows_outer ? "; rows outermost" : "", dc.channel_items ? "; items on channel vectors" : "");
+                 "%lld x %lld x %lld%s, weights laid out once%s%s", dc.cp, dc.rr, dc.cr, (long long)dc.PC,
+                 (long long)(dc.ring ? dc.ring : dc.YP), (long long)dc.XPA, dc.ring ? " (a ring of rows)" : "",
+                 dc.rows_outer ? "; rows outermost" : "", dc.channel_items ? "; items on channel vectors" : "");
     else if (direct && k->pooled)
       why_append(l, "; direct convolution, planes of %lld x %lld x %lld, %d channels x %d rows x %d vectors a task; each "
                  "window of the pool taken from them", (long long)dc.PC, (long long)dc.YP, (long long)dc.XPA, dc.ob, dc.rr, dc.wv);

@@ -241,6 +241,8 @@ typedef struct ConvCase {
   int flat;     /* of those, in flat planes (rows the lanes do not divide, the cost model's choice;
                    by channel: rows of whole vectors): at 16 lanes, at 8 (KILN_CPU_DIRECT=8) */
   int flat8;
+  int ring;     /* no direct form, but channel lanes where asked: a plane past their 1 MiB, kept as a
+                   ring of rows (from 8 output channels at 8 lanes) */
 } ConvCase;
 
 /* c's convolution (and its bias and relu) as a graph: y = conv(x); w's values into w (freed by
@@ -274,7 +276,7 @@ static void conv_case(const ConvCase *c) {
   int64_t out = info.numel;
   int64_t in_numel[1] = { c->n * c->c * c->h * c->w };
   /* channel lanes wherever a direct convolution reads constant weights for a vector of channels */
-  int channels = c->group == 1 && c->m >= lanes() ? c->direct : 0;
+  int channels = c->group == 1 && c->m >= lanes() ? c->direct || c->ring : 0;
   compare_direct_lanes(c->name, g, 1, in_numel, out, c->tiles, c->windows, c->runs, c->in_place, c->window_tiles, c->direct,
                        lanes() == 8 ? c->flat8 : c->flat, channels);
   /* the task's shape at 16 lanes: 8 channels x 2 rows for lenet's rows of 14 (7 tasks a
@@ -643,11 +645,11 @@ static void expand_case(int64_t h, int64_t w, int expand) {
  * it: rows of whole vectors, or flat tasks of whole vectors; else through a plane, or in tiles */
 static void in_place_cases(void) {
   static const struct { ConvCase c; int want; } cases[] = {
-    { { "1x1 96 to 24 at 48x48", 1, 96, 48, 48, 24, 1, 1, 1, 1, 0, 1, false, 1, 0, 1, 0, 0, 1, 0, 0, 0 }, 1 },
-    { { "1x1 96 to 40 at 12x12 (flat, 4 rows in 3 vectors)", 2, 96, 12, 12, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 1 }, 1 },
-    { { "1x1 24 to 40 at 9x9 (flat tasks past the rows' end)", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 1 }, 0 },
-    { { "1x1 padded (the plane's zeros)", 1, 16, 16, 16, 8, 1, 1, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 }, 0 },
-    { { "3x3 at 48x48", 1, 8, 48, 48, 8, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 }, 0 },
+    { { "1x1 96 to 24 at 48x48", 1, 96, 48, 48, 24, 1, 1, 1, 1, 0, 1, false, 1, 0, 1, 0, 0, 1, 0, 0, 0, 0 }, 1 },
+    { { "1x1 96 to 40 at 12x12 (flat, 4 rows in 3 vectors)", 2, 96, 12, 12, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 1, 0 }, 1 },
+    { { "1x1 24 to 40 at 9x9 (flat tasks past the rows' end)", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 1, 0 }, 0 },
+    { { "1x1 padded (the plane's zeros)", 1, 16, 16, 16, 8, 1, 1, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0, 0 }, 0 },
+    { { "3x3 at 48x48", 1, 8, 48, 48, 8, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0, 0 }, 0 },
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     if (lanes() != 16) break;  /* the rule's arithmetic at AVX-512's lanes */
@@ -788,6 +790,49 @@ static kiln_program *lanes_asked(kiln_graph *g, kiln_options *o) {
   kiln_program *p = NULL;
   OK(kiln_program_compile(g, o, &p));
   return p;
+}
+
+/* A 3x3/2 over 64 channels of 64 x 64 (two images), 20 outputs: its plane (1.1 MB) passes channel
+ * lanes' 1 MiB, so the plane keeps a ring of the rows a task's taps read, tasks one row each,
+ * rows outermost (resnet50's 3x3/2 over 128 channels from 56x56). Against ref. */
+static void channel_lanes_ring(void) {
+  if (!host_lanes()) return;
+  int64_t n = 2, c = 64, hw = 64, m = 20, oh = 32;
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[4] = { n, c, hw, hw }, ws[4] = { m, c, 3, 3 }, bs[1] = { m };
+  float *wv = alloc_f32(m * c * 9), bias[20];
+  for (int64_t i = 0; i < m * c * 9; i++) wv[i] = val(i, 1) / 8;
+  for (int i = 0; i < m; i++) bias[i] = val(i, 2);
+  kiln_tensor x, w, b, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+  OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, wv, &w));
+  OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &b));
+  kiln_conv_params cp = { .spatial = 2, .strides = { 2, 2 }, .dilations = { 1, 1 }, .pads = { 1, 1, 1, 1 }, .group = 1 };
+  OK(kiln_graph_conv(g, x, w, b, &cp, &y));
+  OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  int64_t xn = n * c * hw * hw, yn = n * m * oh * oh;
+  float *in = alloc_f32(xn), *got = alloc_f32(yn), *want = alloc_f32(yn);
+  for (int64_t i = 0; i < xn; i++) in[i] = val(i, 3);
+  in[5 * hw + 7] = NAN;  /* one output of the first image's third row and its neighbours */
+  const void *ins[1] = { in };
+  kiln_program *r = ref_run(g, ins, (void *[]){ want });
+  kiln_options o;
+  kiln_program *p = lanes_asked(g, &o);
+  if (p && r) {
+    CHECK_MSG(count_in_plan(p, "a ring of rows") == 1, "channel lanes' ring: not taken");
+    for (int64_t i = 0; i < yn; i++) got[i] = -1;
+    OK(kiln_program_run(p, ins, (void *[]){ got }));
+    check_against_ref(got, want, yn, "channel lanes, a ring of rows");
+  }
+  kiln_program_free(p);
+  kiln_program_free(r);
+  kiln_graph_free(g);
+  free(wv);
+  free(in);
+  free(got);
+  free(want);
 }
 
 /* A 1x1 read in place whose weights fit L2 but not half of it (256 x 768 floats) takes rows
@@ -954,56 +999,56 @@ static void residual_runs_case(void) {
 
 int main(void) {
   static const ConvCase convs[] = {
-    { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
-    { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 0, 1, 1 },
-    { "rows of 37 (runs across panels)", 3, 2, 6, 37, 16, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
-    { "no padding (no guard)", 2, 3, 9, 11, 8, 3, 3, 1, 1, 0, 1, false, 1, 0, 1, 0, 0, 1, 0, 1, 1 },
-    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0 },
-    { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
-    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0, 0, 0, 0, 1, 0, 1, 1 },
-    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1, 0, 0, 0, 1, 0, 1, 1 },
-    { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1, 0, 0, 0, 1, 0, 1, 1 },
+    { "3x3 pad 1 (lenet's conv2)", 4, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0, 0 },
+    { "tails: 7 outputs, 5x9 image", 3, 5, 5, 9, 7, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 0, 1, 1, 0 },
+    { "rows of 37 (runs across panels)", 3, 2, 6, 37, 16, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0, 0 },
+    { "no padding (no guard)", 2, 3, 9, 11, 8, 3, 3, 1, 1, 0, 1, false, 1, 0, 1, 0, 0, 1, 0, 1, 1, 0 },
+    { "stride 2, pad 2, 5x5", 2, 6, 17, 13, 10, 5, 5, 2, 1, 2, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0, 0 },
+    { "dilation 2", 2, 4, 12, 12, 9, 3, 3, 1, 2, 2, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0 },
+    { "groups 2", 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, true, 0, 0, 0, 0, 0, 1, 0, 1, 1, 0 },
+    { "depthwise", 2, 12, 11, 11, 12, 3, 3, 1, 1, 1, 12, true, 0, 1, 0, 0, 0, 1, 0, 1, 1, 0 },
+    { "depthwise, stride 2, dilation 2, pad 2", 2, 8, 23, 21, 8, 3, 3, 2, 2, 2, 8, false, 0, 1, 0, 0, 0, 1, 0, 1, 1, 0 },
     /* 1 x 1 direct too: flat at rows of 9, rows at 48 (a plane of 24 x 48 x 48), tiles for a
      * plane over 512 KiB */
-    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 1 },
-    { "1x1 24 to 40 at 48x48", 1, 24, 48, 48, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
-    { "1x1 96 to 40 at 12x12 (flat, in place)", 2, 96, 12, 12, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 1 },
-    { "1x1 96 to 24 at 48x48 (in place: no plane to pass 512 KiB)", 1, 96, 48, 48, 24, 1, 1, 1, 1, 0, 1, false, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
-    { "128 to 64 channels at 5x5 (weights read in place)", 1, 128, 5, 5, 64, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1, 0, 1, 0, 1, 1 },
-    { "stride 2 over 96 channels (weights in place)", 2, 96, 9, 8, 80, 3, 3, 2, 1, 1, 1, false, 1, 0, 1, 1, 0, 1, 0, 1, 1 },
-    { "stride 3, pad 1, 4x4", 2, 5, 19, 23, 9, 4, 4, 3, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0 },
-    { "stride 2, dilation 3 (a stride of 2, taps 3 apart)", 1, 4, 16, 19, 7, 3, 3, 2, 3, 3, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
+    { "1x1 over 24 channels", 2, 24, 9, 9, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 1, 0 },
+    { "1x1 24 to 40 at 48x48", 1, 24, 48, 48, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0, 0 },
+    { "1x1 96 to 40 at 12x12 (flat, in place)", 2, 96, 12, 12, 40, 1, 1, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 1, 0 },
+    { "1x1 96 to 24 at 48x48 (in place: no plane to pass 512 KiB)", 1, 96, 48, 48, 24, 1, 1, 1, 1, 0, 1, false, 1, 0, 1, 0, 0, 1, 0, 0, 0, 0 },
+    { "128 to 64 channels at 5x5 (weights read in place)", 1, 128, 5, 5, 64, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1, 0, 1, 0, 1, 1, 0 },
+    { "stride 2 over 96 channels (weights in place)", 2, 96, 9, 8, 80, 3, 3, 2, 1, 1, 1, false, 1, 0, 1, 1, 0, 1, 0, 1, 1, 0 },
+    { "stride 3, pad 1, 4x4", 2, 5, 19, 23, 9, 4, 4, 3, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0, 0 },
+    { "stride 2, dilation 3 (a stride of 2, taps 3 apart)", 1, 4, 16, 19, 7, 3, 3, 2, 3, 3, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0 },
     /* 9 taps a point: a window, its interior rows of 26 points in chunks of 16 (the last moved
      * back), 29 of 27 and 20 of 18 too; without windows a tile */
-    { "one input channel (lenet's conv1)", 2, 1, 28, 28, 16, 3, 3, 1, 1, 1, 1, true, 0, 1, 0, 0, 1, 1, 0, 0, 0 },
-    { "one input channel, rows of 29", 1, 1, 7, 29, 5, 3, 3, 1, 1, 1, 1, false, 0, 1, 0, 0, 1, 1, 0, 0, 0 },
-    { "one input channel, rows of 20, no padding", 2, 1, 6, 20, 4, 3, 3, 1, 1, 0, 1, true, 0, 1, 0, 0, 1, 1, 0, 1, 0 },
+    { "one input channel (lenet's conv1)", 2, 1, 28, 28, 16, 3, 3, 1, 1, 1, 1, true, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0 },
+    { "one input channel, rows of 29", 1, 1, 7, 29, 5, 3, 3, 1, 1, 1, 1, false, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0 },
+    { "one input channel, rows of 20, no padding", 2, 1, 6, 20, 4, 3, 3, 1, 1, 0, 1, true, 0, 1, 0, 0, 1, 1, 0, 1, 0, 0 },
     /* direct with a row stride: the plane's rows two apart an output row, its columns one; and
      * columns three apart, rows one (a plane of three phases a row) */
-    { "rows stride 2, columns 1", 2, 6, 15, 22, 11, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 2, 1, 0 },
-    { "rows stride 1, columns 3", 2, 5, 12, 52, 9, 3, 3, 3, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 1, 1, 0 },
+    { "rows stride 2, columns 1", 2, 6, 15, 22, 11, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 2, 1, 0, 0 },
+    { "rows stride 1, columns 3", 2, 5, 12, 52, 9, 3, 3, 3, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 1, 1, 0, 0 },
     /* a plane over 512 KiB (200 channels x 42 rows x 82 columns): tiles, not direct */
-    { "a plane too large to go direct", 1, 200, 40, 64, 8, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0 },
+    { "a plane too large to go direct", 1, 200, 40, 64, 8, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 0, 0, 0, 0, 1 },
     /* a window that reads the output's channel (depthwise, grouped) goes direct a plane a channel,
      * in flat planes where they compute fewer vectors (the row form only from 256 outputs a plane) */
-    { "depthwise at 24x24 (a plane a channel)", 2, 8, 24, 24, 8, 3, 3, 1, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 1, 1 },
-    { "depthwise stride 2 from 40x36", 1, 6, 40, 36, 6, 3, 3, 2, 1, 1, 6, false, 0, 1, 0, 0, 0, 1, 0, 1, 1 },
+    { "depthwise at 24x24 (a plane a channel)", 2, 8, 24, 24, 8, 3, 3, 1, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 1, 1, 0 },
+    { "depthwise stride 2 from 40x36", 1, 6, 40, 36, 6, 3, 3, 2, 1, 1, 6, false, 0, 1, 0, 0, 0, 1, 0, 1, 1, 0 },
     /* the row form when flat planes (a copy a window column) pass 512 KiB */
-    { "depthwise at 240x240 (rows: flat planes too large)", 1, 2, 240, 240, 2, 3, 3, 1, 1, 1, 2, true, 0, 1, 0, 0, 0, 1, 0, 0, 0 },
+    { "depthwise at 240x240 (rows: flat planes too large)", 1, 2, 240, 240, 2, 3, 3, 1, 1, 1, 2, true, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0 },
     /* depthwise with rows of whole vectors: flat planes (every tap's load aligned), any stride */
-    { "depthwise at 32x32 (flat planes)", 1, 8, 32, 32, 8, 3, 3, 1, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 1, 1 },
-    { "depthwise stride 2 from 33x32 (flat planes)", 2, 8, 33, 32, 8, 3, 3, 2, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 1, 1 },
-    { "groups 4 at 18x18 (a plane a channel)", 1, 8, 18, 18, 8, 3, 3, 1, 1, 1, 4, true, 0, 0, 0, 0, 0, 1, 0, 1, 1 },
+    { "depthwise at 32x32 (flat planes)", 1, 8, 32, 32, 8, 3, 3, 1, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 1, 1, 0 },
+    { "depthwise stride 2 from 33x32 (flat planes)", 2, 8, 33, 32, 8, 3, 3, 2, 1, 1, 8, true, 0, 1, 0, 0, 0, 1, 0, 1, 1, 0 },
+    { "groups 4 at 18x18 (a plane a channel)", 1, 8, 18, 18, 8, 3, 3, 1, 1, 1, 4, true, 0, 0, 0, 0, 0, 1, 0, 1, 1, 0 },
     /* rows of 24 at 16 lanes: flat, 2 rows in 3 vectors a task, the last block moved back (25 rows) */
-    { "48 to 48 at 25x24 (flat planes)", 1, 48, 25, 24, 48, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0 },
+    { "48 to 48 at 25x24 (flat planes)", 1, 48, 25, 24, 48, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0, 0 },
     /* 2 x 5 taps at a stride of 1: direct with 80 output rows (bands of rows across threads) */
-    { "2x5 window, 80 rows", 1, 3, 81, 30, 5, 2, 5, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
+    { "2x5 window, 80 rows", 1, 3, 81, 30, 5, 2, 5, 1, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 0, 0, 0 },
     /* sums past f32's 4096 points (a 3 x 3 window over 520 and 460 channels): direct in spans of
      * whole channels, each summed in f32, the spans added in f64; flat at 4x4, rows at 6x16 */
-    { "3x3 over 520 channels at 4x4 (spans)", 2, 520, 4, 4, 20, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1, 0, 1, 0, 1, 1 },
-    { "3x3 over 460 channels at 6x16 (spans)", 1, 460, 6, 16, 8, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
+    { "3x3 over 520 channels at 4x4 (spans)", 2, 520, 4, 4, 20, 3, 3, 1, 1, 1, 1, true, 1, 0, 1, 1, 0, 1, 0, 1, 1, 0 },
+    { "3x3 over 460 channels at 6x16 (spans)", 1, 460, 6, 16, 8, 3, 3, 1, 1, 1, 1, false, 1, 0, 1, 0, 0, 1, 0, 0, 0, 0 },
     /* a 1x1 projection at stride 2 (resnet50's): channel lanes read it in place, rows 2 x 15 apart */
-    { "1x1 stride 2 from 15x15 (a projection)", 2, 64, 15, 15, 48, 1, 1, 2, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0 },
+    { "1x1 stride 2 from 15x15 (a projection)", 2, 64, 15, 15, 48, 1, 1, 2, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0, 0 },
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
   in_place_cases();
@@ -1012,6 +1057,7 @@ int main(void) {
   channel_lanes_by_rows();
   channel_items_case();
   channel_lanes_in_place_rows();
+  channel_lanes_ring();
   window_max_pool();
   expand_case(16, 16, 0);
   expand_case(16, 16, 1);  /* the default: 32 KiB, too small to join */
