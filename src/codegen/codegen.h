@@ -355,6 +355,11 @@ CgOptions cg_options_default(void);   /* auto rows, split-K on, library on, no g
 #define CG_CPU_F32_SPAN 2048
 /* ... and the cpu library GEMM takes sums over at least this many points (raced on convnet_mini). */
 #define CG_CPU_LIBRARY_MIN_K 128
+/* ... and declines a B operand that changes each run (not the program's constant) of more than
+ * this many bytes, which it reads in place or packs whole before its tiles: the register tiles,
+ * packing a group of panels at a time, ran resnet50's 1x1 convolutions (B its activations, 1.6
+ * and 3.2 MB) 0.89-0.99 of the library's time */
+#define CG_CPU_LIBRARY_B_BYTES (1 << 20)
 
 typedef struct CgLibGemm {
   int a_stage, b_stage, d_stage, bias_stage;   /* bias_stage -1: none */

@@ -249,6 +249,8 @@ static bool lib_match(const Plan *p, const Kernel *k, const CgOptions *o, CgLibG
   c->a_sb = a.sb, c->b_sb = b.sb, c->d_sb = d.sb, c->ldd = d.sm;
   c->a_constant = cg_stage_constant(p->te, c->a_stage);
   c->b_constant = cg_stage_constant(p->te, c->b_stage);
+  if (o->loop_library && !o->library_all && !c->b_constant && 4.0 * (double)g.K * (double)g.N > CG_CPU_LIBRARY_B_BYTES)
+    return false;
   return true;
 }
 

@@ -198,12 +198,62 @@ static void panels_in_tiles(int batch, int n) {
   kiln_graph_free(g);
 }
 
+/* A B operand past CG_CPU_LIBRARY_B_BYTES (1 MiB): [512, 520] floats. Where it changes each run
+ * (relu(w @ x + bias), x an input: a 1x1 convolution's activations) the library declines it and
+ * the register tiles take it; where it is the program's constant (x2 @ w2, w2 a param) the library
+ * takes it. Each against ref. */
+static void large_b_operand(bool constant) {
+  enum { LM = 24, LK = 512, LN = 520 };
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  static float w[LK * LN], a[LM * LK], bias[LM], got[LM * LN], want[LM * LN];
+  for (int i = 0; i < LK * LN; i++) w[i] = wval(i, 13);
+  for (int i = 0; i < LM * LK; i++) a[i] = wval(i, 14);
+  for (int i = 0; i < LM; i++) bias[i] = wval(i, 15);
+  kiln_program *p = NULL, *r = NULL;
+  const void *in[1];
+  if (constant) {
+    int64_t as[2] = { LM, LK }, ws[2] = { LK, LN };
+    kiln_tensor x, wp, y;
+    OK(kiln_graph_input(g, "x", KILN_F32, 2, as, &x));
+    OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wp));
+    OK(kiln_graph_matmul(g, x, wp, &y));
+    OK(kiln_graph_output(g, y, "y"));
+    kiln_options o = kiln_options_default();
+    o.backend = "cpu";
+    OK(kiln_program_compile(g, &o, &p));
+    o.backend = "ref";
+    OK(kiln_program_compile(g, &o, &r));
+    in[0] = a;
+  } else {
+    int64_t ws[2] = { LM, LK }, xs[3] = { 1, LK, LN }, bs[2] = { LM, 1 };
+    kiln_tensor wp;
+    OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, a, &wp));
+    compile_bias_relu(g, wp, xs, bs, bias, &p, &r);
+    in[0] = w;
+  }
+  if (p && r) {
+    CHECK_MSG(test_library_gemms(p) == constant, "a B of %d x %d (%s): %d library GEMMs", LK, LN, constant ? "constant" : "an input",
+              test_library_gemms(p));
+    OK(kiln_program_run(p, in, (void *[]){ got }));
+    OK(kiln_program_run(r, in, (void *[]){ want }));
+    double worst = 0;
+    for (int i = 0; i < LM * LN; i++) worst = fmax(worst, fabs((double)got[i] - want[i]) / (1 + fabs((double)want[i])));
+    CHECK_MSG(worst <= 2e-5, "a B of %d x %d (%s): worst relative error %.3g", LK, LN, constant ? "constant" : "an input", worst);
+  }
+  kiln_program_free(p);
+  kiln_program_free(r);
+  kiln_graph_free(g);
+}
+
 int main(void) {
   panels_in_tiles(1, 600);
   panels_in_tiles(3, 200);
   panels_in_tiles(1, 640);
   panels_in_tiles(3, 208);
   long_sum_declined();
+  large_b_operand(false);
+  large_b_operand(true);
   bias_along_m();
   static const Case cases[] = {
     { "plain", false, false, false, 0 },
