@@ -797,21 +797,10 @@ static kiln_program *lanes_asked(kiln_graph *g, kiln_options *o) {
  * rows outermost (resnet50's 3x3/2 over 128 channels from 56x56). Against ref. */
 static void channel_lanes_ring(void) {
   if (!host_lanes()) return;
-  int64_t n = 2, c = 64, hw = 64, m = 20, oh = 32;
-  kiln_graph *g;
-  OK(kiln_graph_create(&g));
-  int64_t xs[4] = { n, c, hw, hw }, ws[4] = { m, c, 3, 3 }, bs[1] = { m };
-  float *wv = alloc_f32(m * c * 9), bias[20];
-  for (int64_t i = 0; i < m * c * 9; i++) wv[i] = val(i, 1) / 8;
-  for (int i = 0; i < m; i++) bias[i] = val(i, 2);
-  kiln_tensor x, w, b, y;
-  OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
-  OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, wv, &w));
-  OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &b));
-  kiln_conv_params cp = { .spatial = 2, .strides = { 2, 2 }, .dilations = { 1, 1 }, .pads = { 1, 1, 1, 1 }, .group = 1 };
-  OK(kiln_graph_conv(g, x, w, b, &cp, &y));
-  OK(kiln_graph_unary(g, KILN_RELU, y, &y));
-  OK(kiln_graph_output(g, y, "y"));
+  static const ConvCase rc = { "ring", 2, 64, 64, 64, 20, 3, 3, 2, 1, 1, 1, true, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+  int64_t n = rc.n, c = rc.c, hw = rc.h, m = rc.m, oh = (hw - 1) / 2 + 1;
+  float *wv = NULL;
+  kiln_graph *g = conv_graph(&rc, &wv);
   int64_t xn = n * c * hw * hw, yn = n * m * oh * oh;
   float *in = alloc_f32(xn), *got = alloc_f32(yn), *want = alloc_f32(yn);
   for (int64_t i = 0; i < xn; i++) in[i] = val(i, 3);
