@@ -83,13 +83,11 @@ static void run_case(const Case *c) {
   kiln_graph_free(g);
 }
 
-/* A sum over more than CG_CPU_F32_SUM_MAX (4096) points keeps the renderer's f64 accumulators:
- * the library, which sums in f32, declines it. */
-static void long_sum_declined(void) {
-  kiln_graph *g;
-  OK(kiln_graph_create(&g));
-  int64_t xs[2] = { 16, 5000 }, ws[2] = { 5000, 40 };
-  static float w[5000 * 40];
+/* y = x @ w onto g: x an input [m, k], w a param [k, n]; compiled on cpu into *p and, with r,
+ * on ref into *r. */
+static void compile_input_by_param(kiln_graph *g, int64_t m, int64_t k, int64_t n, const float *w, kiln_program **p,
+                                   kiln_program **r) {
+  int64_t xs[2] = { m, k }, ws[2] = { k, n };
   kiln_tensor x, wp, y;
   OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
   OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wp));
@@ -97,8 +95,22 @@ static void long_sum_declined(void) {
   OK(kiln_graph_output(g, y, "y"));
   kiln_options o = kiln_options_default();
   o.backend = "cpu";
-  kiln_program *p = NULL;
-  OK(kiln_program_compile(g, &o, &p));
+  *p = NULL;
+  OK(kiln_program_compile(g, &o, p));
+  if (!r) return;
+  o.backend = "ref";
+  *r = NULL;
+  OK(kiln_program_compile(g, &o, r));
+}
+
+/* A sum over more than CG_CPU_F32_SUM_MAX (4096) points keeps the renderer's f64 accumulators:
+ * the library, which sums in f32, declines it. */
+static void long_sum_declined(void) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  static float w[5000 * 40];
+  kiln_program *p;
+  compile_input_by_param(g, 16, 5000, 40, w, &p, NULL);
   if (p) CHECK_MSG(test_library_gemms(p) == 0, "K = 5000: %d library GEMMs", test_library_gemms(p));
   kiln_program_free(p);
   kiln_graph_free(g);
@@ -213,17 +225,7 @@ static void large_b_operand(bool constant) {
   kiln_program *p = NULL, *r = NULL;
   const void *in[1];
   if (constant) {
-    int64_t as[2] = { LM, LK }, ws[2] = { LK, LN };
-    kiln_tensor x, wp, y;
-    OK(kiln_graph_input(g, "x", KILN_F32, 2, as, &x));
-    OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wp));
-    OK(kiln_graph_matmul(g, x, wp, &y));
-    OK(kiln_graph_output(g, y, "y"));
-    kiln_options o = kiln_options_default();
-    o.backend = "cpu";
-    OK(kiln_program_compile(g, &o, &p));
-    o.backend = "ref";
-    OK(kiln_program_compile(g, &o, &r));
+    compile_input_by_param(g, LM, LK, LN, w, &p, &r);
     in[0] = a;
   } else {
     int64_t ws[2] = { LM, LK }, xs[3] = { 1, LK, LN }, bs[2] = { LM, 1 };
