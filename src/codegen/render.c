@@ -2667,35 +2667,63 @@ bool cg_chain_blocked(const Dialect *d, const Kernel *ko) {
 
 /* Rows a block: PLAN_CHAIN_ROWS, or half that when the blocks would not fill 128 multiprocessors
  * (encoder4_d256: 16 heads of 64 queries, 64 blocks of 16 rows; its blocks wait on memory, so
- * more of them in flight win). */
-int cg_chain_rows(const Kernel *ko) {
+ * more of them in flight win). An mma chain's tiles are the mma's 16 rows. */
+int cg_chain_rows(const Kernel *ko, CgMma mma) {
   int64_t I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
   int rows = PLAN_CHAIN_ROWS;
-  if (batch * ((I + rows - 1) / rows) < 128) rows /= 2;
+  if (!mma && batch * ((I + rows - 1) / rows) < 128) rows /= 2;
   return rows;
 }
 
-/* Shared memory (floats), rows padded by 4 so that 16-byte vectors stay aligned: the rows'
- * queries Qs[R][D+4], the keys Ks[L][D+4], the values Vs[L][E+4], the rows Ss[R][L+4]. */
-int64_t cg_chain_smem(const Kernel *ko) {
+/* Shared memory, rows padded so that 16-byte vectors stay aligned. f32 (floats): the rows'
+ * queries Qs[R][D+4], the keys Ks[L][D+4], the values Vs[L][E+4], the rows Ss[R][L+4]. mma: the
+ * rows Ss[R][L+4] in floats, then 16-bit Qs[R][D+8], Ks[L][D+8], Vs[L][E+8] and P's rows
+ * Ps[R][L+8] (rows 16 bytes apart modulo 128, so that ldmatrix's eight rows meet no conflict). */
+int64_t cg_chain_smem(const Kernel *ko, CgMma mma) {
   int64_t L = ko->red_shape[0], E = ko->shape[ko->rank - 1], D = (ko - 2)->red_shape[0], R = PLAN_CHAIN_ROWS;
+  if (mma) return 4 * R * (L + 4) + 2 * (R * (D + 8) + L * (D + 8) + L * (E + 8) + R * (L + 8));
   return 4 * (R * (D + 4) + L * (D + 4) + L * (E + 4) + R * (L + 4));
 }
 
 /* Blocks a batch point (each stages the point's keys and values once, then takes its share of
  * the point's row tiles in turn): enough to give the chip about 132 blocks, at most a tile each.
  * bert's 96 heads: 2 blocks of 4 tiles (the keys and values read twice, not 8 times). */
-int64_t cg_chain_splits(const Kernel *ko) {
+int64_t cg_chain_splits(const Kernel *ko, CgMma mma) {
   int64_t I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
-  int rows = cg_chain_rows(ko);
+  int rows = cg_chain_rows(ko, mma);
   int64_t tiles = (I + rows - 1) / rows, sp = (132 + batch - 1) / batch;
+  if (mma) {  /* about 4 blocks a multiprocessor (their shared memory fits), tiles shared out evenly:
+               * the mma leaves a tile's time to latency, which more blocks in flight hide */
+    sp = (4 * 132 + batch - 1) / batch;
+    if (sp >= tiles) return tiles;
+    int64_t per = (tiles + sp - 1) / sp;
+    return (tiles + per - 1) / per;
+  }
   return sp < tiles ? sp : tiles;
 }
 
-int64_t cg_chain_blocks(const Kernel *ko) {
+int64_t cg_chain_blocks(const Kernel *ko, CgMma mma) {
   int64_t I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
-  int64_t t = batch * cg_chain_splits(ko);
+  int64_t t = batch * cg_chain_splits(ko, mma);
   return t < ((int64_t)1 << 20) ? t : ((int64_t)1 << 20);
+}
+
+/* The type an mma would take a product's factor in: a factor converted to f32 (a 16-bit tensor's
+ * load widened for the f32 sum) is its 16-bit value. */
+static kiln_dtype mma_factor_type(const Expr *e) {
+  return e->kind == EX_CAST && e->dtype == KILN_F32 ? e->args[0]->dtype : e->dtype;
+}
+
+CgMma cg_chain_mma(const Plan *p, const Kernel *ko, const Dialect *d, const CgOptions *o) {
+  if (!o || !o->chain_mma || !o->mma_half || !d->mma[CG_MMA_BF16] || !d->ldmatrix[0] || !cg_chain_blocked(d, ko))
+    return CG_MMA_NONE;
+  Chain c;
+  chain_of(p, ko, &c);
+  kiln_dtype t = mma_factor_type(c.qa);
+  if ((t != KILN_BF16 && t != KILN_F16) || mma_factor_type(c.kb) != t || mma_factor_type(c.vf) != t ||
+      p->te->stages[c.p->stage].dtype != t || c.L % 16 || c.D % 16 || c.E % 8)
+    return CG_MMA_NONE;
+  return t == KILN_BF16 ? CG_MMA_BF16 : CG_MMA_F16;
 }
 
 /* r renders part k of the chain: its vars' ranges for simplification. */
@@ -3238,7 +3266,7 @@ static int64_t offset_at_vars(R *r, const Expr *x, const int64_t *v) {
  * the queries when guarded). Consecutive threads walk the tile along whichever of fr and fc
  * has unit stride in x's first load, so the global reads coalesce. */
 static void chain_stage(R *r, const Kernel *k, const Expr *x, int64_t rows, int64_t cols, int64_t ld, int vr,
-                        const char *r0, int vc, int vz, const char *sh) {
+                        const char *r0, int vc, int vz, const char *sh, const char *stash, int unroll) {
   const char *I = ix(r), *F = vt(r, KILN_F32);
   chain_part(r, k);
   int64_t v[2 * KILN_MAX_RANK] = { 0 };
@@ -3248,6 +3276,7 @@ static void chain_stage(R *r, const Kernel *k, const Expr *x, int64_t rows, int6
   v[vr] = 0, v[vc] = 1;
   int64_t o2 = offset_at_vars(r, x, v);
   bool row_fast = o0 != INT64_MIN && o1 != INT64_MIN && o1 - o0 == 1 && !(o2 != INT64_MIN && o2 - o0 == 1);
+  if (unroll > 1 && rows * cols >= (int64_t)unroll * CG_GEMM_THREADS) line(r, "%s %d", r->d->unroll, unroll);
   line(r, "for (int f = %s; f < %lld; f += %d) {", r->d->thread_id, (long long)(rows * cols), CG_GEMM_THREADS);
   r->indent++;
   push(r);
@@ -3258,10 +3287,12 @@ static void chain_stage(R *r, const Kernel *k, const Expr *x, int64_t rows, int6
   line(r, "const %s v%d = fc;", I, vc);
   if (vz >= 0) line(r, "const %s v%d = 0;", I, vz);
   if (r0) line(r, "%s xv = 0.0%s;", F, r->d->f32_suffix), line(r, "if (v%d < %s) {", vr, lit(r, k->shape[vr])), r->indent++;
-  char t[256];
+  char t[256], st[300];
   emit(r, x, t, sizeof t);
-  if (r0) line(r, "xv = %s;", t), close_block(r), line(r, "%s[fr * %lld + fc] = xv;", sh, (long long)ld);
-  else line(r, "%s[fr * %lld + fc] = %s;", sh, (long long)ld, t);
+  if (r0) line(r, "xv = %s;", t), close_block(r), snprintf(t, sizeof t, "xv");
+  if (stash) snprintf(st, sizeof st, stash, t);
+  else snprintf(st, sizeof st, "%s", t);
+  line(r, "%s[fr * %lld + fc] = %s;", sh, (long long)ld, st);
   pop(r);
   close_block(r);
 }
@@ -3269,8 +3300,8 @@ static void chain_stage(R *r, const Kernel *k, const Expr *x, int64_t rows, int6
 static void render_chain_grid(R *r, const Chain *c) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *V = d->vec4_type;
-  int n = c->n, R_ = cg_chain_rows(c->ko), RS = PLAN_CHAIN_ROWS;
-  int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko), tpb = (it + sp - 1) / sp;
+  int n = c->n, R_ = cg_chain_rows(c->ko, CG_MMA_NONE), RS = PLAN_CHAIN_ROWS;
+  int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, CG_MMA_NONE), tpb = (it + sp - 1) / sp;
   int64_t qd = c->D + 4, kd = c->D + 4, vd = c->E + 4, sd = c->L + 4;
   const char *dy = d->dyn_shared_name;
   line(r, "%s", d->dyn_shared);
@@ -3281,13 +3312,13 @@ static void render_chain_grid(R *r, const Chain *c) {
   r->indent++;
   line(r, "const %s bz = blk / %s, t0 = (blk %% %s) * %lld;", I, lit(r, sp), lit(r, sp), (long long)tpb);
   /* the point's keys [L][D] and values [L][E], once; then each row tile's queries [R][D] */
-  chain_stage(r, c->kc, c->kb, c->L, c->D, kd, n - 1, NULL, n, n - 2, "Ks");
-  chain_stage(r, c->ko, c->vf, c->L, c->E, vd, n, NULL, n - 1, n - 2, "Vs");
+  chain_stage(r, c->kc, c->kb, c->L, c->D, kd, n - 1, NULL, n, n - 2, "Ks", NULL, 0);
+  chain_stage(r, c->ko, c->vf, c->L, c->E, vd, n, NULL, n - 1, n - 2, "Vs", NULL, 0);
   line(r, "for (%s tt = 0; tt < %lld; tt++) {", I, (long long)tpb);
   r->indent++;
   line(r, "const %s i0 = (t0 + tt) * %d;", I, R_);
   line(r, "if (i0 >= %s) break;  /* the same for every thread of the block */", lit(r, c->I));
-  chain_stage(r, c->kc, c->qa, R_, c->D, qd, n - 2, "i0", n, n - 1, "Qs");
+  chain_stage(r, c->kc, c->qa, R_, c->D, qd, n - 2, "i0", n, n - 1, "Qs", NULL, 0);
   line(r, "%s", d->barrier);
   /* scores: thread f's 4 rows 4 (f / L) .. and key f % L, lanes along the keys, 16-byte reads
    * along d (each key's vector serves 4 rows: shared-memory bytes, not multiply-adds, bound
@@ -3394,12 +3425,131 @@ static void render_chain_grid(R *r, const Chain *c) {
   close_block(r);
 }
 
+/* An mma fragment's outputs (cg_chain_mma): thread lane holds c[q] of the warp's 16 x 8 tile at row
+ * (lane / 4) + 8 (q / 2) and column n-tile nt's 2 (lane % 4) + q % 2 (PTX's m16n8 f32 layout). */
+static void mma_point(R *r) {
+  line(r, "const int fr = (lane >> 2) + (q >> 1) * 8, fc = nt * 8 + (lane & 3) * 2 + (q & 1);");
+}
+
+/* An attention chain on tensor cores (cg_chain_mma): render_chain_grid's blocks and row tiles, 16
+ * rows a tile (the mma's), with the queries, keys and values staged as their 16-bit values (exact:
+ * each factor is one) and both products warp mma tiles, m16n8k16 with f32 sums; warp wp takes the
+ * products' 8-column n-tiles wp, wp + 8, .... The scores' epilogue and KR's steps run on f32 rows
+ * in shared memory as in the f32 form, KR writing P's 16-bit rows beside them for the second
+ * product. The sums' order differs from the f32 form's (the mma's own), as a GEMM tile's does. */
+/* an mma chain's staging loops: this many elements' loads a thread in flight at once (each is a
+ * 2-byte load; one at a time, bert's 16384 keys and values took most of the kernel) */
+enum { CHAIN_STAGE_UNROLL = 8 };
+
+static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
+  const Dialect *d = r->d;
+  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma], *fn = d->mma[mma];
+  int n = c->n, R_ = PLAN_CHAIN_ROWS, W = CG_GEMM_THREADS / 32;
+  int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, mma), tpb = (it + sp - 1) / sp;
+  int64_t sd = c->L + 4, qd = c->D + 8, kd = c->D + 8, vd = c->E + 8, pd = c->L + 8;
+  const char *dy = d->dyn_shared_name;
+  line(r, "%s", d->dyn_shared);
+  line(r, "%s *Ss = %s;", F, dy);
+  line(r, "uint16_t *Qs = (uint16_t *)(%s + %lld), *Ks = Qs + %lld, *Vs = Ks + %lld, *Ps = Vs + %lld;", dy,
+       (long long)(R_ * sd), (long long)(R_ * qd), (long long)(c->L * kd), (long long)(c->L * vd));
+  line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
+  line(r, "for (%s blk = %s; blk < %s; blk += %s) {", I, d->block_id, lit(r, c->batch * sp), d->grid_size);
+  r->indent++;
+  line(r, "const %s bz = blk / %s, t0 = (blk %% %s) * %lld;", I, lit(r, sp), lit(r, sp), (long long)tpb);
+  chain_stage(r, c->kc, c->kb, c->L, c->D, kd, n - 1, NULL, n, n - 2, "Ks", stash, CHAIN_STAGE_UNROLL);
+  chain_stage(r, c->ko, c->vf, c->L, c->E, vd, n, NULL, n - 1, n - 2, "Vs", stash, CHAIN_STAGE_UNROLL);
+  line(r, "for (%s tt = 0; tt < %lld; tt++) {", I, (long long)tpb);
+  r->indent++;
+  line(r, "const %s i0 = (t0 + tt) * %d;", I, R_);
+  line(r, "if (i0 >= %s) break;  /* the same for every thread of the block */", lit(r, c->I));
+  chain_stage(r, c->kc, c->qa, R_, c->D, qd, n - 2, "i0", n, n - 1, "Qs", stash, CHAIN_STAGE_UNROLL);
+  line(r, "%s", d->barrier);
+  /* scores: Q (16 x D, ldmatrix x4 along each 16-deep k-step) by the keys' rows n-tile by n-tile
+   * (a key row is a column of K^T: ldmatrix x2, not transposed) */
+  chain_part(r, c->kc);
+  line(r, "for (int nt = wp; nt < %lld; nt += %d) {", (long long)(c->L / 8), W);
+  r->indent++;
+  line(r, "%s cc[4] = { 0.0%s, 0.0%s, 0.0%s, 0.0%s };", F, d->f32_suffix, d->f32_suffix, d->f32_suffix, d->f32_suffix);
+  line(r, "%s", d->unroll);
+  line(r, "for (int ks = 0; ks < %lld; ks += 16) {", (long long)c->D);
+  r->indent++;
+  line(r, "unsigned a0, a1, a2, a3, b0, b1, u2, u3;");
+  line(r, "%s(a0, a1, a2, a3, &Qs[(lane & 15) * %lld + ks + (lane >> 4) * 8]);", d->ldmatrix[2], (long long)qd);
+  line(r, "%s(b0, b1, u2, u3, &Ks[(nt * 8 + (lane & 7)) * %lld + ks + ((lane >> 3) & 1) * 8]);", d->ldmatrix[0],
+       (long long)kd);
+  line(r, "%s(cc[0], cc[1], cc[2], cc[3], a0, a1, a2, a3, b0, b1);", fn);
+  close_block(r);
+  line(r, "%s", d->unroll);
+  line(r, "for (int q = 0; q < 4; q++) {");
+  r->indent++;
+  push(r);
+  mma_point(r);
+  chain_batch_vars(r, c->kc);
+  line(r, "const %s v%d = i0 + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
+  acc_final(r, c->acc_c, "cc[q]");
+  chain_values(r, c->kc, 1);
+  line(r, "Ss[fr * %lld + fc] = s%d;", (long long)sd, c->x);
+  pop(r);
+  close_block(r);
+  close_block(r);
+  line(r, "%s", d->barrier);
+  /* KR's steps: warp wp takes rows wp, wp + 8, ...; lanes along the row; P to Ps */
+  chain_part(r, c->kr);
+  line(r, "for (int rr = wp; rr < %d; rr += %d) {", R_, W);
+  r->indent++;
+  line(r, "if (i0 + rr >= %s) break;", lit(r, c->I));
+  push(r);
+  chain_batch_vars(r, c->kc);
+  line(r, "const %s v%d = i0 + (%s)rr, v%d = 0;", I, n - 2, I, n - 1);
+  char head[96], value[64], post[128], pv[32], pb[64];
+  snprintf(head, sizeof head, "for (%s r = lane; r < %s; r += 32) {", I, lit(r, c->L));
+  snprintf(value, sizeof value, "Ss[rr * %lld + r]", (long long)sd);
+  snprintf(pv, sizeof pv, "s%d", c->p->stage);
+  snprintf(pb, sizeof pb, stash, pv);
+  snprintf(post, sizeof post, "Ps[rr * %lld + r] = %s;", (long long)pd, pb);
+  warp_row_steps(r, c->kr, NULL, head, "r", c->x, value, post, c->p->step);
+  pop(r);
+  close_block(r);
+  line(r, "%s", d->barrier);
+  /* outputs: P (16 x L) by the values (L x E, stored along e: ldmatrix x2 transposed) */
+  chain_part(r, c->ko);
+  line(r, "for (int nt = wp; nt < %lld; nt += %d) {", (long long)(c->E / 8), W);
+  r->indent++;
+  line(r, "%s oc[4] = { 0.0%s, 0.0%s, 0.0%s, 0.0%s };", F, d->f32_suffix, d->f32_suffix, d->f32_suffix, d->f32_suffix);
+  line(r, "%s", d->unroll);
+  line(r, "for (int ks = 0; ks < %lld; ks += 16) {", (long long)c->L);
+  r->indent++;
+  line(r, "unsigned a0, a1, a2, a3, b0, b1, u2, u3;");
+  line(r, "%s(a0, a1, a2, a3, &Ps[(lane & 15) * %lld + ks + (lane >> 4) * 8]);", d->ldmatrix[2], (long long)pd);
+  line(r, "%s(b0, b1, u2, u3, &Vs[(ks + (lane & 7) + ((lane >> 3) & 1) * 8) * %lld + nt * 8]);", d->ldmatrix[1],
+       (long long)vd);
+  line(r, "%s(oc[0], oc[1], oc[2], oc[3], a0, a1, a2, a3, b0, b1);", fn);
+  close_block(r);
+  line(r, "%s", d->unroll);
+  line(r, "for (int q = 0; q < 4; q++) {");
+  r->indent++;
+  mma_point(r);
+  line(r, "if (i0 + fr >= %s) continue;", lit(r, c->I));
+  push(r);
+  chain_batch_vars(r, c->kc);
+  line(r, "const %s v%d = i0 + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
+  items_at(r, 1, NULL, "oc[q]");
+  pop(r);
+  close_block(r);
+  close_block(r);
+  line(r, "%s", d->barrier);  /* the next tile's staging waits for every read of this one */
+  close_block(r);
+  close_block(r);
+}
+
 static void render_chain(R *r) {
   if (r->k->chain == 2 || r->k->tailed) { render_pair(r); return; }
   Chain c;
   chain_of(r->p, r->k, &c);
   r->chain_lo = c.kc->id, r->chain_hi = c.ko->id;
-  if (cg_chain_blocked(r->d, c.ko)) render_chain_grid(r, &c);
+  CgMma mma = cg_chain_mma(r->p, c.ko, r->d, r->o);
+  if (mma) render_chain_mma(r, &c, mma);
+  else if (cg_chain_blocked(r->d, c.ko)) render_chain_grid(r, &c);
   else render_chain_loops(r, &c);  /* on a grid without the means: a thread per row, its row in registers */
   chain_part(r, c.ko);
 }

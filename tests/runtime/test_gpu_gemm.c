@@ -146,6 +146,27 @@ static kiln_graph *scores_typed(kiln_dtype dt, int64_t b, int64_t h, int64_t s, 
 
 static kiln_graph *scores(int64_t b, int64_t h, int64_t s, int64_t t, int64_t d) { return scores_typed(KILN_F32, b, h, s, t, d); }
 
+/* softmax(q @ k^T / 8) @ v of dtype dt: q [b, h, s, d], k [b, h, t, d], v [b, h, t, e] (an
+ * attention chain where the planner joins it). */
+static kiln_graph *attention_typed(kiln_dtype dt, int64_t b, int64_t h, int64_t s, int64_t t, int64_t d, int64_t e) {
+  int64_t qs[4] = { b, h, s, d }, ks[4] = { b, h, t, d }, vs[4] = { b, h, t, e };
+  static const int perm[4] = { 0, 1, 3, 2 };
+  kiln_graph *g;
+  kiln_tensor q, kk, v, kt, y, c, z, p, o;
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_input(g, "q", dt, 4, qs, &q));
+  OK(kiln_graph_input(g, "k", dt, 4, ks, &kk));
+  OK(kiln_graph_input(g, "v", dt, 4, vs, &v));
+  OK(kiln_graph_transpose(g, kk, perm, &kt));
+  OK(kiln_graph_matmul(g, q, kt, &y));
+  OK(kiln_graph_scalar(g, dt, 0.125, &c));
+  OK(kiln_graph_binary(g, KILN_MUL, y, c, &z));
+  OK(kiln_graph_softmax(g, z, 3, &p));
+  OK(kiln_graph_matmul(g, p, v, &o));
+  OK(kiln_graph_output(g, o, "o"));
+  return g;
+}
+
 /* conv(x [n, c, h, w], k [m, c, 3, 3], pads 1) + bias. */
 static kiln_graph *conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t m) {
   int64_t xs[4] = { n, c, h, w }, ks[4] = { m, c, 3, 3 };
@@ -229,6 +250,17 @@ static bool only_gemm(const Plans *r, CgGemm *g, const char *what) {
   return only_gemm_opt(r, &o, g, what);
 }
 
+/* src compiles for sm_90; src freed. */
+static void nvrtc_compiles(StrBuf *src, const char *what) {
+  void *bin = NULL;
+  size_t n = 0;
+  bool hit;
+  kiln_status st = cuda_compile(src->s, "sm_90", 0, NULL, &bin, &n, &hit);
+  CHECK_MSG(st == KILN_OK, "%s: %s\n%s", what, kiln_last_error(), src->s ? src->s : "");
+  kiln_free(bin);
+  sb_free(src);
+}
+
 static void compiles_opt(const Plans *r, const CgOptions *o, const char *what) {
   CudaNvrtc *nv;
   if (!r->p || cuda_nvrtc(&nv) != KILN_OK) return;
@@ -238,16 +270,63 @@ static void compiles_opt(const Plans *r, const CgOptions *o, const char *what) {
                       strstr(src.s, "__shared__ uint16_t As") || strstr(src.s, "__shared__ unsigned As") ||
                       strstr(src.s, "(*As)[")),
             "%s: no tiled kernel in the source", what);
-  void *bin = NULL;
-  size_t n = 0;
-  bool hit;
-  kiln_status st = cuda_compile(src.s, "sm_90", 0, NULL, &bin, &n, &hit);
-  CHECK_MSG(st == KILN_OK, "%s: %s\n%s", what, kiln_last_error(), src.s ? src.s : "");
-  kiln_free(bin);
-  sb_free(&src);
+  nvrtc_compiles(&src, what);
+}
+
+/* The plan's cuda source under options o holds `marker` and compiles for sm_90 (skipped without
+ * NVRTC). */
+static void compiles_with(const Plans *r, const CgOptions *o, const char *marker, const char *what) {
+  CudaNvrtc *nv;
+  if (!r->p || cuda_nvrtc(&nv) != KILN_OK) return;
+  StrBuf src = { 0 };
+  OK(cg_render_plan(r->p, &cg_dialect_cuda, o, NULL, &src));
+  CHECK_MSG(src.s && strstr(src.s, marker), "%s: no '%s' in the source", what, marker);
+  nvrtc_compiles(&src, what);
 }
 
 static void compiles(const Plans *r, const char *what) { compiles_opt(r, NULL, what); }
+
+/* Attention chains on tensor cores (cg_chain_mma): bf16 and f16 chains take both products on the
+ * mma under the cuda options, with 16 rows a tile and 16-bit copies in shared memory; f32 does
+ * not, nor does a chain under chain_mma off or tensor cores off, nor one whose row is not a
+ * multiple of 16. Each source compiles for sm_90. */
+static void test_chain_mma_shapes(void) {
+  static const kiln_dtype ts[3] = { KILN_BF16, KILN_F16, KILN_F32 };
+  static const CgMma want[3] = { CG_MMA_BF16, CG_MMA_F16, CG_MMA_NONE };
+  for (int i = 0; i < 4; i++) {
+    kiln_graph *g = attention_typed(ts[i % 3], 2, 3, 40, i == 3 ? 40 : 48, 64, 32);
+    kiln_options ko = kiln_options_default();
+    ko.backend = "cuda";
+    ko.attention = 1;
+    PlanOptions po = plan_options(&ko);
+    Plans r = { 0 };
+    OK(te_lower(&g->g, &r.te));
+    if (r.te) OK(plan_build(r.te, &po, &r.p));
+    int last = -1;
+    for (int k = 0; r.p && k < r.p->n_kernels; k++)
+      if (r.p->kernels[k].chain == 3) last = k;
+    CHECK_MSG(last >= 0, "attention %d: no chain in the plan", i);
+    if (last < 0) { plans_free(&r), kiln_graph_free(g); continue; }
+    const Kernel *ko_ = &r.p->kernels[last];
+    CgOptions o = cg_options_default();
+    o.mma_half = o.chain_mma = true;
+    CgMma m = cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o);
+    CHECK_MSG(m == (i == 3 ? CG_MMA_NONE : want[i]), "attention %d: chain mma %d, expected %d", i, m, want[i]);
+    if (i < 3) {
+      /* f32: half the rows, the 18 tiles of 16 being too few for the chip; mma: the mma's 16 */
+      CHECK_MSG(cg_chain_rows(ko_, m) == (m ? 16 : 8), "attention %d: %d rows a tile", i, cg_chain_rows(ko_, m));
+      CHECK(cg_chain_smem(ko_, m) == (m ? 4 * 16 * (48 + 4) + 2 * (16 * 72 + 48 * 72 + 48 * 40 + 16 * 56)
+                                         : 4 * (16 * 68 + 48 * 68 + 48 * 36 + 16 * 52)));
+      compiles_with(&r, &o, m ? "*Ps = " : "*Qs = ", "attention chain");
+    }
+    o.chain_mma = false;
+    CHECK(cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o) == CG_MMA_NONE);
+    o.chain_mma = true, o.mma_half = false;
+    CHECK(cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o) == CG_MMA_NONE);
+    plans_free(&r);
+    kiln_graph_free(g);
+  }
+}
 
 /* Tensor cores: bf16 and f16 products take mma tiles under the cuda options (64x64 tiles of
  * 8 warps of 32x16, k-tiles of 32, 4x4 accumulator values a thread; 192 tiles, enough for the
@@ -892,6 +971,17 @@ static void test_mma_values(bool sanitized) {
       }
       kiln_graph_free(g);
     }
+  {  /* an attention chain on tensor cores (cg_chain_mma): 40 queries, so the second tile of 16 rows
+      * and the third are ragged; f32 rows between the products */
+    int64_t ins[3] = { 2 * 3 * 40 * 64, 2 * 3 * 48 * 64, 2 * 3 * 48 * 32 }, outs[1] = { 2 * 3 * 40 * 32 };
+    setenv("KILN_ATTENTION", "1", 1);
+    for (int t = 0; t < 2; t++) {
+      kiln_graph *g = attention_typed(t ? KILN_F16 : KILN_BF16, 2, 3, 40, 48, 64, 32);
+      check_typed("mma attention chain", g, t ? KILN_F16 : KILN_BF16, 3, ins, 1, outs);
+      kiln_graph_free(g);
+    }
+    unsetenv("KILN_ATTENTION");
+  }
   {  /* attention's scores through the heads' transposes, direct with batch vars */
     int64_t ins[2] = { 2 * 3 * 40 * 64, 2 * 3 * 48 * 64 }, outs[1] = { 2 * 3 * 40 * 48 };
     kiln_graph *g = scores_typed(KILN_BF16, 2, 3, 40, 48, 64);
@@ -1099,6 +1189,7 @@ int main(void) {
   test_shapes();
   test_copies_shapes();
   test_mma_shapes();
+  test_chain_mma_shapes();
   test_library_match();
   const char *want = getenv("KILN_TEST_BACKEND");
   if (want && !strcmp(want, "vulkan")) {
