@@ -521,6 +521,10 @@ typedef struct kiln_options {
                            GEMM tiles; 0: below 4; default -1: 16, the H200 race (cnn_train_b32 0.989,
                            nothing slower than 1.005; 32 took convnet_mini's first two: 1.039)
                            ($KILN_CUDA_SMALL_K) */
+  int chain_layout;     /* planner: 1 an attention chain's output read only through a transpose (the heads'
+                           merge before the output projection) is stored in that reader's order while the
+                           chain computes in its own, so the projection reads a plain row-major operand (a
+                           library GEMM's); 0 (default) stored in the chain's order ($KILN_CHAIN_LAYOUT) */
   int cuda_chain_mma;   /* cuda: 1 (default) an attention chain whose queries, keys, values and softmax are
                            all bf16 (or all f16) takes both of its products on tensor cores (warp mma, f32
                            sums) from 16-bit copies in shared memory; 0 f32 multiply-adds as for f32

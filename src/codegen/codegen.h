@@ -690,6 +690,10 @@ bool cg_points_idempotent(const Plan *p, const Kernel *k);
 bool cg_stage_constant(const TE *te, int stage);
 /* The element offset of load L with the vars at v (nv of them); false where it is not exact. */
 bool cg_load_offset_at(const Plan *p, const Expr *L, const int64_t *v, int nv, int64_t *out);
+/* Is load L, over kernel k's vars (outer, then inner), affine and read in aligned runs of `width`
+ * consecutive elements along var `fast` (coefficient 1, its extent, the base and every other
+ * coefficient multiples of width)? Buffers are 16-byte aligned, so a run of 16 bytes is one copy. */
+bool cg_load_runs(const Plan *p, const Kernel *k, const Expr *L, int fast, int width);
 
 /* -- cpu_direct.c: direct convolutions for loop dialects -- */
 

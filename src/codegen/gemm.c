@@ -82,10 +82,9 @@ static bool offset_at(const Plan *p, const Expr *L, int nv, int v, int64_t *out)
   int64_t lo[2 * KILN_MAX_RANK] = { 0 }, off = 0;
   if (v >= 0) lo[v] = 1;
   for (int i = 0; i < L->n_args; i++) {
-    int64_t mn, mx, stride = 1;
+    int64_t mn, mx;
     if (!te_range(L->args[i], lo, lo, nv, &mn, &mx) || mn != mx) return false;
-    for (int j = i + 1; j < S->rank; j++) stride *= S->shape[j];
-    off += mn * stride;
+    off += mn * te_stage_stride(S, i);
   }
   *out = off;
   return true;
@@ -255,6 +254,15 @@ static bool runs_of(const struct CgDirect *o, int nv, const int64_t *ext, int fa
   for (int i = 0; i < nv; i++)
     if (i != fast && o->coef[i] % width != 0) return false;
   return true;
+}
+
+bool cg_load_runs(const Plan *p, const Kernel *k, const Expr *L, int fast, int width) {
+  int nv = k->rank + k->n_red;
+  int64_t ext[2 * KILN_MAX_RANK];
+  struct CgDirect o;
+  for (int i = 0; i < k->rank; i++) ext[i] = k->shape[i];
+  for (int i = 0; i < k->n_red; i++) ext[k->rank + i] = k->red_shape[i];
+  return affine_load(p, k, L, ext, &o) && runs_of(&o, nv, ext, fast, width);
 }
 
 /* Can factor x (role: CG_ROLE_M for A, CG_ROLE_N for B) be read straight into shared memory?

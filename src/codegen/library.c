@@ -42,10 +42,8 @@ static bool offset_eval(const Plan *p, const Kernel *k, const Expr *L, const Exp
   const Stage *S = &p->te->stages[L->src];
   int64_t o = 0;
   for (int i = 0; i < L->n_args; i++) {
-    int64_t stride = 1;
     if (!te_range(L->args[i], v, v, nv, &mn, &mx) || mn != mx) return false;
-    for (int j = i + 1; j < S->rank; j++) stride *= S->shape[j];
-    o += mn * stride;
+    o += mn * te_stage_stride(S, i);
   }
   *out = o;
   return true;

@@ -238,11 +238,8 @@ static void check_param_read(const Expr *L, void *ctx) {
   TE *te = c->p->te;
   const Stage *S = &te->stages[c->param];
   Expr *off = te_const_i(te, KILN_I64, 0);
-  int64_t stride = 1;
-  for (int i = S->rank - 1; i >= 0 && off; i--) {  /* as plan.c builds a store offset */
-    off = te_binary(te, TB_ADD, off, te_binary(te, TB_MUL, L->args[i], te_const_i(te, KILN_I64, stride)));
-    stride *= S->shape[i];
-  }
+  for (int i = S->rank - 1; i >= 0 && off; i--)  /* as plan.c builds a store offset */
+    off = te_binary(te, TB_ADD, off, te_binary(te, TB_MUL, L->args[i], te_const_i(te, KILN_I64, te_stage_stride(S, i))));
   int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
   kernel_ranges(c->k, lo, hi);
   if (off) off = te_simplify(te, off, lo, hi, c->k->rank + c->k->n_red);

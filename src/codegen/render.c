@@ -187,11 +187,7 @@ static void literal(R *r, const Expr *e, char *out, size_t n) {
 
 static void emit(R *r, const Expr *e, char *out, size_t n);
 
-static int64_t stage_stride(const Stage *s, int i) {
-  int64_t st = 1;
-  for (int j = i + 1; j < s->rank; j++) st *= s->shape[j];
-  return st;
-}
+static int64_t stage_stride(const Stage *s, int i) { return te_stage_stride(s, i); }
 
 static Expr *load_offset(R *r, const Expr *L) {
   TE *te = r->p->te;
@@ -1058,10 +1054,9 @@ bool cg_load_offset_at(const Plan *p, const Expr *L, const int64_t *v, int nv, i
   const Stage *S = &p->te->stages[L->src];
   int64_t off = 0;
   for (int i = 0; i < L->n_args; i++) {
-    int64_t mn, mx, stride = 1;
+    int64_t mn, mx;
     if (!te_range(L->args[i], v, v, nv, &mn, &mx) || mn != mx) return false;
-    for (int j = i + 1; j < S->rank; j++) stride *= S->shape[j];
-    off += mn * stride;
+    off += mn * te_stage_stride(S, i);
   }
   *out = off;
   return true;
@@ -3265,6 +3260,43 @@ static int64_t offset_at_vars(R *r, const Expr *x, const int64_t *v) {
  * var vr = r0 + fr (or fr with r0 NULL), var vc = fc, var vz = 0, sh[fr * ld + fc] = x (0 past
  * the queries when guarded). Consecutive threads walk the tile along whichever of fr and fc
  * has unit stride in x's first load, so the global reads coalesce. */
+/* chain_stage's copies: a 16-bit factor that is a plain load read in aligned runs of 8 along the
+ * tile's columns (cg_load_runs) goes straight into shared memory, 16 bytes (8 values) an
+ * asynchronous copy, zero-filled past the queries; the caller waits for them (cp_wait0) before
+ * its barrier. One copy for 8 values also means one element's index math for 8. */
+static void chain_copies(R *r, const Kernel *k, const Expr *L, int64_t rows, int64_t cols, int64_t ld, int vr,
+                         const char *r0, int vc, int vz, const char *sh, int unroll) {
+  const Dialect *d = r->d;
+  const char *I = ix(r);
+  int64_t c8 = cols / 8, chunks = rows * c8;
+  if (unroll > 1 && chunks >= (int64_t)unroll * CG_GEMM_THREADS) line(r, "%s %d", d->unroll, unroll);
+  line(r, "for (int f = %s; f < %lld; f += %d) {", d->thread_id, (long long)chunks, CG_GEMM_THREADS);
+  r->indent++;
+  push(r);
+  line(r, "const int fr = f / %lld, fc = (f %% %lld) * 8;", (long long)c8, (long long)c8);
+  chain_batch_vars(r, k);
+  line(r, "const %s v%d = %s%s(%s)fr;", I, vr, r0 ? r0 : "", r0 ? " + " : "", I);
+  line(r, "const %s v%d = fc;", I, vc);
+  if (vz >= 0) line(r, "const %s v%d = 0;", I, vz);
+  int buf = r->param_of[L->src];
+  line(r, "const %s *src = b%d;", d->store_type[L->dtype], buf);
+  if (r0) line(r, "const bool in = v%d < %s;", vr, lit(r, k->shape[vr]));
+  else line(r, "const bool in = true;");
+  line(r, "if (in) {");
+  r->indent++;
+  push(r);
+  Expr *o = load_offset(r, L);
+  char off[256];
+  if (!o) { r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory"); return; }
+  emit(r, o, off, sizeof off);
+  line(r, "src = b%d + (%s);", buf, off);
+  pop(r);
+  close_block(r);
+  line(r, "%s(&%s[fr * %lld + fc], src, in);", d->cp_async, sh, (long long)ld);
+  pop(r);
+  close_block(r);
+}
+
 static void chain_stage(R *r, const Kernel *k, const Expr *x, int64_t rows, int64_t cols, int64_t ld, int vr,
                         const char *r0, int vc, int vz, const char *sh, const char *stash, int unroll) {
   const char *I = ix(r), *F = vt(r, KILN_F32);
@@ -3276,6 +3308,12 @@ static void chain_stage(R *r, const Kernel *k, const Expr *x, int64_t rows, int6
   v[vr] = 0, v[vc] = 1;
   int64_t o2 = offset_at_vars(r, x, v);
   bool row_fast = o0 != INT64_MIN && o1 != INT64_MIN && o1 - o0 == 1 && !(o2 != INT64_MIN && o2 - o0 == 1);
+  const Expr *L = x->kind == EX_CAST && x->dtype == KILN_F32 ? x->args[0] : NULL;
+  if (stash && r->d->cp_async && L && L->kind == EX_LOAD && (L->dtype == KILN_BF16 || L->dtype == KILN_F16) &&
+      cg_load_runs(r->p, k, L, vc, 8)) {
+    chain_copies(r, k, L, rows, cols, ld, vr, r0, vc, vz, sh, unroll);
+    return;
+  }
   if (unroll > 1 && rows * cols >= (int64_t)unroll * CG_GEMM_THREADS) line(r, "%s %d", r->d->unroll, unroll);
   line(r, "for (int f = %s; f < %lld; f += %d) {", r->d->thread_id, (long long)(rows * cols), CG_GEMM_THREADS);
   r->indent++;
@@ -3458,11 +3496,14 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   line(r, "const %s bz = blk / %s, t0 = (blk %% %s) * %lld;", I, lit(r, sp), lit(r, sp), (long long)tpb);
   chain_stage(r, c->kc, c->kb, c->L, c->D, kd, n - 1, NULL, n, n - 2, "Ks", stash, CHAIN_STAGE_UNROLL);
   chain_stage(r, c->ko, c->vf, c->L, c->E, vd, n, NULL, n - 1, n - 2, "Vs", stash, CHAIN_STAGE_UNROLL);
+  line(r, "%s", d->cp_commit);  /* the keys' and values' copies, if copied; waited for with the queries' */
   line(r, "for (%s tt = 0; tt < %lld; tt++) {", I, (long long)tpb);
   r->indent++;
   line(r, "const %s i0 = (t0 + tt) * %d;", I, R_);
   line(r, "if (i0 >= %s) break;  /* the same for every thread of the block */", lit(r, c->I));
   chain_stage(r, c->kc, c->qa, R_, c->D, qd, n - 2, "i0", n, n - 1, "Qs", stash, CHAIN_STAGE_UNROLL);
+  line(r, "%s", d->cp_commit);
+  line(r, "%s", d->cp_wait0);
   line(r, "%s", d->barrier);
   /* scores: Q (16 x D, ldmatrix x4 along each 16-deep k-step) by the keys' rows n-tile by n-tile
    * (a key row is a column of K^T: ldmatrix x2, not transposed) */

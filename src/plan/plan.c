@@ -70,6 +70,7 @@ PlanOptions plan_options(const kiln_options *o) {
   /* a reduction read only through a transpose computed in its reader's order: -1 (default) on;
    * 2 also through reshapes that merge its dims (raced: slower, see kiln.h) */
   p.reorder_sums = o ? (o->reorder_sums == 2 ? 2 : o->reorder_sums != 0) : 1;
+  p.chain_layout = o && o->chain_layout == 1;
   p.max_inputs = o && o->max_inputs > 0 ? o->max_inputs : DEFAULT_MAX_INPUTS;
   p.max_nodes = o && o->max_nodes > 0 ? o->max_nodes : DEFAULT_MAX_NODES;
   return p;
@@ -1197,9 +1198,12 @@ static kiln_status store_offset(Plan *p, Kernel *k, Item *it) {
    * dims of 1 (squeeze_map), with the same row-major offsets */
   bool outer = it->kind != IT_INNER;
   int rank = outer ? k->rank : S->rank;
+  /* a stage stored in another order (Stage.layout) has the kernel's rank where it is set */
+  if (S->permuted && rank != S->rank) return kiln_fail(KILN_ERR_UNSUPPORTED, "plan: t%d reordered but stored squeezed", S->id);
   for (int i = rank - 1; i >= 0; i--) {
     Expr *ix = outer ? te_var(te, i) : k->row_map[i];
-    off = te_binary(te, TB_ADD, off, te_binary(te, TB_MUL, ix, te_const_i(te, KILN_I64, stride)));
+    int64_t st = S->permuted ? te_stage_stride(S, i) : stride;
+    off = te_binary(te, TB_ADD, off, te_binary(te, TB_MUL, ix, te_const_i(te, KILN_I64, st)));
     stride *= outer ? k->shape[i] : S->shape[i];
   }
   int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
@@ -1526,6 +1530,22 @@ static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
                     : p->opt.reorder_sums == 2 ? sum_through_moves(te, p, T, readers, moves, &n_moves) : NULL;
     if (!L) continue;
     int r = L->src, k = p->kernel_of[r], r0 = sum_of(te, r);  /* r0: the sum itself (r, or the sum r rounds) */
+    /* an attention chain's output (its last kernel's) keeps the chain's order but is stored in T's:
+     * R's dim i is T's perm[i], so its memory order is the inverse of perm */
+    bool layout = L == T->body && p->opt.chain_layout && k >= 0 && p->kernels[k].chain == 3 && readers[r] == 1 &&
+                  !plan_is_output(p, r) && te->stages[r].rank == T->rank && !te->stages[r].permuted;
+    for (int i = 0; i < te->n_assigns && layout; i++) layout = te->assigns[i].value != r && te->assigns[i].param != r;
+    if (layout) {
+      for (int i = 0; i < T->rank; i++) te->stages[r].layout[perm[i]] = (int8_t)i;
+      te->stages[r].permuted = true;
+      if (!reader) {
+        reader = kiln_malloc(((size_t)te->n_stages + 1) * sizeof *reader);
+        if (!reader) { st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); break; }
+        for (int i = 0; i < te->n_stages; i++) reader[i] = -1;
+      }
+      reader[r] = s;
+      continue;
+    }
     bool kept = readers[r] != 1 || plan_is_output(p, r) || k < 0 || p->kernels[k].chain != 0;
     if (r0 != r) kept = kept || readers[r0] != 1 || plan_is_output(p, r0) || p->kernel_of[r0] != k ||
                        te->stages[r0].rank != T->rank;

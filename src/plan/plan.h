@@ -98,6 +98,8 @@ typedef struct PlanOptions {
                            (kiln_options.siblings); 0 any number */
   int reorder_sums;     /* a reduction read only through a permutation of its vars is computed in that
                            order (kiln_options.reorder_sums) */
+  bool chain_layout;    /* ... and an attention chain's, computed in the chain's order, stored in its
+                           reader's (Stage.layout; kiln_options.chain_layout) */
   int epilogue_ties;    /* arithmetic on a reduction's result that only other reductions read (relu(conv + b)
                            under a max pool) is stored by its producer's epilogue, not inlined into the readers
                            (kiln_options.cpu_epilogue, cpu only) */

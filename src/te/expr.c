@@ -414,6 +414,16 @@ static bool range_of(const Expr *e, const Ranges *r, int64_t *mn, int64_t *mx, i
   }
 }
 
+int64_t te_stage_stride(const Stage *s, int i) {
+  int64_t st = 1;
+  if (!s->permuted) {
+    for (int j = i + 1; j < s->rank; j++) st *= s->shape[j];
+    return st;
+  }
+  for (int m = s->rank - 1; m >= 0 && s->layout[m] != i; m--) st *= s->shape[s->layout[m]];
+  return st;
+}
+
 bool te_range(const Expr *e, const int64_t *lo, const int64_t *hi, int nvars, int64_t *min, int64_t *max) {
   Ranges r = { lo, hi, nvars };
   return range_of(e, lo && hi ? &r : NULL, min, max, 0);

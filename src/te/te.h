@@ -109,7 +109,15 @@ typedef struct Stage {
   const char *name;           /* debug name; never emitted into generated source */
   const StrAttr *str;         /* string ops: attributes (TE arena) */
   int src[2];                 /* string ops: operand stages, in order */
+  /* memory order of the dims where `permuted` (else row-major over shape): layout[0] the slowest dim
+   * ... layout[rank - 1] the fastest. Set by the planner alone (an attention chain's output stored in
+   * its one reader's order, plan.c reorder_sums); every element offset goes through te_stage_stride. */
+  bool permuted;
+  int8_t layout[KILN_MAX_RANK];
 } Stage;
+
+/* Element stride of dim i of stage s in memory (row-major, or in s->layout's order). */
+int64_t te_stage_stride(const Stage *s, int i);
 
 /* A collective (kiln_graph_all_reduce_mean): opaque, operand src[0], run by the communicator. */
 static inline bool te_is_collective(const Stage *S) { return S->kind == ST_OPAQUE && S->op == OP_ALL_REDUCE_MEAN; }

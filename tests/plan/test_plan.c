@@ -211,6 +211,27 @@ static void attention_chains(void) {
   }
   plan_free(p);
   te_free(te);
+  /* chain_layout: the chain's output [8,12,128,64] stored in the order the output projection
+   * reads it, [8,128,12,64] (b, then i, h, d), the chain still one kernel in its own order */
+  o.chain_layout = 1;
+  p = plan_graph(&w.g->g, &o, &te);
+  if (p) {
+    CHECK(p->n_kernels == 9 && chains_in(p) == 1 && p->kernels[3].chain == 3);
+    int stored = 0;
+    for (int i = 0; i < p->kernels[3].n_items; i++) {
+      const Stage *S = &te->stages[p->kernels[3].items[i].stage];
+      if (!p->kernels[3].items[i].store) continue;
+      stored++;
+      CHECK_MSG(S->permuted && S->layout[0] == 0 && S->layout[1] == 2 && S->layout[2] == 1 && S->layout[3] == 3,
+                "t%d: layout %d %d %d %d", S->id, S->layout[0], S->layout[1], S->layout[2], S->layout[3]);
+      CHECK(te_stage_stride(S, 0) == 128 * 768 && te_stage_stride(S, 1) == 64 && te_stage_stride(S, 2) == 768 &&
+            te_stage_stride(S, 3) == 1);
+    }
+    CHECK(stored == 1 && printed_has(p, "in the order"));
+  }
+  plan_free(p);
+  te_free(te);
+  o.chain_layout = 0;
   /* off, and by default: cuda takes chains of at most 2^20 scores (bert's are 1.5M), cpu none */
   const char *backends[3] = { "cuda", "cuda", "cpu" };
   for (int m = 0; m < 3; m++) {

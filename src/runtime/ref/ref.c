@@ -64,11 +64,9 @@ static int tape_add(Tape *t, const TE *te, const void *const *bufs, const Expr *
     if ((in.a[i] = tape_add(t, te, bufs, e->args[i])) < 0) return -1;
   if (e->kind == EX_LOAD) {
     const Stage *s = &te->stages[e->src];
-    int64_t st = 1;
     for (int d = s->rank - 1; d >= 0; d--) {
-      in.stride[d] = st;
+      in.stride[d] = te_stage_stride(s, d);
       in.dim[d] = s->shape[d];
-      st *= s->shape[d];
     }
     in.buf = bufs[e->src];
   }
