@@ -3463,9 +3463,29 @@ static void render_chain_grid(R *r, const Chain *c) {
   close_block(r);
 }
 
-/* An mma fragment's outputs (cg_chain_mma): thread lane holds c[q] of the warp's 16 x 8 tile at row
- * (lane / 4) + 8 (q / 2) and column n-tile nt's 2 (lane % 4) + q % 2 (PTX's m16n8 f32 layout). */
-static void mma_point(R *r) {
+/* A 16-row product of an mma chain (cg_chain_mma), n-tile by n-tile: warp wp takes n-tiles nt = wp,
+ * wp + 8, ... of 8 columns, its f32 tile acc[4] the sum over `depth` (16 a k-step) of A's fragments
+ * (ldmatrix x4 of the 16 rows of a, ld elements apart) by B's (b_ld at address b_at, of nt and ks).
+ * Left open inside the loop over the fragment's 4 points q, fr and fc declared: thread lane holds
+ * acc[q] at row (lane / 4) + 8 (q / 2) and column 8 nt + 2 (lane % 4) + q % 2 (PTX's m16n8 layout). */
+static void mma_tiles(R *r, CgMma mma, const char *acc, int64_t n_tiles, int64_t depth, const char *a, int64_t ld,
+                      const char *b_ld, const char *b_at) {
+  const Dialect *d = r->d;
+  const char *F = vt(r, KILN_F32), *z = d->f32_suffix;
+  line(r, "for (int nt = wp; nt < %lld; nt += %d) {", (long long)n_tiles, CG_GEMM_THREADS / 32);
+  r->indent++;
+  line(r, "%s %s[4] = { 0.0%s, 0.0%s, 0.0%s, 0.0%s };", F, acc, z, z, z, z);
+  line(r, "%s", d->unroll);
+  line(r, "for (int ks = 0; ks < %lld; ks += 16) {", (long long)depth);
+  r->indent++;
+  line(r, "unsigned a0, a1, a2, a3, b0, b1, u2, u3;");
+  line(r, "%s(a0, a1, a2, a3, &%s[(lane & 15) * %lld + ks + (lane >> 4) * 8]);", d->ldmatrix[2], a, (long long)ld);
+  line(r, "%s(b0, b1, u2, u3, %s);", b_ld, b_at);
+  line(r, "%s(%s[0], %s[1], %s[2], %s[3], a0, a1, a2, a3, b0, b1);", d->mma[mma], acc, acc, acc, acc);
+  close_block(r);
+  line(r, "%s", d->unroll);
+  line(r, "for (int q = 0; q < 4; q++) {");
+  r->indent++;
   line(r, "const int fr = (lane >> 2) + (q >> 1) * 8, fc = nt * 8 + (lane & 3) * 2 + (q & 1);");
 }
 
@@ -3481,7 +3501,7 @@ enum { CHAIN_STAGE_UNROLL = 8 };
 
 static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   const Dialect *d = r->d;
-  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma], *fn = d->mma[mma];
+  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma];
   int n = c->n, R_ = PLAN_CHAIN_ROWS, W = CG_GEMM_THREADS / 32;
   int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, mma), tpb = (it + sp - 1) / sp;
   int64_t sd = c->L + 4, qd = c->D + 8, kd = c->D + 8, vd = c->E + 8, pd = c->L + 8;
@@ -3508,23 +3528,10 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   /* scores: Q (16 x D, ldmatrix x4 along each 16-deep k-step) by the keys' rows n-tile by n-tile
    * (a key row is a column of K^T: ldmatrix x2, not transposed) */
   chain_part(r, c->kc);
-  line(r, "for (int nt = wp; nt < %lld; nt += %d) {", (long long)(c->L / 8), W);
-  r->indent++;
-  line(r, "%s cc[4] = { 0.0%s, 0.0%s, 0.0%s, 0.0%s };", F, d->f32_suffix, d->f32_suffix, d->f32_suffix, d->f32_suffix);
-  line(r, "%s", d->unroll);
-  line(r, "for (int ks = 0; ks < %lld; ks += 16) {", (long long)c->D);
-  r->indent++;
-  line(r, "unsigned a0, a1, a2, a3, b0, b1, u2, u3;");
-  line(r, "%s(a0, a1, a2, a3, &Qs[(lane & 15) * %lld + ks + (lane >> 4) * 8]);", d->ldmatrix[2], (long long)qd);
-  line(r, "%s(b0, b1, u2, u3, &Ks[(nt * 8 + (lane & 7)) * %lld + ks + ((lane >> 3) & 1) * 8]);", d->ldmatrix[0],
-       (long long)kd);
-  line(r, "%s(cc[0], cc[1], cc[2], cc[3], a0, a1, a2, a3, b0, b1);", fn);
-  close_block(r);
-  line(r, "%s", d->unroll);
-  line(r, "for (int q = 0; q < 4; q++) {");
-  r->indent++;
+  char bq[128];
+  snprintf(bq, sizeof bq, "&Ks[(nt * 8 + (lane & 7)) * %lld + ks + ((lane >> 3) & 1) * 8]", (long long)kd);
+  mma_tiles(r, mma, "cc", c->L / 8, c->D, "Qs", qd, d->ldmatrix[0], bq);
   push(r);
-  mma_point(r);
   chain_batch_vars(r, c->kc);
   line(r, "const %s v%d = i0 + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
   acc_final(r, c->acc_c, "cc[q]");
@@ -3554,22 +3561,9 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   line(r, "%s", d->barrier);
   /* outputs: P (16 x L) by the values (L x E, stored along e: ldmatrix x2 transposed) */
   chain_part(r, c->ko);
-  line(r, "for (int nt = wp; nt < %lld; nt += %d) {", (long long)(c->E / 8), W);
-  r->indent++;
-  line(r, "%s oc[4] = { 0.0%s, 0.0%s, 0.0%s, 0.0%s };", F, d->f32_suffix, d->f32_suffix, d->f32_suffix, d->f32_suffix);
-  line(r, "%s", d->unroll);
-  line(r, "for (int ks = 0; ks < %lld; ks += 16) {", (long long)c->L);
-  r->indent++;
-  line(r, "unsigned a0, a1, a2, a3, b0, b1, u2, u3;");
-  line(r, "%s(a0, a1, a2, a3, &Ps[(lane & 15) * %lld + ks + (lane >> 4) * 8]);", d->ldmatrix[2], (long long)pd);
-  line(r, "%s(b0, b1, u2, u3, &Vs[(ks + (lane & 7) + ((lane >> 3) & 1) * 8) * %lld + nt * 8]);", d->ldmatrix[1],
-       (long long)vd);
-  line(r, "%s(oc[0], oc[1], oc[2], oc[3], a0, a1, a2, a3, b0, b1);", fn);
-  close_block(r);
-  line(r, "%s", d->unroll);
-  line(r, "for (int q = 0; q < 4; q++) {");
-  r->indent++;
-  mma_point(r);
+  char bv[128];
+  snprintf(bv, sizeof bv, "&Vs[(ks + (lane & 7) + ((lane >> 3) & 1) * 8) * %lld + nt * 8]", (long long)vd);
+  mma_tiles(r, mma, "oc", c->E / 8, c->L, "Ps", pd, d->ldmatrix[1], bv);
   line(r, "if (i0 + fr >= %s) continue;", lit(r, c->I));
   push(r);
   chain_batch_vars(r, c->kc);

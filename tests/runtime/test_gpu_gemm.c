@@ -127,40 +127,38 @@ static kiln_graph *siblings(int64_t m, int64_t k, int64_t n, bool xt, int nb) {
 
 static kiln_graph *dense_gelu(int64_t m, int64_t k, int64_t n) { return dense_act(KILN_F32, m, k, n, false, false, KILN_GELU_TANH); }
 
-/* Attention scores: q [b, h, s, d] @ transpose(kk [b, h, t, d]) -> [b, h, s, t], then * 0.125. */
-static kiln_graph *scores_typed(kiln_dtype dt, int64_t b, int64_t h, int64_t s, int64_t t, int64_t d) {
+/* Attention scores in a new graph: inputs q [b, h, s, d] and kk [b, h, t, d], q @ transpose(kk)
+ * -> [b, h, s, t], then * 0.125 (the value returned). */
+static kiln_tensor scores_in(kiln_graph **g, kiln_dtype dt, int64_t b, int64_t h, int64_t s, int64_t t, int64_t d) {
   int64_t qs[4] = { b, h, s, d }, ks[4] = { b, h, t, d };
   static const int perm[4] = { 0, 1, 3, 2 };
-  kiln_graph *g;
   kiln_tensor q, kk, kt, y, c, z;
-  OK(kiln_graph_create(&g));
-  OK(kiln_graph_input(g, "q", dt, 4, qs, &q));
-  OK(kiln_graph_input(g, "k", dt, 4, ks, &kk));
-  OK(kiln_graph_transpose(g, kk, perm, &kt));
-  OK(kiln_graph_matmul(g, q, kt, &y));
-  OK(kiln_graph_scalar(g, dt, 0.125, &c));
-  OK(kiln_graph_binary(g, KILN_MUL, y, c, &z));
+  OK(kiln_graph_create(g));
+  OK(kiln_graph_input(*g, "q", dt, 4, qs, &q));
+  OK(kiln_graph_input(*g, "k", dt, 4, ks, &kk));
+  OK(kiln_graph_transpose(*g, kk, perm, &kt));
+  OK(kiln_graph_matmul(*g, q, kt, &y));
+  OK(kiln_graph_scalar(*g, dt, 0.125, &c));
+  OK(kiln_graph_binary(*g, KILN_MUL, y, c, &z));
+  return z;
+}
+
+static kiln_graph *scores_typed(kiln_dtype dt, int64_t b, int64_t h, int64_t s, int64_t t, int64_t d) {
+  kiln_graph *g;
+  kiln_tensor z = scores_in(&g, dt, b, h, s, t, d);
   OK(kiln_graph_output(g, z, "z"));
   return g;
 }
 
 static kiln_graph *scores(int64_t b, int64_t h, int64_t s, int64_t t, int64_t d) { return scores_typed(KILN_F32, b, h, s, t, d); }
 
-/* softmax(q @ k^T / 8) @ v of dtype dt: q [b, h, s, d], k [b, h, t, d], v [b, h, t, e] (an
- * attention chain where the planner joins it). */
+/* softmax(q @ k^T / 8) @ v of dtype dt, v [b, h, t, e] an input after q and k (an attention chain
+ * where the planner joins it). */
 static kiln_graph *attention_typed(kiln_dtype dt, int64_t b, int64_t h, int64_t s, int64_t t, int64_t d, int64_t e) {
-  int64_t qs[4] = { b, h, s, d }, ks[4] = { b, h, t, d }, vs[4] = { b, h, t, e };
-  static const int perm[4] = { 0, 1, 3, 2 };
+  int64_t vs[4] = { b, h, t, e };
   kiln_graph *g;
-  kiln_tensor q, kk, v, kt, y, c, z, p, o;
-  OK(kiln_graph_create(&g));
-  OK(kiln_graph_input(g, "q", dt, 4, qs, &q));
-  OK(kiln_graph_input(g, "k", dt, 4, ks, &kk));
+  kiln_tensor z = scores_in(&g, dt, b, h, s, t, d), v, p, o;
   OK(kiln_graph_input(g, "v", dt, 4, vs, &v));
-  OK(kiln_graph_transpose(g, kk, perm, &kt));
-  OK(kiln_graph_matmul(g, q, kt, &y));
-  OK(kiln_graph_scalar(g, dt, 0.125, &c));
-  OK(kiln_graph_binary(g, KILN_MUL, y, c, &z));
   OK(kiln_graph_softmax(g, z, 3, &p));
   OK(kiln_graph_matmul(g, p, v, &o));
   OK(kiln_graph_output(g, o, "o"));
