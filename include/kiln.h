@@ -527,8 +527,10 @@ typedef struct kiln_options {
                            library GEMM's); 0 (default) stored in the chain's order ($KILN_CHAIN_LAYOUT) */
   int cuda_chain_mma;   /* cuda: 1 (default) an attention chain whose queries, keys, values and softmax are
                            all bf16 (or all f16) takes both of its products on tensor cores (warp mma, f32
-                           sums) from 16-bit copies in shared memory; 0 f32 multiply-adds as for f32
-                           ($KILN_CUDA_CHAIN_MMA) */
+                           sums) from 16-bit copies in shared memory, the softmax on rows in shared memory;
+                           2 the same with each warp's 16 rows kept in its mma fragments from the scores to
+                           the second product (a candidate, not yet run on a GPU); 0 f32 multiply-adds as
+                           for f32 ($KILN_CUDA_CHAIN_MMA) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

@@ -220,6 +220,8 @@ typedef struct Dialect {
   const char *vec4_store;         /* a vector write statement; %d parameter, %s index, %s value */
   const char *block_reduce;       /* T block_reduce(T v, op): every thread of the block gets op over all */
   const char *warp_reduce;        /* the same over a warp of 32 */
+  const char *quad_reduce;        /* the same over a quad of lanes 4r .. 4r + 3 (NULL: none; an mma
+                                   * chain's rows in fragments, cg_chain_mma) */
   const char *block_reduce_arg;   /* int64 block_reduce_arg(T v, int64 i, int max, int last): the index */
   const char *warp_reduce_arg;
   const char *reduce_op[RO_MIN + 1];          /* op argument of block/warp_reduce: "k_add()" ... */
@@ -299,8 +301,9 @@ typedef struct CgOptions {
                            along the vectors, 1 where the cost model says, 2 wherever they can, 0 never */
   bool mma_half;        /* GEMM tiles: contractions of bf16/f16 operands on the dialect's mma (tensor cores) */
   bool mma_tf32;        /* ... and of f32 operands, rounded to TF32 (kiln_options.tf32) */
-  bool chain_mma;       /* attention chains of 16-bit values: both products on the mma where mma_half allows
-                           (cg_chain_mma; kiln_options.cuda_chain_mma) */
+  int chain_mma;        /* attention chains of 16-bit values: both products on the mma where mma_half allows
+                           (cg_chain_mma; kiln_options.cuda_chain_mma): 0 never, 1 the rows in shared
+                           memory, 2 each warp's rows in its mma fragments (CG_CHAIN_FRAGS) */
   bool mma_many_blocks; /* ... their tiles picked for about four blocks a multiprocessor, not one as the f32
                            tiles are (kiln_options.tensor_cores 3: raced, slower on the H200) */
   int mma_small_k;      /* ... the k-tile of a 32x32 mma tile through registers (kiln_options.cuda_mma_k:
@@ -463,13 +466,17 @@ typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS, CG_GPU_GEMM, CG_GP
 /* CHAIN: the kernels of an attention chain (plan.h), rendered and launched as its last one:
  * CG_GEMM_THREADS threads, a block per PLAN_CHAIN_ROWS rows of one batch point, this much
  * dynamic shared memory (bytes) and these blocks. */
-int64_t cg_chain_smem(const Kernel *last, CgMma mma);
-int cg_chain_rows(const Kernel *last, CgMma mma);
-int64_t cg_chain_splits(const Kernel *last, CgMma mma);
-/* The tensor-core kind of a blocked chain's two products (CG_MMA_NONE: f32 FMA): bf16 or f16 where the
- * dialect has mma, the options allow 16-bit tensor cores and CgOptions.chain_mma, the queries, keys,
- * values and P are all of that type, and the row, depth and width are multiples of the mma's tiles. */
-CgMma cg_chain_mma(const Plan *p, const Kernel *last, const Dialect *d, const CgOptions *o);
+/* A blocked chain's form: its products as f32 multiply-adds, on the mma with the rows between them in
+ * shared memory, or on the mma with each warp's 16 rows in its fragments throughout. */
+typedef enum { CG_CHAIN_FMA, CG_CHAIN_SHARED, CG_CHAIN_FRAGS } CgChainForm;
+int64_t cg_chain_smem(const Kernel *last, CgChainForm form);
+int cg_chain_rows(const Kernel *last, CgChainForm form);
+int64_t cg_chain_splits(const Kernel *last, CgChainForm form);
+/* The tensor-core kind of a blocked chain's two products (CG_MMA_NONE: f32 FMA) and its form: bf16 or
+ * f16 where the dialect has mma, the options allow 16-bit tensor cores and CgOptions.chain_mma, the
+ * queries, keys, values and P are all of that type, and the row, depth and width are multiples of the
+ * mma's tiles; the fragments' form also needs quad reductions and no arg-reduction in the rows. */
+CgMma cg_chain_mma(const Plan *p, const Kernel *last, const Dialect *d, const CgOptions *o, CgChainForm *form);
 /* Does grid dialect d run the chain ending at kernel last in blocks (16-byte vectors along the
  * row, the depth and the width, all multiples of 4; dynamic shared memory; warp reductions)?
  * Else (and in loop dialects) a chain is a loop over its rows, a thread each. */
@@ -493,7 +500,7 @@ bool cg_pair_warps(const Kernel *last, const CgOptions *o);
 int64_t cg_pair_splits(const Kernel *last);
 int64_t cg_pair_blocks(const Kernel *last);
 void cg_pair_globals(const Kernel *last, const Dialect *d, StrBuf *out);
-int64_t cg_chain_blocks(const Kernel *last, CgMma mma);
+int64_t cg_chain_blocks(const Kernel *last, CgChainForm form);
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o);
 /* The shape kernel k is rendered with in dialect d: cg_gpu_shape where the dialect has
  * the means (VEC4 needs a vector type, BLOCK_ROWS block reductions, GEMM shared memory),

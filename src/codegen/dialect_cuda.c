@@ -49,6 +49,13 @@ static const char prelude[] =
   "  for (int d = 16; d > 0; d >>= 1) v = f(v, k_shfl(v, d));\n"
   "  return k_lane0(v);  /* max(+0, -0) depends on the order: one value for the whole warp */\n"
   "}\n"
+  /* A row held by a quad of lanes (an mma fragment's rows: lanes 4r .. 4r + 3): the same, over
+   * the quad, every lane ending with its first lane's value. */
+  "template <class T, class F> KI T k_quad(T v, F f) {\n"
+  "  v = f(v, k_shfl(v, 1));\n"
+  "  v = f(v, k_shfl(v, 2));\n"
+  "  return (T)__shfl_sync(0xffffffffu, v, (threadIdx.x & 31) & ~3);\n"
+  "}\n"
   /* arg-reductions: the better (value, index) pair; ties go to the first index, or the last. */
   "template <class T> KI bool k_argbetter(T v2, int64_t i2, T v, int64_t i, int mx, int last) {\n"
   "  if (i2 < 0) return false; if (i < 0) return true;\n"
@@ -196,7 +203,7 @@ const Dialect cg_dialect_cuda = {
   .vec4_load = "((const float4 *)b%d)[%s]",
   .vec4_store = "((float4 *)b%d)[%s] = %s;",
   .block_reduce = "k_block",
-  .warp_reduce = "k_warp",
+  .warp_reduce = "k_warp", .quad_reduce = "k_quad",
   .block_reduce_arg = "k_block_arg",
   .warp_reduce_arg = "k_warp_arg",
   .reduce_op = { [RO_SUM] = "k_add()", [RO_PROD] = "k_mul()", [RO_MAX] = "k_max()", [RO_MIN] = "k_min()" },

@@ -50,6 +50,7 @@ typedef struct R {
   int64_t lo[12 * KILN_MAX_RANK], hi[12 * KILN_MAX_RANK];  /* kernel vars, then unrolled/blocked copies */
   int nv;
   const char *guard;   /* grid dialects: condition on stores of per-row values (one thread writes) */
+  bool quad;           /* a row's reductions over a quad of lanes (an mma chain's rows in fragments) */
   /* block rows: values of a row point (loads, unary ops) that a later inner loop needs again
    * are kept in registers c<i>[j], captured in the first loop computing them */
   const Expr *cached[8]; int cap_step[8]; int n_cached;
@@ -2188,14 +2189,14 @@ static void block_combine(R *r, const Item *it) {
   const Dialect *d = r->d;
   int s = it->stage;
   bool warp = r->ro.rows > 1;  /* a warp per row: shuffles only */
+  const char *red = r->quad ? d->quad_reduce : warp ? d->warp_reduce : d->block_reduce;  /* quad: cg_chain_mma said */
   if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN)
     line(r, "ai%d = %s(a%d, ai%d, %d, %d);", s, warp ? d->warp_reduce_arg : d->block_reduce_arg, s, s,
          S->rop == RO_ARGMAX, S->select_last != 0);
-  else line(r, "a%d = %s(a%d, %s);", s, warp ? d->warp_reduce : d->block_reduce, s, d->reduce_op[S->rop]);
+  else line(r, "a%d = %s(a%d, %s);", s, red, s, d->reduce_op[S->rop]);
   /* a NaN one thread saw makes the row's result NaN for every thread (the one that stores it
    * and those that read it in the row's later steps) */
-  if (nan_flag(S, it->body->dtype))
-    line(r, "an%d = %s(an%d, %s);", s, warp ? d->warp_reduce : d->block_reduce, s, d->reduce_op[RO_MAX]);
+  if (nan_flag(S, it->body->dtype)) line(r, "an%d = %s(an%d, %s);", s, red, s, d->reduce_op[RO_MAX]);
 }
 
 /* Memory loads in e (not of this kernel's stages), each once; seen is a DAG walk's list. */
@@ -2663,31 +2664,35 @@ bool cg_chain_blocked(const Dialect *d, const Kernel *ko) {
 /* Rows a block: PLAN_CHAIN_ROWS, or half that when the blocks would not fill 128 multiprocessors
  * (encoder4_d256: 16 heads of 64 queries, 64 blocks of 16 rows; its blocks wait on memory, so
  * more of them in flight win). An mma chain's tiles are the mma's 16 rows. */
-int cg_chain_rows(const Kernel *ko, CgMma mma) {
+int cg_chain_rows(const Kernel *ko, CgChainForm form) {
   int64_t I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
   int rows = PLAN_CHAIN_ROWS;
-  if (!mma && batch * ((I + rows - 1) / rows) < 128) rows /= 2;
+  if (form == CG_CHAIN_FRAGS) return rows * (CG_GEMM_THREADS / 32);  /* a warp's 16 rows each */
+  if (form == CG_CHAIN_FMA && batch * ((I + rows - 1) / rows) < 128) rows /= 2;
   return rows;
 }
 
 /* Shared memory, rows padded so that 16-byte vectors stay aligned. f32 (floats): the rows'
  * queries Qs[R][D+4], the keys Ks[L][D+4], the values Vs[L][E+4], the rows Ss[R][L+4]. mma: the
  * rows Ss[R][L+4] in floats, then 16-bit Qs[R][D+8], Ks[L][D+8], Vs[L][E+8] and P's rows
- * Ps[R][L+8] (rows 16 bytes apart modulo 128, so that ldmatrix's eight rows meet no conflict). */
-int64_t cg_chain_smem(const Kernel *ko, CgMma mma) {
+ * Ps[R][L+8] (rows 16 bytes apart modulo 128, so that ldmatrix's eight rows meet no conflict); the
+ * fragments' form the 16-bit Qs[RB][D+8], Ks and Vs alone, RB its rows a block. */
+int64_t cg_chain_smem(const Kernel *ko, CgChainForm form) {
   int64_t L = ko->red_shape[0], E = ko->shape[ko->rank - 1], D = (ko - 2)->red_shape[0], R = PLAN_CHAIN_ROWS;
-  if (mma) return 4 * R * (L + 4) + 2 * (R * (D + 8) + L * (D + 8) + L * (E + 8) + R * (L + 8));
+  if (form == CG_CHAIN_FRAGS) return 2 * (cg_chain_rows(ko, form) * (D + 8) + L * (D + 8) + L * (E + 8));
+  if (form == CG_CHAIN_SHARED) return 4 * R * (L + 4) + 2 * (R * (D + 8) + L * (D + 8) + L * (E + 8) + R * (L + 8));
   return 4 * (R * (D + 4) + L * (D + 4) + L * (E + 4) + R * (L + 4));
 }
 
 /* Blocks a batch point (each stages the point's keys and values once, then takes its share of
  * the point's row tiles in turn): enough to give the chip about 132 blocks, at most a tile each.
  * bert's 96 heads: 2 blocks of 4 tiles (the keys and values read twice, not 8 times). */
-int64_t cg_chain_splits(const Kernel *ko, CgMma mma) {
+int64_t cg_chain_splits(const Kernel *ko, CgChainForm form) {
   int64_t I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
-  int rows = cg_chain_rows(ko, mma);
+  int rows = cg_chain_rows(ko, form);
   int64_t tiles = (I + rows - 1) / rows, sp = (132 + batch - 1) / batch;
-  if (mma) {  /* about 4 blocks a multiprocessor (their shared memory fits), tiles shared out evenly:
+  if (form == CG_CHAIN_FRAGS) return tiles;  /* a block each tile of a warp's rows per warp */
+  if (form == CG_CHAIN_SHARED) {  /* about 4 blocks a multiprocessor (their shared memory fits), tiles shared out evenly:
                * the mma leaves a tile's time to latency, which more blocks in flight hide */
     sp = (4 * 132 + batch - 1) / batch;
     if (sp >= tiles) return tiles;
@@ -2697,11 +2702,14 @@ int64_t cg_chain_splits(const Kernel *ko, CgMma mma) {
   return sp < tiles ? sp : tiles;
 }
 
-int64_t cg_chain_blocks(const Kernel *ko, CgMma mma) {
+int64_t cg_chain_blocks(const Kernel *ko, CgChainForm form) {
   int64_t I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
-  int64_t t = batch * cg_chain_splits(ko, mma);
+  int64_t t = batch * cg_chain_splits(ko, form);
   return t < ((int64_t)1 << 20) ? t : ((int64_t)1 << 20);
 }
+
+/* the fragments' form: rows and widths of at most this many points (a thread's registers) */
+enum { PLAN_CHAIN_FRAG_ROW = 128 };
 
 /* The type an mma would take a product's factor in: a factor converted to f32 (a 16-bit tensor's
  * load widened for the f32 sum) is its 16-bit value. */
@@ -2709,7 +2717,8 @@ static kiln_dtype mma_factor_type(const Expr *e) {
   return e->kind == EX_CAST && e->dtype == KILN_F32 ? e->args[0]->dtype : e->dtype;
 }
 
-CgMma cg_chain_mma(const Plan *p, const Kernel *ko, const Dialect *d, const CgOptions *o) {
+CgMma cg_chain_mma(const Plan *p, const Kernel *ko, const Dialect *d, const CgOptions *o, CgChainForm *form) {
+  *form = CG_CHAIN_FMA;
   if (!o || !o->chain_mma || !o->mma_half || !d->mma[CG_MMA_BF16] || !d->ldmatrix[0] || !cg_chain_blocked(d, ko))
     return CG_MMA_NONE;
   Chain c;
@@ -2718,6 +2727,15 @@ CgMma cg_chain_mma(const Plan *p, const Kernel *ko, const Dialect *d, const CgOp
   if ((t != KILN_BF16 && t != KILN_F16) || mma_factor_type(c.kb) != t || mma_factor_type(c.vf) != t ||
       p->te->stages[c.p->stage].dtype != t || c.L % 16 || c.D % 16 || c.E % 8)
     return CG_MMA_NONE;
+  *form = CG_CHAIN_SHARED;
+  /* fragments: a thread holds L / 2 of its rows' values and E / 2 outputs (registers), the rows' sums
+   * and maxima meet in quads (no arg-reductions) */
+  bool frags = o->chain_mma == 2 && d->quad_reduce && c.L <= PLAN_CHAIN_FRAG_ROW && c.E <= PLAN_CHAIN_FRAG_ROW;
+  for (int i = 0; frags && i < c.kr->n_items; i++) {
+    const Stage *S = &p->te->stages[c.kr->items[i].stage];
+    frags = c.kr->items[i].kind != IT_ACC || (S->rop != RO_ARGMAX && S->rop != RO_ARGMIN);
+  }
+  if (frags) *form = CG_CHAIN_FRAGS;
   return t == KILN_BF16 ? CG_MMA_BF16 : CG_MMA_F16;
 }
 
@@ -3338,8 +3356,8 @@ static void chain_stage(R *r, const Kernel *k, const Expr *x, int64_t rows, int6
 static void render_chain_grid(R *r, const Chain *c) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *V = d->vec4_type;
-  int n = c->n, R_ = cg_chain_rows(c->ko, CG_MMA_NONE), RS = PLAN_CHAIN_ROWS;
-  int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, CG_MMA_NONE), tpb = (it + sp - 1) / sp;
+  int n = c->n, R_ = cg_chain_rows(c->ko, CG_CHAIN_FMA), RS = PLAN_CHAIN_ROWS;
+  int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, CG_CHAIN_FMA), tpb = (it + sp - 1) / sp;
   int64_t qd = c->D + 4, kd = c->D + 4, vd = c->E + 4, sd = c->L + 4;
   const char *dy = d->dyn_shared_name;
   line(r, "%s", d->dyn_shared);
@@ -3503,7 +3521,7 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma];
   int n = c->n, R_ = PLAN_CHAIN_ROWS, W = CG_GEMM_THREADS / 32;
-  int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, mma), tpb = (it + sp - 1) / sp;
+  int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, CG_CHAIN_SHARED), tpb = (it + sp - 1) / sp;
   int64_t sd = c->L + 4, qd = c->D + 8, kd = c->D + 8, vd = c->E + 8, pd = c->L + 8;
   const char *dy = d->dyn_shared_name;
   line(r, "%s", d->dyn_shared);
@@ -3577,13 +3595,146 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   close_block(r);
 }
 
+/* An attention chain with each warp's rows in its mma fragments (CG_CHAIN_FRAGS): a block stages one
+ * batch point's keys and values and the queries of its 8 warps' 16-row tiles (16-bit, as
+ * render_chain_mma does), then each warp alone: the scores of its 16 rows over the L keys as L/8
+ * m16n8 tiles whose f32 values stay in registers (xs: thread lane holds rows lane/4 and lane/4 + 8,
+ * columns 2 (lane % 4) and one more of each 8), the scores' epilogue on them, KR's steps for each of
+ * its two rows with the row's sums and maxima meeting in the quad of lanes that holds it (k_quad),
+ * P written back in place, P's values packed into the A fragments of the second product (an m16n8
+ * accumulator's layout is the m16k16 A operand's), and the product with the values n-tile by n-tile.
+ * No shared memory for the rows and no barrier between the products. */
+static void render_chain_frags(R *r, const Chain *c, CgMma mma) {
+  const Dialect *d = r->d;
+  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma], *z = d->f32_suffix;
+  int n = c->n, W = CG_GEMM_THREADS / 32, RB = cg_chain_rows(c->ko, CG_CHAIN_FRAGS);
+  int64_t sp = cg_chain_splits(c->ko, CG_CHAIN_FRAGS), qd = c->D + 8, kd = c->D + 8, vd = c->E + 8;
+  int64_t NT = c->L / 8, ET = c->E / 8, KS = c->L / 16;
+  const char *dy = d->dyn_shared_name;
+  line(r, "%s", d->dyn_shared);
+  line(r, "uint16_t *Qs = (uint16_t *)%s, *Ks = Qs + %lld, *Vs = Ks + %lld;", dy, (long long)(RB * qd),
+       (long long)(c->L * kd));
+  line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
+  line(r, "for (%s blk = %s; blk < %s; blk += %s) {", I, d->block_id, lit(r, c->batch * sp), d->grid_size);
+  r->indent++;
+  line(r, "const %s bz = blk / %s, i0 = (blk %% %s) * %d;", I, lit(r, sp), lit(r, sp), RB);
+  chain_stage(r, c->kc, c->kb, c->L, c->D, kd, n - 1, NULL, n, n - 2, "Ks", stash, CHAIN_STAGE_UNROLL);
+  chain_stage(r, c->ko, c->vf, c->L, c->E, vd, n, NULL, n - 1, n - 2, "Vs", stash, CHAIN_STAGE_UNROLL);
+  chain_stage(r, c->kc, c->qa, RB, c->D, qd, n - 2, "i0", n, n - 1, "Qs", stash, CHAIN_STAGE_UNROLL);
+  line(r, "%s", d->cp_commit);
+  line(r, "%s", d->cp_wait0);
+  line(r, "%s", d->barrier);
+  line(r, "const %s iw = i0 + wp * 16;  /* this warp's first row */", I);
+  line(r, "if (iw < %s) {", lit(r, c->I));
+  r->indent++;
+  /* the scores, A's fragments of the warp's 16 rows loaded once */
+  line(r, "unsigned qa[%lld][4];", (long long)(c->D / 16));
+  line(r, "%s", d->unroll);
+  line(r, "for (int ks = 0; ks < %lld; ks++)", (long long)(c->D / 16));
+  line(r, "  %s(qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], &Qs[(wp * 16 + (lane & 15)) * %lld + ks * 16 + (lane >> 4) * 8]);",
+       d->ldmatrix[2], (long long)qd);
+  line(r, "%s xs[%lld];", F, (long long)(NT * 4));
+  chain_part(r, c->kc);
+  line(r, "%s", d->unroll);
+  line(r, "for (int nt = 0; nt < %lld; nt++) {", (long long)NT);
+  r->indent++;
+  line(r, "%s cc[4] = { 0.0%s, 0.0%s, 0.0%s, 0.0%s };", F, z, z, z, z);
+  line(r, "%s", d->unroll);
+  line(r, "for (int ks = 0; ks < %lld; ks++) {", (long long)(c->D / 16));
+  r->indent++;
+  line(r, "unsigned b0, b1, u2, u3;");
+  line(r, "%s(b0, b1, u2, u3, &Ks[(nt * 8 + (lane & 7)) * %lld + ks * 16 + ((lane >> 3) & 1) * 8]);", d->ldmatrix[0],
+       (long long)kd);
+  line(r, "%s(cc[0], cc[1], cc[2], cc[3], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], b0, b1);", d->mma[mma]);
+  close_block(r);
+  line(r, "%s", d->unroll);
+  line(r, "for (int q = 0; q < 4; q++) {");
+  r->indent++;
+  push(r);
+  line(r, "const int fr = (lane >> 2) + (q >> 1) * 8, fc = nt * 8 + (lane & 3) * 2 + (q & 1);");
+  chain_batch_vars(r, c->kc);
+  line(r, "const %s v%d = iw + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
+  acc_final(r, c->acc_c, "cc[q]");
+  chain_values(r, c->kc, 1);
+  line(r, "xs[nt * 4 + q] = s%d;", c->x);
+  pop(r);
+  close_block(r);
+  close_block(r);
+  /* KR's steps, row by row of the thread's two: the row's L points are held by its quad, 2 a
+   * fragment of each n-tile; P back into xs */
+  chain_part(r, c->kr);
+  bool quad = r->quad;
+  r->quad = true;
+  for (int h = 0; h < 2; h++) {
+    line(r, "{  /* row lane / 4%s */", h ? " + 8" : "");
+    r->indent++;
+    push(r);
+    chain_batch_vars(r, c->kc);
+    line(r, "const %s v%d = iw + (%s)((lane >> 2) + %d), v%d = 0;", I, n - 2, I, 8 * h, n - 1);
+    char head[96], at[64], value[64], post[96];
+    snprintf(head, sizeof head, "for (int u = 0; u < %lld; u++) {", (long long)(NT * 2));
+    snprintf(at, sizeof at, "(u >> 1) * 8 + (lane & 3) * 2 + (u & 1)");
+    snprintf(value, sizeof value, "xs[(u >> 1) * 4 + %d + (u & 1)]", 2 * h);
+    snprintf(post, sizeof post, "xs[(u >> 1) * 4 + %d + (u & 1)] = s%d;", 2 * h, c->p->stage);
+    warp_row_steps(r, c->kr, d->unroll, head, at, c->x, value, post, c->p->step);
+    pop(r);
+    close_block(r);
+  }
+  r->quad = quad;
+  /* P (16 x L) as A fragments: an m16n8 tile's (q 0, 1 | 2, 3) are the rows' (lane / 4 | + 8) pairs of
+   * one 8-column half of a 16-deep k-step */
+  line(r, "unsigned pa[%lld][4];", (long long)KS);
+  line(r, "%s", d->unroll);
+  line(r, "for (int ks = 0; ks < %lld; ks++)", (long long)KS);
+  line(r, "%s", d->unroll);
+  line(r, "  for (int g = 0; g < 4; g++) {  /* A's a0..a3: g & 1 the row half, g >> 1 the column half */");
+  line(r, "    const int at = (2 * ks + (g >> 1)) * 4 + (g & 1) * 2;");
+  char lo[96], hi[96];
+  snprintf(lo, sizeof lo, stash, "xs[at]");
+  snprintf(hi, sizeof hi, stash, "xs[at + 1]");
+  line(r, "    pa[ks][g] = (unsigned)%s | ((unsigned)%s << 16);", lo, hi);
+  line(r, "  }");
+  /* outputs: P by the values, n-tile by n-tile (V stored along e: ldmatrix x2 transposed) */
+  chain_part(r, c->ko);
+  line(r, "%s", d->unroll);
+  line(r, "for (int nt = 0; nt < %lld; nt++) {", (long long)ET);
+  r->indent++;
+  line(r, "%s oc[4] = { 0.0%s, 0.0%s, 0.0%s, 0.0%s };", F, z, z, z, z);
+  line(r, "%s", d->unroll);
+  line(r, "for (int ks = 0; ks < %lld; ks++) {", (long long)KS);
+  r->indent++;
+  line(r, "unsigned b0, b1, u2, u3;");
+  line(r, "%s(b0, b1, u2, u3, &Vs[(ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * %lld + nt * 8]);", d->ldmatrix[1],
+       (long long)vd);
+  line(r, "%s(oc[0], oc[1], oc[2], oc[3], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b0, b1);", d->mma[mma]);
+  close_block(r);
+  line(r, "%s", d->unroll);
+  line(r, "for (int q = 0; q < 4; q++) {");
+  r->indent++;
+  line(r, "const int fr = (lane >> 2) + (q >> 1) * 8, fc = nt * 8 + (lane & 3) * 2 + (q & 1);");
+  line(r, "if (iw + fr >= %s) continue;", lit(r, c->I));
+  push(r);
+  chain_batch_vars(r, c->kc);
+  line(r, "const %s v%d = iw + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
+  items_at(r, 1, NULL, "oc[q]");
+  pop(r);
+  close_block(r);
+  close_block(r);
+  close_block(r);
+  line(r, "%s", d->barrier);  /* the next block's staging waits for every read of this one */
+  close_block(r);
+  (void)W;
+}
+
 static void render_chain(R *r) {
   if (r->k->chain == 2 || r->k->tailed) { render_pair(r); return; }
   Chain c;
   chain_of(r->p, r->k, &c);
   r->chain_lo = c.kc->id, r->chain_hi = c.ko->id;
-  CgMma mma = cg_chain_mma(r->p, c.ko, r->d, r->o);
-  if (mma) render_chain_mma(r, &c, mma);
+  CgChainForm form;
+  CgMma mma = cg_chain_mma(r->p, c.ko, r->d, r->o, &form);
+  if (form == CG_CHAIN_FRAGS) render_chain_frags(r, &c, mma);
+  else if (mma) render_chain_mma(r, &c, mma);
   else if (cg_chain_blocked(r->d, c.ko)) render_chain_grid(r, &c);
   else render_chain_loops(r, &c);  /* on a grid without the means: a thread per row, its row in registers */
   chain_part(r, c.ko);

@@ -841,9 +841,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
                      "else 1 .. 4096 points", o->cuda_small_k);
   /* -1: 16 on cuda, the H200 race (bench/results/2026-12-05-h200-small-k.md: cnn_train_b32 0.989) */
   if (cuda && o->cuda_small_k != 0) g->gemm_small_k = o->cuda_small_k > 0 ? o->cuda_small_k : 16;
-  if (o->cuda_chain_mma < 0 || o->cuda_chain_mma > 1)
-    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_chain_mma ($KILN_CUDA_CHAIN_MMA) is %d: 0 off, 1 on", o->cuda_chain_mma);
-  g->chain_mma = cuda && o->cuda_chain_mma == 1;
+  if (o->cuda_chain_mma < 0 || o->cuda_chain_mma > 2)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_chain_mma ($KILN_CUDA_CHAIN_MMA) is %d: 0 off, 1 the rows in shared "
+                     "memory, 2 the rows in fragments", o->cuda_chain_mma);
+  g->chain_mma = cuda ? o->cuda_chain_mma : 0;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
   if (o->pair_tails < -1 || o->pair_tails > 1)

@@ -307,20 +307,32 @@ static void test_chain_mma_shapes(void) {
     if (last < 0) { plans_free(&r), kiln_graph_free(g); continue; }
     const Kernel *ko_ = &r.p->kernels[last];
     CgOptions o = cg_options_default();
-    o.mma_half = o.chain_mma = true;
-    CgMma m = cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o);
+    o.mma_half = true, o.chain_mma = 1;
+    CgChainForm f;
+    CgMma m = cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o, &f);
     CHECK_MSG(m == (i == 3 ? CG_MMA_NONE : want[i]), "attention %d: chain mma %d, expected %d", i, m, want[i]);
+    CHECK(f == (m ? CG_CHAIN_SHARED : CG_CHAIN_FMA));
     if (i < 3) {
       /* f32: half the rows, the 18 tiles of 16 being too few for the chip; mma: the mma's 16 */
-      CHECK_MSG(cg_chain_rows(ko_, m) == (m ? 16 : 8), "attention %d: %d rows a tile", i, cg_chain_rows(ko_, m));
-      CHECK(cg_chain_smem(ko_, m) == (m ? 4 * 16 * (48 + 4) + 2 * (16 * 72 + 48 * 72 + 48 * 40 + 16 * 56)
+      CHECK_MSG(cg_chain_rows(ko_, f) == (m ? 16 : 8), "attention %d: %d rows a tile", i, cg_chain_rows(ko_, f));
+      CHECK(cg_chain_smem(ko_, f) == (m ? 4 * 16 * (48 + 4) + 2 * (16 * 72 + 48 * 72 + 48 * 40 + 16 * 56)
                                          : 4 * (16 * 68 + 48 * 68 + 48 * 36 + 16 * 52)));
       compiles_with(&r, &o, m ? "*Ps = " : "*Qs = ", "attention chain");
     }
-    o.chain_mma = false;
-    CHECK(cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o) == CG_MMA_NONE);
-    o.chain_mma = true, o.mma_half = false;
-    CHECK(cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o) == CG_MMA_NONE);
+    /* the rows in fragments (chain_mma 2): 8 warps of 16 rows a block, the 40 rows one block a
+     * batch point, the queries, keys and values alone in shared memory */
+    o.chain_mma = 2;
+    m = cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o, &f);
+    CHECK(f == (m ? CG_CHAIN_FRAGS : CG_CHAIN_FMA));
+    if (m) {
+      CHECK(cg_chain_rows(ko_, f) == 128 && cg_chain_splits(ko_, f) == 1);
+      CHECK(cg_chain_smem(ko_, f) == 2 * (128 * 72 + 48 * 72 + 48 * 40));
+      compiles_with(&r, &o, "xs[", "attention chain, rows in fragments");
+    }
+    o.chain_mma = 0;
+    CHECK(cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o, &f) == CG_MMA_NONE && f == CG_CHAIN_FMA);
+    o.chain_mma = 1, o.mma_half = false;
+    CHECK(cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o, &f) == CG_MMA_NONE);
     plans_free(&r);
     kiln_graph_free(g);
   }
@@ -973,11 +985,14 @@ static void test_mma_values(bool sanitized) {
       * and the third are ragged; f32 rows between the products */
     int64_t ins[3] = { 2 * 3 * 40 * 64, 2 * 3 * 48 * 64, 2 * 3 * 48 * 32 }, outs[1] = { 2 * 3 * 40 * 32 };
     setenv("KILN_ATTENTION", "1", 1);
-    for (int t = 0; t < 2; t++) {
-      kiln_graph *g = attention_typed(t ? KILN_F16 : KILN_BF16, 2, 3, 40, 48, 64, 32);
-      check_typed("mma attention chain", g, t ? KILN_F16 : KILN_BF16, 3, ins, 1, outs);
+    for (int t = 0; t < 4; t++) {  /* 2, 3: each warp's rows in its fragments (KILN_CUDA_CHAIN_MMA=2) */
+      setenv("KILN_CUDA_CHAIN_MMA", t < 2 ? "1" : "2", 1);
+      kiln_graph *g = attention_typed(t & 1 ? KILN_F16 : KILN_BF16, 2, 3, 40, 48, 64, 32);
+      check_typed(t < 2 ? "mma attention chain" : "mma attention chain, rows in fragments", g, t & 1 ? KILN_F16 : KILN_BF16,
+                  3, ins, 1, outs);
       kiln_graph_free(g);
     }
+    unsetenv("KILN_CUDA_CHAIN_MMA");
     unsetenv("KILN_ATTENTION");
   }
   {  /* attention's scores through the heads' transposes, direct with batch vars */
