@@ -1513,12 +1513,19 @@ static Expr *sum_through_moves(TE *te, const Plan *p, const Stage *T, const int 
  * GEMM's operand), not through the heads' transpose. Likewise a sum read through reshapes and
  * transposes (sum_through_moves): a convolution's weight gradient, computed in the weight's
  * order, takes the weight's update as its epilogue. A reduction in a chain or a pair keeps
- * its order (those kernels index their rows by the plan's own vars). *reader_out: each reordered
- * sum's reader (-1 elsewhere), or NULL when none was reordered; the caller frees it. */
+ * its order (those kernels index their rows by the plan's own vars), but under chain_layout an
+ * attention chain's output is stored in its reader's order (Stage.layout). *reader_out: each
+ * reordered sum's reader (-1 elsewhere), or NULL when none was reordered; the caller frees it. */
 static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
   *reader_out = NULL;
-  int *readers = kiln_calloc((size_t)te->n_stages + 1, sizeof *readers), *reader = NULL;
-  if (!readers) return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
+  int *readers = kiln_calloc((size_t)te->n_stages + 1, sizeof *readers);
+  int *reader = kiln_malloc(((size_t)te->n_stages + 1) * sizeof *reader);
+  if (!readers || !reader) {
+    kiln_free(readers), kiln_free(reader);
+    return kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
+  }
+  bool any = false;
+  for (int i = 0; i < te->n_stages; i++) reader[i] = -1;
   for (int s = 0; s < te->n_stages; s++)  /* loads, not stages: a stage read twice counts 2 and is kept */
     if (te->stages[s].body) te_visit_loads(te->stages[s].body, count_reader, readers);
   kiln_status st = KILN_OK;
@@ -1538,12 +1545,7 @@ static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
     if (layout) {
       for (int i = 0; i < T->rank; i++) te->stages[r].layout[perm[i]] = (int8_t)i;
       te->stages[r].permuted = true;
-      if (!reader) {
-        reader = kiln_malloc(((size_t)te->n_stages + 1) * sizeof *reader);
-        if (!reader) { st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); break; }
-        for (int i = 0; i < te->n_stages; i++) reader[i] = -1;
-      }
-      reader[r] = s;
+      reader[r] = s, any = true;
       continue;
     }
     bool kept = readers[r] != 1 || plan_is_output(p, r) || k < 0 || p->kernels[k].chain != 0;
@@ -1552,11 +1554,6 @@ static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
     for (int i = 0; i < te->n_assigns && !kept; i++)
       kept = te->assigns[i].value == r || te->assigns[i].param == r || te->assigns[i].value == r0 || te->assigns[i].param == r0;
     if (kept) continue;
-    if (!reader) {
-      reader = kiln_malloc(((size_t)te->n_stages + 1) * sizeof *reader);
-      if (!reader) { st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); break; }
-      for (int i = 0; i < te->n_stages; i++) reader[i] = -1;
-    }
     Stage *R = &te->stages[r0];
     bool ok = true;
     for (int i = 0; i < R->rank; i++) map[i] = L->args[i];  /* R's outer vars in T's; its sum's after T's */
@@ -1573,10 +1570,10 @@ static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
     for (int i = 0; i < n_moves && !st; i++)
       if (!(te->stages[moves[i]].body = te_const_f(te, te->stages[moves[i]].dtype, 0)))
         st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
-    reader[r] = s;
+    reader[r] = s, any = true;
   }
   kiln_free(readers);
-  if (st) kiln_free(reader), reader = NULL;
+  if (st || !any) kiln_free(reader), reader = NULL;
   *reader_out = reader;
   return st;
 }
