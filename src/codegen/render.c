@@ -3353,6 +3353,51 @@ static void chain_stage(R *r, const Kernel *k, const Expr *x, int64_t rows, int6
   close_block(r);
 }
 
+/* A chain's row tiles share three pieces whatever form their products take. At a point of the scores
+ * (KC's vars: the batch point's, row row0 + fr, column col): KC's sum acc finished, its values, and
+ * the value x the rows read stored to dst. */
+static void chain_score_point(R *r, const Chain *c, const char *row0, const char *col, const char *acc, const char *dst) {
+  const char *I = ix(r);
+  push(r);
+  chain_batch_vars(r, c->kc);
+  line(r, "const %s v%d = %s + (%s)fr, v%d = %s;", I, c->n - 2, row0, I, c->n - 1, col);
+  acc_final(r, c->acc_c, acc);
+  chain_values(r, c->kc, 1);
+  line(r, "%s = s%d;", dst, c->x);
+  pop(r);
+}
+
+/* KR's steps over a tile's `rows` rows of scores in Ss (sd apart), a warp a row (warp wp takes rows
+ * wp, wp + 8, ...), lanes along the row; post: where P goes, a format of P's value. */
+static void chain_rows_shared(R *r, const Chain *c, int rows, int64_t sd, const char *post) {
+  const char *I = ix(r);
+  chain_part(r, c->kr);
+  line(r, "for (int rr = wp; rr < %d; rr += %d) {", rows, CG_GEMM_THREADS / 32);
+  r->indent++;
+  line(r, "if (i0 + rr >= %s) break;", lit(r, c->I));
+  push(r);
+  chain_batch_vars(r, c->kc);
+  line(r, "const %s v%d = i0 + (%s)rr, v%d = 0;", I, c->n - 2, I, c->n - 1);
+  char head[96], value[64], pv[32], at[160];
+  snprintf(head, sizeof head, "for (%s r = lane; r < %s; r += 32) {", I, lit(r, c->L));
+  snprintf(value, sizeof value, "Ss[rr * %lld + r]", (long long)sd);
+  snprintf(pv, sizeof pv, "s%d", c->p->stage);
+  snprintf(at, sizeof at, post, pv);
+  warp_row_steps(r, c->kr, NULL, head, "r", c->x, value, at, c->p->step);
+  pop(r);
+  close_block(r);
+}
+
+/* At an output point (KO's vars: row row0 + fr, column col), KO's items with its sum acc. */
+static void chain_out_point(R *r, const Chain *c, const char *row0, const char *col, const char *acc) {
+  const char *I = ix(r);
+  push(r);
+  chain_batch_vars(r, c->kc);
+  line(r, "const %s v%d = %s + (%s)fr, v%d = %s;", I, c->n - 2, row0, I, c->n - 1, col);
+  items_at(r, 1, NULL, acc);
+  pop(r);
+}
+
 static void render_chain_grid(R *r, const Chain *c) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *V = d->vec4_type;
@@ -3403,32 +3448,17 @@ static void render_chain_grid(R *r, const Chain *c) {
   line(r, "%s", d->unroll);
   line(r, "for (int i = 0; i < 4; i++) {");
   r->indent++;
-  push(r);
   line(r, "const int fr = 4 * rg + i;");
-  chain_batch_vars(r, c->kc);
-  line(r, "const %s v%d = i0 + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
-  acc_final(r, c->acc_c, "acc[i]");
-  chain_values(r, c->kc, 1);
-  line(r, "Ss[fr * %lld + fc] = s%d;", (long long)sd, c->x);
-  pop(r);
+  char ss[64];
+  snprintf(ss, sizeof ss, "Ss[fr * %lld + fc]", (long long)sd);
+  chain_score_point(r, c, "i0", "fc", "acc[i]", ss);
   close_block(r);
   close_block(r);
   line(r, "%s", d->barrier);
-  /* KR's steps: warp wp takes rows wp, wp + 8, ...; lanes along the row */
-  chain_part(r, c->kr);
-  line(r, "for (int rr = wp; rr < %d; rr += %d) {", R_, CG_GEMM_THREADS / 32);
-  r->indent++;
-  line(r, "if (i0 + rr >= %s) break;", lit(r, c->I));
-  push(r);
-  chain_batch_vars(r, c->kc);
-  line(r, "const %s v%d = i0 + (%s)rr, v%d = 0;", I, n - 2, I, n - 1);
-  char head[96], value[64], post[96];
-  snprintf(head, sizeof head, "for (%s r = lane; r < %s; r += 32) {", I, lit(r, c->L));
-  snprintf(value, sizeof value, "Ss[rr * %lld + r]", (long long)sd);
-  snprintf(post, sizeof post, "Ss[rr * %lld + r] = s%d;", (long long)sd, c->p->stage);
-  warp_row_steps(r, c->kr, NULL, head, "r", c->x, value, post, c->p->step);
-  pop(r);
-  close_block(r);
+  /* KR's steps, P put back in place */
+  char post[64];
+  snprintf(post, sizeof post, "Ss[rr * %lld + r] = %%s;", (long long)sd);
+  chain_rows_shared(r, c, R_, sd, post);
   line(r, "%s", d->barrier);
   /* outputs: thread f's 4 rows 4 (f / (E/4)) .. by 4 consecutive e, P's rows and v's rows
    * read as 16-byte vectors */
@@ -3468,11 +3498,7 @@ static void render_chain_grid(R *r, const Chain *c) {
   line(r, "%s", d->unroll);
   line(r, "for (int l = 0; l < 4; l++) {");
   r->indent++;
-  push(r);
-  chain_batch_vars(r, c->kc);
-  line(r, "const %s v%d = i0 + (%s)fr, v%d = 4 * f4 + l;", I, n - 2, I, n - 1);
-  items_at(r, 1, NULL, "o4[i][l]");
-  pop(r);
+  chain_out_point(r, c, "i0", "4 * f4 + l", "o4[i][l]");
   close_block(r);
   close_block(r);
   close_block(r);
@@ -3520,7 +3546,7 @@ enum { CHAIN_STAGE_UNROLL = 8 };
 static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma];
-  int n = c->n, R_ = PLAN_CHAIN_ROWS, W = CG_GEMM_THREADS / 32;
+  int n = c->n, R_ = PLAN_CHAIN_ROWS;
   int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, CG_CHAIN_SHARED), tpb = (it + sp - 1) / sp;
   int64_t sd = c->L + 4, qd = c->D + 8, kd = c->D + 8, vd = c->E + 8, pd = c->L + 8;
   const char *dy = d->dyn_shared_name;
@@ -3549,33 +3575,17 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   char bq[128];
   snprintf(bq, sizeof bq, "&Ks[(nt * 8 + (lane & 7)) * %lld + ks + ((lane >> 3) & 1) * 8]", (long long)kd);
   mma_tiles(r, mma, "cc", c->L / 8, c->D, "Qs", qd, d->ldmatrix[0], bq);
-  push(r);
-  chain_batch_vars(r, c->kc);
-  line(r, "const %s v%d = i0 + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
-  acc_final(r, c->acc_c, "cc[q]");
-  chain_values(r, c->kc, 1);
-  line(r, "Ss[fr * %lld + fc] = s%d;", (long long)sd, c->x);
-  pop(r);
+  char ss[64];
+  snprintf(ss, sizeof ss, "Ss[fr * %lld + fc]", (long long)sd);
+  chain_score_point(r, c, "i0", "fc", "cc[q]", ss);
   close_block(r);
   close_block(r);
   line(r, "%s", d->barrier);
-  /* KR's steps: warp wp takes rows wp, wp + 8, ...; lanes along the row; P to Ps */
-  chain_part(r, c->kr);
-  line(r, "for (int rr = wp; rr < %d; rr += %d) {", R_, W);
-  r->indent++;
-  line(r, "if (i0 + rr >= %s) break;", lit(r, c->I));
-  push(r);
-  chain_batch_vars(r, c->kc);
-  line(r, "const %s v%d = i0 + (%s)rr, v%d = 0;", I, n - 2, I, n - 1);
-  char head[96], value[64], post[128], pv[32], pb[64];
-  snprintf(head, sizeof head, "for (%s r = lane; r < %s; r += 32) {", I, lit(r, c->L));
-  snprintf(value, sizeof value, "Ss[rr * %lld + r]", (long long)sd);
-  snprintf(pv, sizeof pv, "s%d", c->p->stage);
-  snprintf(pb, sizeof pb, stash, pv);
+  /* KR's steps, P's 16-bit row to Ps */
+  char pb[64], post[128];
+  snprintf(pb, sizeof pb, stash, "%s");
   snprintf(post, sizeof post, "Ps[rr * %lld + r] = %s;", (long long)pd, pb);
-  warp_row_steps(r, c->kr, NULL, head, "r", c->x, value, post, c->p->step);
-  pop(r);
-  close_block(r);
+  chain_rows_shared(r, c, R_, sd, post);
   line(r, "%s", d->barrier);
   /* outputs: P (16 x L) by the values (L x E, stored along e: ldmatrix x2 transposed) */
   chain_part(r, c->ko);
@@ -3583,11 +3593,7 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   snprintf(bv, sizeof bv, "&Vs[(ks + (lane & 7) + ((lane >> 3) & 1) * 8) * %lld + nt * 8]", (long long)vd);
   mma_tiles(r, mma, "oc", c->E / 8, c->L, "Ps", pd, d->ldmatrix[1], bv);
   line(r, "if (i0 + fr >= %s) continue;", lit(r, c->I));
-  push(r);
-  chain_batch_vars(r, c->kc);
-  line(r, "const %s v%d = i0 + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
-  items_at(r, 1, NULL, "oc[q]");
-  pop(r);
+  chain_out_point(r, c, "i0", "fc", "oc[q]");
   close_block(r);
   close_block(r);
   line(r, "%s", d->barrier);  /* the next tile's staging waits for every read of this one */
@@ -3607,7 +3613,7 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
 static void render_chain_frags(R *r, const Chain *c, CgMma mma) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma], *z = d->f32_suffix;
-  int n = c->n, W = CG_GEMM_THREADS / 32, RB = cg_chain_rows(c->ko, CG_CHAIN_FRAGS);
+  int n = c->n, RB = cg_chain_rows(c->ko, CG_CHAIN_FRAGS);
   int64_t sp = cg_chain_splits(c->ko, CG_CHAIN_FRAGS), qd = c->D + 8, kd = c->D + 8, vd = c->E + 8;
   int64_t NT = c->L / 8, ET = c->E / 8, KS = c->L / 16;
   const char *dy = d->dyn_shared_name;
@@ -3650,14 +3656,8 @@ static void render_chain_frags(R *r, const Chain *c, CgMma mma) {
   line(r, "%s", d->unroll);
   line(r, "for (int q = 0; q < 4; q++) {");
   r->indent++;
-  push(r);
   line(r, "const int fr = (lane >> 2) + (q >> 1) * 8, fc = nt * 8 + (lane & 3) * 2 + (q & 1);");
-  chain_batch_vars(r, c->kc);
-  line(r, "const %s v%d = iw + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
-  acc_final(r, c->acc_c, "cc[q]");
-  chain_values(r, c->kc, 1);
-  line(r, "xs[nt * 4 + q] = s%d;", c->x);
-  pop(r);
+  chain_score_point(r, c, "iw", "fc", "cc[q]", "xs[nt * 4 + q]");
   close_block(r);
   close_block(r);
   /* KR's steps, row by row of the thread's two: the row's L points are held by its quad, 2 a
@@ -3713,17 +3713,12 @@ static void render_chain_frags(R *r, const Chain *c, CgMma mma) {
   r->indent++;
   line(r, "const int fr = (lane >> 2) + (q >> 1) * 8, fc = nt * 8 + (lane & 3) * 2 + (q & 1);");
   line(r, "if (iw + fr >= %s) continue;", lit(r, c->I));
-  push(r);
-  chain_batch_vars(r, c->kc);
-  line(r, "const %s v%d = iw + (%s)fr, v%d = fc;", I, n - 2, I, n - 1);
-  items_at(r, 1, NULL, "oc[q]");
-  pop(r);
+  chain_out_point(r, c, "iw", "fc", "oc[q]");
   close_block(r);
   close_block(r);
   close_block(r);
   line(r, "%s", d->barrier);  /* the next block's staging waits for every read of this one */
   close_block(r);
-  (void)W;
 }
 
 static void render_chain(R *r) {
