@@ -3507,23 +3507,32 @@ static void render_chain_grid(R *r, const Chain *c) {
   close_block(r);
 }
 
-/* A 16-row product of an mma chain (cg_chain_mma), n-tile by n-tile: warp wp takes n-tiles nt = wp,
- * wp + 8, ... of 8 columns, its f32 tile acc[4] the sum over `depth` (16 a k-step) of A's fragments
- * (ldmatrix x4 of the 16 rows of a, ld elements apart) by B's (b_ld at address b_at, of nt and ks).
- * Left open inside the loop over the fragment's 4 points q, fr and fc declared: thread lane holds
- * acc[q] at row (lane / 4) + 8 (q / 2) and column 8 nt + 2 (lane % 4) + q % 2 (PTX's m16n8 layout). */
-static void mma_tiles(R *r, CgMma mma, const char *acc, int64_t n_tiles, int64_t depth, const char *a, int64_t ld,
-                      const char *b_ld, const char *b_at) {
+/* A 16-row product of an mma chain (cg_chain_mma), n-tile by n-tile of 8 columns: warp wp takes n-tiles
+ * nt = wp, wp + 8, ... (per_warp: every n-tile, unrolled, for its own rows), its f32 tile acc[4] the
+ * sum over `depth` (k-steps ks = 0, 16, ...) of A's fragments by B's (b_ld at address b_at, of nt and
+ * ks). A's: ldmatrix x4 of the 16 rows of shared array a, ld elements apart; or (ld 0) the registers
+ * a[ks / 16][0..3]. Left open inside the loop over the fragment's 4 points q, fr and fc declared:
+ * thread lane holds acc[q] at row (lane / 4) + 8 (q / 2) and column 8 nt + 2 (lane % 4) + q % 2
+ * (PTX's m16n8 layout). */
+static void mma_tiles(R *r, CgMma mma, const char *acc, bool per_warp, int64_t n_tiles, int64_t depth, const char *a,
+                      int64_t ld, const char *b_ld, const char *b_at) {
   const Dialect *d = r->d;
   const char *F = vt(r, KILN_F32), *z = d->f32_suffix;
-  line(r, "for (int nt = wp; nt < %lld; nt += %d) {", (long long)n_tiles, CG_GEMM_THREADS / 32);
+  if (per_warp) line(r, "%s", d->unroll), line(r, "for (int nt = 0; nt < %lld; nt++) {", (long long)n_tiles);
+  else line(r, "for (int nt = wp; nt < %lld; nt += %d) {", (long long)n_tiles, CG_GEMM_THREADS / 32);
   r->indent++;
   line(r, "%s %s[4] = { 0.0%s, 0.0%s, 0.0%s, 0.0%s };", F, acc, z, z, z, z);
   line(r, "%s", d->unroll);
   line(r, "for (int ks = 0; ks < %lld; ks += 16) {", (long long)depth);
   r->indent++;
-  line(r, "unsigned a0, a1, a2, a3, b0, b1, u2, u3;");
-  line(r, "%s(a0, a1, a2, a3, &%s[(lane & 15) * %lld + ks + (lane >> 4) * 8]);", d->ldmatrix[2], a, (long long)ld);
+  if (ld) {
+    line(r, "unsigned a0, a1, a2, a3, b0, b1, u2, u3;");
+    line(r, "%s(a0, a1, a2, a3, &%s[(lane & 15) * %lld + ks + (lane >> 4) * 8]);", d->ldmatrix[2], a, (long long)ld);
+  } else {
+    line(r, "unsigned b0, b1, u2, u3;");
+    line(r, "const unsigned a0 = %s[ks / 16][0], a1 = %s[ks / 16][1], a2 = %s[ks / 16][2], a3 = %s[ks / 16][3];", a, a,
+         a, a);
+  }
   line(r, "%s(b0, b1, u2, u3, %s);", b_ld, b_at);
   line(r, "%s(%s[0], %s[1], %s[2], %s[3], a0, a1, a2, a3, b0, b1);", d->mma[mma], acc, acc, acc, acc);
   close_block(r);
@@ -3574,7 +3583,7 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   chain_part(r, c->kc);
   char bq[128];
   snprintf(bq, sizeof bq, "&Ks[(nt * 8 + (lane & 7)) * %lld + ks + ((lane >> 3) & 1) * 8]", (long long)kd);
-  mma_tiles(r, mma, "cc", c->L / 8, c->D, "Qs", qd, d->ldmatrix[0], bq);
+  mma_tiles(r, mma, "cc", false, c->L / 8, c->D, "Qs", qd, d->ldmatrix[0], bq);
   char ss[64];
   snprintf(ss, sizeof ss, "Ss[fr * %lld + fc]", (long long)sd);
   chain_score_point(r, c, "i0", "fc", "cc[q]", ss);
@@ -3591,7 +3600,7 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   chain_part(r, c->ko);
   char bv[128];
   snprintf(bv, sizeof bv, "&Vs[(ks + (lane & 7) + ((lane >> 3) & 1) * 8) * %lld + nt * 8]", (long long)vd);
-  mma_tiles(r, mma, "oc", c->E / 8, c->L, "Ps", pd, d->ldmatrix[1], bv);
+  mma_tiles(r, mma, "oc", false, c->E / 8, c->L, "Ps", pd, d->ldmatrix[1], bv);
   line(r, "if (i0 + fr >= %s) continue;", lit(r, c->I));
   chain_out_point(r, c, "i0", "fc", "oc[q]");
   close_block(r);
@@ -3612,7 +3621,7 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
  * No shared memory for the rows and no barrier between the products. */
 static void render_chain_frags(R *r, const Chain *c, CgMma mma) {
   const Dialect *d = r->d;
-  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma], *z = d->f32_suffix;
+  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma];
   int n = c->n, RB = cg_chain_rows(c->ko, CG_CHAIN_FRAGS);
   int64_t sp = cg_chain_splits(c->ko, CG_CHAIN_FRAGS), qd = c->D + 8, kd = c->D + 8, vd = c->E + 8;
   int64_t NT = c->L / 8, ET = c->E / 8, KS = c->L / 16;
@@ -3641,22 +3650,9 @@ static void render_chain_frags(R *r, const Chain *c, CgMma mma) {
        d->ldmatrix[2], (long long)qd);
   line(r, "%s xs[%lld];", F, (long long)(NT * 4));
   chain_part(r, c->kc);
-  line(r, "%s", d->unroll);
-  line(r, "for (int nt = 0; nt < %lld; nt++) {", (long long)NT);
-  r->indent++;
-  line(r, "%s cc[4] = { 0.0%s, 0.0%s, 0.0%s, 0.0%s };", F, z, z, z, z);
-  line(r, "%s", d->unroll);
-  line(r, "for (int ks = 0; ks < %lld; ks++) {", (long long)(c->D / 16));
-  r->indent++;
-  line(r, "unsigned b0, b1, u2, u3;");
-  line(r, "%s(b0, b1, u2, u3, &Ks[(nt * 8 + (lane & 7)) * %lld + ks * 16 + ((lane >> 3) & 1) * 8]);", d->ldmatrix[0],
-       (long long)kd);
-  line(r, "%s(cc[0], cc[1], cc[2], cc[3], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], b0, b1);", d->mma[mma]);
-  close_block(r);
-  line(r, "%s", d->unroll);
-  line(r, "for (int q = 0; q < 4; q++) {");
-  r->indent++;
-  line(r, "const int fr = (lane >> 2) + (q >> 1) * 8, fc = nt * 8 + (lane & 3) * 2 + (q & 1);");
+  char bq[128];
+  snprintf(bq, sizeof bq, "&Ks[(nt * 8 + (lane & 7)) * %lld + ks + ((lane >> 3) & 1) * 8]", (long long)kd);
+  mma_tiles(r, mma, "cc", true, NT, c->D, "qa", 0, d->ldmatrix[0], bq);
   chain_score_point(r, c, "iw", "fc", "cc[q]", "xs[nt * 4 + q]");
   close_block(r);
   close_block(r);
@@ -3696,22 +3692,9 @@ static void render_chain_frags(R *r, const Chain *c, CgMma mma) {
   line(r, "  }");
   /* outputs: P by the values, n-tile by n-tile (V stored along e: ldmatrix x2 transposed) */
   chain_part(r, c->ko);
-  line(r, "%s", d->unroll);
-  line(r, "for (int nt = 0; nt < %lld; nt++) {", (long long)ET);
-  r->indent++;
-  line(r, "%s oc[4] = { 0.0%s, 0.0%s, 0.0%s, 0.0%s };", F, z, z, z, z);
-  line(r, "%s", d->unroll);
-  line(r, "for (int ks = 0; ks < %lld; ks++) {", (long long)KS);
-  r->indent++;
-  line(r, "unsigned b0, b1, u2, u3;");
-  line(r, "%s(b0, b1, u2, u3, &Vs[(ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * %lld + nt * 8]);", d->ldmatrix[1],
-       (long long)vd);
-  line(r, "%s(oc[0], oc[1], oc[2], oc[3], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b0, b1);", d->mma[mma]);
-  close_block(r);
-  line(r, "%s", d->unroll);
-  line(r, "for (int q = 0; q < 4; q++) {");
-  r->indent++;
-  line(r, "const int fr = (lane >> 2) + (q >> 1) * 8, fc = nt * 8 + (lane & 3) * 2 + (q & 1);");
+  char bv[128];
+  snprintf(bv, sizeof bv, "&Vs[(ks + (lane & 7) + ((lane >> 3) & 1) * 8) * %lld + nt * 8]", (long long)vd);
+  mma_tiles(r, mma, "oc", true, ET, c->L, "pa", 0, d->ldmatrix[1], bv);
   line(r, "if (iw + fr >= %s) continue;", lit(r, c->I));
   chain_out_point(r, c, "iw", "fc", "oc[q]");
   close_block(r);
