@@ -372,7 +372,8 @@ typedef struct kiln_options {
   int attention;        /* 1: a contraction, a row kernel over its rows (softmax) and a contraction over
                            those rows run as one kernel that keeps a block's rows on chip, the scores never
                            stored; 0 three kernels; -1 (default) what measurement chose per backend: on
-                           cuda for scores of at most 2^20 elements, off on cpu ($KILN_ATTENTION) */
+                           cuda for scores of at most 2^20 elements or on tensor cores (all 16-bit), off on
+                           cpu ($KILN_ATTENTION) */
   int siblings;         /* cuda: contractions of one input over one space (q, k and v as three MatMuls) as
                            one tiled GEMM, the input's tile shared, a tile of each weight; 0 one GEMM
                            kernel each; -1 (default) what measurement chose ($KILN_SIBLINGS) */
@@ -524,7 +525,8 @@ typedef struct kiln_options {
   int chain_layout;     /* planner: 1 an attention chain's output read only through a transpose (the heads'
                            merge before the output projection) is stored in that reader's order while the
                            chain computes in its own, so the projection reads a plain row-major operand (a
-                           library GEMM's); 0 (default) stored in the chain's order ($KILN_CHAIN_LAYOUT) */
+                           library GEMM's); 0 stored in the chain's order; default -1: on (raced on the H100:
+                           level on encoder4_d256 and gpt_tiny, bert_layer_b8s128_bf16 0.951) ($KILN_CHAIN_LAYOUT) */
   int cuda_chain_mma;   /* cuda: 1 (default) an attention chain whose queries, keys, values and softmax are
                            all bf16 (or all f16) takes both of its products on tensor cores (warp mma, f32
                            sums) from 16-bit copies in shared memory, the softmax on rows in shared memory;

@@ -33,7 +33,8 @@ enum { DEFAULT_MAX_INPUTS = 24, DEFAULT_MAX_NODES = 4000 };
  * once per tile of the other factor, rather than stored by a kernel of its own: attention's
  * q * scale and k * scale before the score product (64 keys: twice at 32-wide tiles). */
 enum { GEMM_RECOMPUTE_MAX = 4 };
-enum { CHAIN_AUTO_SCORES = 1 << 20 };  /* attention chains by default: scores of at most this many elements */
+enum { CHAIN_AUTO_SCORES = 1 << 20 };  /* attention chains by default: scores of at most this many elements
+                                        * (or on tensor cores, chain_on_tensor_cores) */
 
 PlanOptions plan_options(const kiln_options *o) {
   PlanOptions p = { .fuse = o ? o->fuse : 1, .cse = o ? o->cse : 0, .store_moved = o ? o->store_moved : 1,
@@ -48,7 +49,8 @@ PlanOptions plan_options(const kiln_options *o) {
    * CHAIN_AUTO_SCORES elements, off for cpu. On the H200 (8eabbc1) the chain ran level with the
    * three kernels on encoder4_d256 and gpt_tiny (0.193 and 0.086 ms both ways) with 8 and 4
    * fewer launches, and 3 % behind them on bert_layer_b8s128 (1.5M scores); on the cpu its plain
-   * loops ran behind the three kernels' tuned ones (encoder4_d256 26.6 against 10.0 ms) */
+   * loops ran behind the three kernels' tuned ones (encoder4_d256 26.6 against 10.0 ms). A chain on
+   * tensor cores (16-bit) at any size: on the H100 (2026-12-05) bert_layer_b8s128_bf16 0.951 */
   const char *be = o && o->backend ? o->backend : "cpu";
   p.chains = o && o->attention >= 0 ? o->attention : !strcmp(be, "cuda") ? 2 : 0;
   /* a narrow contraction with the row kernel over its rows: 1 on, 0 off, by default on cuda
@@ -70,7 +72,10 @@ PlanOptions plan_options(const kiln_options *o) {
   /* a reduction read only through a transpose computed in its reader's order: -1 (default) on;
    * 2 also through reshapes that merge its dims (raced: slower, see kiln.h) */
   p.reorder_sums = o ? (o->reorder_sums == 2 ? 2 : o->reorder_sums != 0) : 1;
-  p.chain_layout = o && o->chain_layout == 1;
+  /* on by default: on the H100 (2026-12-05) bert_layer_b8s128_bf16 with its chain 0.0683 ms against
+   * 0.0718 for the three kernels (9 launches to 7), the models that chain by default level
+   * (encoder4_d256 0.990, gpt_tiny 0.987) */
+  p.chain_layout = !o || o->chain_layout != 0;
   p.max_inputs = o && o->max_inputs > 0 ? o->max_inputs : DEFAULT_MAX_INPUTS;
   p.max_nodes = o && o->max_nodes > 0 ? o->max_nodes : DEFAULT_MAX_NODES;
   return p;
@@ -914,6 +919,28 @@ static bool chain_fits(Ctx *c, int kc, LoadList *ll) {
   return true;
 }
 
+/* A factor's own type: a 16-bit load widened for an f32 sum is its 16-bit type. */
+static kiln_dtype factor_type(const Expr *e) {
+  return e->kind == EX_CAST && e->dtype == KILN_F32 ? e->args[0]->dtype : e->dtype;
+}
+
+/* The chain at kc (chain_fits) with both products' factors and its rows' value all bf16 (or all
+ * f16), its depths multiples of the mma's: the cuda backend takes it on tensor cores
+ * (cg_chain_mma), where it won at any size measured (bert_layer_b8s128_bf16, 1.5M scores). */
+static bool chain_on_tensor_cores(Ctx *c, int kc) {
+  Plan *p = c->p;
+  const Kernel *KC = &p->kernels[kc], *KR = &p->kernels[kc + 1], *KO = &p->kernels[kc + 2];
+  const Item *ac = contraction_of(p, KC, 3), *ao = contraction_of(p, KO, 3);
+  kiln_dtype t = factor_type(ac->body->args[0]);
+  if (t != KILN_BF16 && t != KILN_F16) return false;
+  for (int x = 0; x < 2; x++)
+    if (factor_type(ac->body->args[x]) != t || factor_type(ao->body->args[x]) != t) return false;
+  for (int i = 0; i < KR->n_items; i++)
+    if (KR->items[i].kind == IT_INNER && c->te->stages[KR->items[i].stage].dtype != t) return false;
+  int n = KC->rank;
+  return KC->shape[n - 1] % 16 == 0 && KC->red_shape[0] % 16 == 0 && KO->shape[n - 1] % 8 == 0;
+}
+
 /* A narrow contraction and the row kernel over its rows (a classifier's logits and their
  * softmax, or the loss on them): KC a sum over its reduction of a product of two factors, its
  * last var j of at most PLAN_PAIR_MAX_COLS points (PLAN_PAIR_MAX_WIDE with wide pairs: a
@@ -1090,7 +1117,7 @@ static kiln_status find_chains(Ctx *c) {
   LoadList ll = { 0 };
   for (int k = 0; p->opt.chains && k + 2 < p->n_kernels; k++) {
     if (p->kernels[k].chain || !chain_fits(c, k, &ll)) continue;
-    if (p->opt.chains == 2 && p->kernels[k].outer_numel > CHAIN_AUTO_SCORES) continue;
+    if (p->opt.chains == 2 && p->kernels[k].outer_numel > CHAIN_AUTO_SCORES && !chain_on_tensor_cores(c, k)) continue;
     p->kernels[k].chain = p->kernels[k + 1].chain = -1;
     p->kernels[k + 2].chain = 3;
     p->kernels[k + 2].why = fmt(p, "%s; one attention kernel with k%d..k%d (rows on chip)", p->kernels[k + 2].why, k, k + 1);

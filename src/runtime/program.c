@@ -135,7 +135,7 @@ kiln_options kiln_options_default(void) {
   o.cuda_tile_fit = kiln_env_int("KILN_CUDA_TILE_FIT", 0);
   o.cuda_small_k = kiln_env_int("KILN_CUDA_SMALL_K", -1);
   o.cuda_chain_mma = kiln_env_int("KILN_CUDA_CHAIN_MMA", 1);
-  o.chain_layout = kiln_env_int("KILN_CHAIN_LAYOUT", 0);
+  o.chain_layout = kiln_env_int("KILN_CHAIN_LAYOUT", -1);
   o.dist_bucket_bytes = env_count("KILN_DIST_BUCKET_BYTES", 0);
   return o;
 }
