@@ -218,6 +218,10 @@ typedef struct Dialect {
   const char *vec4_load;          /* a vector read; %d parameter number, %s vector index:
                                    * "((const float4 *)b%d)[%s]" */
   const char *vec4_store;         /* a vector write statement; %d parameter, %s index, %s value */
+  const char *vec4h_type;         /* 8-byte vector of four f16 or bf16 values (NULL: 16-bit rows read a
+                                   * value at a time) */
+  const char *vec4h_load;         /* its read: %d parameter number, %s vector index */
+  const char *vec4h_lane[4];      /* lane l's 16 bits (a uint16_t) of the vector named by %s */
   const char *block_reduce;       /* T block_reduce(T v, op): every thread of the block gets op over all */
   const char *warp_reduce;        /* the same over a warp of 32 */
   const char *quad_reduce;        /* the same over a quad of lanes 4r .. 4r + 3 (NULL: none; an mma

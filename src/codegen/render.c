@@ -2300,6 +2300,7 @@ static bool same_index(R *r, Expr *a, Expr *b) {
 typedef struct VecStep {
   Expr *rowf, *inf;
   const Expr *ld[16]; int kind[16]; int n_ld;
+  bool half[16];  /* ld[i] is of a 16-bit stage: four values in 8 bytes (Dialect.vec4h_type) */
   bool st[64];
 } VecStep;
 
@@ -2321,10 +2322,13 @@ static void vec_step(R *r, int step, VecStep *v) {
     const Expr *e = nodes[i];
     bool before = false;
     for (int c = 0; c < r->n_cached; c++) before |= r->cached[c] == e && r->cap_step[c] < step;
-    if (e->kind != EX_LOAD || before || te->stages[e->src].dtype != KILN_F32 || te->stages[e->src].numel <= 1) continue;
+    if (e->kind != EX_LOAD || before || te->stages[e->src].numel <= 1) continue;
+    kiln_dtype t = te->stages[e->src].dtype;
+    bool half = (t == KILN_BF16 || t == KILN_F16) && r->d->vec4h_type && r->d->load_fn[t];
+    if (t != KILN_F32 && !half) continue;
     Expr *off = load_offset(r, e);
     bool row = same_index(r, off, v->rowf), in = !row && same_index(r, off, v->inf);
-    if (row || in) v->kind[v->n_ld] = in, v->ld[v->n_ld++] = e;
+    if (row || in) v->kind[v->n_ld] = in, v->half[v->n_ld] = half, v->ld[v->n_ld++] = e;
   }
   for (int i = 0; i < k->n_items && i < 64; i++) {
     const Item *it = &k->items[i];
@@ -2335,10 +2339,10 @@ static void vec_step(R *r, int step, VecStep *v) {
 
 /* ---- 16-byte vectors: four f32 points a thread (vec4 pointwise and vec block rows) ---- */
 
-/* "<decl>w<i> = <vector i of parameter param>;" */
-static void vec_load(R *r, const char *decl, int i, int param, const char *index) {
+/* "<decl>w<i> = <vector i of parameter param>;" (half: four 16-bit values) */
+static void vec_load(R *r, const char *decl, int i, int param, const char *index, bool half) {
   char ld[128];
-  snprintf(ld, sizeof ld, r->d->vec4_load, param, index);
+  snprintf(ld, sizeof ld, half ? r->d->vec4h_load : r->d->vec4_load, param, index);
   line(r, "%sw%d = %s;", decl, i, ld);
 }
 
@@ -2352,9 +2356,16 @@ static void vec_store(R *r, int i, int param, const char *index) {
 
 /* Lane `lane` of vector w<i> as the value of load e at this point (a memoised local t<N>);
  * returns N. */
-static int vec_lane_value(R *r, int i, int lane, const Expr *e) {
+static int vec_lane_value(R *r, int i, int lane, const Expr *e, bool half) {
   int id = r->tmp++;
-  line(r, "const %s t%d = w%d%s;", vt(r, KILN_F32), id, i, r->d->vec4_lane[lane]);
+  if (half) {
+    char w[16], bits[64];
+    snprintf(w, sizeof w, "w%d", i);
+    snprintf(bits, sizeof bits, r->d->vec4h_lane[lane], w);
+    line(r, "const %s t%d = %s(%s);", vt(r, e->dtype), id, r->d->load_fn[e->dtype], bits);
+  } else {
+    line(r, "const %s t%d = w%d%s;", vt(r, KILN_F32), id, i, r->d->vec4_lane[lane]);
+  }
   memo_add(r, e, id);
   return id;
 }
@@ -2383,7 +2394,7 @@ static void block_point(R *r, int step, int per, const VecStep *v, int lane) {
     memo_add(r, r->cached[i], id);
   }
   for (int i = 0; lane >= 0 && i < v->n_ld; i++) {
-    int id = vec_lane_value(r, i, lane, v->ld[i]);
+    int id = vec_lane_value(r, i, lane, v->ld[i], v->half[i]);
     for (int c = 0; c < r->n_cached; c++)
       if (r->cached[c] == v->ld[i] && r->cap_step[c] == step) cache_put(r, c, id);
   }
@@ -2439,7 +2450,7 @@ static void block_inner_loop(R *r, int step, int per) {
     pop(r);
   } else {
     bool any_st = false;
-    for (int i = 0; i < v.n_ld; i++) line(r, "%s w%d;", r->d->vec4_type, i);
+    for (int i = 0; i < v.n_ld; i++) line(r, "%s w%d;", v.half[i] ? r->d->vec4h_type : r->d->vec4_type, i);
     for (int i = 0; i < k->n_items && i < 64; i++)
       if (v.st[i]) line(r, "%s y%d;", r->d->vec4_type, i), any_st = true;
     if (v.n_ld || any_st) {
@@ -2455,7 +2466,7 @@ static void block_inner_loop(R *r, int step, int per) {
       pop(r);
       close_block(r);
     }
-    for (int i = 0; i < v.n_ld; i++) vec_load(r, "", i, r->param_of[v.ld[i]->src], v.kind[i] ? "q" : "vq >> 2");
+    for (int i = 0; i < v.n_ld; i++) vec_load(r, "", i, r->param_of[v.ld[i]->src], v.kind[i] ? "q" : "vq >> 2", v.half[i]);
     for (int l = 0; l < 4; l++) {
       line(r, "{");
       r->indent++;
@@ -2581,7 +2592,7 @@ static void render_vec4(R *r) {
   r->indent++;
   char decl[64];
   snprintf(decl, sizeof decl, "const %s ", r->d->vec4_type);
-  for (int i = 0; i < n_loads; i++) vec_load(r, decl, i, r->param_of[loads[i]->src], "q");
+  for (int i = 0; i < n_loads; i++) vec_load(r, decl, i, r->param_of[loads[i]->src], "q", false);
   for (int i = 0; i < k->n_items && i < 64; i++)
     if (vstore[i]) line(r, "%s y%d;", r->d->vec4_type, i);
   for (int j = 0; j < 4; j++) {
@@ -2590,7 +2601,7 @@ static void render_vec4(R *r) {
     push(r);
     line(r, "const %s o = 4 * q + %d;", I, j);
     decompose(r, "o", 0, k->rank, k->shape);
-    for (int i = 0; i < n_loads; i++) vec_lane_value(r, i, j, loads[i]);
+    for (int i = 0; i < n_loads; i++) vec_lane_value(r, i, j, loads[i], false);
     for (int i = 0; i < k->n_items; i++) {
       if (i < 64 && vstore[i]) vec_lane_item(r, i, j);
       else value_item(r, &k->items[i]);

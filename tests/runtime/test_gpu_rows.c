@@ -41,6 +41,65 @@ static kiln_graph *row_graph(int kind, int64_t rows, int64_t cols) {
   return g;
 }
 
+/* Softmax or layernorm over rows of a 16-bit type t (every value t, the statistics f32 inside). */
+static kiln_graph *half_rows_graph(kiln_dtype t, int kind, int64_t rows, int64_t cols) {
+  kiln_graph *g;
+  kiln_tensor x, y, gm, bt;
+  int64_t s[2] = { rows, cols };
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_input(g, "x", t, 2, s, &x));
+  if (kind == SOFTMAX) OK(kiln_graph_softmax(g, x, 1, &y));
+  else {
+    OK(kiln_graph_input(g, "g", t, 1, &cols, &gm));
+    OK(kiln_graph_input(g, "b", t, 1, &cols, &bt));
+    OK(kiln_graph_layernorm(g, x, gm, bt, 1, 1e-5, &y));
+  }
+  OK(kiln_graph_output(g, y, "y"));
+  return g;
+}
+
+/* bf16 and f16 rows of a multiple of 4 under a vec variant read x (and gamma, beta) four values
+ * at a time in 8 bytes (uint2); other lengths and variants a value at a time. */
+static void test_render_half(void) {
+  CudaNvrtc *nv;
+  if (cuda_nvrtc(&nv) != KILN_OK) return;  /* test_render said why */
+  static const kiln_dtype ts[2] = { KILN_BF16, KILN_F16 };
+  static const int64_t cols[3] = { 768, 33, 4100 };
+  for (int t = 0; t < 2; t++)
+    for (int c = 0; c < 3; c++)
+      for (int kind = SOFTMAX; kind <= LAYERNORM; kind += LAYERNORM - SOFTMAX)
+        for (int v = 0; v < CG_ROW_VARIANTS; v++) {
+          kiln_graph *g = half_rows_graph(ts[t], kind, 9, cols[c]);
+          TE *te = NULL;
+          Plan *p = NULL;
+          StrBuf src = {0};
+          kiln_options o = kiln_options_default();
+          PlanOptions po = plan_options(&o);
+          CgOptions co = cg_options_default();
+          co.row_variant = v;
+          OK(te_lower(&g->g, &te));
+          if (te) OK(plan_build(te, &po, &p));
+          if (p) OK(cg_render_plan(p, &cg_dialect_cuda, &co, NULL, &src));
+          const char *vn = cg_row_variant_name(v);
+          bool vec = strstr(vn, "vec") && cols[c] % 4 == 0;
+          if (src.s) {
+            CHECK_MSG(!!strstr(src.s, "((const uint2 *)b0)") == vec, "%s %s %s x%lld: vector reads %d", kiln_dtype_name(ts[t]), vn,
+                      kind_name[kind], (long long)cols[c], !!strstr(src.s, "((const uint2 *)b0)"));
+            CHECK(!vec || kind != LAYERNORM || strstr(src.s, "((const uint2 *)b1)[q]"));  /* gamma, along the row */
+            void *bin = NULL;
+            size_t n = 0;
+            bool hit;
+            CHECK_MSG(cuda_compile(src.s, "sm_90", 0, NULL, &bin, &n, &hit) == KILN_OK, "%s %s 16-bit: %s", vn, kind_name[kind],
+                      kiln_last_error());
+            kiln_free(bin);
+          }
+          sb_free(&src);
+          plan_free(p);
+          te_free(te);
+          kiln_graph_free(g);
+        }
+}
+
 /* Without a GPU: the source each variant renders compiles for sm_90 and has its shape. */
 static void test_render(void) {
   CudaNvrtc *nv;
@@ -201,6 +260,51 @@ static void test_columns(void) {
   }
 }
 
+/* bf16 and f16 softmax and layernorm rows under every variant against ref (the same rounding after
+ * each operation; sums in another order may round a value one 16-bit step apart: 1e-2 of the
+ * largest), outputs poisoned with NaN. */
+static void test_values_half(void) {
+  static const kiln_dtype ts[2] = { KILN_BF16, KILN_F16 };
+  static const int64_t shapes[][2] = { { 11, 768 }, { 7, 33 }, { 5, 4100 }, { 3, 1024 } };
+  for (int t = 0; t < 2; t++)
+    for (int s = 0; s < 4; s++)
+      for (int kind = SOFTMAX; kind <= LAYERNORM; kind += LAYERNORM - SOFTMAX) {
+        int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
+        kiln_graph *g = half_rows_graph(ts[t], kind, rows, cols);
+        uint16_t *x = malloc((size_t)n * 2), *gm = malloc((size_t)cols * 2), *bt = malloc((size_t)cols * 2);
+        uint16_t *want = malloc((size_t)n * 2), *got = malloc((size_t)n * 2);
+        float *wf = malloc((size_t)n * sizeof *wf), *gf = malloc((size_t)n * sizeof *gf);
+        if (!x || !gm || !bt || !want || !got || !wf || !gf) { CHECK(!"out of memory"); return; }
+        uint16_t (*to)(float) = ts[t] == KILN_BF16 ? float_to_bf16 : float_to_half;
+        float (*from)(uint16_t) = ts[t] == KILN_BF16 ? bf16_to_float : half_to_float;
+        for (int64_t i = 0; i < n; i++) x[i] = to((float)(3 * test_rand(&seed)));
+        for (int64_t i = 0; i < cols; i++) gm[i] = to((float)(1 + test_rand(&seed))), bt[i] = to((float)test_rand(&seed));
+        const void *in[3] = { x, gm, bt };
+        kiln_options o = kiln_options_default();
+        kiln_program *p = NULL;
+        o.backend = "ref";
+        OK(kiln_program_compile(g, &o, &p));
+        if (p) OK(kiln_program_run(p, in, (void *const[]){ want }));
+        kiln_program_free(p);
+        for (int64_t i = 0; i < n; i++) wf[i] = from(want[i]);
+        for (int v = 0; v < CG_ROW_VARIANTS; v++) {
+          setenv("KILN_CUDA_ROW", cg_row_variant_name(v), 1);
+          for (int64_t i = 0; i < n; i++) got[i] = 0x7fff;  /* NaN in both types */
+          o.backend = backend, o.strict = true, p = NULL;
+          OK(kiln_program_compile(g, &o, &p));
+          if (p) OK(kiln_program_run(p, in, (void *const[]){ got }));
+          kiln_program_free(p);
+          for (int64_t i = 0; i < n; i++) gf[i] = from(got[i]);
+          double e = max_rel(gf, wf, n);
+          CHECK_MSG(e < 1e-2, "%s %s %s %lldx%lld: max rel error %g", kiln_dtype_name(ts[t]), cg_row_variant_name(v), kind_name[kind],
+                    (long long)rows, (long long)cols, e);
+        }
+        unsetenv("KILN_CUDA_ROW");
+        free(x), free(gm), free(bt), free(want), free(got), free(wf), free(gf);
+        kiln_graph_free(g);
+      }
+}
+
 /* With a GPU: every variant against ref, poisoned outputs, fresh inputs per shape. */
 static void test_values(void) {
   static const int64_t shapes[][2] = { { 5, 1 },    { 7, 33 },    { 3, 32769 }, { 13, 128 },  { 9, 4100 }, { 37, 1000 },
@@ -306,11 +410,12 @@ int main(void) {
   const char *want = getenv("KILN_TEST_BACKEND");
   if (want && !strcmp(want, "vulkan")) {  /* values alone: the render checks are cuda's, run once */
     backend = "vulkan";
-    if (rt_backend_vulkan.probe() == KILN_OK) test_values(), test_columns();
+    if (rt_backend_vulkan.probe() == KILN_OK) test_values(), test_values_half(), test_columns();
     else CHECK_MSG(!getenv("KILN_TEST_REQUIRE_BACKEND"), "no vulkan device: %s", kiln_last_error());
   } else {
     test_render();
-    if (rt_backend_cuda.probe() == KILN_OK) test_values(), test_columns();
+    test_render_half();
+    if (rt_backend_cuda.probe() == KILN_OK) test_values(), test_values_half(), test_columns();
     else printf("skip (values): no CUDA driver (%s)\n", kiln_last_error());
   }
   char cmd[200];
