@@ -2834,6 +2834,47 @@ static void render_chain_loops(R *r, const Chain *c) {
  * point `at`), where `value` (a format for x's stage) gives the row's value x; `post` (NULL:
  * none) runs after step post_step's items; the accumulations meet in shuffles, and the row's
  * outer values are stored by lane 0. */
+/* Does e read stage x anywhere but inside f? */
+static bool reads_outside(const Expr *e, const Expr *f, int x) {
+  if (e == f) return false;
+  if (e->kind == EX_LOAD && e->src == x) return true;
+  for (int i = 0; i < e->n_args; i++)
+    if (reads_outside(e->args[i], f, x)) return true;
+  return false;
+}
+
+static bool contains(const Expr *e, const Expr *f) {
+  if (e == f) return true;
+  for (int i = 0; i < e->n_args; i++)
+    if (contains(e->args[i], f)) return true;
+  return false;
+}
+
+/* A row's summand worth keeping: the accumulation at step s (its body E, a function of the row's
+ * value x) whose E the per-point items of every later step read x only through, the last step's
+ * too (softmax: E = exp(x - max), P = E / sum). The steps after s then read E from x's place
+ * instead of computing it again (the row is on chip: the exponentials of a chain's rows were a
+ * third of its instructions). NULL: none. */
+static const Item *row_summand(const R *r, const Kernel *kr, int x) {
+  const Item *best = NULL;
+  for (int i = 0; i < kr->n_items; i++) {
+    const Item *a = &kr->items[i];
+    const Expr *E = a->body;
+    if (a->kind != IT_ACC || a->step + 2 >= kr->n_steps || E->kind == EX_LOAD || !reads_outside(E, NULL, x) ||
+        strcmp(vt(r, E->dtype), vt(r, r->p->te->stages[x].dtype)))
+      continue;
+    bool ok = true, used = false;
+    for (int j = 0; ok && j < kr->n_items; j++) {
+      const Item *b = &kr->items[j];
+      if (b->step <= a->step || (b->step & 1)) continue;  /* per-point items: even steps */
+      ok = !reads_outside(b->body, E, x);
+      used |= contains(b->body, E);
+    }
+    if (ok && used) best = a;
+  }
+  return best;
+}
+
 static void warp_row_steps(R *r, const Kernel *kr, const char *pre, const char *head, const char *at, int x,
                            const char *value, const char *post, int post_step) {
   const char *I = ix(r), *X = vt(r, r->p->te->stages[x].dtype);
@@ -2841,6 +2882,7 @@ static void warp_row_steps(R *r, const Kernel *kr, const char *pre, const char *
   CgRows saved = r->ro;
   r->ro.rows = 2;  /* block_combine: a warp per row, shuffles */
   r->guard = "lane == 0";
+  const Item *kept = row_summand(r, kr, x);
   for (int step = 0; step < kr->n_steps; step++) {
     if (step & 1) { chain_values(r, kr, step); continue; }
     for (int i = 0; i < kr->n_items; i++)
@@ -2852,9 +2894,20 @@ static void warp_row_steps(R *r, const Kernel *kr, const char *pre, const char *
     line(r, "const %s v%d = %s;", I, n, at);
     char v[160];
     snprintf(v, sizeof v, value, x);
-    line(r, "const %s s%d = %s;", X, x, v);
+    if (kept && step > kept->step) {  /* x's place holds the summand */
+      int id = r->tmp++;
+      line(r, "const %s t%d = %s;", X, id, v);
+      memo_add(r, kept->body, id);
+    } else {
+      line(r, "const %s s%d = %s;", X, x, v);
+    }
     r->guard = NULL;  /* each lane stores its own points */
     point_items(r, kr, step);
+    if (kept && step == kept->step) {
+      char e[256];
+      emit(r, kept->body, e, sizeof e);
+      line(r, "%s = %s;  /* the summand, for the steps after */", v, e);
+    }
     r->guard = "lane == 0";
     if (post && step == post_step) line(r, "%s", post);
     pop(r);

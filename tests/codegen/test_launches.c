@@ -363,6 +363,12 @@ int main(void) {
       for (const char *q = b.g->source.s; (q = strstr(q, "k_mma_bf16(acc")); q++) mma++;
       CHECK_MSG(mma == 4 && b.g->n_launch == 9, "bert bf16: %d mma loops in %d kernels, expected 4 in 9", mma, b.g->n_launch);
       CHECK(strstr(b.g->launch[3].why, "attention: k1..k3") && strstr(b.g->launch[3].why, "bf16 mma"));
+      /* the softmax's exponentials once: the sum's loop leaves each in its score's place, P's reads it */
+      const char *k3 = strstr(b.g->source.s, " kiln_k3("), *k4 = k3 ? strstr(k3, " kiln_k4(") : NULL;
+      int exps = 0;
+      for (const char *q = k3; q && k4 && (q = strstr(q, "expf(")) && q < k4; q++) exps++;
+      const char *kept = k3 ? strstr(k3, "/* the summand, for the steps after */") : NULL;
+      CHECK_MSG(exps == 1 && kept && kept < k4, "bert bf16's chain: %d exponentials, summand kept %d", exps, kept && kept < k4);
     }
     built_free(&b);
   }
