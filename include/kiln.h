@@ -531,7 +531,9 @@ typedef struct kiln_options {
                            all bf16 (or all f16) takes both of its products on tensor cores (warp mma, f32
                            sums) from 16-bit copies in shared memory, the softmax on rows in shared memory;
                            2 the same with each warp's 16 rows kept in its mma fragments from the scores to
-                           the second product (a candidate, not yet run on a GPU); 0 f32 multiply-adds as
+                           the second product (a candidate: 0.975 on an H100, 1.026 on the H200 before
+                           the softmax's exponentials were kept; bench/results/2026-12-05-h200-rounding-
+                           chains.md); 0 f32 multiply-adds as
                            for f32 ($KILN_CUDA_CHAIN_MMA) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
