@@ -20,17 +20,19 @@ static const char *const kind_name[N_KINDS] = { "softmax", "log_softmax", "layer
 
 static unsigned long long seed = 29;
 
-static kiln_graph *row_graph(int kind, int64_t rows, int64_t cols) {
+/* One row kernel of `kind` over x [rows, cols] of type t (gamma and beta of t; a 16-bit type's
+ * statistics f32 inside). */
+static kiln_graph *row_graph(kiln_dtype t, int kind, int64_t rows, int64_t cols) {
   kiln_graph *g;
   kiln_tensor x, y, gm, bt;
   int64_t s[2] = { rows, cols };
   OK(kiln_graph_create(&g));
-  OK(kiln_graph_input(g, "x", KILN_F32, 2, s, &x));
+  OK(kiln_graph_input(g, "x", t, 2, s, &x));
   if (kind == SOFTMAX) OK(kiln_graph_softmax(g, x, 1, &y));
   else if (kind == LOGSOFTMAX) OK(kiln_graph_log_softmax(g, x, 1, &y));
   else if (kind == LAYERNORM) {
-    OK(kiln_graph_input(g, "g", KILN_F32, 1, &cols, &gm));
-    OK(kiln_graph_input(g, "b", KILN_F32, 1, &cols, &bt));
+    OK(kiln_graph_input(g, "g", t, 1, &cols, &gm));
+    OK(kiln_graph_input(g, "b", t, 1, &cols, &bt));
     OK(kiln_graph_layernorm(g, x, gm, bt, 1, 1e-5, &y));
   } else if (kind == ARGMAX) {
     kiln_tensor a;
@@ -41,21 +43,27 @@ static kiln_graph *row_graph(int kind, int64_t rows, int64_t cols) {
   return g;
 }
 
-/* Softmax or layernorm over rows of a 16-bit type t (every value t, the statistics f32 inside). */
-static kiln_graph *half_rows_graph(kiln_dtype t, int kind, int64_t rows, int64_t cols) {
-  kiln_graph *g;
-  kiln_tensor x, y, gm, bt;
-  int64_t s[2] = { rows, cols };
-  OK(kiln_graph_create(&g));
-  OK(kiln_graph_input(g, "x", t, 2, s, &x));
-  if (kind == SOFTMAX) OK(kiln_graph_softmax(g, x, 1, &y));
-  else {
-    OK(kiln_graph_input(g, "g", t, 1, &cols, &gm));
-    OK(kiln_graph_input(g, "b", t, 1, &cols, &bt));
-    OK(kiln_graph_layernorm(g, x, gm, bt, 1, 1e-5, &y));
-  }
-  OK(kiln_graph_output(g, y, "y"));
-  return g;
+/* g lowered, planned with the defaults and rendered for cuda under row variant v (each piece
+ * NULL where a step before it failed, which OK reports). */
+static void render_rows(kiln_graph *g, int v, TE **te, Plan **p, StrBuf *src) {
+  *te = NULL, *p = NULL;
+  kiln_options o = kiln_options_default();
+  PlanOptions po = plan_options(&o);
+  CgOptions co = cg_options_default();
+  co.row_variant = v;
+  OK(te_lower(&g->g, te));
+  if (*te) OK(plan_build(*te, &po, p));
+  if (*p) OK(cg_render_plan(*p, &cg_dialect_cuda, &co, NULL, src));
+}
+
+/* src compiles for sm_90 with NVRTC, as the cuda backend compiles it. */
+static void check_compiles(const char *src, const char *what, const char *kind, int64_t rows, int64_t cols) {
+  void *bin = NULL;
+  size_t n = 0;
+  bool hit;
+  kiln_status st = cuda_compile(src, "sm_90", 0, NULL, &bin, &n, &hit);
+  CHECK_MSG(st == KILN_OK, "%s %s %lldx%lld: %s", what, kind, (long long)rows, (long long)cols, kiln_last_error());
+  kiln_free(bin);
 }
 
 /* bf16 and f16 rows of a multiple of 4 under a vec variant read x (and gamma, beta) four values
@@ -69,29 +77,18 @@ static void test_render_half(void) {
     for (int c = 0; c < 3; c++)
       for (int kind = SOFTMAX; kind <= LAYERNORM; kind += LAYERNORM - SOFTMAX)
         for (int v = 0; v < CG_ROW_VARIANTS; v++) {
-          kiln_graph *g = half_rows_graph(ts[t], kind, 9, cols[c]);
-          TE *te = NULL;
-          Plan *p = NULL;
+          kiln_graph *g = row_graph(ts[t], kind, 9, cols[c]);
+          TE *te;
+          Plan *p;
           StrBuf src = {0};
-          kiln_options o = kiln_options_default();
-          PlanOptions po = plan_options(&o);
-          CgOptions co = cg_options_default();
-          co.row_variant = v;
-          OK(te_lower(&g->g, &te));
-          if (te) OK(plan_build(te, &po, &p));
-          if (p) OK(cg_render_plan(p, &cg_dialect_cuda, &co, NULL, &src));
+          render_rows(g, v, &te, &p, &src);
           const char *vn = cg_row_variant_name(v);
           bool vec = strstr(vn, "vec") && cols[c] % 4 == 0;
           if (src.s) {
             CHECK_MSG(!!strstr(src.s, "((const uint2 *)b0)") == vec, "%s %s %s x%lld: vector reads %d", kiln_dtype_name(ts[t]), vn,
                       kind_name[kind], (long long)cols[c], !!strstr(src.s, "((const uint2 *)b0)"));
             CHECK(!vec || kind != LAYERNORM || strstr(src.s, "((const uint2 *)b1)[q]"));  /* gamma, along the row */
-            void *bin = NULL;
-            size_t n = 0;
-            bool hit;
-            CHECK_MSG(cuda_compile(src.s, "sm_90", 0, NULL, &bin, &n, &hit) == KILN_OK, "%s %s 16-bit: %s", vn, kind_name[kind],
-                      kiln_last_error());
-            kiln_free(bin);
+            check_compiles(src.s, vn, kind_name[kind], 9, cols[c]);
           }
           sb_free(&src);
           plan_free(p);
@@ -111,17 +108,13 @@ static void test_render(void) {
   for (int v = 0; v < CG_ROW_VARIANTS; v++)
     for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
       for (int kind = 0; kind < N_KINDS; kind++) {
-        kiln_graph *g = row_graph(kind, shapes[s][0], shapes[s][1]);
-        TE *te = NULL;
-        Plan *p = NULL;
+        kiln_graph *g = row_graph(KILN_F32, kind, shapes[s][0], shapes[s][1]);
+        TE *te;
+        Plan *p;
         StrBuf src = {0};
-        kiln_options o = kiln_options_default();
-        PlanOptions po = plan_options(&o);
+        render_rows(g, v, &te, &p, &src);
         CgOptions co = cg_options_default();
         co.row_variant = v;
-        OK(te_lower(&g->g, &te));
-        if (te) OK(plan_build(te, &po, &p));
-        if (p) OK(cg_render_plan(p, &cg_dialect_cuda, &co, NULL, &src));
         const char *vn = cg_row_variant_name(v);
         CHECK(cg_row_variant(vn) == v);
         for (int k = 0; p && src.s && k < p->n_kernels; k++) {
@@ -169,15 +162,7 @@ static void test_render(void) {
         bool vec = strstr(vn, "vec") && shapes[s][1] % 4 == 0 && kind != ROWSUM && kind != ARGMAX;
         if (src.s && vec) CHECK_MSG(strstr(src.s, "((const float4 *)b0)"), "%s %s: no vector load", vn, kind_name[kind]);
         if (src.s && !strstr(vn, "vec")) CHECK(!strstr(src.s, "float4"));
-        if (src.s) {
-          void *bin = NULL;
-          size_t n = 0;
-          bool hit;
-          kiln_status st = cuda_compile(src.s, "sm_90", 0, NULL, &bin, &n, &hit);
-          CHECK_MSG(st == KILN_OK, "%s %s %lldx%lld: %s", vn, kind_name[kind], (long long)shapes[s][0],
-                    (long long)shapes[s][1], kiln_last_error());
-          kiln_free(bin);
-        }
+        if (src.s) check_compiles(src.s, vn, kind_name[kind], shapes[s][0], shapes[s][1]);
         sb_free(&src);
         plan_free(p);
         te_free(te);
@@ -270,7 +255,7 @@ static void test_values_half(void) {
     for (int s = 0; s < 4; s++)
       for (int kind = SOFTMAX; kind <= LAYERNORM; kind += LAYERNORM - SOFTMAX) {
         int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
-        kiln_graph *g = half_rows_graph(ts[t], kind, rows, cols);
+        kiln_graph *g = row_graph(ts[t], kind, rows, cols);
         uint16_t *x = malloc((size_t)n * 2), *gm = malloc((size_t)cols * 2), *bt = malloc((size_t)cols * 2);
         uint16_t *want = malloc((size_t)n * 2), *got = malloc((size_t)n * 2);
         float *wf = malloc((size_t)n * sizeof *wf), *gf = malloc((size_t)n * sizeof *gf);
@@ -344,7 +329,7 @@ static void test_values(void) {
   for (int s = 0; s < 4; s++)
     for (int kind = SOFTMAX; kind <= LAYERNORM; kind += LAYERNORM - SOFTMAX) {
       int64_t rows = few[s][0], cols = few[s][1], n = rows * cols;
-      kiln_graph *g = row_graph(kind, rows, cols);
+      kiln_graph *g = row_graph(KILN_F32, kind, rows, cols);
       float *x = malloc((size_t)n * sizeof *x), *gm = malloc((size_t)cols * sizeof *gm);
       float *bt = malloc((size_t)cols * sizeof *bt), *want = malloc((size_t)n * sizeof *want);
       float *got = malloc((size_t)n * sizeof *got);
@@ -368,7 +353,7 @@ static void test_values(void) {
   /* device time: a run's, and eight runs' in a row spanning all eight (on vulkan a lone replay
    * is timed by the schedule's own timestamps, several by the ones around them) */
   {
-    kiln_graph *g = row_graph(SOFTMAX, 512, 4096);
+    kiln_graph *g = row_graph(KILN_F32, SOFTMAX, 512, 4096);
     float *x = calloc((size_t)512 * 4096, sizeof *x);
     kiln_options o = kiln_options_default();
     o.backend = backend, o.strict = true;
@@ -393,7 +378,7 @@ static void test_values(void) {
   }
   /* an unknown variant is refused, by name */
   setenv("KILN_CUDA_ROW", "no-such-variant", 1);
-  kiln_graph *g = row_graph(SOFTMAX, 2, 8);
+  kiln_graph *g = row_graph(KILN_F32, SOFTMAX, 2, 8);
   kiln_options o = kiln_options_default();
   o.backend = backend;
   kiln_program *p = NULL;
