@@ -2829,30 +2829,21 @@ static void render_chain_loops(R *r, const Chain *c) {
   close_block(r);
 }
 
-/* KR's steps over one row held by one warp (r->k = KR, the row's outer vars declared): each
- * inner loop opens with `head` (a loop or guard over the row's points this lane takes, its
- * point `at`), where `value` (a format for x's stage) gives the row's value x; `post` (NULL:
- * none) runs after step post_step's items; the accumulations meet in shuffles, and the row's
- * outer values are stored by lane 0. */
-/* Does e read stage x anywhere but inside f? */
-static bool reads_outside(const Expr *e, const Expr *f, int x) {
-  if (e == f) return false;
-  if (e->kind == EX_LOAD && e->src == x) return true;
-  for (int i = 0; i < e->n_args; i++)
-    if (reads_outside(e->args[i], f, x)) return true;
-  return false;
-}
-
-static bool contains(const Expr *e, const Expr *f) {
-  if (e == f) return true;
-  for (int i = 0; i < e->n_args; i++)
-    if (contains(e->args[i], f)) return true;
-  return false;
+/* Of e, for the row's value x and a subexpression f: 1 if e reads x anywhere but inside f, 2 if
+ * f is in e (memoised on the DAG, for one f and x; out of memory: 1, which keeps nothing). */
+static int reads_through(const Expr *e, const Expr *f, int x, Memo **seen, int *n, int *cap) {
+  int known;
+  if (e == f) return 2;
+  if (seen_find(*seen, *n, e, &known)) return known;
+  int m = e->kind == EX_LOAD && e->src == x ? 1 : 0;
+  for (int i = 0; i < e->n_args; i++) m |= reads_through(e->args[i], f, x, seen, n, cap);
+  if (!seen_add(seen, n, cap, e, m)) return 1;
+  return m;
 }
 
 /* A row's summand worth keeping: the accumulation at step s (its body E, a function of the row's
- * value x) whose E the per-point items of every later step read x only through, the last step's
- * too (softmax: E = exp(x - max), P = E / sum). The steps after s then read E from x's place
+ * value x) through which alone the per-point items of every later step read x, one of them E
+ * itself (softmax: E = exp(x - max), P = E / sum). The steps after s then read E from x's place
  * instead of computing it again (the row is on chip: the exponentials of a chain's rows were a
  * third of its instructions). NULL: none. */
 static const Item *row_summand(const R *r, const Kernel *kr, int x) {
@@ -2860,21 +2851,28 @@ static const Item *row_summand(const R *r, const Kernel *kr, int x) {
   for (int i = 0; i < kr->n_items; i++) {
     const Item *a = &kr->items[i];
     const Expr *E = a->body;
-    if (a->kind != IT_ACC || a->step + 2 >= kr->n_steps || E->kind == EX_LOAD || !reads_outside(E, NULL, x) ||
+    if (a->kind != IT_ACC || a->step + 2 >= kr->n_steps || E->kind == EX_LOAD ||
         strcmp(vt(r, E->dtype), vt(r, r->p->te->stages[x].dtype)))
       continue;
-    bool ok = true, used = false;
+    Memo *seen = NULL;
+    int n = 0, cap = 0, m = 0;
+    bool ok = reads_through(E, NULL, x, &seen, &n, &cap) == 1;  /* E reads x */
+    n = 0;  /* the walks below look for E */
     for (int j = 0; ok && j < kr->n_items; j++) {
       const Item *b = &kr->items[j];
-      if (b->step <= a->step || (b->step & 1)) continue;  /* per-point items: even steps */
-      ok = !reads_outside(b->body, E, x);
-      used |= contains(b->body, E);
+      if (b->step > a->step && !(b->step & 1)) m |= reads_through(b->body, E, x, &seen, &n, &cap);  /* per-point items */
     }
-    if (ok && used) best = a;
+    kiln_free(seen);
+    if (ok && m == 2) best = a;
   }
   return best;
 }
 
+/* KR's steps over one row held by one warp (r->k = KR, the row's outer vars declared): each
+ * inner loop opens with `head` (a loop or guard over the row's points this lane takes, its
+ * point `at`), where `value` (a format for x's stage) gives the row's value x; `post` (NULL:
+ * none) runs after step post_step's items; the accumulations meet in shuffles, and the row's
+ * outer values are stored by lane 0. */
 static void warp_row_steps(R *r, const Kernel *kr, const char *pre, const char *head, const char *at, int x,
                            const char *value, const char *post, int post_step) {
   const char *I = ix(r), *X = vt(r, r->p->te->stages[x].dtype);
