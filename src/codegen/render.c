@@ -2722,20 +2722,14 @@ int64_t cg_chain_blocks(const Kernel *ko, CgChainForm form) {
 /* the fragments' form: rows and widths of at most this many points (a thread's registers) */
 enum { PLAN_CHAIN_FRAG_ROW = 128 };
 
-/* The type an mma would take a product's factor in: a factor converted to f32 (a 16-bit tensor's
- * load widened for the f32 sum) is its 16-bit value. */
-static kiln_dtype mma_factor_type(const Expr *e) {
-  return e->kind == EX_CAST && e->dtype == KILN_F32 ? e->args[0]->dtype : e->dtype;
-}
-
 CgMma cg_chain_mma(const Plan *p, const Kernel *ko, const Dialect *d, const CgOptions *o, CgChainForm *form) {
   *form = CG_CHAIN_FMA;
   if (!o || !o->chain_mma || !o->mma_half || !d->mma[CG_MMA_BF16] || !d->ldmatrix[0] || !cg_chain_blocked(d, ko))
     return CG_MMA_NONE;
   Chain c;
   chain_of(p, ko, &c);
-  kiln_dtype t = mma_factor_type(c.qa);
-  if ((t != KILN_BF16 && t != KILN_F16) || mma_factor_type(c.kb) != t || mma_factor_type(c.vf) != t ||
+  kiln_dtype t = plan_factor_type(c.qa);
+  if ((t != KILN_BF16 && t != KILN_F16) || plan_factor_type(c.kb) != t || plan_factor_type(c.vf) != t ||
       p->te->stages[c.p->stage].dtype != t || c.L % 16 || c.D % 16 || c.E % 8)
     return CG_MMA_NONE;
   *form = CG_CHAIN_SHARED;

@@ -50,7 +50,8 @@ PlanOptions plan_options(const kiln_options *o) {
    * three kernels on encoder4_d256 and gpt_tiny (0.193 and 0.086 ms both ways) with 8 and 4
    * fewer launches, and 3 % behind them on bert_layer_b8s128 (1.5M scores); on the cpu its plain
    * loops ran behind the three kernels' tuned ones (encoder4_d256 26.6 against 10.0 ms). A chain on
-   * tensor cores (16-bit) at any size: on the H100 (2026-12-05) bert_layer_b8s128_bf16 0.951 */
+   * tensor cores (16-bit) at any size: bert_layer_b8s128_bf16 (1.5M scores) 0.951 on the H100 and
+   * 0.927 with the chain's layout on the H200 (2026-12-05, bench/results/2026-12-05-h200-rounding-chains.md) */
   const char *be = o && o->backend ? o->backend : "cpu";
   p.chains = o && o->attention >= 0 ? o->attention : !strcmp(be, "cuda") ? 2 : 0;
   /* a narrow contraction with the row kernel over its rows: 1 on, 0 off, by default on cuda
@@ -74,7 +75,7 @@ PlanOptions plan_options(const kiln_options *o) {
   p.reorder_sums = o ? (o->reorder_sums == 2 ? 2 : o->reorder_sums != 0) : 1;
   /* on by default: on the H100 (2026-12-05) bert_layer_b8s128_bf16 with its chain 0.0683 ms against
    * 0.0718 for the three kernels (9 launches to 7), the models that chain by default level
-   * (encoder4_d256 0.990, gpt_tiny 0.987) */
+   * (encoder4_d256 0.990, gpt_tiny 0.987); on the H200 0.0672 -> 0.0622 with the tensor-core chain */
   p.chain_layout = !o || o->chain_layout != 0;
   p.max_inputs = o && o->max_inputs > 0 ? o->max_inputs : DEFAULT_MAX_INPUTS;
   p.max_nodes = o && o->max_nodes > 0 ? o->max_nodes : DEFAULT_MAX_NODES;
@@ -102,6 +103,10 @@ static const char *fmt(Plan *p, const char *f, ...) {
   va_end(ap);
   const char *s = arena_strdup(&p->arena, buf);
   return s ? s : "(no memory)";
+}
+
+kiln_dtype plan_factor_type(const Expr *e) {
+  return e->kind == EX_CAST && e->dtype == KILN_F32 ? e->args[0]->dtype : e->dtype;
 }
 
 bool plan_is_baked(const TE *te, int stage) {
@@ -919,11 +924,6 @@ static bool chain_fits(Ctx *c, int kc, LoadList *ll) {
   return true;
 }
 
-/* A factor's own type: a 16-bit load widened for an f32 sum is its 16-bit type. */
-static kiln_dtype factor_type(const Expr *e) {
-  return e->kind == EX_CAST && e->dtype == KILN_F32 ? e->args[0]->dtype : e->dtype;
-}
-
 /* The chain at kc (chain_fits) with both products' factors and its rows' value all bf16 (or all
  * f16), its depths multiples of the mma's: the cuda backend takes it on tensor cores
  * (cg_chain_mma), where it won at any size measured (bert_layer_b8s128_bf16, 1.5M scores). */
@@ -931,10 +931,10 @@ static bool chain_on_tensor_cores(Ctx *c, int kc) {
   Plan *p = c->p;
   const Kernel *KC = &p->kernels[kc], *KR = &p->kernels[kc + 1], *KO = &p->kernels[kc + 2];
   const Item *ac = contraction_of(p, KC, 3), *ao = contraction_of(p, KO, 3);
-  kiln_dtype t = factor_type(ac->body->args[0]);
+  kiln_dtype t = plan_factor_type(ac->body->args[0]);
   if (t != KILN_BF16 && t != KILN_F16) return false;
   for (int x = 0; x < 2; x++)
-    if (factor_type(ac->body->args[x]) != t || factor_type(ao->body->args[x]) != t) return false;
+    if (plan_factor_type(ac->body->args[x]) != t || plan_factor_type(ao->body->args[x]) != t) return false;
   for (int i = 0; i < KR->n_items; i++)
     if (KR->items[i].kind == IT_INNER && c->te->stages[KR->items[i].stage].dtype != t) return false;
   int n = KC->rank;

@@ -161,6 +161,9 @@ enum { PLAN_SIBLINGS_MAX = 4 };
 #define PLAN_LIBRARY_WORK 67108864.0 /* 2^26 */
 /* A scalar constant: rendered as a literal in the source, never a buffer. */
 bool plan_is_baked(const TE *te, int stage);
+/* The type a tensor-core product takes a factor in: a 16-bit load widened for an f32 sum is its
+ * 16-bit type (the planner's default for 16-bit attention chains, the cuda backend's mma). */
+kiln_dtype plan_factor_type(const Expr *e);
 
 /* -- print.c -- */
 
