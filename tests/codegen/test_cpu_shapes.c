@@ -6,10 +6,12 @@
  * products and without the tile (rows not a multiple of 4), and with its reduction loop split
  * where it reads merged heads; a sum over more terms than f32
  * accumulation takes (the f64 rows); max and average pooling vectorised over the output
- * row, with a NaN that max pooling must keep; the prelude's vectorisable erf. Inputs are a fixed pseudo-random sequence;
+ * row, with a NaN that max pooling must keep; the prelude's vectorisable erf; softmax rows, whose
+ * exponentials the sum's loop keeps for the last loop (one k_expf in the kernel). Inputs are a fixed pseudo-random sequence;
  * outputs must agree with ref within f32 rounding of the sums.
  */
 #include "test.h"
+#include "codegen/codegen.h"
 
 #include <stdint.h>
 
@@ -199,6 +201,45 @@ static void erf_case(void) {
   kiln_graph_free(g);
 }
 
+/* softmax over rows of 1000 (one row with -inf and one with a NaN) against ref; the sum's loop keeps
+ * each exponential in the row array kE and the last loop reads it: one k_expf call in the kernel,
+ * none in the loop after the sum. */
+static void softmax_kept_case(void) {
+  const int64_t R = 37, C = 1000, xs[2] = { R, C };
+  kiln_graph *g = NULL;
+  OK(kiln_graph_create(&g));
+  if (!g) return;
+  float *xd = filled(R * C);
+  if (xd) xd[3 * C + 7] = -INFINITY, xd[5 * C + 11] = NAN;
+  for (int64_t i = 0; xd && i < R * C; i++) xd[i] *= 8.0f;
+  kiln_tensor x, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
+  OK(kiln_graph_softmax(g, x, 1, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  compare("softmax 37 x 1000, its exponentials kept", g, 1, (void *const[]){ xd }, R * C, 1e-6);
+  TE *te = NULL;
+  Plan *p = NULL;
+  StrBuf src = {0};
+  kiln_options o = kiln_options_default();
+  PlanOptions po = plan_options(&o);
+  CgOptions co = cg_options_default();
+  OK(te_lower(&g->g, &te));
+  if (te) OK(plan_build(te, &po, &p));
+  if (p) OK(cg_render_plan(p, &cg_dialect_c, &co, NULL, &src));
+  const char *k0 = src.s ? strstr(src.s, "void kiln_k0(") : NULL;
+  k0 = k0 ? strstr(k0 + 1, "void kiln_k0(") : NULL;  /* the definition, after the declaration */
+  const char *kept = k0 ? strstr(k0, "kE[r] = ") : NULL;
+  int exps = 0;
+  for (const char *q = k0; q && (q = strstr(q, "k_expf(")); q++) exps++;
+  CHECK_MSG(p && p->n_kernels == 1 && kept && exps == 1 && !strstr(kept, "k_expf("), "softmax rows: %d exponentials, kept %d",
+            exps, kept != NULL);
+  sb_free(&src);
+  plan_free(p);
+  te_free(te);
+  free(xd);
+  kiln_graph_free(g);
+}
+
 int main(void) {
   conv_case("conv 3x3 pad 1, 8 channels", 8, 16, 16, 3, 1, 1, 1, 1);
   conv_case("conv 5x5 pad 2, 16 channels", 16, 14, 14, 5, 1, 1, 2, 2);
@@ -210,6 +251,7 @@ int main(void) {
   heads_case();
   long_sum_case();
   erf_case();
+  softmax_kept_case();
   pool_case("max pool 2x2 stride 2 with NaN", KILN_POOL_MAX, 2, 2, 0, 1);
   pool_case("max pool 3x3 stride 1 pad 1", KILN_POOL_MAX, 3, 1, 1, 0);
   pool_case("avg pool 3x3 stride 1 pad 1", KILN_POOL_AVG, 3, 1, 1, 0);
