@@ -2856,7 +2856,7 @@ static int reads_through(const Expr *e, const Expr *f, int x, Memo **seen, int *
   return m;
 }
 
-/* Does e hold a transcendental (a polynomial or a library call a point in the cpu's loops)? */
+/* Does e hold a transcendental (a polynomial or a library call at each point of the cpu's loops)? */
 static bool transcendental(const Expr *e, Memo **seen, int *n, int *cap) {
   int known;
   if (seen_find(*seen, *n, e, &known)) return known;
