@@ -873,6 +873,20 @@ static void accs_final(R *r, const Kernel *k, int step, bool combine) {
   }
 }
 
+/* A row's kept summand E (row_summand) at `place`, a text naming its row slot: stored there by the
+ * sum's loop, and read from there by the loops after it, memoised as E so they do not compute it. */
+static void summand_store(R *r, const Expr *E, const char *place) {
+  char e[256];
+  emit(r, E, e, sizeof e);
+  line(r, "%s = %s;  /* the summand, for the steps after */", place, e);
+}
+
+static void summand_load(R *r, const Expr *E, const char *place) {
+  int id = r->tmp++;
+  line(r, "const %s t%d = %s;", vt(r, E->dtype), id, place);
+  memo_add(r, E, id);
+}
+
 static void inner_loop(R *r, int step) {
   const Kernel *k = r->k;
   char clauses[512] = "";
@@ -896,17 +910,9 @@ static void inner_loop(R *r, int step) {
   push(r);
   decompose(r, "r", k->rank, k->n_red, k->red_shape);
   if (r->inner_pre) line(r, "%s", r->inner_pre);
-  if (r->kept && step > r->kept_step) {
-    int id = r->tmp++;
-    line(r, "const %s t%d = kE[r];", vt(r, r->kept->dtype), id);
-    memo_add(r, r->kept, id);
-  }
+  if (r->kept && step > r->kept_step) summand_load(r, r->kept, "kE[r]");
   point_items(r, k, step);
-  if (r->kept && step == r->kept_step) {
-    char e[256];
-    emit(r, r->kept, e, sizeof e);
-    line(r, "kE[r] = %s;  /* the summand, for the loops after */", e);
-  }
+  if (r->kept && step == r->kept_step) summand_store(r, r->kept, "kE[r]");
   if (r->inner_post && step == r->inner_post_step) line(r, "%s", r->inner_post);
   pop(r);
   close_block(r);
@@ -2929,20 +2935,11 @@ static void warp_row_steps(R *r, const Kernel *kr, const char *pre, const char *
     line(r, "const %s v%d = %s;", I, n, at);
     char v[160];
     snprintf(v, sizeof v, value, x);
-    if (kept && step > kept->step) {  /* x's place holds the summand */
-      int id = r->tmp++;
-      line(r, "const %s t%d = %s;", X, id, v);
-      memo_add(r, kept->body, id);
-    } else {
-      line(r, "const %s s%d = %s;", X, x, v);
-    }
+    if (kept && step > kept->step) summand_load(r, kept->body, v);  /* x's place holds the summand */
+    else line(r, "const %s s%d = %s;", X, x, v);
     r->guard = NULL;  /* each lane stores its own points */
     point_items(r, kr, step);
-    if (kept && step == kept->step) {
-      char e[256];
-      emit(r, kept->body, e, sizeof e);
-      line(r, "%s = %s;  /* the summand, for the steps after */", v, e);
-    }
+    if (kept && step == kept->step) summand_store(r, kept->body, v);
     r->guard = "lane == 0";
     if (post && step == post_step) line(r, "%s", post);
     pop(r);
