@@ -474,6 +474,10 @@ typedef struct kiln_options {
                            take a warp a row, 8 rows a block, instead of a block a row; 0 never; default -1:
                            512 on cuda, the H200 race (mlp_train_b1024's 1024 rows 0.958; from 1 row the
                            shared mlp's single row ran 1.303) ($KILN_CUDA_PAIR_WARPS) */
+  int cuda_pair_bands;  /* cuda: a wide pair (gemm_rows 2: a layernorm after its GEMM) as the GEMM's tiles, each
+                           band of rows' last tile running the row kernel over the band, a warp a row; 0 the
+                           warp-a-row form (each warp its rows' contraction); default -1: on
+                           ($KILN_CUDA_PAIR_BANDS) */
   int cuda_copy_stages; /* cuda: 2, 3 or 4: a generated f32 GEMM tile of 32x32 (4 k groups) whose two operands
                            are 16-byte vector reads (cuda_vec_reads) copies them straight into shared
                            memory (cp.async), this many k-tiles in flight, one barrier a k-tile, instead

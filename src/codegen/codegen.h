@@ -324,6 +324,8 @@ typedef struct CgOptions {
                            (CgGemm.direct; kiln_options.tensor_cores 2: through registers like any operand) */
   bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2
                            outputs a thread over whole k-tiles */
+  bool pair_bands;      /* wide pairs (a layernorm after its GEMM) as GEMM tiles with a band tail
+                           (cg_pair_banded; kiln_options.cuda_pair_bands) */
   int64_t pair_warps;   /* narrow pairs (a contraction of at most 32 columns and its rows) of at least this
                            many rows take a warp a row, 8 rows a block; 0 never (cg_pair_warps;
                            KILN_CUDA_PAIR_WARPS) */
@@ -606,6 +608,10 @@ typedef struct CgGemm {
    * k), one read along x rows of x ([k][x]: its 4 consecutive x a 16-byte read a k). Each output's
    * products are added in the order of the register tiles: the same bits. 0: through registers */
   int copies;
+  /* a band tail follows the epilogue (a wide pair's rows: cg_pair_banded): each output is handed to
+   * CgEmit.band (phase 0, mq and nq in scope) after the items, and every tile, after its epilogue,
+   * to CgEmit.band's phase 1, where it counts itself in at its row band (tile, tm0 in scope) */
+  bool band;
 } CgGemm;
 /* Does kernel k take the tiled shape under options o (split-K)? Fills g (may be NULL) when
  * it does. */
@@ -652,8 +658,15 @@ typedef struct CgEmit {
   /* what is emitted next takes no value emitted before (another kernel's vars have the same
    * names): floor -1 hides everything so far; returns the floor to restore it with */
   int (*isolate)(void *r, int floor);
+  /* CgGemm.band: phase 0 after each output's items, phase 1 after each tile's epilogue (NULL: none) */
+  void (*band)(void *r, int phase);
 } CgEmit;
 void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em);
+/* A banded pair: a wide pair (no tail) whose contraction takes the GEMM tiles under o, one row var
+ * after the others, no batch, one sum (CgOptions.pair_bands). Each tile stores its outputs of the
+ * contraction's row value for the row kernel, and counts itself in at its band of rows; the band's
+ * last tile runs the row kernel's steps over the band's rows, a warp a row. Fills g (may be NULL). */
+bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const CgOptions *o, CgGemm *g);
 /* Lines through a CgEmit (gemm.c): one formatted line; one that opens a block (the lines
  * after it indented); the block's closing brace; an index literal in the dialect's form. */
 void cg_put(const CgEmit *em, const char *f, ...) __attribute__((format(printf, 2, 3)));

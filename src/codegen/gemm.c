@@ -1292,6 +1292,9 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   if (S > 1) {
     if (g->cluster) cg_put(em, "%s %s kiln_cp[%d];", d->shared_qual, F, g->bm * g->bn);
     else cg_put(em, "%s %s last;", d->shared_qual, d->counter_type);
+  }
+  if (g->band && S == 1) cg_put(em, "%s %s last;", d->shared_qual, d->counter_type);  /* the band's arrival */
+  if (S > 1) {
     cg_open(em, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, cg_lit(em, tiles * S), d->grid_size);
     cg_put(em, "const %s tile = w / %d, kbeg = (w %% %d) * %s;", I, S, S, cg_lit(em, g->kspan));
     cg_put(em, "const %s kend = kbeg + %s < %s ? kbeg + %s : %s;", I, cg_lit(em, g->kspan), cg_lit(em, g->K), cg_lit(em, g->kspan),
@@ -1345,10 +1348,12 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   decompose(em, k, g, CG_ROLE_M, "mq");
   decompose(em, k, g, CG_ROLE_N, "nq");
   em->items(em->r, 1, g->n_b > 1 ? "acc%d[i][j]" : "acc[i][j]");  /* siblings: each item's own sum */
+  if (g->band) em->band(em->r, 0);
   em->pop(em->r);
   cg_close(em);
   cg_close(em);
   cg_close(em);
+  if (g->band) em->band(em->r, 1);
   em->pop(em->r);
   cg_close(em);
 }

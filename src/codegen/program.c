@@ -43,6 +43,18 @@ static int64_t capped_blocks(int64_t work, int64_t per_block) {
 static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const CgOptions *o, CgLaunch *l) {
   CgGpuShape s = cg_kernel_shape(p, k, d, o);
   const Kernel *end = s == CG_GPU_CHAIN ? &p->kernels[plan_chain_end(p, k->id)] : NULL;
+  CgGemm band;
+  if (end && cg_pair_banded(p, end, d, o, &band)) {
+    l->block = CG_GEMM_THREADS;
+    l->grid = k->chain > 0 ? cg_gemm_blocks(&band) : 0;
+    l->smem = k->chain > 0 ? (int)cg_gemm_dyn_smem(&band) : 0;
+    if (l->smem > 48 * 1024) l->smem_carveout = SMEM_CARVEOUT_ALL;
+    if (k->chain > 0)
+      snprintf(l->why, sizeof l->why, "rows: k%d..k%d, gemm %dx%d tiles%s, then each band's last tile the rows, a warp a row",
+               k->id - 1, k->id, band.bm, band.bn, band.splits > 1 ? " split along K" : "");
+    else snprintf(l->why, sizeof l->why, "in the rows kernel k%d", end->id);
+    return;
+  }
   if (end && (end->chain == 2 || end->tailed)) {  /* a pair, or a pair and its tail */
     const Kernel *kr = end->tailed ? end - 1 : end;
     bool blocked = cg_pair_blocked(d), wide = blocked && cg_pair_wide(kr), warps = blocked && cg_pair_warps(kr, o);

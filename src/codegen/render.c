@@ -76,6 +76,8 @@ typedef struct R {
   const Expr *kept;    /* cpu rows: a summand the sum's loop (step kept_step) stores in kE[r] and the later
                         * loops read (cpu_row_summand) */
   int kept_step;
+  /* a banded pair (cg_pair_banded) while its GEMM is emitted: the tiles, the two kernels, KC's stage KR reads */
+  const CgGemm *band; const Kernel *band_kc, *band_kr; int band_x;
   kiln_status st;
 } R;
 
@@ -3319,6 +3321,8 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x, c
   close_block(r);
 }
 
+static void render_pair_banded(R *r, const Kernel *kc, const Kernel *kr, int x);
+
 static void render_pair(R *r) {
   const Kernel *end = r->k, *kr = end->tailed ? end - 1 : end, *kc = kr - 1;
   int x = -1;  /* the stage of KC that KR reads */
@@ -3339,7 +3343,8 @@ static void render_pair(R *r) {
     }
   }
   r->chain_lo = kc->id, r->chain_hi = end->id;
-  if (cg_pair_blocked(r->d) && cg_pair_wide(kr)) render_pair_wide(r, kc, kr, x);
+  if (cg_pair_banded(r->p, kr, r->d, r->o, NULL)) render_pair_banded(r, kc, kr, x);
+  else if (cg_pair_blocked(r->d) && cg_pair_wide(kr)) render_pair_wide(r, kc, kr, x);
   else if (cg_pair_blocked(r->d) && cg_pair_warps(kr, r->o)) render_pair_warps(r, kc, kr, x, t);
   else if (cg_pair_blocked(r->d)) render_pair_block(r, kc, kr, x, t);
   else {
@@ -3850,7 +3855,100 @@ static int hk_isolate(void *r, int floor) {
 }
 static CgEmit emit_hooks(R *r) {
   return (CgEmit){ r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items,
-                   hk_var_range, hk_kernel, hk_isolate };
+                   hk_var_range, hk_kernel, hk_isolate, NULL };
+}
+
+/* ---- banded pairs (a wide pair whose contraction takes the GEMM tiles) ----
+ * The warp-a-row form above reads the factor free of the rows once a row, from L1 at best; the
+ * tiles read it once a tile from shared memory. Here KC is an ordinary tiled GEMM (split-K and all):
+ * each output of KC's row value x also goes to a module-scope row buffer, and each tile, after its
+ * epilogue, counts itself in at its band of BM rows. The band's last tile (its count back to 0 for
+ * the next run) reads the band's rows back, a warp a row, each lane its columns c * 32 + lane, and
+ * runs KR's steps over them as a wide pair's warp does. One kernel where there were two; the rows
+ * cross L2 once more, the launch and the row kernel's start are gone. */
+bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const CgOptions *o, CgGemm *g) {
+  CgGemm own;
+  if (!g) g = &own;
+  if (last->chain != 2 || last->tailed || !o->pair_bands || !cg_pair_blocked(d) || !d->cached_load || !d->shared_qual ||
+      !cg_pair_wide(last))
+    return false;
+  const Kernel *kc = last - 1;
+  int n = kc->rank;
+  if (!cg_gemm_match(p, kc, o, g) || g->n_b != 1 || g->batch != 1 || g->cluster || g->role[n - 1] != CG_ROLE_N)
+    return false;
+  for (int v = 0; v < n - 1; v++)  /* the rows, flat in KC's order: mq is the row */
+    if (g->role[v] != CG_ROLE_M && kc->shape[v] != 1) return false;
+  g->band = true;
+  return true;
+}
+
+static void band_globals(const Kernel *last, const CgGemm *g, const Dialect *d, StrBuf *out) {
+  const Kernel *kc = last - 1;
+  sb_printf(out, "\n/* kernel %d, a banded pair: k%d's row values, and each band's tiles that have arrived (0 at\n"
+                 " * module load; the band's last tile puts its count back to 0) */\n", last->id, kc->id);
+  sb_printf(out, "%s %s kiln_bv%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], kc->id, (long long)(g->M * g->N));
+  sb_printf(out, "%s %s kiln_band%d[%lld];\n", d->global_qual, d->counter_type, kc->id,
+            (long long)((g->M + g->bm - 1) / g->bm));
+}
+
+static void band_hook(void *rv, int phase) {
+  R *r = rv;
+  const Dialect *d = r->d;
+  const CgGemm *g = r->band;
+  const Kernel *kc = r->band_kc, *kr = r->band_kr;
+  int x = r->band_x;
+  if (phase == 0) {  /* an output of the tile: x's value in the row buffer */
+    line(r, "kiln_bv%d[mq * %s + nq] = s%d;", kc->id, lit(r, g->N), x);
+    return;
+  }
+  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id;
+  int64_t J = g->N, C = (J + 31) / 32, nt = (g->N + g->bn - 1) / g->bn;
+  char slot[64], meet[CG_ARRIVAL_LINES][256], col[32], cond[64], each[160];
+  snprintf(slot, sizeof slot, "kiln_band%d[tile / %lld]", kc->id, (long long)nt);
+  cg_arrival_lines(d, slot, (int)nt, r->o->one_fence, meet);
+  for (int m = 0; m < CG_ARRIVAL_LINES; m++) line(r, "%s", meet[m]);
+  line(r, "if (%s == 0) %s = 0%s;", T, slot, d->uint_suffix);
+  snprintf(col, sizeof col, "c * 32 + lane");
+  snprintf(cond, sizeof cond, "c * 32 + lane < %lld", (long long)J);
+  if (J % 32) snprintf(each, sizeof each, "for (int c = 0; c < %lld; c++) if (%s) {", (long long)C, cond);
+  else snprintf(each, sizeof each, "for (int c = 0; c < %lld; c++) {", (long long)C);
+  int floor = hk_isolate(r, -1);  /* KR's vars take KC's names */
+  line(r, "{");
+  r->indent++;
+  line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
+  line(r, "for (int rr = wp; rr < %d; rr += %d) {", g->bm, CG_GEMM_THREADS / 32);
+  r->indent++;
+  line(r, "const %s o = tm0 + rr;", I);
+  line(r, "if (o >= %s) break;", lit(r, g->M));
+  line(r, "%s xv[%lld];", F, (long long)C);
+  char addr[128], ld[192];
+  snprintf(addr, sizeof addr, "kiln_bv%d + o * %lld + c * 32 + lane", kc->id, (long long)J);
+  snprintf(ld, sizeof ld, d->cached_load, addr);
+  line(r, "%s", d->unroll);
+  if (J % 32) line(r, "for (int c = 0; c < %lld; c++) xv[c] = %s ? %s : 0.0%s;", (long long)C, cond, ld, d->f32_suffix);
+  else line(r, "for (int c = 0; c < %lld; c++) xv[c] = %s;", (long long)C, ld);
+  set_kernel(r, kr);
+  push(r);
+  decompose(r, "o", 0, kr->rank, kr->shape);
+  warp_row_steps(r, kr, d->unroll, each, col, x, "xv[c]", NULL, -1);
+  pop(r);
+  set_kernel(r, kc);
+  close_block(r);
+  close_block(r);
+  hk_isolate(r, floor);
+}
+
+static void render_pair_banded(R *r, const Kernel *kc, const Kernel *kr, int x) {
+  CgGemm g;
+  bool ok = cg_pair_banded(r->p, kr, r->d, r->o, &g);  /* render_pair asked */
+  KILN_ASSERT(ok);
+  if (!ok) return;
+  r->band = &g, r->band_kc = kc, r->band_kr = kr, r->band_x = x;
+  set_kernel(r, kc);
+  CgEmit em = emit_hooks(r);
+  em.band = band_hook;
+  cg_render_gemm(r->p, kc, &g, &em);
+  r->band = NULL;
 }
 
 static void render_cpu_tile(R *r) {
@@ -4038,7 +4136,11 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   bool packed = is_direct && direct.channel_lanes;
   if (gs == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, d, out);
   if (gs == CG_GPU_BLOCK_ROWS) cg_rows_globals(p, k, o, d, out);
-  if (gs == CG_GPU_CHAIN && k->chain == 2 && cg_pair_blocked(d) && cg_pair_wide(k)) cg_pair_globals(k, d, out);
+  CgGemm band;
+  if (gs == CG_GPU_CHAIN && cg_pair_banded(p, k, d, o, &band)) {
+    cg_gemm_globals(&band, (k - 1)->id, d, out);  /* its names are KC's */
+    band_globals(k, &band, d, out);
+  } else if (gs == CG_GPU_CHAIN && k->chain == 2 && cg_pair_blocked(d) && cg_pair_wide(k)) cg_pair_globals(k, d, out);
   if (d->kernel_begin) sb_printf(out, d->kernel_begin, ki);
   if (gs == CG_GPU_GEMM && d->shared_at_module) cg_gemm_shared(&gemm, d, out);
   sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);

@@ -829,6 +829,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
    * mlp_train_b32's 32 rows ran 1.041 and the shared mlp's 1 row 1.303: few rows want a block each) */
   g->pair_warps = o->cuda_pair_warps > 0 ? o->cuda_pair_warps
                   : o->cuda_pair_warps < 0 && cuda ? 512 : 0;
+  if (o->cuda_pair_bands < -1 || o->cuda_pair_bands > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pair_bands ($KILN_CUDA_PAIR_BANDS) is %d: -1 the default, 0 off, 1 on",
+                     o->cuda_pair_bands);
+  g->pair_bands = cuda && o->cuda_pair_bands != 0;
   if (o->cuda_group_blocks < -1 || o->cuda_group_blocks > 32)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_group_blocks ($KILN_CUDA_GROUP_BLOCKS) is %d: -1 the default, 0 no ask, "
                      "else 1 .. 32 blocks a multiprocessor", o->cuda_group_blocks);

@@ -102,6 +102,66 @@ static void layernorm_backward(void) {
   kiln_graph_free(g);
 }
 
+/* Banded pairs: gpt_tiny with wide pairs (gemm_rows 2), its four layernorms after their GEMMs (the
+ * output projection with the residual, the second FFN layer), on cuda as the GEMMs' tiles split along
+ * K, each band of 32 rows' last tile running the layernorm's rows: 16 launches to 12. With the bands
+ * off, the warp-a-row form of the same plan. */
+static void banded_pairs(void) {
+  const char *shared = getenv("KILN_SHARED_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/models/gpt_tiny/model.onnx", shared ? shared : "../shared");
+  kiln_graph *g = NULL;
+  if (kiln_graph_load_onnx(path, &g) != KILN_OK) {
+    printf("skip: %s\n", path);
+    return;
+  }
+  for (int rows = -1; rows <= 2; rows += 3)
+    for (int bands = 1; bands >= 0; bands--) {
+      if (rows < 2 && !bands) continue;
+      kiln_options ko = kiln_options_default();
+      ko.backend = "cuda";
+      ko.gemm_rows = rows;
+      ko.cuda_pair_bands = bands ? -1 : 0;
+      PlanOptions po = plan_options(&ko);
+      CgOptions co;
+      TE *te = NULL;
+      Plan *pl = NULL;
+      CgProgram *prog = NULL;
+      OK(rt_codegen_options(&ko, &cg_dialect_cuda, &co));
+      OK(te_lower_split(&g->g, ko.row_sums != 0, &te));
+      if (te) OK(plan_build(te, &po, &pl));
+      if (pl) OK(cg_program_build(pl, &cg_dialect_cuda, &co, &prog));
+      int launches = 0, banded = 0, warps = 0;
+      for (int i = 0; prog && i < prog->n_launch; i++) {
+        const CgLaunch *l = &prog->launch[i];
+        launches += l->grid > 0;
+        banded += l->grid > 0 && strstr(l->why, "then each band's last tile the rows, a warp a row") != NULL;
+        warps += l->grid > 0 && strstr(l->why, "8 rows a block (a warp a row, 8 columns a lane)") != NULL;
+      }
+      int want = rows == 2 ? 12 : 16;
+      CHECK_MSG(prog && launches == want && banded == (rows == 2 && bands ? 4 : 0) && warps == (rows == 2 && !bands ? 4 : 0),
+                "gpt_tiny gemm_rows %d, bands %d: %d launches (%d banded, %d warp rows), expected %d", rows, bands, launches,
+                banded, warps, want);
+      if (prog && rows == 2 && bands) {
+        /* k6 (the output projection k5 and the first block's second layernorm): 4 tiles of 32 columns
+         * a band of 32 rows, the row values out and back, the band's count put back to 0 */
+        const char *k6 = strstr(prog->source.s, " kiln_k6("), *k7 = k6 ? strstr(k6, " kiln_k7(") : NULL;
+        const char *bv = k6 ? strstr(k6, "kiln_bv5[mq * INT64_C(256) + nq] = ") : NULL;
+        const char *count = k6 ? strstr(k6, "last = k_add_acq_rel(&kiln_band5[tile / 8], 1u) == 7u;") : NULL;
+        const char *reset = k6 ? strstr(k6, "if (threadIdx.x == 0) kiln_band5[tile / 8] = 0u;") : NULL;
+        const char *back = k6 ? strstr(k6, "xv[c] = __ldcg(kiln_bv5 + o * 256 + c * 32 + lane);") : NULL;
+        CHECK_MSG(bv && count && reset && back && bv < count && count < reset && reset < back && back < k7,
+                  "gpt_tiny k6's band: store %d, count %d, reset %d, read back %d", !!bv, !!count, !!reset, !!back);
+        CHECK(strstr(prog->source.s, "__device__ float kiln_bv5[32768];") &&
+              strstr(prog->source.s, "__device__ unsigned int kiln_band5[4];"));
+      }
+      cg_program_free(prog);
+      plan_free(pl);
+      te_free(te);
+    }
+  kiln_graph_free(g);
+}
+
 int main(void) {
   const Dialect *cu = &cg_dialect_cuda;
   CgOptions dflt = cg_options_default(), off = dflt, base = dflt, nolib = dflt;
@@ -538,6 +598,7 @@ int main(void) {
   const Want loop[] = { { 0, 1, 1, 0, 0, false }, { 1, 1, 1, 0, 0, false }, { 2, 1, 1, 0, 0, false } };
   check("mlp_fwd_b128", &cg_dialect_c, &dflt, loop, 3);
   layernorm_backward();
+  banded_pairs();
   check("softmax_256x32768", &cg_dialect_c, &dflt, loop, 1);
 
   /* every standard workload: the common invariants in both dialects */

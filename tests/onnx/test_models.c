@@ -79,6 +79,18 @@ int main(void) {
     if (envs[pass][0]) unsetenv(envs[pass][0]);
     unsetenv("KILN_ATTENTION");
   }
+  /* wide pairs (KILN_GEMM_ROWS=2: gpt_tiny's layernorms after their GEMMs) on the backend under test;
+   * on cuda as the GEMMs' tiles with each band's rows in its last tile, and in the warp-a-row form
+   * (KILN_CUDA_PAIR_BANDS=0) */
+  setenv("KILN_GEMM_ROWS", "2", 1);
+  for (int bands = 1; bands >= 0; bands--) {
+    if (!bands && strcmp(be, "cuda")) break;
+    setenv("KILN_CUDA_PAIR_BANDS", bands ? "1" : "0", 1);
+    snprintf(dir, sizeof dir, "%s/models/gpt_tiny", shared);
+    CHECK(run_on(dir, "gpt_tiny", be, true) == 1);
+  }
+  unsetenv("KILN_CUDA_PAIR_BANDS");
+  unsetenv("KILN_GEMM_ROWS");
   /* ONNX Attention exports that form attention chains (test_plan checks that they do): grouped
    * query heads, boolean and additive masks, causal, softcap, past and present, f16, padded keys;
    * on the backend under test with the chains forced on, their outputs in the chain's order and
