@@ -956,7 +956,7 @@ static bool pair_fits(Ctx *c, int kc, LoadList *ll) {
   int n = KC->rank;
   int64_t J = KC->shape[n - 1];
   bool wide = p->opt.pairs == 2 && J <= PLAN_PAIR_MAX_WIDE &&
-              (double)KC->outer_numel * (double)KC->inner_numel < PLAN_LIBRARY_WORK;
+              (double)KC->outer_numel * (double)KC->inner_numel <= PLAN_PAIR_WIDE_WORK;
   if (KR->rank != n || KR->row_stage_shape_rank != n || KR->shape[n - 1] != 1 || KR->red_shape[0] != J ||
       KR->row_shape[n - 1] != J || (J > PLAN_PAIR_MAX_COLS && !wide) || KC->inner_numel > PLAN_PAIR_MAX_DEPTH)
     return false;

@@ -154,6 +154,10 @@ enum { PLAN_CHAIN_MAX_ROW = 512, PLAN_CHAIN_MAX_DEPTH = 256, PLAN_CHAIN_ROWS = 1
  * (PlanOptions.pairs 2): rows of at most PLAN_PAIR_MAX_WIDE points (32 a lane), below the
  * library's work. */
 enum { PLAN_PAIR_MAX_COLS = 32, PLAN_PAIR_MAX_DEPTH = 4096, PLAN_PAIR_MAX_WIDE = 1024 };
+/* ... and a wide pair's contraction of at most this many multiply-adds: twice the library's, so that a
+ * 256-row FFN layer of 1024 inputs (encoder4_d256's, 2^26, the library's alone) may race its tiles with the
+ * layernorm in them against the library and a row kernel (cuda's banded pairs) */
+#define PLAN_PAIR_WIDE_WORK (2 * PLAN_LIBRARY_WORK)
 /* Sibling contractions a kernel may hold on a grid backend (one A tile, a B tile each); they
  * share one only below PLAN_LIBRARY_WORK multiply-adds each, where the cuda backend hands a
  * GEMM to its library (codegen/library.c reads it too). */
