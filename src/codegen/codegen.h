@@ -226,6 +226,9 @@ typedef struct Dialect {
   const char *warp_reduce;        /* the same over a warp of 32 */
   const char *quad_reduce;        /* the same over a quad of lanes 4r .. 4r + 3 (NULL: none; an mma
                                    * chain's rows in fragments, cg_chain_mma) */
+  const char *group_reduce;       /* the same over W consecutive lanes (%d: W, a power of two 2 .. 32), every
+                                   * lane ending with its group's first lane's value (NULL: none; banded
+                                   * pairs' rows) */
   const char *block_reduce_arg;   /* int64 block_reduce_arg(T v, int64 i, int max, int last): the index */
   const char *warp_reduce_arg;
   const char *reduce_op[RO_MIN + 1];          /* op argument of block/warp_reduce: "k_add()" ... */

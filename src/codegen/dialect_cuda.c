@@ -56,6 +56,11 @@ static const char prelude[] =
   "  v = f(v, k_shfl(v, 2));\n"
   "  return (T)__shfl_sync(0xffffffffu, v, (threadIdx.x & 31) & ~3);\n"
   "}\n"
+  /* ... and over a group of W consecutive lanes (a banded pair's rows, W lanes a row) */
+  "template <int W, class T, class F> KI T k_lanes(T v, F f) {\n"
+  "  for (int d = W / 2; d > 0; d >>= 1) v = f(v, k_shfl(v, d));\n"
+  "  return (T)__shfl_sync(0xffffffffu, v, (threadIdx.x & 31) & ~(W - 1));\n"
+  "}\n"
   /* arg-reductions: the better (value, index) pair; ties go to the first index, or the last. */
   "template <class T> KI bool k_argbetter(T v2, int64_t i2, T v, int64_t i, int mx, int last) {\n"
   "  if (i2 < 0) return false; if (i < 0) return true;\n"
@@ -206,7 +211,7 @@ const Dialect cg_dialect_cuda = {
   .vec4h_load = "((const uint2 *)b%d)[%s]",
   .vec4h_lane = { "(uint16_t)%s.x", "(uint16_t)(%s.x >> 16)", "(uint16_t)%s.y", "(uint16_t)(%s.y >> 16)" },
   .block_reduce = "k_block",
-  .warp_reduce = "k_warp", .quad_reduce = "k_quad",
+  .warp_reduce = "k_warp", .quad_reduce = "k_quad", .group_reduce = "k_lanes<%d>",
   .block_reduce_arg = "k_block_arg",
   .warp_reduce_arg = "k_warp_arg",
   .reduce_op = { [RO_SUM] = "k_add()", [RO_PROD] = "k_mul()", [RO_MAX] = "k_max()", [RO_MIN] = "k_min()" },

@@ -51,6 +51,8 @@ typedef struct R {
   int nv;
   const char *guard;   /* grid dialects: condition on stores of per-row values (one thread writes) */
   bool quad;           /* a row's reductions over a quad of lanes (an mma chain's rows in fragments) */
+  int lanes;           /* warp_row_steps: a row's lanes, a group of this many (0: the warp; banded pairs) */
+  const char *live;    /* warp_row_steps: the condition on every store (NULL: none; a banded pair's rows) */
   /* block rows: values of a row point (loads, unary ops) that a later inner loop needs again
    * are kept in registers c<i>[j], captured in the first loop computing them */
   const Expr *cached[8]; int cap_step[8]; int n_cached;
@@ -2218,7 +2220,9 @@ static void block_combine(R *r, const Item *it) {
   const Dialect *d = r->d;
   int s = it->stage;
   bool warp = r->ro.rows > 1;  /* a warp per row: shuffles only */
-  const char *red = r->quad ? d->quad_reduce : warp ? d->warp_reduce : d->block_reduce;  /* quad: cg_chain_mma said */
+  char group[32];
+  if (r->lanes) snprintf(group, sizeof group, d->group_reduce, r->lanes);  /* cg_pair_banded said */
+  const char *red = r->quad ? d->quad_reduce : r->lanes ? group : warp ? d->warp_reduce : d->block_reduce;  /* quad: cg_chain_mma said */
   if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN)
     line(r, "ai%d = %s(a%d, ai%d, %d, %d);", s, warp ? d->warp_reduce_arg : d->block_reduce_arg, s, s,
          S->rop == RO_ARGMAX, S->select_last != 0);
@@ -2924,7 +2928,10 @@ static void warp_row_steps(R *r, const Kernel *kr, const char *pre, const char *
   int n = kr->rank;
   CgRows saved = r->ro;
   r->ro.rows = 2;  /* block_combine: a warp per row, shuffles */
-  r->guard = "lane == 0";
+  /* the row's values are stored by its first lane, its points by each lane (r->lanes: a group's "gl") */
+  char lead[96];
+  snprintf(lead, sizeof lead, "%s%s%s", r->lanes ? "gl == 0" : "lane == 0", r->live ? " && " : "", r->live ? r->live : "");
+  r->guard = lead;
   const Item *kept = row_summand(r, kr, x);
   for (int step = 0; step < kr->n_steps; step++) {
     if (step & 1) { chain_values(r, kr, step); continue; }
@@ -2939,10 +2946,10 @@ static void warp_row_steps(R *r, const Kernel *kr, const char *pre, const char *
     snprintf(v, sizeof v, value, x);
     if (kept && step > kept->step) summand_load(r, kept->body, v);  /* x's place holds the summand */
     else line(r, "const %s s%d = %s;", X, x, v);
-    r->guard = NULL;  /* each lane stores its own points */
+    r->guard = r->live;  /* each lane stores its own points */
     point_items(r, kr, step);
     if (kept && step == kept->step) summand_store(r, kept->body, v);
-    r->guard = "lane == 0";
+    r->guard = lead;
     if (post && step == post_step) line(r, "%s", post);
     pop(r);
     close_block(r);
@@ -3878,8 +3885,22 @@ bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const C
     return false;
   for (int v = 0; v < n - 1; v++)  /* the rows, flat in KC's order: mq is the row */
     if (g->role[v] != CG_ROLE_M && kc->shape[v] != 1) return false;
+  if (!d->group_reduce || g->N > 32 * 32) return false;  /* a band's rows in groups of lanes, at most 32 points a lane */
+  for (int i = 0; i < last->n_items; i++) {  /* and no arg-reductions there (warp-wide only) */
+    ReduceOp rop = last->items[i].kind == IT_ACC ? p->te->stages[last->items[i].stage].rop : RO_SUM;
+    if (rop == RO_ARGMAX || rop == RO_ARGMIN) return false;
+  }
   g->band = true;
   return true;
+}
+
+/* Lanes a row in a band's tail: as few as hold a band's rows in one pass of the block (a row of 8 lanes,
+ * 32 rows at once, for 32-row tiles), as many as keep a lane's points at most 32 (J / lanes) */
+static int band_lanes(const CgGemm *g) {
+  int G = CG_GEMM_THREADS / g->bm;
+  if (G < 4) G = 4;
+  while (G < 32 && (g->N + G - 1) / G > 32) G *= 2;
+  return G;
 }
 
 static void band_globals(const Kernel *last, const CgGemm *g, const Dialect *d, StrBuf *out) {
@@ -3902,35 +3923,43 @@ static void band_hook(void *rv, int phase) {
     return;
   }
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id;
-  int64_t J = g->N, C = (J + 31) / 32, nt = (g->N + g->bn - 1) / g->bn;
+  int64_t J = g->N, nt = (g->N + g->bn - 1) / g->bn;
+  int G = band_lanes(g), C = (int)((J + G - 1) / G), RP = CG_GEMM_THREADS / G;
   char slot[64], meet[CG_ARRIVAL_LINES][256], col[32], cond[64], each[160];
   snprintf(slot, sizeof slot, "kiln_band%d[tile / %lld]", kc->id, (long long)nt);
   cg_arrival_lines(d, slot, (int)nt, r->o->one_fence, meet);
   for (int m = 0; m < CG_ARRIVAL_LINES; m++) line(r, "%s", meet[m]);
   line(r, "if (%s == 0) %s = 0%s;", T, slot, d->uint_suffix);
-  snprintf(col, sizeof col, "c * 32 + lane");
-  snprintf(cond, sizeof cond, "c * 32 + lane < %lld", (long long)J);
-  if (J % 32) snprintf(each, sizeof each, "for (int c = 0; c < %lld; c++) if (%s) {", (long long)C, cond);
-  else snprintf(each, sizeof each, "for (int c = 0; c < %lld; c++) {", (long long)C);
+  snprintf(col, sizeof col, "c * %d + gl", G);
+  snprintf(cond, sizeof cond, "c * %d + gl < %lld", G, (long long)J);
+  if (J % G) snprintf(each, sizeof each, "for (int c = 0; c < %d; c++) if (%s) {", C, cond);
+  else snprintf(each, sizeof each, "for (int c = 0; c < %d; c++) {", C);
   int floor = hk_isolate(r, -1);  /* KR's vars take KC's names */
   line(r, "{");
   r->indent++;
-  line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
-  line(r, "for (int rr = wp; rr < %d; rr += %d) {", g->bm, CG_GEMM_THREADS / 32);
+  /* G lanes a row, RP rows at once; every lane of a warp takes part in its groups' shuffles, so a row
+   * past the last (in the last band of a ragged M) is computed on the last row and stores nothing */
+  line(r, "const int gl = %s %% %d, rw = %s / %d;", T, G, T, G);
+  line(r, "for (int r0 = 0; r0 < %d; r0 += %d) {", g->bm, RP);
   r->indent++;
-  line(r, "const %s o = tm0 + rr;", I);
-  line(r, "if (o >= %s) break;", lit(r, g->M));
-  line(r, "%s xv[%lld];", F, (long long)C);
+  bool ragged = g->M % g->bm != 0;
+  if (ragged) {
+    line(r, "const bool live = tm0 + r0 + rw < %s;", lit(r, g->M));
+    line(r, "const %s o = live ? tm0 + r0 + rw : %s;", I, lit(r, g->M - 1));
+  } else line(r, "const %s o = tm0 + r0 + rw;", I);
+  line(r, "%s xv[%d];", F, C);
   char addr[128], ld[192];
-  snprintf(addr, sizeof addr, "kiln_bv%d + o * %lld + c * 32 + lane", kc->id, (long long)J);
+  snprintf(addr, sizeof addr, "kiln_bv%d + o * %lld + c * %d + gl", kc->id, (long long)J, G);
   snprintf(ld, sizeof ld, d->cached_load, addr);
   line(r, "%s", d->unroll);
-  if (J % 32) line(r, "for (int c = 0; c < %lld; c++) xv[c] = %s ? %s : 0.0%s;", (long long)C, cond, ld, d->f32_suffix);
-  else line(r, "for (int c = 0; c < %lld; c++) xv[c] = %s;", (long long)C, ld);
+  if (J % G) line(r, "for (int c = 0; c < %d; c++) xv[c] = %s ? %s : 0.0%s;", C, cond, ld, d->f32_suffix);
+  else line(r, "for (int c = 0; c < %d; c++) xv[c] = %s;", C, ld);
   set_kernel(r, kr);
   push(r);
   decompose(r, "o", 0, kr->rank, kr->shape);
+  r->lanes = G, r->live = ragged ? "live" : NULL;
   warp_row_steps(r, kr, d->unroll, each, col, x, "xv[c]", NULL, -1);
+  r->lanes = 0, r->live = NULL;
   pop(r);
   set_kernel(r, kc);
   close_block(r);

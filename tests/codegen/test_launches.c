@@ -149,7 +149,7 @@ static void banded_pairs(void) {
         const char *bv = k6 ? strstr(k6, "kiln_bv5[mq * INT64_C(256) + nq] = ") : NULL;
         const char *count = k6 ? strstr(k6, "last = k_add_acq_rel(&kiln_band5[tile / 8], 1u) == 7u;") : NULL;
         const char *reset = k6 ? strstr(k6, "if (threadIdx.x == 0) kiln_band5[tile / 8] = 0u;") : NULL;
-        const char *back = k6 ? strstr(k6, "xv[c] = __ldcg(kiln_bv5 + o * 256 + c * 32 + lane);") : NULL;
+        const char *back = k6 ? strstr(k6, "xv[c] = __ldcg(kiln_bv5 + o * 256 + c * 8 + gl);") : NULL;
         CHECK_MSG(bv && count && reset && back && bv < count && count < reset && reset < back && back < k7,
                   "gpt_tiny k6's band: store %d, count %d, reset %d, read back %d", !!bv, !!count, !!reset, !!back);
         CHECK(strstr(prog->source.s, "__device__ float kiln_bv5[32768];") &&

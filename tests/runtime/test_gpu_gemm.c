@@ -57,6 +57,30 @@ static kiln_graph *dense_act(kiln_dtype t, int64_t m, int64_t k, int64_t n, bool
   return g;
 }
 
+/* layernorm(x @ w + b + x0) over its n columns, x [m, k], x0 [m, n] a residual input: a wide pair under
+ * gemm_rows 2 (a banded pair on cuda). */
+static kiln_graph *dense_norm(int64_t m, int64_t k, int64_t n) {
+  int64_t xs[2] = { m, k }, rs[2] = { m, n }, ws[2] = { k, n };
+  float *w = rnd(k * n), *b = rnd(n), *gam = rnd(n), *bet = rnd(n);
+  kiln_graph *g;
+  kiln_tensor x, x0, wt, bt, gt, et, y, z, h, o;
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
+  OK(kiln_graph_input(g, "x0", KILN_F32, 2, rs, &x0));
+  OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wt));
+  OK(kiln_graph_param(g, "b", KILN_F32, 1, &n, b, &bt));
+  OK(kiln_graph_param(g, "g", KILN_F32, 1, &n, gam, &gt));
+  OK(kiln_graph_param(g, "e", KILN_F32, 1, &n, bet, &et));
+  OK(kiln_graph_matmul(g, x, wt, &y));
+  OK(kiln_graph_binary(g, KILN_ADD, y, bt, &z));
+  OK(kiln_graph_binary(g, KILN_ADD, z, x0, &h));
+  OK(kiln_graph_layernorm(g, h, gt, et, 1, 1e-5, &o));
+  OK(kiln_graph_output(g, o, "o"));
+  free(w), free(b), free(gam), free(bet);
+  return g;
+}
+
+
 /* x @ w of f32 x [m, k] and w [k, n] under bf16 autocast: the product on bf16 copies of both. */
 static kiln_graph *autocast_dense(int64_t m, int64_t k, int64_t n) {
   int64_t xs[2] = { m, k }, ws[2] = { k, n };
@@ -283,6 +307,31 @@ static void compiles_with(const Plans *r, const CgOptions *o, const char *marker
 }
 
 static void compiles(const Plans *r, const char *what) { compiles_opt(r, NULL, what); }
+
+/* The shapes of banded pairs (KILN_GEMM_ROWS=2 on cuda): a band of 32 rows, 8 lanes a row for rows of
+ * at most 256 (32 rows at once), 32 for 1000 (4 passes); ragged rows (200: the last band's rows past
+ * the last) and ragged columns (196, 1000); split along K (1024 deep). Each source compiles. */
+static const int64_t band_dims[][3] = { { 200, 96, 196 }, { 256, 1024, 256 }, { 40, 64, 1000 } };
+
+static void test_band_shapes(void) {
+  setenv("KILN_GEMM_ROWS", "2", 1);
+  static const char *const lanes[3] = { "k_lanes<8>(", "k_lanes<8>(", "k_lanes<32>(" };
+  for (int i = 0; i < 3; i++) {
+    kiln_graph *g = dense_norm(band_dims[i][0], band_dims[i][1], band_dims[i][2]);
+    Plans r = plan_for(g, "cuda");
+    CHECK_MSG(r.p && r.p->n_kernels == 2 && r.p->kernels[1].chain == 2, "dense_norm %d: %d kernels", i, r.p ? r.p->n_kernels : 0);
+    kiln_options ko = kiln_options_default();
+    ko.backend = "cuda";
+    CgOptions co;
+    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &co));
+    CHECK(r.p && cg_pair_banded(r.p, &r.p->kernels[1], &cg_dialect_cuda, &co, NULL));
+    compiles_with(&r, &co, lanes[i], "dense_norm banded");
+    if (i == 0) compiles_with(&r, &co, "const bool live = tm0 + r0 + rw < INT64_C(200);", "dense_norm ragged");
+    plans_free(&r);
+    kiln_graph_free(g);
+  }
+  unsetenv("KILN_GEMM_ROWS");
+}
 
 /* Attention chains on tensor cores (cg_chain_mma): bf16 and f16 chains take both products on the
  * mma under the cuda options, with 16 rows a tile and 16-bit copies in shared memory; f32 does
@@ -1090,6 +1139,20 @@ static void test_values(void) {
     check_values(dims[i][3] ? "relu(x^T@w+b)" : "relu(x@w+b)", g, 1, &ni, 1, &no);
     kiln_graph_free(g);
   }
+  if (!strcmp(backend, "cuda")) {  /* banded pairs (test_band_shapes), and their warp-a-row form */
+    setenv("KILN_GEMM_ROWS", "2", 1);
+    for (int i = 0; i < 3; i++)
+      for (int bands = 1; bands >= 0; bands--) {
+        if (sanitized && !bands) continue;
+        int64_t m = band_dims[i][0], k = band_dims[i][1], n = band_dims[i][2], ins[2] = { m * k, m * n }, no = m * n;
+        kiln_graph *g = dense_norm(m, k, n);
+        setenv("KILN_CUDA_PAIR_BANDS", bands ? "1" : "0", 1);
+        check_values(bands ? "layernorm(x@w+b+x0), banded" : "layernorm(x@w+b+x0), a warp a row", g, 2, ins, 1, &no);
+        kiln_graph_free(g);
+      }
+    unsetenv("KILN_CUDA_PAIR_BANDS");
+    unsetenv("KILN_GEMM_ROWS");
+  }
   if (!strcmp(backend, "cuda")) {  /* long K split (the candidate KILN_CUDA_LONG_K_BLOCKS; split-K is cuda's) */
     int64_t ni = 1024 * 784, no = 1024 * 128;
     kiln_graph *g = dense(1024, 784, 128, false);
@@ -1200,6 +1263,7 @@ static void test_values(void) {
 
 int main(void) {
   test_shapes();
+  test_band_shapes();
   test_copies_shapes();
   test_mma_shapes();
   test_chain_mma_shapes();
