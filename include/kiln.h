@@ -379,8 +379,9 @@ typedef struct kiln_options {
                            kernel each; -1 (default) what measurement chose ($KILN_SIBLINGS) */
   int gemm_rows;        /* 1: a contraction of at most 32 columns and the row kernel over its rows (the
                            logits and their softmax or loss) run as one kernel, a row's values kept on
-                           chip; 2: also rows up to 1024 wide (a layernorm after its GEMM; slower on the
-                           H200); 0 two kernels; -1 (default) 1 on cuda, 0 on cpu ($KILN_GEMM_ROWS) */
+                           chip; 2: also rows up to 1024 wide (a layernorm after its GEMM; on cuda a banded
+                           pair, cuda_pair_bands: slower than two kernels on the H100, gpt_tiny 1.2x);
+                           0 two kernels; -1 (default) 1 on cuda, 0 on cpu ($KILN_GEMM_ROWS) */
   int reorder_sums;     /* 1: a reduction read only through a transpose of its indices (attention's output
                            before the heads merge) is computed in its reader's order, so the reader gets a
                            plain row-major operand; 0 in its own order; -1 (default) on; 2 also a sum read
@@ -476,8 +477,8 @@ typedef struct kiln_options {
                            shared mlp's single row ran 1.303) ($KILN_CUDA_PAIR_WARPS) */
   int cuda_pair_bands;  /* cuda: a wide pair (gemm_rows 2: a layernorm after its GEMM) as the GEMM's tiles, each
                            band of rows' last tile running the row kernel over the band, a warp a row; 0 the
-                           warp-a-row form (each warp its rows' contraction); default -1: on
-                           ($KILN_CUDA_PAIR_BANDS) */
+                           warp-a-row form (each warp its rows' contraction: gpt_tiny 1.64x slower than two
+                           kernels on the H100, the bands 1.20-1.23x); default -1: on ($KILN_CUDA_PAIR_BANDS) */
   int cuda_copy_stages; /* cuda: 2, 3 or 4: a generated f32 GEMM tile of 32x32 (4 k groups) whose two operands
                            are 16-byte vector reads (cuda_vec_reads) copies them straight into shared
                            memory (cp.async), this many k-tiles in flight, one barrier a k-tile, instead
