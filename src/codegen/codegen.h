@@ -668,7 +668,7 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
 /* A banded pair: a wide pair (no tail) whose contraction takes the GEMM tiles under o, one row var
  * after the others, no batch, one sum (CgOptions.pair_bands). Each tile stores its outputs of the
  * contraction's row value for the row kernel, and counts itself in at its band of rows; the band's
- * last tile runs the row kernel's steps over the band's rows, a warp a row. Fills g (may be NULL). */
+ * last tile runs the row kernel's steps over the band's rows, a group of lanes a row. Fills g (may be NULL). */
 bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const CgOptions *o, CgGemm *g);
 /* Lines through a CgEmit (gemm.c): one formatted line; one that opens a block (the lines
  * after it indented); the block's closing brace; an index literal in the dialect's form. */

@@ -3870,9 +3870,12 @@ static CgEmit emit_hooks(R *r) {
  * tiles read it once a tile from shared memory. Here KC is an ordinary tiled GEMM (split-K and all):
  * each output of KC's row value x also goes to a module-scope row buffer, and each tile, after its
  * epilogue, counts itself in at its band of BM rows. The band's last tile (its count back to 0 for
- * the next run) reads the band's rows back, a warp a row, each lane its columns c * 32 + lane, and
- * runs KR's steps over them as a wide pair's warp does. One kernel where there were two; the rows
- * cross L2 once more, the launch and the row kernel's start are gone. */
+ * the next run) reads the band's rows back, G lanes a row (band_lanes), lane l of a group its
+ * columns c * G + l, and runs KR's steps over them as a wide pair's warp does, the reductions within
+ * the group. One kernel where there were two; the rows cross L2 once more, the launch and the row
+ * kernel's start are gone, but a band's rows wait for its last tile and run on one block (on the
+ * H100, gpt_tiny's 128 rows in 4 bands ran 1.2x slower than the GEMM and its row kernel: not a
+ * default, bench/results/2026-12-05-h100-banded-pairs.md). */
 bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const CgOptions *o, CgGemm *g) {
   CgGemm own;
   if (!g) g = &own;
