@@ -670,6 +670,9 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
  * contraction's row value for the row kernel, and counts itself in at its band of rows; the band's
  * last tile runs the row kernel's steps over the band's rows, a group of lanes a row. Fills g (may be NULL). */
 bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const CgOptions *o, CgGemm *g);
+/* ... and the lanes that take a row there: as few as hold a band in one pass of the block, as many as keep
+ * a lane's points at most 32 */
+int cg_pair_band_lanes(const CgGemm *g);
 /* Lines through a CgEmit (gemm.c): one formatted line; one that opens a block (the lines
  * after it indented); the block's closing brace; an index literal in the dialect's form. */
 void cg_put(const CgEmit *em, const char *f, ...) __attribute__((format(printf, 2, 3)));

@@ -1289,11 +1289,8 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   else cg_put(em, "const int tx = %s %% %d, ty = %s / %d;", thread_int(d), cols, thread_int(d), cols);
   int64_t tiles = mt * nt * g->batch;
   int S = g->splits > 1 ? g->splits : 1;
-  if (S > 1) {
-    if (g->cluster) cg_put(em, "%s %s kiln_cp[%d];", d->shared_qual, F, g->bm * g->bn);
-    else cg_put(em, "%s %s last;", d->shared_qual, d->counter_type);
-  }
-  if (g->band && S == 1) cg_put(em, "%s %s last;", d->shared_qual, d->counter_type);  /* the band's arrival */
+  if (S > 1 && g->cluster) cg_put(em, "%s %s kiln_cp[%d];", d->shared_qual, F, g->bm * g->bn);
+  if ((S > 1 && !g->cluster) || g->band) cg_put(em, "%s %s last;", d->shared_qual, d->counter_type);  /* arrivals: a tile's spans, a band's tiles */
   if (S > 1) {
     cg_open(em, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, cg_lit(em, tiles * S), d->grid_size);
     cg_put(em, "const %s tile = w / %d, kbeg = (w %% %d) * %s;", I, S, S, cg_lit(em, g->kspan));

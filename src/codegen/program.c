@@ -50,8 +50,8 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     l->smem = k->chain > 0 ? (int)cg_gemm_dyn_smem(&band) : 0;
     if (l->smem > 48 * 1024) l->smem_carveout = SMEM_CARVEOUT_ALL;
     if (k->chain > 0)
-      snprintf(l->why, sizeof l->why, "rows: k%d..k%d, gemm %dx%d tiles%s, then each band's last tile the rows, a warp a row",
-               k->id - 1, k->id, band.bm, band.bn, band.splits > 1 ? " split along K" : "");
+      snprintf(l->why, sizeof l->why, "rows: k%d..k%d, gemm %dx%d tiles%s, then each band's last tile its %d rows, %d lanes a row",
+               k->id - 1, k->id, band.bm, band.bn, band.splits > 1 ? " split along K" : "", band.bm, cg_pair_band_lanes(&band));
     else snprintf(l->why, sizeof l->why, "in the rows kernel k%d", end->id);
     return;
   }

@@ -3870,7 +3870,7 @@ static CgEmit emit_hooks(R *r) {
  * tiles read it once a tile from shared memory. Here KC is an ordinary tiled GEMM (split-K and all):
  * each output of KC's row value x also goes to a module-scope row buffer, and each tile, after its
  * epilogue, counts itself in at its band of BM rows. The band's last tile (its count back to 0 for
- * the next run) reads the band's rows back, G lanes a row (band_lanes), lane l of a group its
+ * the next run) reads the band's rows back, G lanes a row (cg_pair_band_lanes), lane l of a group its
  * columns c * G + l, and runs KR's steps over them as a wide pair's warp does, the reductions within
  * the group. One kernel where there were two; the rows cross L2 once more, the launch and the row
  * kernel's start are gone, but a band's rows wait for its last tile and run on one block (on the
@@ -3899,7 +3899,7 @@ bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const C
 
 /* Lanes a row in a band's tail: as few as hold a band's rows in one pass of the block (a row of 8 lanes,
  * 32 rows at once, for 32-row tiles), as many as keep a lane's points at most 32 (J / lanes) */
-static int band_lanes(const CgGemm *g) {
+int cg_pair_band_lanes(const CgGemm *g) {
   int G = CG_GEMM_THREADS / g->bm;
   if (G < 4) G = 4;
   while (G < 32 && (g->N + G - 1) / G > 32) G *= 2;
@@ -3927,7 +3927,7 @@ static void band_hook(void *rv, int phase) {
   }
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id;
   int64_t J = g->N, nt = (g->N + g->bn - 1) / g->bn;
-  int G = band_lanes(g), C = (int)((J + G - 1) / G), RP = CG_GEMM_THREADS / G;
+  int G = cg_pair_band_lanes(g), C = (int)((J + G - 1) / G), RP = CG_GEMM_THREADS / G;
   char slot[64], meet[CG_ARRIVAL_LINES][256], col[32], cond[64], each[160];
   snprintf(slot, sizeof slot, "kiln_band%d[tile / %lld]", kc->id, (long long)nt);
   cg_arrival_lines(d, slot, (int)nt, r->o->one_fence, meet);

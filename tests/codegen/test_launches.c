@@ -135,7 +135,7 @@ static void banded_pairs(void) {
       for (int i = 0; prog && i < prog->n_launch; i++) {
         const CgLaunch *l = &prog->launch[i];
         launches += l->grid > 0;
-        banded += l->grid > 0 && strstr(l->why, "then each band's last tile the rows, a warp a row") != NULL;
+        banded += l->grid > 0 && strstr(l->why, "then each band's last tile its 32 rows, 8 lanes a row") != NULL;
         warps += l->grid > 0 && strstr(l->why, "8 rows a block (a warp a row, 8 columns a lane)") != NULL;
       }
       int want = rows == 2 ? 12 : 16;
