@@ -80,7 +80,6 @@ static kiln_graph *dense_norm(int64_t m, int64_t k, int64_t n) {
   return g;
 }
 
-
 /* x @ w of f32 x [m, k] and w [k, n] under bf16 autocast: the product on bf16 copies of both. */
 static kiln_graph *autocast_dense(int64_t m, int64_t k, int64_t n) {
   int64_t xs[2] = { m, k }, ws[2] = { k, n };
@@ -324,7 +323,9 @@ static void test_band_shapes(void) {
     ko.backend = "cuda";
     CgOptions co;
     OK(rt_codegen_options(&ko, &cg_dialect_cuda, &co));
-    CHECK(r.p && cg_pair_banded(r.p, &r.p->kernels[1], &cg_dialect_cuda, &co, NULL));
+    CgGemm band;
+    CHECK(r.p && cg_pair_banded(r.p, &r.p->kernels[1], &cg_dialect_cuda, &co, &band));
+    if (r.p && i == 1) CHECK_MSG(band.splits > 1, "dense_norm 256x1024x256: %d K-spans", band.splits);
     compiles_with(&r, &co, lanes[i], "dense_norm banded");
     if (i == 0) compiles_with(&r, &co, "const bool live = tm0 + r0 + rw < INT64_C(200);", "dense_norm ragged");
     plans_free(&r);
