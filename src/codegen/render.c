@@ -3131,6 +3131,19 @@ static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x, c
   close_block(r);
 }
 
+/* A row of J points over G lanes (lane index `lane`): lane l's columns c * G + l; `each` the loop over them, the
+ * points past the row skipped when G does not divide J (wide pairs' warps, banded pairs' groups) */
+typedef struct LaneColumns { char col[48], cond[96], each[160]; } LaneColumns;
+static LaneColumns lane_columns(int G, const char *lane, int64_t J) {
+  LaneColumns lc;
+  long long C = (J + G - 1) / G;
+  snprintf(lc.col, sizeof lc.col, "c * %d + %s", G, lane);
+  snprintf(lc.cond, sizeof lc.cond, "%s < %lld", lc.col, (long long)J);
+  if (J % G) snprintf(lc.each, sizeof lc.each, "for (int c = 0; c < %lld; c++) if (%s) {", C, lc.cond);
+  else snprintf(lc.each, sizeof lc.each, "for (int c = 0; c < %lld; c++) {", C);
+  return lc;
+}
+
 /* ---- wide pairs (rows wider than a warp: a layernorm after its GEMM) ----
  * Grid: a block of CG_GEMM_THREADS takes PAIR_ROWS rows (a warp each) of one span of the
  * depth; lane l holds the row's columns l, l + 32, ... in registers. A depth point's factor
@@ -3182,15 +3195,11 @@ static void render_pair_wide(R *r, const Kernel *kc, const Kernel *kr, int x) {
   int n = kc->rank;
   int64_t J = kc->shape[n - 1], C = (J + 31) / 32, S = cg_pair_splits(kr), RB = pair_row_blocks(kr);
   int64_t span = (kc->inner_numel + S - 1) / S;
-  bool ragged = J % 32 != 0;  /* the last column group has lanes past the row */
   const Item *acc = chain_acc(kc);
   const Expr *b = acc->body;
   int bi = te_uses_var(b->args[0], n - 1) ? 0 : 1;  /* the factor that reads the column */
-  char col[64], cond[96], each[160];  /* each: the loop over a lane's columns, past the row skipped */
-  snprintf(col, sizeof col, "c * 32 + lane");
-  snprintf(cond, sizeof cond, "c * 32 + lane < %lld", (long long)J);
-  if (ragged) snprintf(each, sizeof each, "for (int c = 0; c < %lld; c++) if (%s) {", (long long)C, cond);
-  else snprintf(each, sizeof each, "for (int c = 0; c < %lld; c++) {", (long long)C);
+  LaneColumns lc = lane_columns(32, "lane", J);
+  const char *col = lc.col, *cond = lc.cond, *each = lc.each;
   if (S > 1) line(r, "%s %s last;", d->shared_qual, d->counter_type);
   line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
   line(r, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, lit(r, RB * S), d->grid_size);
@@ -3928,15 +3937,13 @@ static void band_hook(void *rv, int phase) {
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id;
   int64_t J = g->N, nt = (g->N + g->bn - 1) / g->bn;
   int G = cg_pair_band_lanes(g), C = (int)((J + G - 1) / G), RP = CG_GEMM_THREADS / G;
-  char slot[64], meet[CG_ARRIVAL_LINES][256], col[32], cond[64], each[160];
+  char slot[64], meet[CG_ARRIVAL_LINES][256];
   snprintf(slot, sizeof slot, "kiln_band%d[tile / %lld]", kc->id, (long long)nt);
   cg_arrival_lines(d, slot, (int)nt, r->o->one_fence, meet);
   for (int m = 0; m < CG_ARRIVAL_LINES; m++) line(r, "%s", meet[m]);
   line(r, "if (%s == 0) %s = 0%s;", T, slot, d->uint_suffix);
-  snprintf(col, sizeof col, "c * %d + gl", G);
-  snprintf(cond, sizeof cond, "c * %d + gl < %lld", G, (long long)J);
-  if (J % G) snprintf(each, sizeof each, "for (int c = 0; c < %d; c++) if (%s) {", C, cond);
-  else snprintf(each, sizeof each, "for (int c = 0; c < %d; c++) {", C);
+  LaneColumns lc = lane_columns(G, "gl", J);
+  const char *col = lc.col, *cond = lc.cond, *each = lc.each;
   int floor = hk_isolate(r, -1);  /* KR's vars take KC's names */
   line(r, "{");
   r->indent++;
