@@ -540,6 +540,11 @@ typedef struct kiln_options {
                            the softmax's exponentials were kept; bench/results/2026-12-05-h200-rounding-
                            chains.md); 0 f32 multiply-adds as
                            for f32 ($KILN_CUDA_CHAIN_MMA) */
+  int gemm_heads;       /* cuda: 1 a row kernel whose per-point value only one contraction reads, as its factor
+                           along the reduction (a pre-norm layernorm before the QKV or FFN projection), is
+                           computed at the head of each of the contraction's 32 x 32 tiles, the tile's rows
+                           kept in shared memory for its k loop: one kernel where there were two (rows of at
+                           most 256 points); 0 off; default -1: off ($KILN_GEMM_HEADS) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

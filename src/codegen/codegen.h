@@ -327,6 +327,8 @@ typedef struct CgOptions {
                            (CgGemm.direct; kiln_options.tensor_cores 2: through registers like any operand) */
   bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2
                            outputs a thread over whole k-tiles */
+  bool gemm_heads;      /* rows at the head of their contraction's tiles (cg_gemm_head_ok;
+                           kiln_options.gemm_heads) */
   bool pair_bands;      /* wide pairs (a layernorm after its GEMM) as GEMM tiles with a band tail
                            (cg_pair_banded; kiln_options.cuda_pair_bands) */
   int64_t pair_warps;   /* narrow pairs (a contraction of at most 32 columns and its rows) of at least this
@@ -615,6 +617,11 @@ typedef struct CgGemm {
    * CgEmit.band (phase 0, mq and nq in scope) after the items, and every tile, after its epilogue,
    * to CgEmit.band's phase 1, where it counts itself in at its row band (tile, tm0 in scope) */
   bool band;
+  /* rows at the head of the tiles (Kernel.headed: a row kernel whose per-point value is A, the factor
+   * read along M): each tile first computes its bm rows, all K points of each, into a shared array
+   * Ph[k][m] (k-major, rows of bm + 4 floats, the k-tiles' own layout) through CgEmit.head, and its
+   * k loop reads A's k-tiles there in place; B through registers as usual */
+  bool head;
 } CgGemm;
 /* Does kernel k take the tiled shape under options o (split-K)? Fills g (may be NULL) when
  * it does. */
@@ -663,6 +670,8 @@ typedef struct CgEmit {
   int (*isolate)(void *r, int floor);
   /* CgGemm.band: phase 0 after each output's items, phase 1 after each tile's epilogue (NULL: none) */
   void (*band)(void *r, int phase);
+  /* CgGemm.head: the tile's rows into Ph (tm0 in scope), before its k loop (NULL: none) */
+  void (*head)(void *r);
 } CgEmit;
 void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmit *em);
 /* A banded pair: a wide pair (no tail) whose contraction takes the GEMM tiles under o, one row var
@@ -673,6 +682,13 @@ bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const C
 /* ... and the lanes that take a row there: as few as hold a band in one pass of the block, as many as keep
  * a lane's points at most 32 */
 int cg_pair_band_lanes(const CgGemm *g);
+/* Rows at the head of their contraction's tiles (plan.h PlanOptions.head_ok, ctx the CgOptions): kc
+ * takes 32 x 32 f32 tiles of k groups (no mma, no siblings, no batch) whose A factor is the load of
+ * kr's per-point value P at the tile's rows (its row index KC's flat M index) and along K, the rows
+ * of at most HEAD_MAX_K points, each a row of kr; kr's reductions within a group of lanes. */
+bool cg_gemm_head_ok(const struct Plan *p, const Kernel *kr, const Kernel *kc, int P, const void *ctx);
+/* ... the GEMM of a headed chain's last kernel kc (its rows kernel kc - 1), g filled (may be NULL) */
+bool cg_gemm_headed(const Plan *p, const Kernel *kc, const CgOptions *o, CgGemm *g);
 /* Lines through a CgEmit (gemm.c): one formatted line; one that opens a block (the lines
  * after it indented); the block's closing brace; an index literal in the dialect's form. */
 void cg_put(const CgEmit *em, const char *f, ...) __attribute__((format(printf, 2, 3)));

@@ -439,6 +439,55 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
 
 static int kg_stride(const CgGemm *g) { return g->bm + 4; }  /* floats per row; bm == bn (== bk: 32x32 tiles) */
 
+/* A headed tile keeps its rows, all of K, in static shared memory beside one B tile: at 32 rows of
+ * 256 points, Ph is 36 KB and the block 41 KB (under the 48 KB a static array may take) */
+enum { HEAD_MAX_K = 256 };
+
+/* The tiles of kc under o as a headed chain takes them (A the load of P along M and K): 32 x 32 k-group
+ * f32 tiles, one sum, no batch, B through registers a k-tile at a time. */
+static bool head_tiles(const Plan *p, const Kernel *kc, const CgOptions *o, int P, CgGemm *g) {
+  if (!o->gemm_heads || !cg_gemm_match(p, kc, o, g)) return false;
+  if (g->mma || g->kgroups <= 1 || g->bm != 32 || g->bn != 32 || g->bk != 32 || g->n_b != 1 || g->batch != 1 || g->cluster ||
+      g->K > HEAD_MAX_K || g->a->kind != EX_LOAD || g->a->src != P)
+    return false;
+  g->head = true;
+  g->a_vec = g->b_vec = false, g->copies = 0, g->stages = 1, g->direct = false, g->a_round = g->b_round = false;
+  return true;
+}
+
+bool cg_gemm_headed(const Plan *p, const Kernel *kc, const CgOptions *o, CgGemm *g) {
+  CgGemm own;
+  if (!g) g = &own;
+  if (!kc->headed || kc->id < 1) return false;
+  const Kernel *kr = kc - 1;
+  for (int i = 0; i < kr->n_items; i++)
+    if (kr->items[i].kind == IT_INNER) return head_tiles(p, kc, o, kr->items[i].stage, g);
+  return false;
+}
+
+bool cg_gemm_head_ok(const Plan *p, const Kernel *kr, const Kernel *kc, int P, const void *ctx) {
+  CgGemm g;
+  if (!head_tiles(p, kc, ctx, P, &g)) return false;
+  /* P's row (its vars before the last, flat) is the tile's row mq (KC's M vars, flat), its last var
+   * KC's reduction var: then Ph[k][m] holds A at (tm0 + m, k) */
+  TE *te = p->te;
+  const Stage *S = &te->stages[P];
+  const Expr *L = g.a;
+  int n = S->rank, nv = kc->rank + kc->n_red;
+  if (n < 1 || L->n_args != n || kr->rank != n) return false;
+  int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
+  for (int v = 0; v < nv; v++) lo[v] = 0, hi[v] = (v < kc->rank ? kc->shape[v] : kc->red_shape[v - kc->rank]) - 1;
+  Expr *row = te_const_i(te, KILN_I64, 0), *mq = te_const_i(te, KILN_I64, 0);
+  for (int v = 0; v < n - 1 && row; v++)
+    row = te_binary(te, TB_ADD, te_binary(te, TB_MUL, row, te_const_i(te, KILN_I64, S->shape[v])), L->args[v]);
+  for (int v = 0; v < kc->rank && mq; v++)
+    if (g.role[v] == CG_ROLE_M) mq = te_binary(te, TB_ADD, te_binary(te, TB_MUL, mq, te_const_i(te, KILN_I64, kc->shape[v])), te_var(te, v));
+  Expr *diff = row && mq ? te_simplify(te, te_binary(te, TB_SUB, row, mq), lo, hi, nv) : NULL;
+  Expr *k = te_simplify(te, L->args[n - 1], lo, hi, nv);
+  return diff && diff->kind == EX_CONST && diff->c.i == 0 && k && k->kind == EX_VAR && k->var == kc->rank &&
+         S->shape[n - 1] == g.K;
+}
+
 /* Bytes of one stage of a direct tile's operands: rows along k (x by bk + 8) or along x (bk by x + 8). */
 static int64_t direct_stage_bytes(const CgGemm *g) {
   return 2 * ((int64_t)(g->da.kfast ? g->bm * (g->bk + 8) : g->bk * (g->bm + 8)) +
@@ -447,8 +496,12 @@ static int64_t direct_stage_bytes(const CgGemm *g) {
 
 int64_t cg_gemm_dyn_smem(const CgGemm *g) { return g->direct ? DIRECT_STAGES * direct_stage_bytes(g) + 16 : 0; }
 
+/* Rows of Ph (CgGemm.head): K in whole k-tiles, the points past K zero. */
+static int64_t head_rows(const CgGemm *g) { return (g->K + g->bk - 1) / g->bk * g->bk; }
+
 int64_t cg_gemm_smem(const CgGemm *g) {
-  if (g->direct) return 16;  /* the split-K flag; the stages are dynamic (cg_gemm_dyn_smem) */
+  if (g->direct) return 16;
+  if (g->head) return 4 * (head_rows(g) + g->bk) * kg_stride(g) + 16;  /* Ph, one B tile, the flag */  /* the split-K flag; the stages are dynamic (cg_gemm_dyn_smem) */
   if (g->mma) return (int64_t)mma_esize(g) * (g->bm + g->bn) * (g->bk + mma_pad(g)) + 16;
   if (g->copies) return 4 * (int64_t)g->copies * 2 * g->bk * kg_stride(g) + 16;
   int pad = g->kgroups > 1 ? 4 : 32 / g->bk, bufs = g->stages > 1 ? 2 : 1;
@@ -701,7 +754,8 @@ static void fetch_both(const CgEmit *em, const Kernel *k, const CgGemm *g, const
   char pa[16], pb[16];
   stage_regs(g, s, pa, pb);
   cg_open(em, "{ const %s kb = %s;", em->d->index_type, kb);
-  fetch_tile(em, k, g, fetched(g->a, g->a_round), CG_ROLE_M, pa, g->bm, g->a_kfast, g->a_vec ? &g->va : NULL);
+  if (!g->head)  /* a headed tile's A is in Ph already */
+    fetch_tile(em, k, g, fetched(g->a, g->a_round), CG_ROLE_M, pa, g->bm, g->a_kfast, g->a_vec ? &g->va : NULL);
   for (int q = 0; q < g->n_b; q++) {
     char pq[32];
     b_of(q, pb, pq);
@@ -868,7 +922,10 @@ static void kg_declare(const CgEmit *em, const CgGemm *g) {
         KG_THREADS, g->bn / KG_TN, thread_int(d), KG_THREADS, g->bn / KG_TN);
     return;
   }
-  if (g->copies) {  /* stages Ac[s][row][col], Bc[s][row][col]; As, Bs stage 0's, for kg_sum */
+  if (g->head) {  /* the tile's rows Ph[k][m] (CgGemm.head), A's k-tiles read in place; As names it for kg_sum */
+    cg_put(em, "%s %s Phv[%lld], Bsv[%d];", d->shared_qual, V, (long long)(head_rows(g) * st / 4), n);
+    cg_put(em, "%s (*Ph)[%d] = (%s (*)[%d])Phv, (*Bs)[%d] = (%s (*)[%d])Bsv, (*As)[%d] = Ph;", F, st, F, st, st, F, st, st);
+  } else if (g->copies) {  /* stages Ac[s][row][col], Bc[s][row][col]; As, Bs stage 0's, for kg_sum */
     KILN_ASSERT(g->bk == g->bm && g->bk == g->bn);
     cg_put(em, "%s %s Kcv[%d];", d->shared_qual, V, 2 * g->copies * n);
     cg_put(em, "%s (*Ac)[%d][%d] = (%s (*)[%d][%d])Kcv, (*Bc)[%d][%d] = (%s (*)[%d][%d])(Kcv + %d);", F, g->bk, st, F, g->bk, st,
@@ -1221,7 +1278,9 @@ static void register_loop(const CgEmit *em, const Kernel *k, const CgGemm *g, co
     stage_regs(g, s, pa, pb);
     if (D > 1) cg_open(em, "{ const %s kc = k0 + %d;", I, s * g->bk);
     if (s > 0) cg_put(em, "if (kc >= kend) break;");
-    stash_tile(em, g, pa, As, g->bm, g->a_kfast, g->a_round, g->a_vec);
+    char Ah[48];
+    if (g->head) snprintf(Ah, sizeof Ah, "(Ph + %s)", kc), As = Ah;  /* the k-tile's rows of Ph, in place */
+    else stash_tile(em, g, pa, As, g->bm, g->a_kfast, g->a_round, g->a_vec);
     stash_tile(em, g, pb, Bs, g->bn, g->b_kfast, g->b_round, g->b_vec);
     for (int q = 1; q < g->n_b; q++) {  /* siblings: one stage, one buffer */
       char pq[32], bq[32];
@@ -1303,6 +1362,10 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   cg_put(em, "const %s tn0 = (tile %% %s) * %d;", I, cg_lit(em, nt), g->bn);
   cg_put(em, "const %s tm0 = ((tile / %s) %% %s) * %d;", I, cg_lit(em, nt), cg_lit(em, mt), g->bm);
   cg_put(em, "const %s bz = tile / %s;", I, cg_lit(em, nt * mt));
+  if (g->head) {  /* the tile's rows into Ph; the last tile's reads of Ph (kg_sum) ended at a barrier */
+    em->head(em->r);
+    cg_put(em, "%s", d->barrier);
+  }
   em->push(em->r);
   decompose(em, k, g, CG_ROLE_BATCH, "bz");
   for (int q = 0; q < g->n_b; q++) {

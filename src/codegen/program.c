@@ -44,6 +44,17 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
   CgGpuShape s = cg_kernel_shape(p, k, d, o);
   const Kernel *end = s == CG_GPU_CHAIN ? &p->kernels[plan_chain_end(p, k->id)] : NULL;
   CgGemm band;
+  if (end && cg_gemm_headed(p, end, o, &band)) {
+    l->block = CG_GEMM_THREADS;
+    l->grid = k->chain > 0 ? cg_gemm_blocks(&band) : 0;
+    if (k->chain > 0) {
+      int n = snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%d k-groups of 4x4 a thread), each tile's %d rows of k%d first, "
+                       "%d lanes a row", band.bm, band.bn, band.kgroups, band.bm, k->id - 1, CG_GEMM_THREADS / band.bm);
+      if (band.splits > 1 && n > 0 && (size_t)n < sizeof l->why)
+        snprintf(l->why + n, sizeof l->why - (size_t)n, " x %d K-spans of %lld", band.splits, (long long)band.kspan);
+    } else snprintf(l->why, sizeof l->why, "in the GEMM kernel k%d, at the head of its tiles", end->id);
+    return;
+  }
   if (end && cg_pair_banded(p, end, d, o, &band)) {
     l->block = CG_GEMM_THREADS;
     l->grid = k->chain > 0 ? cg_gemm_blocks(&band) : 0;
@@ -173,7 +184,7 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
     l->grid = 0, l->block = 1;
     const Kernel *end = &p->kernels[plan_chain_end(p, k->id)];
     snprintf(l->why, sizeof l->why, "in the %s kernel k%d",
-             end->pooled ? "pooled" : end->expanded ? "expanded" : end->chain == 2 || end->tailed ? "rows" : "attention", end->id);
+             end->pooled ? "pooled" : end->expanded ? "expanded" : end->headed ? "headed GEMM" : end->chain == 2 || end->tailed ? "rows" : "attention", end->id);
   } else {
     l->grid = 1, l->block = 1;
     snprintf(l->why, sizeof l->why, "loop: one call%s%s", d->trampoline ? " through the trampoline" : "",
@@ -341,6 +352,7 @@ static const char *not_groupable(const Plan *p, const Dialect *d, const CgOption
   if (o->group_veto && o->group_veto[l->kernel]) return o->group_veto[l->kernel];
   if (p->kernels[l->kernel].chain < 0) return "nothing to run";  /* its chain's last kernel runs it */
   if (p->kernels[l->kernel].chain == 3 && !p->kernels[l->kernel].tailed) return "attention chain";
+  if (p->kernels[l->kernel].headed) return "rows at the head of its tiles";
   if (!d->phase_prefix) return "dialect has no phases";
   if (l->grid <= 0) return "nothing to run";
   if (l->block != POINT_THREADS) return "block size";
@@ -360,7 +372,7 @@ static int64_t static_smem(const Plan *p, const Dialect *d, const CgOptions *o, 
   CgGemm gm;
   if (d->grid && cg_kernel_shape(p, k, d, o) == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gm))
     return cg_gemm_smem(&gm);
-  if (d->grid && k->chain == 2 && cg_pair_blocked(d) && !cg_pair_wide(k)) return cg_pair_smem(k) + 32 * 16;
+  if (d->grid && k->chain == 2 && !k->headed && cg_pair_blocked(d) && !cg_pair_wide(k)) return cg_pair_smem(k) + 32 * 16;
   if (d->grid && k->tailed) return cg_pair_smem(k - 1) + cg_tail_smem(k) + 32 * 16;
   return 32 * 16;
 }

@@ -80,6 +80,8 @@ typedef struct R {
   int kept_step;
   /* a banded pair (cg_pair_banded) while its GEMM is emitted: the tiles, the two kernels, KC's stage KR reads */
   const CgGemm *band; const Kernel *band_kc, *band_kr; int band_x;
+  /* a headed chain (cg_gemm_headed) while its GEMM is emitted: the tiles, the rows kernel, its value P */
+  const CgGemm *head; const Kernel *head_kr; int head_P;
   kiln_status st;
 } R;
 
@@ -2924,7 +2926,7 @@ static const Item *cpu_row_summand(const R *r, const Kernel *k) {
  * outer values are stored by lane 0. */
 static void warp_row_steps(R *r, const Kernel *kr, const char *pre, const char *head, const char *at, int x,
                            const char *value, const char *post, int post_step) {
-  const char *I = ix(r), *X = vt(r, r->p->te->stages[x].dtype);
+  const char *I = ix(r), *X = x >= 0 ? vt(r, r->p->te->stages[x].dtype) : NULL;  /* x < 0: the row reads memory */
   int n = kr->rank;
   CgRows saved = r->ro;
   r->ro.rows = 2;  /* block_combine: a warp per row, shuffles */
@@ -2932,7 +2934,7 @@ static void warp_row_steps(R *r, const Kernel *kr, const char *pre, const char *
   char lead[96];
   snprintf(lead, sizeof lead, "%s%s%s", r->lanes ? "gl == 0" : "lane == 0", r->live ? " && " : "", r->live ? r->live : "");
   r->guard = lead;
-  const Item *kept = row_summand(r, kr, x);
+  const Item *kept = x >= 0 ? row_summand(r, kr, x) : NULL;
   for (int step = 0; step < kr->n_steps; step++) {
     if (step & 1) { chain_values(r, kr, step); continue; }
     for (int i = 0; i < kr->n_items; i++)
@@ -2942,10 +2944,10 @@ static void warp_row_steps(R *r, const Kernel *kr, const char *pre, const char *
     r->indent++;
     push(r);
     line(r, "const %s v%d = %s;", I, n, at);
-    char v[160];
-    snprintf(v, sizeof v, value, x);
+    char v[160] = "";
+    if (x >= 0) snprintf(v, sizeof v, value, x);
     if (kept && step > kept->step) summand_load(r, kept->body, v);  /* x's place holds the summand */
-    else line(r, "const %s s%d = %s;", X, x, v);
+    else if (x >= 0) line(r, "const %s s%d = %s;", X, x, v);
     r->guard = r->live;  /* each lane stores its own points */
     point_items(r, kr, step);
     if (kept && step == kept->step) summand_store(r, kept->body, v);
@@ -3821,7 +3823,10 @@ static void render_chain_frags(R *r, const Chain *c, CgMma mma) {
   close_block(r);
 }
 
+static void render_headed(R *r);
+
 static void render_chain(R *r) {
+  if (r->k->headed) { render_headed(r); return; }
   if (r->k->chain == 2 || r->k->tailed) { render_pair(r); return; }
   Chain c;
   chain_of(r->p, r->k, &c);
@@ -3871,7 +3876,7 @@ static int hk_isolate(void *r, int floor) {
 }
 static CgEmit emit_hooks(R *r) {
   return (CgEmit){ r, r->d, hk_put, hk_indent, hk_lit, hk_digits, hk_emit, hk_emit_lazy, hk_push, hk_pop, hk_param_of, hk_items,
-                   hk_var_range, hk_kernel, hk_isolate, NULL };
+                   hk_var_range, hk_kernel, hk_isolate, NULL, NULL };
 }
 
 /* ---- banded pairs (a wide pair whose contraction takes the GEMM tiles) ----
@@ -3888,7 +3893,7 @@ static CgEmit emit_hooks(R *r) {
 bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const CgOptions *o, CgGemm *g) {
   CgGemm own;
   if (!g) g = &own;
-  if (last->chain != 2 || last->tailed || !o->pair_bands || !cg_pair_blocked(d) || !d->cached_load || !d->shared_qual ||
+  if (last->chain != 2 || last->tailed || last->headed || !o->pair_bands || !cg_pair_blocked(d) || !d->cached_load || !d->shared_qual ||
       !cg_pair_wide(last))
     return false;
   const Kernel *kc = last - 1;
@@ -3988,6 +3993,68 @@ static void render_pair_banded(R *r, const Kernel *kc, const Kernel *kr, int x) 
   em.band = band_hook;
   cg_render_gemm(r->p, kc, &g, &em);
   r->band = NULL;
+}
+
+/* ---- rows at the head of their contraction's tiles (plan.h Kernel.headed) ----
+ * KC's GEMM tiles as usual, but each tile first runs KR's steps over its bm rows, G lanes a row
+ * (the band tail's groups: 8 lanes, the 32 rows in one pass), every point of each row, and puts
+ * P, the row's per-point value KC reads as its A, into Ph[k][m]; the k loop then reads A's k-tiles
+ * in Ph where they lie. A row past M (a ragged last tile) is computed on row M - 1; its products
+ * land in outputs nobody stores. */
+static void head_hook(void *rv) {
+  R *r = rv;
+  const Dialect *d = r->d;
+  const CgGemm *g = r->head;
+  const Kernel *kr = r->head_kr, *kc = r->k;
+  const char *I = ix(r), *T = d->thread_id;
+  int64_t J = g->K, rows = (g->K + g->bk - 1) / g->bk * g->bk;
+  int G = CG_GEMM_THREADS / g->bm, RP = CG_GEMM_THREADS / G;
+  while (G < 32 && (J + G - 1) / G > 32) G *= 2, RP /= 2;  /* at most 32 points a lane */
+  LaneColumns lc = lane_columns(G, "gl", J);
+  int floor = hk_isolate(r, -1);  /* KR's vars take KC's names */
+  line(r, "{");
+  r->indent++;
+  line(r, "const int gl = %s %% %d, rw = %s / %d;", T, G, T, G);
+  if (rows > J)  /* k-tile points past K multiply as zeros */
+    line(r, "for (int e = %s; e < %lld; e += %d) Ph[%lld + e / %d][e %% %d] = 0.0%s;", T, (long long)((rows - J) * g->bm),
+         CG_GEMM_THREADS, (long long)J, g->bm, g->bm, d->f32_suffix);
+  line(r, "for (int r0 = 0; r0 < %d; r0 += %d) {", g->bm, RP);
+  r->indent++;
+  line(r, "const %s o = tm0 + r0 + rw < %s ? tm0 + r0 + rw : %s;", I, lit(r, g->M), lit(r, g->M - 1));
+  char post[160];
+  snprintf(post, sizeof post, "Ph[%s][r0 + rw] = s%d;", lc.col, r->head_P);
+  int last = -1;
+  for (int i = 0; i < kr->n_items; i++)
+    if (kr->items[i].stage == r->head_P) last = kr->items[i].step;
+  set_kernel(r, kr);
+  push(r);
+  decompose(r, "o", 0, kr->rank, kr->shape);
+  r->lanes = G;
+  warp_row_steps(r, kr, NULL, lc.each, lc.col, -1, NULL, post, last);
+  r->lanes = 0;
+  pop(r);
+  set_kernel(r, kc);
+  close_block(r);
+  close_block(r);
+  hk_isolate(r, floor);
+}
+
+static void render_headed(R *r) {
+  const Kernel *kc = r->k, *kr = kc - 1;
+  CgGemm g;
+  if (!cg_gemm_headed(r->p, kc, r->o, &g)) {  /* planned for another backend: plan_options gives heads to cuda alone */
+    r->st = kiln_fail(KILN_ERR_UNSUPPORTED, "codegen: kernel %d: the %s dialect has no rows at the head of a GEMM's tiles",
+                      kc->id, r->d->name);
+    return;
+  }
+  r->chain_lo = kr->id, r->chain_hi = kc->id;
+  r->head = &g, r->head_kr = kr, r->head_P = -1;
+  for (int i = 0; i < kr->n_items; i++)
+    if (kr->items[i].kind == IT_INNER) r->head_P = kr->items[i].stage;
+  CgEmit em = emit_hooks(r);
+  em.head = head_hook;
+  cg_render_gemm(r->p, kc, &g, &em);
+  r->head = NULL;
 }
 
 static void render_cpu_tile(R *r) {
@@ -4176,10 +4243,11 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   if (gs == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, d, out);
   if (gs == CG_GPU_BLOCK_ROWS) cg_rows_globals(p, k, o, d, out);
   CgGemm band;
-  if (gs == CG_GPU_CHAIN && cg_pair_banded(p, k, d, o, &band)) {
+  if (gs == CG_GPU_CHAIN && cg_gemm_headed(p, k, o, &band)) cg_gemm_globals(&band, k->id, d, out);
+  else if (gs == CG_GPU_CHAIN && cg_pair_banded(p, k, d, o, &band)) {
     cg_gemm_globals(&band, (k - 1)->id, d, out);  /* its names are KC's */
     band_globals(k, &band, d, out);
-  } else if (gs == CG_GPU_CHAIN && k->chain == 2 && cg_pair_blocked(d) && cg_pair_wide(k)) cg_pair_globals(k, d, out);
+  } else if (gs == CG_GPU_CHAIN && k->chain == 2 && !k->headed && cg_pair_blocked(d) && cg_pair_wide(k)) cg_pair_globals(k, d, out);
   if (d->kernel_begin) sb_printf(out, d->kernel_begin, ki);
   if (gs == CG_GPU_GEMM && d->shared_at_module) cg_gemm_shared(&gemm, d, out);
   sb_printf(out, "\n/* kernel %d: %d items, %d steps */\n%s ", ki, k->n_items, k->n_steps, d->kernel_prefix);

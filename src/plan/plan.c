@@ -1019,6 +1019,45 @@ static bool tail_fits(Ctx *c, int kr, int kd, LoadList *ll) {
   return true;
 }
 
+/* ---- rows at the head of their contraction's tiles ----
+ * KR a row kernel over rows of J points (a pre-norm layernorm) whose one per-point value P is read
+ * by KC = kr + 1 alone, as one factor of KC's one contraction, over a reduction of J points (the
+ * QKV or FFN projection of the normalised rows); nothing else of KR leaves it, and KC reads
+ * nothing else of KR. Each of KC's tiles reads rows of P along the whole reduction, so it can
+ * compute those rows itself first: the row kernel's launch and P's round trip through memory
+ * go, for the rows' steps done once a tile of the other factor instead of once. The renderer
+ * says whether a tile can hold its rows (PlanOptions.head_ok). The P of the factor, or -1. */
+static int head_fits(Ctx *c, int kr, LoadList *ll) {
+  Plan *p = c->p;
+  const Kernel *KR = &p->kernels[kr], *KC = &p->kernels[kr + 1];
+  const Item *ac = contraction_of(p, KC, 1);
+  if (!p->opt.head_ok || !ac || KC->chain || KR->chain || KR->kind != KN_ROW || !KR->has_row || KR->n_red != 1 ||
+      KC->n_red != 1)
+    return -1;
+  int n = KR->rank, P = -1;
+  int64_t J = KR->red_shape[0];
+  if (n < 1 || KR->row_stage_shape_rank != n || KR->shape[n - 1] != 1 || KR->row_shape[n - 1] != J || KC->red_shape[0] != J)
+    return -1;
+  for (int i = 0; i < KR->n_items; i++) {
+    const Item *it = &KR->items[i];
+    if (it->kind == IT_INNER) {
+      if (P >= 0 || it->step != KR->n_steps - 1) return -1;
+      P = it->stage;
+    }
+    if (read_elsewhere(c, it->stage, kr, kr + 1, ll)) return -1;
+  }
+  if (P < 0) return -1;
+  /* KC reads P only as one whole factor (a load of P, no arithmetic on it), and nothing else of KR */
+  const Expr *b = ac->body;
+  int pi = -1;
+  for (int x = 0; x < 2; x++)
+    if (b->args[x]->kind == EX_LOAD && b->args[x]->src == P) pi = x;
+  if (pi < 0 || !chain_loads_at(c, b->args[1 - pi], kr, kr, NULL, 0, ll)) return -1;
+  for (int i = 0; i < KC->n_items; i++)
+    if (&KC->items[i] != ac && !chain_loads_at(c, KC->items[i].body, kr, kr, NULL, 0, ll)) return -1;
+  return p->opt.head_ok(p, KR, KC, P, p->opt.pool_ctx) ? P : -1;
+}
+
 /* Kernel from moves to position to (< from), the kernels between one later; ids and kernel_of
  * follow. tail_fits said the order stays topological. */
 static void move_kernel(Plan *p, int from, int to) {
@@ -1122,6 +1161,15 @@ static kiln_status find_chains(Ctx *c) {
     p->kernels[k + 2].chain = 3;
     p->kernels[k + 2].why = fmt(p, "%s; one attention kernel with k%d..k%d (rows on chip)", p->kernels[k + 2].why, k, k + 1);
     k += 2;
+  }
+  for (int k = 0; k + 1 < p->n_kernels; k++) {
+    int P = head_fits(c, k, &ll);
+    if (P < 0) continue;
+    p->kernels[k].chain = -1;
+    p->kernels[k + 1].chain = 2, p->kernels[k + 1].headed = true;
+    p->kernels[k + 1].why = fmt(p, "%s; one kernel with the rows k%d (t%d's rows computed at the head of each tile)",
+                                p->kernels[k + 1].why, k, P);
+    k += 1;
   }
   for (int k = 0; p->opt.pairs && k + 1 < p->n_kernels; k++) {
     if (p->kernels[k].chain || !pair_fits(c, k, &ll)) continue;

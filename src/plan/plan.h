@@ -77,6 +77,9 @@ typedef struct Kernel {
   bool tailed;                    /* a chain of three: a narrow pair (a contraction and the row kernel over
                                    * its rows) and a contraction over each row's values, computed by
                                    * whoever holds the row after its steps (find_chains, a pair's tail) */
+  bool headed;                    /* a chain of two: a row kernel (a pre-norm layernorm) and the contraction
+                                   * that alone reads its row values as a factor, the rows recomputed at the
+                                   * head of each of the contraction's tiles (find_chains, PlanOptions.head_ok) */
 } Kernel;
 
 struct Plan;
@@ -112,7 +115,11 @@ typedef struct PlanOptions {
    * value only kernel ke + 1 reads, and only in its accumulation, joins ke + 1 when the renderer
    * says it can compute that value where ke + 1 gathers its operand (NULL: never) */
   bool (*expand_ok)(const struct Plan *p, const Kernel *ke, const Kernel *kd, const void *ctx);
-  const void *pool_ctx;   /* the renderer's context for pool_ok and expand_ok */
+  /* Rows at the head of their contraction's tiles (Kernel.headed): kernel kr, a row kernel whose one
+   * per-point value P only kernel kr + 1 (a contraction) reads, as one factor along its reduction,
+   * joins kr + 1 when the renderer says each tile can compute the rows it reads (NULL: never) */
+  bool (*head_ok)(const struct Plan *p, const Kernel *kr, const Kernel *kc, int P, const void *ctx);
+  const void *pool_ctx;   /* the renderer's context for pool_ok, expand_ok and head_ok */
 } PlanOptions;
 
 typedef struct Plan {

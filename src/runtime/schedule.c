@@ -729,6 +729,8 @@ void rt_plan_renderer(const kiln_options *o, const Dialect *d, const CgOptions *
    * direct convolutions take them */
   if (d && !d->grid && d->tile && o->cpu_pool) po->pool_ok = cg_cpu_pool_ok, po->pool_ctx = g;
   if (d && !d->grid && d->tile && o->cpu_expand) po->expand_ok = cg_cpu_expand_ok, po->pool_ctx = g;
+  /* rows at the head of a GEMM's tiles: rt_codegen_options turns them on where the dialect has them */
+  if (g && g->gemm_heads) po->head_ok = cg_gemm_head_ok, po->pool_ctx = g;
 }
 
 kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOptions *g) {
@@ -849,6 +851,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_chain_mma ($KILN_CUDA_CHAIN_MMA) is %d: 0 off, 1 the rows in shared "
                      "memory, 2 the rows in fragments", o->cuda_chain_mma);
   g->chain_mma = cuda ? o->cuda_chain_mma : 0;
+  if (o->gemm_heads < -1 || o->gemm_heads > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "gemm_heads ($KILN_GEMM_HEADS) is %d: -1 the default, 0 off, 1 on", o->gemm_heads);
+  /* cuda: group reductions (a row over a group of lanes) and 16-byte shared rows; -1: off until raced */
+  g->gemm_heads = cuda && d->group_reduce && d->vec4_type && !d->no_views && o->gemm_heads == 1;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
   if (o->pair_tails < -1 || o->pair_tails > 1)

@@ -162,6 +162,79 @@ static void banded_pairs(void) {
   kiln_graph_free(g);
 }
 
+/* Rows at the head of their GEMM's tiles: gpt_tiny's five pre-norm layernorms (each read only by the
+ * projection after it: QKV, the first FFN layer, the head) computed by each 32x32 tile of that
+ * GEMM for its rows, into Ph, its k loop reading A there: 16 launches to 11 under gemm_heads 1; the
+ * default, and the cpu's plan under gemm_heads 1, unchanged. */
+static void headed_gemms(void) {
+  const char *shared = getenv("KILN_SHARED_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/models/gpt_tiny/model.onnx", shared ? shared : "../shared");
+  kiln_graph *g = NULL;
+  if (kiln_graph_load_onnx(path, &g) != KILN_OK) {
+    printf("skip: %s\n", path);
+    return;
+  }
+  for (int heads = -1; heads <= 1; heads += 2) {
+    kiln_options ko = kiln_options_default();
+    ko.backend = "cuda";
+    ko.gemm_heads = heads;
+    PlanOptions po = plan_options(&ko);
+    CgOptions co;
+    TE *te = NULL;
+    Plan *pl = NULL;
+    CgProgram *prog = NULL;
+    OK(rt_codegen_options(&ko, &cg_dialect_cuda, &co));
+    rt_plan_renderer(&ko, &cg_dialect_cuda, &co, &po);
+    OK(te_lower_split(&g->g, ko.row_sums != 0, &te));
+    if (te) OK(plan_build(te, &po, &pl));
+    if (pl) OK(cg_program_build(pl, &cg_dialect_cuda, &co, &prog));
+    int launches = 0, headed = 0, inside = 0;
+    for (int i = 0; prog && i < prog->n_launch; i++) {
+      const CgLaunch *l = &prog->launch[i];
+      launches += l->grid > 0;
+      headed += l->grid > 0 && strstr(l->why, "32 rows of k") && strstr(l->why, " first, 8 lanes a row");
+      inside += l->grid == 0 && strstr(l->why, "at the head of its tiles") != NULL;
+    }
+    int want = heads == 1 ? 11 : 16;
+    CHECK_MSG(prog && launches == want && headed == (heads == 1 ? 5 : 0) && inside == headed,
+              "gpt_tiny gemm_heads %d: %d launches (%d headed, %d rows inside), expected %d", heads, launches, headed, inside,
+              want);
+    if (prog && heads == 1) {
+      /* k1 (QKV, split into 3 K-spans): the rows of the embedding's layernorm k0 into Ph, every lane
+       * of a row's 8 its columns c * 8 + gl, then the k loop's A tiles read from Ph in place */
+      const char *k1 = strstr(prog->source.s, " kiln_k1("), *k2 = k1 ? strstr(k1, "\n}\n") : NULL;
+      const char *decl = k1 ? strstr(k1, "__shared__ float4 Phv[2304], Bsv[288];") : NULL;
+      const char *row = k1 ? strstr(k1, "const int64_t o = tm0 + r0 + rw < INT64_C(128) ? tm0 + r0 + rw : INT64_C(127);") : NULL;
+      const char *put = row ? strstr(row, "Ph[c * 8 + gl][r0 + rw] = s") : NULL;
+      const char *read = put ? strstr(put, "*(const float4 *)&(Ph + k0)[kk][cy * 4]") : NULL;
+      CHECK_MSG(decl && row && put && read && read < k2, "gpt_tiny k1's head: Ph %d, row %d, put %d, read %d", !!decl, !!row,
+                !!put, !!read);
+      CHECK_MSG(k1 && !strstr(k1, "pfa[l] ="), "gpt_tiny k1 still fetches A through registers");
+    }
+    cg_program_free(prog);
+    plan_free(pl);
+    te_free(te);
+  }
+  /* the cpu backend has no heads: its plan is the same under gemm_heads 1 */
+  kiln_options ko = kiln_options_default();
+  ko.gemm_heads = 1;
+  PlanOptions po = plan_options(&ko);
+  CgOptions co;
+  TE *te = NULL;
+  Plan *pl = NULL;
+  OK(rt_codegen_options(&ko, &cg_dialect_c, &co));
+  rt_plan_renderer(&ko, &cg_dialect_c, &co, &po);
+  OK(te_lower_split(&g->g, ko.row_sums != 0, &te));
+  if (te) OK(plan_build(te, &po, &pl));
+  int headed = 0;
+  for (int i = 0; pl && i < pl->n_kernels; i++) headed += pl->kernels[i].headed;
+  CHECK_MSG(pl && !po.head_ok && headed == 0, "cpu gemm_heads 1: %d headed kernels", headed);
+  plan_free(pl);
+  te_free(te);
+  kiln_graph_free(g);
+}
+
 int main(void) {
   const Dialect *cu = &cg_dialect_cuda;
   CgOptions dflt = cg_options_default(), off = dflt, base = dflt, nolib = dflt;
@@ -599,6 +672,7 @@ int main(void) {
   check("mlp_fwd_b128", &cg_dialect_c, &dflt, loop, 3);
   layernorm_backward();
   banded_pairs();
+  headed_gemms();
   check("softmax_256x32768", &cg_dialect_c, &dflt, loop, 1);
 
   /* every standard workload: the common invariants in both dialects */

@@ -80,6 +80,29 @@ static kiln_graph *dense_norm(int64_t m, int64_t k, int64_t n) {
   return g;
 }
 
+/* layernorm(x + x0) @ w + b over the k columns of x and x0 [m, k], w [k, n]: a pre-norm projection, the
+ * layernorm at the head of the GEMM's tiles under gemm_heads 1 on cuda. */
+static kiln_graph *norm_dense(int64_t m, int64_t k, int64_t n) {
+  int64_t xs[2] = { m, k }, ws[2] = { k, n };
+  float *w = rnd(k * n), *b = rnd(n), *gam = rnd(k), *bet = rnd(k);
+  kiln_graph *g;
+  kiln_tensor x, x0, wt, bt, gt, et, h, o, y, z;
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
+  OK(kiln_graph_input(g, "x0", KILN_F32, 2, xs, &x0));
+  OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wt));
+  OK(kiln_graph_param(g, "b", KILN_F32, 1, &n, b, &bt));
+  OK(kiln_graph_param(g, "g", KILN_F32, 1, &k, gam, &gt));
+  OK(kiln_graph_param(g, "e", KILN_F32, 1, &k, bet, &et));
+  OK(kiln_graph_binary(g, KILN_ADD, x, x0, &h));
+  OK(kiln_graph_layernorm(g, h, gt, et, 1, 1e-5, &o));
+  OK(kiln_graph_matmul(g, o, wt, &y));
+  OK(kiln_graph_binary(g, KILN_ADD, y, bt, &z));
+  OK(kiln_graph_output(g, z, "z"));
+  free(w), free(b), free(gam), free(bet);
+  return g;
+}
+
 /* x @ w of f32 x [m, k] and w [k, n] under bf16 autocast: the product on bf16 copies of both. */
 static kiln_graph *autocast_dense(int64_t m, int64_t k, int64_t n) {
   int64_t xs[2] = { m, k }, ws[2] = { k, n };
@@ -332,6 +355,43 @@ static void test_band_shapes(void) {
     kiln_graph_free(g);
   }
   unsetenv("KILN_GEMM_ROWS");
+}
+
+/* Rows at the head of their GEMM's tiles (KILN_GEMM_HEADS=1 on cuda): norm_dense's layernorm and its
+ * projection as one kernel, the tile's rows into Ph; ragged rows (200: the last tile's rows past M
+ * computed on row M - 1) and a K of 200 (Ph's rows past K zero), a K of 256 split into spans, ragged
+ * columns (300). Each source compiles; the cpu plans it as two kernels. */
+static const int64_t head_dims[][3] = { { 200, 200, 96 }, { 128, 256, 768 }, { 40, 64, 300 } };
+
+static void test_head_shapes(void) {
+  static const char *const marks[3] = { "for (int e = threadIdx.x; e < 768; e += 256) Ph[200 + e / 32][e % 32] = 0.0f;",
+                                        "*(const float4 *)&(Ph + k0)[kk][cy * 4]", "Ph[c * 8 + gl][r0 + rw] = s" };
+  for (int i = 0; i < 3; i++) {
+    kiln_graph *g = norm_dense(head_dims[i][0], head_dims[i][1], head_dims[i][2]);
+    for (int cuda = 1; cuda >= 0; cuda--) {
+      kiln_options ko = kiln_options_default();
+      ko.backend = cuda ? "cuda" : "cpu";
+      ko.gemm_heads = 1;
+      const Dialect *d = cuda ? &cg_dialect_cuda : &cg_dialect_c;
+      PlanOptions po = plan_options(&ko);
+      CgOptions co;
+      OK(rt_codegen_options(&ko, d, &co));
+      rt_plan_renderer(&ko, d, &co, &po);
+      Plans r = { 0 };
+      OK(te_lower(&g->g, &r.te));
+      if (r.te) OK(plan_build(r.te, &po, &r.p));
+      int launched = 0;
+      for (int k = 0; r.p && k < r.p->n_kernels; k++) launched += r.p->kernels[k].chain >= 0;
+      CgGemm h;
+      bool headed = r.p && r.p->n_kernels == 2 && cg_gemm_headed(r.p, &r.p->kernels[1], &co, &h);
+      CHECK_MSG(r.p && launched == (cuda ? 1 : 2) && headed == cuda, "norm_dense %d on %s: %d kernels launched, headed %d", i,
+                ko.backend, launched, headed);
+      if (cuda && headed && i == 1) CHECK_MSG(h.splits > 1, "norm_dense 128x256x768: %d K-spans", h.splits);
+      if (cuda) compiles_with(&r, &co, marks[i], "norm_dense headed");
+      plans_free(&r);
+    }
+    kiln_graph_free(g);
+  }
 }
 
 /* Attention chains on tensor cores (cg_chain_mma): bf16 and f16 chains take both products on the
@@ -1154,6 +1214,18 @@ static void test_values(void) {
     unsetenv("KILN_CUDA_PAIR_BANDS");
     unsetenv("KILN_GEMM_ROWS");
   }
+  if (!strcmp(backend, "cuda")) {  /* rows at the head of their GEMM's tiles (test_head_shapes), and two kernels */
+    for (int i = 0; i < 3; i++)
+      for (int heads = 1; heads >= 0; heads--) {
+        if (sanitized && !heads) continue;
+        int64_t m = head_dims[i][0], k = head_dims[i][1], n = head_dims[i][2], ins[2] = { m * k, m * k }, no = m * n;
+        kiln_graph *g = norm_dense(m, k, n);
+        setenv("KILN_GEMM_HEADS", heads ? "1" : "0", 1);
+        check_values(heads ? "layernorm(x+x0)@w+b, headed" : "layernorm(x+x0)@w+b, two kernels", g, 2, ins, 1, &no);
+        kiln_graph_free(g);
+      }
+    unsetenv("KILN_GEMM_HEADS");
+  }
   if (!strcmp(backend, "cuda")) {  /* long K split (the candidate KILN_CUDA_LONG_K_BLOCKS; split-K is cuda's) */
     int64_t ni = 1024 * 784, no = 1024 * 128;
     kiln_graph *g = dense(1024, 784, 128, false);
@@ -1265,6 +1337,7 @@ static void test_values(void) {
 int main(void) {
   test_shapes();
   test_band_shapes();
+  test_head_shapes();
   test_copies_shapes();
   test_mma_shapes();
   test_chain_mma_shapes();
