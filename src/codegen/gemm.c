@@ -465,27 +465,24 @@ bool cg_gemm_headed(const Plan *p, const Kernel *kc, const CgOptions *o, CgGemm 
   return false;
 }
 
-bool cg_gemm_head_ok(const Plan *p, const Kernel *kr, const Kernel *kc, int P, const void *ctx) {
+bool cg_gemm_head_ok(const struct Plan *p, const Kernel *kr, const Kernel *kc, int P, const void *ctx) {
   CgGemm g;
   if (!head_tiles(p, kc, ctx, P, &g)) return false;
-  /* P's row (its vars before the last, flat) is the tile's row mq (KC's M vars, flat), its last var
-   * KC's reduction var: then Ph[k][m] holds A at (tm0 + m, k) */
-  TE *te = p->te;
-  const Stage *S = &te->stages[P];
+  /* P's row vars read KC's M vars alone (the tile's row mq names one row of P: the identity, or a
+   * permutation such as encoder4_d256's projections taking (sequence, batch) rows of (batch,
+   * sequence) normalised ones), its last var KC's reduction var: then Ph[k][m] holds A at (tm0 + m, k) */
+  const Stage *S = &p->te->stages[P];
   const Expr *L = g.a;
-  int n = S->rank, nv = kc->rank + kc->n_red;
-  if (n < 1 || L->n_args != n || kr->rank != n) return false;
+  int n = S->rank;
+  if (n < 1 || L->n_args != n || kr->rank != n || S->shape[n - 1] != g.K) return false;
+  for (int v = 0; v < n - 1; v++)
+    for (int x = 0; x < kc->rank + kc->n_red; x++)
+      if (te_uses_var(L->args[v], x) && (x >= kc->rank || g.role[x] != CG_ROLE_M)) return false;
   int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
+  int nv = kc->rank + kc->n_red;
   for (int v = 0; v < nv; v++) lo[v] = 0, hi[v] = (v < kc->rank ? kc->shape[v] : kc->red_shape[v - kc->rank]) - 1;
-  Expr *row = te_const_i(te, KILN_I64, 0), *mq = te_const_i(te, KILN_I64, 0);
-  for (int v = 0; v < n - 1 && row; v++)
-    row = te_binary(te, TB_ADD, te_binary(te, TB_MUL, row, te_const_i(te, KILN_I64, S->shape[v])), L->args[v]);
-  for (int v = 0; v < kc->rank && mq; v++)
-    if (g.role[v] == CG_ROLE_M) mq = te_binary(te, TB_ADD, te_binary(te, TB_MUL, mq, te_const_i(te, KILN_I64, kc->shape[v])), te_var(te, v));
-  Expr *diff = row && mq ? te_simplify(te, te_binary(te, TB_SUB, row, mq), lo, hi, nv) : NULL;
-  Expr *k = te_simplify(te, L->args[n - 1], lo, hi, nv);
-  return diff && diff->kind == EX_CONST && diff->c.i == 0 && k && k->kind == EX_VAR && k->var == kc->rank &&
-         S->shape[n - 1] == g.K;
+  Expr *k = te_simplify(p->te, L->args[n - 1], lo, hi, nv);
+  return k && k->kind == EX_VAR && k->var == kc->rank;
 }
 
 /* Bytes of one stage of a direct tile's operands: rows along k (x by bk + 8) or along x (bk by x + 8). */

@@ -3977,9 +3977,9 @@ static void band_hook(void *rv, int phase) {
   r->lanes = 0, r->live = NULL;
   pop(r);
   set_kernel(r, kc);
-  close_block(r);
-  close_block(r);
   hk_isolate(r, floor);
+  close_block(r);
+  close_block(r);
 }
 
 static void render_pair_banded(R *r, const Kernel *kc, const Kernel *kr, int x) {
@@ -3999,8 +3999,9 @@ static void render_pair_banded(R *r, const Kernel *kc, const Kernel *kr, int x) 
  * KC's GEMM tiles as usual, but each tile first runs KR's steps over its bm rows, G lanes a row
  * (the band tail's groups: 8 lanes, the 32 rows in one pass), every point of each row, and puts
  * P, the row's per-point value KC reads as its A, into Ph[k][m]; the k loop then reads A's k-tiles
- * in Ph where they lie. A row past M (a ragged last tile) is computed on row M - 1; its products
- * land in outputs nobody stores. */
+ * in Ph where they lie. What KR stores for other kernels (P for a residual, statistics) the tiles
+ * of the first column and span store. A row past M (a ragged last tile) is computed on row M - 1;
+ * it stores nothing, and its products land in outputs nobody stores. */
 static void head_hook(void *rv) {
   R *r = rv;
   const Dialect *d = r->d;
@@ -4011,7 +4012,6 @@ static void head_hook(void *rv) {
   int G = CG_GEMM_THREADS / g->bm, RP = CG_GEMM_THREADS / G;
   while (G < 32 && (J + G - 1) / G > 32) G *= 2, RP /= 2;  /* at most 32 points a lane */
   LaneColumns lc = lane_columns(G, "gl", J);
-  int floor = hk_isolate(r, -1);  /* KR's vars take KC's names */
   line(r, "{");
   r->indent++;
   line(r, "const int gl = %s %% %d, rw = %s / %d;", T, G, T, G);
@@ -4020,23 +4020,50 @@ static void head_hook(void *rv) {
          CG_GEMM_THREADS, (long long)J, g->bm, g->bm, d->f32_suffix);
   line(r, "for (int r0 = 0; r0 < %d; r0 += %d) {", g->bm, RP);
   r->indent++;
-  line(r, "const %s o = tm0 + r0 + rw < %s ? tm0 + r0 + rw : %s;", I, lit(r, g->M), lit(r, g->M - 1));
+  /* the tile's row mq is KC's M vars; the row of P that A reads there, o, is the flat index of P's
+   * row vars in them (cg_gemm_head_ok) */
+  TE *te = r->p->te;
+  const Stage *S = &te->stages[r->head_P];
+  Expr *row = te_const_i(te, KILN_I64, 0);
+  for (int v = 0; v + 1 < S->rank; v++)
+    row = te_binary(te, TB_ADD, te_binary(te, TB_MUL, row, te_const_i(te, KILN_I64, S->shape[v])), g->a->args[v]);
+  row = row ? te_simplify(te, row, r->lo, r->hi, r->nv) : NULL;
+  if (!row) {
+    r->st = kiln_fail(KILN_ERR_NO_MEMORY, "codegen: out of memory");
+    return;
+  }
+  line(r, "%s o;", I);
+  line(r, "{");
+  r->indent++;
+  line(r, "const %s mq = tm0 + r0 + rw < %s ? tm0 + r0 + rw : %s;", I, lit(r, g->M), lit(r, g->M - 1));
+  push(r);
+  digits(r, "mq", 0, kc->rank, kc->shape, g->role, CG_ROLE_M, g->M);
+  char ox[256];
+  emit(r, row, ox, sizeof ox);
+  line(r, "o = %s;", ox);
+  pop(r);
+  close_block(r);
   char post[160];
   snprintf(post, sizeof post, "Ph[%s][r0 + rw] = s%d;", lc.col, r->head_P);
   int last = -1;
   for (int i = 0; i < kr->n_items; i++)
     if (kr->items[i].stage == r->head_P) last = kr->items[i].step;
+  int floor = hk_isolate(r, -1);  /* KR's vars take KC's names */
   set_kernel(r, kr);
   push(r);
   decompose(r, "o", 0, kr->rank, kr->shape);
-  r->lanes = G;
+  /* what KR stores for other kernels, the band's first tile stores (a row past M: nothing) */
+  char live[96];
+  snprintf(live, sizeof live, "tn0 == 0 && kbeg == 0%s", g->M % g->bm ? " && tm0 + r0 + rw < " : "");
+  if (g->M % g->bm) snprintf(live + strlen(live), sizeof live - strlen(live), "%s", lit(r, g->M));
+  r->lanes = G, r->live = live;
   warp_row_steps(r, kr, NULL, lc.each, lc.col, -1, NULL, post, last);
-  r->lanes = 0;
+  r->lanes = 0, r->live = NULL;
   pop(r);
   set_kernel(r, kc);
-  close_block(r);
-  close_block(r);
   hk_isolate(r, floor);
+  close_block(r);
+  close_block(r);
 }
 
 static void render_headed(R *r) {

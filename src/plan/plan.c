@@ -1022,11 +1022,13 @@ static bool tail_fits(Ctx *c, int kr, int kd, LoadList *ll) {
 /* ---- rows at the head of their contraction's tiles ----
  * KR a row kernel over rows of J points (a pre-norm layernorm) whose one per-point value P is read
  * by KC = kr + 1 alone, as one factor of KC's one contraction, over a reduction of J points (the
- * QKV or FFN projection of the normalised rows); nothing else of KR leaves it, and KC reads
- * nothing else of KR. Each of KC's tiles reads rows of P along the whole reduction, so it can
- * compute those rows itself first: the row kernel's launch and P's round trip through memory
- * go, for the rows' steps done once a tile of the other factor instead of once. The renderer
- * says whether a tile can hold its rows (PlanOptions.head_ok). The P of the factor, or -1. */
+ * QKV or FFN projection of the normalised rows), KC reading nothing else of KR. Each of KC's
+ * tiles reads rows of P along the whole reduction, so it can compute those rows itself first:
+ * the row kernel's launch goes, for the rows' steps done once a tile of the other factor
+ * instead of once. What KR stores for other readers (P itself where a post-norm layer's
+ * residual reads it too, its statistics for a backward pass) the first tile of each row band
+ * stores. The renderer says whether a tile can hold its rows (PlanOptions.head_ok). The P of
+ * the factor, or -1. */
 static int head_fits(Ctx *c, int kr, LoadList *ll) {
   Plan *p = c->p;
   const Kernel *KR = &p->kernels[kr], *KC = &p->kernels[kr + 1];
@@ -1044,7 +1046,6 @@ static int head_fits(Ctx *c, int kr, LoadList *ll) {
       if (P >= 0 || it->step != KR->n_steps - 1) return -1;
       P = it->stage;
     }
-    if (read_elsewhere(c, it->stage, kr, kr + 1, ll)) return -1;
   }
   if (P < 0) return -1;
   /* KC reads P only as one whole factor (a load of P, no arithmetic on it), and nothing else of KR */

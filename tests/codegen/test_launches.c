@@ -164,12 +164,14 @@ static void banded_pairs(void) {
 
 /* Rows at the head of their GEMM's tiles: gpt_tiny's five pre-norm layernorms (each read only by the
  * projection after it: QKV, the first FFN layer, the head) computed by each 32x32 tile of that
- * GEMM for its rows, into Ph, its k loop reading A there: 16 launches to 11 under gemm_heads 1; the
- * default, and the cpu's plan under gemm_heads 1, unchanged. */
-static void headed_gemms(void) {
+ * GEMM for its rows, into Ph, its k loop reading A there: 16 launches to 11 under gemm_heads 1;
+ * encoder4_d256's post-norm layernorms before the first FFN layer and the next layer's QKV (read
+ * through the (sequence, batch) order), their rows also stored for the residuals by the first
+ * column's tiles: 28 to 21. The default, and the cpu's plan under gemm_heads 1, unchanged. */
+static void headed_gemms(const char *model, int plain, int fewer, int heads_in) {
   const char *shared = getenv("KILN_SHARED_DIR");
   char path[4096];
-  snprintf(path, sizeof path, "%s/models/gpt_tiny/model.onnx", shared ? shared : "../shared");
+  snprintf(path, sizeof path, "%s/models/%s/model.onnx", shared ? shared : "../shared", model);
   kiln_graph *g = NULL;
   if (kiln_graph_load_onnx(path, &g) != KILN_OK) {
     printf("skip: %s\n", path);
@@ -196,16 +198,23 @@ static void headed_gemms(void) {
       headed += l->grid > 0 && strstr(l->why, "32 rows of k") && strstr(l->why, " first, 8 lanes a row");
       inside += l->grid == 0 && strstr(l->why, "at the head of its tiles") != NULL;
     }
-    int want = heads == 1 ? 11 : 16;
-    CHECK_MSG(prog && launches == want && headed == (heads == 1 ? 5 : 0) && inside == headed,
-              "gpt_tiny gemm_heads %d: %d launches (%d headed, %d rows inside), expected %d", heads, launches, headed, inside,
+    int want = heads == 1 ? fewer : plain;
+    CHECK_MSG(prog && launches == want && headed == (heads == 1 ? heads_in : 0) && inside == headed,
+              "%s gemm_heads %d: %d launches (%d headed, %d rows inside), expected %d", model, heads, launches, headed, inside,
               want);
-    if (prog && heads == 1) {
+    if (prog && heads == 1 && !strcmp(model, "encoder4_d256")) {
+      /* k9 (the second layer's QKV): the first layer's second layernorm k8, its rows stored for the
+       * residual by the first column's tiles */
+      const char *k9 = strstr(prog->source.s, " kiln_k9("), *k10 = k9 ? strstr(k9, "\n}\n") : NULL;
+      const char *st = k9 ? strstr(k9, "if (tn0 == 0 && kbeg == 0) b") : NULL;
+      CHECK_MSG(st && st < k10, "encoder4_d256 k9: no store of the head's rows by the first column's tiles");
+    }
+    if (prog && heads == 1 && !strcmp(model, "gpt_tiny")) {
       /* k1 (QKV, split into 3 K-spans): the rows of the embedding's layernorm k0 into Ph, every lane
        * of a row's 8 its columns c * 8 + gl, then the k loop's A tiles read from Ph in place */
       const char *k1 = strstr(prog->source.s, " kiln_k1("), *k2 = k1 ? strstr(k1, "\n}\n") : NULL;
       const char *decl = k1 ? strstr(k1, "__shared__ float4 Phv[2304], Bsv[288];") : NULL;
-      const char *row = k1 ? strstr(k1, "const int64_t o = tm0 + r0 + rw < INT64_C(128) ? tm0 + r0 + rw : INT64_C(127);") : NULL;
+      const char *row = k1 ? strstr(k1, "const int64_t mq = tm0 + r0 + rw < INT64_C(128) ? tm0 + r0 + rw : INT64_C(127);") : NULL;
       const char *put = row ? strstr(row, "Ph[c * 8 + gl][r0 + rw] = s") : NULL;
       const char *read = put ? strstr(put, "*(const float4 *)&(Ph + k0)[kk][cy * 4]") : NULL;
       CHECK_MSG(decl && row && put && read && read < k2, "gpt_tiny k1's head: Ph %d, row %d, put %d, read %d", !!decl, !!row,
@@ -672,7 +681,8 @@ int main(void) {
   check("mlp_fwd_b128", &cg_dialect_c, &dflt, loop, 3);
   layernorm_backward();
   banded_pairs();
-  headed_gemms();
+  headed_gemms("gpt_tiny", 16, 11, 5);
+  headed_gemms("encoder4_d256", 28, 21, 7);
   check("softmax_256x32768", &cg_dialect_c, &dflt, loop, 1);
 
   /* every standard workload: the common invariants in both dialects */

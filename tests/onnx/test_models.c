@@ -91,12 +91,15 @@ int main(void) {
   }
   unsetenv("KILN_CUDA_PAIR_BANDS");
   unsetenv("KILN_GEMM_ROWS");
-  /* gpt_tiny's pre-norm layernorms at the head of their projections' tiles (KILN_GEMM_HEADS=1, cuda's:
-   * elsewhere the same plan as the default) */
+  /* layernorms at the head of their projections' tiles (KILN_GEMM_HEADS=1, cuda's: elsewhere the same
+   * plan as the default): gpt_tiny's pre-norm ones, encoder4_d256's post-norm ones (stored as well) */
   if (!strcmp(be, "cuda")) {
     setenv("KILN_GEMM_HEADS", "1", 1);
-    snprintf(dir, sizeof dir, "%s/models/gpt_tiny", shared);
-    CHECK(run_on(dir, "gpt_tiny", be, true) == 1);
+    static const char *const headed[2] = { "gpt_tiny", "encoder4_d256" };
+    for (int i = 0; i < 2; i++) {
+      snprintf(dir, sizeof dir, "%s/models/%s", shared, headed[i]);
+      CHECK(run_on(dir, headed[i], be, true) == 1);
+    }
     unsetenv("KILN_GEMM_HEADS");
   }
   /* ONNX Attention exports that form attention chains (test_plan checks that they do): grouped

@@ -81,8 +81,9 @@ static kiln_graph *dense_norm(int64_t m, int64_t k, int64_t n) {
 }
 
 /* layernorm(x + x0) @ w + b over the k columns of x and x0 [m, k], w [k, n]: a pre-norm projection, the
- * layernorm at the head of the GEMM's tiles under gemm_heads 1 on cuda. */
-static kiln_graph *norm_dense(int64_t m, int64_t k, int64_t n) {
+ * layernorm at the head of the GEMM's tiles under gemm_heads 1 on cuda; keep: the layernorm an output
+ * too (as a post-norm layer's residual reads it), stored by the tiles of the first column. */
+static kiln_graph *norm_dense(int64_t m, int64_t k, int64_t n, bool keep) {
   int64_t xs[2] = { m, k }, ws[2] = { k, n };
   float *w = rnd(k * n), *b = rnd(n), *gam = rnd(k), *bet = rnd(k);
   kiln_graph *g;
@@ -99,6 +100,7 @@ static kiln_graph *norm_dense(int64_t m, int64_t k, int64_t n) {
   OK(kiln_graph_matmul(g, o, wt, &y));
   OK(kiln_graph_binary(g, KILN_ADD, y, bt, &z));
   OK(kiln_graph_output(g, z, "z"));
+  if (keep) OK(kiln_graph_output(g, o, "o"));
   free(w), free(b), free(gam), free(bet);
   return g;
 }
@@ -359,15 +361,17 @@ static void test_band_shapes(void) {
 
 /* Rows at the head of their GEMM's tiles (KILN_GEMM_HEADS=1 on cuda): norm_dense's layernorm and its
  * projection as one kernel, the tile's rows into Ph; ragged rows (200: the last tile's rows past M
- * computed on row M - 1) and a K of 200 (Ph's rows past K zero), a K of 256 split into spans, ragged
- * columns (300). Each source compiles; the cpu plans it as two kernels. */
+ * computed on row M - 1, the layernorm an output too, stored by the first column's tiles but for
+ * those rows) and a K of 200 (Ph's rows past K zero), a K of 256 split into spans, ragged columns
+ * (300). Each source compiles; the cpu plans it as two kernels. */
 static const int64_t head_dims[][3] = { { 200, 200, 96 }, { 128, 256, 768 }, { 40, 64, 300 } };
 
 static void test_head_shapes(void) {
-  static const char *const marks[3] = { "for (int e = threadIdx.x; e < 768; e += 256) Ph[200 + e / 32][e % 32] = 0.0f;",
-                                        "*(const float4 *)&(Ph + k0)[kk][cy * 4]", "Ph[c * 8 + gl][r0 + rw] = s" };
+  static const char *const marks[4] = { "for (int e = threadIdx.x; e < 768; e += 256) Ph[200 + e / 32][e % 32] = 0.0f;",
+                                        "*(const float4 *)&(Ph + k0)[kk][cy * 4]", "Ph[c * 8 + gl][r0 + rw] = s",
+                                        "if (tn0 == 0 && kbeg == 0 && tm0 + r0 + rw < INT64_C(200)) b" };
   for (int i = 0; i < 3; i++) {
-    kiln_graph *g = norm_dense(head_dims[i][0], head_dims[i][1], head_dims[i][2]);
+    kiln_graph *g = norm_dense(head_dims[i][0], head_dims[i][1], head_dims[i][2], i == 0);
     for (int cuda = 1; cuda >= 0; cuda--) {
       kiln_options ko = kiln_options_default();
       ko.backend = cuda ? "cuda" : "cpu";
@@ -388,6 +392,7 @@ static void test_head_shapes(void) {
                 ko.backend, launched, headed);
       if (cuda && headed && i == 1) CHECK_MSG(h.splits > 1, "norm_dense 128x256x768: %d K-spans", h.splits);
       if (cuda) compiles_with(&r, &co, marks[i], "norm_dense headed");
+      if (cuda && i == 0) compiles_with(&r, &co, marks[3], "norm_dense headed, the layernorm stored");
       plans_free(&r);
     }
     kiln_graph_free(g);
@@ -1218,10 +1223,10 @@ static void test_values(void) {
     for (int i = 0; i < 3; i++)
       for (int heads = 1; heads >= 0; heads--) {
         if (sanitized && !heads) continue;
-        int64_t m = head_dims[i][0], k = head_dims[i][1], n = head_dims[i][2], ins[2] = { m * k, m * k }, no = m * n;
-        kiln_graph *g = norm_dense(m, k, n);
+        int64_t m = head_dims[i][0], k = head_dims[i][1], n = head_dims[i][2], ins[2] = { m * k, m * k }, outs[2] = { m * n, m * k };
+        kiln_graph *g = norm_dense(m, k, n, i == 0);
         setenv("KILN_GEMM_HEADS", heads ? "1" : "0", 1);
-        check_values(heads ? "layernorm(x+x0)@w+b, headed" : "layernorm(x+x0)@w+b, two kernels", g, 2, ins, 1, &no);
+        check_values(heads ? "layernorm(x+x0)@w+b, headed" : "layernorm(x+x0)@w+b, two kernels", g, 2, ins, i == 0 ? 2 : 1, outs);
         kiln_graph_free(g);
       }
     unsetenv("KILN_GEMM_HEADS");
