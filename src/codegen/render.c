@@ -53,6 +53,9 @@ typedef struct R {
   bool quad;           /* a row's reductions over a quad of lanes (an mma chain's rows in fragments) */
   int lanes;           /* warp_row_steps: a row's lanes, a group of this many (0: the warp; banded pairs) */
   const char *live;    /* warp_row_steps: the condition on every store (NULL: none; a banded pair's rows) */
+  const Expr *held;    /* warp_row_steps over a row read from memory (x < 0): the first loop's value kept at
+                        * held_at, a lane's own slot, for the loops after (head_input; NULL: none) */
+  const char *held_at;
   /* block rows: values of a row point (loads, unary ops) that a later inner loop needs again
    * are kept in registers c<i>[j], captured in the first loop computing them */
   const Expr *cached[8]; int cap_step[8]; int n_cached;
@@ -2948,9 +2951,11 @@ static void warp_row_steps(R *r, const Kernel *kr, const char *pre, const char *
     if (x >= 0) snprintf(v, sizeof v, value, x);
     if (kept && step > kept->step) summand_load(r, kept->body, v);  /* x's place holds the summand */
     else if (x >= 0) line(r, "const %s s%d = %s;", X, x, v);
+    if (r->held && step > 0) summand_load(r, r->held, r->held_at);
     r->guard = r->live;  /* each lane stores its own points */
     point_items(r, kr, step);
     if (kept && step == kept->step) summand_store(r, kept->body, v);
+    if (r->held && step == 0) summand_store(r, r->held, r->held_at);
     r->guard = lead;
     if (post && step == post_step) line(r, "%s", post);
     pop(r);
@@ -4002,6 +4007,46 @@ static void render_pair_banded(R *r, const Kernel *kc, const Kernel *kr, int x) 
  * in Ph where they lie. What KR stores for other kernels (P for a residual, statistics) the tiles
  * of the first column and span store. A row past M (a ragged last tile) is computed on row M - 1;
  * it stores nothing, and its products land in outputs nobody stores. */
+/* The row's value worth holding in registers where a row is read from memory (a headed chain's KR):
+ * the body E of KR's first accumulation (a layernorm's x, or its sum with a residual) when every
+ * later step reads E's loads only through E; NULL: none. */
+/* The stages e loads (at most max; memoised on the DAG). false: out of memory or too many. */
+static bool load_stages(const Expr *e, int *st, int *n, int max, Memo **seen, int *ns, int *cap) {
+  int known;
+  if (seen_find(*seen, *ns, e, &known)) return true;
+  if (!seen_add(seen, ns, cap, e, 0)) return false;
+  if (e->kind == EX_LOAD) {
+    for (int i = 0; i < *n; i++)
+      if (st[i] == e->src) return true;
+    if (*n == max) return false;
+    st[(*n)++] = e->src;
+    return true;
+  }
+  for (int i = 0; i < e->n_args; i++)
+    if (!load_stages(e->args[i], st, n, max, seen, ns, cap)) return false;
+  return true;
+}
+
+static const Expr *head_input(const Kernel *kr) {
+  const Item *first = NULL;
+  for (int i = 0; i < kr->n_items && !first; i++)
+    if (kr->items[i].kind == IT_ACC && kr->items[i].step == 0) first = &kr->items[i];
+  if (!first || !dtype_is_float(first->body->dtype) || kr->n_steps < 3) return NULL;
+  const Expr *E = first->body;
+  enum { MAXS = 16 };
+  int st[MAXS], n = 0, ns = 0, cap = 0;
+  Memo *seen = NULL;
+  bool ok = load_stages(E, st, &n, MAXS, &seen, &ns, &cap);
+  kiln_free(seen);
+  for (int x = 0; ok && x < n; x++) {  /* every later step reads stage st[x] only through E */
+    seen = NULL, ns = cap = 0;
+    for (int i = 0; ok && i < kr->n_items; i++)
+      if (kr->items[i].step > 0 && !(kr->items[i].step & 1)) ok = !(reads_through(kr->items[i].body, E, st[x], &seen, &ns, &cap) & 1);
+    kiln_free(seen);
+  }
+  return ok ? E : NULL;
+}
+
 static void head_hook(void *rv) {
   R *r = rv;
   const Dialect *d = r->d;
@@ -4052,13 +4097,21 @@ static void head_hook(void *rv) {
   set_kernel(r, kr);
   push(r);
   decompose(r, "o", 0, kr->rank, kr->shape);
+  /* the row's value read from memory once, kept in the lane's own slots of Ph, where P goes in the end
+   * (in registers, with the loops unrolled to keep them there, the compiler hoisted every load and
+   * gpt_tiny's headed kernels spilled at 128 registers) */
+  char held_at[96];
+  snprintf(held_at, sizeof held_at, "Ph[%s][r0 + rw]", lc.col);
+  const Expr *held = head_input(kr);
+  r->held = held && held->dtype == KILN_F32 ? held : NULL;  /* Ph's slots are f32 */
+  r->held_at = held_at;
   /* what KR stores for other kernels, the band's first tile stores (a row past M: nothing) */
   char live[96];
   snprintf(live, sizeof live, "tn0 == 0 && kbeg == 0%s", g->M % g->bm ? " && tm0 + r0 + rw < " : "");
   if (g->M % g->bm) snprintf(live + strlen(live), sizeof live - strlen(live), "%s", lit(r, g->M));
   r->lanes = G, r->live = live;
   warp_row_steps(r, kr, NULL, lc.each, lc.col, -1, NULL, post, last);
-  r->lanes = 0, r->live = NULL;
+  r->lanes = 0, r->live = NULL, r->held = NULL, r->held_at = NULL;
   pop(r);
   set_kernel(r, kc);
   hk_isolate(r, floor);

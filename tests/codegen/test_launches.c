@@ -211,14 +211,16 @@ static void headed_gemms(const char *model, int plain, int fewer, int heads_in) 
     }
     if (prog && heads == 1 && !strcmp(model, "gpt_tiny")) {
       /* k1 (QKV, split into 3 K-spans): the rows of the embedding's layernorm k0 into Ph, every lane
-       * of a row's 8 its columns c * 8 + gl, then the k loop's A tiles read from Ph in place */
+       * of a row's 8 its columns c * 8 + gl, each point's x read from memory once and held in its
+       * slot of Ph until P replaces it, then the k loop's A tiles read from Ph in place */
       const char *k1 = strstr(prog->source.s, " kiln_k1("), *k2 = k1 ? strstr(k1, "\n}\n") : NULL;
       const char *decl = k1 ? strstr(k1, "__shared__ float4 Phv[2304], Bsv[288];") : NULL;
       const char *row = k1 ? strstr(k1, "const int64_t mq = tm0 + r0 + rw < INT64_C(128) ? tm0 + r0 + rw : INT64_C(127);") : NULL;
-      const char *put = row ? strstr(row, "Ph[c * 8 + gl][r0 + rw] = s") : NULL;
+      const char *held = row ? strstr(row, "Ph[c * 8 + gl][r0 + rw] = t") : NULL;  /* the row's x, read once */
+      const char *put = held ? strstr(held, "Ph[c * 8 + gl][r0 + rw] = s") : NULL;
       const char *read = put ? strstr(put, "*(const float4 *)&(Ph + k0)[kk][cy * 4]") : NULL;
-      CHECK_MSG(decl && row && put && read && read < k2, "gpt_tiny k1's head: Ph %d, row %d, put %d, read %d", !!decl, !!row,
-                !!put, !!read);
+      CHECK_MSG(decl && row && held && put && read && read < k2, "gpt_tiny k1's head: Ph %d, row %d, held %d, put %d, read %d",
+                !!decl, !!row, !!held, !!put, !!read);
       CHECK_MSG(k1 && !strstr(k1, "pfa[l] ="), "gpt_tiny k1 still fetches A through registers");
     }
     cg_program_free(prog);
