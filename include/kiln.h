@@ -544,7 +544,8 @@ typedef struct kiln_options {
                            along the reduction (a pre-norm layernorm before the QKV or FFN projection), is
                            computed at the head of each of the contraction's 32 x 32 tiles, the tile's rows
                            kept in shared memory for its k loop: one kernel where there were two (rows of at
-                           most 256 points); 0 off; default -1: off ($KILN_GEMM_HEADS) */
+                           most 256 points); 2 the same with the headed GEMM not split along K (one
+                           head a tile, not one a span); 0 off; default -1: off ($KILN_GEMM_HEADS) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

@@ -327,8 +327,9 @@ typedef struct CgOptions {
                            (CgGemm.direct; kiln_options.tensor_cores 2: through registers like any operand) */
   bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2
                            outputs a thread over whole k-tiles */
-  bool gemm_heads;      /* rows at the head of their contraction's tiles (cg_gemm_head_ok;
-                           kiln_options.gemm_heads) */
+  int gemm_heads;       /* rows at the head of their contraction's tiles (cg_gemm_head_ok;
+                           kiln_options.gemm_heads): 0 never, 1 on, 2 on with the headed GEMM whole
+                           along K (one head a tile, not one a span) */
   bool pair_bands;      /* wide pairs (a layernorm after its GEMM) as GEMM tiles with a band tail
                            (cg_pair_banded; kiln_options.cuda_pair_bands) */
   int64_t pair_warps;   /* narrow pairs (a contraction of at most 32 columns and its rows) of at least this

@@ -452,6 +452,7 @@ static bool head_tiles(const Plan *p, const Kernel *kc, const CgOptions *o, int 
     return false;
   g->head = true;
   g->a_vec = g->b_vec = false, g->copies = 0, g->stages = 1, g->direct = false, g->a_round = g->b_round = false;
+  if (o->gemm_heads == 2) set_spans(g, 1);
   return true;
 }
 
