@@ -213,6 +213,7 @@ typedef struct Dialect {
    * address of this lane) */
   const char *cp_async, *cp_commit, *cp_wait, *cp_wait0, *ldmatrix[4];
   const char *unroll;             /* pragma before a loop to unroll fully: "#pragma unroll" */
+  const char *unroll_by;          /* ... to unroll by a factor (%d): "#pragma unroll %d"; NULL: none */
   const char *vec4_type;          /* 16-byte vector of f32 (NULL: none, no VEC4 shape) */
   const char *vec4_lane[4];       /* the lanes' access suffixes: ".x", ".y", ".z", ".w" */
   const char *vec4_load;          /* a vector read; %d parameter number, %s vector index:
