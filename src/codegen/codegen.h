@@ -213,7 +213,6 @@ typedef struct Dialect {
    * address of this lane) */
   const char *cp_async, *cp_commit, *cp_wait, *cp_wait0, *ldmatrix[4];
   const char *unroll;             /* pragma before a loop to unroll fully: "#pragma unroll" */
-  const char *unroll_by;          /* ... to unroll by a factor (%d): "#pragma unroll %d"; NULL: none */
   const char *vec4_type;          /* 16-byte vector of f32 (NULL: none, no VEC4 shape) */
   const char *vec4_lane[4];       /* the lanes' access suffixes: ".x", ".y", ".z", ".w" */
   const char *vec4_load;          /* a vector read; %d parameter number, %s vector index:
@@ -330,7 +329,8 @@ typedef struct CgOptions {
                            outputs a thread over whole k-tiles */
   int gemm_heads;       /* rows at the head of their contraction's tiles (cg_gemm_head_ok;
                            kiln_options.gemm_heads): 0 never, 1 on, 2 on with the headed GEMM whole
-                           along K (one head a tile, not one a span) */
+                           along K (one head a tile, not one a span), 3 as 2 with a cluster of column
+                           tiles sharing the rows (CgGemm.head_cluster; a dialect with clusters) */
   bool pair_bands;      /* wide pairs (a layernorm after its GEMM) as GEMM tiles with a band tail
                            (cg_pair_banded; kiln_options.cuda_pair_bands) */
   int64_t pair_warps;   /* narrow pairs (a contraction of at most 32 columns and its rows) of at least this
@@ -624,6 +624,9 @@ typedef struct CgGemm {
    * Ph[k][m] (k-major, rows of bm + 4 floats, the k-tiles' own layout) through CgEmit.head, and its
    * k loop reads A's k-tiles there in place; B through registers as usual */
   bool head;
+  int head_cluster;                /* > 1: a cluster of this many column tiles shares its rows, each block
+                                      computing bm / head_cluster of them and reading the others' from
+                                      their blocks' Ph (CgOptions.gemm_heads 3) */
 } CgGemm;
 /* Does kernel k take the tiled shape under options o (split-K)? Fills g (may be NULL) when
  * it does. */
@@ -691,6 +694,8 @@ int cg_pair_band_lanes(const CgGemm *g);
 bool cg_gemm_head_ok(const struct Plan *p, const Kernel *kr, const Kernel *kc, int P, const void *ctx);
 /* ... the GEMM of a headed chain's last kernel kc (its rows kernel kc - 1), g filled (may be NULL) */
 bool cg_gemm_headed(const Plan *p, const Kernel *kc, const CgOptions *o, CgGemm *g);
+/* ... and the lanes that take a row of its head: a block's rows in one pass, at most 32 points a lane */
+int cg_gemm_head_lanes(const CgGemm *g);
 /* Lines through a CgEmit (gemm.c): one formatted line; one that opens a block (the lines
  * after it indented); the block's closing brace; an index literal in the dialect's form. */
 void cg_put(const CgEmit *em, const char *f, ...) __attribute__((format(printf, 2, 3)));

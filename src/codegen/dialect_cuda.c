@@ -203,7 +203,6 @@ const Dialect cg_dialect_cuda = {
   .cp_async = "k_cp16", .cp_commit = "k_cp_commit();", .cp_wait = "k_cp_wait<%d>();", .cp_wait0 = "k_cp_wait<0>();",
   .ldmatrix = { "k_ldm2", "k_ldm2t", "k_ldm4", "k_ldm4t" },
   .unroll = "#pragma unroll",
-  .unroll_by = "#pragma unroll %d",
   .vec4_type = "float4",
   .vec4_lane = { ".x", ".y", ".z", ".w" },
   .vec4_load = "((const float4 *)b%d)[%s]",

@@ -442,6 +442,8 @@ static int kg_stride(const CgGemm *g) { return g->bm + 4; }  /* floats per row; 
 /* A headed tile keeps its rows, all of K, in static shared memory beside one B tile: at 32 rows of
  * 256 points, Ph is 36 KB and the block 41 KB (under the 48 KB a static array may take) */
 enum { HEAD_MAX_K = 256 };
+/* gemm_heads 3: column tiles a cluster, sharing their rows (8 rows a block at 32-row tiles: a warp a row) */
+enum { HEAD_CLUSTER = 4 };
 
 /* The tiles of kc under o as a headed chain takes them (A the load of P along M and K): 32 x 32 k-group
  * f32 tiles, one sum, no batch, B through registers a k-tile at a time. */
@@ -452,8 +454,17 @@ static bool head_tiles(const Plan *p, const Kernel *kc, const CgOptions *o, int 
     return false;
   g->head = true;
   g->a_vec = g->b_vec = false, g->copies = 0, g->stages = 1, g->direct = false, g->a_round = g->b_round = false;
-  if (o->gemm_heads == 2) set_spans(g, 1);
+  if (o->gemm_heads >= 2) set_spans(g, 1);
+  int64_t nt = (g->N + g->bn - 1) / g->bn;
+  g->head_cluster = o->gemm_heads == 3 && nt % HEAD_CLUSTER == 0 ? HEAD_CLUSTER : 1;
   return true;
+}
+
+int cg_gemm_head_lanes(const CgGemm *g) {
+  int rows = g->head_cluster > 1 ? g->bm / g->head_cluster : g->bm;  /* a block's share of the tile's rows */
+  int G = CG_GEMM_THREADS / rows;
+  while (G < 32 && (g->K + G - 1) / G > 32) G *= 2;  /* at most 32 points a lane */
+  return G;
 }
 
 bool cg_gemm_headed(const Plan *p, const Kernel *kc, const CgOptions *o, CgGemm *g) {

@@ -49,9 +49,12 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     l->grid = k->chain > 0 ? cg_gemm_blocks(&band) : 0;
     if (k->chain > 0) {
       int n = snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%d k-groups of 4x4 a thread), each tile's %d rows of k%d first, "
-                       "%d lanes a row", band.bm, band.bn, band.kgroups, band.bm, k->id - 1, CG_GEMM_THREADS / band.bm);
+                       "%d lanes a row", band.bm, band.bn, band.kgroups, band.bm, k->id - 1, cg_gemm_head_lanes(&band));
       if (band.splits > 1 && n > 0 && (size_t)n < sizeof l->why)
-        snprintf(l->why + n, sizeof l->why - (size_t)n, " x %d K-spans of %lld", band.splits, (long long)band.kspan);
+        n += snprintf(l->why + n, sizeof l->why - (size_t)n, " x %d K-spans of %lld", band.splits, (long long)band.kspan);
+      if (band.head_cluster > 1 && n > 0 && (size_t)n < sizeof l->why)
+        snprintf(l->why + n, sizeof l->why - (size_t)n, ", the rows shared by clusters of %d column tiles",
+                 band.head_cluster);
     } else snprintf(l->why, sizeof l->why, "in the GEMM kernel k%d, at the head of its tiles", end->id);
     return;
   }

@@ -3982,9 +3982,9 @@ static void band_hook(void *rv, int phase) {
   r->lanes = 0, r->live = NULL;
   pop(r);
   set_kernel(r, kc);
+  close_block(r);
+  close_block(r);
   hk_isolate(r, floor);
-  close_block(r);
-  close_block(r);
 }
 
 static void render_pair_banded(R *r, const Kernel *kc, const Kernel *kr, int x) {
@@ -4047,8 +4047,6 @@ static const Expr *head_input(const Kernel *kr) {
   return ok ? E : NULL;
 }
 
-enum { HEAD_UNROLL = 8 };
-
 static void head_hook(void *rv) {
   R *r = rv;
   const Dialect *d = r->d;
@@ -4056,8 +4054,8 @@ static void head_hook(void *rv) {
   const Kernel *kr = r->head_kr, *kc = r->k;
   const char *I = ix(r), *T = d->thread_id;
   int64_t J = g->K, rows = (g->K + g->bk - 1) / g->bk * g->bk;
-  int G = CG_GEMM_THREADS / g->bm, RP = CG_GEMM_THREADS / G;
-  while (G < 32 && (J + G - 1) / G > 32) G *= 2, RP /= 2;  /* at most 32 points a lane */
+  int CL = g->head_cluster > 1 ? g->head_cluster : 1;  /* a cluster's blocks share the tile's rows */
+  int G = cg_gemm_head_lanes(g), RP = CG_GEMM_THREADS / G;
   LaneColumns lc = lane_columns(G, "gl", J);
   line(r, "{");
   r->indent++;
@@ -4065,7 +4063,10 @@ static void head_hook(void *rv) {
   if (rows > J)  /* k-tile points past K multiply as zeros */
     line(r, "for (int e = %s; e < %lld; e += %d) Ph[%lld + e / %d][e %% %d] = 0.0%s;", T, (long long)((rows - J) * g->bm),
          CG_GEMM_THREADS, (long long)J, g->bm, g->bm, d->f32_suffix);
-  line(r, "for (int r0 = 0; r0 < %d; r0 += %d) {", g->bm, RP);
+  if (CL > 1)  /* this block's share of the rows: cluster rank hr's bm / CL (the tiles of a cluster are consecutive) */
+    line(r, "const int hr = (int)(tile %% %d);", CL);
+  if (CL > 1) line(r, "for (int r0 = hr * %d, r1 = r0 + %d; r0 < r1; r0 += %d) {", g->bm / CL, g->bm / CL, RP);
+  else line(r, "for (int r0 = 0; r0 < %d; r0 += %d) {", g->bm, RP);
   r->indent++;
   /* the tile's row mq is KC's M vars; the row of P that A reads there, o, is the flat index of P's
    * row vars in them (cg_gemm_head_ok) */
@@ -4109,19 +4110,28 @@ static void head_hook(void *rv) {
   r->held_at = held_at;
   /* what KR stores for other kernels, the band's first tile stores (a row past M: nothing) */
   char live[96];
-  snprintf(live, sizeof live, "tn0 == 0 && kbeg == 0%s", g->M % g->bm ? " && tm0 + r0 + rw < " : "");
+  snprintf(live, sizeof live, "tn0 %s %d && kbeg == 0%s", CL > 1 ? "<" : "==", CL > 1 ? CL * g->bn : 0,
+           g->M % g->bm ? " && tm0 + r0 + rw < " : "");
   if (g->M % g->bm) snprintf(live + strlen(live), sizeof live - strlen(live), "%s", lit(r, g->M));
   r->lanes = G, r->live = live;
-  /* a lane's points 8 at a time: 8 rows' reads in flight (one at a time, a tile's rows took ~10 us on
-   * the H100; fully unrolled, the compiler hoisted every read into 255 registers) */
-  char by[48] = "";
-  if (d->unroll_by) snprintf(by, sizeof by, d->unroll_by, HEAD_UNROLL);
-  warp_row_steps(r, kr, by[0] ? by : NULL, lc.each, lc.col, -1, NULL, post, last);
+  /* the loops as the compiler unrolls them: fully unrolled, it hoisted every read into 255 registers; by
+   * 8 (#pragma unroll 8), gpt_tiny ran 1.60x slower than two kernels on the H100, against 1.41x */
+  warp_row_steps(r, kr, NULL, lc.each, lc.col, -1, NULL, post, last);
   r->lanes = 0, r->live = NULL, r->held = NULL, r->held_at = NULL;
   pop(r);
   set_kernel(r, kc);
   hk_isolate(r, floor);
   close_block(r);
+  if (CL > 1) {  /* the other blocks' rows from their Ph; a second barrier before any block writes its Ph again */
+    line(r, "%s", d->cluster_sync);
+    char at[48], rank[48], ld[160];
+    snprintf(at, sizeof at, "&Ph[e / %d][e %% %d]", g->bm, g->bm);
+    snprintf(rank, sizeof rank, "(unsigned int)(e %% %d / %d)", g->bm, g->bm / CL);
+    snprintf(ld, sizeof ld, d->cluster_load, at, rank);
+    line(r, "for (int e = %s; e < %lld; e += %d)", T, (long long)(J * g->bm), CG_GEMM_THREADS);
+    line(r, "  if (e %% %d / %d != hr) Ph[e / %d][e %% %d] = %s;", g->bm, g->bm / CL, g->bm, g->bm, ld);
+    line(r, "%s", d->cluster_sync);
+  }
   close_block(r);
 }
 
@@ -4328,9 +4338,12 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   bool packed = is_direct && direct.channel_lanes;
   if (gs == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, d, out);
   if (gs == CG_GPU_BLOCK_ROWS) cg_rows_globals(p, k, o, d, out);
-  CgGemm band;
-  if (gs == CG_GPU_CHAIN && cg_gemm_headed(p, k, o, &band)) cg_gemm_globals(&band, k->id, d, out);
-  else if (gs == CG_GPU_CHAIN && cg_pair_banded(p, k, d, o, &band)) {
+  CgGemm band, head;
+  bool headed = gs == CG_GPU_CHAIN && cg_gemm_headed(p, k, o, &head);
+  if (headed) {
+    cg_gemm_globals(&head, k->id, d, out);
+    if (head.head_cluster > 1) sb_printf(out, "\n%s", d->cluster_helpers);
+  } else if (gs == CG_GPU_CHAIN && cg_pair_banded(p, k, d, o, &band)) {
     cg_gemm_globals(&band, (k - 1)->id, d, out);  /* its names are KC's */
     band_globals(k, &band, d, out);
   } else if (gs == CG_GPU_CHAIN && k->chain == 2 && !k->headed && cg_pair_blocked(d) && cg_pair_wide(k)) cg_pair_globals(k, d, out);
@@ -4347,6 +4360,10 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   }
   if (gs == CG_GPU_GEMM && gemm.cluster && !phase) {
     sb_printf(out, d->cluster_dims, gemm.splits);
+    sb_puts(out, " ");
+  }
+  if (headed && head.head_cluster > 1 && !phase) {  /* never a phase: headed kernels join no group */
+    sb_printf(out, d->cluster_dims, head.head_cluster);
     sb_puts(out, " ");
   }
   sb_printf(out, "%s(", name);

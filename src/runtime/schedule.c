@@ -851,11 +851,13 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_chain_mma ($KILN_CUDA_CHAIN_MMA) is %d: 0 off, 1 the rows in shared "
                      "memory, 2 the rows in fragments", o->cuda_chain_mma);
   g->chain_mma = cuda ? o->cuda_chain_mma : 0;
-  if (o->gemm_heads < -1 || o->gemm_heads > 2)
+  if (o->gemm_heads < -1 || o->gemm_heads > 3)
     return kiln_fail(KILN_ERR_INVALID_ARG, "gemm_heads ($KILN_GEMM_HEADS) is %d: -1 the default, 0 off, 1 on, 2 on with "
-                     "the headed GEMM whole along K", o->gemm_heads);
-  /* cuda: group reductions (a row over a group of lanes) and 16-byte shared rows; -1: off until raced */
+                     "the headed GEMM whole along K, 3 as 2 with clusters of column tiles sharing the rows", o->gemm_heads);
+  /* cuda: group reductions (a row over a group of lanes) and 16-byte shared rows; -1: off, what the H100
+   * race chose (bench/results/2026-12-06-h100-gemm-heads.md); 3 needs clusters (else 2) */
   g->gemm_heads = cuda && d->group_reduce && d->vec4_type && !d->no_views && o->gemm_heads > 0 ? o->gemm_heads : 0;
+  if (g->gemm_heads == 3 && (!d->cluster_dims || !d->cluster_load || !d->cluster_sync)) g->gemm_heads = 2;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
   if (o->pair_tails < -1 || o->pair_tails > 1)

@@ -177,7 +177,7 @@ static void headed_gemms(const char *model, int plain, int fewer, int heads_in) 
     printf("skip: %s\n", path);
     return;
   }
-  for (int heads = -1; heads <= 1; heads += 2) {
+  for (int heads = -1; heads <= 3; heads += 2) {  /* the default, on, in clusters */
     kiln_options ko = kiln_options_default();
     ko.backend = "cuda";
     ko.gemm_heads = heads;
@@ -195,18 +195,20 @@ static void headed_gemms(const char *model, int plain, int fewer, int heads_in) 
     for (int i = 0; prog && i < prog->n_launch; i++) {
       const CgLaunch *l = &prog->launch[i];
       launches += l->grid > 0;
-      headed += l->grid > 0 && strstr(l->why, "32 rows of k") && strstr(l->why, " first, 8 lanes a row");
+      headed += l->grid > 0 && strstr(l->why, "32 rows of k") &&
+                strstr(l->why, heads == 3 ? " first, 32 lanes a row" : " first, 8 lanes a row") &&
+                (heads == 3) == (strstr(l->why, "shared by clusters of 4 column tiles") != NULL);
       inside += l->grid == 0 && strstr(l->why, "at the head of its tiles") != NULL;
     }
-    int want = heads == 1 ? fewer : plain;
-    CHECK_MSG(prog && launches == want && headed == (heads == 1 ? heads_in : 0) && inside == headed,
+    int want = heads >= 1 ? fewer : plain;
+    CHECK_MSG(prog && launches == want && headed == (heads >= 1 ? heads_in : 0) && inside == headed,
               "%s gemm_heads %d: %d launches (%d headed, %d rows inside), expected %d", model, heads, launches, headed, inside,
               want);
-    if (prog && heads == 1 && !strcmp(model, "encoder4_d256")) {
+    if (prog && heads >= 1 && !strcmp(model, "encoder4_d256")) {
       /* k9 (the second layer's QKV): the first layer's second layernorm k8, its rows stored for the
-       * residual by the first column's tiles */
+       * residual by the first column's tiles (in clusters: the first cluster's, each its share) */
       const char *k9 = strstr(prog->source.s, " kiln_k9("), *k10 = k9 ? strstr(k9, "\n}\n") : NULL;
-      const char *st = k9 ? strstr(k9, "if (tn0 == 0 && kbeg == 0) b") : NULL;
+      const char *st = k9 ? strstr(k9, heads == 3 ? "if (tn0 < 128 && kbeg == 0) b" : "if (tn0 == 0 && kbeg == 0) b") : NULL;
       CHECK_MSG(st && st < k10, "encoder4_d256 k9: no store of the head's rows by the first column's tiles");
     }
     if (prog && heads == 1 && !strcmp(model, "gpt_tiny")) {

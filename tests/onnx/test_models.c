@@ -93,8 +93,8 @@ int main(void) {
   unsetenv("KILN_GEMM_ROWS");
   /* layernorms at the head of their projections' tiles (KILN_GEMM_HEADS=1, cuda's: elsewhere the same
    * plan as the default): gpt_tiny's pre-norm ones, encoder4_d256's post-norm ones (stored as well) */
-  if (!strcmp(be, "cuda")) {
-    setenv("KILN_GEMM_HEADS", "1", 1);
+  for (int heads = 1; heads <= 3 && !strcmp(be, "cuda"); heads += 2) {  /* 3: the rows shared by clusters */
+    setenv("KILN_GEMM_HEADS", heads == 3 ? "3" : "1", 1);
     static const char *const headed[2] = { "gpt_tiny", "encoder4_d256" };
     for (int i = 0; i < 2; i++) {
       snprintf(dir, sizeof dir, "%s/models/%s", shared, headed[i]);

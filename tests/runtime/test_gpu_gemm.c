@@ -393,6 +393,15 @@ static void test_head_shapes(void) {
       if (cuda && headed && i == 1) CHECK_MSG(h.splits > 1, "norm_dense 128x256x768: %d K-spans", h.splits);
       if (cuda) compiles_with(&r, &co, marks[i], "norm_dense headed");
       if (cuda && i == 0) compiles_with(&r, &co, marks[3], "norm_dense headed, the layernorm stored");
+      if (cuda && i == 1) {  /* gemm_heads 3: 24 column tiles in clusters of 4, each block 8 of a tile's rows */
+        CgOptions cl = co;
+        cl.gemm_heads = 3;
+        CgGemm hc;
+        CHECK(r.p && cg_gemm_headed(r.p, &r.p->kernels[1], &cl, &hc) && hc.head_cluster == 4 && hc.splits == 1 &&
+              cg_gemm_head_lanes(&hc) == 32);
+        compiles_with(&r, &cl, "if (e % 32 / 8 != hr) Ph[e / 32][e % 32] = k_cluster_ld(&Ph[e / 32][e % 32], (unsigned int)(e % 32 / 8));",
+                      "norm_dense headed in clusters");
+      }
       plans_free(&r);
     }
     kiln_graph_free(g);
@@ -1221,12 +1230,13 @@ static void test_values(void) {
   }
   if (!strcmp(backend, "cuda")) {  /* rows at the head of their GEMM's tiles (test_head_shapes), and two kernels */
     for (int i = 0; i < 3; i++)
-      for (int heads = 1; heads >= 0; heads--) {
+      for (int heads = 3; heads >= 0; heads -= heads == 3 ? 2 : 1) {  /* 3 (clusters), 1, 0 */
         if (sanitized && !heads) continue;
         int64_t m = head_dims[i][0], k = head_dims[i][1], n = head_dims[i][2], ins[2] = { m * k, m * k }, outs[2] = { m * n, m * k };
         kiln_graph *g = norm_dense(m, k, n, i == 0);
-        setenv("KILN_GEMM_HEADS", heads ? "1" : "0", 1);
-        check_values(heads ? "layernorm(x+x0)@w+b, headed" : "layernorm(x+x0)@w+b, two kernels", g, 2, ins, i == 0 ? 2 : 1, outs);
+        setenv("KILN_GEMM_HEADS", heads == 3 ? "3" : heads ? "1" : "0", 1);
+        check_values(heads == 3 ? "layernorm(x+x0)@w+b, headed in clusters" : heads ? "layernorm(x+x0)@w+b, headed"
+                                : "layernorm(x+x0)@w+b, two kernels", g, 2, ins, i == 0 ? 2 : 1, outs);
         kiln_graph_free(g);
       }
     unsetenv("KILN_GEMM_HEADS");
