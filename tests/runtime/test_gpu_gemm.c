@@ -376,6 +376,7 @@ static void test_head_shapes(void) {
       kiln_options ko = kiln_options_default();
       ko.backend = cuda ? "cuda" : "cpu";
       ko.gemm_heads = 1;
+      ko.gemm_kgroups = 1;  /* heads take k-group tiles (this test runs under KILN_GEMM_KGROUPS=0 too) */
       const Dialect *d = cuda ? &cg_dialect_cuda : &cg_dialect_c;
       PlanOptions po = plan_options(&ko);
       CgOptions co;
