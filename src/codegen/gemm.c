@@ -509,8 +509,8 @@ int64_t cg_gemm_dyn_smem(const CgGemm *g) { return g->direct ? DIRECT_STAGES * d
 static int64_t head_rows(const CgGemm *g) { return (g->K + g->bk - 1) / g->bk * g->bk; }
 
 int64_t cg_gemm_smem(const CgGemm *g) {
-  if (g->direct) return 16;
-  if (g->head) return 4 * (head_rows(g) + g->bk) * kg_stride(g) + 16;  /* Ph, one B tile, the flag */  /* the split-K flag; the stages are dynamic (cg_gemm_dyn_smem) */
+  if (g->direct) return 16;  /* the split-K flag; the stages are dynamic (cg_gemm_dyn_smem) */
+  if (g->head) return 4 * (head_rows(g) + g->bk) * kg_stride(g) + 16;  /* Ph, one B tile, the flag */
   if (g->mma) return (int64_t)mma_esize(g) * (g->bm + g->bn) * (g->bk + mma_pad(g)) + 16;
   if (g->copies) return 4 * (int64_t)g->copies * 2 * g->bk * kg_stride(g) + 16;
   int pad = g->kgroups > 1 ? 4 : 32 / g->bk, bufs = g->stages > 1 ? 2 : 1;

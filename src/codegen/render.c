@@ -4002,14 +4002,15 @@ static void render_pair_banded(R *r, const Kernel *kc, const Kernel *kr, int x) 
 
 /* ---- rows at the head of their contraction's tiles (plan.h Kernel.headed) ----
  * KC's GEMM tiles as usual, but each tile first runs KR's steps over its bm rows, G lanes a row
- * (the band tail's groups: 8 lanes, the 32 rows in one pass), every point of each row, and puts
+ * (the band tail's groups: 8 lanes, the 32 rows in one pass; in a cluster of CL column tiles
+ * sharing the rows, bm / CL rows a block, a warp a row), every point of each row, and puts
  * P, the row's per-point value KC reads as its A, into Ph[k][m]; the k loop then reads A's k-tiles
  * in Ph where they lie. What KR stores for other kernels (P for a residual, statistics) the tiles
  * of the first column and span store. A row past M (a ragged last tile) is computed on row M - 1;
  * it stores nothing, and its products land in outputs nobody stores. */
-/* The row's value worth holding in registers where a row is read from memory (a headed chain's KR):
- * the body E of KR's first accumulation (a layernorm's x, or its sum with a residual) when every
- * later step reads E's loads only through E; NULL: none. */
+/* The row's value worth keeping where a row is read from memory (a headed chain's KR, in Ph): the
+ * body E of KR's first accumulation (a layernorm's x, or its sum with a residual) when every later
+ * step reads E's loads only through E; NULL: none. */
 /* The stages e loads (at most max; memoised on the DAG). false: out of memory or too many. */
 static bool load_stages(const Expr *e, int *st, int *n, int max, Memo **seen, int *ns, int *cap) {
   int known;
@@ -4108,7 +4109,8 @@ static void head_hook(void *rv) {
   const Expr *held = head_input(kr);
   r->held = held && held->dtype == KILN_F32 ? held : NULL;  /* Ph's slots are f32 */
   r->held_at = held_at;
-  /* what KR stores for other kernels, the band's first tile stores (a row past M: nothing) */
+  /* what KR stores for other kernels, the first column's tiles store (in clusters, the first cluster's,
+   * each its share of the rows; a row past M: nothing) */
   char live[96];
   snprintf(live, sizeof live, "tn0 %s %d && kbeg == 0%s", CL > 1 ? "<" : "==", CL > 1 ? CL * g->bn : 0,
            g->M % g->bm ? " && tm0 + r0 + rw < " : "");

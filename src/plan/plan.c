@@ -1020,9 +1020,9 @@ static bool tail_fits(Ctx *c, int kr, int kd, LoadList *ll) {
 }
 
 /* ---- rows at the head of their contraction's tiles ----
- * KR a row kernel over rows of J points (a pre-norm layernorm) whose one per-point value P is read
- * by KC = kr + 1 alone, as one factor of KC's one contraction, over a reduction of J points (the
- * QKV or FFN projection of the normalised rows), KC reading nothing else of KR. Each of KC's
+ * KR a row kernel over rows of J points (a layernorm) whose one per-point value P KC = kr + 1 reads
+ * as one whole factor of its one contraction, over a reduction of J points (the QKV or FFN
+ * projection of the normalised rows), KC reading nothing else of KR. Each of KC's
  * tiles reads rows of P along the whole reduction, so it can compute those rows itself first:
  * the row kernel's launch goes, for the rows' steps done once a tile of the other factor
  * instead of once. What KR stores for other readers (P itself where a post-norm layer's
@@ -1048,7 +1048,8 @@ static int head_fits(Ctx *c, int kr, LoadList *ll) {
     }
   }
   if (P < 0) return -1;
-  /* KC reads P only as one whole factor (a load of P, no arithmetic on it), and nothing else of KR */
+  /* KC reads P only as one whole factor (a load of P, no arithmetic on it), and nothing else of KR;
+   * other kernels may read what KR computes (stored by the first column's tiles) */
   const Expr *b = ac->body;
   int pi = -1;
   for (int x = 0; x < 2; x++)
