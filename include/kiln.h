@@ -546,9 +546,9 @@ typedef struct kiln_options {
                            kept in shared memory for its k loop: one kernel where there were two (rows of at
                            most 256 points); 2 the same with the headed GEMM not split along K (one
                            head a tile, not one a span); 3 as 2 with a cluster of 4 column tiles
-                           sharing the rows (sm_90); 0 off; default -1: off, what the H100 race chose
-                           (gpt_tiny 1.41x and encoder4_d256 1.25x slower under 1: every column tile
-                           reads its rows whole) ($KILN_GEMM_HEADS) */
+                           sharing the rows (sm_90); 0 off; default -1: off, what the H100 races chose
+                           (gpt_tiny 1.41x, 1.15x and 1.33x, encoder4_d256 1.25x, 1.26x and 1.29x slower
+                           under 1, 2 and 3: every column tile reads its rows whole) ($KILN_GEMM_HEADS) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

@@ -855,7 +855,8 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "gemm_heads ($KILN_GEMM_HEADS) is %d: -1 the default, 0 off, 1 on, 2 on with "
                      "the headed GEMM whole along K, 3 as 2 with clusters of column tiles sharing the rows", o->gemm_heads);
   /* cuda: group reductions (a row over a group of lanes) and 16-byte shared rows; -1: off, what the H100
-   * race chose (bench/results/2026-12-06-h100-gemm-heads.md); 3 needs clusters (else 2) */
+   * races chose (bench/results/2026-12-06-h100-gemm-heads.md: gpt_tiny 1.15x slower at best); 3 needs
+   * clusters (else 2) */
   g->gemm_heads = cuda && d->group_reduce && d->vec4_type && !d->no_views && o->gemm_heads > 0 ? o->gemm_heads : 0;
   if (g->gemm_heads == 3 && (!d->cluster_dims || !d->cluster_load || !d->cluster_sync)) g->gemm_heads = 2;
   if (o->row_sums < -1 || o->row_sums > 1)
