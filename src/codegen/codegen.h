@@ -689,8 +689,8 @@ bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const C
 int cg_pair_band_lanes(const CgGemm *g);
 /* Rows at the head of their contraction's tiles (plan.h PlanOptions.head_ok, ctx the CgOptions): kc
  * takes 32 x 32 f32 tiles of k groups (no mma, no siblings, no batch) whose A factor is the load of
- * kr's per-point value P at the tile's rows (its row index KC's flat M index) and along K, the rows
- * of at most HEAD_MAX_K points, each a row of kr; kr's reductions within a group of lanes. */
+ * kr's per-point value P at rows named by KC's M vars alone (the identity or a permutation) and along
+ * K, the rows of at most HEAD_MAX_K points, each a row of kr; kr's reductions within a group of lanes. */
 bool cg_gemm_head_ok(const struct Plan *p, const Kernel *kr, const Kernel *kc, int P, const void *ctx);
 /* ... the GEMM of a headed chain's last kernel kc (its rows kernel kc - 1), g filled (may be NULL) */
 bool cg_gemm_headed(const Plan *p, const Kernel *kc, const CgOptions *o, CgGemm *g);

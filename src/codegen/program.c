@@ -43,18 +43,18 @@ static int64_t capped_blocks(int64_t work, int64_t per_block) {
 static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const CgOptions *o, CgLaunch *l) {
   CgGpuShape s = cg_kernel_shape(p, k, d, o);
   const Kernel *end = s == CG_GPU_CHAIN ? &p->kernels[plan_chain_end(p, k->id)] : NULL;
-  CgGemm band;
-  if (end && cg_gemm_headed(p, end, o, &band)) {
+  CgGemm band, head;
+  if (end && cg_gemm_headed(p, end, o, &head)) {
     l->block = CG_GEMM_THREADS;
-    l->grid = k->chain > 0 ? cg_gemm_blocks(&band) : 0;
+    l->grid = k->chain > 0 ? cg_gemm_blocks(&head) : 0;
     if (k->chain > 0) {
       int n = snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%d k-groups of 4x4 a thread), each tile's %d rows of k%d first, "
-                       "%d lanes a row", band.bm, band.bn, band.kgroups, band.bm, k->id - 1, cg_gemm_head_lanes(&band));
-      if (band.splits > 1 && n > 0 && (size_t)n < sizeof l->why)
-        n += snprintf(l->why + n, sizeof l->why - (size_t)n, " x %d K-spans of %lld", band.splits, (long long)band.kspan);
-      if (band.head_cluster > 1 && n > 0 && (size_t)n < sizeof l->why)
+                       "%d lanes a row", head.bm, head.bn, head.kgroups, head.bm, k->id - 1, cg_gemm_head_lanes(&head));
+      if (head.splits > 1 && n > 0 && (size_t)n < sizeof l->why)
+        n += snprintf(l->why + n, sizeof l->why - (size_t)n, " x %d K-spans of %lld", head.splits, (long long)head.kspan);
+      if (head.head_cluster > 1 && n > 0 && (size_t)n < sizeof l->why)
         snprintf(l->why + n, sizeof l->why - (size_t)n, ", the rows shared by clusters of %d column tiles",
-                 band.head_cluster);
+                 head.head_cluster);
     } else snprintf(l->why, sizeof l->why, "in the GEMM kernel k%d, at the head of its tiles", end->id);
     return;
   }

@@ -4146,9 +4146,7 @@ static void render_headed(R *r) {
     return;
   }
   r->chain_lo = kr->id, r->chain_hi = kc->id;
-  r->head = &g, r->head_kr = kr, r->head_P = -1;
-  for (int i = 0; i < kr->n_items; i++)
-    if (kr->items[i].kind == IT_INNER) r->head_P = kr->items[i].stage;
+  r->head = &g, r->head_kr = kr, r->head_P = g.a->src;  /* A is the load of P (cg_gemm_headed) */
   CgEmit em = emit_hooks(r);
   em.head = head_hook;
   cg_render_gemm(r->p, kc, &g, &em);

@@ -77,9 +77,9 @@ typedef struct Kernel {
   bool tailed;                    /* a chain of three: a narrow pair (a contraction and the row kernel over
                                    * its rows) and a contraction over each row's values, computed by
                                    * whoever holds the row after its steps (find_chains, a pair's tail) */
-  bool headed;                    /* a chain of two: a row kernel (a pre-norm layernorm) and the contraction
-                                   * that alone reads its row values as a factor, the rows recomputed at the
-                                   * head of each of the contraction's tiles (find_chains, PlanOptions.head_ok) */
+  bool headed;                    /* a chain of two: a row kernel (a layernorm) and the contraction that reads
+                                   * its row values as a whole factor, the rows recomputed at the head of each
+                                   * of the contraction's tiles (find_chains, PlanOptions.head_ok) */
 } Kernel;
 
 struct Plan;
@@ -116,8 +116,9 @@ typedef struct PlanOptions {
    * says it can compute that value where ke + 1 gathers its operand (NULL: never) */
   bool (*expand_ok)(const struct Plan *p, const Kernel *ke, const Kernel *kd, const void *ctx);
   /* Rows at the head of their contraction's tiles (Kernel.headed): kernel kr, a row kernel whose one
-   * per-point value P only kernel kr + 1 (a contraction) reads, as one factor along its reduction,
-   * joins kr + 1 when the renderer says each tile can compute the rows it reads (NULL: never) */
+   * per-point value P kernel kr + 1 (a contraction) reads as one whole factor along its reduction
+   * (others may read P too: it is stored as well), joins kr + 1 when the renderer says each tile can
+   * compute the rows it reads (NULL: never) */
   bool (*head_ok)(const struct Plan *p, const Kernel *kr, const Kernel *kc, int P, const void *ctx);
   const void *pool_ctx;   /* the renderer's context for pool_ok, expand_ok and head_ok */
 } PlanOptions;
