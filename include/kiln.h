@@ -549,6 +549,11 @@ typedef struct kiln_options {
                            sharing the rows (sm_90); 0 off; default -1: off, what the H100 races chose
                            (gpt_tiny 1.41x, 1.15x and 1.33x, encoder4_d256 1.25x, 1.26x and 1.29x slower
                            under 1, 2 and 3: every column tile reads its rows whole) ($KILN_GEMM_HEADS) */
+  int cuda_narrow_depth; /* cuda: a contraction of at most 32 columns that no row kernel follows (a classifier's
+                           logits and their bias, alone) over at least this many points runs a warp a row, 8
+                           rows a block, the factor free of the rows read once a block into shared memory,
+                           instead of in 32 x 32 tiles split along K; 0 never; default -1: never (not yet
+                           raced) ($KILN_CUDA_NARROW_DEPTH) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

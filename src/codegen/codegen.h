@@ -333,6 +333,8 @@ typedef struct CgOptions {
                            tiles sharing the rows (CgGemm.head_cluster; a dialect with clusters) */
   bool pair_bands;      /* wide pairs (a layernorm after its GEMM) as GEMM tiles with a band tail
                            (cg_pair_banded; kiln_options.cuda_pair_bands) */
+  int64_t narrow_depth; /* contractions of at most 32 columns that no row kernel follows, over at least this many
+                           points, a warp a row (CgGemm.narrow; kiln_options.cuda_narrow_depth); 0 never */
   int64_t pair_warps;   /* narrow pairs (a contraction of at most 32 columns and its rows) of at least this
                            many rows take a warp a row, 8 rows a block; 0 never (cg_pair_warps;
                            KILN_CUDA_PAIR_WARPS) */
@@ -624,6 +626,11 @@ typedef struct CgGemm {
    * Ph[k][m] (k-major, rows of bm + 4 floats, the k-tiles' own layout) through CgEmit.head, and its
    * k loop reads A's k-tiles there in place; B through registers as usual */
   bool head;
+  /* a narrow contraction a warp a row (CgOptions.narrow_depth): at most 32 columns, the kernel's last var
+   * N's only one and every other var M's, A read along k; B, K x N values free of the rows, staged whole
+   * in a block's shared memory (rows of cg_gemm_narrow_stride floats); no tiles, no split along K
+   * (render.c's render_narrow; cg_gemm_blocks: 8 rows a block) */
+  bool narrow;
   int head_cluster;                /* > 1: a cluster of this many column tiles shares its rows, each block
                                       computing bm / head_cluster of them and reading the others' from
                                       their blocks' Ph (CgOptions.gemm_heads 3) */
@@ -631,6 +638,9 @@ typedef struct CgGemm {
 /* Does kernel k take the tiled shape under options o (split-K)? Fills g (may be NULL) when
  * it does. */
 bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *g);
+/* A narrow contraction's staged B: floats a depth point (N | 1: odd, so that lanes reading consecutive
+ * depth points of one column fall in distinct banks). */
+int cg_gemm_narrow_stride(const CgGemm *g);
 /* Blocks to launch (CG_GEMM_THREADS threads each). */
 int64_t cg_gemm_blocks(const CgGemm *g);
 /* Static shared memory of the tile kernel's block: the staged tiles (and their buffers), the flag. */

@@ -332,6 +332,26 @@ static CgMma mma_kind(const Expr *a, const Expr *b, const CgOptions *o) {
   return o->mma_tf32 ? CG_MMA_TF32 : CG_MMA_NONE;
 }
 
+/* A narrow contraction a warp a row (CgGemm.narrow): B's K x N values, rows padded to an odd stride,
+ * staged whole in shared memory at most this many floats (36 KB: 32 columns over 279 points; a
+ * launch group's budget may still keep it apart from other members) */
+enum { NARROW_STAGE_FLOATS = 9216 };
+
+int cg_gemm_narrow_stride(const CgGemm *g) { return (int)(g->N | 1); }
+
+/* At most 32 columns over at least CgOptions.narrow_depth points, the kernel's last var the columns
+ * and every other var a row var, one f32 sum, no batch, A read along k (a warp's lanes read
+ * consecutive depth points of a row), B small enough to stage. */
+static bool narrow_fits(const Plan *p, const Kernel *k, const CgOptions *o, const CgGemm *g) {
+  int n = k->rank;
+  if (o->narrow_depth <= 0 || g->n_b != 1 || g->mma || g->batch != 1 || g->N > 32 || g->K < o->narrow_depth ||
+      g->role[n - 1] != CG_ROLE_N || k->shape[n - 1] != g->N || g->K * cg_gemm_narrow_stride(g) > NARROW_STAGE_FLOATS)
+    return false;
+  for (int v = 0; v < n - 1; v++)
+    if (g->role[v] != CG_ROLE_M) return false;
+  return reads_along_k(p, k, g->a, g, CG_ROLE_M);
+}
+
 bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *out) {
   if (k->kind != KN_REDUCE || k->n_steps > 2 || k->rank < 1 || k->n_red < 1) return false;
   CgGemm g = { .acc_item = -1 };
@@ -388,6 +408,12 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   /* worth a tile: both sides at least 8 wide, and either enough small tiles to spread over
    * the chip or a shape the one-block-per-output reduction does not take */
   if (g.M < 8 || g.N < 8 || g.K < (o->gemm_small_k > 0 ? o->gemm_small_k : 4)) return false;
+  if (narrow_fits(p, k, o, &g)) {  /* no tiles: the rest of the tile decisions do not apply */
+    g.narrow = true, g.a_kfast = true;
+    g.bm = g.bn = g.bk = 32, g.tm = g.tn = 1, g.kgroups = 1, g.splits = 1, g.kspan = g.K, g.stages = 1;
+    if (out) *out = g;
+    return true;
+  }
   pick_tile(&g, o->splitk, o->gemm_kgroups, o->mma_many_blocks, o->gemm_long_k_blocks, o->gemm_tile_fit);
   /* few tiles: one block per output row-reduces instead, unless split-K gives the tiles
    * enough blocks (a batch-32 layer of 784 inputs: 4 tiles x 9 spans) */
@@ -509,6 +535,7 @@ int64_t cg_gemm_dyn_smem(const CgGemm *g) { return g->direct ? DIRECT_STAGES * d
 static int64_t head_rows(const CgGemm *g) { return (g->K + g->bk - 1) / g->bk * g->bk; }
 
 int64_t cg_gemm_smem(const CgGemm *g) {
+  if (g->narrow) return 4 * g->K * cg_gemm_narrow_stride(g);
   if (g->direct) return 16;  /* the split-K flag; the stages are dynamic (cg_gemm_dyn_smem) */
   if (g->head) return 4 * (head_rows(g) + g->bk) * kg_stride(g) + 16;  /* Ph, one B tile, the flag */
   if (g->mma) return (int64_t)mma_esize(g) * (g->bm + g->bn) * (g->bk + mma_pad(g)) + 16;
@@ -519,7 +546,7 @@ int64_t cg_gemm_smem(const CgGemm *g) {
 }
 
 int64_t cg_gemm_blocks(const CgGemm *g) {
-  int64_t t = tiles_at(g, g->bm, g->bn) * g->splits;
+  int64_t t = g->narrow ? (g->M + CG_GEMM_THREADS / 32 - 1) / (CG_GEMM_THREADS / 32) : tiles_at(g, g->bm, g->bn) * g->splits;
   return t < ((int64_t)1 << 20) ? t : ((int64_t)1 << 20);
 }
 

@@ -116,6 +116,11 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     l->grid = cg_gemm_blocks(&g);
     l->smem = (int)cg_gemm_dyn_smem(&g);
     if (l->smem > 48 * 1024) l->smem_carveout = SMEM_CARVEOUT_ALL;
+    if (g.narrow) {
+      snprintf(l->why, sizeof l->why, "narrow: a warp a row, 8 rows a block, %lld columns over %lld points, B staged "
+               "in shared (%lld B)", (long long)g.N, (long long)g.K, (long long)cg_gemm_smem(&g));
+      return;
+    }
     static const char *const mma_name[CG_MMA_COUNT] = { "", "bf16", "f16", "tf32" };
     char copies[48] = "";
     if (g.copies) snprintf(copies, sizeof copies, ", operands copied to shared, %d stages", g.copies);

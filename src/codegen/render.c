@@ -4243,11 +4243,83 @@ static void render_cpu_direct(R *r, const CgCpuDirect *c) {
   cg_render_cpu_direct(r->p, r->k, c, &em);
 }
 
+/* ---- narrow contractions a warp a row (CgGemm.narrow) ----
+ * A contraction of at most 32 columns that no row kernel follows (a classifier's logits and their
+ * bias) fills a fraction of each 32 x 32 tile (10 of its 32 columns), and over a deep K its blocks
+ * come from splitting K: partial tiles, an arrival count and a second pass. Here it runs as a narrow
+ * pair's contraction does (render_pair_warps): a block takes 8 rows, a warp each; lane l sums depth
+ * points l, l + 32, ... for every column, and the columns meet in warp reductions. B, free of the
+ * rows, is read once a block into shared memory, a depth point's N values a row of S = N | 1 floats
+ * (an odd stride puts the lanes' consecutive depth points in distinct banks). Lane q then runs the
+ * epilogue at column q. */
+static void render_narrow(R *r, const CgGemm *g) {
+  const Dialect *d = r->d;
+  const Kernel *k = r->k;
+  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id;
+  int n = k->rank, W = CG_GEMM_THREADS / 32, S = cg_gemm_narrow_stride(g);
+  long long J = (long long)g->N;
+  char t[256], fm[320];
+  chain_part(r, k);
+  line(r, "%s %s kiln_nb[%lld];", d->shared_qual, F, (long long)g->K * S);
+  line(r, "for (int e = %s; e < %lld; e += %d) {  /* B, in the order it lies in memory */", T, (long long)g->K * J,
+       CG_GEMM_THREADS);
+  r->indent++;
+  push(r);
+  line(r, "const %s kq = e / %lld, v%d = e %% %lld;", I, J, n - 1, J);
+  decompose(r, "kq", n, k->n_red, k->red_shape);
+  emit(r, g->b, t, sizeof t);
+  line(r, "kiln_nb[kq * %d + v%d] = %s;", S, n - 1, t);
+  pop(r);
+  close_block(r);
+  line(r, "%s", d->barrier);
+  line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
+  line(r, "for (%s ob = %s; ob < %s; ob += %s) {", I, d->block_id, lit(r, (g->M + W - 1) / W), d->grid_size);
+  r->indent++;
+  line(r, "const %s o = ob * %d + wp;", I, W);
+  line(r, "if (o >= %s) break;  /* the whole warp: its shuffles stay full */", lit(r, g->M));
+  push(r);
+  decompose(r, "o", 0, n - 1, k->shape);
+  line(r, "%s pa[%lld];", F, J);
+  line(r, "%s", d->unroll);
+  line(r, "for (int q = 0; q < %lld; q++) pa[q] = 0.0%s;", J, d->f32_suffix);
+  if (g->K <= 32 * 32) line(r, "%s", d->unroll);  /* at most 32 steps a lane: their reads in flight together */
+  line(r, "for (%s kq = lane; kq < %s; kq += 32) {", I, lit(r, g->K));
+  r->indent++;
+  push(r);
+  decompose(r, "kq", n, k->n_red, k->red_shape);
+  emit(r, g->a, t, sizeof t);
+  line(r, "const %s fa = %s;", F, t);
+  char bq[64];
+  snprintf(bq, sizeof bq, "kiln_nb[kq * %d + q]", S);
+  snprintf(fm, sizeof fm, d->fma, "fa", bq, "pa[q]");
+  line(r, "%s", d->unroll);
+  line(r, "for (int q = 0; q < %lld; q++) pa[q] = %s;", J, fm);
+  pop(r);
+  close_block(r);
+  for (long long q = 0; q < J; q++) line(r, "pa[%lld] = %s(pa[%lld], %s);", q, d->warp_reduce, q, d->reduce_op[RO_SUM]);
+  line(r, "if (lane < %lld) {", J);
+  r->indent++;
+  push(r);
+  line(r, "%s xa = pa[0];", F);
+  for (long long q = 1; q < J; q++) line(r, "if (lane == %lld) xa = pa[%lld];", q, q);
+  line(r, "const %s v%d = lane;", I, n - 1);
+  acc_final(r, &k->items[g->acc_item], "xa");
+  chain_values(r, k, 1);
+  pop(r);
+  close_block(r);
+  pop(r);
+  close_block(r);
+}
+
 static void render_gemm(R *r) {
   CgGemm g;
   bool ok = cg_gemm_match(r->p, r->k, r->o, &g);  /* cg_gpu_shape said so */
   KILN_ASSERT(ok);
   if (!ok) return;
+  if (g.narrow) {
+    render_narrow(r, &g);
+    return;
+  }
   CgEmit em = emit_hooks(r);
   cg_render_gemm(r->p, r->k, &g, &em);
 }

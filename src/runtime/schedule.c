@@ -859,6 +859,11 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
    * clusters (else 2) */
   g->gemm_heads = cuda && d->group_reduce && d->vec4_type && !d->no_views && o->gemm_heads > 0 ? o->gemm_heads : 0;
   if (g->gemm_heads == 3 && (!d->cluster_dims || !d->cluster_load || !d->cluster_sync)) g->gemm_heads = 2;
+  if (o->cuda_narrow_depth < -1 || o->cuda_narrow_depth > 1 << 20)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_narrow_depth ($KILN_CUDA_NARROW_DEPTH) is %d: -1 the default, 0 never, else "
+                     "the points from which a narrow contraction takes a warp a row (at most 2^20)", o->cuda_narrow_depth);
+  /* cuda: warp reductions and shared memory; -1: never until a race says */
+  g->narrow_depth = cuda && d->warp_reduce && d->shared_qual && o->cuda_narrow_depth > 0 ? o->cuda_narrow_depth : 0;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
   if (o->pair_tails < -1 || o->pair_tails > 1)

@@ -286,6 +286,17 @@ int main(void) {
     check("cnn_train_b32", cu, &small, (Want[]){ { 0, 1568, 256, 0, 0, false } }, 1);
     if (build("cnn_train_b32", cu, &small, &cb)) CHECK(strstr(cb.g->launch[0].why, "points: 1 a thread"));
     built_free(&cb);
+    /* narrow contractions (cuda_narrow_depth): the last layer's 10 columns over 512 a warp a row, 16
+     * blocks of 8 rows, its W staged in shared; the two wide layers keep their tiles */
+    CgOptions nar = dflt;
+    nar.narrow_depth = 256;
+    check("mlp_fwd_b128", cu, &nar,
+          (Want[]){ { 0, 256, 256, 0, 0, false }, { 1, 256, 256, 0, 0, false }, { 2, 16, 256, 0, 0, false } }, 3);
+    if (build("mlp_fwd_b128", cu, &nar, &cb)) CHECK(strstr(cb.g->launch[2].why, "narrow: a warp a row") && !strstr(cb.g->launch[1].why, "narrow"));
+    built_free(&cb);
+    nar.narrow_depth = 513;  /* deeper than the layer: tiles as before */
+    check("mlp_fwd_b128", cu, &nar,
+          (Want[]){ { 0, 256, 256, 0, 0, false }, { 1, 256, 256, 0, 0, false }, { 2, 32, 256, 0, 0, false } }, 3);
     /* nothing else the fit touches among the GEMMs of a batch of 128 */
     check("mlp_fwd_b128", cu, &fit,
           (Want[]){ { 0, 256, 256, 0, 0, false }, { 1, 256, 256, 0, 0, false }, { 2, 32, 256, 0, 0, false } }, 3);
@@ -578,6 +589,15 @@ int main(void) {
     kf.cuda_small_k = -2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_SMALL_K"));
+    /* narrow contractions a warp a row: never by default, from N points when asked, never on glsl */
+    kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.narrow_depth == 0);
+    kf.cuda_narrow_depth = 256;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.narrow_depth == 256);
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.narrow_depth == 0);
+    kf.cuda_narrow_depth = -2;
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
+    CHECK(strstr(kiln_last_error(), "KILN_CUDA_NARROW_DEPTH"));
   }
 
   /* mlp_train_b1024: dW2 (k6) and dW1 with its SGD update (k8) are large enough for the cost

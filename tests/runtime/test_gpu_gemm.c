@@ -409,6 +409,56 @@ static void test_head_shapes(void) {
   }
 }
 
+/* Narrow contractions a warp a row (KILN_CUDA_NARROW_DEPTH on cuda): relu(x@w+b) of at most 32 columns
+ * over deep K: a block 8 rows, B staged in shared rows of N | 1 floats. Ragged rows (100: the last
+ * block's warps past the rows stop), a K that is no multiple of 32 (272), 32 columns (stride 33), an odd
+ * width (17, stride 17). Not narrow: x stored transposed (A not read along k), a B too large to stage
+ * (400 x 33 floats), a K under the depth asked for, the option off. Each narrow source compiles. */
+static const int64_t narrow_dims[][3] = { { 128, 512, 10 }, { 100, 272, 32 }, { 1000, 256, 17 } };
+
+/* Does any kernel of the plan take the narrow form under o? */
+static bool any_narrow(const Plans *r, const CgOptions *o) {
+  CgGemm g;
+  for (int i = 0; r->p && i < r->p->n_kernels; i++)
+    if (cg_gemm_match(r->p, &r->p->kernels[i], o, &g) && g.narrow) return true;
+  return false;
+}
+
+static void test_narrow_shapes(void) {
+  static const int strides[3] = { 11, 33, 17 };
+  kiln_options ko = kiln_options_default();
+  ko.backend = "cuda";
+  ko.cuda_narrow_depth = 256;
+  CgOptions co, off = cg_options_default();
+  OK(rt_codegen_options(&ko, &cg_dialect_cuda, &co));
+  CHECK(co.narrow_depth == 256 && off.narrow_depth == 0);
+  for (int i = 0; i < 3; i++) {
+    int64_t m = narrow_dims[i][0], k = narrow_dims[i][1], n = narrow_dims[i][2];
+    kiln_graph *gr = dense(m, k, n, false);
+    Plans r = plan_for(gr, "cuda");
+    CgGemm g;
+    if (only_gemm_opt(&r, &co, &g, "dense, narrow")) {
+      CHECK_MSG(g.narrow && g.splits == 1 && cg_gemm_narrow_stride(&g) == strides[i] && cg_gemm_blocks(&g) == (m + 7) / 8 &&
+                cg_gemm_smem(&g) == 4 * k * strides[i], "narrow %lldx%lldx%lld: narrow %d, %d spans, %lld blocks", (long long)m,
+                (long long)k, (long long)n, g.narrow, g.splits, (long long)cg_gemm_blocks(&g));
+      char mark[96];
+      snprintf(mark, sizeof mark, "pa[q] = __fmaf_rn(fa, kiln_nb[kq * %d + q], pa[q]);", strides[i]);
+      compiles_with(&r, &co, mark, "dense, narrow");
+    }
+    CgOptions deeper = co;
+    deeper.narrow_depth = k + 1;
+    CHECK_MSG(!any_narrow(&r, &off) && !any_narrow(&r, &deeper), "narrow %lldx%lldx%lld: narrow when off or too shallow",
+              (long long)m, (long long)k, (long long)n);
+    plans_free(&r);
+    kiln_graph_free(gr);
+  }
+  kiln_graph *gt = dense(128, 512, 10, true), *gw = dense(64, 400, 32, false);
+  Plans rt = plan_for(gt, "cuda"), rw = plan_for(gw, "cuda");
+  CHECK_MSG(rt.p && rw.p && !any_narrow(&rt, &co) && !any_narrow(&rw, &co), "narrow: x^T@w or a B of 400 x 33 taken");
+  plans_free(&rt), plans_free(&rw);
+  kiln_graph_free(gt), kiln_graph_free(gw);
+}
+
 /* Attention chains on tensor cores (cg_chain_mma): bf16 and f16 chains take both products on the
  * mma under the cuda options, with 16 rows a tile and 16-bit copies in shared memory; f32 does
  * not, nor does a chain under chain_mma off or tensor cores off, nor one whose row is not a
@@ -1242,6 +1292,17 @@ static void test_values(void) {
       }
     unsetenv("KILN_GEMM_HEADS");
   }
+  if (!strcmp(backend, "cuda")) {  /* narrow contractions a warp a row (test_narrow_shapes) */
+    setenv("KILN_CUDA_NARROW_DEPTH", "256", 1);
+    for (int i = 0; i < 3; i++) {
+      if (sanitized && i == 2) continue;
+      int64_t m = narrow_dims[i][0], k = narrow_dims[i][1], n = narrow_dims[i][2], ni = m * k, no = m * n;
+      kiln_graph *g = dense(m, k, n, false);
+      check_values("relu(x@w+b), narrow", g, 1, &ni, 1, &no);
+      kiln_graph_free(g);
+    }
+    unsetenv("KILN_CUDA_NARROW_DEPTH");
+  }
   if (!strcmp(backend, "cuda")) {  /* long K split (the candidate KILN_CUDA_LONG_K_BLOCKS; split-K is cuda's) */
     int64_t ni = 1024 * 784, no = 1024 * 128;
     kiln_graph *g = dense(1024, 784, 128, false);
@@ -1354,6 +1415,7 @@ int main(void) {
   test_shapes();
   test_band_shapes();
   test_head_shapes();
+  test_narrow_shapes();
   test_copies_shapes();
   test_mma_shapes();
   test_chain_mma_shapes();
