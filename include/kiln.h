@@ -554,6 +554,10 @@ typedef struct kiln_options {
                            rows a block, the factor free of the rows read once a block into shared memory,
                            instead of in 32 x 32 tiles split along K; 0 never; default -1: never (not yet
                            raced) ($KILN_CUDA_NARROW_DEPTH) */
+  int cuda_pair_stage;  /* cuda: 1 a narrow pair a warp a row (cuda_pair_warps) reads its contraction's factor
+                           free of the rows (the classifier's weights) from shared memory, staged once a
+                           block as a narrow contraction's is, not a strided read of L1 a column at a time;
+                           0 (default: not yet raced) from memory ($KILN_CUDA_PAIR_STAGE) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

@@ -335,6 +335,9 @@ typedef struct CgOptions {
                            (cg_pair_banded; kiln_options.cuda_pair_bands) */
   int64_t narrow_depth; /* contractions of at most 32 columns that no row kernel follows, over at least this many
                            points, a warp a row (CgGemm.narrow; kiln_options.cuda_narrow_depth); 0 never */
+  bool pair_stage;      /* narrow pairs a warp a row (pair_warps) read their contraction's factor free of the
+                           rows from shared memory, staged once a block (cg_pair_staged;
+                           kiln_options.cuda_pair_stage) */
   int64_t pair_warps;   /* narrow pairs (a contraction of at most 32 columns and its rows) of at least this
                            many rows take a warp a row, 8 rows a block; 0 never (cg_pair_warps;
                            KILN_CUDA_PAIR_WARPS) */
@@ -512,6 +515,10 @@ bool cg_pair_wide(const Kernel *last);
 /* A narrow pair of at least CgOptions.pair_warps rows in a blocked grid dialect: a warp a row, 8
  * rows a block (a block a row otherwise: 1024 rows took 2.9 us only to start on the H200). */
 bool cg_pair_warps(const Kernel *last, const CgOptions *o);
+/* ... whose contraction's factor free of the rows is read once a block into shared memory, as a
+ * narrow contraction's is (CgOptions.pair_stage): the floats staged; 0 not staged (last: the rows
+ * kernel). */
+int64_t cg_pair_staged(const Plan *p, const Kernel *last, const CgOptions *o);
 int64_t cg_pair_splits(const Kernel *last);
 int64_t cg_pair_blocks(const Kernel *last);
 void cg_pair_globals(const Kernel *last, const Dialect *d, StrBuf *out);
@@ -641,6 +648,9 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *g
 /* A narrow contraction's staged B: floats a depth point (N | 1: odd, so that lanes reading consecutive
  * depth points of one column fall in distinct banks). */
 int cg_gemm_narrow_stride(const CgGemm *g);
+/* Do K x N values (N at most 32) fit the stage of a narrow contraction (also a narrow pair's, a warp
+ * a row: cg_pair_staged)? */
+bool cg_narrow_stage_fits(int64_t K, int64_t N);
 /* Blocks to launch (CG_GEMM_THREADS threads each). */
 int64_t cg_gemm_blocks(const CgGemm *g);
 /* Static shared memory of the tile kernel's block: the staged tiles (and their buffers), the flag. */

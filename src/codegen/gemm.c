@@ -339,13 +339,15 @@ enum { NARROW_STAGE_FLOATS = 9216 };
 
 int cg_gemm_narrow_stride(const CgGemm *g) { return (int)(g->N | 1); }
 
+bool cg_narrow_stage_fits(int64_t K, int64_t N) { return N <= 32 && K <= NARROW_STAGE_FLOATS / (N | 1); }
+
 /* At most 32 columns over at least CgOptions.narrow_depth points, the kernel's last var the columns
  * and every other var a row var, one f32 sum, no batch, A read along k (a warp's lanes read
  * consecutive depth points of a row), B small enough to stage. */
 static bool narrow_fits(const Plan *p, const Kernel *k, const CgOptions *o, const CgGemm *g) {
   int n = k->rank;
   if (o->narrow_depth <= 0 || g->n_b != 1 || g->mma || g->batch != 1 || g->N > 32 || g->K < o->narrow_depth ||
-      g->role[n - 1] != CG_ROLE_N || k->shape[n - 1] != g->N || g->K * cg_gemm_narrow_stride(g) > NARROW_STAGE_FLOATS)
+      g->role[n - 1] != CG_ROLE_N || k->shape[n - 1] != g->N || !cg_narrow_stage_fits(g->K, g->N))
     return false;
   for (int v = 0; v < n - 1; v++)
     if (g->role[v] != CG_ROLE_M) return false;

@@ -2988,6 +2988,21 @@ bool cg_pair_warps(const Kernel *last, const CgOptions *o) {
   return o->pair_warps > 0 && !cg_pair_wide(last) && last->outer_numel >= o->pair_warps;
 }
 
+int64_t cg_pair_staged(const Plan *p, const Kernel *last, const CgOptions *o) {
+  const Kernel *kc = last - 1;
+  int n = kc->rank;
+  int64_t J = kc->shape[n - 1];
+  if (!o->pair_stage || !cg_pair_warps(last, o) || !cg_narrow_stage_fits(kc->inner_numel, J)) return 0;
+  const Item *acc = chain_acc(kc);
+  const Expr *b = acc ? acc->body : NULL;
+  if (!b || b->kind != EX_BINARY || b->op != TB_MUL) return 0;
+  const Expr *f = b->args[te_uses_var(b->args[0], n - 1) ? 0 : 1];  /* the factor that reads the column */
+  for (int v = 0; v < n - 1; v++)
+    if (te_uses_var(f, v)) return 0;  /* not the same for every row */
+  (void)p;
+  return kc->inner_numel * (J | 1);
+}
+
 int64_t cg_pair_smem(const Kernel *last) {
   const Kernel *kc = last - 1;
   return 4 * (int64_t)(CG_GEMM_THREADS / 32) * kc->shape[kc->rank - 1];
@@ -3002,10 +3017,31 @@ static void pair_column(R *r, const Kernel *kc, int x, const char *col, const ch
   line(r, "%s = s%d;", dst, x);
 }
 
+/* The factor b of contraction k, free of its rows (K depth points x J columns, var n - 1 the column),
+ * into a block's shared kiln_nb, a depth point's J values a row of S floats, read in the order it
+ * lies in memory; a barrier after. */
+static void stage_columns(R *r, const Kernel *k, const Expr *b, int64_t K, int64_t J, int S) {
+  const Dialect *d = r->d;
+  const char *I = ix(r);
+  int n = k->rank;
+  char t[256];
+  line(r, "%s %s kiln_nb[%lld];", d->shared_qual, vt(r, KILN_F32), (long long)(K * S));
+  line(r, "for (int e = %s; e < %lld; e += %d) {", d->thread_id, (long long)(K * J), CG_GEMM_THREADS);
+  r->indent++;
+  push(r);
+  line(r, "const %s kq = e / %lld, v%d = e %% %lld;", I, (long long)J, n - 1, (long long)J);
+  decompose(r, "kq", n, k->n_red, k->red_shape);
+  emit(r, b, t, sizeof t);
+  line(r, "kiln_nb[kq * %d + v%d] = %s;", S, n - 1, t);
+  pop(r);
+  close_block(r);
+  line(r, "%s", d->barrier);
+}
+
 /* A narrow pair's partial sums: pa[q] for each of KC's J columns, over the depth points
  * first, first + step, ... (a block's threads, or a warp's lanes), the factor free of the
  * columns read once a point. */
-static void pair_partials(R *r, const Kernel *kc, const char *first, int step) {
+static void pair_partials(R *r, const Kernel *kc, const char *first, int step, int staged) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32);
   int n = kc->rank;
@@ -3022,6 +3058,16 @@ static void pair_partials(R *r, const Kernel *kc, const char *first, int step) {
   char t[256], fm[320];
   emit(r, b->args[1 - bi], t, sizeof t);
   line(r, "const %s fa = %s;", F, t);
+  if (staged) {  /* stage_columns filled kiln_nb */
+    char bq[64], fm[160];
+    snprintf(bq, sizeof bq, "kiln_nb[kq * %d + q]", staged);
+    snprintf(fm, sizeof fm, d->fma, "fa", bq, "pa[q]");
+    line(r, "%s", d->unroll);
+    line(r, "for (int q = 0; q < %lld; q++) pa[q] = %s;", (long long)J, fm);
+    pop(r);
+    close_block(r);
+    return;
+  }
   for (int64_t q = 0; q < J; q++) {
     line(r, "{");
     r->indent++;
@@ -3113,7 +3159,7 @@ static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x, c
   chain_part(r, kc);
   push(r);
   decompose(r, "o", 0, n - 1, kc->shape);
-  pair_partials(r, kc, T, CG_GEMM_THREADS);
+  pair_partials(r, kc, T, CG_GEMM_THREADS, 0);
   for (int64_t q = 0; q < J; q++)
     line(r, "{ const %s s = %s(pa[%lld], %s); if (lane == 0) kiln_pr[wp][%lld] = s; }", F, d->warp_reduce, (long long)q,
          d->reduce_op[RO_SUM], (long long)q);
@@ -3310,6 +3356,11 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x, c
   const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
   int n = kc->rank, W = CG_GEMM_THREADS / 32;
   int64_t J = kc->shape[n - 1], rows = kr->outer_numel;
+  int S = cg_pair_staged(r->p, kr, r->o) ? (int)(J | 1) : 0;
+  if (S) {
+    const Expr *b = chain_acc(kc)->body;
+    stage_columns(r, kc, b->args[te_uses_var(b->args[0], n - 1) ? 0 : 1], kc->inner_numel, J, S);
+  }
   line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
   if (t) line(r, "%s %s kiln_tail[%d][%lld];", d->shared_qual, vt(r, r->p->te->stages[t->P].dtype), W, (long long)J);
   line(r, "for (%s ob = %s; ob < %s; ob += %s) {", I, d->block_id, lit(r, (rows + W - 1) / W), d->grid_size);
@@ -3322,7 +3373,7 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x, c
   chain_part(r, kc);
   push(r);
   decompose(r, "o", 0, n - 1, kc->shape);
-  pair_partials(r, kc, "lane", 32);
+  pair_partials(r, kc, "lane", 32, S);
   for (int64_t q = 0; q < J; q++)
     line(r, "pa[%lld] = %s(pa[%lld], %s);", (long long)q, d->warp_reduce, (long long)q, d->reduce_op[RO_SUM]);
   line(r, "if (lane < %lld) {", (long long)J);
@@ -4260,18 +4311,7 @@ static void render_narrow(R *r, const CgGemm *g) {
   long long J = (long long)g->N;
   char t[256], fm[320];
   chain_part(r, k);
-  line(r, "%s %s kiln_nb[%lld];", d->shared_qual, F, (long long)g->K * S);
-  line(r, "for (int e = %s; e < %lld; e += %d) {  /* B, in the order it lies in memory */", T, (long long)g->K * J,
-       CG_GEMM_THREADS);
-  r->indent++;
-  push(r);
-  line(r, "const %s kq = e / %lld, v%d = e %% %lld;", I, J, n - 1, J);
-  decompose(r, "kq", n, k->n_red, k->red_shape);
-  emit(r, g->b, t, sizeof t);
-  line(r, "kiln_nb[kq * %d + v%d] = %s;", S, n - 1, t);
-  pop(r);
-  close_block(r);
-  line(r, "%s", d->barrier);
+  stage_columns(r, k, g->b, g->K, J, S);
   line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
   line(r, "for (%s ob = %s; ob < %s; ob += %s) {", I, d->block_id, lit(r, (g->M + W - 1) / W), d->grid_size);
   r->indent++;

@@ -864,6 +864,9 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
                      "the points from which a narrow contraction takes a warp a row (at most 2^20)", o->cuda_narrow_depth);
   /* cuda: warp reductions and shared memory; -1: never until a race says */
   g->narrow_depth = cuda && d->warp_reduce && d->shared_qual && o->cuda_narrow_depth > 0 ? o->cuda_narrow_depth : 0;
+  if (o->cuda_pair_stage < 0 || o->cuda_pair_stage > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pair_stage ($KILN_CUDA_PAIR_STAGE) is %d: 0 off, 1 on", o->cuda_pair_stage);
+  g->pair_stage = cuda && d->shared_qual && o->cuda_pair_stage == 1;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
   if (o->pair_tails < -1 || o->pair_tails > 1)

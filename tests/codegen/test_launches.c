@@ -598,6 +598,15 @@ int main(void) {
     kf.cuda_narrow_depth = -2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_NARROW_DEPTH"));
+    /* a pair's weights staged: off by default, on when asked, never on glsl */
+    kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.pair_stage);
+    kf.cuda_pair_stage = 1;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_stage);
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(!co.pair_stage);
+    kf.cuda_pair_stage = 2;
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
+    CHECK(strstr(kiln_last_error(), "KILN_CUDA_PAIR_STAGE"));
   }
 
   /* mlp_train_b1024: dW2 (k6) and dW1 with its SGD update (k8) are large enough for the cost
@@ -694,6 +703,27 @@ int main(void) {
     built_free(&c);
     if (build("mlp_train_b32", cu, &pw, &c))
       CHECK_MSG(c.g->launch[3].grid == 32 && strstr(c.g->launch[3].why, "a block a row"), "b32 k3: %s", c.g->launch[3].why);
+    built_free(&c);
+    /* ... and with the weights staged (pair_stage): 10 x 128 of them, rows of 11 floats, one block barrier
+     * before the rows; the block form (32 rows) stages nothing */
+    CgOptions ps = pw;
+    ps.pair_stage = true;
+    if (build("mlp_train_b1024", cu, &ps, &c)) {
+      StrBuf src = { 0 };
+      if (cg_render_plan(c.p, cu, &ps, c.g, &src) == KILN_OK && src.s) {
+        const char *k3 = strstr(src.s, "kiln_k3("), *end = k3 ? strstr(k3, "\n}\n") : NULL;
+        const char *nb = k3 ? strstr(k3, "__shared__ float kiln_nb[1408];") : NULL, *bar = nb ? strstr(nb, "__syncthreads();") : NULL;
+        const char *rows = k3 ? strstr(k3, "const int64_t o = ob * 8 + wp;") : NULL;
+        const char *bar2 = bar ? strstr(bar + 1, "__syncthreads") : NULL;
+        CHECK_MSG(nb && bar && rows && end && bar < rows && rows < end && (!bar2 || bar2 > end) &&
+                      strstr(rows, "pa[q] = __fmaf_rn(fa, kiln_nb[kq * 11 + q], pa[q]);") < end,
+                  "mlp_train_b1024's pair with its weights staged");
+        CHECK(c.p && cg_pair_staged(c.p, &c.p->kernels[2], &ps) == 128 * 11);
+      }
+      sb_free(&src);
+    }
+    built_free(&c);
+    if (build("mlp_train_b32", cu, &ps, &c)) CHECK(c.p && cg_pair_staged(c.p, &c.p->kernels[2], &ps) == 0);
     built_free(&c);
   }
 

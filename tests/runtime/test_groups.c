@@ -263,6 +263,18 @@ static void runs(void) {
   CHECK_MSG(c[3].kernels_launched == (cuda ? 1 : 9) && c[3].phases == (cuda ? 3 : 9),
             "%s grid sync, copies: %lld launches, %lld phases", be, (long long)c[3].kernels_launched, (long long)c[3].phases);
   for (int r = 0; r < 4; r++) CHECK(c[r].host_fallbacks == 0 && (!cuda || c[r].submissions == 1));
+  /* cuda: the pair a warp a row (from 16 rows), its contraction's weights staged in shared memory once
+   * a block (cuda_pair_stage): the same 3 launches, within ref's tolerance below */
+  void *staged[16] = { 0 };
+  if (cuda) {
+    setenv("KILN_CUDA_PAIR_WARPS", "16", 1);
+    setenv("KILN_CUDA_PAIR_STAGE", "1", 1);
+    kiln_census cs = run_step(&w, be, 1, -1, staged);
+    unsetenv("KILN_CUDA_PAIR_WARPS");
+    unsetenv("KILN_CUDA_PAIR_STAGE");
+    CHECK_MSG(cs.host_fallbacks == 0 && cs.kernels_launched == 3, "cuda, pair staged: %lld launches",
+              (long long)cs.kernels_launched);
+  }
   for (int i = 0; i < w.n_outputs; i++) {
     size_t n = w.output_bytes[i] / sizeof(float);
     for (int r = 1; r < 4; r++)
@@ -274,6 +286,15 @@ static void runs(void) {
       if (!(d <= worst)) worst = d;
     }
     CHECK_MSG(worst < 1e-3, "%s output %d: %g from ref", be, i, worst);
+    if (staged[i]) {  /* the pair a warp a row, its weights staged */
+      worst = 0;
+      for (size_t j = 0; j < n; j++) {
+        double a = ((float *)staged[i])[j], e = ((float *)ref[i])[j], d = fabs(a - e) / (1e-3 + fabs(e));
+        if (!(d <= worst)) worst = d;
+      }
+      CHECK_MSG(worst < 1e-3, "%s output %d, the pair's weights staged: %g from ref", be, i, worst);
+    }
+    free(staged[i]);
     free(ref[i]);
     for (int r = 0; r < 4; r++) free(out[r][i]);
   }
