@@ -3105,7 +3105,7 @@ static void pair_row_steps(R *r, const Kernel *kr, int x, long long J, const cha
 /* A pair's tail (Kernel.tailed): KD's points of row o, at h = first, first + step, .. of its last
  * dim, each the sum over the row's J values (`row`[q], P's value at point q, as KR's step left
  * it) of the product of KD's two factors, P's read there; then KD's epilogue at the point. */
-static void pair_tail(R *r, const PairTail *t, const char *row, const char *first, int step) {
+static void pair_tail(R *r, const PairTail *t, const char *row, const char *first, int step, int staged) {
   const Dialect *d = r->d;
   const Kernel *kd = t->kd;
   const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[t->P].dtype);
@@ -3125,10 +3125,13 @@ static void pair_tail(R *r, const PairTail *t, const char *row, const char *firs
   push(r);
   line(r, "const %s v%d = q;", I, n);
   line(r, "const %s s%d = %s[q];", X, t->P, row);
-  char a[256], b[256], fm[600];
-  emit(r, acc->body->args[0], a, sizeof a);
-  emit(r, acc->body->args[1], b, sizeof b);
-  snprintf(fm, sizeof fm, d->fma, a, b, "ta");
+  char a[2][256], fm[600];
+  int gi = chain_reads_stage(acc->body->args[0], t->P) ? 1 : 0;  /* the factor free of the row's values */
+  for (int i = 0; i < 2; i++) {
+    if (staged && i == gi) snprintf(a[i], sizeof a[i], "kiln_nb[h * %d + q]", staged);  /* tail_reads_stage said */
+    else emit(r, acc->body->args[i], a[i], sizeof a[i]);
+  }
+  snprintf(fm, sizeof fm, d->fma, a[0], a[1], "ta");
   line(r, "ta = %s;", fm);
   pop(r);
   close_block(r);
@@ -3137,6 +3140,28 @@ static void pair_tail(R *r, const PairTail *t, const char *row, const char *firs
   pop(r);
   close_block(r);
   pop(r);
+}
+
+/* Does the tail read its factor free of the row's values from the stage of its pair's contraction: is
+ * it that contraction's staged factor b with the last var and the depth var swapped (the hidden
+ * layer's gradient reads W2 at [h, q] where the logits read it at [k, j])? */
+static bool tail_reads_stage(R *r, const PairTail *t, const Kernel *kc, const Expr *b) {
+  const Kernel *kd = t->kd;
+  int n = kd->rank;
+  if (kc->rank != n || kc->n_red != 1 || kd->n_red != 1 || n + 1 > 2 * KILN_MAX_RANK) return false;
+  const Expr *f = chain_acc(kd)->body;
+  const Expr *g = f->args[chain_reads_stage(f->args[0], t->P) ? 1 : 0];
+  if (chain_reads_stage(g, t->P)) return false;
+  TE *te = r->p->te;
+  Expr *map[2 * KILN_MAX_RANK];
+  int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
+  for (int v = 0; v <= n; v++) map[v] = te_var(te, v), lo[v] = 0, hi[v] = (v < n ? kc->shape[v] : kc->red_shape[0]) - 1;
+  map[n - 1] = te_var(te, n), map[n] = te_var(te, n - 1);
+  for (int v = 0; v <= n; v++)
+    if (!map[v]) return false;
+  Expr *sw = te_substitute(te, (Expr *)g, map, n + 1);
+  Expr *x = sw ? te_simplify(te, sw, lo, hi, n + 1) : NULL, *y = te_simplify(te, (Expr *)b, lo, hi, n + 1);
+  return x && y && x == y;
 }
 
 int64_t cg_tail_smem(const Kernel *tail) {
@@ -3178,7 +3203,7 @@ static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x, c
   pair_row_steps(r, kr, x, (long long)J, "if (wp == 0) {", t, "kiln_tail");  /* in the first warp */
   if (t) {
     line(r, "%s  /* the row's values, for every thread's points of the tail */", d->barrier);
-    pair_tail(r, t, "kiln_tail", T, CG_GEMM_THREADS);
+    pair_tail(r, t, "kiln_tail", T, CG_GEMM_THREADS, 0);
   }
   line(r, "%s  /* the next row's partials wait for these reads */", d->barrier);
   close_block(r);
@@ -3356,10 +3381,11 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x, c
   const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
   int n = kc->rank, W = CG_GEMM_THREADS / 32;
   int64_t J = kc->shape[n - 1], rows = kr->outer_numel;
-  int S = cg_pair_staged(r->p, kr, r->o) ? (int)(J | 1) : 0;
+  int S = cg_pair_staged(r->p, kr, r->o) ? (int)(J | 1) : 0, tS = 0;
   if (S) {
-    const Expr *b = chain_acc(kc)->body;
-    stage_columns(r, kc, b->args[te_uses_var(b->args[0], n - 1) ? 0 : 1], kc->inner_numel, J, S);
+    const Expr *b = chain_acc(kc)->body, *f = b->args[te_uses_var(b->args[0], n - 1) ? 0 : 1];
+    stage_columns(r, kc, f, kc->inner_numel, J, S);
+    tS = t && tail_reads_stage(r, t, kc, f) ? S : 0;
   }
   line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
   if (t) line(r, "%s %s kiln_tail[%d][%lld];", d->shared_qual, vt(r, r->p->te->stages[t->P].dtype), W, (long long)J);
@@ -3389,7 +3415,7 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x, c
   pair_row_steps(r, kr, x, (long long)J, "{", t, "kiln_tail[wp]");  /* in this warp */
   if (t) {
     line(r, "%s  /* the row's values, for every lane's points of the tail */", d->warp_barrier);
-    pair_tail(r, t, "kiln_tail[wp]", "lane", 32);
+    pair_tail(r, t, "kiln_tail[wp]", "lane", 32, tS);
     line(r, "%s  /* the next row's values wait for these reads */", d->warp_barrier);
   }
   close_block(r);

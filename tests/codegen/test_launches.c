@@ -705,7 +705,8 @@ int main(void) {
       CHECK_MSG(c.g->launch[3].grid == 32 && strstr(c.g->launch[3].why, "a block a row"), "b32 k3: %s", c.g->launch[3].why);
     built_free(&c);
     /* ... and with the weights staged (pair_stage): 10 x 128 of them, rows of 11 floats, one block barrier
-     * before the rows; the block form (32 rows) stages nothing */
+     * before the rows; the tail (the hidden layer's gradient, W2 read transposed) reads the same stage;
+     * the block form (32 rows) stages nothing */
     CgOptions ps = pw;
     ps.pair_stage = true;
     if (build("mlp_train_b1024", cu, &ps, &c)) {
@@ -716,7 +717,8 @@ int main(void) {
         const char *rows = k3 ? strstr(k3, "const int64_t o = ob * 8 + wp;") : NULL;
         const char *bar2 = bar ? strstr(bar + 1, "__syncthreads") : NULL;
         CHECK_MSG(nb && bar && rows && end && bar < rows && rows < end && (!bar2 || bar2 > end) &&
-                      strstr(rows, "pa[q] = __fmaf_rn(fa, kiln_nb[kq * 11 + q], pa[q]);") < end,
+                      strstr(rows, "pa[q] = __fmaf_rn(fa, kiln_nb[kq * 11 + q], pa[q]);") < end &&
+                      strstr(rows, "ta = __fmaf_rn(s42, kiln_nb[h * 11 + q], ta);") < end,  /* the tail reads W2 there too */
                   "mlp_train_b1024's pair with its weights staged");
         CHECK(c.p && cg_pair_staged(c.p, &c.p->kernels[2], &ps) == 128 * 11);
       }
