@@ -518,7 +518,7 @@ bool cg_pair_warps(const Kernel *last, const CgOptions *o);
 /* ... whose contraction's factor free of the rows is read once a block into shared memory, as a
  * narrow contraction's is (CgOptions.pair_stage): the floats staged; 0 not staged (last: the rows
  * kernel). */
-int64_t cg_pair_staged(const Plan *p, const Kernel *last, const CgOptions *o);
+int64_t cg_pair_staged(const Kernel *last, const CgOptions *o);
 int64_t cg_pair_splits(const Kernel *last);
 int64_t cg_pair_blocks(const Kernel *last);
 void cg_pair_globals(const Kernel *last, const Dialect *d, StrBuf *out);

@@ -381,8 +381,8 @@ static int64_t static_smem(const Plan *p, const Dialect *d, const CgOptions *o, 
   if (d->grid && cg_kernel_shape(p, k, d, o) == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gm))
     return cg_gemm_smem(&gm);
   if (d->grid && k->chain == 2 && !k->headed && cg_pair_blocked(d) && !cg_pair_wide(k))
-    return cg_pair_smem(k) + 4 * cg_pair_staged(p, k, o) + 32 * 16;
-  if (d->grid && k->tailed) return cg_pair_smem(k - 1) + 4 * cg_pair_staged(p, k - 1, o) + cg_tail_smem(k) + 32 * 16;
+    return cg_pair_smem(k) + 4 * cg_pair_staged(k, o) + 32 * 16;
+  if (d->grid && k->tailed) return cg_pair_smem(k - 1) + 4 * cg_pair_staged(k - 1, o) + cg_tail_smem(k) + 32 * 16;
   return 32 * 16;
 }
 

@@ -2988,18 +2988,18 @@ bool cg_pair_warps(const Kernel *last, const CgOptions *o) {
   return o->pair_warps > 0 && !cg_pair_wide(last) && last->outer_numel >= o->pair_warps;
 }
 
-int64_t cg_pair_staged(const Plan *p, const Kernel *last, const CgOptions *o) {
+int64_t cg_pair_staged(const Kernel *last, const CgOptions *o) {
   const Kernel *kc = last - 1;
   int n = kc->rank;
   int64_t J = kc->shape[n - 1];
   if (!o->pair_stage || !cg_pair_warps(last, o) || !cg_narrow_stage_fits(kc->inner_numel, J)) return 0;
   const Item *acc = chain_acc(kc);
   const Expr *b = acc ? acc->body : NULL;
-  if (!b || b->kind != EX_BINARY || b->op != TB_MUL) return 0;
+  if (!b || b->kind != EX_BINARY || b->op != TB_MUL || b->dtype != KILN_F32) return 0;
   const Expr *f = b->args[te_uses_var(b->args[0], n - 1) ? 0 : 1];  /* the factor that reads the column */
+  if (f->dtype != KILN_F32) return 0;
   for (int v = 0; v < n - 1; v++)
     if (te_uses_var(f, v)) return 0;  /* not the same for every row */
-  (void)p;
   return kc->inner_numel * (J | 1);
 }
 
@@ -3038,6 +3038,15 @@ static void stage_columns(R *r, const Kernel *k, const Expr *b, int64_t K, int64
   line(r, "%s", d->barrier);
 }
 
+/* pa[q] += fa x the staged kiln_nb[kq * S + q] for each of the J columns (stage_columns) */
+static void staged_products(R *r, int S, int64_t J) {
+  char bq[64], fm[160];
+  snprintf(bq, sizeof bq, "kiln_nb[kq * %d + q]", S);
+  snprintf(fm, sizeof fm, r->d->fma, "fa", bq, "pa[q]");
+  line(r, "%s", r->d->unroll);
+  line(r, "for (int q = 0; q < %lld; q++) pa[q] = %s;", (long long)J, fm);
+}
+
 /* A narrow pair's partial sums: pa[q] for each of KC's J columns, over the depth points
  * first, first + step, ... (a block's threads, or a warp's lanes), the factor free of the
  * columns read once a point. */
@@ -3059,11 +3068,7 @@ static void pair_partials(R *r, const Kernel *kc, const char *first, int step, i
   emit(r, b->args[1 - bi], t, sizeof t);
   line(r, "const %s fa = %s;", F, t);
   if (staged) {  /* stage_columns filled kiln_nb */
-    char bq[64], fm[160];
-    snprintf(bq, sizeof bq, "kiln_nb[kq * %d + q]", staged);
-    snprintf(fm, sizeof fm, d->fma, "fa", bq, "pa[q]");
-    line(r, "%s", d->unroll);
-    line(r, "for (int q = 0; q < %lld; q++) pa[q] = %s;", (long long)J, fm);
+    staged_products(r, staged, J);
     pop(r);
     close_block(r);
     return;
@@ -3381,7 +3386,7 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x, c
   const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
   int n = kc->rank, W = CG_GEMM_THREADS / 32;
   int64_t J = kc->shape[n - 1], rows = kr->outer_numel;
-  int S = cg_pair_staged(r->p, kr, r->o) ? (int)(J | 1) : 0, tS = 0;
+  int S = cg_pair_staged(kr, r->o) ? (int)(J | 1) : 0, tS = 0;
   if (S) {
     const Expr *b = chain_acc(kc)->body, *f = b->args[te_uses_var(b->args[0], n - 1) ? 0 : 1];
     stage_columns(r, kc, f, kc->inner_numel, J, S);
@@ -4335,7 +4340,7 @@ static void render_narrow(R *r, const CgGemm *g) {
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id;
   int n = k->rank, W = CG_GEMM_THREADS / 32, S = cg_gemm_narrow_stride(g);
   long long J = (long long)g->N;
-  char t[256], fm[320];
+  char t[256];
   chain_part(r, k);
   stage_columns(r, k, g->b, g->K, J, S);
   line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
@@ -4355,11 +4360,7 @@ static void render_narrow(R *r, const CgGemm *g) {
   decompose(r, "kq", n, k->n_red, k->red_shape);
   emit(r, g->a, t, sizeof t);
   line(r, "const %s fa = %s;", F, t);
-  char bq[64];
-  snprintf(bq, sizeof bq, "kiln_nb[kq * %d + q]", S);
-  snprintf(fm, sizeof fm, d->fma, "fa", bq, "pa[q]");
-  line(r, "%s", d->unroll);
-  line(r, "for (int q = 0; q < %lld; q++) pa[q] = %s;", J, fm);
+  staged_products(r, S, J);
   pop(r);
   close_block(r);
   for (long long q = 0; q < J; q++) line(r, "pa[%lld] = %s(pa[%lld], %s);", q, d->warp_reduce, q, d->reduce_op[RO_SUM]);
