@@ -49,6 +49,7 @@
 #include "codegen.h"
 
 #include <stdarg.h>
+#include <string.h>
 
 enum { ENOUGH_BLOCKS = 128 };  /* about one per multiprocessor of an H100/H200 (132) */
 /* split-K: at most 64 spans of >= 2 k-tiles (a convolution's weight gradient at batch 32 is
@@ -1267,6 +1268,25 @@ static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const 
   bool rows8 = g->copies && g->va.kfast, cols8 = g->copies && g->vb.kfast;
   snprintf(at, sizeof at, "[(%s) * %d + %s]", rows8 ? "cy + 8 * i" : "cy * 4 + i", st, cols8 ? "cx + 8 * j" : "cx * 4 + j");
   KILN_ASSERT(KG_TM == 4 && KG_TN == 4 && g->bm == 32 && g->bn == 32);
+  if (g->copies && g->n_b == 1) {
+    /* copied tiles keep 2 x copies tiles of bk x st floats in a row (Kcv): each group puts its partial
+     * tile in its own, one barrier, and every thread adds its outputs' four, (g0 + g2) + (g1 + g3) as
+     * below (the same bits), where the steps below take four barriers more */
+    int R = g->bk * st;
+    cg_put(em, "%s *Ra = &%s[0][0];", F, As);
+    char stmt[160], rd[320];
+    snprintf(stmt, sizeof stmt, "Ra[kg * %d + (%.*s)] = %s[i][j];", R, (int)strlen(at) - 2, at + 1, cacc);  /* at's inside */
+    cg_put(em, "%s", d->unroll);
+    cg_put(em, "for (int i = 0; i < %d; i++)", KG_TM);
+    cg_put(em, "%s", d->unroll);
+    cg_put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, stmt);
+    cg_put(em, "%s", d->barrier);
+    snprintf(rd, sizeof rd, "{ const int e = (ty + i * %d) * %d + tx + j * %d; %s[i][j] = (Ra[e] + Ra[%d + e]) + (Ra[%d + e] + "
+             "Ra[%d + e]); }", rows, st, cols, acc, 2 * R, R, 3 * R);
+    each_output(em, g, rd);
+    cg_put(em, "%s", d->barrier);  /* the next tile's copies into Ac wait for every read */
+    return;
+  }
   cg_put(em, "%s *Ra = &%s[0][0], *Rb = &%s[0][0];", F, As, Bs);
   static const char *const steps[4][2] = {
     { "kg >= 2", "(kg == 2 ? Ra : Rb)%s = %s[i][j];" }, { "kg < 2", "%s[i][j] += (kg == 0 ? Ra : Rb)%s;" },
