@@ -558,6 +558,9 @@ typedef struct kiln_options {
                            free of the rows (the classifier's weights) from shared memory, staged once a
                            block as a narrow contraction's is, not a strided read of L1 a column at a time;
                            0 (default: not yet raced) from memory ($KILN_CUDA_PAIR_STAGE) */
+  int cuda_kg_sum;      /* cuda: 1 (default) a copied 32 x 32 tile's four k groups put their partial tiles in
+                           four copy stages and add them after one barrier; 0 in the tree of four barriers
+                           before; the same bits either way ($KILN_CUDA_KG_SUM) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

@@ -353,6 +353,8 @@ typedef struct CgOptions {
                            above 1 the shared tiles are double-buffered; 0 the default: 2 for tiles
                            whose factors are vector reads over spans of 4 k-tiles or more, else 1);
                            KILN_CUDA_GEMM_STAGES */
+  bool gemm_kg_tree;    /* copied k-group tiles add their groups' partial tiles in a tree of four barriers, not
+                           after one (kiln_options.cuda_kg_sum 0; the same bits) */
   int gemm_copies;      /* f32 32x32 k-group tiles whose two factors are vector reads (gemm_vec) copy them
                            straight into this many shared stages (the dialect's cp_async; 2 .. 4), one
                            barrier a k-tile; 0: through registers (CgGemm.copies; KILN_CUDA_COPY_STAGES) */
@@ -624,6 +626,8 @@ typedef struct CgGemm {
    * k), one read along x rows of x ([k][x]: its 4 consecutive x a 16-byte read a k). Each output's
    * products are added in the order of the register tiles: the same bits. 0: through registers */
   int copies;
+  bool kg_tree;                    /* copies: the groups' tiles added in a tree of barriers (CgOptions.gemm_kg_tree), not
+                                      each in its own stage after one */
   /* a band tail follows the epilogue (a wide pair's rows: cg_pair_banded): each output is handed to
    * CgEmit.band (phase 0, mq and nq in scope) after the items, and every tile, after its epilogue,
    * to CgEmit.band's phase 1, where it counts itself in at its row band (tile, tm0 in scope) */

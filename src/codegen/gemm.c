@@ -447,7 +447,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   int64_t span_tiles = ((g.kspan < g.K ? g.kspan : g.K) + g.bk - 1) / g.bk;
   g.copies = o->gemm_copies >= 2 && o->gemm_copies <= 4 && g.kgroups > 1 && !g.mma && g.n_b == 1 && !g.cluster && g.a_vec &&
                      g.b_vec && span_tiles >= 2 ? (int)(span_tiles < o->gemm_copies ? span_tiles : o->gemm_copies) : 0;
-  if (g.copies) g.stages = 1;
+  if (g.copies) g.stages = 1, g.kg_tree = o->gemm_kg_tree;
   g.direct = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && o->mma_direct && direct_operand(p, k, &g, g.a, CG_ROLE_M, &g.da) &&
              direct_operand(p, k, &g, g.b, CG_ROLE_N, &g.db);
   /* A 32x32 mma tile through registers does two mma a warp on a k-tile of 32, between a wait
@@ -1268,7 +1268,7 @@ static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const 
   bool rows8 = g->copies && g->va.kfast, cols8 = g->copies && g->vb.kfast;
   snprintf(at, sizeof at, "[(%s) * %d + %s]", rows8 ? "cy + 8 * i" : "cy * 4 + i", st, cols8 ? "cx + 8 * j" : "cx * 4 + j");
   KILN_ASSERT(KG_TM == 4 && KG_TN == 4 && g->bm == 32 && g->bn == 32);
-  if (g->copies && g->n_b == 1) {
+  if (g->copies && g->n_b == 1 && !g->kg_tree) {
     /* copied tiles keep 2 x copies tiles of bk x st floats in a row (Kcv): each group puts its partial
      * tile in its own, one barrier, and every thread adds its outputs' four, (g0 + g2) + (g1 + g3) as
      * below (the same bits), where the steps below take four barriers more */

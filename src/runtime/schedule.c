@@ -867,6 +867,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   if (o->cuda_pair_stage < 0 || o->cuda_pair_stage > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pair_stage ($KILN_CUDA_PAIR_STAGE) is %d: 0 off, 1 on", o->cuda_pair_stage);
   g->pair_stage = cuda && d->shared_qual && o->cuda_pair_stage == 1;
+  if (o->cuda_kg_sum < 0 || o->cuda_kg_sum > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_kg_sum ($KILN_CUDA_KG_SUM) is %d: 0 the tree of barriers, 1 one barrier",
+                     o->cuda_kg_sum);
+  g->gemm_kg_tree = o->cuda_kg_sum == 0;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
   if (o->pair_tails < -1 || o->pair_tails > 1)

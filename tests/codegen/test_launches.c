@@ -598,6 +598,14 @@ int main(void) {
     kf.cuda_narrow_depth = -2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_NARROW_DEPTH"));
+    /* copied tiles' groups added after one barrier by default; the tree of barriers when asked */
+    kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.gemm_kg_tree);
+    kf.cuda_kg_sum = 0;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.gemm_kg_tree);
+    kf.cuda_kg_sum = 2;
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
+    CHECK(strstr(kiln_last_error(), "KILN_CUDA_KG_SUM"));
     /* a pair's weights staged: off by default, on when asked, never on glsl */
     kf = kiln_options_default();
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.pair_stage);
