@@ -346,7 +346,9 @@ typedef struct kiln_options {
                            chose: 2 where both factors are 16-byte vector reads over spans of 4 k-tiles
                            or more, else 1 ($KILN_CUDA_GEMM_STAGES) */
   int cuda_pdl;         /* cuda: 1 programmatic dependent launch, each kernel launched while the one before
-                           runs and waiting for it inside ($KILN_CUDA_PDL=1; raced, default 0) */
+                           runs and waiting for it inside; 2 the same, but launched only as the blocks of the
+                           one before exit (they call no early trigger), so that its blocks take no place
+                           beside theirs ($KILN_CUDA_PDL; raced, default 0) */
   int grid_sync;        /* launch groups ($KILN_GRID_SYNC): 0 one launch per kernel; 1 neighbouring kernels
                            with no buffer in conflict share one launch; 2 also dependent kernels, as phases
                            of one cooperative launch with grid barriers between (cuda; on cpu a group is one

@@ -240,6 +240,7 @@ typedef struct Dialect {
   const char *kernel_entry;       /* first statement of every kernel (NULL: none): wait for the kernel before it
                                    * to complete, and let the one after launch (programmatic dependent launch;
                                    * a no-op when the launch was not made so) */
+  const char *kernel_entry_wait;  /* ... that waits and lets the one after launch only as its blocks exit */
   const char *grid_barrier;       /* statement waiting for every block; %s the group's barrier array:
                                    * "k_grid_sync(%s);" (the prelude defines it) */
   /* thread-block clusters (NULL: none): the kernel attribute fixing a 1-D cluster of %d blocks,
@@ -285,7 +286,8 @@ typedef struct CgOptions {
   bool in_place;        /* store an assigned value straight into its param where that is safe (KILN_IN_PLACE) */
   bool index32;         /* 32-bit index math where proven in range, in dialects with index32_type (KILN_INDEX32) */
   bool lazy_select;     /* grid dialects: a select's branch that reads memory only when taken (KILN_LAZY_SELECT) */
-  bool dependent_launch;/* kernels start with the dialect's kernel_entry (KILN_CUDA_PDL) */
+  int dependent_launch; /* kernels start with the dialect's kernel_entry (1), or its kernel_entry_wait (2)
+                           (KILN_CUDA_PDL) */
   /* two-phase rows: kernels of fewer rows than split_rows_below, split so that about split_blocks
    * blocks run in all (KILN_CUDA_SPLIT_ROWS, KILN_CUDA_SPLIT_BLOCKS; the H200 race chose 512 and
    * 576, about 4 blocks of 256 threads a multiprocessor: cnn_train_b32 0.932 against 128 and 256) */

@@ -107,6 +107,13 @@ static const char prelude[] =
   "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n"
   "#endif\n"
   "}\n"
+  /* ... or only wait: the kernel after is launched once every block of this one has exited, so its
+   * blocks take no place beside this one's (KILN_CUDA_PDL=2) */
+  "KI void k_dependent_wait() {\n"
+  "#if __CUDA_ARCH__ >= 900\n"
+  "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+  "#endif\n"
+  "}\n"
   /* Tensor cores (sm_80 and later): one warp's 16 x 8 f32 tile += A (16 x k) B (k x 8), mma.sync's
    * fragments; the operands as they sit in a GEMM tile's shared arrays. A bf16 operand value is
    * exact in bf16 (it was loaded from one), so its bits are its top half; f16 and TF32 convert. */
@@ -220,6 +227,7 @@ const Dialect cg_dialect_cuda = {
   .phase_thread_stride = "((int64_t)k_nbid * blockDim.x)",
   .grid_barrier = "k_grid_sync(%s);",
   .kernel_entry = "  k_dependent_entry();",
+  .kernel_entry_wait = "  k_dependent_wait();",
   /* sm_90 and later: barrier.cluster, and mapa to reach another block's shared memory */
   .cluster_dims = "__cluster_dims__(%d, 1, 1)",
   .cluster_helpers =

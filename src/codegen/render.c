@@ -4511,7 +4511,8 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   if (packed) sb_printf(out, "%sconst %s *%s kiln_pk", np ? ", " : "", d->value_type[KILN_F32], d->buf_restrict);
   if (!d->grid && d->team_params) sb_puts(out, d->team_params);
   sb_puts(out, ") {\n");
-  if (d->kernel_entry && o->dependent_launch && !phase) sb_printf(out, "%s\n", d->kernel_entry);
+  const char *entry = o->dependent_launch == 2 ? d->kernel_entry_wait : o->dependent_launch ? d->kernel_entry : NULL;
+  if (entry && !phase) sb_printf(out, "%s\n", entry);
   r.indent = 1;
   if (k->pooled) render_cpu_pooled(&r);
   else if (k->expanded) render_cpu_expanded(&r);
@@ -4593,7 +4594,8 @@ static void render_group(const Plan *p, const Dialect *d, const CgOptions *o, co
     sb_printf(out, d->buf_param, written ? "" : d->buf_const, d->store_type[te->stages[G->params[i]].dtype], "", i);
   }
   sb_puts(out, ") {\n");
-  if (d->kernel_entry && o->dependent_launch) sb_printf(out, "%s\n", d->kernel_entry);
+  const char *entry = o->dependent_launch == 2 ? d->kernel_entry_wait : o->dependent_launch ? d->kernel_entry : NULL;
+  if (entry) sb_printf(out, "%s\n", entry);
   for (int ph = 0; ph < G->phase; ph++) {
     if (ph) sb_printf(out, "  "), sb_printf(out, d->grid_barrier, bar), sb_puts(out, "\n");
     int64_t total = 0;

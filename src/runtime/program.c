@@ -83,7 +83,7 @@ kiln_options kiln_options_default(void) {
   o.cuda_fma = kiln_env_int("KILN_CUDA_FMA", 0) != 0;
   o.grid_sync = kiln_env_int("KILN_GRID_SYNC", -1);
   o.in_place = kiln_env_int("KILN_IN_PLACE", 1) != 0;
-  o.cuda_pdl = kiln_env_int("KILN_CUDA_PDL", 0) != 0;
+  o.cuda_pdl = kiln_env_int("KILN_CUDA_PDL", 0);
   o.cuda_gemm_stages = kiln_env_int("KILN_CUDA_GEMM_STAGES", 0);
   o.cuda_cluster = kiln_env_int("KILN_CUDA_CLUSTER", 0) != 0;
   o.cuda_split_rows = kiln_env_int("KILN_CUDA_SPLIT_ROWS", 0);

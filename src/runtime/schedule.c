@@ -796,7 +796,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
    * memory, long rows in registers alone (cg_row_variant_of) */
   if (d && d->grid) g->warp_rows = d->warp_reduce != NULL, g->smem_rows = d->dyn_shared != NULL;
   g->in_place = o->in_place != 0;
-  g->dependent_launch = o->cuda_pdl != 0;
+  if (o->cuda_pdl < 0 || o->cuda_pdl > 2)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pdl ($KILN_CUDA_PDL) is %d: 0 off, 1 the kernel after launched at once, 2 "
+                     "as this one's blocks exit", o->cuda_pdl);
+  g->dependent_launch = o->cuda_pdl;
   if (o->cuda_gemm_stages && o->cuda_gemm_stages != 1 && o->cuda_gemm_stages != 2 && o->cuda_gemm_stages != 4)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_gemm_stages ($KILN_CUDA_GEMM_STAGES) is %d: 0 the default, or 1, 2 or 4 "
                      "k-tiles in flight", o->cuda_gemm_stages);

@@ -598,6 +598,23 @@ int main(void) {
     kf.cuda_narrow_depth = -2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_NARROW_DEPTH"));
+    /* programmatic dependent launch: 1 each kernel waits and lets the next launch, 2 it only waits */
+    kf = kiln_options_default();
+    kf.cuda_pdl = 2;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) {
+      CHECK(co.dependent_launch == 2);
+      Built pb;
+      if (build("mlp_train_b32", cu, &co, &pb))
+        CHECK(strstr(pb.g->source.s, ") {\n  k_dependent_wait();\n") && !strstr(pb.g->source.s, "  k_dependent_entry();"));
+      built_free(&pb);
+      co.dependent_launch = 1;
+      if (build("mlp_train_b32", cu, &co, &pb))
+        CHECK(strstr(pb.g->source.s, ") {\n  k_dependent_entry();\n") && !strstr(pb.g->source.s, "  k_dependent_wait();"));
+      built_free(&pb);
+    }
+    kf.cuda_pdl = 3;
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
+    CHECK(strstr(kiln_last_error(), "KILN_CUDA_PDL"));
     /* copied tiles' groups added after one barrier by default; the tree of barriers when asked */
     kf = kiln_options_default();
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.gemm_kg_tree);
