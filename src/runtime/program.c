@@ -83,7 +83,7 @@ kiln_options kiln_options_default(void) {
   o.cuda_fma = kiln_env_int("KILN_CUDA_FMA", 0) != 0;
   o.grid_sync = kiln_env_int("KILN_GRID_SYNC", -1);
   o.in_place = kiln_env_int("KILN_IN_PLACE", 1) != 0;
-  o.cuda_pdl = kiln_env_int("KILN_CUDA_PDL", 0);
+  o.cuda_pdl = kiln_env_int("KILN_CUDA_PDL", -1);
   o.cuda_gemm_stages = kiln_env_int("KILN_CUDA_GEMM_STAGES", 0);
   o.cuda_cluster = kiln_env_int("KILN_CUDA_CLUSTER", 0) != 0;
   o.cuda_split_rows = kiln_env_int("KILN_CUDA_SPLIT_ROWS", 0);
@@ -139,8 +139,8 @@ kiln_options kiln_options_default(void) {
   o.chain_layout = kiln_env_int("KILN_CHAIN_LAYOUT", -1);
   o.gemm_heads = kiln_env_int("KILN_GEMM_HEADS", -1);
   o.cuda_narrow_depth = kiln_env_int("KILN_CUDA_NARROW_DEPTH", -1);
-  o.cuda_pair_stage = kiln_env_int("KILN_CUDA_PAIR_STAGE", 0);
-  o.cuda_kg_sum = kiln_env_int("KILN_CUDA_KG_SUM", 1);
+  o.cuda_pair_stage = kiln_env_int("KILN_CUDA_PAIR_STAGE", -1);
+  o.cuda_kg_sum = kiln_env_int("KILN_CUDA_KG_SUM", 0);
   o.dist_bucket_bytes = env_count("KILN_DIST_BUCKET_BYTES", 0);
   return o;
 }

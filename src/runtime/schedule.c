@@ -796,10 +796,12 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
    * memory, long rows in registers alone (cg_row_variant_of) */
   if (d && d->grid) g->warp_rows = d->warp_reduce != NULL, g->smem_rows = d->dyn_shared != NULL;
   g->in_place = o->in_place != 0;
-  if (o->cuda_pdl < 0 || o->cuda_pdl > 2)
-    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pdl ($KILN_CUDA_PDL) is %d: 0 off, 1 the kernel after launched at once, 2 "
-                     "as this one's blocks exit", o->cuda_pdl);
-  g->dependent_launch = o->cuda_pdl;
+  if (o->cuda_pdl < -1 || o->cuda_pdl > 2)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pdl ($KILN_CUDA_PDL) is %d: -1 the default, 0 off, 1 the kernel after "
+                     "launched at once, 2 as this one's blocks exit", o->cuda_pdl);
+  /* -1: 2 on cuda, the H100 race (bench/results/2026-12-06-h100-pdl-stages.md: mlp_train_b32 0.941, mlp_fwd_b128
+   * 0.961, cnn_train_b32 0.960, nothing slower; 1 ran cnn_train_b32 1.113) */
+  g->dependent_launch = o->cuda_pdl >= 0 ? o->cuda_pdl : cuda ? 2 : 0;
   if (o->cuda_gemm_stages && o->cuda_gemm_stages != 1 && o->cuda_gemm_stages != 2 && o->cuda_gemm_stages != 4)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_gemm_stages ($KILN_CUDA_GEMM_STAGES) is %d: 0 the default, or 1, 2 or 4 "
                      "k-tiles in flight", o->cuda_gemm_stages);
@@ -867,12 +869,15 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
                      "the points from which a narrow contraction takes a warp a row (at most 2^20)", o->cuda_narrow_depth);
   /* cuda: warp reductions and shared memory; -1: never until a race says */
   g->narrow_depth = cuda && d->warp_reduce && d->shared_qual && o->cuda_narrow_depth > 0 ? o->cuda_narrow_depth : 0;
-  if (o->cuda_pair_stage < 0 || o->cuda_pair_stage > 1)
-    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pair_stage ($KILN_CUDA_PAIR_STAGE) is %d: 0 off, 1 on", o->cuda_pair_stage);
-  g->pair_stage = cuda && d->shared_qual && o->cuda_pair_stage == 1;
+  if (o->cuda_pair_stage < -1 || o->cuda_pair_stage > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pair_stage ($KILN_CUDA_PAIR_STAGE) is %d: -1 the default, 0 off, 1 on",
+                     o->cuda_pair_stage);
+  /* -1: on for cuda, the H100 race (mlp_train_b1024 0.961, its bf16 autocast 0.981, nothing slower than 1.009) */
+  g->pair_stage = cuda && d->shared_qual && o->cuda_pair_stage != 0;
   if (o->cuda_kg_sum < 0 || o->cuda_kg_sum > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_kg_sum ($KILN_CUDA_KG_SUM) is %d: 0 the tree of barriers, 1 one barrier",
                      o->cuda_kg_sum);
+  /* 0 by default: the H100 race found one barrier no faster (the tree 0.992 - 1.007 against it) */
   g->gemm_kg_tree = o->cuda_kg_sum == 0;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);

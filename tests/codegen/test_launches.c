@@ -598,8 +598,13 @@ int main(void) {
     kf.cuda_narrow_depth = -2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_NARROW_DEPTH"));
-    /* programmatic dependent launch: 1 each kernel waits and lets the next launch, 2 it only waits */
+    /* programmatic dependent launch: 1 each kernel waits and lets the next launch, 2 (cuda's default) it only
+     * waits; 0 neither; glsl has none */
     kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.dependent_launch == 2);
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.dependent_launch == 0);
+    kf.cuda_pdl = 0;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.dependent_launch == 0);
     kf.cuda_pdl = 2;
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) {
       CHECK(co.dependent_launch == 2);
@@ -615,19 +620,21 @@ int main(void) {
     kf.cuda_pdl = 3;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_PDL"));
-    /* copied tiles' groups added after one barrier by default; the tree of barriers when asked */
+    /* copied tiles' groups added in the tree of barriers by default (the race found one barrier no faster);
+     * after one barrier when asked */
     kf = kiln_options_default();
-    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.gemm_kg_tree);
-    kf.cuda_kg_sum = 0;
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.gemm_kg_tree);
+    kf.cuda_kg_sum = 1;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.gemm_kg_tree);
     kf.cuda_kg_sum = 2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_KG_SUM"));
-    /* a pair's weights staged: off by default, on when asked, never on glsl */
+    /* a pair's weights staged: on by default on cuda, off when asked, never on glsl */
     kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_stage);
+    kf.cuda_pair_stage = 0;
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.pair_stage);
     kf.cuda_pair_stage = 1;
-    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_stage);
     if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(!co.pair_stage);
     kf.cuda_pair_stage = 2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));

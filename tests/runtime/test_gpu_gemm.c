@@ -936,17 +936,17 @@ static void test_copies_shapes(void) {
         OK(cg_render_plan(r.p, &cg_dialect_cuda, &c2, NULL, &s2));
         CHECK(s0.s && s2.s && !strstr(s0.s, "k_cp16(&Ac[") && strstr(s2.s, "k_cp16(&Ac[") && strstr(s2.s, "k_cp16(&Bc[") &&
               strstr(s2.s, "k_cp_wait<0>();"));
-        /* the groups' tiles each in a copy stage, added after one barrier; under cuda_kg_sum 0 (and without
-         * copies) in the tree of barriers */
-        CgOptions tree = c2;
-        tree.gemm_kg_tree = true;
-        StrBuf st = { 0 };
-        OK(cg_render_plan(r.p, &cg_dialect_cuda, &tree, NULL, &st));
-        const char *one = "acc[i][j] = (Ra[e] + Ra[2304 + e]) + (Ra[1152 + e] + Ra[3456 + e]); }";
-        CHECK_MSG(s2.s && strstr(s2.s, one) && !strstr(s2.s, "if (kg >= 2) {") && st.s && !strstr(st.s, one) &&
-                      strstr(st.s, "if (kg >= 2) {") && s0.s && !strstr(s0.s, one),
-                  "%s: the groups' tiles added after one barrier only with copies", c[i].what);
-        sb_free(&s0), sb_free(&s2), sb_free(&st);
+        /* the groups' tiles in the tree of barriers by default (cuda_kg_sum 0); under cuda_kg_sum 1 each in a
+         * copy stage, added after one barrier (only with copies) */
+        CgOptions one = c2;
+        one.gemm_kg_tree = false;
+        StrBuf so = { 0 };
+        OK(cg_render_plan(r.p, &cg_dialect_cuda, &one, NULL, &so));
+        const char *sum1 = "acc[i][j] = (Ra[e] + Ra[2304 + e]) + (Ra[1152 + e] + Ra[3456 + e]); }";
+        CHECK_MSG(c2.gemm_kg_tree && so.s && strstr(so.s, sum1) && !strstr(so.s, "if (kg >= 2) {") && s2.s &&
+                      !strstr(s2.s, sum1) && strstr(s2.s, "if (kg >= 2) {") && s0.s && !strstr(s0.s, sum1),
+                  "%s: the groups' tiles added after one barrier only when asked, with copies", c[i].what);
+        sb_free(&s0), sb_free(&s2), sb_free(&so);
         compiles_opt(&r, &c2, c[i].what);
         compiles_opt(&r, &c4, c[i].what);
       }
