@@ -348,7 +348,8 @@ typedef struct kiln_options {
   int cuda_pdl;         /* cuda: 1 programmatic dependent launch, each kernel launched while the one before
                            runs and waiting for it inside; 2 the same, but launched only as the blocks of the
                            one before exit (they call no early trigger), so that its blocks take no place
-                           beside theirs ($KILN_CUDA_PDL; raced, default 0) */
+                           beside theirs; 0 off; default -1: 2, the H100 race (mlp_train_b32 0.941,
+                           cnn_train_b32 0.960; 1 ran cnn_train_b32 1.113) ($KILN_CUDA_PDL) */
   int grid_sync;        /* launch groups ($KILN_GRID_SYNC): 0 one launch per kernel; 1 neighbouring kernels
                            with no buffer in conflict share one launch; 2 also dependent kernels, as phases
                            of one cooperative launch with grid barriers between (cuda; on cpu a group is one
@@ -554,15 +555,17 @@ typedef struct kiln_options {
   int cuda_narrow_depth; /* cuda: a contraction of at most 32 columns that no row kernel follows (a classifier's
                            logits and their bias, alone) over at least this many points runs a warp a row, 8
                            rows a block, the factor free of the rows read once a block into shared memory,
-                           instead of in 32 x 32 tiles split along K; 0 never; default -1: never (not yet
-                           raced) ($KILN_CUDA_NARROW_DEPTH) */
+                           instead of in 32 x 32 tiles split along K; 0 never; default -1: never, the H100
+                           race (mlp_fwd_b4096 0.980, mlp_fwd_b128 1.008) ($KILN_CUDA_NARROW_DEPTH) */
   int cuda_pair_stage;  /* cuda: 1 a narrow pair a warp a row (cuda_pair_warps) reads its contraction's factor
                            free of the rows (the classifier's weights) from shared memory, staged once a
-                           block as a narrow contraction's is, not a strided read of L1 a column at a time;
-                           0 (default: not yet raced) from memory ($KILN_CUDA_PAIR_STAGE) */
-  int cuda_kg_sum;      /* cuda: 1 (default) a copied 32 x 32 tile's four k groups put their partial tiles in
-                           four copy stages and add them after one barrier; 0 in the tree of four barriers
-                           before; the same bits either way ($KILN_CUDA_KG_SUM) */
+                           block as a narrow contraction's is, not a strided read of L1 a column at a time,
+                           its tail reading the same stage; 0 from memory; default -1: 1 on cuda, the H100
+                           race (mlp_train_b1024 0.961, its bf16 autocast 0.981) ($KILN_CUDA_PAIR_STAGE) */
+  int cuda_kg_sum;      /* cuda: 1 a copied 32 x 32 tile's four k groups put their partial tiles in four copy
+                           stages and add them after one barrier; 0 (default) in the tree of five barriers,
+                           which the H100 race found no slower (0.992 - 1.007); the same bits either way
+                           ($KILN_CUDA_KG_SUM) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

@@ -1271,7 +1271,7 @@ static void kg_sum(const CgEmit *em, const CgGemm *g, int rows, int cols, const 
   if (g->copies && g->n_b == 1 && !g->kg_tree) {
     /* copied tiles keep 2 x copies tiles of bk x st floats in a row (Kcv): each group puts its partial
      * tile in its own, one barrier, and every thread adds its outputs' four, (g0 + g2) + (g1 + g3) as
-     * below (the same bits), where the steps below take four barriers more */
+     * below (the same bits); the steps below take three barriers more */
     int R = g->bk * st;
     cg_put(em, "%s *Ra = &%s[0][0];", F, As);
     char stmt[160], rd[320];
