@@ -3047,6 +3047,19 @@ static void staged_products(R *r, int S, int64_t J) {
   line(r, "for (int q = 0; q < %lld; q++) pa[q] = %s;", (long long)J, fm);
 }
 
+/* The J columns' partial sums pa[q] of a warp's lanes added across the warp; then, opened for lane q < J
+ * (the caller closes it: pop and close_block), xa its column's sum. */
+static void lane_columns_open(R *r, int64_t J) {
+  const Dialect *d = r->d;
+  for (int64_t q = 0; q < J; q++)
+    line(r, "pa[%lld] = %s(pa[%lld], %s);", (long long)q, d->warp_reduce, (long long)q, d->reduce_op[RO_SUM]);
+  line(r, "if (lane < %lld) {", (long long)J);
+  r->indent++;
+  push(r);
+  line(r, "%s xa = pa[0];", vt(r, KILN_F32));
+  for (int64_t q = 1; q < J; q++) line(r, "if (lane == %lld) xa = pa[%lld];", (long long)q, (long long)q);
+}
+
 /* A narrow pair's partial sums: pa[q] for each of KC's J columns, over the depth points
  * first, first + step, ... (a block's threads, or a warp's lanes), the factor free of the
  * columns read once a point. */
@@ -3383,7 +3396,7 @@ static void render_pair_wide(R *r, const Kernel *kc, const Kernel *kr, int x) {
  * rows: the last block started 2.9 us after the first, each one's work 3.2 us). */
 static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x, const PairTail *t) {
   const Dialect *d = r->d;
-  const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
+  const char *I = ix(r), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
   int n = kc->rank, W = CG_GEMM_THREADS / 32;
   int64_t J = kc->shape[n - 1], rows = kr->outer_numel;
   int S = cg_pair_staged(kr, r->o) ? (int)(J | 1) : 0, tS = 0;
@@ -3405,13 +3418,7 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x, c
   push(r);
   decompose(r, "o", 0, n - 1, kc->shape);
   pair_partials(r, kc, "lane", 32, S);
-  for (int64_t q = 0; q < J; q++)
-    line(r, "pa[%lld] = %s(pa[%lld], %s);", (long long)q, d->warp_reduce, (long long)q, d->reduce_op[RO_SUM]);
-  line(r, "if (lane < %lld) {", (long long)J);
-  r->indent++;
-  push(r);
-  line(r, "%s xa = pa[0];", F);
-  for (int64_t q = 1; q < J; q++) line(r, "if (lane == %lld) xa = pa[%lld];", (long long)q, (long long)q);
+  lane_columns_open(r, J);
   pair_column(r, kc, x, "lane", "xa", "xv");
   pop(r);
   close_block(r);
@@ -4363,12 +4370,7 @@ static void render_narrow(R *r, const CgGemm *g) {
   staged_products(r, S, J);
   pop(r);
   close_block(r);
-  for (long long q = 0; q < J; q++) line(r, "pa[%lld] = %s(pa[%lld], %s);", q, d->warp_reduce, q, d->reduce_op[RO_SUM]);
-  line(r, "if (lane < %lld) {", J);
-  r->indent++;
-  push(r);
-  line(r, "%s xa = pa[0];", F);
-  for (long long q = 1; q < J; q++) line(r, "if (lane == %lld) xa = pa[%lld];", q, q);
+  lane_columns_open(r, J);
   line(r, "const %s v%d = lane;", I, n - 1);
   acc_final(r, &k->items[g->acc_item], "xa");
   chain_values(r, k, 1);
