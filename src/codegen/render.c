@@ -2992,7 +2992,9 @@ int64_t cg_pair_staged(const Kernel *last, const CgOptions *o) {
   const Kernel *kc = last - 1;
   int n = kc->rank;
   int64_t J = kc->shape[n - 1];
-  if (!o->pair_stage || !cg_pair_warps(last, o) || !cg_narrow_stage_fits(kc->inner_numel, J)) return 0;
+  if (!o->pair_stage || last->pooled || last->expanded || last->headed || !cg_pair_warps(last, o) ||
+      !cg_narrow_stage_fits(kc->inner_numel, J))
+    return 0;
   const Item *acc = chain_acc(kc);
   const Expr *b = acc ? acc->body : NULL;
   if (!b || b->kind != EX_BINARY || b->op != TB_MUL || b->dtype != KILN_F32) return 0;
