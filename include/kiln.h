@@ -560,8 +560,9 @@ typedef struct kiln_options {
   int cuda_pair_stage;  /* cuda: 1 a narrow pair a warp a row (cuda_pair_warps) reads its contraction's factor
                            free of the rows (the classifier's weights) from shared memory, staged once a
                            block as a narrow contraction's is, not a strided read of L1 a column at a time,
-                           its tail reading the same stage; 0 from memory; default -1: 1 on cuda, the H100
-                           race (mlp_train_b1024 0.961, its bf16 autocast 0.981) ($KILN_CUDA_PAIR_STAGE) */
+                           its tail reading the same stage; 2 also a pair a block a row (mlp_train_b32's 32
+                           rows; not yet raced); 0 from memory; default -1: 1 on cuda, the H100 race
+                           (mlp_train_b1024 0.961, its bf16 autocast 0.981) ($KILN_CUDA_PAIR_STAGE) */
   int cuda_kg_sum;      /* cuda: 1 a copied 32 x 32 tile's four k groups put their partial tiles in four copy
                            stages and add them after one barrier; 0 (default) in the tree of five barriers,
                            which the H100 race found no slower (0.992 - 1.007); the same bits either way

@@ -337,9 +337,9 @@ typedef struct CgOptions {
                            (cg_pair_banded; kiln_options.cuda_pair_bands) */
   int64_t narrow_depth; /* contractions of at most 32 columns that no row kernel follows, over at least this many
                            points, a warp a row (CgGemm.narrow; kiln_options.cuda_narrow_depth); 0 never */
-  bool pair_stage;      /* narrow pairs a warp a row (pair_warps) read their contraction's factor free of the
-                           rows from shared memory, staged once a block (cg_pair_staged;
-                           kiln_options.cuda_pair_stage) */
+  int pair_stage;       /* narrow pairs read their contraction's factor free of the rows from shared memory,
+                           staged once a block (cg_pair_staged; kiln_options.cuda_pair_stage): 0 never, 1 a
+                           warp a row (pair_warps), 2 also a block a row */
   int64_t pair_warps;   /* narrow pairs (a contraction of at most 32 columns and its rows) of at least this
                            many rows take a warp a row, 8 rows a block; 0 never (cg_pair_warps;
                            KILN_CUDA_PAIR_WARPS) */
@@ -519,9 +519,9 @@ bool cg_pair_wide(const Kernel *last);
 /* A narrow pair of at least CgOptions.pair_warps rows in a blocked grid dialect: a warp a row, 8
  * rows a block (a block a row otherwise: 1024 rows took 2.9 us only to start on the H200). */
 bool cg_pair_warps(const Kernel *last, const CgOptions *o);
-/* ... whose contraction's factor free of the rows is read once a block into shared memory, as a
- * narrow contraction's is (CgOptions.pair_stage): the floats staged; 0 not staged (last: the rows
- * kernel). */
+/* A narrow pair whose contraction's factor free of the rows is read once a block into shared memory, as a
+ * narrow contraction's is (CgOptions.pair_stage: a warp a row, or also a block a row): the floats staged;
+ * 0 not staged (last: the rows kernel). */
 int64_t cg_pair_staged(const Kernel *last, const CgOptions *o);
 int64_t cg_pair_splits(const Kernel *last);
 int64_t cg_pair_blocks(const Kernel *last);

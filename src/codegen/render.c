@@ -2992,8 +2992,8 @@ int64_t cg_pair_staged(const Kernel *last, const CgOptions *o) {
   const Kernel *kc = last - 1;
   int n = kc->rank;
   int64_t J = kc->shape[n - 1];
-  if (!o->pair_stage || last->pooled || last->expanded || last->headed || !cg_pair_warps(last, o) ||
-      !cg_narrow_stage_fits(kc->inner_numel, J))
+  if (!o->pair_stage || last->pooled || last->expanded || last->headed || cg_pair_wide(last) ||
+      (!cg_pair_warps(last, o) && o->pair_stage < 2) || !cg_narrow_stage_fits(kc->inner_numel, J))
     return 0;
   const Item *acc = chain_acc(kc);
   const Expr *b = acc ? acc->body : NULL;
@@ -3189,11 +3189,29 @@ int64_t cg_tail_smem(const Kernel *tail) {
   return 4 * (int64_t)(CG_GEMM_THREADS / 32) * 32;  /* a row of at most 32 f32 (PLAN_PAIR_MAX_COLS) a warp */
 }
 
+static bool tail_reads_stage(R *r, const PairTail *t, const Kernel *kc, const Expr *b);
+
+/* A pair's contraction factor free of the rows staged (cg_pair_staged), before the rows: its stride, 0 when
+ * not staged; *tS the tail's (0 when its factor is not the staged one read transposed). */
+static int pair_stage(R *r, const Kernel *kc, const Kernel *kr, const PairTail *t, int *tS) {
+  int n = kc->rank;
+  int64_t J = kc->shape[n - 1];
+  int S = cg_pair_staged(kr, r->o) ? (int)(J | 1) : 0;
+  *tS = 0;
+  if (S) {
+    const Expr *b = chain_acc(kc)->body, *f = b->args[te_uses_var(b->args[0], n - 1) ? 0 : 1];
+    stage_columns(r, kc, f, kc->inner_numel, J, S);
+    *tS = t && tail_reads_stage(r, t, kc, f) ? S : 0;
+  }
+  return S;
+}
+
 static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x, const PairTail *t) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
   int n = kc->rank, W = CG_GEMM_THREADS / 32;
   int64_t J = kc->shape[n - 1];
+  int tS, S = pair_stage(r, kc, kr, t, &tS);
   line(r, "%s %s kiln_pr[%d][%lld];", d->shared_qual, F, W, (long long)J);
   line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
   line(r, "for (%s o = %s; o < %s; o += %s) {", I, d->block_id, lit(r, kr->outer_numel), d->grid_size);
@@ -3204,7 +3222,7 @@ static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x, c
   chain_part(r, kc);
   push(r);
   decompose(r, "o", 0, n - 1, kc->shape);
-  pair_partials(r, kc, T, CG_GEMM_THREADS, 0);
+  pair_partials(r, kc, T, CG_GEMM_THREADS, S);
   for (int64_t q = 0; q < J; q++)
     line(r, "{ const %s s = %s(pa[%lld], %s); if (lane == 0) kiln_pr[wp][%lld] = s; }", F, d->warp_reduce, (long long)q,
          d->reduce_op[RO_SUM], (long long)q);
@@ -3223,7 +3241,7 @@ static void render_pair_block(R *r, const Kernel *kc, const Kernel *kr, int x, c
   pair_row_steps(r, kr, x, (long long)J, "if (wp == 0) {", t, "kiln_tail");  /* in the first warp */
   if (t) {
     line(r, "%s  /* the row's values, for every thread's points of the tail */", d->barrier);
-    pair_tail(r, t, "kiln_tail", T, CG_GEMM_THREADS, 0);
+    pair_tail(r, t, "kiln_tail", T, CG_GEMM_THREADS, tS);
   }
   line(r, "%s  /* the next row's partials wait for these reads */", d->barrier);
   close_block(r);
@@ -3401,12 +3419,7 @@ static void render_pair_warps(R *r, const Kernel *kc, const Kernel *kr, int x, c
   const char *I = ix(r), *X = vt(r, r->p->te->stages[x].dtype), *T = d->thread_id;
   int n = kc->rank, W = CG_GEMM_THREADS / 32;
   int64_t J = kc->shape[n - 1], rows = kr->outer_numel;
-  int S = cg_pair_staged(kr, r->o) ? (int)(J | 1) : 0, tS = 0;
-  if (S) {
-    const Expr *b = chain_acc(kc)->body, *f = b->args[te_uses_var(b->args[0], n - 1) ? 0 : 1];
-    stage_columns(r, kc, f, kc->inner_numel, J, S);
-    tS = t && tail_reads_stage(r, t, kc, f) ? S : 0;
-  }
+  int tS, S = pair_stage(r, kc, kr, t, &tS);
   line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
   if (t) line(r, "%s %s kiln_tail[%d][%lld];", d->shared_qual, vt(r, r->p->te->stages[t->P].dtype), W, (long long)J);
   line(r, "for (%s ob = %s; ob < %s; ob += %s) {", I, d->block_id, lit(r, (rows + W - 1) / W), d->grid_size);

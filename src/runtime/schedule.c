@@ -869,11 +869,12 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
                      "the points from which a narrow contraction takes a warp a row (at most 2^20)", o->cuda_narrow_depth);
   /* cuda: warp reductions and shared memory; -1: never until a race says */
   g->narrow_depth = cuda && d->warp_reduce && d->shared_qual && o->cuda_narrow_depth > 0 ? o->cuda_narrow_depth : 0;
-  if (o->cuda_pair_stage < -1 || o->cuda_pair_stage > 1)
-    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pair_stage ($KILN_CUDA_PAIR_STAGE) is %d: -1 the default, 0 off, 1 on",
-                     o->cuda_pair_stage);
-  /* -1: on for cuda, the H100 race (mlp_train_b1024 0.961, its bf16 autocast 0.981, nothing slower than 1.009) */
-  g->pair_stage = cuda && d->shared_qual && o->cuda_pair_stage != 0;
+  if (o->cuda_pair_stage < -1 || o->cuda_pair_stage > 2)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pair_stage ($KILN_CUDA_PAIR_STAGE) is %d: -1 the default, 0 off, 1 a warp a "
+                     "row, 2 also a block a row", o->cuda_pair_stage);
+  /* -1: 1 on cuda, the H100 race (mlp_train_b1024 0.961, its bf16 autocast 0.981, nothing slower than 1.009);
+   * 2, the block form (mlp_train_b32's 32 rows), not yet raced */
+  g->pair_stage = cuda && d->shared_qual ? (o->cuda_pair_stage < 0 ? 1 : o->cuda_pair_stage) : 0;
   if (o->cuda_kg_sum < 0 || o->cuda_kg_sum > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_kg_sum ($KILN_CUDA_KG_SUM) is %d: 0 the tree of barriers, 1 one barrier",
                      o->cuda_kg_sum);

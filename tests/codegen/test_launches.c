@@ -629,14 +629,17 @@ int main(void) {
     kf.cuda_kg_sum = 2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_KG_SUM"));
-    /* a pair's weights staged: on by default on cuda, off when asked, never on glsl */
+    /* a pair's weights staged: a warp a row by default on cuda, off or also a block a row when asked,
+     * never on glsl */
     kf = kiln_options_default();
-    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_stage);
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_stage == 1);
     kf.cuda_pair_stage = 0;
-    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.pair_stage);
-    kf.cuda_pair_stage = 1;
-    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(!co.pair_stage);
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_stage == 0);
     kf.cuda_pair_stage = 2;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_stage == 2);
+    kf.cuda_pair_stage = 1;
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.pair_stage == 0);
+    kf.cuda_pair_stage = 3;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_PAIR_STAGE"));
   }
@@ -738,9 +741,9 @@ int main(void) {
     built_free(&c);
     /* ... and with the weights staged (pair_stage): 10 x 128 of them, rows of 11 floats, one block barrier
      * before the rows; the tail (the hidden layer's gradient, W2 read transposed) reads the same stage;
-     * the block form (32 rows) stages nothing */
+     * the block form (32 rows) stages nothing but under pair_stage 2 */
     CgOptions ps = pw;
-    ps.pair_stage = true;
+    ps.pair_stage = 1;
     if (build("mlp_train_b1024", cu, &ps, &c)) {
       StrBuf src = { 0 };
       if (cg_render_plan(c.p, cu, &ps, c.g, &src) == KILN_OK && src.s) {
@@ -758,6 +761,20 @@ int main(void) {
     }
     built_free(&c);
     if (build("mlp_train_b32", cu, &ps, &c)) CHECK(c.p && cg_pair_staged(&c.p->kernels[2], &ps) == 0);
+    built_free(&c);
+    /* pair_stage 2: mlp_train_b32's pair a block a row stages W2 too, one block barrier before the rows; a thread
+     * a depth point of the logits, a point of the tail */
+    ps.pair_stage = 2;
+    if (build("mlp_train_b32", cu, &ps, &c)) {
+      CHECK(c.p && cg_pair_staged(&c.p->kernels[2], &ps) == 128 * 11);
+      const char *k3 = strstr(c.g->source.s, "kiln_k3("), *end = k3 ? strstr(k3, "\n}\n") : NULL;
+      const char *nb = k3 ? strstr(k3, "__shared__ float kiln_nb[1408];") : NULL;
+      const char *rows = k3 ? strstr(k3, "for (int64_t o = blockIdx.x;") : NULL;
+      CHECK_MSG(nb && rows && end && nb < rows && strstr(nb, "__syncthreads();") < rows &&
+                    strstr(rows, "pa[q] = __fmaf_rn(fa, kiln_nb[kq * 11 + q], pa[q]);") < end &&
+                    strstr(rows, "kiln_nb[h * 11 + q]") < end,
+                "mlp_train_b32's pair a block a row with its weights staged");
+    }
     built_free(&c);
   }
 

@@ -263,17 +263,17 @@ static void runs(void) {
   CHECK_MSG(c[3].kernels_launched == (cuda ? 1 : 9) && c[3].phases == (cuda ? 3 : 9),
             "%s grid sync, copies: %lld launches, %lld phases", be, (long long)c[3].kernels_launched, (long long)c[3].phases);
   for (int r = 0; r < 4; r++) CHECK(c[r].host_fallbacks == 0 && (!cuda || c[r].submissions == 1));
-  /* cuda: the pair a warp a row (from 16 rows), its contraction's weights staged in shared memory once
-   * a block (cuda_pair_stage): the same 3 launches, within ref's tolerance below */
-  void *staged[16] = { 0 };
-  if (cuda) {
-    setenv("KILN_CUDA_PAIR_WARPS", "16", 1);
-    setenv("KILN_CUDA_PAIR_STAGE", "1", 1);
-    kiln_census cs = run_step(&w, be, 1, -1, staged);
+  /* cuda: the pair a warp a row (from 16 rows), then a block a row, its contraction's weights staged in
+   * shared memory once a block (cuda_pair_stage 1, 2): the same 3 launches, within ref's tolerance below */
+  void *staged[2][16] = { { 0 } };
+  for (int v = 0; cuda && v < 2; v++) {
+    if (!v) setenv("KILN_CUDA_PAIR_WARPS", "16", 1);
+    setenv("KILN_CUDA_PAIR_STAGE", v ? "2" : "1", 1);
+    kiln_census cs = run_step(&w, be, 1, -1, staged[v]);
     unsetenv("KILN_CUDA_PAIR_WARPS");
     unsetenv("KILN_CUDA_PAIR_STAGE");
-    CHECK_MSG(cs.host_fallbacks == 0 && cs.kernels_launched == 3, "cuda, pair staged: %lld launches",
-              (long long)cs.kernels_launched);
+    CHECK_MSG(cs.host_fallbacks == 0 && cs.kernels_launched == 3, "cuda, pair staged (%s): %lld launches",
+              v ? "a block a row" : "a warp a row", (long long)cs.kernels_launched);
   }
   for (int i = 0; i < w.n_outputs; i++) {
     size_t n = w.output_bytes[i] / sizeof(float);
@@ -286,15 +286,16 @@ static void runs(void) {
       if (!(d <= worst)) worst = d;
     }
     CHECK_MSG(worst < 1e-3, "%s output %d: %g from ref", be, i, worst);
-    if (staged[i]) {  /* the pair a warp a row, its weights staged */
+    for (int v = 0; v < 2; v++) {
+      if (!staged[v][i]) continue;  /* the pair a warp or a block a row, its weights staged */
       worst = 0;
       for (size_t j = 0; j < n; j++) {
-        double a = ((float *)staged[i])[j], e = ((float *)ref[i])[j], d = fabs(a - e) / (1e-3 + fabs(e));
+        double a = ((float *)staged[v][i])[j], e = ((float *)ref[i])[j], d = fabs(a - e) / (1e-3 + fabs(e));
         if (!(d <= worst)) worst = d;
       }
-      CHECK_MSG(worst < 1e-3, "%s output %d, the pair's weights staged: %g from ref", be, i, worst);
+      CHECK_MSG(worst < 1e-3, "%s output %d, the pair's weights staged (%d): %g from ref", be, i, v + 1, worst);
+      free(staged[v][i]);
     }
-    free(staged[i]);
     free(ref[i]);
     for (int r = 0; r < 4; r++) free(out[r][i]);
   }
