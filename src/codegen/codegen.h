@@ -641,7 +641,7 @@ typedef struct CgGemm {
   bool head;
   /* a narrow contraction a warp a row (CgOptions.narrow_depth): at most 32 columns, the kernel's last var
    * N's only one and every other var M's, A read along k; B, K x N values free of the rows, staged whole
-   * in a block's shared memory (rows of cg_gemm_narrow_stride floats); no tiles, no split along K
+   * in a block's shared memory (rows of cg_narrow_stride(N) floats); no tiles, no split along K
    * (render.c's render_narrow; cg_gemm_blocks: 8 rows a block) */
   bool narrow;
   int head_cluster;                /* > 1: a cluster of this many column tiles shares its rows, each block
@@ -651,9 +651,9 @@ typedef struct CgGemm {
 /* Does kernel k take the tiled shape under options o (split-K)? Fills g (may be NULL) when
  * it does. */
 bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *g);
-/* A narrow contraction's staged B: floats a depth point (N | 1: odd, so that lanes reading consecutive
- * depth points of one column fall in distinct banks). */
-int cg_gemm_narrow_stride(const CgGemm *g);
+/* A narrow contraction's (or a staged pair's) staged B of N columns: floats a depth point (N | 1: odd, so
+ * that lanes reading consecutive depth points of one column fall in distinct banks). */
+int cg_narrow_stride(int64_t N);
 /* Do K x N values (N at most 32) fit the stage of a narrow contraction (also a narrow pair's, a warp
  * a row: cg_pair_staged)? */
 bool cg_narrow_stage_fits(int64_t K, int64_t N);

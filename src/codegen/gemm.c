@@ -338,9 +338,9 @@ static CgMma mma_kind(const Expr *a, const Expr *b, const CgOptions *o) {
  * launch group's budget may still keep it apart from other members) */
 enum { NARROW_STAGE_FLOATS = 9216 };
 
-int cg_gemm_narrow_stride(const CgGemm *g) { return (int)(g->N | 1); }
+int cg_narrow_stride(int64_t N) { return (int)(N | 1); }
 
-bool cg_narrow_stage_fits(int64_t K, int64_t N) { return N <= 32 && K <= NARROW_STAGE_FLOATS / (N | 1); }
+bool cg_narrow_stage_fits(int64_t K, int64_t N) { return N <= 32 && K <= NARROW_STAGE_FLOATS / cg_narrow_stride(N); }
 
 /* At most 32 columns over at least CgOptions.narrow_depth points, the kernel's last var the columns
  * and every other var a row var, one f32 sum, no batch, A read along k (a warp's lanes read
@@ -538,7 +538,7 @@ int64_t cg_gemm_dyn_smem(const CgGemm *g) { return g->direct ? DIRECT_STAGES * d
 static int64_t head_rows(const CgGemm *g) { return (g->K + g->bk - 1) / g->bk * g->bk; }
 
 int64_t cg_gemm_smem(const CgGemm *g) {
-  if (g->narrow) return 4 * g->K * cg_gemm_narrow_stride(g);
+  if (g->narrow) return 4 * g->K * cg_narrow_stride(g->N);
   if (g->direct) return 16;  /* the split-K flag; the stages are dynamic (cg_gemm_dyn_smem) */
   if (g->head) return 4 * (head_rows(g) + g->bk) * kg_stride(g) + 16;  /* Ph, one B tile, the flag */
   if (g->mma) return (int64_t)mma_esize(g) * (g->bm + g->bn) * (g->bk + mma_pad(g)) + 16;

@@ -3002,7 +3002,7 @@ int64_t cg_pair_staged(const Kernel *last, const CgOptions *o) {
   if (f->dtype != KILN_F32) return 0;
   for (int v = 0; v < n - 1; v++)
     if (te_uses_var(f, v)) return 0;  /* not the same for every row */
-  return kc->inner_numel * (J | 1);
+  return kc->inner_numel * cg_narrow_stride(J);
 }
 
 int64_t cg_pair_smem(const Kernel *last) {
@@ -3189,14 +3189,12 @@ int64_t cg_tail_smem(const Kernel *tail) {
   return 4 * (int64_t)(CG_GEMM_THREADS / 32) * 32;  /* a row of at most 32 f32 (PLAN_PAIR_MAX_COLS) a warp */
 }
 
-static bool tail_reads_stage(R *r, const PairTail *t, const Kernel *kc, const Expr *b);
-
 /* A pair's contraction factor free of the rows staged (cg_pair_staged), before the rows: its stride, 0 when
  * not staged; *tS the tail's (0 when its factor is not the staged one read transposed). */
 static int pair_stage(R *r, const Kernel *kc, const Kernel *kr, const PairTail *t, int *tS) {
   int n = kc->rank;
   int64_t J = kc->shape[n - 1];
-  int S = cg_pair_staged(kr, r->o) ? (int)(J | 1) : 0;
+  int S = cg_pair_staged(kr, r->o) ? cg_narrow_stride(J) : 0;
   *tS = 0;
   if (S) {
     const Expr *b = chain_acc(kc)->body, *f = b->args[te_uses_var(b->args[0], n - 1) ? 0 : 1];
@@ -4360,7 +4358,7 @@ static void render_narrow(R *r, const CgGemm *g) {
   const Dialect *d = r->d;
   const Kernel *k = r->k;
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id;
-  int n = k->rank, W = CG_GEMM_THREADS / 32, S = cg_gemm_narrow_stride(g);
+  int n = k->rank, W = CG_GEMM_THREADS / 32, S = cg_narrow_stride(g->N);
   long long J = (long long)g->N;
   char t[256];
   chain_part(r, k);

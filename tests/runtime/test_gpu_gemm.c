@@ -438,7 +438,7 @@ static void test_narrow_shapes(void) {
     Plans r = plan_for(gr, "cuda");
     CgGemm g;
     if (only_gemm_opt(&r, &co, &g, "dense, narrow")) {
-      CHECK_MSG(g.narrow && g.splits == 1 && cg_gemm_narrow_stride(&g) == strides[i] && cg_gemm_blocks(&g) == (m + 7) / 8 &&
+      CHECK_MSG(g.narrow && g.splits == 1 && cg_narrow_stride(g.N) == strides[i] && cg_gemm_blocks(&g) == (m + 7) / 8 &&
                 cg_gemm_smem(&g) == 4 * k * strides[i], "narrow %lldx%lldx%lld: narrow %d, %d spans, %lld blocks", (long long)m,
                 (long long)k, (long long)n, g.narrow, g.splits, (long long)cg_gemm_blocks(&g));
       char mark[96];
