@@ -243,6 +243,8 @@ typedef struct Dialect {
   const char *kernel_entry_wait;  /* ... that waits and lets the one after launch only as its blocks exit */
   const char *grid_barrier;       /* statement waiting for every block; %s the group's barrier array:
                                    * "k_grid_sync(%s);" (the prelude defines it) */
+  const char *band_barrier;       /* ... waiting for %s (the second) blocks of a cooperative launch at the barrier
+                                   * array %s (the first), the same two words (NULL: none) */
   /* thread-block clusters (NULL: none): the kernel attribute fixing a 1-D cluster of %d blocks,
    * the helpers' definitions (module scope, once), a barrier of the cluster's blocks that also
    * orders their shared memory, and a load of float *%s in the shared memory of cluster block %s */
@@ -333,8 +335,9 @@ typedef struct CgOptions {
                            kiln_options.gemm_heads): 0 never, 1 on, 2 on with the headed GEMM whole
                            along K (one head a tile, not one a span), 3 as 2 with a cluster of column
                            tiles sharing the rows (CgGemm.head_cluster; a dialect with clusters) */
-  bool pair_bands;      /* wide pairs (a layernorm after its GEMM) as GEMM tiles with a band tail
-                           (cg_pair_banded; kiln_options.cuda_pair_bands) */
+  int pair_bands;       /* wide pairs (a layernorm after its GEMM) as GEMM tiles with a band tail
+                           (cg_pair_banded; kiln_options.cuda_pair_bands): 0 none, 1 the band's last
+                           tile runs its rows, 2 every tile its own columns of them (CgGemm.band_share) */
   int64_t narrow_depth; /* contractions of at most 32 columns that no row kernel follows, over at least this many
                            points, a warp a row (CgGemm.narrow; kiln_options.cuda_narrow_depth); 0 never */
   int pair_stage;       /* narrow pairs read their contraction's factor free of the rows from shared memory,
@@ -634,6 +637,11 @@ typedef struct CgGemm {
    * CgEmit.band (phase 0, mq and nq in scope) after the items, and every tile, after its epilogue,
    * to CgEmit.band's phase 1, where it counts itself in at its row band (tile, tm0 in scope) */
   bool band;
+  /* band: every tile of a band (32 x 32 tiles) runs the row kernel's steps over its own 32 columns of the
+   * band's rows, held in a shared tile Xb; at each step's sums the band's tiles meet: each stores its
+   * rows' partial sums, waits at the band's barrier (the dialect's band_barrier, a cooperative launch:
+   * every block resident), and adds the band's partials in column-tile order (CgOptions.pair_bands 2) */
+  bool band_share;
   /* rows at the head of the tiles (Kernel.headed: a row kernel whose per-point value is A, the factor
    * read along M): each tile first computes its bm rows, all K points of each, into a shared array
    * Ph[k][m] (k-major, rows of bm + 4 floats, the k-tiles' own layout) through CgEmit.head, and its

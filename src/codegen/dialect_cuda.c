@@ -151,13 +151,13 @@ static const char prelude[] =
   "K_LDM(k_ldm4, 4, \"\")\n"
   "K_LDM(k_ldm4t, 4, \".trans\")\n"
   "#endif\n"
-  "KI void k_grid_sync(unsigned int *bar) {\n"
+  "KI void k_band_sync(unsigned int *bar, unsigned int n) {\n"
   "  __syncthreads();\n"
   "  if (threadIdx.x == 0) {\n"
   "    volatile unsigned int *gen = bar + 1;\n"
   "    unsigned int g = *gen;\n"
   "    __threadfence();\n"
-  "    if (atomicAdd(bar, 1u) == gridDim.x - 1) {\n"
+  "    if (atomicAdd(bar, 1u) == n - 1) {\n"
   "      atomicExch(bar, 0u);\n"
   "      __threadfence();\n"
   "      atomicAdd(bar + 1, 1u);\n"
@@ -167,7 +167,8 @@ static const char prelude[] =
   "    __threadfence();\n"
   "  }\n"
   "  __syncthreads();\n"
-  "}\n";
+  "}\n"
+  "KI void k_grid_sync(unsigned int *bar) { k_band_sync(bar, gridDim.x); }\n";
 
 const Dialect cg_dialect_cuda = {
   CG_C_FAMILY,
@@ -226,6 +227,7 @@ const Dialect cg_dialect_cuda = {
   .phase_thread_index = "((int64_t)k_bid * blockDim.x + threadIdx.x)",
   .phase_thread_stride = "((int64_t)k_nbid * blockDim.x)",
   .grid_barrier = "k_grid_sync(%s);",
+  .band_barrier = "k_band_sync(%s, %s);",
   .kernel_entry = "  k_dependent_entry();",
   .kernel_entry_wait = "  k_dependent_wait();",
   /* sm_90 and later: barrier.cluster, and mapa to reach another block's shared memory */

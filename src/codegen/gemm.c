@@ -538,6 +538,11 @@ int64_t cg_gemm_dyn_smem(const CgGemm *g) { return g->direct ? DIRECT_STAGES * d
 static int64_t head_rows(const CgGemm *g) { return (g->K + g->bk - 1) / g->bk * g->bk; }
 
 int64_t cg_gemm_smem(const CgGemm *g) {
+  if (g->band_share) {  /* the tile's row values Xb, beside the tile's own */
+    CgGemm own = *g;
+    own.band_share = false;
+    return cg_gemm_smem(&own) + 4 * (int64_t)g->bm * (g->bn + 1);
+  }
   if (g->narrow) return 4 * g->K * cg_narrow_stride(g->N);
   if (g->direct) return 16;  /* the split-K flag; the stages are dynamic (cg_gemm_dyn_smem) */
   if (g->head) return 4 * (head_rows(g) + g->bk) * kg_stride(g) + 16;  /* Ph, one B tile, the flag */
@@ -1408,6 +1413,7 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   int S = g->splits > 1 ? g->splits : 1;
   if (S > 1 && g->cluster) cg_put(em, "%s %s kiln_cp[%d];", d->shared_qual, F, g->bm * g->bn);
   if ((S > 1 && !g->cluster) || g->band) cg_put(em, "%s %s last;", d->shared_qual, d->counter_type);  /* arrivals: a tile's spans, a band's tiles */
+  if (g->band_share) cg_put(em, "%s %s Xb[%d][%d];", d->shared_qual, F, g->bm, g->bn + 1);  /* the tile's row values */
   if (S > 1) {
     cg_open(em, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, cg_lit(em, tiles * S), d->grid_size);
     cg_put(em, "const %s tile = w / %d, kbeg = (w %% %d) * %s;", I, S, S, cg_lit(em, g->kspan));

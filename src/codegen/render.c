@@ -83,6 +83,7 @@ typedef struct R {
   int kept_step;
   /* a banded pair (cg_pair_banded) while its GEMM is emitted: the tiles, the two kernels, KC's stage KR reads */
   const CgGemm *band; const Kernel *band_kc, *band_kr; int band_x;
+  bool share;          /* in a shared band's steps (CgGemm.band_share): each step's sums meet across the band */
   /* a headed chain (cg_gemm_headed) while its GEMM is emitted: the tiles, the rows kernel, its value P */
   const CgGemm *head; const Kernel *head_kr; int head_P;
   kiln_status st;
@@ -869,9 +870,61 @@ static void point_items(R *r, const Kernel *k, int step) {
 
 static void block_combine(R *r, const Item *it);
 
+/* A shared band's step (R.share): each sum of the step combined within its row's lanes, the row's
+ * partial over the tile's columns stored (slot, row, column tile) by the row's first lane; the band's
+ * tiles meet at its barrier; then every lane adds the band's partials in column-tile order, the same
+ * order in every tile, so that each tile holds the same bits of the row's sum. */
+static void share_final(R *r, const Kernel *k, int step) {
+  const Dialect *d = r->d;
+  const CgGemm *g = r->band;
+  int kc = r->band_kc->id;
+  int64_t nt = (g->N + g->bn - 1) / g->bn;
+  char lead[64], at[160], ld[200], nts[32];
+  snprintf(lead, sizeof lead, "gl == 0%s%s", r->live ? " && " : "", r->live ? r->live : "");
+  snprintf(nts, sizeof nts, "%lldu", (long long)nt);
+  bool any = false;  /* a step of per-point values alone: nothing to meet for */
+  for (int i = 0; i < k->n_items; i++) any |= k->items[i].kind == IT_ACC && k->items[i].step == step;
+  for (int pass = 0, slot = 0; any && pass < 2; pass++) {
+    if (pass) {
+      char bar[64], wait[160];
+      snprintf(bar, sizeof bar, "kiln_bb%d + 2 * (tm0 / %d)", kc, g->bm);
+      snprintf(wait, sizeof wait, d->band_barrier, bar, nts);
+      line(r, "%s", wait);
+    }
+    slot = 0;
+    for (int i = 0; i < k->n_items; i++) {
+      const Item *it = &k->items[i];
+      if (it->kind != IT_ACC) continue;
+      int s = it->stage, at_slot = slot++;
+      if (it->step != step) continue;
+      snprintf(at, sizeof at, "(kiln_bp%d + (%s + o) * %lld)", kc, lit(r, at_slot * g->M), (long long)nt);
+      if (!pass) {
+        block_combine(r, it);
+        line(r, "if (%s) %s[tn0 / %d] = a%d;", lead, at, g->bn, s);
+        continue;
+      }
+      char first[200];
+      snprintf(first, sizeof first, "%s", at);
+      snprintf(ld, sizeof ld, d->cached_load, first);
+      line(r, "a%d = %s;", s, ld);
+      char more[200];
+      snprintf(more, sizeof more, "%s + t", at);
+      snprintf(ld, sizeof ld, d->cached_load, more);
+      line(r, "for (int t = 1; t < %lld; t++) a%d += %s;", (long long)nt, s, ld);
+      char acc[48];
+      snprintf(acc, sizeof acc, "a%d", s);
+      acc_final(r, it, acc);
+    }
+  }
+}
+
 /* After inner loop `step`: each accumulation's result (combined across the threads of its row
  * first when `combine`, block_combine). */
 static void accs_final(R *r, const Kernel *k, int step, bool combine) {
+  if (combine && r->share) {
+    share_final(r, k, step);
+    return;
+  }
   for (int i = 0; i < k->n_items; i++) {
     const Item *it = &k->items[i];
     if (it->step != step || it->kind != IT_ACC) continue;
@@ -3997,6 +4050,24 @@ static CgEmit emit_hooks(R *r) {
  * kernel's start are gone, but a band's rows wait for its last tile and run on one block (on the
  * H100, gpt_tiny's 128 rows in 4 bands ran 1.2x slower than the GEMM and its row kernel: not a
  * default, bench/results/2026-12-05-h100-banded-pairs.md). */
+/* Shared bands (CgOptions.pair_bands 2): 32 x 32 tiles, the row kernel's sums f32 sums alone, the
+ * launch's blocks all resident at once on any device kiln runs (a cooperative launch checks it; the
+ * runtime vetoes the form, group_veto, where the device keeps fewer resident) */
+enum { SHARE_MAX_BLOCKS = 1024 };
+
+static bool band_shares(const Plan *p, const Kernel *last, const Dialect *d, const CgOptions *o, const CgGemm *g) {
+  if (!d->band_barrier || g->bm != 32 || g->bn != 32 || cg_gemm_blocks(g) > SHARE_MAX_BLOCKS ||
+      (o->group_veto && o->group_veto[last->id]))
+    return false;
+  for (int i = 0; i < last->n_items; i++) {
+    const Item *it = &last->items[i];
+    if (it->kind != IT_ACC) continue;
+    const Stage *S = &p->te->stages[it->stage];
+    if (S->rop != RO_SUM || S->dtype != KILN_F32 || it->body->dtype != KILN_F32) return false;
+  }
+  return true;
+}
+
 bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const CgOptions *o, CgGemm *g) {
   CgGemm own;
   if (!g) g = &own;
@@ -4015,6 +4086,7 @@ bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const C
     if (rop == RO_ARGMAX || rop == RO_ARGMIN) return false;
   }
   g->band = true;
+  g->band_share = o->pair_bands == 2 && band_shares(p, last, d, o, g);
   return true;
 }
 
@@ -4027,13 +4099,76 @@ int cg_pair_band_lanes(const CgGemm *g) {
   return G;
 }
 
+/* A shared band's sums: the row kernel's accumulations, each a slot of the partials */
+static int share_slots(const Kernel *kr) {
+  int n = 0;
+  for (int i = 0; i < kr->n_items; i++) n += kr->items[i].kind == IT_ACC;
+  return n;
+}
+
 static void band_globals(const Kernel *last, const CgGemm *g, const Dialect *d, StrBuf *out) {
   const Kernel *kc = last - 1;
+  if (g->band_share) {
+    int64_t nt = (g->N + g->bn - 1) / g->bn, nb = (g->M + g->bm - 1) / g->bm;
+    sb_printf(out, "\n/* kernel %d, shared bands: each row's partial sums, a slot a sum of k%d's, a column tile a partial;\n"
+                   " * each band's barrier (count, generation: 0 at module load, the count back to 0 after each) */\n",
+              last->id, last->id);
+    sb_printf(out, "%s %s kiln_bp%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], kc->id,
+              (long long)(share_slots(last) * g->M * nt));
+    sb_printf(out, "%s %s kiln_bb%d[%lld];\n", d->global_qual, d->counter_type, kc->id, (long long)(2 * nb));
+    return;
+  }
   sb_printf(out, "\n/* kernel %d, a banded pair: k%d's row values, and each band's tiles that have arrived (0 at\n"
                  " * module load; the band's last tile puts its count back to 0) */\n", last->id, kc->id);
   sb_printf(out, "%s %s kiln_bv%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], kc->id, (long long)(g->M * g->N));
   sb_printf(out, "%s %s kiln_band%d[%lld];\n", d->global_qual, d->counter_type, kc->id,
             (long long)((g->M + g->bm - 1) / g->bm));
+}
+
+/* A shared band's tile (CgGemm.band_share): after its epilogue, a row of the tile to each group of
+ * SHARE_LANES lanes (32 rows at once), lane l its columns c * SHARE_LANES + l, read from Xb; KR's steps
+ * over them, each step's sums meeting across the band (share_final). A row past the last (in the last
+ * band of a ragged M) is computed on the last row and stores nothing. */
+enum { SHARE_LANES = 8 };
+
+static void band_share_steps(R *r) {
+  const Dialect *d = r->d;
+  const CgGemm *g = r->band;
+  const Kernel *kc = r->band_kc, *kr = r->band_kr;
+  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id;
+  int G = SHARE_LANES, C = g->bn / SHARE_LANES;
+  KILN_ASSERT(G * g->bm == CG_GEMM_THREADS && C * G == g->bn);
+  bool ragged = g->M % g->bm != 0, cols = g->N % g->bn != 0;
+  line(r, "%s", d->barrier);  /* every output of the tile in Xb */
+  int floor = hk_isolate(r, -1);  /* KR's vars take KC's names */
+  line(r, "{");
+  r->indent++;
+  line(r, "const int gl = %s %% %d, rw = %s / %d;", T, G, T, G);
+  if (ragged) {
+    line(r, "const bool live = tm0 + rw < %s;", lit(r, g->M));
+    line(r, "const %s o = live ? tm0 + rw : %s;", I, lit(r, g->M - 1));
+  } else line(r, "const %s o = tm0 + rw;", I);
+  LaneColumns lc;
+  snprintf(lc.col, sizeof lc.col, "tn0 + c * %d + gl", G);
+  snprintf(lc.cond, sizeof lc.cond, "%s < %s", lc.col, lit(r, g->N));
+  if (cols) snprintf(lc.each, sizeof lc.each, "for (int c = 0; c < %d; c++) if (%s) {", C, lc.cond);
+  else snprintf(lc.each, sizeof lc.each, "for (int c = 0; c < %d; c++) {", C);
+  line(r, "%s xv[%d];", F, C);
+  line(r, "%s", d->unroll);
+  char keep[200];
+  snprintf(keep, sizeof keep, "%s%s%s", ragged ? "live" : "", ragged && cols ? " && " : "", cols ? lc.cond : "");
+  if (ragged || cols) line(r, "for (int c = 0; c < %d; c++) xv[c] = %s ? Xb[rw][c * %d + gl] : 0.0%s;", C, keep, G, d->f32_suffix);
+  else line(r, "for (int c = 0; c < %d; c++) xv[c] = Xb[rw][c * %d + gl];", C, G);
+  set_kernel(r, kr);
+  push(r);
+  decompose(r, "o", 0, kr->rank, kr->shape);
+  r->lanes = G, r->live = ragged ? "live" : NULL, r->share = true;
+  warp_row_steps(r, kr, d->unroll, lc.each, lc.col, r->band_x, "xv[c]", NULL, -1);
+  r->lanes = 0, r->live = NULL, r->share = false;
+  pop(r);
+  set_kernel(r, kc);
+  close_block(r);
+  hk_isolate(r, floor);
 }
 
 static void band_hook(void *rv, int phase) {
@@ -4042,8 +4177,16 @@ static void band_hook(void *rv, int phase) {
   const CgGemm *g = r->band;
   const Kernel *kc = r->band_kc, *kr = r->band_kr;
   int x = r->band_x;
+  if (phase == 0 && g->band_share) {  /* an output of the tile: x's value in the tile's Xb */
+    line(r, "Xb[(int)(mq - tm0)][(int)(nq - tn0)] = s%d;", x);
+    return;
+  }
   if (phase == 0) {  /* an output of the tile: x's value in the row buffer */
     line(r, "kiln_bv%d[mq * %s + nq] = s%d;", kc->id, lit(r, g->N), x);
+    return;
+  }
+  if (g->band_share) {
+    band_share_steps(r);
     return;
   }
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id;
