@@ -120,7 +120,8 @@ static CgProgram *model_program(kiln_graph *g, const kiln_options *ko, const Dia
 /* Banded pairs: gpt_tiny with wide pairs (gemm_rows 2), its four layernorms after their GEMMs (the
  * output projection with the residual, the second FFN layer), on cuda as the GEMMs' tiles split along
  * K, each band of 32 rows' last tile running the layernorm's rows: 16 launches to 12. With the bands
- * off, the warp-a-row form of the same plan. */
+ * off, the warp-a-row form of the same plan; with shared bands (cuda_pair_bands 2), every tile its own
+ * columns of its band's rows, a cooperative launch whose tiles meet at a band barrier at each sum. */
 static void banded_pairs(void) {
   const char *shared = getenv("KILN_SHARED_DIR");
   char path[4096];
@@ -131,27 +132,49 @@ static void banded_pairs(void) {
     return;
   }
   for (int rows = -1; rows <= 2; rows += 3)
-    for (int bands = 1; bands >= 0; bands--) {
-      if (rows < 2 && !bands) continue;
+    for (int bands = 2; bands >= 0; bands--) {
+      if (rows < 2 && bands != 1) continue;
       kiln_options ko = kiln_options_default();
       ko.backend = "cuda";
       ko.gemm_rows = rows;
-      ko.cuda_pair_bands = bands ? -1 : 0;
+      ko.cuda_pair_bands = bands == 2 ? 2 : bands ? -1 : 0;
       TE *te;
       Plan *pl;
       CgProgram *prog = model_program(g, &ko, &cg_dialect_cuda, &te, &pl);
-      int launches = 0, banded = 0, warps = 0;
+      int launches = 0, banded = 0, warps = 0, shared = 0, coop = 0;
       for (int i = 0; prog && i < prog->n_launch; i++) {
         const CgLaunch *l = &prog->launch[i];
         launches += l->grid > 0;
         banded += l->grid > 0 && strstr(l->why, "then each band's last tile its 32 rows, 8 lanes a row") != NULL;
         warps += l->grid > 0 && strstr(l->why, "8 rows a block (a warp a row, 8 columns a lane)") != NULL;
+        shared += l->grid > 0 && strstr(l->why, "then every tile its columns of its 32 rows, the band's tiles meeting") != NULL;
+        coop += l->grid > 0 && l->cooperative && l->group < 0;
       }
       int want = rows == 2 ? 12 : 16;
-      CHECK_MSG(prog && launches == want && banded == (rows == 2 && bands ? 4 : 0) && warps == (rows == 2 && !bands ? 4 : 0),
-                "gpt_tiny gemm_rows %d, bands %d: %d launches (%d banded, %d warp rows), expected %d", rows, bands, launches,
-                banded, warps, want);
-      if (prog && rows == 2 && bands) {
+      CHECK_MSG(prog && launches == want && banded == (rows == 2 && bands == 1 ? 4 : 0) &&
+                    warps == (rows == 2 && !bands ? 4 : 0) && shared == (bands == 2 ? 4 : 0) && coop == shared,
+                "gpt_tiny gemm_rows %d, bands %d: %d launches (%d banded, %d warp rows, %d shared, %d cooperative), expected %d",
+                rows, bands, launches, banded, warps, shared, coop, want);
+      if (prog && bands == 2) {
+        /* k6's 8 column tiles a band: each row's two sums (the mean's and the variance's) each stored
+         * at its slot and column tile, met at the band's barrier, added back in column-tile order; the
+         * tile's row values read from its shared Xb */
+        const char *k6 = strstr(prog->source.s, " kiln_k6("), *k7 = k6 ? strstr(k6, " kiln_k7(") : NULL;
+        const char *xb = k6 ? strstr(k6, "Xb[(int)(mq - tm0)][(int)(nq - tn0)] = ") : NULL;
+        const char *back = xb ? strstr(xb, "xv[c] = Xb[rw][c * 8 + gl];") : NULL;
+        const char *put0 = back ? strstr(back, "if (gl == 0) (kiln_bp5 + (INT64_C(0) + o) * 8)[tn0 / 32] = ") : NULL;
+        const char *meet0 = put0 ? strstr(put0, "k_band_sync(kiln_bb5 + 2 * (tm0 / 32), 8u);") : NULL;
+        const char *add0 = meet0 ? strstr(meet0, "for (int t = 1; t < 8; t++) a") : NULL;
+        const char *put1 = add0 ? strstr(add0, "if (gl == 0) (kiln_bp5 + (INT64_C(128) + o) * 8)[tn0 / 32] = ") : NULL;
+        const char *meet1 = put1 ? strstr(put1, "k_band_sync(kiln_bb5 + 2 * (tm0 / 32), 8u);") : NULL;
+        const char *extra = meet1 ? strstr(meet1 + 1, "k_band_sync(") : NULL;
+        CHECK_MSG(xb && back && put0 && meet0 && add0 && put1 && meet1 && meet1 < k7 && (!extra || extra > k7),
+                  "gpt_tiny k6's shared band: Xb %d, back %d, sums %d %d %d %d %d, a third meeting %d", !!xb, !!back, !!put0,
+                  !!meet0, !!add0, !!put1, !!meet1, extra && extra < k7);
+        CHECK(strstr(prog->source.s, "__device__ float kiln_bp5[2048];") &&
+              strstr(prog->source.s, "__device__ unsigned int kiln_bb5[8];") && !strstr(prog->source.s, "kiln_bv5"));
+      }
+      if (prog && rows == 2 && bands == 1) {
         /* k6 (the output projection k5 and the first block's second layernorm): 4 tiles of 32 columns
          * a band of 32 rows, the row values out and back, the band's count put back to 0 */
         const char *k6 = strstr(prog->source.s, " kiln_k6("), *k7 = k6 ? strstr(k6, " kiln_k7(") : NULL;
@@ -598,6 +621,15 @@ int main(void) {
     kf.cuda_narrow_depth = -2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_NARROW_DEPTH"));
+    /* wide pairs' bands: on by default (the band's last tile), 2 shared by the band's tiles, none on glsl */
+    kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_bands == 1);
+    kf.cuda_pair_bands = 2;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_bands == 2);
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.pair_bands == 0);
+    kf.cuda_pair_bands = 3;
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
+    CHECK(strstr(kiln_last_error(), "KILN_CUDA_PAIR_BANDS"));
     /* programmatic dependent launch: 1 each kernel waits and lets the next launch, 2 (cuda's default) it only
      * waits; 0 neither; glsl has none */
     kf = kiln_options_default();

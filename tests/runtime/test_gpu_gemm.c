@@ -334,7 +334,8 @@ static void compiles(const Plans *r, const char *what) { compiles_opt(r, NULL, w
 
 /* The shapes of banded pairs (KILN_GEMM_ROWS=2 on cuda): a band of 32 rows, 8 lanes a row for rows of
  * at most 256 (32 rows at once), 32 for 1000 (4 passes); ragged rows (200: the last band's rows past
- * the last) and ragged columns (196, 1000); split along K (1024 deep). Each source compiles. */
+ * the last) and ragged columns (196, 1000); split along K (1024 deep). Each source compiles, and again with
+ * the bands shared (cuda_pair_bands 2: every tile its columns, the band's tiles meeting at each sum). */
 static const int64_t band_dims[][3] = { { 200, 96, 196 }, { 256, 1024, 256 }, { 40, 64, 1000 } };
 
 static void test_band_shapes(void) {
@@ -353,6 +354,11 @@ static void test_band_shapes(void) {
     if (r.p && i == 1) CHECK_MSG(band.splits > 1, "dense_norm 256x1024x256: %d K-spans", band.splits);
     compiles_with(&r, &co, lanes[i], "dense_norm banded");
     if (i == 0) compiles_with(&r, &co, "const bool live = tm0 + r0 + rw < INT64_C(200);", "dense_norm ragged");
+    co.pair_bands = 2;
+    CHECK(r.p && cg_pair_banded(r.p, &r.p->kernels[1], &cg_dialect_cuda, &co, &band) && band.band_share);
+    compiles_with(&r, &co, "k_band_sync(kiln_bb0 + 2 * (tm0 / 32), ", "dense_norm, shared bands");
+    if (i == 0) compiles_with(&r, &co, "const bool live = tm0 + rw < INT64_C(200);", "dense_norm ragged, shared bands");
+    if (i == 2) compiles_with(&r, &co, "if (tn0 + c * 8 + gl < INT64_C(1000)) {", "dense_norm ragged columns, shared bands");
     plans_free(&r);
     kiln_graph_free(g);
   }
@@ -1278,12 +1284,13 @@ static void test_values(void) {
   if (!strcmp(backend, "cuda")) {  /* banded pairs (test_band_shapes), and their warp-a-row form */
     setenv("KILN_GEMM_ROWS", "2", 1);
     for (int i = 0; i < 3; i++)
-      for (int bands = 1; bands >= 0; bands--) {
+      for (int bands = 2; bands >= 0; bands--) {
         if (sanitized && !bands) continue;
         int64_t m = band_dims[i][0], k = band_dims[i][1], n = band_dims[i][2], ins[2] = { m * k, m * n }, no = m * n;
         kiln_graph *g = dense_norm(m, k, n);
-        setenv("KILN_CUDA_PAIR_BANDS", bands ? "1" : "0", 1);
-        check_values(bands ? "layernorm(x@w+b+x0), banded" : "layernorm(x@w+b+x0), a warp a row", g, 2, ins, 1, &no);
+        setenv("KILN_CUDA_PAIR_BANDS", bands == 2 ? "2" : bands ? "1" : "0", 1);
+        check_values(bands == 2 ? "layernorm(x@w+b+x0), shared bands" : bands ? "layernorm(x@w+b+x0), banded"
+                                : "layernorm(x@w+b+x0), a warp a row", g, 2, ins, 1, &no);
         kiln_graph_free(g);
       }
     unsetenv("KILN_CUDA_PAIR_BANDS");
