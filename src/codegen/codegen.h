@@ -358,6 +358,8 @@ typedef struct CgOptions {
                            above 1 the shared tiles are double-buffered; 0 the default: 2 for tiles
                            whose factors are vector reads over spans of 4 k-tiles or more, else 1);
                            KILN_CUDA_GEMM_STAGES */
+  bool chain_spread;    /* f32 attention chains: as few rows a thread as fill the block (kiln_options.cuda_chain_spread;
+                           the same bits) */
   bool gemm_kg_tree;    /* copied k-group tiles add their groups' partial tiles in a tree of five barriers, not
                            after one (kiln_options.cuda_kg_sum 0; the same bits) */
   int gemm_copies;      /* f32 32x32 k-group tiles whose two factors are vector reads (gemm_vec) copy them

@@ -3677,10 +3677,23 @@ static void chain_out_point(R *r, const Chain *c, const char *row0, const char *
   pop(r);
 }
 
+/* Rows a thread in the FMA chain's two products (its scores over one key, its outputs over 4 columns):
+ * 4 each; or (CgOptions.chain_spread) as few as give the block's threads one pass, at least 1: a tile
+ * of 8 rows over 64 keys and 64 columns took 128 and 32 of its 256 threads with 4. A thread's sums
+ * each run over the depth (the keys) in the same order either way: the same bits. */
+static int chain_rows_a_thread(const R *r, int64_t units) {
+  if (!r->o->chain_spread) return 4;
+  int q = 1;
+  while (q < 4 && units > (int64_t)q * CG_GEMM_THREADS) q *= 2;
+  return q;
+}
+
 static void render_chain_grid(R *r, const Chain *c) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *V = d->vec4_type;
   int n = c->n, R_ = cg_chain_rows(c->ko, CG_CHAIN_FMA), RS = PLAN_CHAIN_ROWS;
+  int RQ = chain_rows_a_thread(r, R_ * c->L), RO = chain_rows_a_thread(r, R_ * (c->E / 4));
+  KILN_ASSERT(R_ % RQ == 0 && R_ % RO == 0);
   int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, CG_CHAIN_FMA), tpb = (it + sp - 1) / sp;
   int64_t qd = c->D + 4, kd = c->D + 4, vd = c->E + 4, sd = c->L + 4;
   const char *dy = d->dyn_shared_name;
@@ -3700,21 +3713,23 @@ static void render_chain_grid(R *r, const Chain *c) {
   line(r, "if (i0 >= %s) break;  /* the same for every thread of the block */", lit(r, c->I));
   chain_stage(r, c->kc, c->qa, R_, c->D, qd, n - 2, "i0", n, n - 1, "Qs", NULL, 0);
   line(r, "%s", d->barrier);
-  /* scores: thread f's 4 rows 4 (f / L) .. and key f % L, lanes along the keys, 16-byte reads
-   * along d (each key's vector serves 4 rows: shared-memory bytes, not multiply-adds, bound
+  /* scores: thread f's RQ rows RQ (f / L) .. and key f % L, lanes along the keys, 16-byte reads
+   * along d (each key's vector serves RQ rows: shared-memory bytes, not multiply-adds, bound
    * this loop) */
-  line(r, "for (int f = %s; f < %lld; f += %d) {", T, (long long)(R_ / 4 * c->L), CG_GEMM_THREADS);
+  line(r, "for (int f = %s; f < %lld; f += %d) {", T, (long long)(R_ / RQ * c->L), CG_GEMM_THREADS);
   r->indent++;
   chain_part(r, c->kc);
   line(r, "const int rg = f / %lld, fc = f %% %lld;", (long long)c->L, (long long)c->L);
-  line(r, "%s acc[4] = { 0.0%s, 0.0%s, 0.0%s, 0.0%s };", F, d->f32_suffix, d->f32_suffix, d->f32_suffix, d->f32_suffix);
+  line(r, "%s acc[%d];", F, RQ);
+  line(r, "%s", d->unroll);
+  line(r, "for (int i = 0; i < %d; i++) acc[i] = 0.0%s;", RQ, d->f32_suffix);
   line(r, "for (int t = 0; t < %lld; t += 4) {", (long long)c->D);
   r->indent++;
   line(r, "const %s y4 = *(const %s *)&Ks[fc * %lld + t];", V, V, (long long)kd);
   line(r, "%s", d->unroll);
-  line(r, "for (int i = 0; i < 4; i++) {");
+  line(r, "for (int i = 0; i < %d; i++) {", RQ);
   r->indent++;
-  line(r, "const %s x4 = *(const %s *)&Qs[(4 * rg + i) * %lld + t];", V, V, (long long)qd);
+  line(r, "const %s x4 = *(const %s *)&Qs[(%d * rg + i) * %lld + t];", V, V, RQ, (long long)qd);
   for (int l = 0; l < 4; l++) {
     char xa[16], yb[16], fm[160];
     snprintf(xa, sizeof xa, "x4%s", d->vec4_lane[l]);
@@ -3725,9 +3740,9 @@ static void render_chain_grid(R *r, const Chain *c) {
   close_block(r);
   close_block(r);
   line(r, "%s", d->unroll);
-  line(r, "for (int i = 0; i < 4; i++) {");
+  line(r, "for (int i = 0; i < %d; i++) {", RQ);
   r->indent++;
-  line(r, "const int fr = 4 * rg + i;");
+  line(r, "const int fr = %d * rg + i;", RQ);
   char ss[64];
   snprintf(ss, sizeof ss, "Ss[fr * %lld + fc]", (long long)sd);
   chain_score_point(r, c, "i0", "fc", "acc[i]", ss);
@@ -3739,25 +3754,25 @@ static void render_chain_grid(R *r, const Chain *c) {
   snprintf(post, sizeof post, "Ss[rr * %lld + r] = %%s;", (long long)sd);
   chain_rows_shared(r, c, R_, sd, post);
   line(r, "%s", d->barrier);
-  /* outputs: thread f's 4 rows 4 (f / (E/4)) .. by 4 consecutive e, P's rows and v's rows
+  /* outputs: thread f's RO rows RO (f / (E/4)) .. by 4 consecutive e, P's rows and v's rows
    * read as 16-byte vectors */
   int64_t e4 = c->E / 4;
-  line(r, "for (int f = %s; f < %lld; f += %d) {", T, (long long)(R_ / 4 * e4), CG_GEMM_THREADS);
+  line(r, "for (int f = %s; f < %lld; f += %d) {", T, (long long)(R_ / RO * e4), CG_GEMM_THREADS);
   r->indent++;
   chain_part(r, c->ko);
   line(r, "const int rg = f / %lld, f4 = f %% %lld;", (long long)e4, (long long)e4);
-  line(r, "%s o4[4][4];", F);
+  line(r, "%s o4[%d][4];", F, RO);
   line(r, "%s", d->unroll);
-  line(r, "for (int i = 0; i < 16; i++) o4[i / 4][i %% 4] = 0.0%s;", d->f32_suffix);
+  line(r, "for (int i = 0; i < %d; i++) o4[i / 4][i %% 4] = 0.0%s;", 4 * RO, d->f32_suffix);
   line(r, "for (int t = 0; t < %lld; t += 4) {", (long long)c->L);
   r->indent++;
   line(r, "%s w4[4];", V);
   line(r, "%s", d->unroll);
   line(r, "for (int u = 0; u < 4; u++) w4[u] = *(const %s *)&Vs[(t + u) * %lld + 4 * f4];", V, (long long)vd);
   line(r, "%s", d->unroll);
-  line(r, "for (int i = 0; i < 4; i++) {");
+  line(r, "for (int i = 0; i < %d; i++) {", RO);
   r->indent++;
-  line(r, "const %s p4 = *(const %s *)&Ss[(4 * rg + i) * %lld + t];", V, V, (long long)sd);
+  line(r, "const %s p4 = *(const %s *)&Ss[(%d * rg + i) * %lld + t];", V, V, RO, (long long)sd);
   for (int u = 0; u < 4; u++)
     for (int l = 0; l < 4; l++) {
       char pu[16], wl[24], ol[24], fm[200];
@@ -3770,9 +3785,9 @@ static void render_chain_grid(R *r, const Chain *c) {
   close_block(r);
   close_block(r);
   line(r, "%s", d->unroll);
-  line(r, "for (int i = 0; i < 4; i++) {");
+  line(r, "for (int i = 0; i < %d; i++) {", RO);
   r->indent++;
-  line(r, "const int fr = 4 * rg + i;");
+  line(r, "const int fr = %d * rg + i;", RO);
   line(r, "if (i0 + fr >= %s) break;", lit(r, c->I));
   line(r, "%s", d->unroll);
   line(r, "for (int l = 0; l < 4; l++) {");

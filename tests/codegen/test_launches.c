@@ -102,6 +102,39 @@ static void layernorm_backward(void) {
   kiln_graph_free(g);
 }
 
+/* gpt_tiny's f32 attention chains (8 rows a tile, 64 keys, 64 columns): 4 rows a thread in both products
+ * by default (128 and 32 of the block's 256 threads); spread (cuda_chain_spread 1), 2 rows a thread's
+ * scores (256 threads) and 1 row a thread's outputs (128) */
+static CgProgram *model_program(kiln_graph *g, const kiln_options *ko, const Dialect *d, TE **te, Plan **pl);
+static void chain_threads(void) {
+  const char *shared = getenv("KILN_SHARED_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/models/gpt_tiny/model.onnx", shared ? shared : "../shared");
+  kiln_graph *g = NULL;
+  if (kiln_graph_load_onnx(path, &g) != KILN_OK) {
+    printf("skip: %s\n", path);
+    return;
+  }
+  for (int spread = 0; spread < 2; spread++) {
+    kiln_options ko = kiln_options_default();
+    ko.backend = "cuda";
+    ko.cuda_chain_spread = spread;
+    TE *te;
+    Plan *pl;
+    CgProgram *prog = model_program(g, &ko, &cg_dialect_cuda, &te, &pl);
+    const char *k4 = prog ? strstr(prog->source.s, " kiln_k4(") : NULL, *k5 = k4 ? strstr(k4, " kiln_k5(") : NULL;
+    const char *sc = k4 ? strstr(k4, spread ? "for (int f = threadIdx.x; f < 256; f += 256) {" : "for (int f = threadIdx.x; f < 128; f += 256) {") : NULL;
+    const char *ac = sc ? strstr(sc, spread ? "float acc[2];" : "float acc[4];") : NULL;
+    const char *ou = ac ? strstr(ac, spread ? "for (int f = threadIdx.x; f < 128; f += 256) {" : "for (int f = threadIdx.x; f < 32; f += 256) {") : NULL;
+    const char *o4 = ou ? strstr(ou, spread ? "float o4[1][4];" : "float o4[4][4];") : NULL;
+    CHECK_MSG(o4 && o4 < k5, "gpt_tiny's chain k4, spread %d: scores %d, %d; outputs %d, %d", spread, !!sc, !!ac, !!ou, !!o4);
+    cg_program_free(prog);
+    plan_free(pl);
+    te_free(te);
+  }
+  kiln_graph_free(g);
+}
+
 /* g lowered, planned and (on a grid dialect) built on dialect d under ko, with the renderer's hooks the
  * runtime gives the planner (rt_plan_renderer); the caller frees *te, *pl and the program. */
 static CgProgram *model_program(kiln_graph *g, const kiln_options *ko, const Dialect *d, TE **te, Plan **pl) {
@@ -630,6 +663,15 @@ int main(void) {
     kf.cuda_pair_bands = 3;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_PAIR_BANDS"));
+    /* f32 attention chains' threads (chain_spread, pinned on gpt_tiny in chain_threads) */
+    kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.chain_spread);
+    kf.cuda_chain_spread = 1;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.chain_spread);
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(!co.chain_spread);
+    kf.cuda_chain_spread = 2;
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
+    CHECK(strstr(kiln_last_error(), "KILN_CUDA_CHAIN_SPREAD"));
     /* programmatic dependent launch: 1 each kernel waits and lets the next launch, 2 (cuda's default) it only
      * waits; 0 neither; glsl has none */
     kf = kiln_options_default();
@@ -815,6 +857,7 @@ int main(void) {
   check("mlp_fwd_b128", &cg_dialect_c, &dflt, loop, 3);
   layernorm_backward();
   banded_pairs();
+  chain_threads();
   headed_gemms("gpt_tiny", 16, 11, 5);
   headed_gemms("encoder4_d256", 28, 21, 7);
   check("softmax_256x32768", &cg_dialect_c, &dflt, loop, 1);

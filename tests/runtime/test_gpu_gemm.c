@@ -500,6 +500,14 @@ static void test_chain_mma_shapes(void) {
                                          : 4 * (16 * 68 + 48 * 68 + 48 * 36 + 16 * 52)));
       compiles_with(&r, &o, m ? "*Ps = " : "*Qs = ", "attention chain");
     }
+    if (i == 2) {
+      /* f32, its threads spread (chain_spread): 8 rows over 48 keys, 2 rows a thread's scores (384 of
+       * them); over 32 columns, 1 row a thread's 4 outputs (64 threads) */
+      o.chain_spread = true;
+      compiles_with(&r, &o, "float acc[2];", "attention chain, scores spread");
+      compiles_with(&r, &o, "float o4[1][4];", "attention chain, outputs spread");
+      o.chain_spread = false;
+    }
     /* the rows in fragments (chain_mma 2): 8 warps of 16 rows a block, the 40 rows one block a
      * batch point, the queries, keys and values alone in shared memory */
     o.chain_mma = 2;
@@ -1184,6 +1192,14 @@ static void test_mma_values(bool sanitized) {
       kiln_graph_free(g);
     }
     unsetenv("KILN_CUDA_CHAIN_MMA");
+    /* f32 chains (FMA), 4 rows a thread and spread (KILN_CUDA_CHAIN_SPREAD=1); 40 queries, 48 keys */
+    for (int s = 0; s < 2; s++) {
+      setenv("KILN_CUDA_CHAIN_SPREAD", s ? "1" : "0", 1);
+      kiln_graph *g = attention_typed(KILN_F32, 2, 3, 40, 48, 64, 32);
+      check_values(s ? "f32 attention chain, spread" : "f32 attention chain", g, 3, ins, 1, outs);
+      kiln_graph_free(g);
+    }
+    unsetenv("KILN_CUDA_CHAIN_SPREAD");
     unsetenv("KILN_ATTENTION");
   }
   {  /* attention's scores through the heads' transposes, direct with batch vars */
