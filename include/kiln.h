@@ -484,7 +484,8 @@ typedef struct kiln_options {
                            kernels on the H100, the bands 1.20-1.23x); 2 shared bands: every 32 x 32 tile runs
                            the row kernel over its own columns of the band's rows, the band's tiles meeting at
                            each of the row's f32 sums (partials stored, a band barrier, added in column-tile
-                           order: the same bits every run), a cooperative launch; default -1: on
+                           order: the same bits every run), a cooperative launch; 3 as 2, launched as any
+                           kernel (its blocks checked resident); default -1: on
                            ($KILN_CUDA_PAIR_BANDS) */
   int cuda_copy_stages; /* cuda: 2, 3 or 4: a generated f32 GEMM tile of 32x32 (4 k groups) whose two operands
                            are 16-byte vector reads (cuda_vec_reads) copies them straight into shared

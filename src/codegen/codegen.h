@@ -337,7 +337,8 @@ typedef struct CgOptions {
                            tiles sharing the rows (CgGemm.head_cluster; a dialect with clusters) */
   int pair_bands;       /* wide pairs (a layernorm after its GEMM) as GEMM tiles with a band tail
                            (cg_pair_banded; kiln_options.cuda_pair_bands): 0 none, 1 the band's last
-                           tile runs its rows, 2 every tile its own columns of them (CgGemm.band_share) */
+                           tile runs its rows, 2 every tile its own columns of them (CgGemm.band_share),
+                           a cooperative launch; 3 as 2, an ordinary launch (its blocks checked resident) */
   int64_t narrow_depth; /* contractions of at most 32 columns that no row kernel follows, over at least this many
                            points, a warp a row (CgGemm.narrow; kiln_options.cuda_narrow_depth); 0 never */
   int pair_stage;       /* narrow pairs read their contraction's factor free of the rows from shared memory,
@@ -414,6 +415,8 @@ typedef struct CgLaunch {
   int group;             /* the group this kernel runs in (its launch is CgProgram.group[group]), -1: its own */
   int phase;             /* a group member's phase; a group: how many phases */
   bool cooperative;      /* a group with several phases: all blocks resident, grid barriers between phases */
+  bool resident;         /* its blocks wait for each other (a shared band's tiles): the runtime checks that the
+                            device keeps them all resident at once, else vetoes the form (cooperative or not) */
   bool host;             /* KN_HOST: no source; the runtime evaluates it on the host (a counted fallback) */
   bool collective;       /* KN_COLLECTIVE: no source; the runtime makes the communicator's call */
   char name[32];         /* entry symbol: the kernel for grid dialects, the trampoline for loop dialects ("" for host) */

@@ -63,7 +63,8 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     l->grid = k->chain > 0 ? cg_gemm_blocks(&band) : 0;
     l->smem = k->chain > 0 ? (int)cg_gemm_dyn_smem(&band) : 0;
     if (l->smem > 48 * 1024) l->smem_carveout = SMEM_CARVEOUT_ALL;
-    l->cooperative = k->chain > 0 && band.band_share;  /* a band's tiles wait for each other: all resident */
+    l->resident = k->chain > 0 && band.band_share;  /* a band's tiles wait for each other: all resident */
+    l->cooperative = l->resident && o->pair_bands == 2;
     if (k->chain > 0 && band.band_share)
       snprintf(l->why, sizeof l->why, "rows: k%d..k%d, gemm %dx%d tiles%s, then every tile its columns of its %d rows, the "
                "band's tiles meeting at each sum", k->id - 1, k->id, band.bm, band.bn, band.splits > 1 ? " split along K" : "",
@@ -362,7 +363,7 @@ static bool depends_on(const Plan *p, const CgProgram *g, int a, int b) {
 static const char *not_groupable(const Plan *p, const Dialect *d, const CgOptions *o, const CgLaunch *l) {
   if (l->host) return "host";
   if (l->collective) return "collective";
-  if (l->cooperative) return "band barriers";  /* a cooperative launch of its own (a shared band) */
+  if (l->resident) return "band barriers";  /* its blocks all resident (a shared band) */
   if (o->group_veto && o->group_veto[l->kernel]) return o->group_veto[l->kernel];
   if (p->kernels[l->kernel].chain < 0) return "nothing to run";  /* its chain's last kernel runs it */
   if (p->kernels[l->kernel].chain == 3 && !p->kernels[l->kernel].tailed) return "attention chain";

@@ -4101,7 +4101,7 @@ bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const C
     if (rop == RO_ARGMAX || rop == RO_ARGMIN) return false;
   }
   g->band = true;
-  g->band_share = o->pair_bands == 2 && band_shares(p, last, d, o, g);
+  g->band_share = o->pair_bands >= 2 && band_shares(p, last, d, o, g);
   return true;
 }
 

@@ -594,12 +594,13 @@ static kiln_status check_groups(Schedule *s, int *vetoed, int *asked) {
     if (s->opt.debug >= 1) fprintf(stderr, "> %s: %s; its kernels run apart\n", s->be->name, why);
     (*vetoed)++;
   }
-  /* a kernel launched cooperatively on its own (a shared band's tiles wait for each other at its
-   * barriers) needs every block resident at once; where the device keeps fewer it is vetoed and
-   * rendered again in its other form */
+  /* a kernel whose blocks wait for each other (a shared band's tiles at its barriers), launched
+   * cooperatively or not, needs every block resident at once; where the device keeps fewer it is
+   * vetoed and rendered again in its other form. Launched as any kernel, its blocks wait only for
+   * slots the kernel before holds (that one exits: each kernel waits for the one before it) */
   for (int m = 0; m < g->n_launch && s->be->residency; m++) {
     const CgLaunch *l = &g->launch[m];
-    if (!l->cooperative || l->group >= 0 || l->grid <= 0) continue;
+    if (!(l->cooperative || l->resident) || l->group >= 0 || l->grid <= 0) continue;
     void *fn = NULL;
     int per_sm = 0, sms = 0, regs = 0, local = 0;
     kiln_status st = s->be->lookup(s->dev, s->module, l, &fn);
@@ -855,10 +856,11 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
    * mlp_train_b32's 32 rows ran 1.041 and the shared mlp's 1 row 1.303: few rows want a block each) */
   g->pair_warps = o->cuda_pair_warps > 0 ? o->cuda_pair_warps
                   : o->cuda_pair_warps < 0 && cuda ? 512 : 0;
-  if (o->cuda_pair_bands < -1 || o->cuda_pair_bands > 2)
+  if (o->cuda_pair_bands < -1 || o->cuda_pair_bands > 3)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pair_bands ($KILN_CUDA_PAIR_BANDS) is %d: -1 the default, 0 off, 1 on, 2 "
-                     "every tile its columns of the band's rows", o->cuda_pair_bands);
-  g->pair_bands = !cuda ? 0 : o->cuda_pair_bands == 2 ? 2 : o->cuda_pair_bands != 0;
+                     "every tile its columns of the band's rows (cooperative), 3 the same launched as any kernel",
+                     o->cuda_pair_bands);
+  g->pair_bands = !cuda ? 0 : o->cuda_pair_bands >= 2 ? o->cuda_pair_bands : o->cuda_pair_bands != 0;
   if (o->cuda_group_blocks < -1 || o->cuda_group_blocks > 32)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_group_blocks ($KILN_CUDA_GROUP_BLOCKS) is %d: -1 the default, 0 no ask, "
                      "else 1 .. 32 blocks a multiprocessor", o->cuda_group_blocks);

@@ -165,16 +165,16 @@ static void banded_pairs(void) {
     return;
   }
   for (int rows = -1; rows <= 2; rows += 3)
-    for (int bands = 2; bands >= 0; bands--) {
+    for (int bands = 3; bands >= 0; bands--) {
       if (rows < 2 && bands != 1) continue;
       kiln_options ko = kiln_options_default();
       ko.backend = "cuda";
       ko.gemm_rows = rows;
-      ko.cuda_pair_bands = bands == 2 ? 2 : bands ? -1 : 0;
+      ko.cuda_pair_bands = bands >= 2 ? bands : bands ? -1 : 0;
       TE *te;
       Plan *pl;
       CgProgram *prog = model_program(g, &ko, &cg_dialect_cuda, &te, &pl);
-      int launches = 0, banded = 0, warps = 0, shared = 0, coop = 0;
+      int launches = 0, banded = 0, warps = 0, shared = 0, coop = 0, resident = 0;
       for (int i = 0; prog && i < prog->n_launch; i++) {
         const CgLaunch *l = &prog->launch[i];
         launches += l->grid > 0;
@@ -182,13 +182,15 @@ static void banded_pairs(void) {
         warps += l->grid > 0 && strstr(l->why, "8 rows a block (a warp a row, 8 columns a lane)") != NULL;
         shared += l->grid > 0 && strstr(l->why, "then every tile its columns of its 32 rows, the band's tiles meeting") != NULL;
         coop += l->grid > 0 && l->cooperative && l->group < 0;
+        resident += l->grid > 0 && l->resident && l->group < 0;
       }
       int want = rows == 2 ? 12 : 16;
       CHECK_MSG(prog && launches == want && banded == (rows == 2 && bands == 1 ? 4 : 0) &&
-                    warps == (rows == 2 && !bands ? 4 : 0) && shared == (bands == 2 ? 4 : 0) && coop == shared,
-                "gpt_tiny gemm_rows %d, bands %d: %d launches (%d banded, %d warp rows, %d shared, %d cooperative), expected %d",
-                rows, bands, launches, banded, warps, shared, coop, want);
-      if (prog && bands == 2) {
+                    warps == (rows == 2 && !bands ? 4 : 0) && shared == (bands >= 2 ? 4 : 0) &&
+                    coop == (bands == 2 ? 4 : 0) && resident == shared,
+                "gpt_tiny gemm_rows %d, bands %d: %d launches (%d banded, %d warp rows, %d shared, %d cooperative, %d resident), "
+                "expected %d", rows, bands, launches, banded, warps, shared, coop, resident, want);
+      if (prog && bands >= 2) {
         /* k6's 8 column tiles a band: each row's two sums (the mean's and the variance's) each stored
          * at its slot and column tile, met at the band's barrier, added back in column-tile order; the
          * tile's row values read from its shared Xb */
@@ -660,7 +662,7 @@ int main(void) {
     kf.cuda_pair_bands = 2;
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_bands == 2);
     if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.pair_bands == 0);
-    kf.cuda_pair_bands = 3;
+    kf.cuda_pair_bands = 4;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_PAIR_BANDS"));
     /* f32 attention chains' threads (chain_spread, pinned on gpt_tiny in chain_threads) */

@@ -1300,12 +1300,13 @@ static void test_values(void) {
   if (!strcmp(backend, "cuda")) {  /* banded pairs (test_band_shapes), and their warp-a-row form */
     setenv("KILN_GEMM_ROWS", "2", 1);
     for (int i = 0; i < 3; i++)
-      for (int bands = 2; bands >= 0; bands--) {
+      for (int bands = 3; bands >= 0; bands--) {
         if (sanitized && !bands) continue;
         int64_t m = band_dims[i][0], k = band_dims[i][1], n = band_dims[i][2], ins[2] = { m * k, m * n }, no = m * n;
         kiln_graph *g = dense_norm(m, k, n);
-        setenv("KILN_CUDA_PAIR_BANDS", bands == 2 ? "2" : bands ? "1" : "0", 1);
-        check_values(bands == 2 ? "layernorm(x@w+b+x0), shared bands" : bands ? "layernorm(x@w+b+x0), banded"
+        setenv("KILN_CUDA_PAIR_BANDS", bands == 3 ? "3" : bands == 2 ? "2" : bands ? "1" : "0", 1);
+        check_values(bands == 3 ? "layernorm(x@w+b+x0), shared bands, an ordinary launch"
+                     : bands == 2 ? "layernorm(x@w+b+x0), shared bands" : bands ? "layernorm(x@w+b+x0), banded"
                                 : "layernorm(x@w+b+x0), a warp a row", g, 2, ins, 1, &no);
         kiln_graph_free(g);
       }
