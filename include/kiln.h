@@ -574,8 +574,9 @@ typedef struct kiln_options {
                            ($KILN_CUDA_KG_SUM) */
   int cuda_chain_spread; /* cuda: 1 an f32 attention chain's two products give each thread as few rows as fill
                            its block in one pass (at least 1; a tile of 8 rows over 64 keys and 64 columns
-                           took 128 and 32 of its 256 threads at 4 rows a thread); 0 (default) 4 rows a
-                           thread; the same sums in the same order, the same bits ($KILN_CUDA_CHAIN_SPREAD) */
+                           took 128 and 32 of its 256 threads at 4 rows a thread); 0 4 rows a thread; the
+                           same sums in the same order, the same bits; default -1: 1 on cuda, the H100 race
+                           (gpt_tiny 0.969, encoder4_d256 0.974) ($KILN_CUDA_CHAIN_SPREAD) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

@@ -141,7 +141,7 @@ kiln_options kiln_options_default(void) {
   o.cuda_narrow_depth = kiln_env_int("KILN_CUDA_NARROW_DEPTH", -1);
   o.cuda_pair_stage = kiln_env_int("KILN_CUDA_PAIR_STAGE", -1);
   o.cuda_kg_sum = kiln_env_int("KILN_CUDA_KG_SUM", 0);
-  o.cuda_chain_spread = kiln_env_int("KILN_CUDA_CHAIN_SPREAD", 0);
+  o.cuda_chain_spread = kiln_env_int("KILN_CUDA_CHAIN_SPREAD", -1);
   o.dist_bucket_bytes = env_count("KILN_DIST_BUCKET_BYTES", 0);
   return o;
 }

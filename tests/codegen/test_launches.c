@@ -102,9 +102,9 @@ static void layernorm_backward(void) {
   kiln_graph_free(g);
 }
 
-/* gpt_tiny's f32 attention chains (8 rows a tile, 64 keys, 64 columns): 4 rows a thread in both products
- * by default (128 and 32 of the block's 256 threads); spread (cuda_chain_spread 1), 2 rows a thread's
- * scores (256 threads) and 1 row a thread's outputs (128) */
+/* gpt_tiny's f32 attention chains (8 rows a tile, 64 keys, 64 columns): under cuda_chain_spread 0, 4 rows a
+ * thread in both products (128 and 32 of the block's 256 threads); spread (1, the default), 2 rows a
+ * thread's scores (256 threads) and 1 row a thread's outputs (128) */
 static CgProgram *model_program(kiln_graph *g, const kiln_options *ko, const Dialect *d, TE **te, Plan **pl);
 static void chain_threads(void) {
   const char *shared = getenv("KILN_SHARED_DIR");
@@ -665,8 +665,10 @@ int main(void) {
     kf.cuda_pair_bands = 4;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_PAIR_BANDS"));
-    /* f32 attention chains' threads (chain_spread, pinned on gpt_tiny in chain_threads) */
+    /* f32 attention chains' threads (chain_spread, pinned on gpt_tiny in chain_threads): spread by default on cuda */
     kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.chain_spread);
+    kf.cuda_chain_spread = 0;
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.chain_spread);
     kf.cuda_chain_spread = 1;
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.chain_spread);
