@@ -243,8 +243,8 @@ typedef struct Dialect {
   const char *kernel_entry_wait;  /* ... that waits and lets the one after launch only as its blocks exit */
   const char *grid_barrier;       /* statement waiting for every block; %s the group's barrier array:
                                    * "k_grid_sync(%s);" (the prelude defines it) */
-  const char *band_barrier;       /* ... waiting for %s (the second) blocks of a cooperative launch at the barrier
-                                   * array %s (the first), the same two words (NULL: none) */
+  const char *band_barrier;       /* ... waiting for %s (the second) blocks, all resident, at the barrier array %s
+                                   * (the first), the same two words (NULL: none) */
   /* thread-block clusters (NULL: none): the kernel attribute fixing a 1-D cluster of %d blocks,
    * the helpers' definitions (module scope, once), a barrier of the cluster's blocks that also
    * orders their shared memory, and a load of float *%s in the shared memory of cluster block %s */
@@ -644,8 +644,8 @@ typedef struct CgGemm {
   bool band;
   /* band: every tile of a band (32 x 32 tiles) runs the row kernel's steps over its own 32 columns of the
    * band's rows, held in a shared tile Xb; at each step's sums the band's tiles meet: each stores its
-   * rows' partial sums, waits at the band's barrier (the dialect's band_barrier, a cooperative launch:
-   * every block resident), and adds the band's partials in column-tile order (CgOptions.pair_bands 2) */
+   * rows' partial sums, waits at the band's barrier (the dialect's band_barrier; every block resident,
+   * CgLaunch.resident), and adds the band's partials in column-tile order (CgOptions.pair_bands 2, 3) */
   bool band_share;
   /* rows at the head of the tiles (Kernel.headed: a row kernel whose per-point value is A, the factor
    * read along M): each tile first computes its bm rows, all K points of each, into a shared array

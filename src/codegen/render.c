@@ -903,9 +903,7 @@ static void share_final(R *r, const Kernel *k, int step) {
         line(r, "if (%s) %s[tn0 / %d] = a%d;", lead, at, g->bn, s);
         continue;
       }
-      char first[200];
-      snprintf(first, sizeof first, "%s", at);
-      snprintf(ld, sizeof ld, d->cached_load, first);
+      snprintf(ld, sizeof ld, d->cached_load, at);
       line(r, "a%d = %s;", s, ld);
       char more[200];
       snprintf(more, sizeof more, "%s + t", at);
@@ -4054,20 +4052,9 @@ static CgEmit emit_hooks(R *r) {
                    hk_var_range, hk_kernel, hk_isolate, NULL, NULL };
 }
 
-/* ---- banded pairs (a wide pair whose contraction takes the GEMM tiles) ----
- * The warp-a-row form above reads the factor free of the rows once a row, from L1 at best; the
- * tiles read it once a tile from shared memory. Here KC is an ordinary tiled GEMM (split-K and all):
- * each output of KC's row value x also goes to a module-scope row buffer, and each tile, after its
- * epilogue, counts itself in at its band of BM rows. The band's last tile (its count back to 0 for
- * the next run) reads the band's rows back, G lanes a row (cg_pair_band_lanes), lane l of a group its
- * columns c * G + l, and runs KR's steps over them as a wide pair's warp does, the reductions within
- * the group. One kernel where there were two; the rows cross L2 once more, the launch and the row
- * kernel's start are gone, but a band's rows wait for its last tile and run on one block (on the
- * H100, gpt_tiny's 128 rows in 4 bands ran 1.2x slower than the GEMM and its row kernel: not a
- * default, bench/results/2026-12-05-h100-banded-pairs.md). */
-/* Shared bands (CgOptions.pair_bands 2): 32 x 32 tiles, the row kernel's sums f32 sums alone, the
- * launch's blocks all resident at once on any device kiln runs (a cooperative launch checks it; the
- * runtime vetoes the form, group_veto, where the device keeps fewer resident) */
+/* Shared bands (CgOptions.pair_bands 2 and 3; band_share_steps): 32 x 32 tiles, the row kernel's sums
+ * f32 sums alone, at most SHARE_MAX_BLOCKS blocks, which must all be resident at once: the runtime
+ * checks the device and vetoes the form (group_veto) where it keeps fewer */
 enum { SHARE_MAX_BLOCKS = 1024 };
 
 static bool band_shares(const Plan *p, const Kernel *last, const Dialect *d, const CgOptions *o, const CgGemm *g) {
@@ -4083,6 +4070,17 @@ static bool band_shares(const Plan *p, const Kernel *last, const Dialect *d, con
   return true;
 }
 
+/* ---- banded pairs (a wide pair whose contraction takes the GEMM tiles) ----
+ * The warp-a-row form above reads the factor free of the rows once a row, from L1 at best; the
+ * tiles read it once a tile from shared memory. Here KC is an ordinary tiled GEMM (split-K and all):
+ * each output of KC's row value x also goes to a module-scope row buffer, and each tile, after its
+ * epilogue, counts itself in at its band of BM rows. The band's last tile (its count back to 0 for
+ * the next run) reads the band's rows back, G lanes a row (cg_pair_band_lanes), lane l of a group its
+ * columns c * G + l, and runs KR's steps over them as a wide pair's warp does, the reductions within
+ * the group. One kernel where there were two; the rows cross L2 once more, the launch and the row
+ * kernel's start are gone, but a band's rows wait for its last tile and run on one block (on the
+ * H100, gpt_tiny's 128 rows in 4 bands ran 1.2x slower than the GEMM and its row kernel: not a
+ * default, bench/results/2026-12-05-h100-banded-pairs.md). */
 bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const CgOptions *o, CgGemm *g) {
   CgGemm own;
   if (!g) g = &own;
