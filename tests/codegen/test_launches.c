@@ -208,6 +208,20 @@ static void banded_pairs(void) {
                   !!meet0, !!add0, !!put1, !!meet1, extra && extra < k7);
         CHECK(strstr(prog->source.s, "__device__ float kiln_bp5[2048];") &&
               strstr(prog->source.s, "__device__ unsigned int kiln_bb5[8];") && !strstr(prog->source.s, "kiln_bv5"));
+        /* where the device keeps too few blocks resident the runtime vetoes the pair's launch: rendered
+         * again, that pair takes the last tile's form, the others stay shared */
+        CgOptions cv;
+        OK(rt_codegen_options(&ko, &cg_dialect_cuda, &cv));
+        const char *veto[64] = { 0 };
+        CHECK(pl->n_kernels <= 64);
+        veto[6] = "test: too few blocks resident";
+        cv.group_veto = veto;
+        CgProgram *again = NULL;
+        if (pl->n_kernels <= 64) OK(cg_program_build(pl, &cg_dialect_cuda, &cv, &again));
+        CHECK_MSG(again && !again->launch[6].resident && !again->launch[6].cooperative &&
+                      strstr(again->launch[6].why, "then each band's last tile its 32 rows") && again->launch[9].resident,
+                  "gpt_tiny, k6 vetoed: %s", again ? again->launch[6].why : "no program");
+        cg_program_free(again);
       }
       if (prog && rows == 2 && bands == 1) {
         /* k6 (the output projection k5 and the first block's second layernorm): 4 tiles of 32 columns
