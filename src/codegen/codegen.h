@@ -245,6 +245,8 @@ typedef struct Dialect {
                                    * "k_grid_sync(%s);" (the prelude defines it) */
   const char *band_barrier;       /* ... waiting for %s (the second) blocks, all resident, at the barrier array %s
                                    * (the first), the same two words (NULL: none) */
+  const char *band_meet;          /* a meeting of blocks by flags: the flags %s, this block's %s of %s (the flag's
+                                   * index, the blocks); they only grow (NULL: none) */
   /* thread-block clusters (NULL: none): the kernel attribute fixing a 1-D cluster of %d blocks,
    * the helpers' definitions (module scope, once), a barrier of the cluster's blocks that also
    * orders their shared memory, and a load of float *%s in the shared memory of cluster block %s */
@@ -338,7 +340,8 @@ typedef struct CgOptions {
   int pair_bands;       /* wide pairs (a layernorm after its GEMM) as GEMM tiles with a band tail
                            (cg_pair_banded; kiln_options.cuda_pair_bands): 0 none, 1 the band's last
                            tile runs its rows, 2 every tile its own columns of them (CgGemm.band_share),
-                           a cooperative launch; 3 as 2, an ordinary launch (its blocks checked resident) */
+                           a cooperative launch; 3 as 2, an ordinary launch (its blocks checked resident)
+                           whose tiles meet by flags (CgGemm.band_flags) */
   int64_t narrow_depth; /* contractions of at most 32 columns that no row kernel follows, over at least this many
                            points, a warp a row (CgGemm.narrow; kiln_options.cuda_narrow_depth); 0 never */
   int pair_stage;       /* narrow pairs read their contraction's factor free of the rows from shared memory,
@@ -647,6 +650,8 @@ typedef struct CgGemm {
    * rows' partial sums, waits at the band's barrier (the dialect's band_barrier; every block resident,
    * CgLaunch.resident), and adds the band's partials in column-tile order (CgOptions.pair_bands 2, 3) */
   bool band_share;
+  bool band_flags;                 /* band_share: the band's tiles meet by flags (the dialect's band_meet), not at
+                                      a barrier (CgOptions.pair_bands 3) */
   /* rows at the head of the tiles (Kernel.headed: a row kernel whose per-point value is A, the factor
    * read along M): each tile first computes its bm rows, all K points of each, into a shared array
    * Ph[k][m] (k-major, rows of bm + 4 floats, the k-tiles' own layout) through CgEmit.head, and its

@@ -168,7 +168,24 @@ static const char prelude[] =
   "  }\n"
   "  __syncthreads();\n"
   "}\n"
-  "KI void k_grid_sync(unsigned int *bar) { k_band_sync(bar, gridDim.x); }\n";
+  "KI void k_grid_sync(unsigned int *bar) { k_band_sync(bar, gridDim.x); }\n"
+  /* A meeting of n blocks by flags, one a block (mine), each only ever written by its block: the
+   * block's writes released with its flag's next value, then each of the n flags acquired until it
+   * reaches that value (wrapping), one thread a flag. No count to arrive at and move on: the last
+   * block's release is all the others wait for. The flags only grow, so no reset between meetings
+   * or runs. */
+  "KI void k_flag_put(unsigned *f, unsigned v) { asm volatile(\"st.release.gpu.u32 [%0], %1;\" :: \"l\"(f), \"r\"(v) : \"memory\"); }\n"
+  "KI unsigned k_flag_get(const unsigned *f) {\n"
+  "  unsigned v; asm volatile(\"ld.acquire.gpu.u32 %0, [%1];\" : \"=r\"(v) : \"l\"(f) : \"memory\"); return v;\n"
+  "}\n"
+  "KI void k_band_meet(unsigned *flags, unsigned mine, unsigned n) {\n"
+  "  __shared__ unsigned next;\n"
+  "  __syncthreads();\n"
+  "  if (threadIdx.x == 0) { next = k_flag_get(flags + mine) + 1u; k_flag_put(flags + mine, next); }\n"
+  "  __syncthreads();\n"
+  "  if (threadIdx.x < n) while ((int)(k_flag_get(flags + threadIdx.x) - next) < 0) { }\n"
+  "  __syncthreads();\n"
+  "}\n";
 
 const Dialect cg_dialect_cuda = {
   CG_C_FAMILY,
@@ -228,6 +245,7 @@ const Dialect cg_dialect_cuda = {
   .phase_thread_stride = "((int64_t)k_nbid * blockDim.x)",
   .grid_barrier = "k_grid_sync(%s);",
   .band_barrier = "k_band_sync(%s, %s);",
+  .band_meet = "k_band_meet(%s, %s, %s);",
   .kernel_entry = "  k_dependent_entry();",
   .kernel_entry_wait = "  k_dependent_wait();",
   /* sm_90 and later: barrier.cluster, and mapa to reach another block's shared memory */

@@ -886,9 +886,15 @@ static void share_final(R *r, const Kernel *k, int step) {
   for (int i = 0; i < k->n_items; i++) any |= k->items[i].kind == IT_ACC && k->items[i].step == step;
   for (int pass = 0, slot = 0; any && pass < 2; pass++) {
     if (pass) {
-      char bar[64], wait[160];
-      snprintf(bar, sizeof bar, "kiln_bb%d + 2 * (tm0 / %d)", kc, g->bm);
-      snprintf(wait, sizeof wait, d->band_barrier, bar, nts);
+      char bar[64], mine[32], wait[200];
+      if (g->band_flags) {
+        snprintf(bar, sizeof bar, "kiln_bb%d + (tm0 / %d) * %lld", kc, g->bm, (long long)nt);
+        snprintf(mine, sizeof mine, "(unsigned)(tn0 / %d)", g->bn);
+        snprintf(wait, sizeof wait, d->band_meet, bar, mine, nts);
+      } else {
+        snprintf(bar, sizeof bar, "kiln_bb%d + 2 * (tm0 / %d)", kc, g->bm);
+        snprintf(wait, sizeof wait, d->band_barrier, bar, nts);
+      }
       line(r, "%s", wait);
     }
     slot = 0;
@@ -4058,7 +4064,7 @@ static CgEmit emit_hooks(R *r) {
 enum { SHARE_MAX_BLOCKS = 1024 };
 
 static bool band_shares(const Plan *p, const Kernel *last, const Dialect *d, const CgOptions *o, const CgGemm *g) {
-  if (!d->band_barrier || g->bm != 32 || g->bn != 32 || cg_gemm_blocks(g) > SHARE_MAX_BLOCKS ||
+  if (!d->band_barrier || !d->band_meet || g->bm != 32 || g->bn != 32 || cg_gemm_blocks(g) > SHARE_MAX_BLOCKS ||
       (o->group_veto && o->group_veto[last->id]))
     return false;
   for (int i = 0; i < last->n_items; i++) {
@@ -4100,6 +4106,7 @@ bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const C
   }
   g->band = true;
   g->band_share = o->pair_bands >= 2 && band_shares(p, last, d, o, g);
+  g->band_flags = g->band_share && o->pair_bands == 3;
   return true;
 }
 
@@ -4124,11 +4131,12 @@ static void band_globals(const Kernel *last, const CgGemm *g, const Dialect *d, 
   if (g->band_share) {
     int64_t nt = (g->N + g->bn - 1) / g->bn, nb = (g->M + g->bm - 1) / g->bm;
     sb_printf(out, "\n/* kernel %d, shared bands: each row's partial sums, a slot a sum of k%d's, a column tile a partial;\n"
-                   " * each band's barrier (count, generation: 0 at module load, the count back to 0 after each) */\n",
-              last->id, last->id);
+                   " * %s */\n", last->id, last->id,
+              g->band_flags ? "each tile's flag (0 at module load, one more at each meeting)"
+                            : "each band's barrier (count, generation: 0 at module load, the count back to 0 after each)");
     sb_printf(out, "%s %s kiln_bp%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], kc->id,
               (long long)(share_slots(last) * g->M * nt));
-    sb_printf(out, "%s %s kiln_bb%d[%lld];\n", d->global_qual, d->counter_type, kc->id, (long long)(2 * nb));
+    sb_printf(out, "%s %s kiln_bb%d[%lld];\n", d->global_qual, d->counter_type, kc->id, (long long)(g->band_flags ? nb * nt : 2 * nb));
     return;
   }
   sb_printf(out, "\n/* kernel %d, a banded pair: k%d's row values, and each band's tiles that have arrived (0 at\n"

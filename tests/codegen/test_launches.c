@@ -198,16 +198,22 @@ static void banded_pairs(void) {
         const char *xb = k6 ? strstr(k6, "Xb[(int)(mq - tm0)][(int)(nq - tn0)] = ") : NULL;
         const char *back = xb ? strstr(xb, "xv[c] = Xb[rw][c * 8 + gl];") : NULL;
         const char *put0 = back ? strstr(back, "if (gl == 0) (kiln_bp5 + (INT64_C(0) + o) * 8)[tn0 / 32] = ") : NULL;
-        const char *meet0 = put0 ? strstr(put0, "k_band_sync(kiln_bb5 + 2 * (tm0 / 32), 8u);") : NULL;
+        /* cooperative (2): the band's barrier; launched as any kernel (3): the tiles' flags */
+        const char *meet = bands == 2 ? "k_band_sync(kiln_bb5 + 2 * (tm0 / 32), 8u);"
+                                      : "k_band_meet(kiln_bb5 + (tm0 / 32) * 8, (unsigned)(tn0 / 32), 8u);";
+        const char *meet0 = put0 ? strstr(put0, meet) : NULL;
         const char *add0 = meet0 ? strstr(meet0, "for (int t = 1; t < 8; t++) a") : NULL;
         const char *put1 = add0 ? strstr(add0, "if (gl == 0) (kiln_bp5 + (INT64_C(128) + o) * 8)[tn0 / 32] = ") : NULL;
-        const char *meet1 = put1 ? strstr(put1, "k_band_sync(kiln_bb5 + 2 * (tm0 / 32), 8u);") : NULL;
-        const char *extra = meet1 ? strstr(meet1 + 1, "k_band_sync(") : NULL;
+        const char *meet1 = put1 ? strstr(put1, meet) : NULL;
+        const char *extra = meet1 ? strstr(meet1 + 1, bands == 2 ? "k_band_sync(" : "k_band_meet(") : NULL;
         CHECK_MSG(xb && back && put0 && meet0 && add0 && put1 && meet1 && meet1 < k7 && (!extra || extra > k7),
                   "gpt_tiny k6's shared band: Xb %d, back %d, sums %d %d %d %d %d, a third meeting %d", !!xb, !!back, !!put0,
                   !!meet0, !!add0, !!put1, !!meet1, extra && extra < k7);
         CHECK(strstr(prog->source.s, "__device__ float kiln_bp5[2048];") &&
-              strstr(prog->source.s, "__device__ unsigned int kiln_bb5[8];") && !strstr(prog->source.s, "kiln_bv5"));
+              strstr(prog->source.s, bands == 2 ? "__device__ unsigned int kiln_bb5[8];" : "__device__ unsigned int kiln_bb5[32];") &&
+              !strstr(prog->source.s, "kiln_bv5"));
+      }
+      if (prog && bands == 2) {
         /* where the device keeps too few blocks resident the runtime vetoes the pair's launch: rendered
          * again, that pair takes the last tile's form, the others stay shared */
         CgOptions cv;
