@@ -573,6 +573,12 @@ typedef struct kiln_options {
                            stages and add them after one barrier; 0 (default) in the tree of five barriers,
                            which the H100 race found no slower (0.992 - 1.007); the same bits either way
                            ($KILN_CUDA_KG_SUM) */
+  int cuda_split_flags; /* cuda: 1 a GEMM split along K has each span but the last release its partial tile with a
+                           flag of its own and go on, the last span (its blocks after the others) wait for
+                           their flags and add their partials and its own in span order; 0 (default) every
+                           span counts itself in at the tile's arrival count and the last to arrive adds
+                           them all (one fence and atomic a block, every block waiting for its answer); the
+                           same bits ($KILN_CUDA_SPLIT_FLAGS) */
   int cuda_chain_spread; /* cuda: 1 an f32 attention chain's two products give each thread as few rows as fill
                            its block in one pass (at least 1; a tile of 8 rows over 64 keys and 64 columns
                            took 128 and 32 of its 256 threads at 4 rows a thread); 0 4 rows a thread; the

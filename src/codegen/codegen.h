@@ -247,6 +247,8 @@ typedef struct Dialect {
                                    * (the first), the same two words (NULL: none) */
   const char *band_meet;          /* a meeting of blocks by flags: the flags %s, this block's %s of %s (the flag's
                                    * index, the blocks); they only grow (NULL: none) */
+  const char *flag_done;          /* the block's writes released with its flag %s of the flags %s... here the flags
+                                   * %s and its index %s moved on, nothing waited for (with band_meet) */
   /* thread-block clusters (NULL: none): the kernel attribute fixing a 1-D cluster of %d blocks,
    * the helpers' definitions (module scope, once), a barrier of the cluster's blocks that also
    * orders their shared memory, and a load of float *%s in the shared memory of cluster block %s */
@@ -298,6 +300,9 @@ typedef struct CgOptions {
   int split_rows_below;
   int split_blocks;
   bool cluster_splitk;  /* split-K through thread-block clusters where the spans fit one (KILN_CUDA_CLUSTER) */
+  bool split_flags;     /* split-K tiles: the last span adds the others' partials once their flags say so (the
+                           dialect's flag_done and band_meet), where the last block to arrive at a count
+                           did (kiln_options.cuda_split_flags; the same bits) */
   int one_fence;        /* arrival counts: 1 the first thread fences around its count, after the block's
                            barrier, instead of every thread before it and after (0); 2 its count is one
                            acquire-release atomic, no fence (the dialect's atomic_add_acq_rel; else as 1)
@@ -616,6 +621,9 @@ typedef struct CgGemm {
   bool cluster;                    /* split-K: a tile's spans are the blocks of one cluster, their partials
                                       added from each other's shared memory (no global round trip) */
   int one_fence;                   /* split-K's arrival count by one thread (CgOptions.one_fence) */
+  bool split_flags;                /* split-K: each span but the last releases its partial with its flag; the last
+                                      waits for their flags and adds theirs and its own, in span order
+                                      (CgOptions.split_flags) */
   int stages;                      /* k-tiles read ahead into registers (CgOptions.gemm_stages); above 1
                                       the shared tiles are double-buffered, one barrier a k-tile */
   CgMma mma;                       /* tensor cores: the operands' kind (CG_MMA_NONE: f32 FMA). The tile's

@@ -178,6 +178,10 @@ static const char prelude[] =
   "KI unsigned k_flag_get(const unsigned *f) {\n"
   "  unsigned v; asm volatile(\"ld.acquire.gpu.u32 %0, [%1];\" : \"=r\"(v) : \"l\"(f) : \"memory\"); return v;\n"
   "}\n"
+  "KI void k_flag_done(unsigned *flags, unsigned mine) {\n"
+  "  __syncthreads();\n"
+  "  if (threadIdx.x == 0) k_flag_put(flags + mine, k_flag_get(flags + mine) + 1u);\n"
+  "}\n"
   "KI void k_band_meet(unsigned *flags, unsigned mine, unsigned n) {\n"
   "  __shared__ unsigned next;\n"
   "  __syncthreads();\n"
@@ -246,6 +250,7 @@ const Dialect cg_dialect_cuda = {
   .grid_barrier = "k_grid_sync(%s);",
   .band_barrier = "k_band_sync(%s, %s);",
   .band_meet = "k_band_meet(%s, %s, %s);",
+  .flag_done = "k_flag_done(%s, %s);",
   .kernel_entry = "  k_dependent_entry();",
   .kernel_entry_wait = "  k_dependent_wait();",
   /* sm_90 and later: barrier.cluster, and mapa to reach another block's shared memory */

@@ -426,6 +426,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   if (small_tiles < 16 && small_tiles * spans < 32 && block_rows) return false;
   /* a cluster of at most 8 blocks (the portable size); each block one span of one tile */
   g.one_fence = o->one_fence;
+  g.split_flags = o->split_flags;  /* where it splits, and not in a cluster (cg_gemm_globals, split_combine) */
   g.cluster = o->cluster_splitk && g.n_b == 1 && !g.mma && g.splits > 1 && g.splits <= 8 &&
               tiles_at(&g, g.bm, g.bn) * g.splits <= ((int64_t)1 << 20);
   g.a_kfast = reads_along_k(p, k, g.a, &g, CG_ROLE_M);
@@ -565,6 +566,14 @@ void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out) {
     return;
   }
   int64_t tiles = tiles_at(g, g->bm, g->bn);
+  if (g->split_flags) {
+    sb_printf(out, "\n/* kernel %d, split-K: partial tiles of its %d spans, and each span's flag (0 at module load, one\n"
+                   " * more each run) */\n", ki, g->splits);
+    sb_printf(out, "%s %s kiln_part%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], ki,
+              (long long)(g->splits * tiles * g->bm * g->bn * g->n_b));
+    sb_printf(out, "%s %s kiln_sf%d[%lld];\n", d->global_qual, d->counter_type, ki, (long long)(tiles * g->splits));
+    return;
+  }
   sb_printf(out, "\n/* kernel %d, split-K: partial tiles of its %d spans, and each tile's arrivals (0 at\n"
                  " * module load; the last block of a tile puts its count back to 0) */\n", ki, g->splits);
   sb_printf(out, "%s %s kiln_part%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], ki,
@@ -892,6 +901,49 @@ static void sum_partials(const CgEmit *em, const CgGemm *g, const char *q_loop, 
   cg_close(em);
 }
 
+/* Split-K by flags (CgGemm.split_flags): each span but the last stores its partial tile and releases
+ * it with its flag (kiln_sf, a tile's S in span order) and goes on; the last span, whose blocks come
+ * after its tile's others (each block one span: in the order blocks start, it waits only for blocks
+ * started before it), moves its own flag on, waits for the others' flags to reach it, and adds their
+ * partials and then its own from registers: span order, the bits of the count's form. */
+static void split_flags_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, int64_t tiles) {
+  const Dialect *d = em->d;
+  const char *F = d->value_type[KILN_F32];
+  int ki = k->id, bmn = g->bm * g->bn, S = g->splits;
+  int64_t each = (int64_t)S * tiles * bmn;  /* a sibling's partial tiles */
+  char pos[160], flags[64], mine[32], n[32], step[200];
+  tile_pos(g, pos);
+  snprintf(flags, sizeof flags, "kiln_sf%d + tile * %d", ki, S);
+  cg_open(em, "if (w %% %d != %d) {", S, S - 1);
+  cg_put(em, "%s *part = kiln_part%d + (w %% %d) * %s + tile * %d;", F, ki, S, cg_lit(em, tiles * bmn), bmn);
+  for (int b = 0; b < g->n_b; b++) {
+    char acc[32], st[320];
+    acc_of(k, g, b, "acc", acc);
+    if (b) snprintf(st, sizeof st, "part[%s + %s] = %s[i][j];", cg_lit(em, b * each), pos, acc);
+    else snprintf(st, sizeof st, "part[%s] = %s[i][j];", pos, acc);
+    each_output(em, g, st);
+  }
+  snprintf(mine, sizeof mine, "(unsigned)(w %% %d)", S);
+  snprintf(step, sizeof step, d->flag_done, flags, mine);
+  cg_put(em, "%s", step);
+  cg_put(em, "continue;");
+  cg_close(em);
+  snprintf(mine, sizeof mine, "%du", S - 1);
+  snprintf(n, sizeof n, "%du", S - 1);
+  snprintf(step, sizeof step, d->band_meet, flags, mine, n);
+  cg_put(em, "%s", step);
+  cg_put(em, "const %s *tp = kiln_part%d + tile * %d;", F, ki, bmn);
+  for (int b = 0; b < g->n_b; b++) {
+    char addr[320], ld[360], loop[480], acc[32];
+    acc_of(k, g, b, "acc", acc);
+    if (b) snprintf(addr, sizeof addr, "tp + %s + q * %s + %s", cg_lit(em, b * each), cg_lit(em, tiles * bmn), pos);
+    else snprintf(addr, sizeof addr, "tp + q * %s + %s", cg_lit(em, tiles * bmn), pos);
+    snprintf(ld, sizeof ld, d->cached_load, addr);
+    snprintf(loop, sizeof loop, "for (int q = 0; q < %d; q++) s += %s;  s += %s[i][j];  /* its own, last */", S - 1, ld, acc);
+    sum_partials(em, g, loop, false, acc);
+  }
+}
+
 /* Split-K: this block's partial tile out; the block that arrives last at the tile sums every
  * span's partial in span order into acc (the others go on to their next tile). */
 static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, int64_t tiles) {
@@ -900,6 +952,10 @@ static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, in
   int ki = k->id, bmn = g->bm * g->bn, S = g->splits;
   int64_t each = (int64_t)S * tiles * bmn;  /* a sibling's partial tiles */
   char pos[160];
+  if (g->split_flags) {
+    split_flags_combine(em, k, g, tiles);
+    return;
+  }
   tile_pos(g, pos);
   cg_put(em, "%s *part = kiln_part%d + (w %% %d) * %s + tile * %d;", F, ki, S, cg_lit(em, tiles * bmn), bmn);
   for (int b = 0; b < g->n_b; b++) {
@@ -1412,7 +1468,8 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   int64_t tiles = mt * nt * g->batch;
   int S = g->splits > 1 ? g->splits : 1;
   if (S > 1 && g->cluster) cg_put(em, "%s %s kiln_cp[%d];", d->shared_qual, F, g->bm * g->bn);
-  if ((S > 1 && !g->cluster) || g->band) cg_put(em, "%s %s last;", d->shared_qual, d->counter_type);  /* arrivals: a tile's spans, a band's tiles */
+  if ((S > 1 && !g->cluster && !g->split_flags) || (g->band && !g->band_share))  /* arrivals: a tile's spans, a band's tiles */
+    cg_put(em, "%s %s last;", d->shared_qual, d->counter_type);
   if (g->band_share) cg_put(em, "%s %s Xb[%d][%d];", d->shared_qual, F, g->bm, g->bn + 1);  /* the tile's row values */
   if (S > 1) {
     cg_open(em, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, cg_lit(em, tiles * S), d->grid_size);

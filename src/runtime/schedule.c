@@ -906,6 +906,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
                      "thread, 1 as few as fill the block", o->cuda_chain_spread);
   /* -1: on for cuda, the H100 race (gpt_tiny 0.969, encoder4_d256 0.974, nothing slower than 1.000) */
   g->chain_spread = cuda && o->cuda_chain_spread != 0;
+  if (o->cuda_split_flags < 0 || o->cuda_split_flags > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_split_flags ($KILN_CUDA_SPLIT_FLAGS) is %d: 0 an arrival count, 1 the spans' "
+                     "flags", o->cuda_split_flags);
+  g->split_flags = cuda && d->flag_done && d->band_meet && o->cuda_split_flags == 1;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
   if (o->pair_tails < -1 || o->pair_tails > 1)

@@ -696,6 +696,25 @@ int main(void) {
     kf.cuda_chain_spread = 2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_CHAIN_SPREAD"));
+    /* split-K by flags: off by default; on, mlp_fwd_b128's three split GEMMs each release their spans'
+     * partials by flags and keep no arrival count, in the same 3 launches; none on glsl */
+    kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.split_flags);
+    kf.cuda_split_flags = 1;
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(!co.split_flags);
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) {
+      CHECK(co.split_flags);
+      Built fb;
+      if (build("mlp_fwd_b128", cu, &co, &fb)) {
+        int done = 0, meets = 0, launches = 0;
+        for (const char *s = fb.g->source.s; (s = strstr(s, "      k_flag_done(kiln_sf")); s++) done++;
+        for (const char *s = fb.g->source.s; (s = strstr(s, "    k_band_meet(kiln_sf")); s++) meets++;
+        for (int i = 0; i < fb.g->n_launch; i++) launches += fb.g->launch[i].grid > 0;
+        CHECK_MSG(done == 3 && meets == 3 && launches == 3 && !strstr(fb.g->source.s, "kiln_arrived"),
+                  "mlp_fwd_b128 split by flags: %d done, %d meetings, %d launches", done, meets, launches);
+      }
+      built_free(&fb);
+    }
     /* programmatic dependent launch: 1 each kernel waits and lets the next launch, 2 (cuda's default) it only
      * waits; 0 neither; glsl has none */
     kf = kiln_options_default();

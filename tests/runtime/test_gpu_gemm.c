@@ -881,6 +881,28 @@ static void test_shapes(void) {
       sb_free(&s0), sb_free(&s1), sb_free(&s2);
       compiles_opt(&r, &one, "split K, one fence");
       compiles_opt(&r, &acq, "split K, an acquire-release count");
+      /* by flags (cuda_split_flags): the spans but the last release their partials and go on; the last
+       * waits for their flags and adds theirs, then its own; no arrival count */
+      CgOptions fl;
+      ko.cuda_split_flags = 1;
+      OK(rt_codegen_options(&ko, &cg_dialect_cuda, &fl));
+      ko.cuda_split_flags = 0;
+      CHECK(fl.split_flags);
+      StrBuf s3 = { 0 };
+      OK(cg_render_plan(r.p, &cg_dialect_cuda, &fl, NULL, &s3));
+      char done[96], meet[96], own[160];
+      snprintf(done, sizeof done, "k_flag_done(kiln_sf0 + tile * %d, (unsigned)(w %% %d));", g1.splits, g1.splits);
+      snprintf(meet, sizeof meet, "k_band_meet(kiln_sf0 + tile * %d, %du, %du);", g1.splits, g1.splits - 1, g1.splits - 1);
+      snprintf(own, sizeof own, "for (int q = 0; q < %d; q++) s += __ldcg(tp + q * ", g1.splits - 1);
+      const char *d0 = s3.s ? strstr(s3.s, done) : NULL, *m0 = d0 ? strstr(d0, meet) : NULL, *o0 = m0 ? strstr(m0, own) : NULL;
+      CHECK_MSG(o0 && strstr(o0, "s += acc[i][j];  /* its own, last */") && !strstr(s3.s, "kiln_arrived0"),
+                "split K by flags: done %d, meet %d, sum %d", !!d0, !!m0, !!o0);
+      sb_free(&s3);
+      compiles_opt(&r, &fl, "split K by flags");
+      ko.cuda_split_flags = 2;
+      FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&ko, &cg_dialect_cuda, &fl));
+      CHECK(strstr(kiln_last_error(), "KILN_CUDA_SPLIT_FLAGS"));
+      ko.cuda_split_flags = 0;
     }
     plans_free(&r);
     kiln_graph_free(gr);
@@ -1299,6 +1321,27 @@ static void test_values(void) {
     kiln_graph *g = dense(m, k, n, dims[i][3] != 0);
     check_values(dims[i][3] ? "relu(x^T@w+b)" : "relu(x@w+b)", g, 1, &ni, 1, &no);
     kiln_graph_free(g);
+  }
+  if (!strcmp(backend, "cuda")) {  /* split-K by flags: against ref, and the same bits as by the arrival count */
+    for (int i = 0; i < 3; i += 2) {
+      int64_t m = dims[i][0], k = dims[i][1], n = dims[i][2], ni = m * k, no = m * n;
+      kiln_graph *g = dense(m, k, n, false);
+      setenv("KILN_CUDA_SPLIT_FLAGS", "1", 1);
+      check_values("relu(x@w+b), split-K by flags", g, 1, &ni, 1, &no);
+      float *x = rnd(ni), *by[2] = { malloc((size_t)no * 4), malloc((size_t)no * 4) };
+      for (int f = 0; f < 2; f++) {
+        setenv("KILN_CUDA_SPLIT_FLAGS", f ? "1" : "0", 1);
+        memset(by[f], 0xff, (size_t)no * 4);
+        kiln_program *p = compile_on(g, backend, 1, 1);
+        if (p) OK(kiln_program_run(p, (const void *const *)&x, (void *const *)&by[f]));
+        kiln_program_free(p);
+      }
+      CHECK_MSG(!memcmp(by[0], by[1], (size_t)no * 4), "%lldx%lldx%lld: split-K by flags and by count differ", (long long)m,
+                (long long)k, (long long)n);
+      free(x), free(by[0]), free(by[1]);
+      kiln_graph_free(g);
+    }
+    unsetenv("KILN_CUDA_SPLIT_FLAGS");
   }
   if (!strcmp(backend, "cuda")) {  /* banded pairs (test_band_shapes), and their warp-a-row form */
     setenv("KILN_GEMM_ROWS", "2", 1);
