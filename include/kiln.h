@@ -578,7 +578,8 @@ typedef struct kiln_options {
                            their flags and add their partials and its own in span order; 0 (default) every
                            span counts itself in at the tile's arrival count and the last to arrive adds
                            them all (one fence and atomic a block, every block waiting for its answer); the
-                           same bits ($KILN_CUDA_SPLIT_FLAGS) */
+                           same bits. Rows in two phases (a few long rows of sums) the same way, their
+                           blocks' partials by flags ($KILN_CUDA_SPLIT_FLAGS) */
   int cuda_chain_spread; /* cuda: 1 an f32 attention chain's two products give each thread as few rows as fill
                            its block in one pass (at least 1; a tile of 8 rows over 64 keys and 64 columns
                            took 128 and 32 of its 256 threads at 4 rows a thread); 0 4 rows a thread; the

@@ -2218,14 +2218,68 @@ static int acc_items(const Kernel *k) {
   return n;
 }
 
+/* Are two-phase rows combined by flags (rows_flags_combine), as split-K is (CgOptions.split_flags)? */
+static bool rows_by_flags(const Dialect *d, const CgOptions *o) { return o->split_flags && d->flag_done && d->band_meet; }
+
 void cg_rows_globals(const Plan *p, const Kernel *k, const CgOptions *o, const Dialect *d, StrBuf *out) {
   CgRows ro = cg_rows_of(p, k, o);
   if (ro.split <= 1) return;
+  if (rows_by_flags(d, o)) {
+    sb_printf(out, "\n/* kernel %d, rows in two phases: each row's %d partial sums of its %d blocks, and each block's\n"
+                   " * flag (0 at module load, one more each run) */\n", k->id, acc_items(k), ro.split);
+    sb_printf(out, "%s %s kiln_part%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], k->id,
+              (long long)(k->outer_numel * ro.split * acc_items(k)));
+    sb_printf(out, "%s %s kiln_rf%d[%lld];\n", d->global_qual, d->counter_type, k->id, (long long)(k->outer_numel * ro.split));
+    return;
+  }
   sb_printf(out, "\n/* kernel %d, rows in two phases: each row's %d partial sums of its %d blocks, and each row's\n"
                  " * arrivals (0 at module load; the last block of a row puts its count back to 0) */\n", k->id, acc_items(k), ro.split);
   sb_printf(out, "%s %s kiln_part%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], k->id,
             (long long)(k->outer_numel * ro.split * acc_items(k)));
   sb_printf(out, "%s %s kiln_arrived%d[%lld];\n", d->global_qual, d->counter_type, k->id, (long long)k->outer_numel);
+}
+
+/* Two-phase rows by flags (CgOptions.split_flags, as split-K's): each block of a row but the last
+ * stores its partials, releases them with its flag and goes on; the row's last block (after the
+ * row's others) moves its flag on, waits for theirs, and adds their partials and then its own, in
+ * block order: the bits of the count's form. */
+static void rows_flags_combine(R *r, int step) {
+  const Kernel *k = r->k;
+  const Dialect *d = r->d;
+  const char *F = vt(r, KILN_F32);
+  int S = r->ro.split, n = acc_items(k), j = 0;
+  char flags[64], mine[32], step_line[200];
+  snprintf(flags, sizeof flags, "kiln_rf%d + o * %d", k->id, S);
+  line(r, "%s *kp = kiln_part%d + o * %d;", F, k->id, S * n);
+  line(r, "if (rc != %d) {", S - 1);
+  r->indent++;
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].kind == IT_ACC && k->items[i].step == step)
+      line(r, "if (%s == 0) kp[%d + rc] = a%d;", d->thread_id, j++ * S, k->items[i].stage);
+  snprintf(mine, sizeof mine, "(unsigned)rc");
+  snprintf(step_line, sizeof step_line, d->flag_done, flags, mine);
+  line(r, "%s", step_line);
+  line(r, "continue;");
+  close_block(r);
+  char last[32];
+  snprintf(last, sizeof last, "%du", S - 1);
+  snprintf(step_line, sizeof step_line, d->band_meet, flags, last, last);
+  line(r, "%s", step_line);
+  j = 0;
+  for (int i = 0; i < k->n_items; i++) {
+    if (k->items[i].kind != IT_ACC || k->items[i].step != step) continue;
+    char addr[64], ld[128];
+    int s = k->items[i].stage;
+    snprintf(addr, sizeof addr, "kp + %d + q", j++ * S);
+    snprintf(ld, sizeof ld, d->cached_load, addr);
+    line(r, "{");
+    r->indent++;
+    line(r, "const %s own = a%d;", F, s);
+    line(r, "a%d = 0;", s);
+    line(r, "for (int q = 0; q < %d; q++) a%d += %s;", S - 1, s, ld);
+    line(r, "a%d += own;  /* its own, last */", s);
+    close_block(r);
+  }
 }
 
 /* Two-phase rows, after the block's own combine: its partials out; the block that arrives
@@ -2236,6 +2290,10 @@ static void rows_split_combine(R *r, int step) {
   const Dialect *d = r->d;
   const char *F = vt(r, KILN_F32);
   int S = r->ro.split, n = acc_items(k), j = 0;
+  if (rows_by_flags(d, r->o)) {
+    rows_flags_combine(r, step);
+    return;
+  }
   line(r, "%s *kp = kiln_part%d + o * %d;", F, k->id, S * n);
   for (int i = 0; i < k->n_items; i++)
     if (k->items[i].kind == IT_ACC && k->items[i].step == step)
@@ -2610,7 +2668,7 @@ static void render_block_rows(R *r) {
   r->ro = cg_rows_of(r->p, k, r->o);
   if (r->ro.split > 1) {
     int64_t S = r->ro.split, span = (k->inner_numel + S - 1) / S;
-    line(r, "%s %s last;", d->shared_qual, d->counter_type);
+    if (!rows_by_flags(d, r->o)) line(r, "%s %s last;", d->shared_qual, d->counter_type);
     line(r, "for (%s w = %s; w < %s; w += %s) {", I, d->block_id, lit(r, k->outer_numel * S), d->grid_size);
     line(r, "  const %s o = w / %lld, rc = w %% %lld;", I, (long long)S, (long long)S);
     line(r, "  const %s rbeg = rc * %s, rend = rbeg + %s < %s ? rbeg + %s : %s;", I, lit(r, span), lit(r, span),
@@ -4119,13 +4177,6 @@ int cg_pair_band_lanes(const CgGemm *g) {
   return G;
 }
 
-/* A shared band's sums: the row kernel's accumulations, each a slot of the partials */
-static int share_slots(const Kernel *kr) {
-  int n = 0;
-  for (int i = 0; i < kr->n_items; i++) n += kr->items[i].kind == IT_ACC;
-  return n;
-}
-
 static void band_globals(const Kernel *last, const CgGemm *g, const Dialect *d, StrBuf *out) {
   const Kernel *kc = last - 1;
   if (g->band_share) {
@@ -4135,7 +4186,7 @@ static void band_globals(const Kernel *last, const CgGemm *g, const Dialect *d, 
               g->band_flags ? "each tile's flag (0 at module load, one more at each meeting)"
                             : "each band's barrier (count, generation: 0 at module load, the count back to 0 after each)");
     sb_printf(out, "%s %s kiln_bp%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], kc->id,
-              (long long)(share_slots(last) * g->M * nt));
+              (long long)(acc_items(last) * g->M * nt));  /* a slot a sum */
     sb_printf(out, "%s %s kiln_bb%d[%lld];\n", d->global_qual, d->counter_type, kc->id, (long long)(g->band_flags ? nb * nt : 2 * nb));
     return;
   }

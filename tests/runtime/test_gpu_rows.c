@@ -128,6 +128,18 @@ static void test_render(void) {
                     (long long)kn->inner_numel, ro.split);
           CHECK(ro.split <= 1 || (ro.threads == 256 && ro.rows == 1 && strstr(src.s, "kiln_arrived") &&
                                   (int64_t)ro.split * 1024 <= kn->inner_numel));
+          if (ro.split > 1) {  /* by flags (split_flags): the row's last block waits for the others' flags */
+            CgOptions cf = co;
+            cf.split_flags = true;
+            StrBuf sf = {0};
+            OK(cg_render_plan(p, &cg_dialect_cuda, &cf, NULL, &sf));
+            char meet[96];
+            snprintf(meet, sizeof meet, "k_band_meet(kiln_rf%d + o * %d, %du, %du);", k, ro.split, ro.split - 1, ro.split - 1);
+            CHECK_MSG(sf.s && strstr(sf.s, meet) && strstr(sf.s, "+= own;  /* its own, last */") && !strstr(sf.s, "kiln_arrived"),
+                      "%s %lldx%lld by flags: no %s", kind_name[kind], (long long)shapes[s][0], (long long)shapes[s][1], meet);
+            if (sf.s) check_compiles(sf.s, "rows by flags", kind_name[kind], shapes[s][0], shapes[s][1]);
+            sb_free(&sf);
+          }
           if (ro.split <= 1) {
             CgRows plain = cg_gpu_rows(kn, v);
             CHECK(plain.threads == ro.threads && plain.rows == ro.rows && plain.vec == ro.vec);
@@ -320,6 +332,17 @@ static void test_values(void) {
       }
     }
     unsetenv("KILN_CUDA_ROW");
+    /* the auto variant's rows in two phases combined by flags (KILN_CUDA_SPLIT_FLAGS=1) */
+    setenv("KILN_CUDA_SPLIT_FLAGS", "1", 1);
+    for (int k = 0; k < N_KINDS; k++)
+      for (int64_t i = 0; i < n; i++) got[k][i] = NAN;
+    run(g, backend, in, got);
+    for (int k = 0; k < N_KINDS; k++) {
+      double e = max_rel(got[k], want[k], k >= ARGMAX ? rows : n);
+      CHECK_MSG(e < (k == ARGMAX ? 1e-7 : 1e-4), "split by flags %s %lldx%lld: max rel error %g", kind_name[k], (long long)rows,
+                (long long)cols, e);
+    }
+    unsetenv("KILN_CUDA_SPLIT_FLAGS");
     free(x), free(gm), free(bt);
     for (int k = 0; k < N_KINDS; k++) free(want[k]), free(got[k]);
     kiln_graph_free(g);
