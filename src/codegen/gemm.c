@@ -566,19 +566,16 @@ void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out) {
     return;
   }
   int64_t tiles = tiles_at(g, g->bm, g->bn);
-  if (g->split_flags) {
+  if (g->split_flags)
     sb_printf(out, "\n/* kernel %d, split-K: partial tiles of its %d spans, and each span's flag (0 at module load, one\n"
                    " * more each run) */\n", ki, g->splits);
-    sb_printf(out, "%s %s kiln_part%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], ki,
-              (long long)(g->splits * tiles * g->bm * g->bn * g->n_b));
-    sb_printf(out, "%s %s kiln_sf%d[%lld];\n", d->global_qual, d->counter_type, ki, (long long)(tiles * g->splits));
-    return;
-  }
-  sb_printf(out, "\n/* kernel %d, split-K: partial tiles of its %d spans, and each tile's arrivals (0 at\n"
-                 " * module load; the last block of a tile puts its count back to 0) */\n", ki, g->splits);
+  else
+    sb_printf(out, "\n/* kernel %d, split-K: partial tiles of its %d spans, and each tile's arrivals (0 at\n"
+                   " * module load; the last block of a tile puts its count back to 0) */\n", ki, g->splits);
   sb_printf(out, "%s %s kiln_part%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], ki,
             (long long)(g->splits * tiles * g->bm * g->bn * g->n_b));
-  sb_printf(out, "%s %s kiln_arrived%d[%lld];\n", d->global_qual, d->counter_type, ki, (long long)tiles);
+  if (g->split_flags) sb_printf(out, "%s %s kiln_sf%d[%lld];\n", d->global_qual, d->counter_type, ki, (long long)(tiles * g->splits));
+  else sb_printf(out, "%s %s kiln_arrived%d[%lld];\n", d->global_qual, d->counter_type, ki, (long long)tiles);
 }
 
 /* The shared tiles, a declaration a line; returns the count. Rows padded by
@@ -901,6 +898,35 @@ static void sum_partials(const CgEmit *em, const CgGemm *g, const char *q_loop, 
   cg_close(em);
 }
 
+/* Split-K: this block's partial tile (each sibling's) into its span's place. */
+static void store_partials(const CgEmit *em, const Kernel *k, const CgGemm *g, int64_t tiles) {
+  const char *F = em->d->value_type[KILN_F32];
+  int bmn = g->bm * g->bn, S = g->splits;
+  int64_t each = (int64_t)S * tiles * bmn;  /* a sibling's partial tiles */
+  char pos[160];
+  tile_pos(g, pos);
+  cg_put(em, "%s *part = kiln_part%d + (w %% %d) * %s + tile * %d;", F, k->id, S, cg_lit(em, tiles * bmn), bmn);
+  for (int b = 0; b < g->n_b; b++) {
+    char acc[32], st[320];
+    acc_of(k, g, b, "acc", acc);
+    if (b) snprintf(st, sizeof st, "part[%s + %s] = %s[i][j];", cg_lit(em, b * each), pos, acc);
+    else snprintf(st, sizeof st, "part[%s] = %s[i][j];", pos, acc);
+    each_output(em, g, st);
+  }
+}
+
+/* Split-K: sibling b's partial of span q (a var of the loop) at this thread's output, read through L2,
+ * from tp (the tile's partials). */
+static void partial_load(const CgEmit *em, const CgGemm *g, int b, int64_t tiles, char *ld, size_t n) {
+  int bmn = g->bm * g->bn;
+  int64_t each = (int64_t)g->splits * tiles * bmn;
+  char pos[160], addr[320];
+  tile_pos(g, pos);
+  if (b) snprintf(addr, sizeof addr, "tp + %s + q * %s + %s", cg_lit(em, b * each), cg_lit(em, tiles * bmn), pos);
+  else snprintf(addr, sizeof addr, "tp + q * %s + %s", cg_lit(em, tiles * bmn), pos);
+  snprintf(ld, n, em->d->cached_load, addr);
+}
+
 /* Split-K by flags (CgGemm.split_flags): each span but the last stores its partial tile and releases
  * it with its flag (kiln_sf, a tile's S in span order) and goes on; the last span, whose blocks come
  * after its tile's others (each block one span: in the order blocks start, it waits only for blocks
@@ -910,19 +936,10 @@ static void split_flags_combine(const CgEmit *em, const Kernel *k, const CgGemm 
   const Dialect *d = em->d;
   const char *F = d->value_type[KILN_F32];
   int ki = k->id, bmn = g->bm * g->bn, S = g->splits;
-  int64_t each = (int64_t)S * tiles * bmn;  /* a sibling's partial tiles */
-  char pos[160], flags[64], mine[32], n[32], step[200];
-  tile_pos(g, pos);
+  char flags[64], mine[32], n[32], step[200];
   snprintf(flags, sizeof flags, "kiln_sf%d + tile * %d", ki, S);
   cg_open(em, "if (w %% %d != %d) {", S, S - 1);
-  cg_put(em, "%s *part = kiln_part%d + (w %% %d) * %s + tile * %d;", F, ki, S, cg_lit(em, tiles * bmn), bmn);
-  for (int b = 0; b < g->n_b; b++) {
-    char acc[32], st[320];
-    acc_of(k, g, b, "acc", acc);
-    if (b) snprintf(st, sizeof st, "part[%s + %s] = %s[i][j];", cg_lit(em, b * each), pos, acc);
-    else snprintf(st, sizeof st, "part[%s] = %s[i][j];", pos, acc);
-    each_output(em, g, st);
-  }
+  store_partials(em, k, g, tiles);
   snprintf(mine, sizeof mine, "(unsigned)(w %% %d)", S);
   snprintf(step, sizeof step, d->flag_done, flags, mine);
   cg_put(em, "%s", step);
@@ -934,11 +951,9 @@ static void split_flags_combine(const CgEmit *em, const Kernel *k, const CgGemm 
   cg_put(em, "%s", step);
   cg_put(em, "const %s *tp = kiln_part%d + tile * %d;", F, ki, bmn);
   for (int b = 0; b < g->n_b; b++) {
-    char addr[320], ld[360], loop[480], acc[32];
+    char ld[360], loop[480], acc[32];
     acc_of(k, g, b, "acc", acc);
-    if (b) snprintf(addr, sizeof addr, "tp + %s + q * %s + %s", cg_lit(em, b * each), cg_lit(em, tiles * bmn), pos);
-    else snprintf(addr, sizeof addr, "tp + q * %s + %s", cg_lit(em, tiles * bmn), pos);
-    snprintf(ld, sizeof ld, d->cached_load, addr);
+    partial_load(em, g, b, tiles, ld, sizeof ld);
     snprintf(loop, sizeof loop, "for (int q = 0; q < %d; q++) s += %s;  s += %s[i][j];  /* its own, last */", S - 1, ld, acc);
     sum_partials(em, g, loop, false, acc);
   }
@@ -950,33 +965,20 @@ static void split_combine(const CgEmit *em, const Kernel *k, const CgGemm *g, in
   const Dialect *d = em->d;
   const char *F = d->value_type[KILN_F32];
   int ki = k->id, bmn = g->bm * g->bn, S = g->splits;
-  int64_t each = (int64_t)S * tiles * bmn;  /* a sibling's partial tiles */
-  char pos[160];
   if (g->split_flags) {
     split_flags_combine(em, k, g, tiles);
     return;
   }
-  tile_pos(g, pos);
-  cg_put(em, "%s *part = kiln_part%d + (w %% %d) * %s + tile * %d;", F, ki, S, cg_lit(em, tiles * bmn), bmn);
-  for (int b = 0; b < g->n_b; b++) {
-    char acc[32];
-    acc_of(k, g, b, "acc", acc);
-    char st[320];
-    if (b) snprintf(st, sizeof st, "part[%s + %s] = %s[i][j];", cg_lit(em, b * each), pos, acc);
-    else snprintf(st, sizeof st, "part[%s] = %s[i][j];", pos, acc);
-    each_output(em, g, st);
-  }
+  store_partials(em, k, g, tiles);
   char slot[48], meet[CG_ARRIVAL_LINES][256];
   snprintf(slot, sizeof slot, "kiln_arrived%d[tile]", ki);
   cg_arrival_lines(d, slot, S, g->one_fence, meet);
   for (int i = 0; i < CG_ARRIVAL_LINES; i++) cg_put(em, "%s", meet[i]);
   cg_put(em, "const %s *tp = kiln_part%d + tile * %d;", F, ki, bmn);
   for (int b = 0; b < g->n_b; b++) {
-    char addr[320], ld[360], loop[420], acc[32];
+    char ld[360], loop[420], acc[32];
     acc_of(k, g, b, "acc", acc);
-    if (b) snprintf(addr, sizeof addr, "tp + %s + q * %s + %s", cg_lit(em, b * each), cg_lit(em, tiles * bmn), pos);
-    else snprintf(addr, sizeof addr, "tp + q * %s + %s", cg_lit(em, tiles * bmn), pos);
-    snprintf(ld, sizeof ld, d->cached_load, addr);
+    partial_load(em, g, b, tiles, ld, sizeof ld);
     snprintf(loop, sizeof loop, "for (int q = 0; q < %d; q++) s += %s;", S, ld);
     sum_partials(em, g, loop, false, acc);
   }
