@@ -486,7 +486,8 @@ typedef struct kiln_options {
                            each of the row's f32 sums (partials stored, a band barrier, added in column-tile
                            order: the same bits every run), a cooperative launch; 3 as 2, launched as any
                            kernel (its blocks checked resident), the tiles meeting by flags, each tile's
-                           written by it alone, where 2 meets at a barrier count; default -1: on
+                           written by it alone, where 2 meets at a barrier count, and a layernorm's variance
+                           met with its mean (Chan's combination); default -1: on
                            ($KILN_CUDA_PAIR_BANDS) */
   int cuda_copy_stages; /* cuda: 2, 3 or 4: a generated f32 GEMM tile of 32x32 (4 k groups) whose two operands
                            are 16-byte vector reads (cuda_vec_reads) copies them straight into shared

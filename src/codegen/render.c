@@ -84,6 +84,9 @@ typedef struct R {
   /* a banded pair (cg_pair_banded) while its GEMM is emitted: the tiles, the two kernels, KC's stage KR reads */
   const CgGemm *band; const Kernel *band_kc, *band_kr; int band_x;
   bool share;          /* in a shared band's steps (CgGemm.band_share): each step's sums meet across the band */
+  /* ... a layernorm's variance met with its mean (share_variance): its items, the mean's factor, the
+   * loop over a lane's points */
+  const Item *var_a, *var_b; const Expr *var_c; bool var_div; const char *share_each;
   /* a headed chain (cg_gemm_headed) while its GEMM is emitted: the tiles, the rows kernel, its value P */
   const CgGemm *head; const Kernel *head_kr; int head_P;
   kiln_status st;
@@ -870,6 +873,47 @@ static void point_items(R *r, const Kernel *k, int step) {
 
 static void block_combine(R *r, const Item *it);
 
+/* A kernel's accumulations. */
+static int acc_items(const Kernel *k) {
+  int n = 0;
+  for (int i = 0; i < k->n_items; i++) n += k->items[i].kind == IT_ACC;
+  return n;
+}
+
+/* A layernorm's two sums in one meeting (shared bands meeting by flags): the row kernel's only sums are
+ * A = sum of E at step 0 (E the kept summand, in the lane's xv) and B = sum of (E - m)^2 at step 2, where
+ * m = A * c (or A / c) at step 1, f32. Then each tile also sends q, its own points' sum of (E - its own
+ * mean)^2, with its sum at the first meeting, and B is Chan's pairwise combination of the band's tiles,
+ * sum over t of q_t + n_t (S_t / n_t - m)^2: the same value up to rounding, no second meeting. */
+static bool share_variance(const R *r, const Kernel *kr, const Item *kept) {
+  const Item *a = NULL, *b = NULL, *m = NULL;
+  int accs = 0;
+  for (int i = 0; i < kr->n_items; i++) {
+    const Item *it = &kr->items[i];
+    if (it->kind != IT_ACC) continue;
+    accs++;
+    if (it->step == 0) a = &kr->items[i];
+    if (it->step == 2) b = &kr->items[i];
+  }
+  if (accs != 2 || !a || !b || kept != a) return false;
+  const Expr *sq = b->body, *dv = sq->args[0];
+  if (sq->kind != EX_BINARY || sq->op != TB_MUL || sq->args[0] != sq->args[1] || dv->kind != EX_BINARY || dv->op != TB_SUB ||
+      dv->args[0] != a->body || dv->args[1]->kind != EX_LOAD)
+    return false;
+  for (int i = 0; i < kr->n_items; i++)
+    if (kr->items[i].kind == IT_OUTER && kr->items[i].step == 1 && kr->items[i].stage == dv->args[1]->src) m = &kr->items[i];
+  const Expr *mb = m ? m->body : NULL;
+  if (!mb || mb->kind != EX_BINARY || (mb->op != TB_MUL && mb->op != TB_DIV) || mb->dtype != KILN_F32) return false;
+  /* m = A op c, c a constant (a literal, or a constant stage the plan bakes into the source) */
+  int li = mb->args[0]->kind == EX_LOAD && mb->args[0]->src == a->stage ? 0 : 1;
+  const Expr *L = mb->args[li], *C = mb->args[1 - li];
+  bool lit_c = C->kind == EX_CONST || (C->kind == EX_LOAD && plan_is_baked(r->p->te, C->src));
+  if ((mb->op == TB_DIV && li) || L->kind != EX_LOAD || L->src != a->stage || !lit_c || C->dtype != KILN_F32) return false;
+  R *w = (R *)r;
+  w->var_a = a, w->var_b = b, w->var_c = C, w->var_div = mb->op == TB_DIV;
+  return true;
+}
+
 /* A shared band's step (R.share): each sum of the step combined within its row's lanes, the row's
  * partial over the tile's columns stored (slot, row, column tile) by the row's first lane; the band's
  * tiles meet at its barrier; then every lane adds the band's partials in column-tile order, the same
@@ -884,6 +928,20 @@ static void share_final(R *r, const Kernel *k, int step) {
   snprintf(nts, sizeof nts, "%lldu", (long long)nt);
   bool any = false;  /* a step of per-point values alone: nothing to meet for */
   for (int i = 0; i < k->n_items; i++) any |= k->items[i].kind == IT_ACC && k->items[i].step == step;
+  const Item *va = r->var_a, *vb = r->var_b;
+  if (vb && step == vb->step) {  /* the variance, met with the mean (share_variance) */
+    line(r, "a%d = cv%d;", vb->stage, vb->stage);
+    char acc[48];
+    snprintf(acc, sizeof acc, "a%d", vb->stage);
+    acc_final(r, vb, acc);
+    return;
+  }
+  int64_t last_cols = g->N - (nt - 1) * g->bn;  /* the last column tile's */
+  char ncols[96];
+  if (last_cols == g->bn) snprintf(ncols, sizeof ncols, "%d.0%s", g->bn, d->f32_suffix);
+  else snprintf(ncols, sizeof ncols, "(t < %lld ? %d.0%s : %lld.0%s)", (long long)(nt - 1), g->bn, d->f32_suffix,
+                (long long)last_cols, d->f32_suffix);
+  int slots = acc_items(k);  /* the variance's q: the spare slot after the sums' */
   for (int pass = 0, slot = 0; any && pass < 2; pass++) {
     if (pass) {
       char bar[64], mine[32], wait[200];
@@ -904,9 +962,25 @@ static void share_final(R *r, const Kernel *k, int step) {
       int s = it->stage, at_slot = slot++;
       if (it->step != step) continue;
       snprintf(at, sizeof at, "(kiln_bp%d + (%s + o) * %lld)", kc, lit(r, at_slot * g->M), (long long)nt);
+      char qat[160];
+      snprintf(qat, sizeof qat, "(kiln_bp%d + (%s + o) * %lld)", kc, lit(r, slots * g->M), (long long)nt);
       if (!pass) {
         block_combine(r, it);
         line(r, "if (%s) %s[tn0 / %d] = a%d;", lead, at, g->bn, s);
+        if (it == va) {  /* q: the tile's own points about its own mean */
+          char group[32], own[96];
+          snprintf(group, sizeof group, d->group_reduce, r->lanes);
+          snprintf(own, sizeof own, "(tn0 + %d <= %s ? %d.0%s : (%s)(%s - tn0))", g->bn, lit(r, g->N), g->bn, d->f32_suffix,
+                   vt(r, KILN_F32), lit(r, g->N));
+          line(r, "const %s mt%d = a%d / %s;", vt(r, KILN_F32), s, s, own);
+          line(r, "%s cq%d = 0.0%s;", vt(r, KILN_F32), s, d->f32_suffix);
+          line(r, "%s", r->share_each);
+          line(r, "  const %s dq = xv[c] - mt%d;", vt(r, KILN_F32), s);
+          line(r, "  cq%d += dq * dq;", s);
+          line(r, "}");
+          line(r, "cq%d = %s(cq%d, %s);", s, group, s, d->reduce_op[RO_SUM]);
+          line(r, "if (%s) %s[tn0 / %d] = cq%d;", lead, qat, g->bn, s);
+        }
         continue;
       }
       snprintf(ld, sizeof ld, d->cached_load, at);
@@ -915,6 +989,24 @@ static void share_final(R *r, const Kernel *k, int step) {
       snprintf(more, sizeof more, "%s + t", at);
       snprintf(ld, sizeof ld, d->cached_load, more);
       line(r, "for (int t = 1; t < %lld; t++) a%d += %s;", (long long)nt, s, ld);
+      if (it == va) {  /* Chan's combination of the band's tiles into B, before m's own step computes m */
+        char cst[64], ldS[200], ldQ[200], atS[200], atQ[200];
+        emit(r, r->var_c, cst, sizeof cst);
+        snprintf(atS, sizeof atS, "%s + t", at);
+        snprintf(atQ, sizeof atQ, "%s + t", qat);
+        snprintf(ldS, sizeof ldS, d->cached_load, atS);
+        snprintf(ldQ, sizeof ldQ, d->cached_load, atQ);
+        line(r, "%s cv%d = 0.0%s;", vt(r, KILN_F32), vb->stage, d->f32_suffix);
+        line(r, "{");
+        r->indent++;
+        line(r, "const %s mm = a%d %s %s;", vt(r, KILN_F32), s, r->var_div ? "/" : "*", cst);
+        line(r, "for (int t = 0; t < %lld; t++) {", (long long)nt);
+        r->indent++;
+        line(r, "const %s nn = %s, dm = %s / nn - mm;", vt(r, KILN_F32), ncols, ldS);
+        line(r, "cv%d += %s + nn * dm * dm;", vb->stage, ldQ);
+        close_block(r);
+        close_block(r);
+      }
       char acc[48];
       snprintf(acc, sizeof acc, "a%d", s);
       acc_final(r, it, acc);
@@ -2210,12 +2302,6 @@ CgRows cg_rows_of(const Plan *p, const Kernel *k, const CgOptions *o) {
     while (ro.threads < most && (int64_t)ro.threads * COLUMN_PPT < k->inner_numel) ro.threads *= 2;
   }
   return ro;
-}
-
-static int acc_items(const Kernel *k) {
-  int n = 0;
-  for (int i = 0; i < k->n_items; i++) n += k->items[i].kind == IT_ACC;
-  return n;
 }
 
 /* Are two-phase rows combined by flags (rows_flags_combine), as split-K is (CgOptions.split_flags)? */
@@ -4186,7 +4272,7 @@ static void band_globals(const Kernel *last, const CgGemm *g, const Dialect *d, 
               g->band_flags ? "each tile's flag (0 at module load, one more at each meeting)"
                             : "each band's barrier (count, generation: 0 at module load, the count back to 0 after each)");
     sb_printf(out, "%s %s kiln_bp%d[%lld];\n", d->global_qual, d->value_type[KILN_F32], kc->id,
-              (long long)(acc_items(last) * g->M * nt));  /* a slot a sum */
+              (long long)((acc_items(last) + g->band_flags) * g->M * nt));  /* a slot a sum (and a spare: share_variance) */
     sb_printf(out, "%s %s kiln_bb%d[%lld];\n", d->global_qual, d->counter_type, kc->id, (long long)(g->band_flags ? nb * nt : 2 * nb));
     return;
   }
@@ -4234,9 +4320,11 @@ static void band_share_steps(R *r) {
   set_kernel(r, kr);
   push(r);
   decompose(r, "o", 0, kr->rank, kr->shape);
-  r->lanes = G, r->live = ragged ? "live" : NULL, r->share = true;
+  r->lanes = G, r->live = ragged ? "live" : NULL, r->share = true, r->share_each = lc.each;
+  r->var_a = r->var_b = NULL;
+  if (g->band_flags) share_variance(r, kr, row_summand(r, kr, r->band_x));
   warp_row_steps(r, kr, d->unroll, lc.each, lc.col, r->band_x, "xv[c]", NULL, -1);
-  r->lanes = 0, r->live = NULL, r->share = false;
+  r->lanes = 0, r->live = NULL, r->share = false, r->share_each = NULL, r->var_a = r->var_b = NULL;
   pop(r);
   set_kernel(r, kc);
   close_block(r);

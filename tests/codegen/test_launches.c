@@ -191,9 +191,11 @@ static void banded_pairs(void) {
                 "gpt_tiny gemm_rows %d, bands %d: %d launches (%d banded, %d warp rows, %d shared, %d cooperative, %d resident), "
                 "expected %d", rows, bands, launches, banded, warps, shared, coop, resident, want);
       if (prog && bands >= 2) {
-        /* k6's 8 column tiles a band: each row's two sums (the mean's and the variance's) each stored
-         * at its slot and column tile, met at the band's barrier, added back in column-tile order; the
-         * tile's row values read from its shared Xb */
+        /* k6's 8 column tiles a band: under 2 each row's two sums (the mean's and the variance's) each
+         * stored at its slot and column tile, met at the band's barrier, added back in column-tile order;
+         * under 3 one meeting by flags, the tile's own squares about its own mean beside its sum (the
+         * spare slot), the variance Chan's combination of the band's; the tile's row values read from
+         * its shared Xb */
         const char *k6 = strstr(prog->source.s, " kiln_k6("), *k7 = k6 ? strstr(k6, " kiln_k7(") : NULL;
         const char *xb = k6 ? strstr(k6, "Xb[(int)(mq - tm0)][(int)(nq - tn0)] = ") : NULL;
         const char *back = xb ? strstr(xb, "xv[c] = Xb[rw][c * 8 + gl];") : NULL;
@@ -203,13 +205,21 @@ static void banded_pairs(void) {
                                       : "k_band_meet(kiln_bb5 + (tm0 / 32) * 8, (unsigned)(tn0 / 32), 8u);";
         const char *meet0 = put0 ? strstr(put0, meet) : NULL;
         const char *add0 = meet0 ? strstr(meet0, "for (int t = 1; t < 8; t++) a") : NULL;
-        const char *put1 = add0 ? strstr(add0, "if (gl == 0) (kiln_bp5 + (INT64_C(128) + o) * 8)[tn0 / 32] = ") : NULL;
-        const char *meet1 = put1 ? strstr(put1, meet) : NULL;
+        const char *put1 = NULL, *meet1 = NULL;
+        if (bands == 2) {
+          put1 = add0 ? strstr(add0, "if (gl == 0) (kiln_bp5 + (INT64_C(128) + o) * 8)[tn0 / 32] = ") : NULL;
+          meet1 = put1 ? strstr(put1, meet) : NULL;
+        } else {
+          const char *q = put0 ? strstr(put0, "if (gl == 0) (kiln_bp5 + (INT64_C(256) + o) * 8)[tn0 / 32] = cq77;") : NULL;
+          put1 = q && q < meet0 ? q : NULL;  /* the squares go with the sum, before the meeting */
+          const char *chan = add0 ? strstr(add0, "cv82 += __ldcg((kiln_bp5 + (INT64_C(256) + o) * 8) + t) + nn * dm * dm;") : NULL;
+          meet1 = chan ? strstr(chan, "a82 = cv82;") : NULL;
+        }
         const char *extra = meet1 ? strstr(meet1 + 1, bands == 2 ? "k_band_sync(" : "k_band_meet(") : NULL;
         CHECK_MSG(xb && back && put0 && meet0 && add0 && put1 && meet1 && meet1 < k7 && (!extra || extra > k7),
-                  "gpt_tiny k6's shared band: Xb %d, back %d, sums %d %d %d %d %d, a third meeting %d", !!xb, !!back, !!put0,
-                  !!meet0, !!add0, !!put1, !!meet1, extra && extra < k7);
-        CHECK(strstr(prog->source.s, "__device__ float kiln_bp5[2048];") &&
+                  "gpt_tiny k6's shared band (%d): Xb %d, back %d, sums %d %d %d %d %d, one meeting too many %d", bands, !!xb,
+                  !!back, !!put0, !!meet0, !!add0, !!put1, !!meet1, extra && extra < k7);
+        CHECK(strstr(prog->source.s, bands == 2 ? "__device__ float kiln_bp5[2048];" : "__device__ float kiln_bp5[3072];") &&
               strstr(prog->source.s, bands == 2 ? "__device__ unsigned int kiln_bb5[8];" : "__device__ unsigned int kiln_bb5[32];") &&
               !strstr(prog->source.s, "kiln_bv5"));
       }

@@ -359,6 +359,7 @@ static void test_band_shapes(void) {
     compiles_with(&r, &co, "k_band_sync(kiln_bb0 + 2 * (tm0 / 32), ", "dense_norm, shared bands");
     co.pair_bands = 3;
     compiles_with(&r, &co, "k_band_meet(kiln_bb0 + (tm0 / 32) * ", "dense_norm, shared bands meeting by flags");
+    compiles_with(&r, &co, " + nn * dm * dm;", "dense_norm, shared bands, the variance by Chan's combination");
     co.pair_bands = 2;
     if (i == 0) compiles_with(&r, &co, "const bool live = tm0 + rw < INT64_C(200);", "dense_norm ragged, shared bands");
     if (i == 2) compiles_with(&r, &co, "if (tn0 + c * 8 + gl < INT64_C(1000)) {", "dense_norm ragged columns, shared bands");
