@@ -989,12 +989,11 @@ static void share_final(R *r, const Kernel *k, int step) {
       snprintf(more, sizeof more, "%s + t", at);
       snprintf(ld, sizeof ld, d->cached_load, more);
       line(r, "for (int t = 1; t < %lld; t++) a%d += %s;", (long long)nt, s, ld);
-      if (it == va) {  /* Chan's combination of the band's tiles into B, before m's own step computes m */
-        char cst[64], ldS[200], ldQ[200], atS[200], atQ[200];
+      if (it == va) {  /* Chan's combination of the band's tiles into B, before m's own step computes m;
+                        * ld reads tile t's sum, ldQ its squares */
+        char cst[64], ldQ[200], atQ[200];
         emit(r, r->var_c, cst, sizeof cst);
-        snprintf(atS, sizeof atS, "%s + t", at);
         snprintf(atQ, sizeof atQ, "%s + t", qat);
-        snprintf(ldS, sizeof ldS, d->cached_load, atS);
         snprintf(ldQ, sizeof ldQ, d->cached_load, atQ);
         line(r, "%s cv%d = 0.0%s;", vt(r, KILN_F32), vb->stage, d->f32_suffix);
         line(r, "{");
@@ -1002,7 +1001,7 @@ static void share_final(R *r, const Kernel *k, int step) {
         line(r, "const %s mm = a%d %s %s;", vt(r, KILN_F32), s, r->var_div ? "/" : "*", cst);
         line(r, "for (int t = 0; t < %lld; t++) {", (long long)nt);
         r->indent++;
-        line(r, "const %s nn = %s, dm = %s / nn - mm;", vt(r, KILN_F32), ncols, ldS);
+        line(r, "const %s nn = %s, dm = %s / nn - mm;", vt(r, KILN_F32), ncols, ld);
         line(r, "cv%d += %s + nn * dm * dm;", vb->stage, ldQ);
         close_block(r);
         close_block(r);
