@@ -581,6 +581,11 @@ typedef struct kiln_options {
                            them all (one fence and atomic a block, every block waiting for its answer); the
                            same bits. Rows in two phases (a few long rows of sums) the same way, their
                            blocks' partials by flags ($KILN_CUDA_SPLIT_FLAGS) */
+  int cuda_min_span;    /* cuda: a generated f32 GEMM split along K takes spans of at least this many k-tiles of 32
+                           (1 .. 64); 0 (default) 2. Fewer spans kept the arrival count's round trips few;
+                           under cuda_split_flags a span more costs the last span one more read
+                           (mlp_train_b32's first layer: 9 spans of 96, 36 blocks, or 25 of 32 at 1, 100
+                           blocks) ($KILN_CUDA_MIN_SPAN) */
   int cuda_chain_spread; /* cuda: 1 an f32 attention chain's two products give each thread as few rows as fill
                            its block in one pass (at least 1; a tile of 8 rows over 64 keys and 64 columns
                            took 128 and 32 of its 256 threads at 4 rows a thread); 0 4 rows a thread; the

@@ -910,6 +910,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_split_flags ($KILN_CUDA_SPLIT_FLAGS) is %d: 0 an arrival count, 1 the spans' "
                      "flags", o->cuda_split_flags);
   g->split_flags = cuda && d->flag_done && d->band_meet && o->cuda_split_flags == 1;
+  if (o->cuda_min_span < 0 || o->cuda_min_span > 64)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_min_span ($KILN_CUDA_MIN_SPAN) is %d: 0 the default, or 1 .. 64 k-tiles a span",
+                     o->cuda_min_span);
+  g->min_span_tiles = cuda ? o->cuda_min_span : 0;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
   if (o->pair_tails < -1 || o->pair_tails > 1)

@@ -706,6 +706,22 @@ int main(void) {
     kf.cuda_chain_spread = 2;
     FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
     CHECK(strstr(kiln_last_error(), "KILN_CUDA_CHAIN_SPREAD"));
+    /* spans of at least 2 k-tiles by default: mlp_train_b32's first layer (784 deep, 4 tiles) in 9 spans, 36
+     * blocks; at 1, 25 spans, 100 blocks */
+    kf = kiln_options_default();
+    for (int span = 0; span <= 1; span++) {
+      kf.cuda_min_span = span;
+      if (rt_codegen_options(&kf, cu, &co) != KILN_OK) continue;
+      CHECK(co.min_span_tiles == span);
+      Built sb;
+      if (build("mlp_train_b32", cu, &co, &sb))
+        CHECK_MSG(sb.g->launch[0].grid == (span ? 100 : 36) && strstr(sb.g->launch[0].why, span ? "x 25 K-spans of 32" : "x 9 K-spans of 96"),
+                  "mlp_train_b32's k0 at min span %d: %lld blocks, %s", span, (long long)sb.g->launch[0].grid, sb.g->launch[0].why);
+      built_free(&sb);
+    }
+    kf.cuda_min_span = 65;
+    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
+    CHECK(strstr(kiln_last_error(), "KILN_CUDA_MIN_SPAN"));
     /* split-K by flags: off by default; on, mlp_fwd_b128's three split GEMMs each release their spans'
      * partials by flags and keep no arrival count, in the same 3 launches; none on glsl */
     kf = kiln_options_default();

@@ -900,6 +900,8 @@ static void test_shapes(void) {
                 "split K by flags: done %d, meet %d, sum %d", !!d0, !!m0, !!o0);
       sb_free(&s3);
       compiles_opt(&r, &fl, "split K by flags");
+      fl.min_span_tiles = 1;  /* 25 spans of one k-tile: the last waits for 24 flags */
+      compiles_with(&r, &fl, "k_band_meet(kiln_sf0 + tile * 25, 24u, 24u);", "split K by flags, spans of one k-tile");
       ko.cuda_split_flags = 2;
       FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&ko, &cg_dialect_cuda, &fl));
       CHECK(strstr(kiln_last_error(), "KILN_CUDA_SPLIT_FLAGS"));
@@ -1324,8 +1326,9 @@ static void test_values(void) {
     kiln_graph_free(g);
   }
   if (!strcmp(backend, "cuda")) {  /* split-K by flags: against ref, and the same bits as by the arrival count */
-    for (int i = 0; i < 3; i += 2) {
-      int64_t m = dims[i][0], k = dims[i][1], n = dims[i][2], ni = m * k, no = m * n;
+    for (int i = 0; i <= 4; i += 2) {  /* 4: 32x784x128 in spans of one k-tile (KILN_CUDA_MIN_SPAN=1, both forms) */
+      int64_t m = i < 3 ? dims[i][0] : 32, k = i < 3 ? dims[i][1] : 784, n = i < 3 ? dims[i][2] : 128, ni = m * k, no = m * n;
+      if (i == 4) setenv("KILN_CUDA_MIN_SPAN", "1", 1);
       kiln_graph *g = dense(m, k, n, false);
       setenv("KILN_CUDA_SPLIT_FLAGS", "1", 1);
       check_values("relu(x@w+b), split-K by flags", g, 1, &ni, 1, &no);
@@ -1342,6 +1345,7 @@ static void test_values(void) {
       free(x), free(by[0]), free(by[1]);
       kiln_graph_free(g);
     }
+    unsetenv("KILN_CUDA_MIN_SPAN");
     unsetenv("KILN_CUDA_SPLIT_FLAGS");
   }
   if (!strcmp(backend, "cuda")) {  /* banded pairs (test_band_shapes), and their warp-a-row form */
