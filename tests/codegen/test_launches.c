@@ -16,6 +16,26 @@
 /* One launch's numbers: grid, block, smem, carveout, library. */
 typedef struct Want { int kernel; int64_t grid; int block, smem, carveout; bool library; } Want;
 
+/* The shared model `name` loaded (NULL, and a line saying it is skipped, where ../shared lacks it). */
+static kiln_graph *shared_model(const char *name) {
+  const char *shared = getenv("KILN_SHARED_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/models/%s/model.onnx", shared ? shared : "../shared", name);
+  kiln_graph *g = NULL;
+  if (kiln_graph_load_onnx(path, &g) != KILN_OK) {
+    printf("skip: %s\n", path);
+    return NULL;
+  }
+  return g;
+}
+
+/* Options o refused on dialect d, the message naming the setting env. */
+static void refused(const kiln_options *o, const Dialect *d, const char *env) {
+  CgOptions co;
+  FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(o, d, &co));
+  CHECK_MSG(strstr(kiln_last_error(), env), "the refusal does not name %s: %s", env, kiln_last_error());
+}
+
 static void expect(const char *what, const Built *b, const Want *w, int n) {
   for (int i = 0; i < n; i++) {
     CHECK_MSG(w[i].kernel < b->g->n_launch, "%s: no kernel %d", what, w[i].kernel);
@@ -107,14 +127,8 @@ static void layernorm_backward(void) {
  * thread's scores (256 threads) and 1 row a thread's outputs (128) */
 static CgProgram *model_program(kiln_graph *g, const kiln_options *ko, const Dialect *d, TE **te, Plan **pl);
 static void chain_threads(void) {
-  const char *shared = getenv("KILN_SHARED_DIR");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/models/gpt_tiny/model.onnx", shared ? shared : "../shared");
-  kiln_graph *g = NULL;
-  if (kiln_graph_load_onnx(path, &g) != KILN_OK) {
-    printf("skip: %s\n", path);
-    return;
-  }
+  kiln_graph *g = shared_model("gpt_tiny");
+  if (!g) return;
   for (int spread = 0; spread < 2; spread++) {
     kiln_options ko = kiln_options_default();
     ko.backend = "cuda";
@@ -156,14 +170,8 @@ static CgProgram *model_program(kiln_graph *g, const kiln_options *ko, const Dia
  * off, the warp-a-row form of the same plan; with shared bands (cuda_pair_bands 2), every tile its own
  * columns of its band's rows, a cooperative launch whose tiles meet at a band barrier at each sum. */
 static void banded_pairs(void) {
-  const char *shared = getenv("KILN_SHARED_DIR");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/models/gpt_tiny/model.onnx", shared ? shared : "../shared");
-  kiln_graph *g = NULL;
-  if (kiln_graph_load_onnx(path, &g) != KILN_OK) {
-    printf("skip: %s\n", path);
-    return;
-  }
+  kiln_graph *g = shared_model("gpt_tiny");
+  if (!g) return;
   for (int rows = -1; rows <= 2; rows += 3)
     for (int bands = 3; bands >= 0; bands--) {
       if (rows < 2 && bands != 1) continue;
@@ -266,14 +274,8 @@ static void banded_pairs(void) {
  * through the (sequence, batch) order), their rows also stored for the residuals by the first
  * column's tiles: 28 to 21. The default, and the cpu's plan under gemm_heads 1, unchanged. */
 static void headed_gemms(const char *model, int plain, int fewer, int heads_in) {
-  const char *shared = getenv("KILN_SHARED_DIR");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/models/%s/model.onnx", shared ? shared : "../shared", model);
-  kiln_graph *g = NULL;
-  if (kiln_graph_load_onnx(path, &g) != KILN_OK) {
-    printf("skip: %s\n", path);
-    return;
-  }
+  kiln_graph *g = shared_model(model);
+  if (!g) return;
   for (int heads = -1; heads <= 3; heads += 2) {  /* the default, on, in clusters */
     kiln_options ko = kiln_options_default();
     ko.backend = "cuda";
@@ -662,8 +664,7 @@ int main(void) {
     kf.cuda_tile_fit = 1;
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.gemm_tile_fit);
     kf.cuda_tile_fit = 2;
-    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
-    CHECK(strstr(kiln_last_error(), "KILN_CUDA_TILE_FIT"));
+    refused(&kf, cu, "KILN_CUDA_TILE_FIT");
     /* small contractions a thread an output: below 16 points by default on cuda, below 4 under
      * 0 and elsewhere, below N when asked */
     kf = kiln_options_default();
@@ -675,8 +676,7 @@ int main(void) {
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.gemm_small_k == 16);
     if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.gemm_small_k == 0);
     kf.cuda_small_k = -2;
-    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
-    CHECK(strstr(kiln_last_error(), "KILN_CUDA_SMALL_K"));
+    refused(&kf, cu, "KILN_CUDA_SMALL_K");
     /* narrow contractions a warp a row: never by default, from N points when asked, never on glsl */
     kf = kiln_options_default();
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.narrow_depth == 0);
@@ -684,8 +684,7 @@ int main(void) {
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.narrow_depth == 256);
     if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.narrow_depth == 0);
     kf.cuda_narrow_depth = -2;
-    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
-    CHECK(strstr(kiln_last_error(), "KILN_CUDA_NARROW_DEPTH"));
+    refused(&kf, cu, "KILN_CUDA_NARROW_DEPTH");
     /* wide pairs' bands: on by default (the band's last tile), 2 shared by the band's tiles, none on glsl */
     kf = kiln_options_default();
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_bands == 1);
@@ -693,8 +692,7 @@ int main(void) {
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_bands == 2);
     if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.pair_bands == 0);
     kf.cuda_pair_bands = 4;
-    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
-    CHECK(strstr(kiln_last_error(), "KILN_CUDA_PAIR_BANDS"));
+    refused(&kf, cu, "KILN_CUDA_PAIR_BANDS");
     /* f32 attention chains' threads (chain_spread, pinned on gpt_tiny in chain_threads): spread by default on cuda */
     kf = kiln_options_default();
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.chain_spread);
@@ -704,8 +702,7 @@ int main(void) {
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.chain_spread);
     if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(!co.chain_spread);
     kf.cuda_chain_spread = 2;
-    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
-    CHECK(strstr(kiln_last_error(), "KILN_CUDA_CHAIN_SPREAD"));
+    refused(&kf, cu, "KILN_CUDA_CHAIN_SPREAD");
     /* spans of at least 2 k-tiles by default: mlp_train_b32's first layer (784 deep, 4 tiles) in 9 spans, 36
      * blocks; at 1, 25 spans, 100 blocks */
     kf = kiln_options_default();
@@ -720,8 +717,7 @@ int main(void) {
       built_free(&sb);
     }
     kf.cuda_min_span = 65;
-    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
-    CHECK(strstr(kiln_last_error(), "KILN_CUDA_MIN_SPAN"));
+    refused(&kf, cu, "KILN_CUDA_MIN_SPAN");
     /* split-K by flags: off by default; on, mlp_fwd_b128's three split GEMMs each release their spans'
      * partials by flags and keep no arrival count, in the same 3 launches; none on glsl */
     kf = kiln_options_default();
@@ -761,8 +757,7 @@ int main(void) {
       built_free(&pb);
     }
     kf.cuda_pdl = 3;
-    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
-    CHECK(strstr(kiln_last_error(), "KILN_CUDA_PDL"));
+    refused(&kf, cu, "KILN_CUDA_PDL");
     /* copied tiles' groups added in the tree of barriers by default (the race found one barrier no faster);
      * after one barrier when asked */
     kf = kiln_options_default();
@@ -770,8 +765,7 @@ int main(void) {
     kf.cuda_kg_sum = 1;
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.gemm_kg_tree);
     kf.cuda_kg_sum = 2;
-    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
-    CHECK(strstr(kiln_last_error(), "KILN_CUDA_KG_SUM"));
+    refused(&kf, cu, "KILN_CUDA_KG_SUM");
     /* a pair's weights staged: a warp a row by default on cuda, off or also a block a row when asked,
      * never on glsl */
     kf = kiln_options_default();
@@ -783,8 +777,7 @@ int main(void) {
     kf.cuda_pair_stage = 1;
     if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.pair_stage == 0);
     kf.cuda_pair_stage = 3;
-    FAILS(KILN_ERR_INVALID_ARG, rt_codegen_options(&kf, cu, &co));
-    CHECK(strstr(kiln_last_error(), "KILN_CUDA_PAIR_STAGE"));
+    refused(&kf, cu, "KILN_CUDA_PAIR_STAGE");
   }
 
   /* mlp_train_b1024: dW2 (k6) and dW1 with its SGD update (k8) are large enough for the cost
