@@ -382,9 +382,11 @@ typedef struct kiln_options {
                            kernel each; -1 (default) what measurement chose ($KILN_SIBLINGS) */
   int gemm_rows;        /* 1: a contraction of at most 32 columns and the row kernel over its rows (the
                            logits and their softmax or loss) run as one kernel, a row's values kept on
-                           chip; 2: also rows up to 1024 wide (a layernorm after its GEMM; on cuda a banded
-                           pair, cuda_pair_bands: slower than two kernels on the H100, gpt_tiny 1.2x);
-                           0 two kernels; -1 (default) 1 on cuda, 0 on cpu ($KILN_GEMM_ROWS) */
+                           chip; 2: also rows up to 1024 wide whose contraction's weights are one
+                           matrix for every row (a layernorm after its GEMM; on cuda a banded pair,
+                           cuda_pair_bands); 0 two kernels; -1 (default) 2 on cuda (with shared bands,
+                           H100: encoder4_d256 0.919, gpt_tiny 1.017, 4 launches fewer each), 0 on cpu
+                           ($KILN_GEMM_ROWS) */
   int reorder_sums;     /* 1: a reduction read only through a transpose of its indices (attention's output
                            before the heads merge) is computed in its reader's order, so the reader gets a
                            plain row-major operand; 0 in its own order; -1 (default) on; 2 also a sum read
@@ -487,7 +489,8 @@ typedef struct kiln_options {
                            order: the same bits every run), a cooperative launch; 3 as 2, launched as any
                            kernel (its blocks checked resident), the tiles meeting by flags, each tile's
                            written by it alone, where 2 meets at a barrier count, and a layernorm's variance
-                           met with its mean (Chan's combination); default -1: on
+                           met with its mean (Chan's combination); default -1: 3 (H100, wide pairs on:
+                           encoder4_d256 0.919 and gpt_tiny 1.017 under 3, 0.988 and 1.155 under 2)
                            ($KILN_CUDA_PAIR_BANDS) */
   int cuda_copy_stages; /* cuda: 2, 3 or 4: a generated f32 GEMM tile of 32x32 (4 k groups) whose two operands
                            are 16-byte vector reads (cuda_vec_reads) copies them straight into shared

@@ -57,10 +57,10 @@ PlanOptions plan_options(const kiln_options *o) {
   /* a narrow contraction with the row kernel over its rows: 1 on, 0 off, by default on cuda
    * (H200: the shared mlp 0.027 -> 0.024 ms, the training steps 0.976-0.993) and off on cpu
    * (this 2-vCPU EPYC, 2 threads: the mlp 2.65 -> 2.68 ms; its loops over a row's columns
-   * do not vectorise as the contraction's own loops do). Wide pairs (2) only when asked: on the
-   * H200 (session 9) gpt_tiny's four layernorms with their GEMMs took it from 16 to 12 kernels
-   * but from 0.087 to 0.135 ms (a warp a row reads the weights' rows the GEMM tiles share) */
-  p.pairs = o && o->gemm_rows >= 0 ? (o->gemm_rows > 2 ? 2 : o->gemm_rows) : !strcmp(be, "cuda");
+   * do not vectorise as the contraction's own loops do). Wide pairs (2) by default on cuda too, as
+   * shared bands (cuda_pair_bands 3; on the H100, 2026-12-06: encoder4_d256 28 -> 24 launches 0.919,
+   * gpt_tiny 16 -> 12 1.017; the warp-a-row form had run gpt_tiny from 0.087 to 0.135 ms on the H200) */
+  p.pairs = o && o->gemm_rows >= 0 ? (o->gemm_rows > 2 ? 2 : o->gemm_rows) : !strcmp(be, "cuda") ? 2 : 0;
   /* a pair's tail: on by default where the renderer has it, cuda (the cpu's and glsl's pairs
    * have none) */
   p.pair_tails = !strcmp(be, "cuda") && (!o || o->pair_tails != 0);
@@ -955,16 +955,23 @@ static bool pair_fits(Ctx *c, int kc, LoadList *ll) {
   if (!ac || KR->kind != KN_ROW || !KR->has_row || KR->n_red != 1 || KR->chain) return false;
   int n = KC->rank;
   int64_t J = KC->shape[n - 1];
-  bool wide = p->opt.pairs == 2 && J <= PLAN_PAIR_MAX_WIDE &&
+  const Expr *b = ac->body;
+  int bi = te_uses_var(b->args[0], n - 1) ? 0 : 1;  /* the factor that reads j */
+  if (te_uses_var(b->args[1 - bi], n - 1)) return false;
+  /* A wide pair's factor of j is one matrix for every row (a layer's weights): the cuda backend
+   * runs it as GEMM tiles that share it. A factor that moves with the rows (attention's keys, a
+   * batch of heads) would leave each warp its own row's contraction: bert_layer_b8s128's scores
+   * and softmax so ran 1.93x slower than two kernels (H100, 2026-12-06) */
+  bool shared = true;
+  for (int v = 0; v < n - 1; v++)
+    if (KC->shape[v] > 1 && te_uses_var(b->args[bi], v)) shared = false;
+  bool wide = p->opt.pairs == 2 && J <= PLAN_PAIR_MAX_WIDE && shared &&
               (double)KC->outer_numel * (double)KC->inner_numel <= PLAN_PAIR_WIDE_WORK;
   if (KR->rank != n || KR->row_stage_shape_rank != n || KR->shape[n - 1] != 1 || KR->red_shape[0] != J ||
       KR->row_shape[n - 1] != J || (J > PLAN_PAIR_MAX_COLS && !wide) || KC->inner_numel > PLAN_PAIR_MAX_DEPTH)
     return false;
   for (int v = 0; v < n - 1; v++)
     if (KR->shape[v] != KC->shape[v] || KR->row_shape[v] != KC->shape[v]) return false;
-  const Expr *b = ac->body;
-  int bi = te_uses_var(b->args[0], n - 1) ? 0 : 1;  /* the factor that reads j */
-  if (te_uses_var(b->args[1 - bi], n - 1)) return false;
   return rows_read_one(c, kc, ll);
 }
 

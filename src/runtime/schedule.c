@@ -860,7 +860,9 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_pair_bands ($KILN_CUDA_PAIR_BANDS) is %d: -1 the default, 0 off, 1 on, 2 "
                      "every tile its columns of the band's rows (cooperative), 3 the same launched as any kernel",
                      o->cuda_pair_bands);
-  g->pair_bands = !cuda ? 0 : o->cuda_pair_bands >= 2 ? o->cuda_pair_bands : o->cuda_pair_bands != 0;
+  /* -1: shared bands met by flags (3), the H100 race (2026-12-06, wide pairs on): encoder4_d256 0.919 with
+   * 28 -> 24 launches, gpt_tiny 1.017 with 16 -> 12; met at a barrier (2) 0.988 and 1.155 */
+  g->pair_bands = !cuda ? 0 : o->cuda_pair_bands < 0 ? 3 : o->cuda_pair_bands;
   if (o->cuda_group_blocks < -1 || o->cuda_group_blocks > 32)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_group_blocks ($KILN_CUDA_GROUP_BLOCKS) is %d: -1 the default, 0 no ask, "
                      "else 1 .. 32 blocks a multiprocessor", o->cuda_group_blocks);

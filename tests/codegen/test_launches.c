@@ -136,7 +136,8 @@ static void chain_threads(void) {
     TE *te;
     Plan *pl;
     CgProgram *prog = model_program(g, &ko, &cg_dialect_cuda, &te, &pl);
-    const char *k4 = prog ? strstr(prog->source.s, " kiln_k4(") : NULL, *k5 = k4 ? strstr(k4, " kiln_k5(") : NULL;
+    /* the next kernel's start: k5 is a GEMM inside k6's pair (wide pairs, the default) */
+    const char *k4 = prog ? strstr(prog->source.s, " kiln_k4(") : NULL, *k5 = k4 ? strstr(k4, "__global__") : NULL;
     const char *sc = k4 ? strstr(k4, spread ? "for (int f = threadIdx.x; f < 256; f += 256) {" : "for (int f = threadIdx.x; f < 128; f += 256) {") : NULL;
     const char *ac = sc ? strstr(sc, spread ? "float acc[2];" : "float acc[4];") : NULL;
     const char *ou = ac ? strstr(ac, spread ? "for (int f = threadIdx.x; f < 128; f += 256) {" : "for (int f = threadIdx.x; f < 32; f += 256) {") : NULL;
@@ -164,21 +165,24 @@ static CgProgram *model_program(kiln_graph *g, const kiln_options *ko, const Dia
   return prog;
 }
 
-/* Banded pairs: gpt_tiny with wide pairs (gemm_rows 2), its four layernorms after their GEMMs (the
- * output projection with the residual, the second FFN layer), on cuda as the GEMMs' tiles split along
- * K, each band of 32 rows' last tile running the layernorm's rows: 16 launches to 12. With the bands
- * off, the warp-a-row form of the same plan; with shared bands (cuda_pair_bands 2), every tile its own
- * columns of its band's rows, a cooperative launch whose tiles meet at a band barrier at each sum. */
+/* Banded pairs: gpt_tiny with wide pairs (gemm_rows 2, the default on cuda), its four layernorms after
+ * their GEMMs (the output projection with the residual, the second FFN layer), on cuda as the GEMMs'
+ * tiles: 16 launches (narrow pairs alone, gemm_rows 1) to 12. Under cuda_pair_bands 1 each band of 32
+ * rows' last tile runs the layernorm's rows; 0 the warp-a-row form of the same plan; shared bands (2; 3,
+ * the default) every tile its own columns of its band's rows, its tiles meeting at each sum (2: a
+ * cooperative launch's band barrier; 3: flags, any launch). */
 static void banded_pairs(void) {
   kiln_graph *g = shared_model("gpt_tiny");
   if (!g) return;
-  for (int rows = -1; rows <= 2; rows += 3)
-    for (int bands = 3; bands >= 0; bands--) {
-      if (rows < 2 && bands != 1) continue;
+  for (int rows = -1; rows <= 2; rows++)  /* the default (wide pairs), narrow pairs alone, wide pairs */
+    for (int bands = 3; bands >= -1; bands--) {
+      if (rows == 0 || (rows == 2 ? bands < 0 : bands >= 0)) continue;  /* each form under 2, the default else */
       kiln_options ko = kiln_options_default();
       ko.backend = "cuda";
       ko.gemm_rows = rows;
-      ko.cuda_pair_bands = bands >= 2 ? bands : bands ? -1 : 0;
+      ko.cuda_pair_bands = bands;
+      bool wide = rows != 1;
+      int form = !wide ? -1 : bands < 0 ? 3 : bands;  /* the default's: shared, met by flags */
       TE *te;
       Plan *pl;
       CgProgram *prog = model_program(g, &ko, &cg_dialect_cuda, &te, &pl);
@@ -192,13 +196,12 @@ static void banded_pairs(void) {
         coop += l->grid > 0 && l->cooperative && l->group < 0;
         resident += l->grid > 0 && l->resident && l->group < 0;
       }
-      int want = rows == 2 ? 12 : 16;
-      CHECK_MSG(prog && launches == want && banded == (rows == 2 && bands == 1 ? 4 : 0) &&
-                    warps == (rows == 2 && !bands ? 4 : 0) && shared == (bands >= 2 ? 4 : 0) &&
-                    coop == (bands == 2 ? 4 : 0) && resident == shared,
+      int want = wide ? 12 : 16;
+      CHECK_MSG(prog && launches == want && banded == (form == 1 ? 4 : 0) && warps == (form == 0 ? 4 : 0) &&
+                    shared == (form >= 2 ? 4 : 0) && coop == (form == 2 ? 4 : 0) && resident == shared,
                 "gpt_tiny gemm_rows %d, bands %d: %d launches (%d banded, %d warp rows, %d shared, %d cooperative, %d resident), "
                 "expected %d", rows, bands, launches, banded, warps, shared, coop, resident, want);
-      if (prog && bands >= 2) {
+      if (prog && form >= 2) {
         /* k6's 8 column tiles a band: under 2 each row's two sums (the mean's and the variance's) each
          * stored at its slot and column tile, met at the band's barrier, added back in column-tile order;
          * under 3 one meeting by flags, the tile's own squares about its own mean beside its sum (the
@@ -209,12 +212,12 @@ static void banded_pairs(void) {
         const char *back = xb ? strstr(xb, "xv[c] = Xb[rw][c * 8 + gl];") : NULL;
         const char *put0 = back ? strstr(back, "if (gl == 0) (kiln_bp5 + (INT64_C(0) + o) * 8)[tn0 / 32] = ") : NULL;
         /* cooperative (2): the band's barrier; launched as any kernel (3): the tiles' flags */
-        const char *meet = bands == 2 ? "k_band_sync(kiln_bb5 + 2 * (tm0 / 32), 8u);"
+        const char *meet = form == 2 ? "k_band_sync(kiln_bb5 + 2 * (tm0 / 32), 8u);"
                                       : "k_band_meet(kiln_bb5 + (tm0 / 32) * 8, (unsigned)(tn0 / 32), 8u);";
         const char *meet0 = put0 ? strstr(put0, meet) : NULL;
         const char *add0 = meet0 ? strstr(meet0, "for (int t = 1; t < 8; t++) a") : NULL;
         const char *put1 = NULL, *meet1 = NULL;
-        if (bands == 2) {
+        if (form == 2) {
           put1 = add0 ? strstr(add0, "if (gl == 0) (kiln_bp5 + (INT64_C(128) + o) * 8)[tn0 / 32] = ") : NULL;
           meet1 = put1 ? strstr(put1, meet) : NULL;
         } else {
@@ -223,15 +226,15 @@ static void banded_pairs(void) {
           const char *chan = add0 ? strstr(add0, "cv82 += __ldcg((kiln_bp5 + (INT64_C(256) + o) * 8) + t) + nn * dm * dm;") : NULL;
           meet1 = chan ? strstr(chan, "a82 = cv82;") : NULL;
         }
-        const char *extra = meet1 ? strstr(meet1 + 1, bands == 2 ? "k_band_sync(" : "k_band_meet(") : NULL;
+        const char *extra = meet1 ? strstr(meet1 + 1, form == 2 ? "k_band_sync(" : "k_band_meet(") : NULL;
         CHECK_MSG(xb && back && put0 && meet0 && add0 && put1 && meet1 && meet1 < k7 && (!extra || extra > k7),
                   "gpt_tiny k6's shared band (%d): Xb %d, back %d, sums %d %d %d %d %d, one meeting too many %d", bands, !!xb,
                   !!back, !!put0, !!meet0, !!add0, !!put1, !!meet1, extra && extra < k7);
-        CHECK(strstr(prog->source.s, bands == 2 ? "__device__ float kiln_bp5[2048];" : "__device__ float kiln_bp5[3072];") &&
-              strstr(prog->source.s, bands == 2 ? "__device__ unsigned int kiln_bb5[8];" : "__device__ unsigned int kiln_bb5[32];") &&
+        CHECK(strstr(prog->source.s, form == 2 ? "__device__ float kiln_bp5[2048];" : "__device__ float kiln_bp5[3072];") &&
+              strstr(prog->source.s, form == 2 ? "__device__ unsigned int kiln_bb5[8];" : "__device__ unsigned int kiln_bb5[32];") &&
               !strstr(prog->source.s, "kiln_bv5"));
       }
-      if (prog && bands == 2) {
+      if (prog && form == 2) {
         /* where the device keeps too few blocks resident the runtime vetoes the pair's launch: rendered
          * again, that pair takes the last tile's form, the others stay shared */
         CgOptions cv;
@@ -247,7 +250,7 @@ static void banded_pairs(void) {
                   "gpt_tiny, k6 vetoed: %s", again ? again->launch[6].why : "no program");
         cg_program_free(again);
       }
-      if (prog && rows == 2 && bands == 1) {
+      if (prog && form == 1) {
         /* k6 (the output projection k5 and the first block's second layernorm): 4 tiles of 32 columns
          * a band of 32 rows, the row values out and back, the band's count put back to 0 */
         const char *k6 = strstr(prog->source.s, " kiln_k6("), *k7 = k6 ? strstr(k6, " kiln_k7(") : NULL;
@@ -280,6 +283,7 @@ static void headed_gemms(const char *model, int plain, int fewer, int heads_in) 
     kiln_options ko = kiln_options_default();
     ko.backend = "cuda";
     ko.gemm_heads = heads;
+    ko.gemm_rows = 1;  /* narrow pairs alone: a wide pair's GEMM takes no rows at its head */
     TE *te;
     Plan *pl;
     CgProgram *prog = model_program(g, &ko, &cg_dialect_cuda, &te, &pl);
@@ -685,8 +689,11 @@ int main(void) {
     if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.narrow_depth == 0);
     kf.cuda_narrow_depth = -2;
     refused(&kf, cu, "KILN_CUDA_NARROW_DEPTH");
-    /* wide pairs' bands: on by default (the band's last tile), 2 shared by the band's tiles, none on glsl */
+    /* wide pairs' bands: shared and met by flags by default (3), 1 the band's last tile, 2 shared by the
+     * band's tiles at a barrier, none on glsl */
     kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_bands == 3);
+    kf.cuda_pair_bands = 1;
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_bands == 1);
     kf.cuda_pair_bands = 2;
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.pair_bands == 2);

@@ -365,12 +365,12 @@ static void pairs(void) {
     }
     wl_free(&w);
   }
-  /* wide pairs (gemm_rows 2): gpt_tiny's layernorms after their GEMMs, 256 wide (the output
-   * projection and the second FFN layer of each block); narrow pairs only by default */
+  /* wide pairs (gemm_rows 2, the default on cuda): gpt_tiny's layernorms after their GEMMs, 256 wide
+   * (the output projection and the second FFN layer of each block); none under narrow pairs alone (1) */
   if (load_shared("models/gpt_tiny/model.onnx", &kg)) {
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < 3; m++) {
       kiln_options q = o;
-      q.gemm_rows = m ? 2 : -1;
+      q.gemm_rows = m == 0 ? 1 : m == 1 ? -1 : 2;
       Plan *p = plan_graph(&kg->g, &q, &te);
       if (p) {
         int n = pairs_in(p, &at), wide = 0;
@@ -383,6 +383,20 @@ static void pairs(void) {
     }
     kiln_graph_free(kg);
   }
+  /* a wide pair's factor of the columns is one matrix for every row: bert_layer_b8s128's scores (rows of
+   * 128 keys, 2^26.6 multiply-adds, within the wide pairs' work) read keys that move with the batch and
+   * head, so they and their softmax stay two kernels; its layernorms' GEMMs are past the work */
+  Workload bw;
+  OK(wl_build("bert_layer_b8s128", &bw));
+  if (bw.g) {
+    kiln_options q = o;
+    q.gemm_rows = 2;
+    Plan *p = plan_graph(&bw.g->g, &q, &te);
+    if (p) CHECK_MSG(pairs_in(p, &at) == 0, "bert_layer_b8s128 gemm_rows 2: %d pairs", pairs_in(p, &at));
+    plan_free(p);
+    te_free(te);
+  }
+  wl_free(&bw);
 }
 
 /* Sibling contractions: q, k and v as three MatMuls of one input share a kernel, as one GEMM
