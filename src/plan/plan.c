@@ -1561,16 +1561,51 @@ static bool affine_index(const Expr *e) {
   return affine_index(e->args[0]) && affine_index(e->args[1]);
 }
 
+/* Is stage e an epilogue of a sum that only it reads, point for point (an output projection's
+ * bias: e[i, j] = R[i, j] + b[j]), read by one load alone? Its sum, else -1. */
+static int epilogue_sum(const TE *te, const Plan *p, int e, const int *readers) {
+  const Stage *E = &te->stages[e];
+  if (E->kind != ST_INJECTIVE || !E->body || readers[e] != 1 || plan_is_output(p, e) || E->op == OP_RESHAPE ||
+      E->op == OP_TRANSPOSE)
+    return -1;
+  LoadList ll = { 0 };
+  int r = -1;
+  bool ok = !loads_of(E->body, &ll);
+  for (int j = 0; ok && j < ll.n; j++) {
+    const Expr *L = ll.l[j];
+    const Stage *R = &te->stages[L->src];
+    if (R->kind != ST_REDUCE) continue;
+    ok = r < 0 && R->rank == E->rank && L->n_args == E->rank && readers[L->src] == 1 && !plan_is_output(p, L->src);
+    for (int i = 0; ok && i < E->rank; i++)
+      ok = R->shape[i] == E->shape[i] && L->args[i]->kind == EX_VAR && L->args[i]->var == i;
+    r = L->src;
+  }
+  kiln_free(ll.l);
+  for (int i = 0; ok && r >= 0 && i < te->n_assigns; i++)
+    ok = te->assigns[i].value != e && te->assigns[i].param != e;
+  return ok ? r : -1;
+}
+
 /* The sum T reads through reshapes and transposes that only it reads (a weight's gradient
  * [9,16] read as the weight's [16,1,3,3] by its update): the load of that sum, its indices in
  * T's vars, or NULL. Both ops are bijections between spaces of one size, so the sum can be
- * computed in T's order. A slice, a pad or a broadcast is not, and ends the walk. */
-static Expr *sum_through_moves(TE *te, const Plan *p, const Stage *T, const int *readers, int *moves, int *n_moves) {
+ * computed in T's order. A slice, a pad or a broadcast is not, and ends the walk. With epi,
+ * the walk also passes one epilogue of the sum (epilogue_sum; *epi, else -1): it is computed
+ * in T's order with its sum. */
+static Expr *sum_through_moves(TE *te, const Plan *p, const Stage *T, const int *readers, int *moves, int *n_moves,
+                               int *epi) {
   Expr *L = T->body;
   *n_moves = 0;
+  if (epi) *epi = -1;
   if (T->kind != ST_INJECTIVE || !L || L->kind != EX_LOAD) return NULL;
   for (int hops = 0; hops < 8; hops++) {
     const Stage *M = &te->stages[L->src];
+    int r = epi && *epi < 0 && hops > 0 ? epilogue_sum(te, p, L->src, readers) : -1;
+    if (r >= 0) {  /* the epilogue at L's indices reads its sum at the same ones */
+      *epi = L->src;
+      if (!(L = te_load(te, r, L->n_args, L->args))) return NULL;
+      M = &te->stages[r];
+    }
     if (M->kind == ST_REDUCE) {
       /* dims merged (an index i*9 + j*3 + k) tile as before; a dim split (an index h // 64)
        * would leave a GEMM's rows without a var of their own, so such a sum stays */
@@ -1615,10 +1650,14 @@ static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
   kiln_status st = KILN_OK;
   for (int s = 0; s < te->n_stages && !st; s++) {
     Stage *T = &te->stages[s];
-    int perm[KILN_MAX_RANK], moves[8], n_moves = 0;
+    int perm[KILN_MAX_RANK], moves[8], n_moves = 0, epi = -1;
     Expr *map[2 * KILN_MAX_RANK], *at[KILN_MAX_RANK];
-    const Expr *L = permuted_load(te, T, perm) ? T->body
-                    : p->opt.reorder_sums == 2 ? sum_through_moves(te, p, T, readers, moves, &n_moves) : NULL;
+    const Expr *L = permuted_load(te, T, perm) ? T->body : NULL;
+    if (!L && (p->opt.reorder_sums == 2 || p->opt.pairs == 2)) {
+      L = sum_through_moves(te, p, T, readers, moves, &n_moves, p->opt.pairs == 2 ? &epi : NULL);
+      /* under wide pairs alone (reorder_sums 1), only a sum with its epilogue: its row kernel pairs with it */
+      if (L && p->opt.reorder_sums != 2 && epi < 0) L = NULL;
+    }
     if (!L) continue;
     int r = L->src, k = p->kernel_of[r], r0 = sum_of(te, r);  /* r0: the sum itself (r, or the sum r rounds) */
     /* an attention chain's output (its last kernel's) keeps the chain's order but is stored in T's:
@@ -1637,19 +1676,32 @@ static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
                        te->stages[r0].rank != T->rank;
     for (int i = 0; i < te->n_assigns && !kept; i++)
       kept = te->assigns[i].value == r || te->assigns[i].param == r || te->assigns[i].value == r0 || te->assigns[i].param == r0;
-    if (kept) continue;
+    if (kept || (epi >= 0 && r0 != r)) continue;
     Stage *R = &te->stages[r0];
     bool ok = true;
     for (int i = 0; i < R->rank; i++) map[i] = L->args[i];  /* R's outer vars in T's; its sum's after T's */
     for (int j = 0; j < R->n_red; j++) ok &= (map[R->rank + j] = te_var(te, T->rank + j)) != NULL;
     for (int i = 0; i < T->rank; i++) ok &= (at[i] = te_var(te, i)) != NULL;
     Expr *body = ok ? te_substitute(te, R->body, map, R->rank + R->n_red) : NULL;
-    if (!body) { st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); break; }
+    /* the epilogue at T's vars: its loads at L's indices, its sum's (L itself) at T's own (once R has them) */
+    Expr *ebody = body && epi >= 0 ? te_substitute(te, te->stages[epi].body, map, te->stages[epi].rank) : NULL;
+    if (!body || (epi >= 0 && !ebody)) { st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); break; }
     R->body = body;
     R->rank = T->rank;
     memcpy(R->shape, T->shape, sizeof R->shape);
     if (r0 != r) memcpy(te->stages[r].shape, T->shape, sizeof R->shape);  /* its identity rounding keeps reading R */
-    if (!(T->body = te_load(te, r, T->rank, at))) { st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); break; }
+    if (epi >= 0) {
+      Stage *E = &te->stages[epi];
+      Expr *at_r = te_load(te, r, T->rank, at);
+      if (!at_r || !(ebody = te_replace(te, ebody, L, at_r))) { st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory"); break; }
+      E->body = ebody;
+      E->rank = T->rank;
+      memcpy(E->shape, T->shape, sizeof E->shape);
+    }
+    if (!(T->body = te_load(te, epi >= 0 ? epi : r, T->rank, at))) {
+      st = kiln_fail(KILN_ERR_NO_MEMORY, "plan: out of memory");
+      break;
+    }
     /* the moves T read through are read by nothing now, and their loads have R's old rank */
     for (int i = 0; i < n_moves && !st; i++)
       if (!(te->stages[moves[i]].body = te_const_f(te, te->stages[moves[i]].dtype, 0)))

@@ -807,6 +807,7 @@ typedef struct Rewrite {
   Expr *const *map; int nmap;    /* substitute: var v < nmap -> map[v] */
   const bool *inl;               /* inline: stages to inline */
   const Ranges *r;               /* simplify with these var ranges (NULL: none) */
+  const Expr *from; Expr *to;    /* replace: the node from -> to */
 } Rewrite;
 
 static Expr *rewrite(Rewrite *w, Expr *e);
@@ -834,6 +835,7 @@ static Expr *rebuild(Rewrite *w, Expr *e, Expr **a) {
 
 static Expr *rewrite(Rewrite *w, Expr *e) {
   if (!e) return NULL;
+  if (e == w->from) return w->to;
   Expr *done = memo_get(&w->memo, e);
   if (done) return done;
   Expr *a[KILN_MAX_RANK > 3 ? KILN_MAX_RANK : 3];
@@ -852,6 +854,11 @@ static Expr *run_rewrite(Rewrite *w, Expr *e) {
 
 Expr *te_substitute(TE *te, Expr *e, Expr *const *map, int n) {
   Rewrite w = { .te = te, .map = map, .nmap = n };
+  return run_rewrite(&w, e);
+}
+
+Expr *te_replace(TE *te, Expr *e, const Expr *from, Expr *to) {
+  Rewrite w = { .te = te, .from = from, .to = to };
   return run_rewrite(&w, e);
 }
 

@@ -146,6 +146,8 @@ Expr *te_select(TE *te, Expr *c, Expr *a, Expr *b);
 Expr *te_cast(TE *te, kiln_dtype t, Expr *a);
 /* Replace each VAR v (v < n) by map[v]; other vars are kept. */
 Expr *te_substitute(TE *te, Expr *e, Expr *const *map, int n);
+/* e with every occurrence of the node `from` (hash-consed: any equal expression) replaced by `to`. */
+Expr *te_replace(TE *te, Expr *e, const Expr *from, Expr *to);
 /* Simplify using var ranges lo[v]..hi[v] (inclusive): affine normal form, div/mod of
  * (c*q + r) where 0 <= r < c, min/max/compare with known ranges, selects with constant
  * conditions. */

@@ -270,6 +270,36 @@ static void banded_pairs(void) {
   kiln_graph_free(g);
 }
 
+/* encoder4_d256's wide pairs on cuda's defaults: each layer's output projection (its sum and bias computed
+ * in the order the residual's layernorm reads them, reorder_sums) and its second FFN layer, each with the
+ * layernorm after it as shared bands: 28 launches (narrow pairs alone) to 20; 24 without the reorder */
+static void encoder_pairs(void) {
+  kiln_graph *g = shared_model("encoder4_d256");
+  if (!g) return;
+  for (int m = 0; m < 3; m++) {  /* the defaults, no reorder, narrow pairs alone */
+    kiln_options ko = kiln_options_default();
+    ko.backend = "cuda";
+    if (m == 1) ko.reorder_sums = 0;
+    if (m == 2) ko.gemm_rows = 1;
+    TE *te;
+    Plan *pl;
+    CgProgram *prog = model_program(g, &ko, &cg_dialect_cuda, &te, &pl);
+    int launches = 0, shared = 0;
+    for (int i = 0; prog && i < prog->n_launch; i++) {
+      const CgLaunch *l = &prog->launch[i];
+      launches += l->grid > 0;
+      shared += l->grid > 0 && strstr(l->why, "then every tile its columns of its 32 rows, the band's tiles meeting") != NULL;
+    }
+    int want = m == 0 ? 20 : m == 1 ? 24 : 28;
+    CHECK_MSG(prog && launches == want && shared == (28 - want), "encoder4_d256 (%s): %d launches, %d shared bands, expected %d",
+              m == 0 ? "defaults" : m == 1 ? "reorder_sums 0" : "gemm_rows 1", launches, shared, want);
+    cg_program_free(prog);
+    plan_free(pl);
+    te_free(te);
+  }
+  kiln_graph_free(g);
+}
+
 /* Rows at the head of their GEMM's tiles: gpt_tiny's five pre-norm layernorms (each read only by the
  * projection after it: QKV, the first FFN layer, the head) computed by each 32x32 tile of that
  * GEMM for its rows, into Ph, its k loop reading A there: 16 launches to 11 under gemm_heads 1;
@@ -926,6 +956,7 @@ int main(void) {
   check("mlp_fwd_b128", &cg_dialect_c, &dflt, loop, 3);
   layernorm_backward();
   banded_pairs();
+  encoder_pairs();
   chain_threads();
   headed_gemms("gpt_tiny", 16, 11, 5);
   headed_gemms("encoder4_d256", 28, 21, 7);

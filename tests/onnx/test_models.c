@@ -79,15 +79,19 @@ int main(void) {
     if (envs[pass][0]) unsetenv(envs[pass][0]);
     unsetenv("KILN_ATTENTION");
   }
-  /* wide pairs (KILN_GEMM_ROWS=2: gpt_tiny's layernorms after their GEMMs) on the backend under test;
-   * on cuda as the GEMMs' tiles with each band's rows in its last tile, and in the warp-a-row form
-   * (KILN_CUDA_PAIR_BANDS=0) */
+  /* wide pairs (KILN_GEMM_ROWS=2, cuda's default: the layernorms after their GEMMs, encoder4_d256's output
+   * projections computed in their layernorms' order) on the backend under test; on cuda as the GEMMs'
+   * tiles, shared (3, the default: met by flags), with each band's rows in its last tile (1), and in the
+   * warp-a-row form (0) */
   setenv("KILN_GEMM_ROWS", "2", 1);
-  for (int bands = 1; bands >= 0; bands--) {
-    if (!bands && strcmp(be, "cuda")) break;
-    setenv("KILN_CUDA_PAIR_BANDS", bands ? "1" : "0", 1);
-    snprintf(dir, sizeof dir, "%s/models/gpt_tiny", shared);
-    CHECK(run_on(dir, "gpt_tiny", be, true) == 1);
+  for (int bands = 3; bands >= 0; bands -= bands == 3 ? 2 : 1) {
+    if (bands != 3 && strcmp(be, "cuda")) break;
+    setenv("KILN_CUDA_PAIR_BANDS", bands == 3 ? "3" : bands ? "1" : "0", 1);
+    static const char *const wide[2] = { "gpt_tiny", "encoder4_d256" };
+    for (int i = 0; i < 2; i++) {
+      snprintf(dir, sizeof dir, "%s/models/%s", shared, wide[i]);
+      CHECK(run_on(dir, wide[i], be, true) == 1);
+    }
   }
   unsetenv("KILN_CUDA_PAIR_BANDS");
   unsetenv("KILN_GEMM_ROWS");

@@ -386,6 +386,26 @@ static void pairs(void) {
   /* a wide pair's factor of the columns is one matrix for every row: bert_layer_b8s128's scores (rows of
    * 128 keys, 2^26.6 multiply-adds, within the wide pairs' work) read keys that move with the batch and
    * head, so they and their softmax stay two kernels; its layernorms' GEMMs are past the work */
+  /* encoder4_d256's output projections: each sum [256,256] and its bias, read through the (sequence,
+   * batch) transpose by the residual's layernorm, computed with that epilogue in the layernorm's order
+   * (reorder_sums under wide pairs), so that they pair with it too: 8 wide pairs, 4 without the reorder */
+  if (load_shared("models/encoder4_d256/model.onnx", &kg)) {
+    for (int m = 0; m < 2; m++) {
+      kiln_options q = o;
+      q.reorder_sums = m ? 0 : -1;
+      Plan *p = plan_graph(&kg->g, &q, &te);
+      if (p) {
+        int n = pairs_in(p, &at), ranked = 0;  /* every pair's GEMM over the layernorm's [4,64,256] */
+        for (int k = 1; k < p->n_kernels; k++)
+          ranked += p->kernels[k].chain == 2 && p->kernels[k - 1].rank == 3 && p->kernels[k - 1].shape[2] == 256;
+        CHECK_MSG(n == (m ? 4 : 8) && ranked == n && (m || printed_has(p, "t78 in the order t82 reads it")),
+                  "encoder4_d256 reorder_sums %d: %d pairs, %d over the layernorm's [4,64,256]", q.reorder_sums, n, ranked);
+      }
+      plan_free(p);
+      te_free(te);
+    }
+    kiln_graph_free(kg);
+  }
   Workload bw;
   OK(wl_build("bert_layer_b8s128", &bw));
   if (bw.g) {
