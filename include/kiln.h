@@ -393,7 +393,11 @@ typedef struct kiln_options {
                            through reshapes and transposes that merge its dims (a convolution's weight
                            gradient [9,16] read as the weight [16,1,3,3], whose update then joins its kernel;
                            raced: cnn_train_b32 on this 2-vCPU cpu 10.9 -> 11.7-16.5 ms, the weight
-                           gradients' tiles reading across their rows) ($KILN_REORDER_SUMS) */
+                           gradients' tiles reading across their rows); 3 as 1, and under wide pairs
+                           (gemm_rows 2) a contraction with its pointwise epilogue that a row kernel reads
+                           through reshapes and transposes, in that reader's order, so the two pair
+                           (encoder4_d256's output projections with their layernorms: 24 -> 20 launches on
+                           cuda, but 1.086x slower on the H100) ($KILN_REORDER_SUMS) */
   int lazy_select;      /* 1 (default) a select whose branches read memory computes only the branch taken
                            (cpu: only where both branches read memory, outside pointwise kernels); 0 both,
                            eagerly ($KILN_LAZY_SELECT=0) */

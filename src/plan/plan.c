@@ -72,7 +72,7 @@ PlanOptions plan_options(const kiln_options *o) {
   p.one_contraction = !strcmp(be, "cuda") ? (o && o->siblings == 0 ? 2 : 1) : 0;
   /* a reduction read only through a transpose computed in its reader's order: -1 (default) on;
    * 2 also through reshapes that merge its dims (raced: slower, see kiln.h) */
-  p.reorder_sums = o ? (o->reorder_sums == 2 ? 2 : o->reorder_sums != 0) : 1;
+  p.reorder_sums = o ? (o->reorder_sums == 2 || o->reorder_sums == 3 ? o->reorder_sums : o->reorder_sums != 0) : 1;
   /* on by default: on the H100 (2026-12-05) bert_layer_b8s128_bf16 with its chain 0.0683 ms against
    * 0.0718 for the three kernels (9 launches to 7), the models that chain by default level
    * (encoder4_d256 0.990, gpt_tiny 0.987); on the H200 0.0672 -> 0.0622 with the tensor-core chain */
@@ -1633,7 +1633,11 @@ static Expr *sum_through_moves(TE *te, const Plan *p, const Stage *T, const int 
  * transposes (sum_through_moves): a convolution's weight gradient, computed in the weight's
  * order, takes the weight's update as its epilogue. A reduction in a chain or a pair keeps
  * its order (those kernels index their rows by the plan's own vars), but under chain_layout an
- * attention chain's output is stored in its reader's order (Stage.layout). *reader_out: each
+ * attention chain's output is stored in its reader's order (Stage.layout). Under 3 with wide pairs,
+ * a contraction and its pointwise epilogue read by a row kernel through moves (encoder4_d256's output
+ * projection and bias, read by the residual's layernorm through the (sequence, batch) transpose)
+ * are computed in the reader's order, so that the pair takes them: on the H100 (2026-12-06)
+ * encoder4_d256 went from 24 to 20 launches but 1.086x slower, so it is not the default. *reader_out: each
  * reordered sum's reader (-1 elsewhere), or NULL when none was reordered; the caller frees it. */
 static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
   *reader_out = NULL;
@@ -1653,10 +1657,10 @@ static kiln_status reorder_sums(TE *te, const Plan *p, int **reader_out) {
     int perm[KILN_MAX_RANK], moves[8], n_moves = 0, epi = -1;
     Expr *map[2 * KILN_MAX_RANK], *at[KILN_MAX_RANK];
     const Expr *L = permuted_load(te, T, perm) ? T->body : NULL;
-    if (!L && (p->opt.reorder_sums == 2 || p->opt.pairs == 2)) {
-      L = sum_through_moves(te, p, T, readers, moves, &n_moves, p->opt.pairs == 2 ? &epi : NULL);
-      /* under wide pairs alone (reorder_sums 1), only a sum with its epilogue: its row kernel pairs with it */
-      if (L && p->opt.reorder_sums != 2 && epi < 0) L = NULL;
+    bool epilogues = p->opt.reorder_sums == 3 && p->opt.pairs == 2;
+    if (!L && (p->opt.reorder_sums == 2 || epilogues)) {
+      L = sum_through_moves(te, p, T, readers, moves, &n_moves, epilogues ? &epi : NULL);
+      if (L && epilogues && epi < 0) L = NULL;  /* 3: only a sum with its epilogue, which its row kernel pairs with */
     }
     if (!L) continue;
     int r = L->src, k = p->kernel_of[r], r0 = sum_of(te, r);  /* r0: the sum itself (r, or the sum r rounds) */

@@ -100,7 +100,7 @@ typedef struct PlanOptions {
   int one_contraction;  /* grid backends: a kernel holds one GEMM-shaped sum, or (1) siblings over one A
                            (kiln_options.siblings); 0 any number */
   int reorder_sums;     /* a reduction read only through a permutation of its vars is computed in that
-                           order (kiln_options.reorder_sums) */
+                           order (kiln_options.reorder_sums: 1, 2 or 3) */
   bool chain_layout;    /* ... and an attention chain's, computed in the chain's order, stored in its
                            reader's (Stage.layout; kiln_options.chain_layout) */
   int epilogue_ties;    /* arithmetic on a reduction's result that only other reductions read (relu(conv + b)

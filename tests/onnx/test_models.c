@@ -79,11 +79,12 @@ int main(void) {
     if (envs[pass][0]) unsetenv(envs[pass][0]);
     unsetenv("KILN_ATTENTION");
   }
-  /* wide pairs (KILN_GEMM_ROWS=2, cuda's default: the layernorms after their GEMMs, encoder4_d256's output
-   * projections computed in their layernorms' order) on the backend under test; on cuda as the GEMMs'
-   * tiles, shared (3, the default: met by flags), with each band's rows in its last tile (1), and in the
-   * warp-a-row form (0) */
+  /* wide pairs (KILN_GEMM_ROWS=2, cuda's default: the layernorms after their GEMMs; with KILN_REORDER_SUMS=3
+   * encoder4_d256's output projections too, computed in their layernorms' order) on the backend under
+   * test; on cuda as the GEMMs' tiles, shared (3, the default: met by flags), with each band's rows in its
+   * last tile (1), and in the warp-a-row form (0) */
   setenv("KILN_GEMM_ROWS", "2", 1);
+  setenv("KILN_REORDER_SUMS", "3", 1);
   for (int bands = 3; bands >= 0; bands -= bands == 3 ? 2 : 1) {
     if (bands != 3 && strcmp(be, "cuda")) break;
     setenv("KILN_CUDA_PAIR_BANDS", bands == 3 ? "3" : bands ? "1" : "0", 1);
@@ -94,6 +95,7 @@ int main(void) {
     }
   }
   unsetenv("KILN_CUDA_PAIR_BANDS");
+  unsetenv("KILN_REORDER_SUMS");
   unsetenv("KILN_GEMM_ROWS");
   /* layernorms at the head of their projections' tiles (KILN_GEMM_HEADS=1, cuda's: elsewhere the same
    * plan as the default): gpt_tiny's pre-norm ones, encoder4_d256's post-norm ones (stored as well) */
