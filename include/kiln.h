@@ -353,8 +353,10 @@ typedef struct kiln_options {
   int grid_sync;        /* launch groups ($KILN_GRID_SYNC): 0 one launch per kernel; 1 neighbouring kernels
                            with no buffer in conflict share one launch; 2 also dependent kernels, as phases
                            of one cooperative launch with grid barriers between (cuda; on cpu a group is one
-                           call running its kernels in order); -1 (default) what the H200 race chose: 1 on
-                           cuda, 0 on cpu */
+                           call running its kernels in order); 3 as 2, but a phase of GEMM tiles that reads
+                           the phases before it only at its own rows waits for its band of 32 rows of the
+                           phase before (a count a band), not at a grid barrier (cuda; not yet raced);
+                           -1 (default) what the H200 race chose: 1 on cuda, 0 on cpu */
   int in_place;         /* 1 (default): an assigned value (an optimizer's new parameter) is stored straight
                            into the parameter where every other read of it comes first; 0 a copy after the
                            run ($KILN_IN_PLACE=0) */

@@ -247,6 +247,9 @@ typedef struct Dialect {
                                    * (the first), the same two words (NULL: none) */
   const char *band_meet;          /* a meeting of blocks by flags: the flags %s, this block's %s of %s (the flag's
                                    * index, the blocks); they only grow (NULL: none) */
+  const char *band_arrive;        /* the block's writes released and counted in at the count %s (NULL: none) */
+  const char *band_wait;          /* waiting until the count %s reaches %s, then counted out at the second count %s
+                                   * of %s waiters, the last putting both back to 0 (NULL: none) */
   const char *flag_done;          /* the block's writes released with its flag %s of the flags %s... here the flags
                                    * %s and its index %s moved on, nothing waited for (with band_meet) */
   /* thread-block clusters (NULL: none): the kernel attribute fixing a 1-D cluster of %d blocks,
@@ -273,6 +276,9 @@ typedef enum {
   CG_GROUP_OFF,          /* one launch per kernel */
   CG_GROUP_SIBLINGS,     /* independent neighbours share a launch; a dependence ends the group */
   CG_GROUP_GRID_SYNC,    /* dependent phases too, across grid barriers, in one cooperative launch */
+  CG_GROUP_BANDS,        /* as GRID_SYNC, but a phase of GEMM tiles that reads the phases before it only in its
+                            own band of rows waits for that band of the phase before, not for the grid
+                            (CgLaunch.band_waits) */
 } CgGroupMode;
 typedef struct CgOptions {
   int row_variant;      /* cg_row_variant(); the default is the "auto" variant */
@@ -425,6 +431,8 @@ typedef struct CgLaunch {
   int group;             /* the group this kernel runs in (its launch is CgProgram.group[group]), -1: its own */
   int phase;             /* a group member's phase; a group: how many phases */
   bool cooperative;      /* a group with several phases: all blocks resident, grid barriers between phases */
+  unsigned band_waits;   /* a group: bit ph set where phase ph waits for its band of rows of phase ph - 1 alone,
+                            not at a grid barrier (CG_GROUP_BANDS) */
   bool resident;         /* its blocks wait for each other (a shared band's tiles): the runtime checks that the
                             device keeps them all resident at once, else vetoes the form (cooperative or not) */
   bool host;             /* KN_HOST: no source; the runtime evaluates it on the host (a counted fallback) */

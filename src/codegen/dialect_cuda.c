@@ -169,6 +169,22 @@ static const char prelude[] =
   "  __syncthreads();\n"
   "}\n"
   "KI void k_grid_sync(unsigned int *bar) { k_band_sync(bar, gridDim.x); }\n"
+  /* A launch group's band of rows between two phases (CG_GROUP_BANDS): each block of the first phase
+   * counts itself in at its band once its writes are released; each block of the second waits for its
+   * band's count, then counts itself out, the band's last waiter putting both counts back to 0 for the
+   * next run (every waiter has read the count by then, and the next run's blocks come after this one's) */
+  "KI void k_band_arrive(unsigned int *c) {\n"
+  "  __syncthreads();\n"
+  "  if (threadIdx.x == 0) { __threadfence(); atomicAdd(c, 1u); }\n"
+  "}\n"
+  "KI void k_band_wait(unsigned int *c, unsigned int n, unsigned int *out, unsigned int q) {\n"
+  "  if (threadIdx.x == 0) {\n"
+  "    while (*(volatile unsigned int *)c < n) { }\n"
+  "    __threadfence();\n"
+  "    if (atomicAdd(out, 1u) == q - 1u) { atomicExch(out, 0u); atomicExch(c, 0u); }\n"
+  "  }\n"
+  "  __syncthreads();\n"
+  "}\n"
   /* A meeting of n blocks by flags, one a block (mine), each only ever written by its block: the
    * block's writes released with its flag's next value, then each of the n flags acquired until it
    * reaches that value (wrapping), one thread a flag. No count to arrive at and move on: the last
@@ -248,6 +264,8 @@ const Dialect cg_dialect_cuda = {
   .phase_thread_index = "((int64_t)k_bid * blockDim.x + threadIdx.x)",
   .phase_thread_stride = "((int64_t)k_nbid * blockDim.x)",
   .grid_barrier = "k_grid_sync(%s);",
+  .band_arrive = "k_band_arrive(%s);",
+  .band_wait = "k_band_wait(%s, %su, %s, %su);",
   .band_barrier = "k_band_sync(%s, %s);",
   .band_meet = "k_band_meet(%s, %s, %s);",
   .flag_done = "k_flag_done(%s, %s);",

@@ -346,6 +346,15 @@ static Region region_of(const Plan *p, const CgProgram *g, int s) {
 
 static bool overlap(Region a, Region b) { return a.space == b.space && a.lo < b.hi && b.lo < a.hi; }
 
+/* reads_own_rows' visitor: a load of the wanted stage not at var 0 along its first index */
+typedef struct OwnRows { int s; bool ok; } OwnRows;
+static void own_rows_load(const Expr *load, void *ctx) {
+  OwnRows *want = ctx;
+  if (load->src != want->s) return;
+  const Expr *r = load->n_args > 0 ? load->args[0] : NULL;
+  if (!r || r->kind != EX_VAR || r->var != 0) want->ok = false;
+}
+
 /* Must kernel b (launched after a) wait for a? b writes what a reads or writes, or reads what
  * a writes. */
 static bool depends_on(const Plan *p, const CgProgram *g, int a, int b) {
@@ -579,6 +588,75 @@ static kiln_status defer_alone(const Plan *p, const Dialect *d, const CgOptions 
   return st;
 }
 
+/* CG_GROUP_BANDS: is launch l a GEMM whose virtual blocks are its tiles' spans, one each, over [M, N] (var 0
+ * the rows, var 1 the columns), no batch, no cluster, no rows at its head or band at its tail? Its
+ * block v then holds rows of band (v / splits / column tiles) % row tiles (gemm.c's tile order:
+ * cg_gemm_band_of). */
+static bool band_tiles(const Plan *p, const Dialect *d, const CgOptions *o, const CgLaunch *l, CgGemm *gm) {
+  const Kernel *k = &p->kernels[l->kernel];
+  if (k->chain || k->rank != 2 || cg_kernel_shape(p, k, d, o) != CG_GPU_GEMM || !cg_gemm_match(p, k, o, gm)) return false;
+  if (gm->narrow || gm->batch != 1 || gm->cluster || gm->band || gm->head || gm->role[0] != CG_ROLE_M || gm->role[1] != CG_ROLE_N)
+    return false;
+  int64_t tiles = ((gm->M + gm->bm - 1) / gm->bm) * ((gm->N + gm->bn - 1) / gm->bn);
+  return l->grid == tiles * (gm->splits > 1 ? gm->splits : 1);
+}
+
+/* Does every load of stage s in kernel k read it at k's own row (index 0 = var 0), s of k's rows? */
+static bool reads_own_rows(const Plan *p, const Kernel *k, int s, int64_t rows) {
+  const Stage *S = &p->te->stages[s];
+  if (S->rank < 1 || S->shape[0] != rows) return false;
+  OwnRows want = { s, true };
+  for (int i = 0; i < k->n_items && want.ok; i++) te_visit_loads(k->items[i].body, own_rows_load, &want);
+  return want.ok;
+}
+
+/* Bit ph of the result: phase ph of group gi may wait for its band of phase ph - 1 alone. Every
+ * member of both phases band_tiles over the same rows in the same bands; and whatever a member of
+ * phase ph depends on in an earlier phase, it only reads, at its own rows, a stage that member
+ * wrote (nothing it writes meets anything an earlier member reads or writes: no region reused
+ * within the group). Band b of phase ph then needs band b of phase ph - 1 alone, and through it
+ * of the phases before. */
+static unsigned band_waits_of(const Plan *p, const Dialect *d, const CgOptions *o, const CgProgram *g, int gi) {
+  const CgLaunch *G = &g->group[gi];
+  if (!d->band_arrive || !d->band_wait || G->phase < 2 || G->phase > 32) return 0;
+  unsigned waits = 0;
+  int64_t M = -1, bm = -1;
+  bool tiles[32] = { false };  /* each phase's members all band_tiles over M in bands of bm */
+  for (int ph = 0; ph < G->phase; ph++) {
+    tiles[ph] = true;
+    for (int m = 0; m < g->n_launch; m++) {
+      const CgLaunch *l = &g->launch[m];
+      if (l->group != gi || l->phase != ph) continue;
+      CgGemm gm;
+      bool ok = band_tiles(p, d, o, l, &gm) && (M < 0 || (gm.M == M && gm.bm == bm));
+      if (ok && M < 0) M = gm.M, bm = gm.bm;
+      tiles[ph] = tiles[ph] && ok;
+    }
+  }
+  for (int ph = 1; ph < G->phase; ph++) {
+    bool ok = tiles[ph] && tiles[ph - 1];
+    for (int b = 0; b < g->n_launch && ok; b++) {
+      const CgLaunch *lb = &g->launch[b];
+      if (lb->group != gi || lb->phase != ph) continue;
+      const Kernel *kb = &p->kernels[b];
+      for (int a = 0; a < g->n_launch && ok; a++) {
+        const CgLaunch *la = &g->launch[a];
+        if (la->group != gi || la->phase >= ph || !depends_on(p, g, a, b)) continue;
+        const Kernel *ka = &p->kernels[a];
+        for (int i = kb->n_ins; i < lb->n_params && ok; i++)  /* b writes nothing a touches */
+          for (int j = 0; j < la->n_params && ok; j++)
+            ok = !overlap(region_of(p, g, lb->params[i]), region_of(p, g, la->params[j]));
+        for (int j = ka->n_ins; j < la->n_params && ok; j++)  /* what a writes, b reads only as that stage, at its rows */
+          for (int i = 0; i < kb->n_ins && ok; i++)
+            if (overlap(region_of(p, g, la->params[j]), region_of(p, g, lb->params[i])))
+              ok = la->params[j] == lb->params[i] && reads_own_rows(p, kb, lb->params[i], M);
+      }
+    }
+    if (ok) waits |= 1u << ph;
+  }
+  return waits;
+}
+
 /* Consecutive groupable kernels, each in the first phase after every member it depends on;
  * siblings mode ends the group at the first dependence instead. A kernel that cannot join
  * ends the group before it. */
@@ -628,6 +706,12 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
   if (!st && first >= 0) st = close_group(g, first, g->n_launch, phases);
   kiln_free(params);
   if (!st) st = defer_alone(p, d, o, g);
+  for (int gi = 0; !st && o->group == CG_GROUP_BANDS && gi < g->n_group; gi++) {
+    CgLaunch *G = &g->group[gi];
+    G->band_waits = band_waits_of(p, d, o, g, gi);
+    for (int ph = 1; ph < G->phase; ph++)
+      if (G->band_waits >> ph & 1u) why_append(G, "; phase %d waits for its band of phase %d", ph, ph - 1);
+  }
   return st;
 }
 

@@ -4893,6 +4893,20 @@ static void render_group(const Plan *p, const Dialect *d, const CgOptions *o, co
   snprintf(bar, sizeof bar, "kiln_bar%d", gi);
   sb_printf(out, "\n/* group %d: %d phases */\n", gi, G->phase);
   if (G->cooperative) sb_printf(out, "%s %s %s[2];\n", d->global_qual, d->counter_type, bar);
+  /* band waits (CgLaunch.band_waits): each phase's blocks in each band of rows, counted in (arrivals) by
+   * the phase before a waiting phase, counted out (waiters) by the waiting phase */
+  int64_t bands = 0, per_band[33] = { 0 };
+  CgGemm gm;
+  for (int m = 0; G->band_waits && m < g->n_launch; m++) {
+    const CgLaunch *l = &g->launch[m];
+    bool involved = (G->band_waits >> l->phase & 1u) || (l->phase + 1 < G->phase && (G->band_waits >> (l->phase + 1) & 1u));
+    if (l->group != gi || !involved || !cg_gemm_match(p, &p->kernels[m], o, &gm)) continue;
+    bands = (gm.M + gm.bm - 1) / gm.bm;  /* one M and bm for every member involved (band_waits_of) */
+    per_band[l->phase] += l->grid / bands;
+  }
+  if (G->band_waits)
+    sb_printf(out, "%s %s kiln_bc%d[%lld], kiln_bo%d[%lld];\n", d->global_qual, d->counter_type, gi, (long long)(G->phase * bands), gi,
+              (long long)(G->phase * bands));
   sb_printf(out, "%s ", d->kernel_prefix);
   int first = cg_group_first(g, gi), ask = o->group_blocks;
   if (o->group_bounds && first >= 0 && o->group_bounds[first]) ask = o->group_bounds[first];
@@ -4914,7 +4928,8 @@ static void render_group(const Plan *p, const Dialect *d, const CgOptions *o, co
   const char *entry = o->dependent_launch == 2 ? d->kernel_entry_wait : o->dependent_launch ? d->kernel_entry : NULL;
   if (entry) sb_printf(out, "%s\n", entry);
   for (int ph = 0; ph < G->phase; ph++) {
-    if (ph) sb_printf(out, "  "), sb_printf(out, d->grid_barrier, bar), sb_puts(out, "\n");
+    bool wait = G->band_waits >> ph & 1u, arrive = ph + 1 < G->phase && (G->band_waits >> (ph + 1) & 1u);
+    if (ph && !wait) sb_printf(out, "  "), sb_printf(out, d->grid_barrier, bar), sb_puts(out, "\n");
     int64_t total = 0;
     for (int m = 0; m < g->n_launch; m++)
       if (g->launch[m].group == gi && g->launch[m].phase == ph) total += g->launch[m].grid;
@@ -4926,10 +4941,28 @@ static void render_group(const Plan *p, const Dialect *d, const CgOptions *o, co
       if (l->group != gi || l->phase != ph) continue;
       char name[32];
       cg_kernel_name(m, false, name);
-      sb_printf(out, "    %sif (v < %lld) %s(v - %lld, %lld", first ? "" : "else ", (long long)(at + l->grid), name,
-                (long long)at, (long long)l->grid);
+      sb_printf(out, "    %sif (v < %lld) %s", first ? "" : "else ", (long long)(at + l->grid), wait || arrive ? "{\n" : "");
+      char c[96], n[32], q[32], o2[96];
+      if ((wait || arrive) && cg_gemm_match(p, &p->kernels[m], o, &gm)) {  /* its block's band: gemm.c's tile order */
+        int64_t S = gm.splits > 1 ? gm.splits : 1, nt = (gm.N + gm.bn - 1) / gm.bn;
+        sb_printf(out, "      const %s band = (v - %lld) / %lld %% %lld;\n", I, (long long)at, (long long)(S * nt), (long long)bands);
+      }
+      if (wait) {
+        snprintf(c, sizeof c, "kiln_bc%d + %lld + band", gi, (long long)((ph - 1) * bands));
+        snprintf(o2, sizeof o2, "kiln_bo%d + %lld + band", gi, (long long)((ph - 1) * bands));
+        snprintf(n, sizeof n, "%lld", (long long)per_band[ph - 1]);
+        snprintf(q, sizeof q, "%lld", (long long)per_band[ph]);
+        sb_puts(out, "      "), sb_printf(out, d->band_wait, c, n, o2, q), sb_puts(out, "\n");
+      }
+      if (wait || arrive) sb_puts(out, "      ");
+      sb_printf(out, "%s(v - %lld, %lld", name, (long long)at, (long long)l->grid);
       for (int j = 0; j < l->n_params; j++) sb_printf(out, ", b%d", group_param(G, l->params[j]));
       sb_puts(out, ");\n");
+      if (arrive) {
+        snprintf(c, sizeof c, "kiln_bc%d + %lld + band", gi, (long long)(ph * bands));
+        sb_puts(out, "      "), sb_printf(out, d->band_arrive, c), sb_puts(out, "\n");
+      }
+      if (wait || arrive) sb_puts(out, "    }\n");
       at += l->grid;
       first = false;
     }

@@ -805,9 +805,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cpu_channel_lanes ($KILN_CPU_CHANNEL_LANES) is %d: 0 never, 1 where the cost "
                      "model says, 2 wherever it can", o->cpu_channel_lanes);
   g->cpu_channel_lanes = d->grid ? 0 : o->cpu_channel_lanes;
-  if (o->grid_sync < -1 || o->grid_sync > 2)
+  if (o->grid_sync < -1 || o->grid_sync > 3)
     return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: -1 the default, 0 off, 1 sibling kernels "
-                     "share a launch, 2 also dependent ones across grid barriers", o->grid_sync);
+                     "share a launch, 2 also dependent ones across grid barriers, 3 as 2 with GEMM phases waiting for "
+                     "their band of rows", o->grid_sync);
   /* the default is what the H200 race chose (bench/results/2026-12-01-h200-grid-sync.md):
    * siblings on grid dialects; loop dialects gain nothing from fewer calls, so none */
   g->group = o->grid_sync >= 0 ? (CgGroupMode)o->grid_sync : d && d->grid ? CG_GROUP_SIBLINGS : CG_GROUP_OFF;

@@ -15,6 +15,8 @@
  * phase never touch the same bytes unless both only read them, siblings never depend, and
  * kernels that touch the same bytes run in plan order across launches.
  *
+ * With band waits (grid sync 3), mlp_fwd_b128's first two layers are one group whose second phase waits for
+ * its band of rows of the first, not at a grid barrier (band_groups; band_runs runs it).
  * Then the same step runs on $KILN_TEST_BACKEND (default cpu) with grid sync 0, 1 and 2:
  * each launches what its groups say (1 launch for grid sync on cuda, 9 each way on the cpu),
  * counts its phases,
@@ -22,6 +24,7 @@
  * those bits again from a second program; all agree with ref.
  */
 #include "../codegen/built.h"
+#include "runtime/cuda/cudadrv.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -208,9 +211,94 @@ static void conflict_rule(const char *name, CgGroupMode m) {
       CHECK_MSG(ax < ay, "%s (mode %d): k%d runs at launch %d, after k%d (at %d), and they touch the same bytes", name, m, x,
                 ax, y, ay);
     }
-  for (int i = 0; i < b.g->n_group; i++) CHECK(m == CG_GROUP_GRID_SYNC || b.g->group[i].phase == 1);
-  if (m == CG_GROUP_GRID_SYNC && (!strncmp(name, "mlp_train", 9) || !strncmp(name, "cnn_train", 9)))
+  for (int i = 0; i < b.g->n_group; i++) CHECK(m != CG_GROUP_SIBLINGS || b.g->group[i].phase == 1);
+  /* band waits: both phases GEMM tiles over the same rows, the later reading the earlier's outputs at its own rows */
+  for (int i = 0; i < b.g->n_group; i++)
+    for (int ph = 1; ph < b.g->group[i].phase; ph++) {
+      if (!(b.g->group[i].band_waits >> ph & 1u)) continue;
+      CHECK_MSG(m == CG_GROUP_BANDS, "%s (mode %d): group %d's phase %d waits by bands", name, m, i, ph);
+      for (int x = 0; x < b.g->n_launch; x++) {
+        const CgLaunch *lx = &b.g->launch[x];
+        if (lx->group == i && (lx->phase == ph || lx->phase == ph - 1))
+          CHECK_MSG(strstr(lx->why, "gemm 32x32 tiles") && b.p->kernels[x].rank == 2, "%s: k%d waits by bands: %s", name, x, lx->why);
+      }
+    }
+  if (m != CG_GROUP_SIBLINGS && (!strncmp(name, "mlp_train", 9) || !strncmp(name, "cnn_train", 9)))
     CHECK_MSG(members > 0, "%s: no groups", name);
+  built_free(&b);
+}
+
+/* Band waits (CG_GROUP_BANDS): mlp_fwd_b128's three layers, GEMM tiles of 32 rows over the batch's 128 (4
+ * bands; the first two 16 column tiles of 4 spans, 64 blocks a band; the last 1 of 8 spans), as one group (the
+ * tiles through registers: the default CgOptions) whose later phases each wait for their band of the phase
+ * before: each block of a phase that one waits on counts itself in at its band after its span, each block of
+ * the next waits for its band's count, no grid barrier. mlp_train_b32's group keeps its barriers (its second
+ * phase is the softmax rows' kernel, not tiles). */
+static void band_groups(void) {
+  Built b;
+  CgOptions o = opts(CG_GROUP_BANDS, true);
+  if (build("mlp_fwd_b128", &cg_dialect_cuda, &o, &b)) {
+    int g[3] = { 0, 0, 0 }, ph[3] = { 0, 1, 2 };
+    expect_members("bands", &b, g, ph, 3);
+    CHECK_MSG(b.g->n_group == 1 && b.g->group[0].band_waits == 6u && b.g->group[0].cooperative &&
+                  strstr(b.g->group[0].why, "phase 1 waits for its band of phase 0; phase 2 waits for its band of phase 1"),
+              "mlp_fwd_b128 bands: %d groups, waits %u", b.g->n_group, b.g->n_group ? b.g->group[0].band_waits : 0);
+    const char *src = b.g->source.s, *g0 = strstr(src, " kiln_g0(");
+    const char *k0 = g0 ? strstr(g0, "kiln_k0(v - 0, 256, ") : NULL;
+    const char *in = k0 ? strstr(k0, "k_band_arrive(kiln_bc0 + 0 + band);") : NULL;
+    const char *wait = in ? strstr(in, "k_band_wait(kiln_bc0 + 0 + band, 64u, kiln_bo0 + 0 + band, 64u);") : NULL;
+    const char *k1 = wait ? strstr(wait, "kiln_k1(v - 0, 256, ") : NULL;
+    const char *in1 = k1 ? strstr(k1, "k_band_arrive(kiln_bc0 + 4 + band);") : NULL;
+    const char *band2 = in1 ? strstr(in1, "const int64_t band = (v - 0) / 8 % 4;") : NULL;
+    const char *wait2 = band2 ? strstr(band2, "k_band_wait(kiln_bc0 + 4 + band, 64u, kiln_bo0 + 4 + band, 8u);") : NULL;
+    const char *k2 = wait2 ? strstr(wait2, "kiln_k2(v - 0, 32, ") : NULL;
+    CHECK_MSG(k2 && strstr(g0, "const int64_t band = (v - 0) / 64 % 4;") && !strstr(g0, "k_grid_sync(") &&
+                  strstr(src, "__device__ unsigned int kiln_bc0[12], kiln_bo0[12];"),
+              "mlp_fwd_b128 bands: arrive %d, wait %d, k1 after %d, arrive %d, wait %d, k2 after %d", !!in, !!wait, !!k1, !!in1,
+              !!wait2, !!k2);
+    CudaNvrtc *nv;  /* the source compiles for sm_90 where NVRTC is (no GPU needed) */
+    if (cuda_nvrtc(&nv) == KILN_OK) {
+      void *bin = NULL;
+      size_t n = 0;
+      bool hit;
+      CHECK_MSG(cuda_compile(src, "sm_90", 0, NULL, &bin, &n, &hit) == KILN_OK, "mlp_fwd_b128 bands: %s", kiln_last_error());
+      kiln_free(bin);
+    }
+  }
+  built_free(&b);
+  /* a second GEMM over as many rows that reads the first's outputs across all of them (h^T @ v, h [128,128], v
+   * [128,256]: h's rows are its reduction) waits at a grid barrier: its band needs every band of h */
+  kiln_graph *kg = NULL;
+  OK(kiln_graph_create(&kg));
+  static float w1[64 * 128], v[128 * 256];
+  kiln_tensor x, w, vv, h, ht, z;
+  int64_t xs[2] = { 128, 64 }, ws[2] = { 64, 128 }, vs[2] = { 128, 256 };
+  int perm[2] = { 1, 0 };
+  bool ok = kg && !kiln_graph_input(kg, "x", KILN_F32, 2, xs, &x) && !kiln_graph_param(kg, "w", KILN_F32, 2, ws, w1, &w) &&
+            !kiln_graph_param(kg, "v", KILN_F32, 2, vs, v, &vv) && !kiln_graph_matmul(kg, x, w, &h) &&
+            !kiln_graph_unary(kg, KILN_RELU, h, &h) && !kiln_graph_transpose(kg, h, perm, &ht) &&
+            !kiln_graph_matmul(kg, ht, vv, &z) && !kiln_graph_output(kg, z, "z");
+  CHECK(ok);
+  TE *te = NULL;
+  Plan *pl = NULL;
+  CgProgram *prog = NULL;
+  kiln_options ko = kiln_options_default();
+  ko.backend = "cuda";
+  PlanOptions po = plan_options(&ko);
+  if (ok) OK(te_lower(&kg->g, &te));
+  if (te) OK(plan_build(te, &po, &pl));
+  if (pl) OK(cg_program_build(pl, &cg_dialect_cuda, &o, &prog));
+  CHECK_MSG(prog && prog->n_group == 1 && prog->group[0].phase == 2 && prog->group[0].band_waits == 0 &&
+                strstr(prog->source.s, "k_grid_sync("),
+            "h^T @ v after x @ w under bands: %d groups, %d phases, waits %u", prog ? prog->n_group : -1,
+            prog && prog->n_group ? prog->group[0].phase : -1, prog && prog->n_group ? prog->group[0].band_waits : 0);
+  cg_program_free(prog);
+  plan_free(pl);
+  te_free(te);
+  kiln_graph_free(kg);
+  if (build("mlp_train_b32", &cg_dialect_cuda, &o, &b))
+    CHECK_MSG(b.g->n_group == 1 && b.g->group[0].phase == 3 && b.g->group[0].band_waits == 0 && strstr(b.g->source.s, "k_grid_sync("),
+              "mlp_train_b32 bands: %d groups", b.g->n_group);
   built_free(&b);
 }
 
@@ -302,6 +390,40 @@ static void runs(void) {
   wl_free(&w);
 }
 
+/* mlp_fwd_b128 under grid sync 3 (its first two layers waiting by bands) on $KILN_TEST_BACKEND: on cuda 2 launches
+ * of 3 phases (the group's 2, the last layer's 1), bit for bit the ungrouped program's, twice, and within ref's
+ * tolerance; on the cpu, which groups nothing, 3 launches and the same bits */
+static void band_runs(void) {
+  const char *be = backend();
+  bool cuda = !strcmp(be, "cuda");
+  Workload w;
+  OK(wl_build("mlp_fwd_b128", &w));
+  if (!w.g) { test_failures++; return; }
+  void *ref[16] = { 0 }, *out[3][16] = { { 0 } };
+  run_step(&w, "ref", 0, -1, ref);
+  kiln_census c[3];
+  int mode[3] = { 0, 3, 3 };
+  for (int r = 0; r < 3; r++) c[r] = run_step(&w, be, mode[r], -1, out[r]);
+  CHECK_MSG(c[0].kernels_launched == 3 && c[1].kernels_launched == (cuda ? 2 : 3) && c[1].phases == 3 && c[2].host_fallbacks == 0,
+            "%s mlp_fwd_b128 bands: %lld launches, %lld phases (ungrouped %lld)", be, (long long)c[1].kernels_launched,
+            (long long)c[1].phases, (long long)c[0].kernels_launched);
+  for (int i = 0; i < w.n_outputs; i++) {
+    size_t n = w.output_bytes[i] / sizeof(float);
+    for (int r = 1; r < 3; r++)
+      CHECK_MSG(!memcmp(out[r][i], out[0][i], w.output_bytes[i]), "%s mlp_fwd_b128 output %d: bands (run %d) differ from "
+                "ungrouped", be, i, r);
+    double worst = 0;
+    for (size_t j = 0; j < n; j++) {
+      double a = ((float *)out[1][i])[j], e = ((float *)ref[i])[j], d = fabs(a - e) / (1e-3 + fabs(e));
+      if (!(d <= worst)) worst = d;
+    }
+    CHECK_MSG(worst < 1e-3, "%s mlp_fwd_b128 output %d, bands: %g from ref", be, i, worst);
+    free(ref[i]);
+    for (int r = 0; r < 3; r++) free(out[r][i]);
+  }
+  wl_free(&w);
+}
+
 int main(void) {
   char dir[] = "/tmp/kiln-test-groups-XXXXXX";
   if (!mkdtemp(dir)) return 1;
@@ -312,8 +434,11 @@ int main(void) {
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     conflict_rule(names[i], CG_GROUP_SIBLINGS);
     conflict_rule(names[i], CG_GROUP_GRID_SYNC);
+    conflict_rule(names[i], CG_GROUP_BANDS);
   }
+  band_groups();
   runs();
+  band_runs();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) {}
