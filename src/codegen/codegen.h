@@ -695,6 +695,8 @@ int cg_narrow_stride(int64_t N);
 bool cg_narrow_stage_fits(int64_t K, int64_t N);
 /* Blocks to launch (CG_GEMM_THREADS threads each). */
 int64_t cg_gemm_blocks(const CgGemm *g);
+/* Blocks of one band of bm rows (no batch): block w holds rows of band w / cg_gemm_band_blocks(g) % (M / bm) */
+int64_t cg_gemm_band_blocks(const CgGemm *g);
 /* Static shared memory of the tile kernel's block: the staged tiles (and their buffers), the flag. */
 int64_t cg_gemm_smem(const CgGemm *g);
 /* Dynamic shared memory of the tile kernel's block (the stages of a direct mma tile; 0: none). */

@@ -561,6 +561,12 @@ int64_t cg_gemm_blocks(const CgGemm *g) {
   return t < ((int64_t)1 << 20) ? t : ((int64_t)1 << 20);
 }
 
+/* The tile kernel's block w takes span w % S of tile w / S, the tile's columns tile % nt and rows
+ * (tile / nt) % mt (cg_render_gemm's loop): its rows' band is w / (S * nt) % mt */
+int64_t cg_gemm_band_blocks(const CgGemm *g) {
+  return (g->splits > 1 ? g->splits : 1) * ((g->N + g->bn - 1) / g->bn);
+}
+
 void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out) {
   if (g->splits <= 1) return;
   if (g->cluster) {

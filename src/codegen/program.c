@@ -590,8 +590,7 @@ static kiln_status defer_alone(const Plan *p, const Dialect *d, const CgOptions 
 
 /* CG_GROUP_BANDS: is launch l a GEMM whose virtual blocks are its tiles' spans, one each, over [M, N] (var 0
  * the rows, var 1 the columns), no batch, no cluster, no rows at its head or band at its tail? Its
- * block v then holds rows of band (v / splits / column tiles) % row tiles (gemm.c's tile order:
- * cg_gemm_band_of). */
+ * block v then holds rows of band v / cg_gemm_band_blocks % row tiles (gemm.c's tile order). */
 static bool band_tiles(const Plan *p, const Dialect *d, const CgOptions *o, const CgLaunch *l, CgGemm *gm) {
   const Kernel *k = &p->kernels[l->kernel];
   if (k->chain || k->rank != 2 || cg_kernel_shape(p, k, d, o) != CG_GPU_GEMM || !cg_gemm_match(p, k, o, gm)) return false;

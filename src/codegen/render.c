@@ -4943,10 +4943,9 @@ static void render_group(const Plan *p, const Dialect *d, const CgOptions *o, co
       cg_kernel_name(m, false, name);
       sb_printf(out, "    %sif (v < %lld) %s", first ? "" : "else ", (long long)(at + l->grid), wait || arrive ? "{\n" : "");
       char c[96], n[32], q[32], o2[96];
-      if ((wait || arrive) && cg_gemm_match(p, &p->kernels[m], o, &gm)) {  /* its block's band: gemm.c's tile order */
-        int64_t S = gm.splits > 1 ? gm.splits : 1, nt = (gm.N + gm.bn - 1) / gm.bn;
-        sb_printf(out, "      const %s band = (v - %lld) / %lld %% %lld;\n", I, (long long)at, (long long)(S * nt), (long long)bands);
-      }
+      if ((wait || arrive) && cg_gemm_match(p, &p->kernels[m], o, &gm))  /* its block's band: gemm.c's tile order */
+        sb_printf(out, "      const %s band = (v - %lld) / %lld %% %lld;\n", I, (long long)at, (long long)cg_gemm_band_blocks(&gm),
+                  (long long)bands);
       if (wait) {
         snprintf(c, sizeof c, "kiln_bc%d + %lld + band", gi, (long long)((ph - 1) * bands));
         snprintf(o2, sizeof o2, "kiln_bo%d + %lld + band", gi, (long long)((ph - 1) * bands));
