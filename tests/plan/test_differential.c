@@ -1,6 +1,7 @@
 /*
  * test_differential.c — random graphs run four ways: fused on cpu, eager on cpu, fused with
- * every kernel in launch groups (grid_sync 2: phases behind grid barriers, on
+ * every kernel in launch groups (grid_sync 3: phases behind grid barriers, or waiting for their band
+ * of rows where GEMM tiles read only their own rows of the phase before, on
  * $KILN_DIFF_BACKEND, cuda on a GPU machine; the cpu forms no groups), and on ref (the oracle);
  * all must agree within tolerance, with no host fallbacks. Batched graphs make wide phases of
  * independent kernels whose buffers the memory plan reuses: the groups' conflict analysis is
@@ -266,7 +267,7 @@ static void run(kiln_graph *g, const char *backend, int fuse, int grid_sync, Io 
   o.backend = backend;
   o.fuse = fuse;
   o.grid_sync = grid_sync;
-  if (grid_sync == 2) o.attention = 1, o.gemm_rows = 2;  /* every join the planner has: chains and pairs, wide too */
+  if (grid_sync >= 2) o.attention = 1, o.gemm_rows = 2;  /* every join the planner has: chains and pairs, wide too */
   kiln_program *p = NULL;
   OK(kiln_program_compile(g, &o, &p));
   for (int i = 0; i < io->n_out; i++) outs[i] = calloc(io->out_n[i] + 1, 8);
@@ -287,13 +288,13 @@ static void batch(unsigned long long base, int count) {
   }
   static void *ref[MAX_IO], *fu[MAX_IO], *ea[MAX_IO], *gr[MAX_IO];
   kiln_census cr = { 0 }, cf = { 0 }, ce = { 0 }, cg = { 0 };
-  /* the grouped run: every kernel joined into launch groups, phases behind grid barriers, on
-   * the backend $KILN_DIFF_BACKEND names (cuda on a GPU machine), else on the cpu */
+  /* the grouped run: every kernel joined into launch groups, phases behind grid barriers or band
+   * waits, on the backend $KILN_DIFF_BACKEND names (cuda on a GPU machine), else on the cpu */
   const char *grouped = getenv("KILN_DIFF_BACKEND") && *getenv("KILN_DIFF_BACKEND") ? getenv("KILN_DIFF_BACKEND") : "cpu";
   run(G.g, "ref", 1, 0, io, ref, &cr);
   run(G.g, "cpu", 1, 0, io, fu, &cf);
   run(G.g, "cpu", 0, 0, io, ea, &ce);
-  run(G.g, grouped, 1, 2, io, gr, &cg);
+  run(G.g, grouped, 1, 3, io, gr, &cg);
   CHECK_MSG(cf.host_fallbacks == 0 && ce.host_fallbacks == 0 && cg.host_fallbacks == 0, "fallbacks: %s / %s / %s",
             cf.fallback_ops, ce.fallback_ops, cg.fallback_ops);
   CHECK(cf.kernels_launched <= ce.kernels_launched);
