@@ -708,6 +708,11 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
   for (int gi = 0; !st && o->group == CG_GROUP_BANDS && gi < g->n_group; gi++) {
     CgLaunch *G = &g->group[gi];
     G->band_waits = band_waits_of(p, d, o, g, gi);
+    char *bars = strstr(G->why, ", grid barriers between");
+    if (bars && G->band_waits == (((1u << G->phase) - 1u) & ~1u)) {  /* no barrier left: say so */
+      size_t n = strlen(", grid barriers between");
+      memmove(bars, bars + n, strlen(bars + n) + 1);
+    }
     for (int ph = 1; ph < G->phase; ph++)
       if (G->band_waits >> ph & 1u) why_append(G, "; phase %d waits for its band of phase %d", ph, ph - 1);
   }
