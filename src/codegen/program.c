@@ -709,7 +709,8 @@ static kiln_status form_groups(const Plan *p, const Dialect *d, const CgOptions 
     CgLaunch *G = &g->group[gi];
     G->band_waits = band_waits_of(p, d, o, g, gi);
     char *bars = strstr(G->why, ", grid barriers between");
-    if (bars && G->band_waits == (((1u << G->phase) - 1u) & ~1u)) {  /* no barrier left: say so */
+    unsigned every = G->phase >= 32 ? ~1u : ((1u << G->phase) - 1u) & ~1u;  /* phases 1 .. phase - 1 */
+    if (bars && G->band_waits == every) {  /* no barrier left: say so */
       size_t n = strlen(", grid barriers between");
       memmove(bars, bars + n, strlen(bars + n) + 1);
     }
