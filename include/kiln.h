@@ -595,6 +595,10 @@ typedef struct kiln_options {
                            under cuda_split_flags a span more costs the last span one more read
                            (mlp_train_b32's first layer: 9 spans of 96, 36 blocks, or 25 of 32 at 1, 100
                            blocks) ($KILN_CUDA_MIN_SPAN) */
+  int cuda_split_target; /* cuda: a generated f32 GEMM of too few tiles for the chip splits along K towards this many
+                           blocks (64 .. 4096); 0 (default) 256, two a multiprocessor. More spans shorten
+                           each block's chain of k-tiles (mlp_fwd_b128's first layer: 7 k-tiles a block in
+                           256 blocks) at the cost of more partials to add ($KILN_CUDA_SPLIT_TARGET) */
   int cuda_chain_spread; /* cuda: 1 an f32 attention chain's two products give each thread as few rows as fill
                            its block in one pass (at least 1; a tile of 8 rows over 64 keys and 64 columns
                            took 128 and 32 of its 256 threads at 4 rows a thread); 0 4 rows a thread; the

@@ -308,6 +308,8 @@ typedef struct CgOptions {
   bool cluster_splitk;  /* split-K through thread-block clusters where the spans fit one (KILN_CUDA_CLUSTER) */
   int min_span_tiles;   /* split-K: a span at least this many k-tiles (0: gemm.c's MIN_SPAN_TILES, 2;
                            kiln_options.cuda_min_span) */
+  int split_target;     /* split-K: the blocks a GEMM of too few tiles splits towards (0: gemm.c's 2 x
+                           ENOUGH_BLOCKS; kiln_options.cuda_split_target) */
   bool split_flags;     /* split-K tiles: the last span adds the others' partials once their flags say so (the
                            dialect's flag_done and band_meet), where the last block to arrive at a count
                            did (kiln_options.cuda_split_flags; the same bits) */

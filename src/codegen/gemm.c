@@ -161,7 +161,8 @@ static void set_spans(CgGemm *g, int64_t splits) {
  * that still leaves the chip under-filled. CG_SPLITK_WIDE (being raced): when 32x32
  * would split, the largest tile whose splits give a block per multiprocessor instead
  * (fewer, longer-per-thread blocks: 4x4 outputs a thread rather than 2x2). */
-static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many, int64_t long_k_blocks, bool fit, int min_span) {
+static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many, int64_t long_k_blocks, bool fit, int min_span,
+                      int64_t target) {
   bool off = splitk == CG_SPLITK_OFF, wide = splitk == CG_SPLITK_WIDE;
   int c = g->n_b > 1 ? 1 : 0;  /* siblings: 64 outputs a thread per sum would not fit in registers */
   while (c < 2 && tiles_of(g, c) < ENOUGH_BLOCKS) c++;
@@ -169,7 +170,7 @@ static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many, i
    * convolution, 16 channels in a 128 x 128 tile: an eighth of its multiply-adds count) steps
    * down while the smaller tile wastes less; more blocks, as many useful multiply-adds */
   while (fit && !g->mma && c < 2 && tile_use(g, c) < 0.5 && tile_use(g, c + 1) > tile_use(g, c)) c++;
-  int64_t splits = tiles_of(g, c) < ENOUGH_BLOCKS && !off ? splits_for(g, c, 2 * ENOUGH_BLOCKS, min_span) : 1;
+  int64_t splits = tiles_of(g, c) < ENOUGH_BLOCKS && !off ? splits_for(g, c, target, min_span) : 1;
   /* CgOptions.gemm_long_k_blocks (a candidate): the smallest tiles over a long K (mixed
    * precision's 1024x128 layer of 784 inputs: 128 tiles of 25 k-tiles, one block a
    * multiprocessor waiting on one k-tile's reads after another) split towards that many blocks,
@@ -180,7 +181,7 @@ static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many, i
     if (ls > splits) splits = ls;
   }
   for (int w = g->n_b > 1 ? 1 : 0; wide && splits > 1 && w < c; w++) {
-    int64_t ws = splits_for(g, w, 2 * ENOUGH_BLOCKS, min_span);
+    int64_t ws = splits_for(g, w, target, min_span);
     if (tiles_of(g, w) * ws >= ENOUGH_BLOCKS) { c = w, splits = ws; break; }
   }
   if (g->mma && mma_many) {
@@ -419,7 +420,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
     return true;
   }
   pick_tile(&g, o->splitk, o->gemm_kgroups, o->mma_many_blocks, o->gemm_long_k_blocks, o->gemm_tile_fit,
-            o->min_span_tiles > 0 ? o->min_span_tiles : MIN_SPAN_TILES);
+            o->min_span_tiles > 0 ? o->min_span_tiles : MIN_SPAN_TILES, o->split_target > 0 ? o->split_target : 2 * ENOUGH_BLOCKS);
   /* few tiles: one block per output row-reduces instead, unless split-K gives the tiles
    * enough blocks (a batch-32 layer of 784 inputs: 4 tiles x 9 spans) */
   int64_t small_tiles = tiles_of(&g, 2);

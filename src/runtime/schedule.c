@@ -917,6 +917,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_min_span ($KILN_CUDA_MIN_SPAN) is %d: 0 the default, or 1 .. 64 k-tiles a span",
                      o->cuda_min_span);
   g->min_span_tiles = cuda ? o->cuda_min_span : 0;
+  if (o->cuda_split_target != 0 && (o->cuda_split_target < 64 || o->cuda_split_target > 4096))
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_split_target ($KILN_CUDA_SPLIT_TARGET) is %d: 0 the default, or 64 .. 4096 "
+                     "blocks", o->cuda_split_target);
+  g->split_target = cuda ? o->cuda_split_target : 0;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
   if (o->pair_tails < -1 || o->pair_tails > 1)

@@ -755,6 +755,23 @@ int main(void) {
     }
     kf.cuda_min_span = 65;
     refused(&kf, cu, "KILN_CUDA_MIN_SPAN");
+    /* split-K towards 256 blocks by default: mlp_fwd_b128's first layer (784 deep, 64 tiles) in 4 spans; towards
+     * 512, 7 spans, 448 blocks */
+    kf = kiln_options_default();
+    for (int target = 0; target <= 512; target += 512) {
+      kf.cuda_split_target = target;
+      if (rt_codegen_options(&kf, cu, &co) != KILN_OK) continue;
+      CHECK(co.split_target == target);
+      Built sb;
+      if (build("mlp_fwd_b128", cu, &co, &sb))
+        CHECK_MSG(sb.g->launch[0].grid == (target ? 448 : 256) && strstr(sb.g->launch[0].why, target ? "x 7 K-spans of 128" : "x 4 K-spans of 224"),
+                  "mlp_fwd_b128's k0 at split target %d: %lld blocks, %s", target, (long long)sb.g->launch[0].grid, sb.g->launch[0].why);
+      built_free(&sb);
+    }
+    kf.cuda_split_target = 63;
+    refused(&kf, cu, "KILN_CUDA_SPLIT_TARGET");
+    kf.cuda_split_target = 4097;
+    refused(&kf, cu, "KILN_CUDA_SPLIT_TARGET");
     /* split-K by flags: off by default; on, mlp_fwd_b128's three split GEMMs each release their spans'
      * partials by flags and keep no arrival count, in the same 3 launches; none on glsl */
     kf = kiln_options_default();

@@ -1349,6 +1349,14 @@ static void test_values(void) {
     unsetenv("KILN_CUDA_MIN_SPAN");
     unsetenv("KILN_CUDA_SPLIT_FLAGS");
   }
+  if (!strcmp(backend, "cuda")) {  /* split-K towards more blocks (KILN_CUDA_SPLIT_TARGET): 128x784x512 in 9 spans */
+    int64_t ni = 128 * 784, no = 128 * 512;
+    kiln_graph *g = dense(128, 784, 512, false);
+    setenv("KILN_CUDA_SPLIT_TARGET", "1024", 1);
+    check_values("relu(x@w+b), split towards 1024 blocks", g, 1, &ni, 1, &no);
+    unsetenv("KILN_CUDA_SPLIT_TARGET");
+    kiln_graph_free(g);
+  }
   if (!strcmp(backend, "cuda")) {  /* banded pairs (test_band_shapes), and their warp-a-row form */
     setenv("KILN_GEMM_ROWS", "2", 1);
     for (int i = 0; i < 3; i++)
