@@ -36,6 +36,16 @@ static void refused(const kiln_options *o, const Dialect *d, const char *env) {
   CHECK_MSG(strstr(kiln_last_error(), env), "the refusal does not name %s: %s", env, kiln_last_error());
 }
 
+/* Under o on cuda, workload's first GEMM launches `grid` blocks, its launch saying `spans`; *co the options. */
+static void first_spans(const kiln_options *o, CgOptions *co, const char *workload, int64_t grid, const char *spans) {
+  Built b;
+  if (rt_codegen_options(o, &cg_dialect_cuda, co) != KILN_OK) return;
+  if (build(workload, &cg_dialect_cuda, co, &b))
+    CHECK_MSG(b.g->launch[0].grid == grid && strstr(b.g->launch[0].why, spans), "%s's k0: %lld blocks, %s; expected %lld, %s",
+              workload, (long long)b.g->launch[0].grid, b.g->launch[0].why, (long long)grid, spans);
+  built_free(&b);
+}
+
 static void expect(const char *what, const Built *b, const Want *w, int n) {
   for (int i = 0; i < n; i++) {
     CHECK_MSG(w[i].kernel < b->g->n_launch, "%s: no kernel %d", what, w[i].kernel);
@@ -743,31 +753,21 @@ int main(void) {
     /* spans of at least 2 k-tiles by default: mlp_train_b32's first layer (784 deep, 4 tiles) in 9 spans, 36
      * blocks; at 1, 25 spans, 100 blocks */
     kf = kiln_options_default();
-    for (int span = 0; span <= 1; span++) {
-      kf.cuda_min_span = span;
-      if (rt_codegen_options(&kf, cu, &co) != KILN_OK) continue;
-      CHECK(co.min_span_tiles == span);
-      Built sb;
-      if (build("mlp_train_b32", cu, &co, &sb))
-        CHECK_MSG(sb.g->launch[0].grid == (span ? 100 : 36) && strstr(sb.g->launch[0].why, span ? "x 25 K-spans of 32" : "x 9 K-spans of 96"),
-                  "mlp_train_b32's k0 at min span %d: %lld blocks, %s", span, (long long)sb.g->launch[0].grid, sb.g->launch[0].why);
-      built_free(&sb);
-    }
+    first_spans(&kf, &co, "mlp_train_b32", 36, "x 9 K-spans of 96");
+    CHECK(co.min_span_tiles == 0);
+    kf.cuda_min_span = 1;
+    first_spans(&kf, &co, "mlp_train_b32", 100, "x 25 K-spans of 32");
+    CHECK(co.min_span_tiles == 1);
     kf.cuda_min_span = 65;
     refused(&kf, cu, "KILN_CUDA_MIN_SPAN");
     /* split-K towards 256 blocks by default: mlp_fwd_b128's first layer (784 deep, 64 tiles) in 4 spans; towards
      * 512, 7 spans, 448 blocks */
     kf = kiln_options_default();
-    for (int target = 0; target <= 512; target += 512) {
-      kf.cuda_split_target = target;
-      if (rt_codegen_options(&kf, cu, &co) != KILN_OK) continue;
-      CHECK(co.split_target == target);
-      Built sb;
-      if (build("mlp_fwd_b128", cu, &co, &sb))
-        CHECK_MSG(sb.g->launch[0].grid == (target ? 448 : 256) && strstr(sb.g->launch[0].why, target ? "x 7 K-spans of 128" : "x 4 K-spans of 224"),
-                  "mlp_fwd_b128's k0 at split target %d: %lld blocks, %s", target, (long long)sb.g->launch[0].grid, sb.g->launch[0].why);
-      built_free(&sb);
-    }
+    first_spans(&kf, &co, "mlp_fwd_b128", 256, "x 4 K-spans of 224");
+    CHECK(co.split_target == 0);
+    kf.cuda_split_target = 512;
+    first_spans(&kf, &co, "mlp_fwd_b128", 448, "x 7 K-spans of 128");
+    CHECK(co.split_target == 512);
     kf.cuda_split_target = 63;
     refused(&kf, cu, "KILN_CUDA_SPLIT_TARGET");
     kf.cuda_split_target = 4097;

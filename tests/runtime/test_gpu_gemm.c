@@ -1349,14 +1349,6 @@ static void test_values(void) {
     unsetenv("KILN_CUDA_MIN_SPAN");
     unsetenv("KILN_CUDA_SPLIT_FLAGS");
   }
-  if (!strcmp(backend, "cuda")) {  /* split-K towards more blocks (KILN_CUDA_SPLIT_TARGET): 128x784x512 in 9 spans */
-    int64_t ni = 128 * 784, no = 128 * 512;
-    kiln_graph *g = dense(128, 784, 512, false);
-    setenv("KILN_CUDA_SPLIT_TARGET", "1024", 1);
-    check_values("relu(x@w+b), split towards 1024 blocks", g, 1, &ni, 1, &no);
-    unsetenv("KILN_CUDA_SPLIT_TARGET");
-    kiln_graph_free(g);
-  }
   if (!strcmp(backend, "cuda")) {  /* banded pairs (test_band_shapes), and their warp-a-row form */
     setenv("KILN_GEMM_ROWS", "2", 1);
     for (int i = 0; i < 3; i++)
@@ -1397,12 +1389,18 @@ static void test_values(void) {
     }
     unsetenv("KILN_CUDA_NARROW_DEPTH");
   }
-  if (!strcmp(backend, "cuda")) {  /* long K split (the candidate KILN_CUDA_LONG_K_BLOCKS; split-K is cuda's) */
-    int64_t ni = 1024 * 784, no = 1024 * 128;
-    kiln_graph *g = dense(1024, 784, 128, false);
-    setenv("KILN_CUDA_LONG_K_BLOCKS", "512", 1);
-    check_values("relu(x@w+b), long K split", g, 1, &ni, 1, &no);
-    unsetenv("KILN_CUDA_LONG_K_BLOCKS");
+  /* split-K under its candidates (cuda's): a long K split towards 512 blocks (KILN_CUDA_LONG_K_BLOCKS), and a
+   * GEMM of few tiles split towards 1024 (KILN_CUDA_SPLIT_TARGET: 128x784x512 in 9 spans) */
+  static const struct { const char *env, *value, *what; int64_t m, k, n; } splits[] = {
+    { "KILN_CUDA_LONG_K_BLOCKS", "512", "relu(x@w+b), long K split", 1024, 784, 128 },
+    { "KILN_CUDA_SPLIT_TARGET", "1024", "relu(x@w+b), split towards 1024 blocks", 128, 784, 512 },
+  };
+  for (size_t i = 0; !strcmp(backend, "cuda") && i < sizeof splits / sizeof splits[0]; i++) {
+    int64_t ni = splits[i].m * splits[i].k, no = splits[i].m * splits[i].n;
+    kiln_graph *g = dense(splits[i].m, splits[i].k, splits[i].n, false);
+    setenv(splits[i].env, splits[i].value, 1);
+    check_values(splits[i].what, g, 1, &ni, 1, &no);
+    unsetenv(splits[i].env);
     kiln_graph_free(g);
   }
   if (!strcmp(backend, "cuda")) {  /* split-K arrivals fenced by every thread (cuda_one_fence 0, the old way) */

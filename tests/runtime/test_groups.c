@@ -326,6 +326,16 @@ static kiln_census run_step(Workload *w, const char *be, int grid_sync, int copy
   return c;
 }
 
+/* The largest relative difference of f32 values a from e (n bytes each), against ref's tolerance scale */
+static double worst_from(const void *a, const void *e, size_t bytes) {
+  double worst = 0;
+  for (size_t j = 0; j < bytes / sizeof(float); j++) {
+    double x = ((const float *)a)[j], y = ((const float *)e)[j], d = fabs(x - y) / (1e-3 + fabs(y));
+    if (!(d <= worst)) worst = d;  /* a NaN is the worst */
+  }
+  return worst;
+}
+
 static void runs(void) {
   const char *be = backend();
   bool cuda = !strcmp(be, "cuda");
@@ -365,23 +375,14 @@ static void runs(void) {
               v ? "a block a row" : "a warp a row", (long long)cs.kernels_launched);
   }
   for (int i = 0; i < w.n_outputs; i++) {
-    size_t n = w.output_bytes[i] / sizeof(float);
     for (int r = 1; r < 4; r++)
       CHECK_MSG(!memcmp(out[r][i], out[0][i], w.output_bytes[i]), "%s output %d: grid sync %d (run %d) differs from "
                 "ungrouped", be, i, mode[r], r);
-    double worst = 0;
-    for (size_t j = 0; j < n; j++) {
-      double a = ((float *)out[2][i])[j], e = ((float *)ref[i])[j], d = fabs(a - e) / (1e-3 + fabs(e));
-      if (!(d <= worst)) worst = d;
-    }
+    double worst = worst_from(out[2][i], ref[i], w.output_bytes[i]);
     CHECK_MSG(worst < 1e-3, "%s output %d: %g from ref", be, i, worst);
     for (int v = 0; v < 2; v++) {
       if (!staged[v][i]) continue;  /* the pair a warp or a block a row, its weights staged */
-      worst = 0;
-      for (size_t j = 0; j < n; j++) {
-        double a = ((float *)staged[v][i])[j], e = ((float *)ref[i])[j], d = fabs(a - e) / (1e-3 + fabs(e));
-        if (!(d <= worst)) worst = d;
-      }
+      worst = worst_from(staged[v][i], ref[i], w.output_bytes[i]);
       CHECK_MSG(worst < 1e-3, "%s output %d, the pair's weights staged (%d): %g from ref", be, i, v + 1, worst);
       free(staged[v][i]);
     }
@@ -409,15 +410,10 @@ static void band_runs(void) {
             "%s mlp_fwd_b128 bands: %lld launches, %lld phases (ungrouped %lld)", be, (long long)c[1].kernels_launched,
             (long long)c[1].phases, (long long)c[0].kernels_launched);
   for (int i = 0; i < w.n_outputs; i++) {
-    size_t n = w.output_bytes[i] / sizeof(float);
     for (int r = 1; r < 3; r++)
       CHECK_MSG(!memcmp(out[r][i], out[0][i], w.output_bytes[i]), "%s mlp_fwd_b128 output %d: bands (run %d) differ from "
                 "ungrouped", be, i, r);
-    double worst = 0;
-    for (size_t j = 0; j < n; j++) {
-      double a = ((float *)out[1][i])[j], e = ((float *)ref[i])[j], d = fabs(a - e) / (1e-3 + fabs(e));
-      if (!(d <= worst)) worst = d;
-    }
+    double worst = worst_from(out[1][i], ref[i], w.output_bytes[i]);
     CHECK_MSG(worst < 1e-3, "%s mlp_fwd_b128 output %d, bands: %g from ref", be, i, worst);
     free(ref[i]);
     for (int r = 0; r < 3; r++) free(out[r][i]);
