@@ -308,6 +308,10 @@ typedef struct CgOptions {
   bool cluster_splitk;  /* split-K through thread-block clusters where the spans fit one (KILN_CUDA_CLUSTER) */
   int min_span_tiles;   /* split-K: a span at least this many k-tiles (0: gemm.c's MIN_SPAN_TILES, 2;
                            kiln_options.cuda_min_span) */
+  bool row_values;      /* block rows keep whole values for their later loops (render.c row_cache_values;
+                           kiln_options.row_values) */
+  int row_fill;         /* block rows of a block a row widen their blocks until the grid holds this many warps
+                           (0 off; cg_rows_of; kiln_options.cuda_row_fill) */
   int split_target;     /* split-K: the blocks a GEMM of too few tiles splits towards (0: gemm.c's 2 x
                            ENOUGH_BLOCKS; kiln_options.cuda_split_target) */
   bool split_flags;     /* split-K tiles: the last span adds the others' partials once their flags say so (the

@@ -2295,6 +2295,13 @@ CgRows cg_rows_of(const Plan *p, const Kernel *k, const CgOptions *o) {
   CgRows ro = cg_gpu_rows(k, cg_row_variant_of(k, o));
   ro.split = row_splits(p, k, o, &ro);
   if (ro.split > 1) ro.threads = SPLIT_THREADS, ro.vec = 1;
+  /* few rows leave the chip idle and each thread a long chain (bert's 1024 layernorm rows of
+   * 768: 64 threads each, 2 warps a block): more threads a row, down to 2 points each; a
+   * handful of rows (under 32) cg_gpu_rows has spread already, to a launch group's block */
+  if (o->row_fill && ro.split == 1 && ro.rows == 1 && !ro.reg_points && k->outer_numel >= 32)
+    while (ro.threads < 1024 && k->outer_numel * (ro.threads / 32) < o->row_fill &&
+           (int64_t)ro.threads * 2 * 2 * ro.vec <= k->inner_numel)
+      ro.threads *= 2;
   if (o->column_rows && ro.split == 1 && ro.rows == 1 && ro.vec == 1 && !ro.reg_points && !ro.smem && column_rows(p, k)) {
     int most = o->column_rows == 2 ? COLUMN_GROUP_THREADS : 1024;
     ro.threads = 32, ro.columns = true;
@@ -2472,15 +2479,70 @@ static bool in_list(const Expr *const *l, int n, const Expr *e) {
   return false;
 }
 
-/* Rows short enough to sit in registers (at most 32 points per thread): a load or unary
- * value that a later inner loop computes again is kept in c<i>[j] by the first loop that
- * computes it (at most 8 arrays, 96 registers). */
-static int row_cache(R *r) {
+/* Every node of inner loop `step`'s items, into a DAG walk's list. */
+static void collect_nodes(R *r, const Expr *e, Memo **seen, int *n, int *cap) {
+  if (!first_visit(r, e, seen, n, cap)) return;
+  for (int i = 0; i < e->n_args; i++) collect_nodes(r, e->args[i], seen, n, cap);
+}
+
+/* A value of the row's points (not of the row: it moves with a reduction var). */
+static bool per_point(const Kernel *k, const Expr *e) {
+  for (int v = k->rank; v < k->rank + k->n_red; v++)
+    if (te_uses_var(e, v)) return true;
+  return false;
+}
+
+static void cache_add(R *r, const Expr *e, int loop) {
+  r->cap_step[r->n_cached] = 2 * loop;
+  r->cache_filled[r->n_cached] = false;
+  r->cached[r->n_cached++] = e;
+}
+
+typedef struct RowLoops { Memo *all[KILN_MAX_RANK + 1]; int n[KILN_MAX_RANK + 1], n_loops; int64_t per; } RowLoops;
+
+/* Top down through loop a's values: the first value on each path that a later loop computes
+ * too (and no loop before) is kept whole, so the later loops read one register where they
+ * would read its loads and redo its arithmetic (a layernorm's x + o + b, rounded after each
+ * add, in both of its later loops); below a kept value nothing more is. */
+static void cache_walk(R *r, const RowLoops *L, int a, const Expr *e, Memo **seen, int *n, int *cap) {
+  if (!first_visit(r, e, seen, n, cap)) return;
+  for (int c = 0; c < r->n_cached; c++)
+    if (r->cached[c] == e) return;
+  int v;
+  bool earlier = false, later = false;
+  for (int b = 0; b < a && !earlier; b++) earlier = seen_find(L->all[b], L->n[b], e, &v);
+  for (int b = a + 1; b < L->n_loops && !later; b++) later = seen_find(L->all[b], L->n[b], e, &v);
+  if (!earlier && later && e->kind != EX_CONST && dtype_is_float(e->dtype) && per_point(r->k, e) && r->n_cached < 8 &&
+      (r->n_cached + 1) * L->per <= 96) {
+    cache_add(r, e, a);
+    return;
+  }
+  for (int i = 0; i < e->n_args; i++) cache_walk(r, L, a, e->args[i], seen, n, cap);
+}
+
+/* Whole values kept (cache_walk), for rows of scalar points: a row of vectors loads every
+ * load of each loop as vectors, so there the loads themselves are kept (row_cache). */
+static void row_cache_values(R *r, int64_t per) {
   const Kernel *k = r->k;
-  int64_t tv = (int64_t)r->ro.threads * r->ro.vec;  /* points a row's threads cover per step */
-  int64_t per = (k->inner_numel + tv - 1) / tv * r->ro.vec;
-  r->n_cached = 0;
-  if (k->n_steps < 3 || per > 32 || per < 1) return 0;
+  RowLoops L = { .per = per };
+  int cap[KILN_MAX_RANK + 1] = { 0 };
+  for (int s = 0; s < k->n_steps && L.n_loops <= KILN_MAX_RANK; s += 2, L.n_loops++)
+    for (int i = 0; i < k->n_items; i++)
+      if (k->items[i].step == s) collect_nodes(r, k->items[i].body, &L.all[L.n_loops], &L.n[L.n_loops], &cap[L.n_loops]);
+  for (int a = 0; a < L.n_loops && !r->st; a++) {
+    Memo *seen = NULL;
+    int n = 0, c = 0;
+    for (int i = 0; i < k->n_items; i++)
+      if (k->items[i].step == 2 * a) cache_walk(r, &L, a, k->items[i].body, &seen, &n, &c);
+    kiln_free(seen);
+  }
+  for (int a = 0; a < L.n_loops; a++) kiln_free(L.all[a]);
+}
+
+/* Loads and unary values that a later loop computes again (what a row of vectors keeps: its
+ * loops load every load as vectors anyway). */
+static void row_cache_loads(R *r, int64_t per) {
+  const Kernel *k = r->k;
   enum { MAXN = 128 };
   const Expr *nodes[KILN_MAX_RANK + 1][MAXN];
   int nn[KILN_MAX_RANK + 1] = { 0 }, n_loops = 0;
@@ -2495,16 +2557,25 @@ static int row_cache(R *r) {
       /* a value of the row, not of its points (a row statistic a kernel before stored), is
        * computed once outside the loops and memoised there: the first loop never fills a
        * cache for it, and a later loop would read the cache unfilled */
-      bool per_point = false;
-      for (int v = k->rank; v < k->rank + k->n_red && !per_point; v++) per_point = te_uses_var(e, v);
-      if (!per_point) continue;
+      if (!per_point(k, e)) continue;
       /* a long row split with shared memory keeps its f32 loads only (one array; what
        * derives from them, exp, is computed again) */
       if (r->ro.reg_points && (e->kind != EX_LOAD || e->dtype != KILN_F32 || r->n_cached >= 1)) continue;
-      r->cap_step[r->n_cached] = 2 * a;
-      r->cache_filled[r->n_cached] = false;
-      r->cached[r->n_cached++] = e;
+      cache_add(r, e, a);
     }
+}
+
+/* Rows short enough to sit in registers (at most 32 points per thread): a value that a later
+ * inner loop computes again is kept in c<i>[j] by the first loop that computes it (at most 8
+ * arrays, 96 registers): whole values for rows of scalar points (row_cache_values, under
+ * CgOptions.row_values), else loads and unary values (row_cache_loads). */
+static int row_cache(R *r) {
+  int64_t tv = (int64_t)r->ro.threads * r->ro.vec;  /* points a row's threads cover per step */
+  int64_t per = (r->k->inner_numel + tv - 1) / tv * r->ro.vec;
+  r->n_cached = 0;
+  if (r->k->n_steps < 3 || per > 32 || per < 1) return 0;
+  if (r->o->row_values && r->ro.vec == 1 && !r->ro.reg_points) row_cache_values(r, per);
+  else row_cache_loads(r, per);
   for (int i = 0; i < r->n_cached; i++)
     line(r, "%s c%d[%lld];", vt(r, r->cached[i]->dtype), i, (long long)per);
   return r->n_cached ? (int)per : 0;

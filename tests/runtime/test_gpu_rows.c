@@ -97,6 +97,100 @@ static void test_render_half(void) {
         }
 }
 
+/* g rendered for cuda with the defaults but row_values and row_fill as given; *p and *te for
+ * the caller to free. */
+static void render_with(kiln_graph *g, bool values, int fill, TE **te, Plan **p, StrBuf *src) {
+  *te = NULL, *p = NULL;
+  kiln_options o = kiln_options_default();
+  PlanOptions po = plan_options(&o);
+  CgOptions co = cg_options_default();
+  co.row_values = values, co.row_fill = fill;
+  OK(te_lower(&g->g, te));
+  if (*te) OK(plan_build(*te, &po, p));
+  if (*p) OK(cg_render_plan(*p, &cg_dialect_cuda, &co, NULL, src));
+}
+
+/* Whole values kept (row_values): a bf16 layernorm's later loops read x once rounded, where
+ * the loads' form keeps x alone (its one load: the same count of arrays) and a layernorm of
+ * x + y + b (bert's after its GEMM) keeps one array for three. Row fill: 1024 rows of 768 in
+ * blocks of 256 threads at 8192 warps, 128 at 4096, 64 without; 16 rows as before. Every
+ * source compiles. */
+static void test_render_values(void) {
+  CudaNvrtc *nv;
+  if (cuda_nvrtc(&nv) != KILN_OK) return;  /* test_render said why */
+  int loads_rounds[2] = { 0, 0 };
+  for (int form = 0; form < 2; form++)
+    for (int values = 0; values < 2; values++) {
+      kiln_graph *g;
+      kiln_tensor x, y, b, gm, bt, s, out;
+      int64_t sh[2] = { 40, 768 }, c = 768;
+      OK(kiln_graph_create(&g));
+      OK(kiln_graph_input(g, "x", KILN_BF16, 2, sh, &x));
+      OK(kiln_graph_input(g, "g", KILN_BF16, 1, &c, &gm));
+      OK(kiln_graph_input(g, "b", KILN_BF16, 1, &c, &bt));
+      if (form) {  /* x + (y + b): a residual after a GEMM's output and its bias */
+        OK(kiln_graph_input(g, "y", KILN_BF16, 2, sh, &y));
+        OK(kiln_graph_input(g, "yb", KILN_BF16, 1, &c, &b));
+        OK(kiln_graph_binary(g, KILN_ADD, y, b, &s));
+        OK(kiln_graph_binary(g, KILN_ADD, x, s, &s));
+      } else s = x;
+      OK(kiln_graph_layernorm(g, s, gm, bt, 1, 1e-5, &out));
+      OK(kiln_graph_output(g, out, "out"));
+      TE *te;
+      Plan *p;
+      StrBuf src = {0};
+      render_with(g, values, 0, &te, &p, &src);
+      if (src.s) {
+        /* loads: x (and y, yb) kept; values: the row's value and its centred value */
+        int arrays = 0;
+        for (const char *q = src.s; (q = strstr(q, "float c")); q++) arrays += q[7] >= '0' && q[7] <= '9' && strchr(q, '[') < strchr(q, ';');
+        int want = values ? 2 : form ? 3 : 1;
+        CHECK_MSG(arrays == want, "layernorm %s, %s kept: %d arrays, want %d", form ? "of x + y + b" : "of x",
+                  values ? "values" : "loads", arrays, want);
+        for (int i = 0; i < arrays; i++) {  /* each filled by one loop and read by a later one */
+          char put[24], get[24];
+          snprintf(put, sizeof put, "c%d[j] = t", i), snprintf(get, sizeof get, "= c%d[j];", i);
+          const char *w = strstr(src.s, put), *r = strstr(src.s, get);
+          CHECK_MSG(w && r && w < r, "layernorm %s, %s kept: c%d written %d, read %d", form ? "of x + y + b" : "of x",
+                    values ? "values" : "loads", i, !!w, !!r);
+        }
+        /* what the later loops no longer compute: roundings (k_rb) */
+        int rounds = 0;
+        for (const char *q = src.s; (q = strstr(q, "k_rb((float)")); q++) rounds++;
+        if (!values) loads_rounds[form] = rounds;
+        else CHECK_MSG(rounds < loads_rounds[form] - (form ? 3 : 0), "layernorm %s: %d roundings with values kept, %d with loads",
+                       form ? "of x + y + b" : "of x", rounds, loads_rounds[form]);
+        check_compiles(src.s, values ? "row values" : "row loads", "layernorm", 40, 768);
+      }
+      sb_free(&src);
+      plan_free(p);
+      te_free(te);
+      kiln_graph_free(g);
+    }
+  static const struct { int64_t rows; int fill, threads; } fills[] = {
+    { 1024, 0, 64 }, { 1024, 4096, 128 }, { 1024, 8192, 256 }, { 1024, 65536, 256 }, { 16, 8192, 256 }, { 64, 8192, 256 },
+  };
+  for (int i = 0; i < (int)(sizeof fills / sizeof fills[0]); i++) {
+    kiln_graph *g = row_graph(KILN_BF16, LAYERNORM, fills[i].rows, 768);
+    TE *te;
+    Plan *p;
+    StrBuf src = {0};
+    render_with(g, false, fills[i].fill, &te, &p, &src);
+    CgOptions co = cg_options_default();
+    co.row_fill = fills[i].fill;
+    if (p) {
+      CgRows ro = cg_rows_of(p, &p->kernels[p->n_kernels - 1], &co);
+      CHECK_MSG(ro.threads == fills[i].threads && ro.rows == 1, "%lld rows of 768 at fill %d: %d threads x %d rows, want %d",
+                (long long)fills[i].rows, fills[i].fill, ro.threads, ro.rows, fills[i].threads);
+    }
+    if (src.s) check_compiles(src.s, "row fill", "layernorm", fills[i].rows, 768);
+    sb_free(&src);
+    plan_free(p);
+    te_free(te);
+    kiln_graph_free(g);
+  }
+}
+
 /* Without a GPU: the source each variant renders compiles for sm_90 and has its shape. */
 static void test_render(void) {
   CudaNvrtc *nv;
@@ -262,9 +356,9 @@ static void test_columns(void) {
  * largest), outputs poisoned with NaN. */
 static void test_values_half(void) {
   static const kiln_dtype ts[2] = { KILN_BF16, KILN_F16 };
-  static const int64_t shapes[][2] = { { 11, 768 }, { 7, 33 }, { 5, 4100 }, { 3, 1024 } };
+  static const int64_t shapes[][2] = { { 11, 768 }, { 7, 33 }, { 5, 4100 }, { 3, 1024 }, { 40, 768 } };
   for (int t = 0; t < 2; t++)
-    for (int s = 0; s < 4; s++)
+    for (int s = 0; s < 5; s++)
       for (int kind = SOFTMAX; kind <= LAYERNORM; kind += LAYERNORM - SOFTMAX) {
         int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
         kiln_graph *g = row_graph(ts[t], kind, rows, cols);
@@ -297,6 +391,27 @@ static void test_values_half(void) {
                     (long long)rows, (long long)cols, e);
         }
         unsetenv("KILN_CUDA_ROW");
+        /* the default variant with whole values kept: the same bits as with its loads kept; and
+         * with its blocks widened to fill the chip (row fill, cuda): against ref */
+        uint16_t *base = malloc((size_t)n * 2);
+        for (int form = 0; base && form < 3; form++) {
+          kiln_options f = kiln_options_default();
+          f.backend = backend, f.strict = true, f.row_values = form > 0, f.cuda_row_fill = form == 2 ? 8192 : 0;
+          for (int64_t i = 0; i < n; i++) got[i] = 0x7fff;
+          p = NULL;
+          OK(kiln_program_compile(g, &f, &p));
+          if (p) OK(kiln_program_run(p, in, (void *const[]){ got }));
+          kiln_program_free(p);
+          if (form == 0) memcpy(base, got, (size_t)n * 2);
+          if (form == 1) CHECK_MSG(!memcmp(base, got, (size_t)n * 2), "%s %s %lldx%lld: row values change bits",
+                                   kiln_dtype_name(ts[t]), kind_name[kind], (long long)rows, (long long)cols);
+          for (int64_t i = 0; i < n; i++) gf[i] = from(got[i]);
+          double e = max_rel(gf, wf, n);
+          CHECK_MSG(e < 1e-2, "%s %s %lldx%lld, values %d, fill %d: max rel error %g", kiln_dtype_name(ts[t]), kind_name[kind],
+                    (long long)rows, (long long)cols, f.row_values, f.cuda_row_fill, e);
+        }
+        CHECK(base);
+        free(base);
         free(x), free(gm), free(bt), free(want), free(got), free(wf), free(gf);
         kiln_graph_free(g);
       }
@@ -370,6 +485,23 @@ static void test_values(void) {
                   (long long)rows, (long long)cols, e);
       }
       unsetenv("KILN_CUDA_ROW");
+      /* whole values kept: the bits of the loads' form; rows widened to fill the chip: ref's values */
+      float *base = malloc((size_t)n * sizeof *base);
+      for (int form = 0; base && form < 3; form++) {
+        setenv("KILN_ROW_VALUES", form ? "1" : "0", 1);
+        setenv("KILN_CUDA_ROW_FILL", form == 2 ? "8192" : "0", 1);
+        for (int64_t i = 0; i < n; i++) got[i] = NAN;
+        run(g, backend, in, &got);
+        if (form == 0) memcpy(base, got, (size_t)n * sizeof *base);
+        if (form == 1) CHECK_MSG(!memcmp(base, got, (size_t)n * sizeof *base), "%s alone %lldx%lld: row values change bits",
+                                 kind_name[kind], (long long)rows, (long long)cols);
+        double e = max_rel(got, want, n);
+        CHECK_MSG(e < 1e-4, "%s alone %lldx%lld, form %d: max rel error %g", kind_name[kind], (long long)rows, (long long)cols, form, e);
+      }
+      CHECK(base);
+      free(base);
+      unsetenv("KILN_ROW_VALUES");
+      unsetenv("KILN_CUDA_ROW_FILL");
       free(x), free(gm), free(bt), free(want), free(got);
       kiln_graph_free(g);
     }
@@ -423,6 +555,7 @@ int main(void) {
   } else {
     test_render();
     test_render_half();
+    test_render_values();
     if (rt_backend_cuda.probe() == KILN_OK) test_values(), test_values_half(), test_columns();
     else printf("skip (values): no CUDA driver (%s)\n", kiln_last_error());
   }
