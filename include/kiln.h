@@ -601,11 +601,13 @@ typedef struct kiln_options {
                            256 blocks) at the cost of more partials to add ($KILN_CUDA_SPLIT_TARGET) */
   int row_values;       /* grid backends: 1 a row kernel's later loops read whole values its first loop kept in
                            registers (a layernorm's x + o + b once, not its three loads and two adds again);
-                           0 (default) the loads and unary values alone; the same bits ($KILN_ROW_VALUES) */
-  int cuda_row_fill;    /* cuda: a row kernel of a block a row widens its blocks (doubling, at least 2 points a
-                           thread) until the grid holds this many warps (64 .. 65536); 0 (default) off: 1024
-                           rows of 768 take 64 threads each, 2048 warps, about 15 of an H100 multiprocessor's
-                           64 ($KILN_CUDA_ROW_FILL) */
+                           0 the loads and unary values alone; the same bits; default -1: 1 on cuda (raced with
+                           cuda_row_fill on the H100: bert_layer_b8s128_bf16 0.975 and 0.979), 0 elsewhere
+                           ($KILN_ROW_VALUES) */
+  int cuda_row_fill;    /* cuda: a row kernel of a block a row (at least 32 rows) widens its blocks (doubling,
+                           at least 2 points a thread) until the grid holds this many warps (64 .. 65536); 0
+                           off: 1024 rows of 768 take 64 threads each, 2048 warps, about 15 of an H100
+                           multiprocessor's 64; default -1: 8192 ($KILN_CUDA_ROW_FILL) */
   int cuda_chain_spread; /* cuda: 1 an f32 attention chain's two products give each thread as few rows as fill
                            its block in one pass (at least 1; a tile of 8 rows over 64 keys and 64 columns
                            took 128 and 32 of its 256 threads at 4 rows a thread); 0 4 rows a thread; the

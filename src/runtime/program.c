@@ -145,8 +145,8 @@ kiln_options kiln_options_default(void) {
   o.cuda_split_flags = kiln_env_int("KILN_CUDA_SPLIT_FLAGS", 0);
   o.cuda_min_span = kiln_env_int("KILN_CUDA_MIN_SPAN", 0);
   o.cuda_split_target = kiln_env_int("KILN_CUDA_SPLIT_TARGET", 0);
-  o.row_values = kiln_env_int("KILN_ROW_VALUES", 0);
-  o.cuda_row_fill = kiln_env_int("KILN_CUDA_ROW_FILL", 0);
+  o.row_values = kiln_env_int("KILN_ROW_VALUES", -1);
+  o.cuda_row_fill = kiln_env_int("KILN_CUDA_ROW_FILL", -1);
   o.dist_bucket_bytes = env_count("KILN_DIST_BUCKET_BYTES", 0);
   return o;
 }

@@ -632,7 +632,8 @@ int main(void) {
    * library's too (bf16 cuBLASLt with their bias and GELU), the tiles staying as the fallback; its
    * rows kernels as in f32. mlp_fwd_b4096_bf16: two 128x128 direct tiles and a 32x32 one through
    * registers (its 10 columns are not whole 16-byte rows), whose K of 512 is long: 2 spans of 256
-   * (cuda_long_k_blocks 256, the cuda default) */
+   * (cuda_long_k_blocks 256, the cuda default). Its layernorms' 1024 rows take 256 threads each (the
+   * cuda default's row fill, 8192 warps; 64 a row without) */
   {
     kiln_options ko = kiln_options_default();
     CgOptions tc;
@@ -640,8 +641,8 @@ int main(void) {
     CHECK(tc.mma_half && tc.mma_direct && !tc.mma_tf32);
     const Want bert16[] = {
       { 0, 144, 256, 75792, 100, true }, { 1, 0, 256, 0, 0, false },     { 2, 0, 256, 0, 0, false },
-      { 3, 384, 256, 51968, 100, false }, { 4, 192, 256, 38928, 0, true }, { 5, 1024, 64, 0, 0, false },
-      { 6, 192, 256, 75792, 100, true }, { 7, 192, 256, 38928, 0, true },  { 8, 1024, 64, 0, 0, false },
+      { 3, 384, 256, 51968, 100, false }, { 4, 192, 256, 38928, 0, true }, { 5, 1024, 256, 0, 0, false },
+      { 6, 192, 256, 75792, 100, true }, { 7, 192, 256, 38928, 0, true },  { 8, 1024, 256, 0, 0, false },
     };
     check("bert_layer_b8s128_bf16", cu, &tc, bert16, 9);
     check("mlp_fwd_b4096_bf16", cu, &tc,
@@ -772,6 +773,21 @@ int main(void) {
     refused(&kf, cu, "KILN_CUDA_SPLIT_TARGET");
     kf.cuda_split_target = 4097;
     refused(&kf, cu, "KILN_CUDA_SPLIT_TARGET");
+    /* whole row values kept and rows widened to 8192 warps by default on cuda, neither on glsl; 0 turns each off */
+    kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.row_values && co.row_fill == 8192);
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(!co.row_values && co.row_fill == 0);
+    kf.row_values = 0, kf.cuda_row_fill = 0;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.row_values && co.row_fill == 0);
+    kf.row_values = 1, kf.cuda_row_fill = 4096;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.row_values && co.row_fill == 4096);
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.row_values && co.row_fill == 0);
+    kf.row_values = 2;
+    refused(&kf, cu, "KILN_ROW_VALUES");
+    kf.row_values = -1, kf.cuda_row_fill = 63;
+    refused(&kf, cu, "KILN_CUDA_ROW_FILL");
+    kf.cuda_row_fill = -2;
+    refused(&kf, cu, "KILN_CUDA_ROW_FILL");
     /* split-K by flags: off by default; on, mlp_fwd_b128's three split GEMMs each release their spans'
      * partials by flags and keep no arrival count, in the same 3 launches; none on glsl */
     kf = kiln_options_default();
