@@ -608,6 +608,11 @@ typedef struct kiln_options {
                            at least 2 points a thread) until the grid holds this many warps (64 .. 65536); 0
                            off: 1024 rows of 768 take 64 threads each, 2048 warps, about 15 of an H100
                            multiprocessor's 64; default -1: 8192 ($KILN_CUDA_ROW_FILL) */
+  int cuda_chain_prefetch; /* cuda: 1 an attention chain on tensor cores (its shared form) whose block takes several
+                           tiles of 16 rows copies the next tile's queries while it computes this one, into a
+                           second buffer, so that only the first tile waits for its queries (bert's 2 tiles a
+                           block waited for each tile's); 0 (default) each tile's queries after the tile before
+                           ($KILN_CUDA_CHAIN_PREFETCH; not yet raced) */
   int cuda_chain_spread; /* cuda: 1 an f32 attention chain's two products give each thread as few rows as fill
                            its block in one pass (at least 1; a tile of 8 rows over 64 keys and 64 columns
                            took 128 and 32 of its 256 threads at 4 rows a thread); 0 4 rows a thread; the

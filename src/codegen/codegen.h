@@ -381,6 +381,8 @@ typedef struct CgOptions {
                            above 1 the shared tiles are double-buffered; 0 the default: 2 for tiles
                            whose factors are vector reads over spans of 4 k-tiles or more, else 1);
                            KILN_CUDA_GEMM_STAGES */
+  bool chain_prefetch;  /* an mma chain's shared form: the next tile's queries copied during this tile
+                           (cg_chain_prefetch; kiln_options.cuda_chain_prefetch) */
   bool chain_spread;    /* f32 attention chains: as few rows a thread as fill the block (kiln_options.cuda_chain_spread;
                            the same bits) */
   bool gemm_kg_tree;    /* copied k-group tiles add their groups' partial tiles in a tree of five barriers, not
@@ -523,7 +525,11 @@ typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS, CG_GPU_GEMM, CG_GP
 /* A blocked chain's form: its products as f32 multiply-adds, on the mma with the rows between them in
  * shared memory, or on the mma with each warp's 16 rows in its fragments throughout. */
 typedef enum { CG_CHAIN_FMA, CG_CHAIN_SHARED, CG_CHAIN_FRAGS } CgChainForm;
-int64_t cg_chain_smem(const Kernel *last, CgChainForm form);
+/* Shared memory of a chain's block; prefetch (cg_chain_prefetch): a second tile of queries. */
+int64_t cg_chain_smem(const Kernel *last, CgChainForm form, bool prefetch);
+/* Does the chain ending at ko copy its next tile's queries during this one (CgOptions.chain_prefetch,
+ * the shared form, a block of more than one tile)? */
+bool cg_chain_prefetch(const Kernel *ko, CgChainForm form, const CgOptions *o);
 int cg_chain_rows(const Kernel *last, CgChainForm form);
 int64_t cg_chain_splits(const Kernel *last, CgChainForm form);
 /* The tensor-core kind of a blocked chain's two products (CG_MMA_NONE: f32 FMA) and its form: bf16 or

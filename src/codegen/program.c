@@ -105,12 +105,13 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     CgChainForm form = CG_CHAIN_FMA;
     CgMma mma = k->chain > 0 ? cg_chain_mma(p, k, d, o, &form) : CG_MMA_NONE;
     l->grid = k->chain > 0 ? cg_chain_blocks(k, form) : 0;
-    l->smem = k->chain > 0 ? (int)cg_chain_smem(k, form) : 0;
+    l->smem = k->chain > 0 ? (int)cg_chain_smem(k, form, cg_chain_prefetch(k, form, o)) : 0;
     if (l->smem > 48 * 1024) l->smem_carveout = SMEM_CARVEOUT_ALL;
     if (k->chain > 0)
-      snprintf(l->why, sizeof l->why, "attention: k%d..k%d, %d rows a block, %d B shared%s%s", k->id - k->chain + 1, k->id,
+      snprintf(l->why, sizeof l->why, "attention: k%d..k%d, %d rows a block, %d B shared%s%s%s", k->id - k->chain + 1, k->id,
                cg_chain_rows(k, form), l->smem, mma == CG_MMA_BF16 ? ", bf16 mma" : mma == CG_MMA_F16 ? ", f16 mma" : "",
-               form == CG_CHAIN_FRAGS ? ", rows in fragments" : "");
+               form == CG_CHAIN_FRAGS ? ", rows in fragments" : "",
+               cg_chain_prefetch(k, form, o) ? ", the next tile's queries copied during this one" : "");
     else snprintf(l->why, sizeof l->why, "in the attention kernel k%d", plan_chain_end(p, k->id));
     return;
   }

@@ -2997,10 +2997,11 @@ int cg_chain_rows(const Kernel *ko, CgChainForm form) {
  * rows Ss[R][L+4] in floats, then 16-bit Qs[R][D+8], Ks[L][D+8], Vs[L][E+8] and P's rows
  * Ps[R][L+8] (rows 16 bytes apart modulo 128, so that ldmatrix's eight rows meet no conflict); the
  * fragments' form the 16-bit Qs[RB][D+8], Ks and Vs alone, RB its rows a block. */
-int64_t cg_chain_smem(const Kernel *ko, CgChainForm form) {
+int64_t cg_chain_smem(const Kernel *ko, CgChainForm form, bool prefetch) {
   int64_t L = ko->red_shape[0], E = ko->shape[ko->rank - 1], D = (ko - 2)->red_shape[0], R = PLAN_CHAIN_ROWS;
   if (form == CG_CHAIN_FRAGS) return 2 * (cg_chain_rows(ko, form) * (D + 8) + L * (D + 8) + L * (E + 8));
-  if (form == CG_CHAIN_SHARED) return 4 * R * (L + 4) + 2 * (R * (D + 8) + L * (D + 8) + L * (E + 8) + R * (L + 8));
+  if (form == CG_CHAIN_SHARED)
+    return 4 * R * (L + 4) + 2 * ((prefetch ? 2 : 1) * R * (D + 8) + L * (D + 8) + L * (E + 8) + R * (L + 8));
   return 4 * (R * (D + 4) + L * (D + 4) + L * (E + 4) + R * (L + 4));
 }
 
@@ -3020,6 +3021,11 @@ int64_t cg_chain_splits(const Kernel *ko, CgChainForm form) {
     return (tiles + per - 1) / per;
   }
   return sp < tiles ? sp : tiles;
+}
+
+bool cg_chain_prefetch(const Kernel *ko, CgChainForm form, const CgOptions *o) {
+  int64_t I = ko->shape[ko->rank - 2], tiles = (I + PLAN_CHAIN_ROWS - 1) / PLAN_CHAIN_ROWS;
+  return o->chain_prefetch && form == CG_CHAIN_SHARED && tiles > cg_chain_splits(ko, form);
 }
 
 int64_t cg_chain_blocks(const Kernel *ko, CgChainForm form) {
@@ -4071,31 +4077,62 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, CG_CHAIN_SHARED), tpb = (it + sp - 1) / sp;
   int64_t sd = c->L + 4, qd = c->D + 8, kd = c->D + 8, vd = c->E + 8, pd = c->L + 8;
   const char *dy = d->dyn_shared_name;
+  /* prefetch: two tiles of queries, the one being computed (Qc) and the next one, copied meanwhile */
+  bool pre = cg_chain_prefetch(c->ko, CG_CHAIN_SHARED, r->o);
   line(r, "%s", d->dyn_shared);
   line(r, "%s *Ss = %s;", F, dy);
   line(r, "uint16_t *Qs = (uint16_t *)(%s + %lld), *Ks = Qs + %lld, *Vs = Ks + %lld, *Ps = Vs + %lld;", dy,
-       (long long)(R_ * sd), (long long)(R_ * qd), (long long)(c->L * kd), (long long)(c->L * vd));
+       (long long)(R_ * sd), (long long)((pre ? 2 : 1) * R_ * qd), (long long)(c->L * kd), (long long)(c->L * vd));
   line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
   line(r, "for (%s blk = %s; blk < %s; blk += %s) {", I, d->block_id, lit(r, c->batch * sp), d->grid_size);
   r->indent++;
   line(r, "const %s bz = blk / %s, t0 = (blk %% %s) * %lld;", I, lit(r, sp), lit(r, sp), (long long)tpb);
   chain_stage(r, c->kc, c->kb, c->L, c->D, kd, n - 1, NULL, n, n - 2, "Ks", stash, CHAIN_STAGE_UNROLL);
   chain_stage(r, c->ko, c->vf, c->L, c->E, vd, n, NULL, n - 1, n - 2, "Vs", stash, CHAIN_STAGE_UNROLL);
+  if (pre) {  /* the first tile's queries in the keys' and values' group */
+    line(r, "if (t0 * %d < %s) {", R_, lit(r, c->I));
+    r->indent++;
+    line(r, "const %s i1 = t0 * %d;", I, R_);
+    chain_stage(r, c->kc, c->qa, R_, c->D, qd, n - 2, "i1", n, n - 1, "Qs", stash, CHAIN_STAGE_UNROLL);
+    close_block(r);
+  }
   line(r, "%s", d->cp_commit);  /* the keys' and values' copies, if copied; waited for with the queries' */
   line(r, "for (%s tt = 0; tt < %lld; tt++) {", I, (long long)tpb);
   r->indent++;
   line(r, "const %s i0 = (t0 + tt) * %d;", I, R_);
   line(r, "if (i0 >= %s) break;  /* the same for every thread of the block */", lit(r, c->I));
-  chain_stage(r, c->kc, c->qa, R_, c->D, qd, n - 2, "i0", n, n - 1, "Qs", stash, CHAIN_STAGE_UNROLL);
-  line(r, "%s", d->cp_commit);
-  line(r, "%s", d->cp_wait0);
+  if (pre) {
+    /* the next tile's queries into the other buffer (the barrier that ended the tile before this one
+     * saw every read of it), then a wait for all but that newest group: this tile's queries */
+    char next[64];
+    snprintf(next, sizeof next, "Qs + ((tt + 1) & 1) * %lld", (long long)(R_ * qd));
+    line(r, "uint16_t *Qc = Qs + (tt & 1) * %lld;", (long long)(R_ * qd));
+    line(r, "if (tt + 1 < %lld && i0 + %d < %s) {", (long long)tpb, R_, lit(r, c->I));
+    r->indent++;
+    line(r, "const %s i1 = i0 + %d;", I, R_);
+    line(r, "uint16_t *Qn = %s;", next);
+    chain_stage(r, c->kc, c->qa, R_, c->D, qd, n - 2, "i1", n, n - 1, "Qn", stash, CHAIN_STAGE_UNROLL);
+    line(r, "%s", d->cp_commit);
+    char wait1[48];
+    snprintf(wait1, sizeof wait1, d->cp_wait, 1);
+    line(r, "%s", wait1);
+    r->indent--;
+    line(r, "} else {");
+    r->indent++;
+    line(r, "%s", d->cp_wait0);
+    close_block(r);
+  } else {
+    chain_stage(r, c->kc, c->qa, R_, c->D, qd, n - 2, "i0", n, n - 1, "Qs", stash, CHAIN_STAGE_UNROLL);
+    line(r, "%s", d->cp_commit);
+    line(r, "%s", d->cp_wait0);
+  }
   line(r, "%s", d->barrier);
   /* scores: Q (16 x D, ldmatrix x4 along each 16-deep k-step) by the keys' rows n-tile by n-tile
    * (a key row is a column of K^T: ldmatrix x2, not transposed) */
   chain_part(r, c->kc);
   char bq[128];
   snprintf(bq, sizeof bq, "&Ks[(nt * 8 + (lane & 7)) * %lld + ks + ((lane >> 3) & 1) * 8]", (long long)kd);
-  mma_tiles(r, mma, "cc", false, c->L / 8, c->D, "Qs", qd, d->ldmatrix[0], bq);
+  mma_tiles(r, mma, "cc", false, c->L / 8, c->D, pre ? "Qc" : "Qs", qd, d->ldmatrix[0], bq);
   char ss[64];
   snprintf(ss, sizeof ss, "Ss[fr * %lld + fc]", (long long)sd);
   chain_score_point(r, c, "i0", "fc", "cc[q]", ss);

@@ -788,6 +788,14 @@ int main(void) {
     refused(&kf, cu, "KILN_CUDA_ROW_FILL");
     kf.cuda_row_fill = -2;
     refused(&kf, cu, "KILN_CUDA_ROW_FILL");
+    /* the chains' queries copied ahead: off by default, on cuda alone when asked */
+    kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.chain_prefetch);
+    kf.cuda_chain_prefetch = 1;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.chain_prefetch);
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(!co.chain_prefetch);
+    kf.cuda_chain_prefetch = 2;
+    refused(&kf, cu, "KILN_CUDA_CHAIN_PREFETCH");
     /* split-K by flags: off by default; on, mlp_fwd_b128's three split GEMMs each release their spans'
      * partials by flags and keep no arrival count, in the same 3 launches; none on glsl */
     kf = kiln_options_default();

@@ -501,7 +501,7 @@ static void test_chain_mma_shapes(void) {
     if (i < 3) {
       /* f32: half the rows, the 18 tiles of 16 being too few for the chip; mma: the mma's 16 */
       CHECK_MSG(cg_chain_rows(ko_, f) == (m ? 16 : 8), "attention %d: %d rows a tile", i, cg_chain_rows(ko_, f));
-      CHECK(cg_chain_smem(ko_, f) == (m ? 4 * 16 * (48 + 4) + 2 * (16 * 72 + 48 * 72 + 48 * 40 + 16 * 56)
+      CHECK(cg_chain_smem(ko_, f, false) == (m ? 4 * 16 * (48 + 4) + 2 * (16 * 72 + 48 * 72 + 48 * 40 + 16 * 56)
                                          : 4 * (16 * 68 + 48 * 68 + 48 * 36 + 16 * 52)));
       compiles_with(&r, &o, m ? "*Ps = " : "*Qs = ", "attention chain");
     }
@@ -520,13 +520,58 @@ static void test_chain_mma_shapes(void) {
     CHECK(f == (m ? CG_CHAIN_FRAGS : CG_CHAIN_FMA));
     if (m) {
       CHECK(cg_chain_rows(ko_, f) == 128 && cg_chain_splits(ko_, f) == 1);
-      CHECK(cg_chain_smem(ko_, f) == 2 * (128 * 72 + 48 * 72 + 48 * 40));
+      CHECK(cg_chain_smem(ko_, f, false) == 2 * (128 * 72 + 48 * 72 + 48 * 40));
       compiles_with(&r, &o, "xs[", "attention chain, rows in fragments");
     }
     o.chain_mma = 0;
     CHECK(cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o, &f) == CG_MMA_NONE && f == CG_CHAIN_FMA);
     o.chain_mma = 1, o.mma_half = false;
     CHECK(cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o, &f) == CG_MMA_NONE);
+    plans_free(&r);
+    kiln_graph_free(g);
+  }
+}
+
+/* The next tile's queries copied during this one (chain_prefetch): bert's 96 heads of 128 queries, 8
+ * tiles in 4 blocks of 2, take a second buffer of queries (2 x 16 x 72 16-bit values more) and wait
+ * for all but the newest copy; 2 x 3 heads of 40, a tile a block, have nothing to copy ahead. Both
+ * sources compile. */
+static void test_chain_prefetch_shapes(void) {
+  static const int64_t shapes[2][2] = { { 8 * 12, 128 }, { 2 * 3, 40 } };
+  for (int i = 0; i < 2; i++) {
+    kiln_graph *g = attention_typed(KILN_BF16, i ? 2 : 8, i ? 3 : 12, shapes[i][1], 128, 64, 64);
+    kiln_options ko = kiln_options_default();
+    ko.backend = "cuda";
+    ko.attention = 1;
+    PlanOptions po = plan_options(&ko);
+    Plans r = { 0 };
+    OK(te_lower(&g->g, &r.te));
+    if (r.te) OK(plan_build(r.te, &po, &r.p));
+    int last = -1;
+    for (int k = 0; r.p && k < r.p->n_kernels; k++)
+      if (r.p->kernels[k].chain == 3) last = k;
+    CHECK_MSG(last >= 0, "prefetch %d: no chain in the plan", i);
+    if (last >= 0) {
+      const Kernel *ko_ = &r.p->kernels[last];
+      CgOptions o = cg_options_default();
+      o.mma_half = true, o.chain_mma = 1, o.chain_prefetch = true;
+      CgChainForm f;
+      CHECK(cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o, &f) == CG_MMA_BF16 && f == CG_CHAIN_SHARED);
+      bool pre = cg_chain_prefetch(ko_, f, &o);
+      CHECK_MSG(pre == (i == 0), "prefetch %d: %d (%lld blocks a batch point)", i, pre, (long long)cg_chain_splits(ko_, f));
+      CHECK(cg_chain_smem(ko_, f, true) == cg_chain_smem(ko_, f, false) + 2 * 16 * 72);
+      if (pre) compiles_with(&r, &o, "k_cp_wait<1>();", "attention chain, queries copied ahead");
+      StrBuf src = { 0 };
+      OK(cg_render_plan(r.p, &cg_dialect_cuda, &o, NULL, &src));
+      CHECK_MSG(src.s && !!strstr(src.s, "uint16_t *Qc = ") == pre, "prefetch %d: a second buffer of queries %d", i,
+                src.s && strstr(src.s, "uint16_t *Qc = "));
+      sb_free(&src);
+      o.chain_prefetch = false;
+      CHECK(!cg_chain_prefetch(ko_, f, &o));
+      OK(cg_render_plan(r.p, &cg_dialect_cuda, &o, NULL, &src));
+      CHECK(src.s && !strstr(src.s, "uint16_t *Qc = "));
+      sb_free(&src);
+    }
     plans_free(&r);
     kiln_graph_free(g);
   }
@@ -1221,6 +1266,16 @@ static void test_mma_values(bool sanitized) {
       kiln_graph_free(g);
     }
     unsetenv("KILN_CUDA_CHAIN_MMA");
+    /* the next tile's queries copied during this one (KILN_CUDA_CHAIN_PREFETCH=1): 96 batch points of 130
+     * queries, 9 tiles in 5 blocks of 2, the last block's one tile ragged and with nothing to copy ahead */
+    setenv("KILN_CUDA_CHAIN_PREFETCH", "1", 1);
+    for (int t = 0; t < 2; t++) {
+      int64_t pins[3] = { 96 * 130 * 64, 96 * 48 * 64, 96 * 48 * 32 }, pouts[1] = { 96 * 130 * 32 };
+      kiln_graph *g = attention_typed(t ? KILN_F16 : KILN_BF16, 8, 12, 130, 48, 64, 32);
+      check_typed("mma attention chain, queries copied ahead", g, t ? KILN_F16 : KILN_BF16, 3, pins, 1, pouts);
+      kiln_graph_free(g);
+    }
+    unsetenv("KILN_CUDA_CHAIN_PREFETCH");
     /* f32 chains (FMA), 4 rows a thread and spread (KILN_CUDA_CHAIN_SPREAD=1); 40 queries, 48 keys */
     for (int s = 0; s < 2; s++) {
       setenv("KILN_CUDA_CHAIN_SPREAD", s ? "1" : "0", 1);
@@ -1511,6 +1566,7 @@ int main(void) {
   test_copies_shapes();
   test_mma_shapes();
   test_chain_mma_shapes();
+  test_chain_prefetch_shapes();
   test_library_match();
   const char *want = getenv("KILN_TEST_BACKEND");
   if (want && !strcmp(want, "vulkan")) {
