@@ -613,6 +613,11 @@ typedef struct kiln_options {
                            second buffer, so that only the first tile waits for its queries (bert's 2 tiles a
                            block waited for each tile's); 0 (default) each tile's queries after the tile before
                            ($KILN_CUDA_CHAIN_PREFETCH; not yet raced) */
+  int cuda_chain_blocks; /* cuda: an attention chain on tensor cores (its shared form) shares its batch points'
+                           tiles of 16 rows out for about this many blocks a multiprocessor (1 .. 8); 0
+                           (default) 4. Fewer: each block reads the keys and values for more tiles (bert's 96
+                           heads: 4 blocks of 2 tiles at 4, 3 of 3 at 2, 2 of 4 at 1), best with
+                           cuda_chain_prefetch ($KILN_CUDA_CHAIN_BLOCKS; not yet raced) */
   int cuda_chain_spread; /* cuda: 1 an f32 attention chain's two products give each thread as few rows as fill
                            its block in one pass (at least 1; a tile of 8 rows over 64 keys and 64 columns
                            took 128 and 32 of its 256 threads at 4 rows a thread); 0 4 rows a thread; the

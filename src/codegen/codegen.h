@@ -381,6 +381,8 @@ typedef struct CgOptions {
                            above 1 the shared tiles are double-buffered; 0 the default: 2 for tiles
                            whose factors are vector reads over spans of 4 k-tiles or more, else 1);
                            KILN_CUDA_GEMM_STAGES */
+  int chain_sm_blocks;  /* an mma chain's shared form: the blocks a multiprocessor its batch points' tiles are
+                           shared out for (0: 4; cg_chain_splits; kiln_options.cuda_chain_blocks) */
   bool chain_prefetch;  /* an mma chain's shared form: the next tile's queries copied during this tile
                            (cg_chain_prefetch; kiln_options.cuda_chain_prefetch) */
   bool chain_spread;    /* f32 attention chains: as few rows a thread as fill the block (kiln_options.cuda_chain_spread;
@@ -531,7 +533,9 @@ int64_t cg_chain_smem(const Kernel *last, CgChainForm form, bool prefetch);
  * the shared form, a block of more than one tile)? */
 bool cg_chain_prefetch(const Kernel *ko, CgChainForm form, const CgOptions *o);
 int cg_chain_rows(const Kernel *last, CgChainForm form);
-int64_t cg_chain_splits(const Kernel *last, CgChainForm form);
+/* Blocks a batch point; the shared form aims at sm_blocks blocks a multiprocessor (0: 4;
+ * CgOptions.chain_sm_blocks). */
+int64_t cg_chain_splits(const Kernel *last, CgChainForm form, int sm_blocks);
 /* The tensor-core kind of a blocked chain's two products (CG_MMA_NONE: f32 FMA) and its form: bf16 or
  * f16 where the dialect has mma, the options allow 16-bit tensor cores and CgOptions.chain_mma, the
  * queries, keys, values and P are all of that type, and the row, depth and width are multiples of the
@@ -564,7 +568,7 @@ int64_t cg_pair_staged(const Kernel *last, const CgOptions *o);
 int64_t cg_pair_splits(const Kernel *last);
 int64_t cg_pair_blocks(const Kernel *last);
 void cg_pair_globals(const Kernel *last, const Dialect *d, StrBuf *out);
-int64_t cg_chain_blocks(const Kernel *last, CgChainForm form);
+int64_t cg_chain_blocks(const Kernel *last, CgChainForm form, int sm_blocks);
 CgGpuShape cg_gpu_shape(const Plan *p, const Kernel *k, const CgOptions *o);
 /* The shape kernel k is rendered with in dialect d: cg_gpu_shape where the dialect has
  * the means (VEC4 needs a vector type, BLOCK_ROWS block reductions, GEMM shared memory),

@@ -104,7 +104,7 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     l->block = CG_GEMM_THREADS;
     CgChainForm form = CG_CHAIN_FMA;
     CgMma mma = k->chain > 0 ? cg_chain_mma(p, k, d, o, &form) : CG_MMA_NONE;
-    l->grid = k->chain > 0 ? cg_chain_blocks(k, form) : 0;
+    l->grid = k->chain > 0 ? cg_chain_blocks(k, form, o->chain_sm_blocks) : 0;
     l->smem = k->chain > 0 ? (int)cg_chain_smem(k, form, cg_chain_prefetch(k, form, o)) : 0;
     if (l->smem > 48 * 1024) l->smem_carveout = SMEM_CARVEOUT_ALL;
     if (k->chain > 0)

@@ -3007,15 +3007,16 @@ int64_t cg_chain_smem(const Kernel *ko, CgChainForm form, bool prefetch) {
 
 /* Blocks a batch point (each stages the point's keys and values once, then takes its share of
  * the point's row tiles in turn): enough to give the chip about 132 blocks, at most a tile each.
- * bert's 96 heads: 2 blocks of 4 tiles (the keys and values read twice, not 8 times). */
-int64_t cg_chain_splits(const Kernel *ko, CgChainForm form) {
+ * bert's 96 heads: 2 blocks of 4 tiles (the keys and values read twice, not 8 times). The shared
+ * form aims at sm_blocks blocks a multiprocessor (0: 4). */
+int64_t cg_chain_splits(const Kernel *ko, CgChainForm form, int sm_blocks) {
   int64_t I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
   int rows = cg_chain_rows(ko, form);
   int64_t tiles = (I + rows - 1) / rows, sp = (132 + batch - 1) / batch;
   if (form == CG_CHAIN_FRAGS) return tiles;  /* a block each tile of a warp's rows per warp */
   if (form == CG_CHAIN_SHARED) {  /* about 4 blocks a multiprocessor (their shared memory fits), tiles shared out evenly:
                * the mma leaves a tile's time to latency, which more blocks in flight hide */
-    sp = (4 * 132 + batch - 1) / batch;
+    sp = ((sm_blocks > 0 ? sm_blocks : 4) * 132 + batch - 1) / batch;
     if (sp >= tiles) return tiles;
     int64_t per = (tiles + sp - 1) / sp;
     return (tiles + per - 1) / per;
@@ -3025,12 +3026,12 @@ int64_t cg_chain_splits(const Kernel *ko, CgChainForm form) {
 
 bool cg_chain_prefetch(const Kernel *ko, CgChainForm form, const CgOptions *o) {
   int64_t I = ko->shape[ko->rank - 2], tiles = (I + PLAN_CHAIN_ROWS - 1) / PLAN_CHAIN_ROWS;
-  return o->chain_prefetch && form == CG_CHAIN_SHARED && tiles > cg_chain_splits(ko, form);
+  return o->chain_prefetch && form == CG_CHAIN_SHARED && tiles > cg_chain_splits(ko, form, o->chain_sm_blocks);
 }
 
-int64_t cg_chain_blocks(const Kernel *ko, CgChainForm form) {
+int64_t cg_chain_blocks(const Kernel *ko, CgChainForm form, int sm_blocks) {
   int64_t I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
-  int64_t t = batch * cg_chain_splits(ko, form);
+  int64_t t = batch * cg_chain_splits(ko, form, sm_blocks);
   return t < ((int64_t)1 << 20) ? t : ((int64_t)1 << 20);
 }
 
@@ -3918,7 +3919,7 @@ static void render_chain_grid(R *r, const Chain *c) {
   int n = c->n, R_ = cg_chain_rows(c->ko, CG_CHAIN_FMA), RS = PLAN_CHAIN_ROWS;
   int RQ = chain_rows_a_thread(r, R_ * c->L), RO = chain_rows_a_thread(r, R_ * (c->E / 4));
   KILN_ASSERT(R_ % RQ == 0 && R_ % RO == 0);
-  int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, CG_CHAIN_FMA), tpb = (it + sp - 1) / sp;
+  int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, CG_CHAIN_FMA, r->o->chain_sm_blocks), tpb = (it + sp - 1) / sp;
   int64_t qd = c->D + 4, kd = c->D + 4, vd = c->E + 4, sd = c->L + 4;
   const char *dy = d->dyn_shared_name;
   line(r, "%s", d->dyn_shared);
@@ -4074,7 +4075,7 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma];
   int n = c->n, R_ = PLAN_CHAIN_ROWS;
-  int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, CG_CHAIN_SHARED), tpb = (it + sp - 1) / sp;
+  int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, CG_CHAIN_SHARED, r->o->chain_sm_blocks), tpb = (it + sp - 1) / sp;
   int64_t sd = c->L + 4, qd = c->D + 8, kd = c->D + 8, vd = c->E + 8, pd = c->L + 8;
   const char *dy = d->dyn_shared_name;
   /* prefetch: two tiles of queries, the one being computed (Qc) and the next one, copied meanwhile */
@@ -4172,7 +4173,7 @@ static void render_chain_frags(R *r, const Chain *c, CgMma mma) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma];
   int n = c->n, RB = cg_chain_rows(c->ko, CG_CHAIN_FRAGS);
-  int64_t sp = cg_chain_splits(c->ko, CG_CHAIN_FRAGS), qd = c->D + 8, kd = c->D + 8, vd = c->E + 8;
+  int64_t sp = cg_chain_splits(c->ko, CG_CHAIN_FRAGS, r->o->chain_sm_blocks), qd = c->D + 8, kd = c->D + 8, vd = c->E + 8;
   int64_t NT = c->L / 8, ET = c->E / 8, KS = c->L / 16;
   const char *dy = d->dyn_shared_name;
   line(r, "%s", d->dyn_shared);

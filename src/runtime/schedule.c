@@ -935,6 +935,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_chain_prefetch ($KILN_CUDA_CHAIN_PREFETCH) is %d: 0 off, 1 the next tile's "
                      "queries copied during this one", o->cuda_chain_prefetch);
   g->chain_prefetch = cuda && o->cuda_chain_prefetch == 1;
+  if (o->cuda_chain_blocks < 0 || o->cuda_chain_blocks > 8)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_chain_blocks ($KILN_CUDA_CHAIN_BLOCKS) is %d: 0 the default (4), or 1 .. 8 "
+                     "blocks a multiprocessor", o->cuda_chain_blocks);
+  g->chain_sm_blocks = cuda ? o->cuda_chain_blocks : 0;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
   if (o->pair_tails < -1 || o->pair_tails > 1)

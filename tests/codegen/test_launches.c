@@ -796,6 +796,14 @@ int main(void) {
     if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(!co.chain_prefetch);
     kf.cuda_chain_prefetch = 2;
     refused(&kf, cu, "KILN_CUDA_CHAIN_PREFETCH");
+    /* the shared chain's blocks a multiprocessor: 0 (4) by default, 1 .. 8 on cuda alone */
+    kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.chain_sm_blocks == 0);
+    kf.cuda_chain_blocks = 2;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.chain_sm_blocks == 2);
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.chain_sm_blocks == 0);
+    kf.cuda_chain_blocks = 9;
+    refused(&kf, cu, "KILN_CUDA_CHAIN_BLOCKS");
     /* split-K by flags: off by default; on, mlp_fwd_b128's three split GEMMs each release their spans'
      * partials by flags and keep no arrival count, in the same 3 launches; none on glsl */
     kf = kiln_options_default();

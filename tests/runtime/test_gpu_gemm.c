@@ -519,7 +519,7 @@ static void test_chain_mma_shapes(void) {
     m = cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o, &f);
     CHECK(f == (m ? CG_CHAIN_FRAGS : CG_CHAIN_FMA));
     if (m) {
-      CHECK(cg_chain_rows(ko_, f) == 128 && cg_chain_splits(ko_, f) == 1);
+      CHECK(cg_chain_rows(ko_, f) == 128 && cg_chain_splits(ko_, f, 0) == 1);
       CHECK(cg_chain_smem(ko_, f, false) == 2 * (128 * 72 + 48 * 72 + 48 * 40));
       compiles_with(&r, &o, "xs[", "attention chain, rows in fragments");
     }
@@ -558,8 +558,17 @@ static void test_chain_prefetch_shapes(void) {
       CgChainForm f;
       CHECK(cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o, &f) == CG_MMA_BF16 && f == CG_CHAIN_SHARED);
       bool pre = cg_chain_prefetch(ko_, f, &o);
-      CHECK_MSG(pre == (i == 0), "prefetch %d: %d (%lld blocks a batch point)", i, pre, (long long)cg_chain_splits(ko_, f));
+      CHECK_MSG(pre == (i == 0), "prefetch %d: %d (%lld blocks a batch point)", i, pre, (long long)cg_chain_splits(ko_, f, 0));
       CHECK(cg_chain_smem(ko_, f, true) == cg_chain_smem(ko_, f, false) + 2 * 16 * 72);
+      /* bert's 8 tiles a head: 4 blocks of 2 for 4 blocks a multiprocessor, 3 (of 3, 3, 2) for 2, 2 of 4 for 1 */
+      if (i == 0)
+        CHECK_MSG(cg_chain_splits(ko_, f, 0) == 4 && cg_chain_splits(ko_, f, 4) == 4 && cg_chain_splits(ko_, f, 2) == 3 &&
+                      cg_chain_splits(ko_, f, 1) == 2 && cg_chain_blocks(ko_, f, 1) == 96 * 2,
+                  "bert's chain: %lld, %lld, %lld blocks a head at 4, 2, 1 a multiprocessor", (long long)cg_chain_splits(ko_, f, 0),
+                  (long long)cg_chain_splits(ko_, f, 2), (long long)cg_chain_splits(ko_, f, 1));
+      o.chain_sm_blocks = 1;
+      if (i == 0) compiles_with(&r, &o, "for (int64_t tt = 0; tt < 4; tt++)", "attention chain, queries copied ahead, 4 tiles a block");
+      o.chain_sm_blocks = 0;
       if (pre) compiles_with(&r, &o, "k_cp_wait<1>();", "attention chain, queries copied ahead");
       StrBuf src = { 0 };
       OK(cg_render_plan(r.p, &cg_dialect_cuda, &o, NULL, &src));
@@ -1267,14 +1276,19 @@ static void test_mma_values(bool sanitized) {
     }
     unsetenv("KILN_CUDA_CHAIN_MMA");
     /* the next tile's queries copied during this one (KILN_CUDA_CHAIN_PREFETCH=1): 96 batch points of 130
-     * queries, 9 tiles in 5 blocks of 2, the last block's one tile ragged and with nothing to copy ahead */
+     * queries, 9 tiles in 5 blocks of 2, the last block's one tile ragged and with nothing to copy ahead;
+     * at a block a multiprocessor (KILN_CUDA_CHAIN_BLOCKS=1), blocks of 5 tiles and of 4, the buffers
+     * taking turns */
     setenv("KILN_CUDA_CHAIN_PREFETCH", "1", 1);
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 4; t++) {
       int64_t pins[3] = { 96 * 130 * 64, 96 * 48 * 64, 96 * 48 * 32 }, pouts[1] = { 96 * 130 * 32 };
-      kiln_graph *g = attention_typed(t ? KILN_F16 : KILN_BF16, 8, 12, 130, 48, 64, 32);
-      check_typed("mma attention chain, queries copied ahead", g, t ? KILN_F16 : KILN_BF16, 3, pins, 1, pouts);
+      setenv("KILN_CUDA_CHAIN_BLOCKS", t < 2 ? "0" : "1", 1);
+      kiln_graph *g = attention_typed(t & 1 ? KILN_F16 : KILN_BF16, 8, 12, 130, 48, 64, 32);
+      check_typed(t < 2 ? "mma attention chain, queries copied ahead" : "mma attention chain, queries copied ahead, 5 tiles a block",
+                  g, t & 1 ? KILN_F16 : KILN_BF16, 3, pins, 1, pouts);
       kiln_graph_free(g);
     }
+    unsetenv("KILN_CUDA_CHAIN_BLOCKS");
     unsetenv("KILN_CUDA_CHAIN_PREFETCH");
     /* f32 chains (FMA), 4 rows a thread and spread (KILN_CUDA_CHAIN_SPREAD=1); 40 queries, 48 keys */
     for (int s = 0; s < 2; s++) {
