@@ -470,6 +470,20 @@ static void test_narrow_shapes(void) {
   kiln_graph_free(gt), kiln_graph_free(gw);
 }
 
+/* g planned for cuda with attention chains on, into *r; the index of the chain's last kernel (-1: none). */
+static int chain_plan(kiln_graph *g, Plans *r) {
+  kiln_options ko = kiln_options_default();
+  ko.backend = "cuda";
+  ko.attention = 1;
+  PlanOptions po = plan_options(&ko);
+  OK(te_lower(&g->g, &r->te));
+  if (r->te) OK(plan_build(r->te, &po, &r->p));
+  int last = -1;
+  for (int k = 0; r->p && k < r->p->n_kernels; k++)
+    if (r->p->kernels[k].chain == 3) last = k;
+  return last;
+}
+
 /* Attention chains on tensor cores (cg_chain_mma): bf16 and f16 chains take both products on the
  * mma under the cuda options, with 16 rows a tile and 16-bit copies in shared memory; f32 does
  * not, nor does a chain under chain_mma off or tensor cores off, nor one whose row is not a
@@ -479,16 +493,8 @@ static void test_chain_mma_shapes(void) {
   static const CgMma want[3] = { CG_MMA_BF16, CG_MMA_F16, CG_MMA_NONE };
   for (int i = 0; i < 4; i++) {
     kiln_graph *g = attention_typed(ts[i % 3], 2, 3, 40, i == 3 ? 40 : 48, 64, 32);
-    kiln_options ko = kiln_options_default();
-    ko.backend = "cuda";
-    ko.attention = 1;
-    PlanOptions po = plan_options(&ko);
     Plans r = { 0 };
-    OK(te_lower(&g->g, &r.te));
-    if (r.te) OK(plan_build(r.te, &po, &r.p));
-    int last = -1;
-    for (int k = 0; r.p && k < r.p->n_kernels; k++)
-      if (r.p->kernels[k].chain == 3) last = k;
+    int last = chain_plan(g, &r);
     CHECK_MSG(last >= 0, "attention %d: no chain in the plan", i);
     if (last < 0) { plans_free(&r), kiln_graph_free(g); continue; }
     const Kernel *ko_ = &r.p->kernels[last];
@@ -540,16 +546,8 @@ static void test_chain_prefetch_shapes(void) {
   static const int64_t shapes[2][2] = { { 8 * 12, 128 }, { 2 * 3, 40 } };
   for (int i = 0; i < 2; i++) {
     kiln_graph *g = attention_typed(KILN_BF16, i ? 2 : 8, i ? 3 : 12, shapes[i][1], 128, 64, 64);
-    kiln_options ko = kiln_options_default();
-    ko.backend = "cuda";
-    ko.attention = 1;
-    PlanOptions po = plan_options(&ko);
     Plans r = { 0 };
-    OK(te_lower(&g->g, &r.te));
-    if (r.te) OK(plan_build(r.te, &po, &r.p));
-    int last = -1;
-    for (int k = 0; r.p && k < r.p->n_kernels; k++)
-      if (r.p->kernels[k].chain == 3) last = k;
+    int last = chain_plan(g, &r);
     CHECK_MSG(last >= 0, "prefetch %d: no chain in the plan", i);
     if (last >= 0) {
       const Kernel *ko_ = &r.p->kernels[last];
