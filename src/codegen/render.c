@@ -2521,7 +2521,7 @@ static void cache_walk(R *r, const RowLoops *L, int a, const Expr *e, Memo **see
 }
 
 /* Whole values kept (cache_walk), for rows of scalar points: a row of vectors loads every
- * load of each loop as vectors, so there the loads themselves are kept (row_cache). */
+ * load of each loop as vectors, so there the loads themselves are kept (row_cache_loads). */
 static void row_cache_values(R *r, int64_t per) {
   const Kernel *k = r->k;
   RowLoops L = { .per = per };
