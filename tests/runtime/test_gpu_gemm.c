@@ -543,20 +543,24 @@ static void test_chain_mma_shapes(void) {
  * for all but the newest copy; 2 x 3 heads of 40, a tile a block, have nothing to copy ahead. Both
  * sources compile. */
 static void test_chain_prefetch_shapes(void) {
-  static const int64_t shapes[2][2] = { { 8 * 12, 128 }, { 2 * 3, 40 } };
-  for (int i = 0; i < 2; i++) {
-    kiln_graph *g = attention_typed(KILN_BF16, i ? 2 : 8, i ? 3 : 12, shapes[i][1], 128, 64, 64);
+  /* batch, heads, queries, blocks a multiprocessor, copies ahead: bert's; a tile a block; 96 heads of 3
+   * tiles at a block a multiprocessor, blocks of 2 tiles and of 1 (one block of more than one is enough) */
+  static const struct { int64_t b, h, q; int sm; bool pre; } shapes[3] = {
+    { 8, 12, 128, 0, true }, { 2, 3, 40, 0, false }, { 8, 12, 48, 1, true } };
+  for (int i = 0; i < 3; i++) {
+    kiln_graph *g = attention_typed(KILN_BF16, shapes[i].b, shapes[i].h, shapes[i].q, 128, 64, 64);
     Plans r = { 0 };
     int last = chain_plan(g, &r);
     CHECK_MSG(last >= 0, "prefetch %d: no chain in the plan", i);
     if (last >= 0) {
       const Kernel *ko_ = &r.p->kernels[last];
       CgOptions o = cg_options_default();
-      o.mma_half = true, o.chain_mma = 1, o.chain_prefetch = true;
+      o.mma_half = true, o.chain_mma = 1, o.chain_prefetch = true, o.chain_sm_blocks = shapes[i].sm;
       CgChainForm f;
       CHECK(cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o, &f) == CG_MMA_BF16 && f == CG_CHAIN_SHARED);
       bool pre = cg_chain_prefetch(ko_, f, &o);
-      CHECK_MSG(pre == (i == 0), "prefetch %d: %d (%lld blocks a batch point)", i, pre, (long long)cg_chain_splits(ko_, f, 0));
+      CHECK_MSG(pre == shapes[i].pre, "prefetch %d: %d (%lld blocks a batch point)", i, pre,
+                (long long)cg_chain_splits(ko_, f, shapes[i].sm));
       CHECK(cg_chain_smem(ko_, f, true) == cg_chain_smem(ko_, f, false) + 2 * 16 * 72);
       /* bert's 8 tiles a head: 4 blocks of 2 for 4 blocks a multiprocessor, 3 (of 3, 3, 2) for 2, 2 of 4 for 1 */
       if (i == 0)
@@ -564,9 +568,11 @@ static void test_chain_prefetch_shapes(void) {
                       cg_chain_splits(ko_, f, 1) == 2 && cg_chain_blocks(ko_, f, 1) == 96 * 2,
                   "bert's chain: %lld, %lld, %lld blocks a head at 4, 2, 1 a multiprocessor", (long long)cg_chain_splits(ko_, f, 0),
                   (long long)cg_chain_splits(ko_, f, 2), (long long)cg_chain_splits(ko_, f, 1));
-      o.chain_sm_blocks = 1;
-      if (i == 0) compiles_with(&r, &o, "for (int64_t tt = 0; tt < 4; tt++)", "attention chain, queries copied ahead, 4 tiles a block");
-      o.chain_sm_blocks = 0;
+      if (i == 0) {
+        o.chain_sm_blocks = 1;
+        compiles_with(&r, &o, "for (int64_t tt = 0; tt < 4; tt++)", "attention chain, queries copied ahead, 4 tiles a block");
+        o.chain_sm_blocks = 0;
+      }
       if (pre) compiles_with(&r, &o, "k_cp_wait<1>();", "attention chain, queries copied ahead");
       StrBuf src = { 0 };
       OK(cg_render_plan(r.p, &cg_dialect_cuda, &o, NULL, &src));

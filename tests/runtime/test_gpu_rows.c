@@ -167,11 +167,13 @@ static void test_render_values(void) {
       te_free(te);
       kiln_graph_free(g);
     }
-  static const struct { int64_t rows; int fill, threads; } fills[] = {
-    { 1024, 0, 64 }, { 1024, 4096, 128 }, { 1024, 8192, 256 }, { 1024, 65536, 256 }, { 16, 8192, 256 }, { 64, 8192, 256 },
+  /* a row of 1024 (a batch's losses summed) keeps the 256 threads a launch group takes */
+  static const struct { int64_t rows, cols; int fill, threads; } fills[] = {
+    { 1024, 768, 0, 64 },    { 1024, 768, 4096, 128 }, { 1024, 768, 8192, 256 }, { 1024, 768, 65536, 256 },
+    { 16, 768, 8192, 256 },  { 64, 768, 8192, 256 },   { 1, 1024, 8192, 256 },
   };
   for (int i = 0; i < (int)(sizeof fills / sizeof fills[0]); i++) {
-    kiln_graph *g = row_graph(KILN_BF16, LAYERNORM, fills[i].rows, 768);
+    kiln_graph *g = row_graph(KILN_BF16, LAYERNORM, fills[i].rows, fills[i].cols);
     TE *te;
     Plan *p;
     StrBuf src = {0};
@@ -180,10 +182,10 @@ static void test_render_values(void) {
     co.row_fill = fills[i].fill;
     if (p) {
       CgRows ro = cg_rows_of(p, &p->kernels[p->n_kernels - 1], &co);
-      CHECK_MSG(ro.threads == fills[i].threads && ro.rows == 1, "%lld rows of 768 at fill %d: %d threads x %d rows, want %d",
-                (long long)fills[i].rows, fills[i].fill, ro.threads, ro.rows, fills[i].threads);
+      CHECK_MSG(ro.threads == fills[i].threads && ro.rows == 1, "%lld rows of %lld at fill %d: %d threads x %d rows, want %d",
+                (long long)fills[i].rows, (long long)fills[i].cols, fills[i].fill, ro.threads, ro.rows, fills[i].threads);
     }
-    if (src.s) check_compiles(src.s, "row fill", "layernorm", fills[i].rows, 768);
+    if (src.s) check_compiles(src.s, "row fill", "layernorm", fills[i].rows, fills[i].cols);
     sb_free(&src);
     plan_free(p);
     te_free(te);
