@@ -600,7 +600,8 @@ typedef struct kiln_options {
                            each block's chain of k-tiles (mlp_fwd_b128's first layer: 7 k-tiles a block in
                            256 blocks) at the cost of more partials to add ($KILN_CUDA_SPLIT_TARGET) */
   int row_values;       /* grid backends: 1 a row kernel's later loops read whole values its first loop kept in
-                           registers (a layernorm's x + o + b once, not its three loads and two adds again);
+                           registers (a layernorm's x + o + b once, not its three loads and two adds again,
+                           rows of vectors too);
                            0 the loads and unary values alone; the same bits; default -1: 1 on cuda (raced with
                            cuda_row_fill on the H100: bert_layer_b8s128_bf16 0.975 and 0.979), 0 elsewhere
                            ($KILN_ROW_VALUES) */

@@ -2454,14 +2454,22 @@ static bool first_visit(R *r, const Expr *e, Memo **seen, int *n, int *cap) {
   return false;
 }
 
-static void collect_loads(R *r, const Expr *e, Memo **seen, int *n, int *cap, const Expr **out, int *n_out, int max) {
-  if (!first_visit(r, e, seen, n, cap)) return;
+/* A value the row cache holds for loop `step`: kept by an earlier loop. */
+static bool cached_before(const R *r, const Expr *e, int step) {
+  for (int c = 0; c < r->n_cached; c++)
+    if (r->cached[c] == e && r->cap_step[c] < step) return true;
+  return false;
+}
+
+/* ... of loop `step`: below a value an earlier loop kept (whole row values) nothing is read again. */
+static void collect_loads(R *r, const Expr *e, int step, Memo **seen, int *n, int *cap, const Expr **out, int *n_out, int max) {
+  if (!first_visit(r, e, seen, n, cap) || cached_before(r, e, step)) return;
   if (e->kind == EX_LOAD) {
     if (r->p->kernel_of[e->src] != r->k->id && !plan_is_baked(r->p->te, e->src) && *n_out < max) out[(*n_out)++] = e;
     return;
   }
   if (e->kind == EX_UNARY && *n_out < max) out[(*n_out)++] = e;  /* exp, tanh, ...: worth keeping */
-  for (int i = 0; i < e->n_args; i++) collect_loads(r, e->args[i], seen, n, cap, out, n_out, max);
+  for (int i = 0; i < e->n_args; i++) collect_loads(r, e->args[i], step, seen, n, cap, out, n_out, max);
 }
 
 /* Loads and unary nodes of the items of inner loop `step` (an even step). */
@@ -2469,7 +2477,7 @@ static void step_nodes(R *r, int step, const Expr **out, int *n_out, int max) {
   Memo *seen = NULL;
   int n = 0, cap = 0;
   for (int i = 0; i < r->k->n_items; i++)
-    if (r->k->items[i].step == step) collect_loads(r, r->k->items[i].body, &seen, &n, &cap, out, n_out, max);
+    if (r->k->items[i].step == step) collect_loads(r, r->k->items[i].body, step, &seen, &n, &cap, out, n_out, max);
   kiln_free(seen);
 }
 
@@ -2520,8 +2528,8 @@ static void cache_walk(R *r, const RowLoops *L, int a, const Expr *e, Memo **see
   for (int i = 0; i < e->n_args; i++) cache_walk(r, L, a, e->args[i], seen, n, cap);
 }
 
-/* Whole values kept (cache_walk), for rows of scalar points: a row of vectors loads every
- * load of each loop as vectors, so there the loads themselves are kept (row_cache_loads). */
+/* Whole values kept (cache_walk); a loop after reads none of the loads below them, vectors
+ * included (step_nodes stops at a kept value). */
 static void row_cache_values(R *r, int64_t per) {
   const Kernel *k = r->k;
   RowLoops L = { .per = per };
@@ -2539,8 +2547,7 @@ static void row_cache_values(R *r, int64_t per) {
   for (int a = 0; a < L.n_loops; a++) kiln_free(L.all[a]);
 }
 
-/* Loads and unary values that a later loop computes again (what a row of vectors keeps: its
- * loops load every load as vectors anyway). */
+/* Loads and unary values that a later loop computes again. */
 static void row_cache_loads(R *r, int64_t per) {
   const Kernel *k = r->k;
   enum { MAXN = 128 };
@@ -2567,14 +2574,14 @@ static void row_cache_loads(R *r, int64_t per) {
 
 /* Rows short enough to sit in registers (at most 32 points per thread): a value that a later
  * inner loop computes again is kept in c<i>[j] by the first loop that computes it (at most 8
- * arrays, 96 registers): whole values for rows of scalar points (row_cache_values, under
- * CgOptions.row_values), else loads and unary values (row_cache_loads). */
+ * arrays, 96 registers): whole values (row_cache_values, under CgOptions.row_values), else
+ * loads and unary values (row_cache_loads); a long row split with shared memory, its loads. */
 static int row_cache(R *r) {
   int64_t tv = (int64_t)r->ro.threads * r->ro.vec;  /* points a row's threads cover per step */
   int64_t per = (r->k->inner_numel + tv - 1) / tv * r->ro.vec;
   r->n_cached = 0;
   if (r->k->n_steps < 3 || per > 32 || per < 1) return 0;
-  if (r->o->row_values && r->ro.vec == 1 && !r->ro.reg_points) row_cache_values(r, per);
+  if (r->o->row_values && !r->ro.reg_points) row_cache_values(r, per);
   else row_cache_loads(r, per);
   for (int i = 0; i < r->n_cached; i++)
     line(r, "%s c%d[%lld];", vt(r, r->cached[i]->dtype), i, (long long)per);
@@ -2628,10 +2635,8 @@ static void vec_step(R *r, int step, VecStep *v) {
   int nn = 0;
   step_nodes(r, step, nodes, &nn, MAXN);
   for (int i = 0; i < nn && v->n_ld < 16; i++) {
-    const Expr *e = nodes[i];
-    bool before = false;
-    for (int c = 0; c < r->n_cached; c++) before |= r->cached[c] == e && r->cap_step[c] < step;
-    if (e->kind != EX_LOAD || before || te->stages[e->src].numel <= 1) continue;
+    const Expr *e = nodes[i];  /* none an earlier loop kept, nor below one (step_nodes) */
+    if (e->kind != EX_LOAD || te->stages[e->src].numel <= 1) continue;
     kiln_dtype t = te->stages[e->src].dtype;
     bool half = (t == KILN_BF16 || t == KILN_F16) && r->d->vec4h_type && r->d->load_fn[t];
     if (t != KILN_F32 && !half) continue;

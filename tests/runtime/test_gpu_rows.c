@@ -99,12 +99,12 @@ static void test_render_half(void) {
 
 /* g rendered for cuda with the defaults but row_values and row_fill as given; *p and *te for
  * the caller to free. */
-static void render_with(kiln_graph *g, bool values, int fill, TE **te, Plan **p, StrBuf *src) {
+static void render_with(kiln_graph *g, bool values, int fill, int variant, TE **te, Plan **p, StrBuf *src) {
   *te = NULL, *p = NULL;
   kiln_options o = kiln_options_default();
   PlanOptions po = plan_options(&o);
   CgOptions co = cg_options_default();
-  co.row_values = values, co.row_fill = fill;
+  co.row_values = values, co.row_fill = fill, co.row_variant = variant;
   OK(te_lower(&g->g, te));
   if (*te) OK(plan_build(*te, &po, p));
   if (*p) OK(cg_render_plan(*p, &cg_dialect_cuda, &co, NULL, src));
@@ -118,7 +118,8 @@ static void render_with(kiln_graph *g, bool values, int fill, TE **te, Plan **p,
 static void test_render_values(void) {
   CudaNvrtc *nv;
   if (cuda_nvrtc(&nv) != KILN_OK) return;  /* test_render said why */
-  int loads_rounds[2] = { 0, 0 };
+  int loads_rounds[2][2] = { { 0, 0 }, { 0, 0 } };
+  for (int vec = 0; vec < 2; vec++)  /* p16, and p16vec: 4 points a thread read as one 8-byte vector */
   for (int form = 0; form < 2; form++)
     for (int values = 0; values < 2; values++) {
       kiln_graph *g;
@@ -139,7 +140,7 @@ static void test_render_values(void) {
       TE *te;
       Plan *p;
       StrBuf src = {0};
-      render_with(g, values, 0, &te, &p, &src);
+      render_with(g, values, 0, cg_row_variant(vec ? "p16vec" : "p16"), &te, &p, &src);
       if (src.s) {
         /* loads: x (and y, yb) kept; values: the row's value and its centred value */
         int arrays = 0;
@@ -148,8 +149,9 @@ static void test_render_values(void) {
         CHECK_MSG(arrays == want, "layernorm %s, %s kept: %d arrays, want %d", form ? "of x + y + b" : "of x",
                   values ? "values" : "loads", arrays, want);
         for (int i = 0; i < arrays; i++) {  /* each filled by one loop and read by a later one */
-          char put[24], get[24];
-          snprintf(put, sizeof put, "c%d[j] = t", i), snprintf(get, sizeof get, "= c%d[j];", i);
+          char put[32], get[32];
+          snprintf(put, sizeof put, vec ? "c%d[4 * j + 0] = t" : "c%d[j] = t", i);
+          snprintf(get, sizeof get, vec ? "= c%d[4 * j + 0];" : "= c%d[j];", i);
           const char *w = strstr(src.s, put), *r = strstr(src.s, get);
           CHECK_MSG(w && r && w < r, "layernorm %s, %s kept: c%d written %d, read %d", form ? "of x + y + b" : "of x",
                     values ? "values" : "loads", i, !!w, !!r);
@@ -157,9 +159,14 @@ static void test_render_values(void) {
         /* what the later loops no longer compute: roundings (k_rb) */
         int rounds = 0;
         for (const char *q = src.s; (q = strstr(q, "k_rb((float)")); q++) rounds++;
-        if (!values) loads_rounds[form] = rounds;
-        else CHECK_MSG(rounds < loads_rounds[form] - (form ? 3 : 0), "layernorm %s: %d roundings with values kept, %d with loads",
-                       form ? "of x + y + b" : "of x", rounds, loads_rounds[form]);
+        if (!values) loads_rounds[vec][form] = rounds;
+        else CHECK_MSG(rounds < loads_rounds[vec][form] - (form ? 3 : 0), "layernorm %s%s: %d roundings with values kept, %d with loads",
+                       form ? "of x + y + b" : "of x", vec ? " in vectors" : "", rounds, loads_rounds[vec][form]);
+        /* x is read once, in the first loop, whichever is kept */
+        int reads = 0;
+        for (const char *q = src.s; (q = strstr(q, vec ? "((const uint2 *)b0)[" : "k_b2f(b0[")); q++) reads++;
+        CHECK_MSG(reads == 1, "layernorm %s%s, %s kept: x read in %d places", form ? "of x + y + b" : "of x", vec ? " in vectors" : "",
+                  values ? "values" : "loads", reads);
         check_compiles(src.s, values ? "row values" : "row loads", "layernorm", 40, 768);
       }
       sb_free(&src);
@@ -177,7 +184,7 @@ static void test_render_values(void) {
     TE *te;
     Plan *p;
     StrBuf src = {0};
-    render_with(g, false, fills[i].fill, &te, &p, &src);
+    render_with(g, false, fills[i].fill, cg_row_variant(NULL), &te, &p, &src);
     CgOptions co = cg_options_default();
     co.row_fill = fills[i].fill;
     if (p) {
