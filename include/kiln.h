@@ -613,12 +613,18 @@ typedef struct kiln_options {
                            tiles of 16 rows copies the next tile's queries while it computes this one, into a
                            second buffer, so that only the first tile waits for its queries (bert's 2 tiles a
                            block waited for each tile's); 0 (default) each tile's queries after the tile before
-                           ($KILN_CUDA_CHAIN_PREFETCH; not yet raced) */
+                           ($KILN_CUDA_CHAIN_PREFETCH; raced on the H100: bert_layer_b8s128_bf16 1.07 slower) */
   int cuda_chain_blocks; /* cuda: an attention chain on tensor cores (its shared form) shares its batch points'
                            tiles of 16 rows out for about this many blocks a multiprocessor (1 .. 8); 0
                            (default) 4. Fewer: each block reads the keys and values for more tiles (bert's 96
                            heads: 4 blocks of 2 tiles at 4, 3 of 3 at 2, 2 of 4 at 1), best with
-                           cuda_chain_prefetch ($KILN_CUDA_CHAIN_BLOCKS; not yet raced) */
+                           cuda_chain_prefetch ($KILN_CUDA_CHAIN_BLOCKS; raced with the prefetch on the H100:
+                           bert_layer_b8s128_bf16 1.07 slower at 2 and at 1) */
+  int cuda_chain_lanes; /* cuda: an attention chain on tensor cores (its shared form) takes each row's softmax
+                           steps on this many lanes (4, 8, 16 or 32), so that a warp takes 32 / N rows at once
+                           and a tile of 16 rows one pass of 8 warps (at 32 each warp took 2 rows in turn,
+                           each row's sums a chain of 5 shuffles); 0 (default) 32. The row's sums add in
+                           another order: not the same bits ($KILN_CUDA_CHAIN_LANES; not yet raced) */
   int cuda_chain_spread; /* cuda: 1 an f32 attention chain's two products give each thread as few rows as fill
                            its block in one pass (at least 1; a tile of 8 rows over 64 keys and 64 columns
                            took 128 and 32 of its 256 threads at 4 rows a thread); 0 4 rows a thread; the

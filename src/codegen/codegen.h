@@ -385,6 +385,8 @@ typedef struct CgOptions {
                            shared out for (0: 4; cg_chain_splits; kiln_options.cuda_chain_blocks) */
   bool chain_prefetch;  /* an mma chain's shared form: the next tile's queries copied during this tile
                            (cg_chain_prefetch; kiln_options.cuda_chain_prefetch) */
+  int chain_lanes;      /* an mma chain's shared form: lanes a row in its softmax steps (4 .. 32; 0 reads as 32;
+                           kiln_options.cuda_chain_lanes) */
   bool chain_spread;    /* f32 attention chains: as few rows a thread as fill the block (kiln_options.cuda_chain_spread;
                            the same bits) */
   bool gemm_kg_tree;    /* copied k-group tiles add their groups' partial tiles in a tree of five barriers, not

@@ -3877,22 +3877,40 @@ static void chain_score_point(R *r, const Chain *c, const char *row0, const char
 }
 
 /* KR's steps over a tile's `rows` rows of scores in Ss (sd apart), a warp a row (warp wp takes rows
- * wp, wp + 8, ...), lanes along the row; post: where P goes, a format of P's value. */
-static void chain_rows_shared(R *r, const Chain *c, int rows, int64_t sd, const char *post) {
+ * wp, wp + 8, ...), lanes along the row; post: where P goes, a format of P's value. With G < 32
+ * lanes a row (CgOptions.chain_lanes) a warp takes 32 / G rows at once, each row's sums meeting in
+ * its group's shuffles: a tile's 16 rows are one pass of 8 warps, where a warp a row took two
+ * passes, each of dependent shuffles. Every lane of a warp then runs the same passes (the full-mask
+ * shuffles need it): a row past the queries is computed on the last query's row and stores nothing
+ * but its place in Ps, which no output reads. */
+static void chain_rows_shared(R *r, const Chain *c, int rows, int64_t sd, const char *post, int G) {
   const char *I = ix(r);
+  int W = CG_GEMM_THREADS / 32, P = 32 / G;
+  bool ragged = G < 32 && c->I % rows != 0;
+  KILN_ASSERT(G >= 1 && 32 % G == 0 && rows % P == 0);
   chain_part(r, c->kr);
-  line(r, "for (int rr = wp; rr < %d; rr += %d) {", rows, CG_GEMM_THREADS / 32);
+  if (G < 32) line(r, "const int gl = lane %% %d;", G);
+  if (G < 32) line(r, "for (int rr = wp * %d + lane / %d; rr < %d; rr += %d) {", P, G, rows, W * P);
+  else line(r, "for (int rr = wp; rr < %d; rr += %d) {", rows, W);
   r->indent++;
-  line(r, "if (i0 + rr >= %s) break;", lit(r, c->I));
+  if (G == 32) line(r, "if (i0 + rr >= %s) break;", lit(r, c->I));
+  if (ragged) {
+    line(r, "const bool live = i0 + rr < %s;", lit(r, c->I));
+    line(r, "const int rq = live ? rr : (int)(%s - 1 - i0);", lit(r, c->I));
+  }
+  const char *row = ragged ? "rq" : "rr";
   push(r);
   chain_batch_vars(r, c->kc);
-  line(r, "const %s v%d = i0 + (%s)rr, v%d = 0;", I, c->n - 2, I, c->n - 1);
+  line(r, "const %s v%d = i0 + (%s)%s, v%d = 0;", I, c->n - 2, I, row, c->n - 1);
   char head[96], value[64], pv[32], at[160];
-  snprintf(head, sizeof head, "for (%s r = lane; r < %s; r += 32) {", I, lit(r, c->L));
-  snprintf(value, sizeof value, "Ss[rr * %lld + r]", (long long)sd);
+  if (G < 32) snprintf(head, sizeof head, "for (%s r = gl; r < %s; r += %d) {", I, lit(r, c->L), G);
+  else snprintf(head, sizeof head, "for (%s r = lane; r < %s; r += 32) {", I, lit(r, c->L));
+  snprintf(value, sizeof value, "Ss[%s * %lld + r]", row, (long long)sd);
   snprintf(pv, sizeof pv, "s%d", c->p->stage);
   snprintf(at, sizeof at, post, pv);
+  if (G < 32) r->lanes = G, r->live = ragged ? "live" : NULL;
   warp_row_steps(r, c->kr, NULL, head, "r", c->x, value, at, c->p->step);
+  r->lanes = 0, r->live = NULL;
   pop(r);
   close_block(r);
 }
@@ -3982,7 +4000,7 @@ static void render_chain_grid(R *r, const Chain *c) {
   /* KR's steps, P put back in place */
   char post[64];
   snprintf(post, sizeof post, "Ss[rr * %lld + r] = %%s;", (long long)sd);
-  chain_rows_shared(r, c, R_, sd, post);
+  chain_rows_shared(r, c, R_, sd, post, 32);
   line(r, "%s", d->barrier);
   /* outputs: thread f's RO rows RO (f / (E/4)) .. by 4 consecutive e, P's rows and v's rows
    * read as 16-byte vectors */
@@ -4149,7 +4167,7 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   char pb[64], post[128];
   snprintf(pb, sizeof pb, stash, "%s");
   snprintf(post, sizeof post, "Ps[rr * %lld + r] = %s;", (long long)pd, pb);
-  chain_rows_shared(r, c, R_, sd, post);
+  chain_rows_shared(r, c, R_, sd, post, r->o->chain_lanes ? r->o->chain_lanes : 32);
   line(r, "%s", d->barrier);
   /* outputs: P (16 x L) by the values (L x E, stored along e: ldmatrix x2 transposed) */
   chain_part(r, c->ko);

@@ -939,6 +939,11 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_chain_blocks ($KILN_CUDA_CHAIN_BLOCKS) is %d: 0 the default (4), or 1 .. 8 "
                      "blocks a multiprocessor", o->cuda_chain_blocks);
   g->chain_sm_blocks = cuda ? o->cuda_chain_blocks : 0;
+  int cl = o->cuda_chain_lanes;
+  if (cl != 0 && cl != 4 && cl != 8 && cl != 16 && cl != 32)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_chain_lanes ($KILN_CUDA_CHAIN_LANES) is %d: 0 the default (32), or 4, 8, 16 "
+                     "or 32 lanes a row", cl);
+  g->chain_lanes = cuda && cl ? cl : 32;
   if (o->row_sums < -1 || o->row_sums > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_sums ($KILN_ROW_SUMS) is %d: -1 the default, 0 off, 1 on", o->row_sums);
   if (o->pair_tails < -1 || o->pair_tails > 1)

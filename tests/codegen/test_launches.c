@@ -804,6 +804,16 @@ int main(void) {
     if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.chain_sm_blocks == 0);
     kf.cuda_chain_blocks = 9;
     refused(&kf, cu, "KILN_CUDA_CHAIN_BLOCKS");
+    /* the shared chain's lanes a softmax row: 32 by default, 4, 8, 16 or 32 on cuda alone */
+    kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.chain_lanes == 32);
+    kf.cuda_chain_lanes = 16;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.chain_lanes == 16);
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.chain_lanes == 32);
+    kf.cuda_chain_lanes = 12;
+    refused(&kf, cu, "KILN_CUDA_CHAIN_LANES");
+    kf.cuda_chain_lanes = 64;
+    refused(&kf, cu, "KILN_CUDA_CHAIN_LANES");
     /* split-K by flags: off by default; on, mlp_fwd_b128's three split GEMMs each release their spans'
      * partials by flags and keep no arrival count, in the same 3 launches; none on glsl */
     kf = kiln_options_default();

@@ -590,6 +590,41 @@ static void test_chain_prefetch_shapes(void) {
   }
 }
 
+/* A shared chain's softmax rows on G lanes each (chain_lanes): bert's 16-row tiles are one pass of 8
+ * warps at 16 lanes (2 rows a warp at once), the row's sums meeting in its group's shuffles; 130
+ * queries leave the last tile ragged, its rows past the queries computed on the last query's row and
+ * storing nothing (live); at 4 lanes, 8 rows a warp, two warps take the tile. At 32 (and by default)
+ * a warp a row, as before. Each source compiles. */
+static void test_chain_lanes_shapes(void) {
+  static const int64_t queries[2] = { 128, 130 };
+  for (int i = 0; i < 2; i++) {
+    kiln_graph *g = attention_typed(KILN_BF16, 8, 12, queries[i], 128, 64, 64);
+    Plans r = { 0 };
+    int last = chain_plan(g, &r);
+    CHECK_MSG(last >= 0, "lanes %d: no chain in the plan", i);
+    for (int G = 0; last >= 0 && G <= 32; G = G ? G * 2 : 4) {
+      CgOptions o = cg_options_default();
+      o.mma_half = true, o.chain_mma = 1, o.chain_lanes = G;
+      StrBuf src = { 0 };
+      OK(cg_render_plan(r.p, &cg_dialect_cuda, &o, NULL, &src));
+      char loop[96], red[32];
+      int rows = G && G < 32 ? 32 / G : 1;
+      if (G && G < 32) snprintf(loop, sizeof loop, "for (int rr = wp * %d + lane / %d; rr < 16; rr += %d) {", rows, G, 8 * rows);
+      else snprintf(loop, sizeof loop, "for (int rr = wp; rr < 16; rr += 8) {");
+      snprintf(red, sizeof red, G && G < 32 ? "k_lanes<%d>(" : "k_warp(", G);
+      CHECK_MSG(src.s && strstr(src.s, loop), "lanes %d at %d: no '%s'", i, G, loop);
+      CHECK_MSG(src.s && strstr(src.s, red), "lanes %d at %d: no '%s'", i, G, red);
+      bool live = src.s && strstr(src.s, "const bool live = i0 + rr < INT64_C(130);");
+      CHECK_MSG(live == (i == 1 && G && G < 32), "lanes %d at %d: live rows %d", i, G, live);
+      CHECK_MSG(src.s && !!strstr(src.s, "if (i0 + rr >= ") == !(G && G < 32), "lanes %d at %d: a break past the queries", i, G);
+      sb_free(&src);
+      if (G == 16 || (G == 4 && i == 1)) compiles_with(&r, &o, "const int gl = lane % ", "attention chain, lanes a row");
+    }
+    plans_free(&r);
+    kiln_graph_free(g);
+  }
+}
+
 /* Tensor cores: bf16 and f16 products take mma tiles under the cuda options (64x64 tiles of
  * 8 warps of 32x16, k-tiles of 32, 4x4 accumulator values a thread; 192 tiles, enough for the
  * chip), f32 ones only where tf32 allows; tensor_cores 0 turns the 16-bit ones off, 3 picks
@@ -1294,6 +1329,17 @@ static void test_mma_values(bool sanitized) {
     }
     unsetenv("KILN_CUDA_CHAIN_BLOCKS");
     unsetenv("KILN_CUDA_CHAIN_PREFETCH");
+    /* the softmax rows on 16, 8 and 4 lanes each (KILN_CUDA_CHAIN_LANES): the same 96 batch points of 130
+     * queries, the last tile's 14 rows past the queries computed on the last one's row */
+    static const char *lanes[3] = { "16", "8", "4" };
+    for (int t = 0; t < 4; t++) {
+      int64_t pins[3] = { 96 * 130 * 64, 96 * 48 * 64, 96 * 48 * 32 }, pouts[1] = { 96 * 130 * 32 };
+      setenv("KILN_CUDA_CHAIN_LANES", lanes[t % 3], 1);
+      kiln_graph *g = attention_typed(t == 3 ? KILN_F16 : KILN_BF16, 8, 12, 130, 48, 64, 32);
+      check_typed("mma attention chain, rows on lane groups", g, t == 3 ? KILN_F16 : KILN_BF16, 3, pins, 1, pouts);
+      kiln_graph_free(g);
+    }
+    unsetenv("KILN_CUDA_CHAIN_LANES");
     /* f32 chains (FMA), 4 rows a thread and spread (KILN_CUDA_CHAIN_SPREAD=1); 40 queries, 48 keys */
     for (int s = 0; s < 2; s++) {
       setenv("KILN_CUDA_CHAIN_SPREAD", s ? "1" : "0", 1);
@@ -1585,6 +1631,7 @@ int main(void) {
   test_mma_shapes();
   test_chain_mma_shapes();
   test_chain_prefetch_shapes();
+  test_chain_lanes_shapes();
   test_library_match();
   const char *want = getenv("KILN_TEST_BACKEND");
   if (want && !strcmp(want, "vulkan")) {
