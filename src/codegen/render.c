@@ -3881,8 +3881,9 @@ static void chain_score_point(R *r, const Chain *c, const char *row0, const char
  * lanes a row (CgOptions.chain_lanes) a warp takes 32 / G rows at once, each row's sums meeting in
  * its group's shuffles: a tile's 16 rows are one pass of 8 warps, where a warp a row took two
  * passes, each of dependent shuffles. Every lane of a warp then runs the same passes (the full-mask
- * shuffles need it): a row past the queries is computed on the last query's row and stores nothing
- * but its place in Ps, which no output reads. */
+ * shuffles need it): a row past the queries runs on its own row of Ss (the zero queries' scores) with
+ * the last query's row index for what it reads from memory, and stores nothing but its own rows of Ss
+ * and Ps, which no output reads. */
 static void chain_rows_shared(R *r, const Chain *c, int rows, int64_t sd, const char *post, int G) {
   const char *I = ix(r);
   int W = CG_GEMM_THREADS / 32, P = 32 / G;
@@ -3905,7 +3906,9 @@ static void chain_rows_shared(R *r, const Chain *c, int rows, int64_t sd, const 
   char head[96], value[64], pv[32], at[160];
   if (G < 32) snprintf(head, sizeof head, "for (%s r = gl; r < %s; r += %d) {", I, lit(r, c->L), G);
   else snprintf(head, sizeof head, "for (%s r = lane; r < %s; r += 32) {", I, lit(r, c->L));
-  snprintf(value, sizeof value, "Ss[%s * %lld + r]", row, (long long)sd);
+  /* each group's own row of Ss (a row past the queries holds the zero queries' scores): the sum's loop
+   * writes its summands there, so a group on the last query's row in Ss would race with that row's own */
+  snprintf(value, sizeof value, "Ss[rr * %lld + r]", (long long)sd);
   snprintf(pv, sizeof pv, "s%d", c->p->stage);
   snprintf(at, sizeof at, post, pv);
   if (G < 32) r->lanes = G, r->live = ragged ? "live" : NULL;

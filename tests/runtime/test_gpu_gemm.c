@@ -592,8 +592,8 @@ static void test_chain_prefetch_shapes(void) {
 
 /* A shared chain's softmax rows on G lanes each (chain_lanes): bert's 16-row tiles are one pass of 8
  * warps at 16 lanes (2 rows a warp at once), the row's sums meeting in its group's shuffles; 130
- * queries leave the last tile ragged, its rows past the queries computed on the last query's row and
- * storing nothing (live); at 4 lanes, 8 rows a warp, two warps take the tile. At 32 (and by default)
+ * queries leave the last tile ragged, its rows past the queries reading memory at the last query's row
+ * and storing nothing there (live); at 4 lanes, 8 rows a warp, two warps take the tile. At 32 (and by default)
  * a warp a row, as before. Each source compiles. */
 static void test_chain_lanes_shapes(void) {
   static const int64_t queries[2] = { 128, 130 };
@@ -617,6 +617,10 @@ static void test_chain_lanes_shapes(void) {
       bool live = src.s && strstr(src.s, "const bool live = i0 + rr < INT64_C(130);");
       CHECK_MSG(live == (i == 1 && G && G < 32), "lanes %d at %d: live rows %d", i, G, live);
       CHECK_MSG(src.s && !!strstr(src.s, "if (i0 + rr >= ") == !(G && G < 32), "lanes %d at %d: a break past the queries", i, G);
+      /* a row past the queries reads and writes its own row of Ss: on the last query's row, its summands
+       * raced with that row's own reads (on the H100: a second run differed, errors up to 5e-3) */
+      CHECK_MSG(src.s && !strstr(src.s, "Ss[rq"), "lanes %d at %d: a row past the queries on another row of Ss", i, G);
+      CHECK_MSG(src.s && !!strstr(src.s, "const int64_t v2 = i0 + (int64_t)rq") == live, "lanes %d at %d: the last query's row index", i, G);
       sb_free(&src);
       if (G == 16 || (G == 4 && i == 1)) compiles_with(&r, &o, "const int gl = lane % ", "attention chain, lanes a row");
     }
@@ -1330,7 +1334,7 @@ static void test_mma_values(bool sanitized) {
     unsetenv("KILN_CUDA_CHAIN_BLOCKS");
     unsetenv("KILN_CUDA_CHAIN_PREFETCH");
     /* the softmax rows on 16, 8 and 4 lanes each (KILN_CUDA_CHAIN_LANES): the same 96 batch points of 130
-     * queries, the last tile's 14 rows past the queries computed on the last one's row */
+     * queries, the last tile's 14 rows past the queries on their own rows of scores */
     static const char *lanes[3] = { "16", "8", "4" };
     for (int t = 0; t < 4; t++) {
       int64_t pins[3] = { 96 * 130 * 64, 96 * 48 * 64, 96 * 48 * 32 }, pouts[1] = { 96 * 130 * 32 };
