@@ -605,6 +605,10 @@ typedef struct kiln_options {
                            0 the loads and unary values alone; the same bits; default -1: 1 on cuda (raced with
                            cuda_row_fill on the H100: bert_layer_b8s128_bf16 0.975 and 0.979), 0 elsewhere
                            ($KILN_ROW_VALUES) */
+  int nan_fold;         /* grid backends: 1 a max or min row's NaN flag rides in its value through the row's one
+                           reduction (the reductions keep a NaN), where 0 (default) reduced the flag in a second
+                           reduction of its own: 5 shuffles a warp row, a block row's shared array and 2
+                           barriers. The same bits ($KILN_NAN_FOLD; not yet raced) */
   int cuda_row_fill;    /* cuda: a row kernel of a block a row (at least 32 rows) widens its blocks (doubling,
                            at least 2 points a thread) until the grid holds this many warps (64 .. 65536); 0
                            off: 1024 rows of 768 take 64 threads each, 2048 warps, about 15 of an H100

@@ -308,6 +308,8 @@ typedef struct CgOptions {
   bool cluster_splitk;  /* split-K through thread-block clusters where the spans fit one (KILN_CUDA_CLUSTER) */
   int min_span_tiles;   /* split-K: a span at least this many k-tiles (0: gemm.c's MIN_SPAN_TILES, 2;
                            kiln_options.cuda_min_span) */
+  bool nan_fold;        /* grid dialects: a max or min row's NaN flag folded into its value before the row's one
+                           reduction (block_combine; kiln_options.nan_fold) */
   bool row_values;      /* block rows keep whole values for their later loops (render.c row_cache_values;
                            kiln_options.row_values) */
   int row_fill;         /* block rows of a block a row widen their blocks until the grid holds this many warps

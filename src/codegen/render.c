@@ -2438,6 +2438,25 @@ static void block_combine(R *r, const Item *it) {
   if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN)
     line(r, "ai%d = %s(a%d, ai%d, %d, %d);", s, warp ? d->warp_reduce_arg : d->block_reduce_arg, s, s,
          S->rop == RO_ARGMAX, S->select_last != 0);
+  else if (nan_flag(S, it->body->dtype) && r->o->nan_fold) {
+    /* the lane's flag into its value (the loop's max never takes a NaN: a is one only through the flag),
+     * and the dialects' max and min reductions keep a NaN: one reduction gives the row's value and its
+     * flag, each thread's the same (acc_final reads the flag) */
+    kiln_dtype bt = it->body->dtype;
+    char nan[64], isnan[64], flag[96], a[16];
+    cast_to(r, acc_type(r, S, bt), bt == KILN_F64 ? d->nan_f64 : d->nan_f32, nan, sizeof nan);
+    line(r, "if (an%d%s) a%d = %s;", s, d->bool_type ? " != 0" : "", s, nan);
+    line(r, "a%d = %s(a%d, %s);", s, red, s, d->reduce_op[S->rop]);
+    snprintf(a, sizeof a, "a%d", s);
+    nan_test(r, a, true, isnan, sizeof isnan);
+    if (d->bool_type) {
+      char p[80];
+      snprintf(p, sizeof p, "(%s)", isnan);
+      cast_to(r, "int", p, flag, sizeof flag);
+    } else snprintf(flag, sizeof flag, "%s", isnan);
+    line(r, "an%d = %s;", s, flag);
+    return;
+  }
   else line(r, "a%d = %s(a%d, %s);", s, red, s, d->reduce_op[S->rop]);
   /* a NaN one thread saw makes the row's result NaN for every thread (the one that stores it
    * and those that read it in the row's later steps) */

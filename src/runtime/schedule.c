@@ -927,6 +927,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   /* -1: on for cuda, with the row fill (H100, two calls: bert_layer_b8s128_bf16 0.975 and 0.979, its layernorms
    * 6.15 -> 5.74 and 6.41 -> 5.63 us by ncu, the rest level); vulkan has not raced it */
   g->row_values = o->row_values == 1 || (o->row_values == -1 && cuda);
+  if (o->nan_fold < 0 || o->nan_fold > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "nan_fold ($KILN_NAN_FOLD) is %d: 0 off, 1 a max or min row's NaN flag in its "
+                     "value's reduction", o->nan_fold);
+  g->nan_fold = o->nan_fold == 1;
   if (o->cuda_row_fill < -1 || (o->cuda_row_fill > 0 && (o->cuda_row_fill < 64 || o->cuda_row_fill > 65536)))
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_row_fill ($KILN_CUDA_ROW_FILL) is %d: -1 the default (8192), 0 off, or "
                      "64 .. 65536 warps", o->cuda_row_fill);

@@ -804,6 +804,14 @@ int main(void) {
     if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.chain_sm_blocks == 0);
     kf.cuda_chain_blocks = 9;
     refused(&kf, cu, "KILN_CUDA_CHAIN_BLOCKS");
+    /* a max row's NaN flag in its value's reduction: off by default, on every grid backend when asked */
+    kf = kiln_options_default();
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.nan_fold);
+    kf.nan_fold = 1;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.nan_fold);
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.nan_fold);
+    kf.nan_fold = 2;
+    refused(&kf, cu, "KILN_NAN_FOLD");
     /* the shared chain's lanes a softmax row: 32 by default, 4, 8, 16 or 32 on cuda alone */
     kf = kiln_options_default();
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.chain_lanes == 32);

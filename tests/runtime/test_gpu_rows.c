@@ -326,6 +326,95 @@ static void run(kiln_graph *g, const char *be, const void *const *in, float **ou
   kiln_program_free(p);
 }
 
+/* Rows holding NaN (every third row, at a column that moves along the row), +inf and -inf
+ * (every third from the second), or neither, under the max and min rows and softmax and argmax,
+ * on both forms of a max row's NaN flag (KILN_NAN_FOLD 0: reduced on its own; 1: in the value's
+ * reduction): as ref, a row's max and min and every point of its softmax NaN where the row holds
+ * a NaN, the same values where not. Shapes: a block a row (300 and 2000 points), rows of a warp
+ * (64 points, many rows), a ragged few. */
+static void test_values_nan(void) {
+  static const int64_t shapes[][2] = { { 40, 300 }, { 3, 2000 }, { 1024, 64 }, { 5, 37 } };
+  for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++) {
+    int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols, sh[2] = { rows, cols };
+    kiln_graph *g;
+    kiln_tensor x, y[4], a;
+    OK(kiln_graph_create(&g));
+    OK(kiln_graph_input(g, "x", KILN_F32, 2, sh, &x));
+    OK(kiln_graph_reduce(g, KILN_REDUCE_MAX, x, 1, (int[]){ 1 }, 0, &y[0]));
+    OK(kiln_graph_reduce(g, KILN_REDUCE_MIN, x, 1, (int[]){ 1 }, 0, &y[1]));
+    OK(kiln_graph_softmax(g, x, 1, &y[2]));
+    OK(kiln_graph_argmax(g, x, 1, 0, 0, &a));
+    OK(kiln_graph_cast(g, a, KILN_F32, &y[3]));
+    for (int i = 0; i < 4; i++) OK(kiln_graph_output(g, y[i], NULL));
+    const int64_t len[4] = { rows, rows, n, rows };
+    float *x0 = malloc((size_t)n * sizeof *x0), *want[4], *got[4];
+    for (int i = 0; i < 4; i++) want[i] = malloc((size_t)len[i] * 4), got[i] = malloc((size_t)len[i] * 4);
+    for (int64_t i = 0; i < n; i++) x0[i] = (float)(3 * test_rand(&seed));
+    for (int64_t r = 0; r < rows; r++) {
+      int64_t c = (r * 37 + 5) % cols;
+      if (r % 3 == 0) x0[r * cols + c] = NAN;
+      if (r % 3 == 1) x0[r * cols + c] = INFINITY, x0[r * cols + (c + 1) % cols] = -INFINITY;
+    }
+    const void *in[1] = { x0 };
+    run(g, "ref", in, want);
+    for (int fold = 0; fold < 2; fold++) {
+      setenv("KILN_NAN_FOLD", fold ? "1" : "0", 1);
+      for (int i = 0; i < 4; i++)
+        for (int64_t j = 0; j < len[i]; j++) got[i][j] = -1234.5f;  /* poison: not a value any output takes */
+      run(g, backend, in, got);
+      for (int i = 0; i < 4; i++) {
+        int64_t bad = 0, first = -1;
+        for (int64_t j = 0; j < len[i]; j++) {
+          bool same = isnan(want[i][j]) ? isnan(got[i][j])
+                                        : got[i][j] == want[i][j] || fabs((double)got[i][j] - want[i][j]) <= 1e-6 + 1e-5 * fabs((double)want[i][j]);
+          if (!same && !bad++) first = j;
+        }
+        CHECK_MSG(!bad, "NaN rows %lldx%lld, output %d, nan fold %d: %lld points differ from ref, the first %lld (%g, ref %g)",
+                  (long long)rows, (long long)cols, i, fold, (long long)bad, (long long)first, bad ? got[i][first] : 0.0,
+                  bad ? want[i][first] : 0.0);
+      }
+      /* the rows' NaN reach their results: not a test that passes with no NaN at all */
+      CHECK(isnan(want[0][0]) && isnan(want[2][0]) && !isnan(want[0][1]) && want[0][1] == INFINITY);
+    }
+    unsetenv("KILN_NAN_FOLD");
+    free(x0);
+    for (int i = 0; i < 4; i++) free(want[i]), free(got[i]);
+    kiln_graph_free(g);
+  }
+}
+
+/* A max row's NaN flag (nan_fold): off, the flag has a reduction of its own after the value's (a
+ * warp's shuffles, a block's k_block); on, the lane's flag goes into its value before the value's one
+ * reduction and comes back from it. A softmax of 1024 rows of 768 (a block a row) and of 4096 of 64
+ * (a warp a row). Each source compiles. */
+static void test_render_nan_fold(void) {
+  static const int64_t shapes[][2] = { { 1024, 768 }, { 4096, 64 } };
+  for (int s = 0; s < 2; s++) {
+    kiln_graph *g = row_graph(KILN_F32, SOFTMAX, shapes[s][0], shapes[s][1]);
+    for (int fold = 0; fold < 2; fold++) {
+      TE *te = NULL;
+      Plan *p = NULL;
+      kiln_options o = kiln_options_default();
+      PlanOptions po = plan_options(&o);
+      CgOptions co = cg_options_default();
+      co.nan_fold = fold;
+      StrBuf src = { 0 };
+      OK(te_lower(&g->g, &te));
+      if (te) OK(plan_build(te, &po, &p));
+      if (p) OK(cg_render_plan(p, &cg_dialect_cuda, &co, NULL, &src));
+      bool own = src.s && (strstr(src.s, "= k_block(an") || strstr(src.s, "= k_warp(an"));
+      bool folded = src.s && strstr(src.s, ") a1 = (float)K_NANF;") && strstr(src.s, "an1 = a1 != a1;");
+      CHECK_MSG(own == !fold && folded == !!fold, "softmax %lldx%lld, nan fold %d: the flag's own reduction %d, folded %d",
+                (long long)shapes[s][0], (long long)shapes[s][1], fold, own, folded);
+      if (fold && src.s) check_compiles(src.s, "nan fold", "softmax", shapes[s][0], shapes[s][1]);
+      sb_free(&src);
+      plan_free(p);
+      te_free(te);
+    }
+    kiln_graph_free(g);
+  }
+}
+
 /* Column sums and maxima (reduce over axis 0, the reads across rows) against ref, with column
  * rows (KILN_COLUMN_ROWS=1) and without. */
 static void test_columns(void) {
@@ -559,13 +648,14 @@ int main(void) {
   const char *want = getenv("KILN_TEST_BACKEND");
   if (want && !strcmp(want, "vulkan")) {  /* values alone: the render checks are cuda's, run once */
     backend = "vulkan";
-    if (rt_backend_vulkan.probe() == KILN_OK) test_values(), test_values_half(), test_columns();
+    if (rt_backend_vulkan.probe() == KILN_OK) test_values(), test_values_half(), test_columns(), test_values_nan();
     else CHECK_MSG(!getenv("KILN_TEST_REQUIRE_BACKEND"), "no vulkan device: %s", kiln_last_error());
   } else {
     test_render();
     test_render_half();
     test_render_values();
-    if (rt_backend_cuda.probe() == KILN_OK) test_values(), test_values_half(), test_columns();
+    test_render_nan_fold();
+    if (rt_backend_cuda.probe() == KILN_OK) test_values(), test_values_half(), test_columns(), test_values_nan();
     else printf("skip (values): no CUDA driver (%s)\n", kiln_last_error());
   }
   char cmd[200];
