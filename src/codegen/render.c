@@ -159,6 +159,17 @@ static void nan_test(const R *r, const char *a, bool is, char *o, size_t n) {
   } else snprintf(o, n, "%s %s %s", a, is ? "!=" : "==", a);
 }
 
+/* a != a (or the dialect's isnan) as an int, a NaN flag's type: cast where bool is a type of its own. */
+static void nan_flag_test(const R *r, const char *a, char *o, size_t n) {
+  char isnan[128];
+  nan_test(r, a, true, isnan, sizeof isnan);
+  if (r->d->bool_type) {
+    char p[140];
+    snprintf(p, sizeof p, "(%s)", isnan);
+    cast_to(r, "int", p, o, n);
+  } else snprintf(o, n, "%s", isnan);
+}
+
 /* A boolean constant: 1/0 where comparisons are ints, true/false where bool is a type of its own. */
 static const char *truth(const R *r, bool v) { return r->d->bool_type ? (v ? "true" : "false") : (v ? "1" : "0"); }
 
@@ -723,14 +734,10 @@ static void acc_update(R *r, const Item *it, const char *v) {
   snprintf(a, sizeof a, "a%d%s", it->stage, ln);
   snprintf(an, sizeof an, "an%d%s", it->stage, ln);
   snprintf(ai, sizeof ai, "ai%d%s", it->stage, ln);
-  char cv[320], nan[160], isnan[128];  /* v in the accumulator's type; v != v as an int */
+  char cv[320], nan[160], isnan[128];  /* v in the accumulator's type; v != v as an int, and as a test */
   cast_to(r, acc_type(r, S, bt), v, cv, sizeof cv);
+  nan_flag_test(r, v, nan, sizeof nan);
   nan_test(r, v, true, isnan, sizeof isnan);
-  if (r->d->bool_type) {
-    char p[140];
-    snprintf(p, sizeof p, "(%s)", isnan);
-    cast_to(r, "int", p, nan, sizeof nan);
-  } else snprintf(nan, sizeof nan, "%s", isnan);
   switch (S->rop) {
   case RO_SUM: line(r, "%s += %s;", a, cv); break;
   case RO_PROD: line(r, "%s *= %s;", a, cv); break;
@@ -2443,17 +2450,12 @@ static void block_combine(R *r, const Item *it) {
      * and the dialects' max and min reductions keep a NaN: one reduction gives the row's value and its
      * flag, each thread's the same (acc_final reads the flag) */
     kiln_dtype bt = it->body->dtype;
-    char nan[64], isnan[64], flag[96], a[16];
+    char nan[64], flag[96], a[16];
     cast_to(r, acc_type(r, S, bt), bt == KILN_F64 ? d->nan_f64 : d->nan_f32, nan, sizeof nan);
     line(r, "if (an%d%s) a%d = %s;", s, d->bool_type ? " != 0" : "", s, nan);
     line(r, "a%d = %s(a%d, %s);", s, red, s, d->reduce_op[S->rop]);
     snprintf(a, sizeof a, "a%d", s);
-    nan_test(r, a, true, isnan, sizeof isnan);
-    if (d->bool_type) {
-      char p[80];
-      snprintf(p, sizeof p, "(%s)", isnan);
-      cast_to(r, "int", p, flag, sizeof flag);
-    } else snprintf(flag, sizeof flag, "%s", isnan);
+    nan_flag_test(r, a, flag, sizeof flag);
     line(r, "an%d = %s;", s, flag);
     return;
   }
