@@ -557,8 +557,11 @@ typedef struct kiln_options {
                            2 the same with each warp's 16 rows kept in its mma fragments from the scores to
                            the second product (a candidate: 0.975 on an H100, 1.026 on the H200 before
                            the softmax's exponentials were kept; bench/results/2026-12-05-h200-rounding-
-                           chains.md); 0 f32 multiply-adds as
-                           for f32 ($KILN_CUDA_CHAIN_MMA) */
+                           chains.md); 3 and 4 the fragments' form with each tile's keys split over 2 and
+                           4 warps, their rows' maxima and sums met across the warps and their partial
+                           outputs added through shared memory (the fragments' form ran each warp's 16 rows
+                           over all keys as one chain of dependent instructions; not yet raced); 0 f32
+                           multiply-adds as for f32 ($KILN_CUDA_CHAIN_MMA) */
   int gemm_heads;       /* cuda: 1 a row kernel whose per-point value only one contraction reads, as its factor
                            along the reduction (a pre-norm layernorm before the QKV or FFN projection), is
                            computed at the head of each of the contraction's 32 x 32 tiles, the tile's rows

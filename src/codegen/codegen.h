@@ -224,6 +224,8 @@ typedef struct Dialect {
   const char *vec4h_lane[4];      /* lane l's 16 bits (a uint16_t) of the vector named by %s */
   const char *block_reduce;       /* T block_reduce(T v, op): every thread of the block gets op over all */
   const char *warp_reduce;        /* the same over a warp of 32 */
+  const char *quad_keys_reduce;   /* ... and then over the quads of the same lanes in W warps (a format of W),
+                                   * through shared memory (NULL: none; a chain's keys split over warps) */
   const char *quad_reduce;        /* the same over a quad of lanes 4r .. 4r + 3 (NULL: none; an mma
                                    * chain's rows in fragments, cg_chain_mma) */
   const char *group_reduce;       /* the same over W consecutive lanes (%d: W, a power of two 2 .. 32), every
@@ -337,7 +339,8 @@ typedef struct CgOptions {
   bool mma_tf32;        /* ... and of f32 operands, rounded to TF32 (kiln_options.tf32) */
   int chain_mma;        /* attention chains of 16-bit values: both products on the mma where mma_half allows
                            (cg_chain_mma; kiln_options.cuda_chain_mma): 0 never, 1 the rows in shared
-                           memory, 2 each warp's rows in its mma fragments (CG_CHAIN_FRAGS) */
+                           memory, 2 each warp's rows in its mma fragments (CG_CHAIN_FRAGS), 3 and 4 each
+                           tile's keys over 2 and 4 warps (CG_CHAIN_FRAGS2, CG_CHAIN_FRAGS4) */
   bool mma_many_blocks; /* ... their tiles picked for about four blocks a multiprocessor, not one as the f32
                            tiles are (kiln_options.tensor_cores 3: raced, slower on the H200) */
   int mma_small_k;      /* ... the k-tile of a 32x32 mma tile through registers (kiln_options.cuda_mma_k:
@@ -529,8 +532,11 @@ typedef enum { CG_GPU_POINTS, CG_GPU_VEC4, CG_GPU_BLOCK_ROWS, CG_GPU_GEMM, CG_GP
  * CG_GEMM_THREADS threads, a block per PLAN_CHAIN_ROWS rows of one batch point, this much
  * dynamic shared memory (bytes) and these blocks. */
 /* A blocked chain's form: its products as f32 multiply-adds, on the mma with the rows between them in
- * shared memory, or on the mma with each warp's 16 rows in its fragments throughout. */
-typedef enum { CG_CHAIN_FMA, CG_CHAIN_SHARED, CG_CHAIN_FRAGS } CgChainForm;
+ * shared memory, or on the mma with each warp's 16 rows in its fragments throughout; FRAGS2 and FRAGS4
+ * as FRAGS with each tile's keys split over 2 or 4 warps. */
+typedef enum { CG_CHAIN_FMA, CG_CHAIN_SHARED, CG_CHAIN_FRAGS, CG_CHAIN_FRAGS2, CG_CHAIN_FRAGS4 } CgChainForm;
+/* The warps a tile of the fragments' forms (1, 2, 4), their share of its keys each; 0 for the other forms. */
+int cg_chain_key_warps(CgChainForm form);
 /* Shared memory of a chain's block; prefetch (cg_chain_prefetch): a second tile of queries. */
 int64_t cg_chain_smem(const Kernel *last, CgChainForm form, bool prefetch);
 /* Does the chain ending at ko copy its next tile's queries during this one (CgOptions.chain_prefetch,

@@ -56,6 +56,21 @@ static const char prelude[] =
   "  v = f(v, k_shfl(v, 2));\n"
   "  return (T)__shfl_sync(0xffffffffu, v, (threadIdx.x & 31) & ~3);\n"
   "}\n"
+  /* ... and over the quads of the same lanes in W consecutive warps (a tile of a chain whose keys are
+   * split over W warps): each lane's quad value through shared memory, combined in warp order, so every
+   * warp of the W gets the same bits. Every thread of the block calls it, in the same order: the first
+   * barrier frees the slots the last call read. */
+  "template <int W, class T, class F> KI T k_quad_keys(T v, F f) {\n"
+  "  __shared__ T sl[256];  /* a chain's CG_GEMM_THREADS threads */\n"
+  "  v = k_quad(v, f);\n"
+  "  __syncthreads();\n"
+  "  sl[threadIdx.x] = v;\n"
+  "  __syncthreads();\n"
+  "  const int w0 = (int)(threadIdx.x >> 5) / W * W, l = threadIdx.x & 31;\n"
+  "  T s = sl[w0 * 32 + l];\n"
+  "  for (int j = 1; j < W; j++) s = f(s, sl[(w0 + j) * 32 + l]);\n"
+  "  return s;\n"
+  "}\n"
   /* ... and over a group of W consecutive lanes (a banded pair's rows, W lanes a row) */
   "template <int W, class T, class F> KI T k_lanes(T v, F f) {\n"
   "  for (int d = W / 2; d > 0; d >>= 1) v = f(v, k_shfl(v, d));\n"
@@ -256,7 +271,7 @@ const Dialect cg_dialect_cuda = {
   .vec4h_load = "((const uint2 *)b%d)[%s]",
   .vec4h_lane = { "(uint16_t)%s.x", "(uint16_t)(%s.x >> 16)", "(uint16_t)%s.y", "(uint16_t)(%s.y >> 16)" },
   .block_reduce = "k_block",
-  .warp_reduce = "k_warp", .quad_reduce = "k_quad", .group_reduce = "k_lanes<%d>",
+  .warp_reduce = "k_warp", .quad_reduce = "k_quad", .quad_keys_reduce = "k_quad_keys<%d>", .group_reduce = "k_lanes<%d>",
   .block_reduce_arg = "k_block_arg",
   .warp_reduce_arg = "k_warp_arg",
   .reduce_op = { [RO_SUM] = "k_add()", [RO_PROD] = "k_mul()", [RO_MAX] = "k_max()", [RO_MIN] = "k_min()" },

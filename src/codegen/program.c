@@ -110,7 +110,10 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     if (k->chain > 0)
       snprintf(l->why, sizeof l->why, "attention: k%d..k%d, %d rows a block, %d B shared%s%s%s", k->id - k->chain + 1, k->id,
                cg_chain_rows(k, form), l->smem, mma == CG_MMA_BF16 ? ", bf16 mma" : mma == CG_MMA_F16 ? ", f16 mma" : "",
-               form == CG_CHAIN_FRAGS ? ", rows in fragments" : "",
+               cg_chain_key_warps(form) == 1   ? ", rows in fragments"
+               : cg_chain_key_warps(form) == 2 ? ", rows in fragments, keys over 2 warps"
+               : cg_chain_key_warps(form) == 4 ? ", rows in fragments, keys over 4 warps"
+                                               : "",
                cg_chain_prefetch(k, form, o) ? ", the next tile's queries copied during this one" : "");
     else snprintf(l->why, sizeof l->why, "in the attention kernel k%d", plan_chain_end(p, k->id));
     return;

@@ -51,6 +51,7 @@ typedef struct R {
   int nv;
   const char *guard;   /* grid dialects: condition on stores of per-row values (one thread writes) */
   bool quad;           /* a row's reductions over a quad of lanes (an mma chain's rows in fragments) */
+  int quad_keys;       /* ... and then over this many warps' quads (> 1: the chain's keys split over warps) */
   int lanes;           /* warp_row_steps: a row's lanes, a group of this many (0: the warp; banded pairs) */
   const char *live;    /* warp_row_steps: the condition on every store (NULL: none; a banded pair's rows) */
   const Expr *held;    /* warp_row_steps over a row read from memory (x < 0): the first loop's value kept at
@@ -2441,7 +2442,9 @@ static void block_combine(R *r, const Item *it) {
   bool warp = r->ro.rows > 1;  /* a warp per row: shuffles only */
   char group[32];
   if (r->lanes) snprintf(group, sizeof group, d->group_reduce, r->lanes);  /* cg_pair_banded said */
-  const char *red = r->quad ? d->quad_reduce : r->lanes ? group : warp ? d->warp_reduce : d->block_reduce;  /* quad: cg_chain_mma said */
+  if (r->quad && r->quad_keys > 1) snprintf(group, sizeof group, d->quad_keys_reduce, r->quad_keys);
+  const char *red = r->quad ? (r->quad_keys > 1 ? group : d->quad_reduce) : r->lanes ? group : warp ? d->warp_reduce
+                                                                                              : d->block_reduce;  /* quad: cg_chain_mma said */
   if (S->rop == RO_ARGMAX || S->rop == RO_ARGMIN)
     line(r, "ai%d = %s(a%d, ai%d, %d, %d);", s, warp ? d->warp_reduce_arg : d->block_reduce_arg, s, s,
          S->rop == RO_ARGMAX, S->select_last != 0);
@@ -3012,8 +3015,8 @@ bool cg_chain_blocked(const Dialect *d, const Kernel *ko) {
  * more of them in flight win). An mma chain's tiles are the mma's 16 rows. */
 int cg_chain_rows(const Kernel *ko, CgChainForm form) {
   int64_t I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
-  int rows = PLAN_CHAIN_ROWS;
-  if (form == CG_CHAIN_FRAGS) return rows * (CG_GEMM_THREADS / 32);  /* a warp's 16 rows each */
+  int rows = PLAN_CHAIN_ROWS, kw = cg_chain_key_warps(form);
+  if (kw) return rows * (CG_GEMM_THREADS / 32) / kw;  /* a warp's 16 rows each (kw warps a tile's) */
   if (form == CG_CHAIN_FMA && batch * ((I + rows - 1) / rows) < 128) rows /= 2;
   return rows;
 }
@@ -3025,7 +3028,9 @@ int cg_chain_rows(const Kernel *ko, CgChainForm form) {
  * fragments' form the 16-bit Qs[RB][D+8], Ks and Vs alone, RB its rows a block. */
 int64_t cg_chain_smem(const Kernel *ko, CgChainForm form, bool prefetch) {
   int64_t L = ko->red_shape[0], E = ko->shape[ko->rank - 1], D = (ko - 2)->red_shape[0], R = PLAN_CHAIN_ROWS;
-  if (form == CG_CHAIN_FRAGS) return 2 * (cg_chain_rows(ko, form) * (D + 8) + L * (D + 8) + L * (E + 8));
+  int kw = cg_chain_key_warps(form);
+  if (kw)  /* and with the keys split, each thread's E / 2 partial outputs, for the tile's warps to add */
+    return 2 * (cg_chain_rows(ko, form) * (D + 8) + L * (D + 8) + L * (E + 8)) + (kw > 1 ? 4 * CG_GEMM_THREADS * (E / 2) : 0);
   if (form == CG_CHAIN_SHARED)
     return 4 * R * (L + 4) + 2 * ((prefetch ? 2 : 1) * R * (D + 8) + L * (D + 8) + L * (E + 8) + R * (L + 8));
   return 4 * (R * (D + 4) + L * (D + 4) + L * (E + 4) + R * (L + 4));
@@ -3039,7 +3044,7 @@ int64_t cg_chain_splits(const Kernel *ko, CgChainForm form, int sm_blocks) {
   int64_t I = ko->shape[ko->rank - 2], batch = ko->outer_numel / (ko->shape[ko->rank - 1] * I);
   int rows = cg_chain_rows(ko, form);
   int64_t tiles = (I + rows - 1) / rows, sp = (132 + batch - 1) / batch;
-  if (form == CG_CHAIN_FRAGS) return tiles;  /* a block each tile of a warp's rows per warp */
+  if (cg_chain_key_warps(form)) return tiles;  /* a block each tile of a warp's rows per warp */
   if (form == CG_CHAIN_SHARED) {  /* about 4 blocks a multiprocessor (their shared memory fits), tiles shared out evenly:
                * the mma leaves a tile's time to latency, which more blocks in flight hide */
     sp = ((sm_blocks > 0 ? sm_blocks : 4) * 132 + batch - 1) / batch;
@@ -3077,13 +3082,19 @@ CgMma cg_chain_mma(const Plan *p, const Kernel *ko, const Dialect *d, const CgOp
   *form = CG_CHAIN_SHARED;
   /* fragments: a thread holds L / 2 of its rows' values and E / 2 outputs (registers), the rows' sums
    * and maxima meet in quads (no arg-reductions) */
-  bool frags = o->chain_mma == 2 && d->quad_reduce && c.L <= PLAN_CHAIN_FRAG_ROW && c.E <= PLAN_CHAIN_FRAG_ROW;
+  bool frags = o->chain_mma >= 2 && d->quad_reduce && c.L <= PLAN_CHAIN_FRAG_ROW && c.E <= PLAN_CHAIN_FRAG_ROW;
+  int kw = o->chain_mma == 3 ? 2 : o->chain_mma == 4 ? 4 : 1;
+  if (kw > 1 && (!d->quad_keys_reduce || c.L % (16 * kw))) kw = 1;  /* each warp's share whole 16-key k-steps */
   for (int i = 0; frags && i < c.kr->n_items; i++) {
     const Stage *S = &p->te->stages[c.kr->items[i].stage];
     frags = c.kr->items[i].kind != IT_ACC || (S->rop != RO_ARGMAX && S->rop != RO_ARGMIN);
   }
-  if (frags) *form = CG_CHAIN_FRAGS;
+  if (frags) *form = kw == 4 ? CG_CHAIN_FRAGS4 : kw == 2 ? CG_CHAIN_FRAGS2 : CG_CHAIN_FRAGS;
   return t == KILN_BF16 ? CG_MMA_BF16 : CG_MMA_F16;
+}
+
+int cg_chain_key_warps(CgChainForm form) {
+  return form == CG_CHAIN_FRAGS ? 1 : form == CG_CHAIN_FRAGS2 ? 2 : form == CG_CHAIN_FRAGS4 ? 4 : 0;
 }
 
 /* r renders part k of the chain: its vars' ranges for simplification. */
@@ -4216,16 +4227,18 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
  * P written back in place, P's values packed into the A fragments of the second product (an m16n8
  * accumulator's layout is the m16k16 A operand's), and the product with the values n-tile by n-tile.
  * No shared memory for the rows and no barrier between the products. */
-static void render_chain_frags(R *r, const Chain *c, CgMma mma) {
+static void render_chain_frags(R *r, const Chain *c, CgMma mma, int KW) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma];
-  int n = c->n, RB = cg_chain_rows(c->ko, CG_CHAIN_FRAGS);
-  int64_t sp = cg_chain_splits(c->ko, CG_CHAIN_FRAGS, r->o->chain_sm_blocks), qd = c->D + 8, kd = c->D + 8, vd = c->E + 8;
-  int64_t NT = c->L / 8, ET = c->E / 8, KS = c->L / 16;
+  CgChainForm form = KW == 4 ? CG_CHAIN_FRAGS4 : KW == 2 ? CG_CHAIN_FRAGS2 : CG_CHAIN_FRAGS;
+  int n = c->n, RB = cg_chain_rows(c->ko, form);
+  int64_t sp = cg_chain_splits(c->ko, form, r->o->chain_sm_blocks), qd = c->D + 8, kd = c->D + 8, vd = c->E + 8;
+  int64_t NT = c->L / 8 / KW, ET = c->E / 8, KS = c->L / 16 / KW;  /* a warp's share of the keys: NT n-tiles, KS k-steps */
   const char *dy = d->dyn_shared_name;
   line(r, "%s", d->dyn_shared);
   line(r, "uint16_t *Qs = (uint16_t *)%s, *Ks = Qs + %lld, *Vs = Ks + %lld;", dy, (long long)(RB * qd),
        (long long)(c->L * kd));
+  if (KW > 1) line(r, "%s *Xs = (%s *)(Vs + %lld);  /* each thread's partial outputs */", F, F, (long long)(c->L * vd));
   line(r, "const int lane = %s %% 32, wp = %s / 32;", T, T);
   line(r, "for (%s blk = %s; blk < %s; blk += %s) {", I, d->block_id, lit(r, c->batch * sp), d->grid_size);
   r->indent++;
@@ -4236,46 +4249,61 @@ static void render_chain_frags(R *r, const Chain *c, CgMma mma) {
   line(r, "%s", d->cp_commit);
   line(r, "%s", d->cp_wait0);
   line(r, "%s", d->barrier);
-  line(r, "const %s iw = i0 + wp * 16;  /* this warp's first row */", I);
-  line(r, "if (iw < %s) {", lit(r, c->I));
+  char qrow[64], kcol[48], at[96], bq[128], bv[160];
+  if (KW == 1) {
+    line(r, "const %s iw = i0 + wp * 16;  /* this warp's first row */", I);
+    line(r, "if (iw < %s) {", lit(r, c->I));
+    snprintf(qrow, sizeof qrow, "wp * 16");
+    kcol[0] = 0;
+  } else {
+    /* each tile's keys over KW warps, whose rows' maxima and sums meet at barriers (k_quad_keys): every
+     * warp runs every step, a tile past the queries on the last tile's rows, storing nothing */
+    line(r, "const bool tl = i0 + (wp / %d) * 16 < %s;  /* this warp's tile is the queries' */", KW, lit(r, c->I));
+    line(r, "const %s iw = tl ? i0 + (wp / %d) * 16 : %s;  /* its first row */", I, KW, lit(r, (c->I - 1) / 16 * 16));
+    line(r, "const int kc0 = (wp %% %d) * %lld;  /* its first key */", KW, (long long)(c->L / KW));
+    line(r, "{");
+    snprintf(qrow, sizeof qrow, "(int)(iw - i0)");
+    snprintf(kcol, sizeof kcol, "kc0 + ");
+  }
   r->indent++;
   /* the scores, A's fragments of the warp's 16 rows loaded once */
   line(r, "unsigned qa[%lld][4];", (long long)(c->D / 16));
   line(r, "%s", d->unroll);
   line(r, "for (int ks = 0; ks < %lld; ks++)", (long long)(c->D / 16));
-  line(r, "  %s(qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], &Qs[(wp * 16 + (lane & 15)) * %lld + ks * 16 + (lane >> 4) * 8]);",
-       d->ldmatrix[2], (long long)qd);
+  line(r, "  %s(qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], &Qs[(%s + (lane & 15)) * %lld + ks * 16 + (lane >> 4) * 8]);",
+       d->ldmatrix[2], qrow, (long long)qd);
   line(r, "%s xs[%lld];", F, (long long)(NT * 4));
   chain_part(r, c->kc);
-  char bq[128];
-  snprintf(bq, sizeof bq, "&Ks[(nt * 8 + (lane & 7)) * %lld + ks + ((lane >> 3) & 1) * 8]", (long long)kd);
+  snprintf(bq, sizeof bq, "&Ks[(%snt * 8 + (lane & 7)) * %lld + ks + ((lane >> 3) & 1) * 8]", kcol, (long long)kd);
   mma_tiles(r, mma, "cc", true, NT, c->D, "qa", 0, d->ldmatrix[0], bq);
-  chain_score_point(r, c, "iw", "fc", "cc[q]", "xs[nt * 4 + q]");
+  char col[48];
+  snprintf(col, sizeof col, "%sfc", kcol);
+  chain_score_point(r, c, "iw", col, "cc[q]", "xs[nt * 4 + q]");
   close_block(r);
   close_block(r);
-  /* KR's steps, row by row of the thread's two: the row's L points are held by its quad, 2 a
-   * fragment of each n-tile; P back into xs */
+  /* KR's steps, row by row of the thread's two: the row's points of the warp's keys are held by its
+   * quad, 2 a fragment of each n-tile; P back into xs */
   chain_part(r, c->kr);
   bool quad = r->quad;
-  r->quad = true;
+  r->quad = true, r->quad_keys = KW, r->live = KW > 1 ? "tl" : NULL;
   for (int h = 0; h < 2; h++) {
     line(r, "{  /* row lane / 4%s */", h ? " + 8" : "");
     r->indent++;
     push(r);
     chain_batch_vars(r, c->kc);
     line(r, "const %s v%d = iw + (%s)((lane >> 2) + %d), v%d = 0;", I, n - 2, I, 8 * h, n - 1);
-    char head[96], at[64], value[64], post[96];
+    char head[96], value[64], post[96];
     snprintf(head, sizeof head, "for (int u = 0; u < %lld; u++) {", (long long)(NT * 2));
-    snprintf(at, sizeof at, "(u >> 1) * 8 + (lane & 3) * 2 + (u & 1)");
+    snprintf(at, sizeof at, "%s(u >> 1) * 8 + (lane & 3) * 2 + (u & 1)", kcol);
     snprintf(value, sizeof value, "xs[(u >> 1) * 4 + %d + (u & 1)]", 2 * h);
     snprintf(post, sizeof post, "xs[(u >> 1) * 4 + %d + (u & 1)] = s%d;", 2 * h, c->p->stage);
     warp_row_steps(r, c->kr, d->unroll, head, at, c->x, value, post, c->p->step);
     pop(r);
     close_block(r);
   }
-  r->quad = quad;
-  /* P (16 x L) as A fragments: an m16n8 tile's (q 0, 1 | 2, 3) are the rows' (lane / 4 | + 8) pairs of
-   * one 8-column half of a 16-deep k-step */
+  r->quad = quad, r->quad_keys = 0, r->live = NULL;
+  /* P (16 x the warp's keys) as A fragments: an m16n8 tile's (q 0, 1 | 2, 3) are the rows' (lane / 4 |
+   * + 8) pairs of one 8-column half of a 16-deep k-step */
   line(r, "unsigned pa[%lld][4];", (long long)KS);
   line(r, "%s", d->unroll);
   line(r, "for (int ks = 0; ks < %lld; ks++)", (long long)KS);
@@ -4289,13 +4317,34 @@ static void render_chain_frags(R *r, const Chain *c, CgMma mma) {
   line(r, "  }");
   /* outputs: P by the values, n-tile by n-tile (V stored along e: ldmatrix x2 transposed) */
   chain_part(r, c->ko);
-  char bv[128];
-  snprintf(bv, sizeof bv, "&Vs[(ks + (lane & 7) + ((lane >> 3) & 1) * 8) * %lld + nt * 8]", (long long)vd);
-  mma_tiles(r, mma, "oc", true, ET, c->L, "pa", 0, d->ldmatrix[1], bv);
-  line(r, "if (iw + fr >= %s) continue;", lit(r, c->I));
-  chain_out_point(r, c, "iw", "fc", "oc[q]");
-  close_block(r);
-  close_block(r);
+  snprintf(bv, sizeof bv, "&Vs[(%sks + (lane & 7) + ((lane >> 3) & 1) * 8) * %lld + nt * 8]", kcol, (long long)vd);
+  mma_tiles(r, mma, "oc", true, ET, c->L / KW, "pa", 0, d->ldmatrix[1], bv);
+  if (KW == 1) {
+    line(r, "if (iw + fr >= %s) continue;", lit(r, c->I));
+    chain_out_point(r, c, "iw", "fc", "oc[q]");
+    close_block(r);
+    close_block(r);
+  } else {
+    /* each warp's sums over its keys; the tile's KW warps add them in warp order (the same bits
+     * whichever adds), each warp the n-tiles of its turn */
+    line(r, "Xs[(nt * 4 + q) * %d + %s] = oc[q];", CG_GEMM_THREADS, T);
+    close_block(r);
+    close_block(r);
+    line(r, "%s", d->barrier);
+    line(r, "for (int nt = wp %% %d; nt < %lld; nt += %d) {", KW, (long long)ET, KW);
+    r->indent++;
+    line(r, "%s", d->unroll);
+    line(r, "for (int q = 0; q < 4; q++) {");
+    r->indent++;
+    line(r, "const int fr = (lane >> 2) + (q >> 1) * 8, fc = nt * 8 + (lane & 3) * 2 + (q & 1);");
+    line(r, "const %s *xo = Xs + (nt * 4 + q) * %d + (wp / %d) * %d + lane;", F, CG_GEMM_THREADS, KW, 32 * KW);
+    line(r, "%s os = xo[0];", F);
+    line(r, "for (int j = 1; j < %d; j++) os += xo[j * 32];", KW);
+    line(r, "if (!tl || iw + fr >= %s) continue;", lit(r, c->I));
+    chain_out_point(r, c, "iw", "fc", "os");
+    close_block(r);
+    close_block(r);
+  }
   close_block(r);
   line(r, "%s", d->barrier);  /* the next block's staging waits for every read of this one */
   close_block(r);
@@ -4311,7 +4360,7 @@ static void render_chain(R *r) {
   r->chain_lo = c.kc->id, r->chain_hi = c.ko->id;
   CgChainForm form;
   CgMma mma = cg_chain_mma(r->p, c.ko, r->d, r->o, &form);
-  if (form == CG_CHAIN_FRAGS) render_chain_frags(r, &c, mma);
+  if (cg_chain_key_warps(form)) render_chain_frags(r, &c, mma, cg_chain_key_warps(form));
   else if (mma) render_chain_mma(r, &c, mma);
   else if (cg_chain_blocked(r->d, c.ko)) render_chain_grid(r, &c);
   else render_chain_loops(r, &c);  /* on a grid without the means: a thread per row, its row in registers */

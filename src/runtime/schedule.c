@@ -876,9 +876,9 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
                      "else 1 .. 4096 points", o->cuda_small_k);
   /* -1: 16 on cuda, the H200 race (bench/results/2026-12-05-h200-small-k.md: cnn_train_b32 0.989) */
   if (cuda && o->cuda_small_k != 0) g->gemm_small_k = o->cuda_small_k > 0 ? o->cuda_small_k : 16;
-  if (o->cuda_chain_mma < 0 || o->cuda_chain_mma > 2)
+  if (o->cuda_chain_mma < 0 || o->cuda_chain_mma > 4)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_chain_mma ($KILN_CUDA_CHAIN_MMA) is %d: 0 off, 1 the rows in shared "
-                     "memory, 2 the rows in fragments", o->cuda_chain_mma);
+                     "memory, 2 the rows in fragments, 3 and 4 with each tile's keys over 2 and 4 warps", o->cuda_chain_mma);
   g->chain_mma = cuda ? o->cuda_chain_mma : 0;
   if (o->gemm_heads < -1 || o->gemm_heads > 3)
     return kiln_fail(KILN_ERR_INVALID_ARG, "gemm_heads ($KILN_GEMM_HEADS) is %d: -1 the default, 0 off, 1 on, 2 on with "

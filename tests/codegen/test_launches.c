@@ -804,6 +804,13 @@ int main(void) {
     if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.chain_sm_blocks == 0);
     kf.cuda_chain_blocks = 9;
     refused(&kf, cu, "KILN_CUDA_CHAIN_BLOCKS");
+    /* the chain's forms on tensor cores: 0 .. 4 (3 and 4 the keys over warps), on cuda alone */
+    kf = kiln_options_default();
+    kf.cuda_chain_mma = 4;
+    if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.chain_mma == 4);
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.chain_mma == 0);
+    kf.cuda_chain_mma = 5;
+    refused(&kf, cu, "KILN_CUDA_CHAIN_MMA");
     /* a max row's NaN flag in its value's reduction: off by default, on every grid backend when asked */
     kf = kiln_options_default();
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(!co.nan_fold);

@@ -629,6 +629,49 @@ static void test_chain_lanes_shapes(void) {
   }
 }
 
+/* The fragments' form with each tile's keys split over 2 or 4 warps (chain_mma 3, 4): bert's 96 heads of
+ * 128 queries over 128 keys take 64 and 32 rows a block (2 and 4 blocks a head), each warp 64 and 32
+ * keys; its rows' maxima and sums meet across the tile's warps (k_quad_keys) and its partial outputs go
+ * through shared memory (Xs, E / 2 floats a thread) to be added in warp order. 130 queries: the last
+ * block's tiles past the queries run on the last tile's rows (tl). 48 keys are no whole k-steps of 2 or
+ * 4 warps: the plain fragments' form. Each source compiles. */
+static void test_chain_key_warps_shapes(void) {
+  static const struct { int64_t q, l; int mma, kw, rows; } shapes[] = {
+    { 128, 128, 3, 2, 64 }, { 128, 128, 4, 4, 32 }, { 130, 64, 3, 2, 64 }, { 130, 64, 4, 4, 32 }, { 40, 48, 3, 1, 128 },
+  };
+  for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++) {
+    kiln_graph *g = attention_typed(KILN_BF16, 8, 12, shapes[i].q, shapes[i].l, 64, 64);
+    Plans r = { 0 };
+    int last = chain_plan(g, &r);
+    CHECK_MSG(last >= 0, "key warps %d: no chain in the plan", i);
+    if (last >= 0) {
+      const Kernel *ko_ = &r.p->kernels[last];
+      CgOptions o = cg_options_default();
+      o.mma_half = true, o.chain_mma = shapes[i].mma;
+      CgChainForm f;
+      CHECK(cg_chain_mma(r.p, ko_, &cg_dialect_cuda, &o, &f) == CG_MMA_BF16);
+      int kw = cg_chain_key_warps(f), rows = cg_chain_rows(ko_, f);
+      int64_t L = shapes[i].l, tiles = (shapes[i].q + rows - 1) / rows;
+      CHECK_MSG(kw == shapes[i].kw && rows == shapes[i].rows && cg_chain_splits(ko_, f, 0) == tiles,
+                "key warps %d: %d warps a tile, %d rows a block, %lld blocks a head", i, kw, rows,
+                (long long)cg_chain_splits(ko_, f, 0));
+      CHECK(cg_chain_smem(ko_, f, false) == 2 * (rows * 72 + L * 72 + L * 72) + (kw > 1 ? 4 * 256 * 32 : 0));
+      StrBuf src = { 0 };
+      OK(cg_render_plan(r.p, &cg_dialect_cuda, &o, NULL, &src));
+      char red[40];
+      snprintf(red, sizeof red, "k_quad_keys<%d>(", kw);
+      bool split = src.s && strstr(src.s, red) && strstr(src.s, "Xs[(nt * 4 + q) * 256 + threadIdx.x] = oc[q];") &&
+                   strstr(src.s, "const bool tl = ");
+      CHECK_MSG(split == (kw > 1), "key warps %d: the split's reductions, partial outputs and tiles %d", i, split);
+      CHECK_MSG(src.s && !!strstr(src.s, "if (iw < ") == (kw == 1), "key warps %d: warps past the queries skipped", i);
+      sb_free(&src);
+      if (kw > 1) compiles_with(&r, &o, red, "attention chain, keys over warps");
+    }
+    plans_free(&r);
+    kiln_graph_free(g);
+  }
+}
+
 /* Tensor cores: bf16 and f16 products take mma tiles under the cuda options (64x64 tiles of
  * 8 warps of 32x16, k-tiles of 32, 4x4 accumulator values a thread; 192 tiles, enough for the
  * chip), f32 ones only where tf32 allows; tensor_cores 0 turns the 16-bit ones off, 3 picks
@@ -1344,6 +1387,19 @@ static void test_mma_values(bool sanitized) {
       kiln_graph_free(g);
     }
     unsetenv("KILN_CUDA_CHAIN_LANES");
+    /* the fragments' form with each tile's keys over 2 and 4 warps (KILN_CUDA_CHAIN_MMA=3, 4): 96 batch points
+     * of 130 queries over 64 keys, the last block's tiles past the queries on the last tile's rows; once with
+     * the NaN fold (its flag then rides in the value's reduction across the warps) */
+    for (int t = 0; t < 4; t++) {
+      int64_t kins[3] = { 96 * 130 * 64, 96 * 64 * 64, 96 * 64 * 32 }, kouts[1] = { 96 * 130 * 32 };
+      setenv("KILN_CUDA_CHAIN_MMA", t & 1 ? "4" : "3", 1);
+      if (t == 2) setenv("KILN_NAN_FOLD", "1", 1);
+      kiln_graph *g = attention_typed(t == 3 ? KILN_F16 : KILN_BF16, 8, 12, 130, 64, 64, 32);
+      check_typed("mma attention chain, keys over warps", g, t == 3 ? KILN_F16 : KILN_BF16, 3, kins, 1, kouts);
+      kiln_graph_free(g);
+      unsetenv("KILN_NAN_FOLD");
+    }
+    unsetenv("KILN_CUDA_CHAIN_MMA");
     /* f32 chains (FMA), 4 rows a thread and spread (KILN_CUDA_CHAIN_SPREAD=1); 40 queries, 48 keys */
     for (int s = 0; s < 2; s++) {
       setenv("KILN_CUDA_CHAIN_SPREAD", s ? "1" : "0", 1);
@@ -1636,6 +1692,7 @@ int main(void) {
   test_chain_mma_shapes();
   test_chain_prefetch_shapes();
   test_chain_lanes_shapes();
+  test_chain_key_warps_shapes();
   test_library_match();
   const char *want = getenv("KILN_TEST_BACKEND");
   if (want && !strcmp(want, "vulkan")) {
