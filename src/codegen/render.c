@@ -3901,7 +3901,11 @@ static void chain_score_point(R *r, const Chain *c, const char *row0, const char
   const char *I = ix(r);
   push(r);
   chain_batch_vars(r, c->kc);
-  line(r, "const %s v%d = %s + (%s)fr, v%d = %s;", I, c->n - 2, row0, I, c->n - 1, col);
+  if (c->I % 16)  /* a ragged last tile's rows past the queries: their scores are never stored, but what the
+                   * epilogue reads at the row (an additive mask) is read at the last query's */
+    line(r, "const %s v%d = %s + (%s)fr < %s ? %s + (%s)fr : %s, v%d = %s;", I, c->n - 2, row0, I, lit(r, c->I), row0, I,
+         lit(r, c->I - 1), c->n - 1, col);
+  else line(r, "const %s v%d = %s + (%s)fr, v%d = %s;", I, c->n - 2, row0, I, c->n - 1, col);
   acc_final(r, c->acc_c, acc);
   chain_values(r, c->kc, 1);
   line(r, "%s = s%d;", dst, c->x);

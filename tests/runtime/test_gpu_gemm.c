@@ -629,6 +629,43 @@ static void test_chain_lanes_shapes(void) {
   }
 }
 
+/* A chain whose scores add a mask read at the query row (m [s, t]): with 40 queries the last 16-row tile
+ * is ragged, and its rows past the queries read the mask at the last query's row (the scores of those
+ * rows are never stored, but a read past m is a read past its buffer); with 48, no tile is ragged and the
+ * row is read as it is. In each form on tensor cores, and in the f32 one. */
+static void test_chain_ragged_reads(void) {
+  static const int64_t queries[2] = { 40, 48 };
+  for (int i = 0; i < 2; i++)
+    for (int form = 0; form < 4; form++) {  /* f32 FMA; mma shared, fragments, keys over 2 warps */
+      kiln_dtype dt = form ? KILN_BF16 : KILN_F32;
+      int64_t s = queries[i], ms[2] = { s, 64 }, vs[4] = { 2, 3, 64, 32 };
+      kiln_graph *g;
+      kiln_tensor z = scores_in(&g, dt, 2, 3, s, 64, 64), m, zm, v, p, o;
+      OK(kiln_graph_input(g, "m", dt, 2, ms, &m));
+      OK(kiln_graph_binary(g, KILN_ADD, z, m, &zm));
+      OK(kiln_graph_input(g, "v", dt, 4, vs, &v));
+      OK(kiln_graph_softmax(g, zm, 3, &p));
+      OK(kiln_graph_matmul(g, p, v, &o));
+      OK(kiln_graph_output(g, o, "o"));
+      Plans r = { 0 };
+      int last = chain_plan(g, &r);
+      CHECK_MSG(last >= 0, "masked chain %lld queries, form %d: no chain in the plan", (long long)s, form);
+      if (last >= 0) {
+        CgOptions o_ = cg_options_default();
+        o_.mma_half = form > 0, o_.chain_mma = form;
+        StrBuf src = { 0 };
+        OK(cg_render_plan(r.p, &cg_dialect_cuda, &o_, NULL, &src));
+        bool clamped = src.s && strstr(src.s, "fr < INT64_C(40) ? ") && strstr(src.s, "fr : INT64_C(39), v3 = ");
+        CHECK_MSG(clamped == (i == 0), "masked chain %lld queries, form %d: the score rows clamped %d", (long long)s, form,
+                  clamped);
+        sb_free(&src);
+        if (i == 0) compiles_with(&r, &o_, "fr < INT64_C(40) ? ", "masked attention chain, ragged");
+      }
+      plans_free(&r);
+      kiln_graph_free(g);
+    }
+}
+
 /* The fragments' form with each tile's keys split over 2 or 4 warps (chain_mma 3, 4): bert's 96 heads of
  * 128 queries over 128 keys take 64 and 32 rows a block (2 and 4 blocks a head), each warp 64 and 32
  * keys; its rows' maxima and sums meet across the tile's warps (k_quad_keys) and its partial outputs go
@@ -1693,6 +1730,7 @@ int main(void) {
   test_chain_prefetch_shapes();
   test_chain_lanes_shapes();
   test_chain_key_warps_shapes();
+  test_chain_ragged_reads();
   test_library_match();
   const char *want = getenv("KILN_TEST_BACKEND");
   if (want && !strcmp(want, "vulkan")) {
