@@ -4231,11 +4231,10 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
  * P written back in place, P's values packed into the A fragments of the second product (an m16n8
  * accumulator's layout is the m16k16 A operand's), and the product with the values n-tile by n-tile.
  * No shared memory for the rows and no barrier between the products. */
-static void render_chain_frags(R *r, const Chain *c, CgMma mma, int KW) {
+static void render_chain_frags(R *r, const Chain *c, CgMma mma, CgChainForm form) {
   const Dialect *d = r->d;
   const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma];
-  CgChainForm form = KW == 4 ? CG_CHAIN_FRAGS4 : KW == 2 ? CG_CHAIN_FRAGS2 : CG_CHAIN_FRAGS;
-  int n = c->n, RB = cg_chain_rows(c->ko, form);
+  int n = c->n, RB = cg_chain_rows(c->ko, form), KW = cg_chain_key_warps(form);
   int64_t sp = cg_chain_splits(c->ko, form, r->o->chain_sm_blocks), qd = c->D + 8, kd = c->D + 8, vd = c->E + 8;
   int64_t NT = c->L / 8 / KW, ET = c->E / 8, KS = c->L / 16 / KW;  /* a warp's share of the keys: NT n-tiles, KS k-steps */
   const char *dy = d->dyn_shared_name;
@@ -4364,7 +4363,7 @@ static void render_chain(R *r) {
   r->chain_lo = c.kc->id, r->chain_hi = c.ko->id;
   CgChainForm form;
   CgMma mma = cg_chain_mma(r->p, c.ko, r->d, r->o, &form);
-  if (cg_chain_key_warps(form)) render_chain_frags(r, &c, mma, cg_chain_key_warps(form));
+  if (cg_chain_key_warps(form)) render_chain_frags(r, &c, mma, form);
   else if (mma) render_chain_mma(r, &c, mma);
   else if (cg_chain_blocked(r->d, c.ko)) render_chain_grid(r, &c);
   else render_chain_loops(r, &c);  /* on a grid without the means: a thread per row, its row in registers */
