@@ -3897,15 +3897,20 @@ static void chain_stage(R *r, const Kernel *k, const Expr *x, int64_t rows, int6
 /* A chain's row tiles share three pieces whatever form their products take. At a point of the scores
  * (KC's vars: the batch point's, row row0 + fr, column col): KC's sum acc finished, its values, and
  * the value x the rows read stored to dst. */
-static void chain_score_point(R *r, const Chain *c, const char *row0, const char *col, const char *acc, const char *dst) {
+/* The chain's row var (row0 + off) and its last var (col); with clamp, a row past the queries takes the
+ * last query's: what it reads at the row it reads there, never past a tensor (its results are not stored). */
+static void chain_row_vars(R *r, const Chain *c, const char *row0, const char *off, bool clamp, const char *col) {
   const char *I = ix(r);
+  if (clamp)
+    line(r, "const %s v%d = %s + (%s)%s < %s ? %s + (%s)%s : %s, v%d = %s;", I, c->n - 2, row0, I, off, lit(r, c->I), row0,
+         I, off, lit(r, c->I - 1), c->n - 1, col);
+  else line(r, "const %s v%d = %s + (%s)%s, v%d = %s;", I, c->n - 2, row0, I, off, c->n - 1, col);
+}
+
+static void chain_score_point(R *r, const Chain *c, const char *row0, const char *col, const char *acc, const char *dst) {
   push(r);
   chain_batch_vars(r, c->kc);
-  if (c->I % 16)  /* a ragged last tile's rows past the queries: their scores are never stored, but what the
-                   * epilogue reads at the row (an additive mask) is read at the last query's */
-    line(r, "const %s v%d = %s + (%s)fr < %s ? %s + (%s)fr : %s, v%d = %s;", I, c->n - 2, row0, I, lit(r, c->I), row0, I,
-         lit(r, c->I - 1), c->n - 1, col);
-  else line(r, "const %s v%d = %s + (%s)fr, v%d = %s;", I, c->n - 2, row0, I, c->n - 1, col);
+  chain_row_vars(r, c, row0, "fr", c->I % 16 != 0, col);  /* a ragged last tile's rows past the queries (a mask's reads) */
   acc_final(r, c->acc_c, acc);
   chain_values(r, c->kc, 1);
   line(r, "%s = s%d;", dst, c->x);
@@ -3931,14 +3936,10 @@ static void chain_rows_shared(R *r, const Chain *c, int rows, int64_t sd, const 
   else line(r, "for (int rr = wp; rr < %d; rr += %d) {", rows, W);
   r->indent++;
   if (G == 32) line(r, "if (i0 + rr >= %s) break;", lit(r, c->I));
-  if (ragged) {
-    line(r, "const bool live = i0 + rr < %s;", lit(r, c->I));
-    line(r, "const int rq = live ? rr : (int)(%s - 1 - i0);", lit(r, c->I));
-  }
-  const char *row = ragged ? "rq" : "rr";
+  if (ragged) line(r, "const bool live = i0 + rr < %s;", lit(r, c->I));
   push(r);
   chain_batch_vars(r, c->kc);
-  line(r, "const %s v%d = i0 + (%s)%s, v%d = 0;", I, c->n - 2, I, row, c->n - 1);
+  chain_row_vars(r, c, "i0", "rr", ragged, "0");
   char head[96], value[64], pv[32], at[160];
   if (G < 32) snprintf(head, sizeof head, "for (%s r = gl; r < %s; r += %d) {", I, lit(r, c->L), G);
   else snprintf(head, sizeof head, "for (%s r = lane; r < %s; r += 32) {", I, lit(r, c->L));
@@ -4095,6 +4096,9 @@ static void render_chain_grid(R *r, const Chain *c) {
  * a[ks / 16][0..3]. Left open inside the loop over the fragment's 4 points q, fr and fc declared:
  * thread lane holds acc[q] at row (lane / 4) + 8 (q / 2) and column 8 nt + 2 (lane % 4) + q % 2
  * (PTX's m16n8 layout). */
+/* Value q of an m16n8 accumulator of n-tile nt: its row fr in the tile, its column fc. */
+static void mma_point(R *r) { line(r, "const int fr = (lane >> 2) + (q >> 1) * 8, fc = nt * 8 + (lane & 3) * 2 + (q & 1);"); }
+
 static void mma_tiles(R *r, CgMma mma, const char *acc, bool per_warp, int64_t n_tiles, int64_t depth, const char *a,
                       int64_t ld, const char *b_ld, const char *b_at) {
   const Dialect *d = r->d;
@@ -4120,7 +4124,7 @@ static void mma_tiles(R *r, CgMma mma, const char *acc, bool per_warp, int64_t n
   line(r, "%s", d->unroll);
   line(r, "for (int q = 0; q < 4; q++) {");
   r->indent++;
-  line(r, "const int fr = (lane >> 2) + (q >> 1) * 8, fc = nt * 8 + (lane & 3) * 2 + (q & 1);");
+  mma_point(r);
 }
 
 /* An attention chain on tensor cores (cg_chain_mma): render_chain_grid's blocks and row tiles, 16
@@ -4339,7 +4343,7 @@ static void render_chain_frags(R *r, const Chain *c, CgMma mma, CgChainForm form
     line(r, "%s", d->unroll);
     line(r, "for (int q = 0; q < 4; q++) {");
     r->indent++;
-    line(r, "const int fr = (lane >> 2) + (q >> 1) * 8, fc = nt * 8 + (lane & 3) * 2 + (q & 1);");
+    mma_point(r);
     line(r, "const %s *xo = Xs + (nt * 4 + q) * %d + (wp / %d) * %d + lane;", F, CG_GEMM_THREADS, KW, 32 * KW);
     line(r, "%s os = xo[0];", F);
     line(r, "for (int j = 1; j < %d; j++) os += xo[j * 32];", KW);

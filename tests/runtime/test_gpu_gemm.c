@@ -619,8 +619,10 @@ static void test_chain_lanes_shapes(void) {
       CHECK_MSG(src.s && !!strstr(src.s, "if (i0 + rr >= ") == !(G && G < 32), "lanes %d at %d: a break past the queries", i, G);
       /* a row past the queries reads and writes its own row of Ss: on the last query's row, its summands
        * raced with that row's own reads (on the H100: a second run differed, errors up to 5e-3) */
-      CHECK_MSG(src.s && !strstr(src.s, "Ss[rq"), "lanes %d at %d: a row past the queries on another row of Ss", i, G);
-      CHECK_MSG(src.s && !!strstr(src.s, "const int64_t v2 = i0 + (int64_t)rq") == live, "lanes %d at %d: the last query's row index", i, G);
+      CHECK_MSG(src.s && strstr(src.s, "= Ss[rr * 132 + r];") && !strstr(src.s, "Ss[rq"), "lanes %d at %d: a row past the "
+                "queries on another row of Ss", i, G);
+      CHECK_MSG(src.s && !!strstr(src.s, "const int64_t v2 = i0 + (int64_t)rr < INT64_C(130) ? i0 + (int64_t)rr : INT64_C(129)") ==
+                    live, "lanes %d at %d: the last query's row index", i, G);
       sb_free(&src);
       if (G == 16 || (G == 4 && i == 1)) compiles_with(&r, &o, "const int gl = lane % ", "attention chain, lanes a row");
     }
