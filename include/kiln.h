@@ -638,6 +638,11 @@ typedef struct kiln_options {
                            took 128 and 32 of its 256 threads at 4 rows a thread); 0 4 rows a thread; the
                            same sums in the same order, the same bits; default -1: 1 on cuda, the H100 race
                            (gpt_tiny 0.969, encoder4_d256 0.974) ($KILN_CUDA_CHAIN_SPREAD) */
+  int cuda_wgmma;       /* cuda on compute capability 9.0 (H100, H200): 1 a product of bf16 or f16 operands that
+                           are plain affine loads runs as generated tiles on Hopper's warpgroup MMA (wgmma, the
+                           program built for sm_90a) rather than the library or the mma.sync tiles: 128 rows a
+                           tile (a warpgroup each 64), k-tiles of 64 copied 128-byte swizzled into shared
+                           memory; 0 (default) off, being raced ($KILN_CUDA_WGMMA) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

@@ -212,6 +212,12 @@ typedef struct Dialect {
    * 16-bit values from shared memory into fragment registers (unsigned &r0, ..., const void *row
    * address of this lane) */
   const char *cp_async, *cp_commit, *cp_wait, *cp_wait0, *ldmatrix[4];
+  /* Hopper's warpgroup MMA (NULL: none; the program is built for sm_90a where its source holds one):
+   * writes the module-scope helpers once (k_wg_fence, k_wg_commit, k_wg_wait<N>, k_fence_async,
+   * k_wg_desc(shared address, LBO, SBO) for 128-byte swizzled tiles) and the product of one
+   * m64nNk16 shape, k_wgmma_<kind>_<n>_<ta><tb>(float *acc, desc a, desc b): acc's n / 2 values in
+   * wgmma's order, A and B K-major (0) or M / N-major (1) */
+  void (*wgmma_define)(StrBuf *out, int n, CgMma kind, bool trans_a, bool trans_b);
   const char *unroll;             /* pragma before a loop to unroll fully: "#pragma unroll" */
   const char *vec4_type;          /* 16-byte vector of f32 (NULL: none, no VEC4 shape) */
   const char *vec4_lane[4];       /* the lanes' access suffixes: ".x", ".y", ".z", ".w" */
@@ -355,6 +361,7 @@ typedef struct CgOptions {
                            (CgGemm.a_round; kiln_options.cuda_mma_late_round) */
   bool mma_direct;      /* ... 16-bit operands that are plain affine loads read straight into shared memory
                            (CgGemm.direct; kiln_options.tensor_cores 2: through registers like any operand) */
+  bool wgmma;           /* ... and those on the dialect's warpgroup MMA (CgGemm.wgmma; kiln_options.cuda_wgmma) */
   bool gemm_kgroups;    /* GEMM tiles: 32x32 tiles in k groups (a dialect with views of arrays); else 2x2
                            outputs a thread over whole k-tiles */
   int gemm_heads;       /* rows at the head of their contraction's tiles (cg_gemm_head_ok;
@@ -671,6 +678,13 @@ typedef struct CgGemm {
    * tiles (the dialect's cp_async), fragments by ldmatrix */
   bool direct;
   struct CgDirect { int stage; bool kfast; int64_t base, coef[2 * KILN_MAX_RANK]; } da, db;
+  /* direct tiles on Hopper's warpgroup MMA (CgOptions.wgmma): 128 x bn tiles, k-tiles of 64 copied into
+   * wg_stages stages of 128-byte swizzled rows (an operand read along k: a row of 64 k a tile row; along
+   * its own x: panels of 64 x, a row of them a k), two warpgroups each 64 rows, one m64nBNk16 wgmma a
+   * warpgroup per 16 of k from shared-memory descriptors; a thread's accumulators acc[0][0 .. bn / 2 - 1]
+   * in wgmma's order; no split along K */
+  bool wgmma;
+  int wg_stages;
   /* f32 tiles (no mma) whose factor is an f32 load affine in the kernel's vars with coefficient 1
    * along its read direction (k when a_kfast, else its own last var), that var's extent, the other
    * coefficients and the base multiples of 4: each thread reads its 4 consecutive elements of a

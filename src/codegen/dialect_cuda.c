@@ -222,6 +222,35 @@ static const char prelude[] =
   "  __syncthreads();\n"
   "}\n";
 
+/* Hopper's warpgroup MMA (sm_90a): the helpers once a module, then the product of one shape.
+ * A shared-memory descriptor holds the tile's address, LBO and SBO (each in 16-byte units) and
+ * the 128-byte swizzle (mode 1, bits 62-63). The product's scale-d predicate is always set: the
+ * accumulators start at 0. A fence.proxy.async orders the cp.async stores to a stage (the
+ * generic proxy) before the wgmma reads of it (the async proxy). */
+static void cuda_wgmma_define(StrBuf *out, int n, CgMma kind, bool trans_a, bool trans_b) {
+  const char *t = kind == CG_MMA_F16 ? "f16" : "bf16";
+  sb_puts(out, "\n#ifndef KILN_WGMMA_HELPERS\n"
+               "#define KILN_WGMMA_HELPERS\n"
+               "KI void k_wg_fence() { asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\"); }\n"
+               "KI void k_wg_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\"); }\n"
+               "template <int N> KI void k_wg_wait() { asm volatile(\"wgmma.wait_group.sync.aligned %0;\" :: \"n\"(N) : \"memory\"); }\n"
+               "KI void k_fence_async() { asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\"); }\n"
+               "KI unsigned long long k_wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {\n"
+               "  return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) |\n"
+               "         ((unsigned long long)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);\n"
+               "}\n"
+               "#endif\n");
+  sb_printf(out, "#ifndef KILN_WGMMA_%s_%d_%d%d\n#define KILN_WGMMA_%s_%d_%d%d\n", t, n, trans_a, trans_b, t, n, trans_a, trans_b);
+  sb_printf(out, "KI void k_wgmma_%s_%d_%d%d(float *d, unsigned long long da, unsigned long long db) {\n", t, n, trans_a, trans_b);
+  int r = n / 2;
+  sb_printf(out, "  asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", r + 2, n, t, t);
+  for (int i = 0; i < r; i++) sb_printf(out, "%s%%%d", i ? "," : "", i);
+  sb_printf(out, "}, %%%d, %%%d, p, 1, 1, %d, %d; }\"\n", r, r + 1, trans_a, trans_b);
+  sb_puts(out, "    :");
+  for (int i = 0; i < r; i++) sb_printf(out, "%s \"+f\"(d[%d])", i ? "," : "", i);
+  sb_puts(out, "\n    : \"l\"(da), \"l\"(db), \"r\"(1));\n}\n#endif\n");
+}
+
 const Dialect cg_dialect_cuda = {
   CG_C_FAMILY,
   .name = "cuda",
@@ -260,6 +289,7 @@ const Dialect cg_dialect_cuda = {
   .mma_elem = { [CG_MMA_BF16] = "uint16_t", [CG_MMA_F16] = "uint16_t", [CG_MMA_TF32] = "unsigned" },
   .mma_stash = { [CG_MMA_BF16] = "k_bbits(%s)", [CG_MMA_F16] = "k_hbits(%s)", [CG_MMA_TF32] = "k_tf32(%s)" },
   .mma_round = { [CG_MMA_BF16] = "k_f2b(%s)", [CG_MMA_F16] = "k_hbits(%s)" },
+  .wgmma_define = cuda_wgmma_define,
   .cp_async = "k_cp16", .cp_commit = "k_cp_commit();", .cp_wait = "k_cp_wait<%d>();", .cp_wait0 = "k_cp_wait<0>();",
   .ldmatrix = { "k_ldm2", "k_ldm2t", "k_ldm4", "k_ldm4t" },
   .unroll = "#pragma unroll",

@@ -208,6 +208,29 @@ static void pick_tile(CgGemm *g, CgSplitK splitk, bool kgroups, bool mma_many, i
   set_spans(g, splits);
 }
 
+/* Warpgroup MMA tiles (CgGemm.wgmma): 128 rows (two warpgroups of 64), k-tiles of 64 (one 128-byte
+ * swizzled row of 16-bit values), bn of WG_WIDTHS. A wave of tiles over the chip's multiprocessors
+ * (WG_SMS: H100 and H200) takes about bn's time (the same 128 rows and K a tile): the width whose
+ * waves times bn is least, the widest of a tie (fewer, longer tiles read each row of A fewer times).
+ * bert's products: QKV 2304 and FFN1 3072 columns 192 (96 and 128 tiles, one wave), its 768-column
+ * products 64 (96 tiles). Stages: as many as WG_SMEM of shared memory holds, at most WG_STAGES. */
+enum { WG_BM = 128, WG_BK = 64, WG_SMS = 132, WG_STAGES = 6, WG_SMEM = 200 * 1024 };
+static const int WG_WIDTHS[] = { 256, 192, 128, 64 };
+
+static void wgmma_tile(CgGemm *g) {
+  int best = 0;
+  int64_t best_cost = 0;
+  for (size_t i = 0; i < sizeof WG_WIDTHS / sizeof WG_WIDTHS[0]; i++) {
+    int64_t waves = (tiles_at(g, WG_BM, WG_WIDTHS[i]) + WG_SMS - 1) / WG_SMS, cost = waves * WG_WIDTHS[i];
+    if (!best || cost < best_cost) best = WG_WIDTHS[i], best_cost = cost;
+  }
+  g->wgmma = true;
+  g->bm = WG_BM, g->bn = best, g->bk = WG_BK, g->tm = 1, g->tn = best / 2, g->kgroups = 1;
+  set_spans(g, 1);
+  int stages = WG_SMEM / ((WG_BM + best) * 128);
+  g->wg_stages = stages < WG_STAGES ? stages : WG_STAGES;
+}
+
 /* Load L's element offset as base + sum coef[v] * v over the kernel's vars (o->base, o->coef),
  * fitted at 0 and at each var's 1, checked at the far corner and at scattered points; ext the
  * vars' extents. False when L is computed in k, baked, or not affine so. */
@@ -454,6 +477,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   if (g.copies) g.stages = 1, g.kg_tree = o->gemm_kg_tree;
   g.direct = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && o->mma_direct && direct_operand(p, k, &g, g.a, CG_ROLE_M, &g.da) &&
              direct_operand(p, k, &g, g.b, CG_ROLE_N, &g.db);
+  if (g.direct && o->wgmma) wgmma_tile(&g);
   /* A 32x32 mma tile through registers does two mma a warp on a k-tile of 32, between a wait
    * on its reads and two barriers. Deeper k-tiles (kiln_options.cuda_mma_k 64 or 128) wait less
    * often with more reads a thread in flight, but lost the H200 race: mlp_train_b1024_bf16amp
@@ -536,7 +560,10 @@ static int64_t direct_stage_bytes(const CgGemm *g) {
               (g->db.kfast ? g->bn * (g->bk + 8) : g->bk * (g->bn + 8)));
 }
 
-int64_t cg_gemm_dyn_smem(const CgGemm *g) { return g->direct ? DIRECT_STAGES * direct_stage_bytes(g) + 16 : 0; }
+int64_t cg_gemm_dyn_smem(const CgGemm *g) {
+  if (g->wgmma) return (int64_t)g->wg_stages * (g->bm + g->bn) * 128 + 1024;  /* the base rounded up to 1024 */
+  return g->direct ? DIRECT_STAGES * direct_stage_bytes(g) + 16 : 0;
+}
 
 /* Rows of Ph (CgGemm.head): K in whole k-tiles, the points past K zero. */
 static int64_t head_rows(const CgGemm *g) { return (g->K + g->bk - 1) / g->bk * g->bk; }
@@ -569,6 +596,7 @@ int64_t cg_gemm_band_blocks(const CgGemm *g) {
 }
 
 void cg_gemm_globals(const CgGemm *g, int ki, const Dialect *d, StrBuf *out) {
+  if (g->wgmma) d->wgmma_define(out, g->bn, g->mma, !g->da.kfast, !g->db.kfast);
   if (g->splits <= 1) return;
   if (g->cluster) {
     sb_printf(out, "\n%s", d->cluster_helpers);
@@ -874,7 +902,10 @@ void cg_arrival_lines(const Dialect *d, const char *slot, int blocks, int one_fe
  * tx + j * BN/TN); an mma tile's thread holds its warp's accumulator fragments, i = 2 mi + h
  * and j = 2 ni + e for 16 x 8 mma tile (mi, ni), row (lane / 4) + 8 h, column 2 (lane % 4) + e. */
 static void out_place(const CgGemm *g, char row[64], char col[64]) {
-  if (g->mma) {
+  if (g->wgmma) {  /* wgmma's order: value j of n-tile j / 4 of 8 columns, rows + 8 at (j & 2) */
+    snprintf(row, 64, "wm0 + ((j >> 1) & 1) * 8 + (lane >> 2)");
+    snprintf(col, 64, "(j >> 2) * 8 + (j & 1) + (lane & 3) * 2");
+  } else if (g->mma) {
     snprintf(row, 64, "wm0 + (i >> 1) * 16 + (i & 1) * 8 + (lane >> 2)");
     snprintf(col, 64, "wn0 + (j >> 1) * 8 + (j & 1) + (lane & 3) * 2");
   } else {
@@ -1161,7 +1192,13 @@ static void direct_issue(const CgEmit *em, const Kernel *k, const CgGemm *g, con
   cg_put(em, "src = b%d + (%s);", buf, off);
   em->pop(em->r);
   cg_close(em);
-  cg_put(em, "%s(&%s[%s][%s][%s], src, in);", d->cp_async, sh, st, o->kfast ? "xx" : "kk", o->kfast ? "kk" : "xx");
+  if (g->wgmma && o->kfast)  /* row xx's chunk c % 8 at chunk (c % 8) ^ (xx % 8) */
+    cg_put(em, "%s(%s + (%s) * %d + %d + xx * 128 + (((c & 7) ^ (xx & 7)) << 4), src, in);", d->cp_async, sh, st,
+           (g->bm + g->bn) * 128, role == CG_ROLE_N ? g->bm * 128 : 0);
+  else if (g->wgmma)  /* panel xx / 64, its row kk, chunk (xx % 64) / 8 at that ^ (kk % 8) */
+    cg_put(em, "%s(%s + (%s) * %d + %d + (xx >> 6) * %d + kk * 128 + ((((xx & 63) >> 3) ^ (kk & 7)) << 4), src, in);", d->cp_async,
+           sh, st, (g->bm + g->bn) * 128, role == CG_ROLE_N ? g->bm * 128 : 0, WG_BK * 128);
+  else cg_put(em, "%s(&%s[%s][%s][%s], src, in);", d->cp_async, sh, st, o->kfast ? "xx" : "kk", o->kfast ? "kk" : "xx");
   cg_close(em);
 }
 
@@ -1288,6 +1325,67 @@ static void direct_loop(const CgEmit *em, const Kernel *k, const CgGemm *g) {
   cg_close(em);
   cg_put(em, "%s", d->cp_wait0);
   cg_put(em, "%s", d->barrier);  /* no copy in flight, every warp done, before the next tile's */
+}
+
+/* ---- direct tiles on the warpgroup MMA (CgGemm.wgmma) ----
+ * Stage s of the dynamic shared array (its base rounded up to 1024 bytes, the swizzle's period)
+ * holds A's 128 x 64 k-tile, then B's bn x 64: (128 + bn) rows of 128 bytes, each 16-byte chunk c of
+ * a row r at chunk c ^ (r % 8), as the 128-byte swizzle of wgmma's descriptors reads it. An operand
+ * read along k keeps its x a row (K-major: rows 128 bytes apart, groups of 8 rows SBO = 1024 apart);
+ * one read along x keeps panels of 64 x, its k a row of the panel (M- or N-major: groups of 8 k
+ * rows SBO = 1024 apart, panels LBO = 8192 apart). A warpgroup's 16 k of the k-tile start 32 bytes
+ * further along a K-major row, 16 rows (2048 bytes) further down a panel. */
+static void wgmma_declare(const CgEmit *em) {
+  const Dialect *d = em->d;
+  cg_put(em, "%s", d->dyn_shared);
+  cg_put(em, "unsigned char *kw = (unsigned char *)(((unsigned long long)%s + 1023) & ~1023ull);", d->dyn_shared_name);
+}
+
+/* The k loop: the copies of k-tile t + P - 2 go out after the barrier of k-tile t, into the stage
+ * k-tile t - 2 was read from: each thread passed that barrier after its warpgroup's wait for all
+ * but the latest product (k-tile t - 1), so every product of t - 2 is done. The products of
+ * k-tile t go out asynchronously, four of 16 k, and the next copies overlap them. */
+static void wgmma_loop(const CgEmit *em, const Kernel *k, const CgGemm *g) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *t = g->mma == CG_MMA_F16 ? "f16" : "bf16";
+  int P = g->wg_stages, stage = (g->bm + g->bn) * 128;
+  char at[64], wait[64], st[12];
+  cg_put(em, "const %s nkt = (kend - kbeg + %d) / %d;", I, WG_BK - 1, WG_BK);
+  for (int s = 0; s < P - 2; s++) {
+    snprintf(at, sizeof at, "kbeg + %d", s * WG_BK);
+    snprintf(st, sizeof st, "%d", s);
+    cg_open(em, "if (%d < nkt) {", s);
+    direct_issue(em, k, g, &g->da, CG_ROLE_M, "kw", at, st);
+    direct_issue(em, k, g, &g->db, CG_ROLE_N, "kw", at, st);
+    cg_close(em);
+    cg_put(em, "%s", d->cp_commit);
+  }
+  cg_open(em, "for (%s t = 0; t < nkt; t++) {", I);
+  snprintf(wait, sizeof wait, d->cp_wait, P - 3);
+  cg_put(em, "%s", wait);  /* the groups of t + 1 .. t + P - 3 may still be in flight */
+  cg_put(em, "k_fence_async();");  /* this thread's copies, before the products read them */
+  cg_put(em, "%s", d->barrier);
+  cg_open(em, "if (t + %d < nkt) {", P - 2);
+  cg_put(em, "const %s kn = kbeg + (t + %d) * %d;", I, P - 2, WG_BK);
+  cg_put(em, "const int sn = (int)((t + %d) %% %d);", P - 2, P);
+  direct_issue(em, k, g, &g->da, CG_ROLE_M, "kw", "kn", "sn");
+  direct_issue(em, k, g, &g->db, CG_ROLE_N, "kw", "kn", "sn");
+  cg_close(em);
+  cg_put(em, "%s", d->cp_commit);  /* an empty group near the end keeps the wait's count */
+  cg_put(em, "const unsigned sa = k_smem(kw) + (unsigned)(t %% %d) * %d + (%s >> 7) * %d, sb = k_smem(kw) + (unsigned)(t %% %d) * %d + %d;",
+         P, stage, thread_int(d), 64 * 128, P, stage, g->bm * 128);
+  cg_put(em, "k_wg_fence();");
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "for (int kk = 0; kk < %d; kk++)", WG_BK / 16);
+  cg_put(em, "  k_wgmma_%s_%d_%d%d(acc[0], k_wg_desc(sa + kk * %d, %d, 1024), k_wg_desc(sb + kk * %d, %d, 1024));", t, g->bn,
+         !g->da.kfast, !g->db.kfast, g->da.kfast ? 32 : 2048, g->da.kfast ? 16 : WG_BK * 128, g->db.kfast ? 32 : 2048,
+         g->db.kfast ? 16 : WG_BK * 128);
+  cg_put(em, "k_wg_commit();");
+  cg_put(em, "k_wg_wait<1>();");
+  cg_close(em);
+  cg_put(em, "k_wg_wait<0>();");
+  cg_put(em, "%s", d->cp_wait0);
+  cg_put(em, "%s", d->barrier);  /* no copy in flight, every product done, before the next tile's */
 }
 
 /* One step of adding the groups' tiles: where cond, stmt on each of the thread's KG_TM x KG_TN
@@ -1467,12 +1565,15 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
   if (dbl && g->kgroups > 1) sa[0] = "As0", sa[1] = "As1", sb[0] = "Bs0", sb[1] = "Bs1";
   else if (dbl) sa[0] = "As[0]", sa[1] = "As[1]", sb[0] = "Bs[0]", sb[1] = "Bs[1]";
   if (g->kgroups > 1) kg_declare(em, g);
+  else if (g->wgmma) wgmma_declare(em);
   else if (g->direct) direct_declare(em, g);
   else if (!d->shared_at_module) {
     char decl[3 + CG_GEMM_MAX_B][160];
     for (int i = 0, n = tile_decls(g, d, decl); i < n; i++) cg_put(em, "%s", decl[i]);
   }
-  if (g->mma)
+  if (g->wgmma)  /* warpgroup w's 64 rows, its warp's 16 of them */
+    cg_put(em, "const int lane = %s & 31, wm0 = (%s >> 7) * 64 + ((%s >> 5) & 3) * 16;", thread_int(d), thread_int(d), thread_int(d));
+  else if (g->mma)
     cg_put(em, "const int lane = %s & 31, wm0 = (%s >> 5) / 4 * %d, wn0 = (%s >> 5) %% 4 * %d;", thread_int(d), thread_int(d),
         g->bm / 2, thread_int(d), g->bn / 4);
   else cg_put(em, "const int tx = %s %% %d, ty = %s / %d;", thread_int(d), cols, thread_int(d), cols);
@@ -1515,7 +1616,8 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
       cg_put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, zero);
     } else each_output(em, g, zero);
   }
-  if (g->direct || g->copies) direct_loop(em, k, g);
+  if (g->wgmma) wgmma_loop(em, k, g);
+  else if (g->direct || g->copies) direct_loop(em, k, g);
   else register_loop(em, k, g, sa, sb);
   for (int q = 0; g->kgroups > 1 && q < g->n_b; q++) {
     char acc[32], cacc[32];

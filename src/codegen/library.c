@@ -187,6 +187,7 @@ bool cg_stage_constant(const TE *te, int stage) {
 }
 
 static bool worth_a_library(const CgGemm *g, const CgOptions *o) {
+  if (g->wgmma) return false;  /* asked for by name (CgOptions.wgmma): the race is against the library */
   if (o->library_all) return true;
   double work = (double)g->M * (double)g->N * (double)g->K * (double)g->batch;
   return work >= (o->library_work > 0 ? o->library_work : PLAN_LIBRARY_WORK);  /* cuda: 2^26 (plan.h: siblings split there) */

@@ -134,7 +134,10 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     static const char *const mma_name[CG_MMA_COUNT] = { "", "bf16", "f16", "tf32" };
     char copies[48] = "";
     if (g.copies) snprintf(copies, sizeof copies, ", operands copied to shared, %d stages", g.copies);
-    int n = g.mma ? snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%s mma, warps of %dx%d%s)", g.bm, g.bn, mma_name[g.mma],
+    int n = g.wgmma ? snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%s wgmma, 2 warpgroups of 64x%d, k-tiles of %d "
+                               "128-byte swizzled in %d stages, A %s-major, B %s-major)", g.bm, g.bn, mma_name[g.mma], g.bn,
+                               g.bk, g.wg_stages, g.da.kfast ? "K" : "M", g.db.kfast ? "K" : "N")
+            : g.mma ? snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%s mma, warps of %dx%d%s)", g.bm, g.bn, mma_name[g.mma],
                              g.bm / 2, g.bn / 4, g.direct ? ", operands copied straight to shared" : "")
             : g.kgroups > 1 ? snprintf(l->why, sizeof l->why, "gemm %dx%d tiles (%d k-groups of 4x4 a thread%s)", g.bm, g.bn,
                                        g.kgroups, copies)

@@ -770,6 +770,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
   g->mma_tf32 = o->tf32 && d && d->mma[CG_MMA_TF32];
   g->mma_direct = d && d->cp_async && (o->tensor_cores == 1 || o->tensor_cores == 3);
   g->mma_many_blocks = o->tensor_cores == 3;
+  if (o->cuda_wgmma < 0 || o->cuda_wgmma > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_wgmma ($KILN_CUDA_WGMMA) is %d: 0 off (the default), 1 Hopper's warpgroup "
+                     "MMA for 16-bit products", o->cuda_wgmma);
+  g->wgmma = o->cuda_wgmma == 1 && g->mma_direct && d->wgmma_define;
   if (o->cuda_mma_k != 0 && o->cuda_mma_k != 32 && o->cuda_mma_k != 64 && o->cuda_mma_k != 128)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_mma_k ($KILN_CUDA_MMA_K) is %d: 0 the default, or 32, 64 or 128", o->cuda_mma_k);
   g->mma_small_k = o->cuda_mma_k ? o->cuda_mma_k : 32;

@@ -819,6 +819,47 @@ static void test_mma_shapes(void) {
   kiln_graph_free(gr);
 }
 
+/* Hopper's warpgroup MMA (cuda_wgmma): bf16 and f16 products of direct operands take 128-row tiles of
+ * k 64, the width whose waves over 132 multiprocessors cost least (bert's 768 columns: 64, 96 tiles;
+ * 2304 and 3072: 192, 96 and 128 tiles), one span, and stages as 200 KB hold (6 of 24 KB, 5 of 40 KB);
+ * the source holds the product with B N-major (a K-major A) and compiles for sm_90a; a transposed x
+ * is M-major A; the option takes the products from the library; f32 products and glsl are untouched. */
+static void test_wgmma_shapes(void) {
+  kiln_options ko = kiln_options_default();
+  ko.cuda_wgmma = 1;
+  CgOptions co;
+  OK(rt_codegen_options(&ko, &cg_dialect_cuda, &co));
+  CHECK(co.wgmma);
+  static const struct { int64_t m, k, n; bool xt; int bn, stages; const char *fn; } d[] = {
+    { 1024, 768, 768, false, 64, 6, "k_wgmma_bf16_64_01(acc[0]" }, { 1024, 768, 2304, false, 192, 5, "k_wgmma_bf16_192_01(acc[0]" },
+    { 1024, 768, 3072, false, 192, 5, "k_wgmma_bf16_192_01(acc[0]" }, { 256, 64, 128, true, 64, 6, "k_wgmma_bf16_64_11(acc[0]" } };
+  for (int i = 0; i < 4; i++) {
+    kiln_graph *gr = dense_typed(KILN_BF16, d[i].m, d[i].k, d[i].n, d[i].xt, false);
+    Plans r = plan_of(gr);
+    CgGemm g;
+    if (only_gemm_opt(&r, &co, &g, "bf16 dense, wgmma"))
+      CHECK_MSG(g.wgmma && g.direct && g.bm == 128 && g.bn == d[i].bn && g.bk == 64 && g.tm == 1 && g.tn == d[i].bn / 2 &&
+                g.splits == 1 && g.wg_stages == d[i].stages && g.da.kfast == !d[i].xt && !g.db.kfast,
+                "%lldx%lldx%lld: wgmma %d, %dx%dx%d, %d splits, %d stages", (long long)d[i].m, (long long)d[i].k,
+                (long long)d[i].n, g.wgmma, g.bm, g.bn, g.bk, g.splits, g.wg_stages);
+    CHECK_MSG(!cg_library_candidate(r.p, &r.p->kernels[0], &co), "%lldx%lldx%lld: still the library's", (long long)d[i].m,
+              (long long)d[i].k, (long long)d[i].n);
+    compiles_with(&r, &co, d[i].fn, "wgmma tile");
+    plans_free(&r);
+    kiln_graph_free(gr);
+  }
+  kiln_graph *gr = dense_typed(KILN_F32, 1024, 768, 768, false, false);  /* f32: no mma, no wgmma */
+  Plans r = plan_of(gr);
+  CgGemm g;
+  if (only_gemm_opt(&r, &co, &g, "f32 dense, wgmma asked")) CHECK(!g.wgmma && !g.mma);
+  plans_free(&r);
+  kiln_graph_free(gr);
+  OK(rt_codegen_options(&ko, &cg_dialect_glsl, &co));
+  CHECK(!co.wgmma);
+  ko.cuda_wgmma = 2;
+  CHECK(rt_codegen_options(&ko, &cg_dialect_cuda, &co) == KILN_ERR_INVALID_ARG);
+}
+
 static void test_shapes(void) {
   CgGemm g;
   CgOptions dflt0 = cg_options_default();
@@ -1469,6 +1510,43 @@ static void test_mma_values(bool sanitized) {
   want_libraries = -1;
 }
 
+/* The warpgroup MMA tiles against ref, where the device is compute capability 9.0 (else the option's
+ * program does not build, and the legs say so): 768 columns over 768 (64-wide tiles, 12 k-tiles in 6
+ * stages), 2304 (192-wide), a K of 784 (a ragged last k-tile, zero-filled), ragged rows and columns, a
+ * transposed x (M-major A), a batch, attention's scores (K-major B: the keys read along their depth). */
+static void test_wgmma_values(void) {
+  setenv("KILN_CUDA_WGMMA", "1", 1);
+  want_libraries = 0;
+  kiln_graph *probe = dense_typed(KILN_BF16, 128, 64, 64, false, false);
+  kiln_options o = kiln_options_default();
+  o.backend = "cuda", o.strict = 1;
+  kiln_program *pp = NULL;
+  kiln_status st = kiln_program_compile(probe, &o, &pp);
+  kiln_program_free(pp);
+  kiln_graph_free(probe);
+  if (st == KILN_ERR_UNSUPPORTED && strstr(kiln_last_error(), "wgmma")) {
+    printf("skip: the warpgroup MMA legs: %s\n", kiln_last_error());
+  } else {
+    static const struct { int64_t m, k, n; bool xt, batch; } d[] = {
+      { 1024, 768, 768, false, false }, { 1024, 768, 2304, false, false }, { 128, 784, 512, false, false },
+      { 1000, 64, 200, false, false }, { 256, 64, 128, true, false }, { 1024, 64, 1024, false, true } };
+    for (int t = 0; t < 2; t++)
+      for (int i = 0; i < 6; i++) {
+        kiln_dtype dt = t ? KILN_F16 : KILN_BF16;
+        int64_t rows = d[i].m * (d[i].batch ? 2 : 1), ni = rows * d[i].k, no = rows * d[i].n;
+        kiln_graph *g = dense_typed(dt, d[i].m, d[i].k, d[i].n, d[i].xt, d[i].batch);
+        check_typed("wgmma relu(x@w+b)", g, dt, 1, &ni, 1, &no);
+        kiln_graph_free(g);
+      }
+    int64_t ins[2] = { 2 * 3 * 40 * 64, 2 * 3 * 48 * 64 }, outs[1] = { 2 * 3 * 40 * 48 };
+    kiln_graph *g = scores_typed(KILN_BF16, 2, 3, 40, 48, 64);
+    check_typed("wgmma scores", g, KILN_BF16, 2, ins, 1, outs);
+    kiln_graph_free(g);
+  }
+  want_libraries = -1;
+  unsetenv("KILN_CUDA_WGMMA");
+}
+
 /* The library's 16-bit GEMMs: act(x @ w + b) of bf16 and f16 values, relu and GELU, one library
  * GEMM in the fused program where cuBLASLt loads. The library's epilogue works on the f32 sum and
  * rounds once (README, KILN_CUBLASLT), so its oracle is ref's f32 run of the same values with its
@@ -1718,7 +1796,7 @@ static void test_values(void) {
     check_values("train step", g, 1, ins, 2, outs);
     kiln_graph_free(g);
   }
-  if (!strcmp(backend, "cuda")) test_mma_values(sanitized), test_library_values16();
+  if (!strcmp(backend, "cuda")) test_wgmma_values(), test_mma_values(sanitized), test_library_values16();
 }
 
 int main(void) {
@@ -1728,6 +1806,7 @@ int main(void) {
   test_narrow_shapes();
   test_copies_shapes();
   test_mma_shapes();
+  test_wgmma_shapes();
   test_chain_mma_shapes();
   test_chain_prefetch_shapes();
   test_chain_lanes_shapes();

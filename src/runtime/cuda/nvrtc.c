@@ -51,6 +51,14 @@ kiln_status cuda_compile_cached(const char *src, const char *arch, int n_opts, c
   if (st) return st;
   const char *all[24];
   char archopt[64];
+  /* warpgroup MMA (kiln_options.cuda_wgmma) is sm_90a's alone: built for it, such a program runs on
+   * compute capability 9.0 and nothing else */
+  if (strstr(src, "wgmma.mma_async")) {
+    if (strcmp(arch, "sm_90") && strcmp(arch, "sm_90a"))
+      return kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: warpgroup MMA (cuda_wgmma, $KILN_CUDA_WGMMA) needs compute capability "
+                       "9.0 (sm_90a), and this device is %s", arch);
+    arch = "sm_90a";
+  }
   snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
   int n = 0;
   all[n++] = archopt;
