@@ -76,11 +76,14 @@ static const char prelude[] =
   "  for (int d = W / 2; d > 0; d >>= 1) v = f(v, k_shfl(v, d));\n"
   "  return (T)__shfl_sync(0xffffffffu, v, (threadIdx.x & 31) & ~(W - 1));\n"
   "}\n"
-  /* arg-reductions: the better (value, index) pair; ties go to the first index, or the last. */
+  /* arg-reductions: the better (value, index) pair; ties go to the first index, or the last. As ref
+   * (and the glsl dialect): NaN is the extreme, the first NaN's index wins (the last with last) */
   "template <class T> KI bool k_argbetter(T v2, int64_t i2, T v, int64_t i, int mx, int last) {\n"
   "  if (i2 < 0) return false; if (i < 0) return true;\n"
-  "  if (mx ? v2 > v : v2 < v) return true;\n"
-  "  if (v2 == v) return last ? i2 > i : i2 < i;\n"
+  "  bool n2 = v2 != v2, n = v != v;\n"
+  "  if (n2 != n) return n2;\n"
+  "  if (!n && (mx ? v2 > v : v2 < v)) return true;\n"
+  "  if (n || v2 == v) return last ? i2 > i : i2 < i;\n"
   "  return false;\n"
   "}\n"
   "template <class T> KI int64_t k_block_arg(T v, int64_t i, int mx, int last) {\n"
