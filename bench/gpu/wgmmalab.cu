@@ -4,7 +4,7 @@
 // this settles on the device what cannot be settled here: the shared-memory descriptors of
 // an operand stored N-major (kiln's weights are [K, N], N contiguous; wgmma's transposed B),
 // and what tiles, stages and warpgroups buy on these shapes against the library.
-//   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -o wgmmalab bench/gpu/wgmmalab.cu && ./wgmmalab
+//   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -o wgmmalab bench/gpu/wgmmalab.cu -lcuda && ./wgmmalab [MODE]
 // One JSON line per (shape, candidate): its error against an f32 product of the same bf16
 // values (max |c - ref| / max |ref|; a wrong layout is O(1)) and its median time (CUDA events
 // over batches of 20 back-to-back launches, as bench/gpu/peers-gemm.py times torch.mm).
@@ -18,8 +18,16 @@
 //           SBO the stride between groups of 8 K-rows; 1 the same with LBO and SBO swapped;
 //           2 K-major (B transposed on the host first: the control whose descriptors are
 //           the A operand's)
+//   BMODE 3 the copy engine's form (gemm_tma): B N-major as in 0, both operands' k-tiles brought by
+//           cp.async.bulk.tensor from tensor maps (128-byte swizzle, the same layout) completing on an
+//           mbarrier a stage; a producer warpgroup (one thread issues the copies, its registers given to
+//           the others by setmaxnreg) and two consumer warpgroups of 64 rows; a consumer frees a stage
+//           (an mbarrier of 256 arrivals) once its wgmma.wait_group 1 says the products reading it are
+//           done; no block barrier in the k loop. Settled on the device 2026-12-06: mode 0's
+//           descriptors are right (mode 1 faults).
 // Both operands are 128-byte swizzled: the 16-byte chunk c of a 128-byte row r lands at
 // chunk c ^ (r % 8), rows 128 bytes apart, atoms of 8 rows 1024 bytes apart.
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cstdio>
 #include <cstdlib>
@@ -156,6 +164,98 @@ __global__ void __launch_bounds__(WG * 128, 1) gemm(const __nv_bfloat16 *__restr
   }
 }
 
+/* ---- the copy engine's form (BMODE 3) ---- */
+__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint64_t *b, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(b)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *b, int parity) {
+  uint32_t done;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(smem_addr(b)), "r"(parity) : "memory");
+  } while (!done);
+}
+/* a 2-d box of the tensor map at (c0 innermost, c1) into shared dst, its bytes counted on bar */
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint64_t *bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+               ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_addr(bar)) : "memory");
+}
+
+template <int BN, int STAGES>
+__global__ void __launch_bounds__(384, 1) gemm_tma(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+                                                   __nv_bfloat16 *__restrict__ c, int M, int N, int K) {
+  constexpr int BM = 128, A_BYTES = BM * 128, STAGE = A_BYTES + BN * 128;
+  extern __shared__ unsigned char dyn[];
+  __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
+  unsigned char *sm = (unsigned char *)(((uintptr_t)dyn + 1023) & ~(uintptr_t)1023);
+  const uint32_t base = smem_addr(sm);
+  const int tid = threadIdx.x, wg = tid / 128, lane = tid & 31, warp = (tid / 32) % 4;
+  const int tiles_n = N / BN, tm0 = blockIdx.x / tiles_n * BM, tn0 = blockIdx.x % tiles_n * BN, nkt = K / 64;
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 256);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (tid == 0)
+      for (int t = 0; t < nkt; t++) {
+        const int s = t % STAGES;
+        if (t >= STAGES) mbar_wait(&empty[s], (t / STAGES + 1) & 1);
+        mbar_expect(&full[s], STAGE);
+        tma_load(base + s * STAGE, &ta, t * 64, tm0, &full[s]);
+        #pragma unroll
+        for (int p = 0; p < BN / 64; p++) tma_load(base + s * STAGE + A_BYTES + p * 8192, &tb, tn0 + p * 64, t * 64, &full[s]);
+      }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int cw = wg - 1;
+    float d[BN / 2];
+    #pragma unroll
+    for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
+    for (int t = 0; t < nkt; t++) {
+      const int s = t % STAGES;
+      mbar_wait(&full[s], (t / STAGES) & 1);
+      const uint32_t as = base + s * STAGE + cw * 64 * 128, bs = base + s * STAGE + A_BYTES;
+      wg_fence();
+      #pragma unroll
+      for (int kk = 0; kk < 4; kk++) wg_mma<BN, 1>(d, desc(as + kk * 32, 16, 1024), desc(bs + kk * 2048, 8192, 1024));
+      wg_commit();
+      wg_wait<1>();
+      if (t > 0) mbar_arrive(&empty[(t - 1) % STAGES]);  /* the products of t - 1 are done with its stage */
+    }
+    wg_wait<0>();
+    const int row = tm0 + cw * 64 + warp * 16 + lane / 4;
+    #pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+      const int col = tn0 + j * 8 + (lane % 4) * 2;
+      *(__nv_bfloat162 *)&c[(size_t)row * N + col] = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
+      *(__nv_bfloat162 *)&c[(size_t)(row + 8) * N + col] = __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
+    }
+  }
+}
+
+/* a row-major [rows, cols] bf16 tensor as a tensor map of boxes of box_cols x box_rows, 128-byte swizzled */
+static CUtensorMap tensor_map(const __nv_bfloat16 *p, int rows, int cols, int box_cols, int box_rows) {
+  CUtensorMap m;
+  cuuint64_t dims[2] = { (cuuint64_t)cols, (cuuint64_t)rows }, strides[1] = { (cuuint64_t)cols * 2 };
+  cuuint32_t box[2] = { (cuuint32_t)box_cols, (cuuint32_t)box_rows }, es[2] = { 1, 1 };
+  CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)p, dims, strides, box, es,
+                                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    printf("{\"error\": \"cuTensorMapEncodeTiled: %d\"}\n", (int)r);
+    exit(1);
+  }
+  return m;
+}
+
 /* the reference: one thread an output, f32 sums of the same bf16 values */
 __global__ void reference(const __nv_bfloat16 *a, const __nv_bfloat16 *b, float *c, int M, int N, int K) {
   const int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;
@@ -170,19 +270,14 @@ struct Bufs { __nv_bfloat16 *a, *b, *bt, *c; float *ref; };
 
 static float median(std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
 
-template <int WG, int BN, int STAGES, int BMODE> static void run(const Shape &s, const Bufs &x) {
-  constexpr int BM = WG * 64;
-  if (s.M % BM || s.N % BN || s.K % 64) return;
-  const int smem = STAGES * (BM + BN) * 128 + 1024;
-  auto kern = gemm<WG, BN, STAGES, BMODE>;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const int blocks = s.M / BM * (s.N / BN);
+/* One candidate: launch() once, checked against the reference, then timed where it agrees. */
+template <class L> static void measure(const Shape &s, const Bufs &x, int wg, int bn, int stages, int bmode, int blocks, L launch) {
   CK(cudaMemset(x.c, 0, (size_t)s.M * s.N * 2));
-  kern<<<blocks, WG * 128, smem>>>(x.a, x.b, x.bt, x.c, s.M, s.N, s.K);
+  launch();
   cudaError_t e = cudaDeviceSynchronize();
   if (e != cudaSuccess) {
-    printf("{\"shape\": \"%s\", \"wg\": %d, \"bn\": %d, \"stages\": %d, \"bmode\": %d, \"error\": \"%s\"}\n", s.name, WG, BN, STAGES,
-           BMODE, cudaGetErrorString(e));
+    printf("{\"shape\": \"%s\", \"wg\": %d, \"bn\": %d, \"stages\": %d, \"bmode\": %d, \"error\": \"%s\"}\n", s.name, wg, bn, stages,
+           bmode, cudaGetErrorString(e));
     exit(1);  /* a fault leaves the context unusable */
   }
   std::vector<__nv_bfloat16> hc((size_t)s.M * s.N);
@@ -203,7 +298,7 @@ template <int WG, int BN, int STAGES, int BMODE> static void run(const Shape &s,
     std::vector<float> times;
     for (int rep = 0; rep < 16; rep++) {
       CK(cudaEventRecord(e0));
-      for (int i = 0; i < 20; i++) kern<<<blocks, WG * 128, smem>>>(x.a, x.b, x.bt, x.c, s.M, s.N, s.K);
+      for (int i = 0; i < 20; i++) launch();
       CK(cudaEventRecord(e1));
       CK(cudaEventSynchronize(e1));
       float ms;
@@ -216,9 +311,31 @@ template <int WG, int BN, int STAGES, int BMODE> static void run(const Shape &s,
   }
   printf("{\"shape\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"wg\": %d, \"bn\": %d, \"stages\": %d, \"bmode\": %d, \"blocks\": %d, "
          "\"err\": %.3g, \"ok\": %s, \"us\": %.2f, \"tflops\": %.0f}\n",
-         s.name, s.M, s.N, s.K, WG, BN, STAGES, BMODE, blocks, err, err < 1e-2 ? "true" : "false", us,
+         s.name, s.M, s.N, s.K, wg, bn, stages, bmode, blocks, err, err < 1e-2 ? "true" : "false", us,
          us > 0 ? 2.0 * s.M * s.N * s.K / us * 1e-6 : 0.0);
   fflush(stdout);
+}
+
+template <int WG, int BN, int STAGES, int BMODE> static void run(const Shape &s, const Bufs &x) {
+  constexpr int BM = WG * 64;
+  if (s.M % BM || s.N % BN || s.K % 64) return;
+  const int smem = STAGES * (BM + BN) * 128 + 1024;
+  auto kern = gemm<WG, BN, STAGES, BMODE>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int blocks = s.M / BM * (s.N / BN);
+  measure(s, x, WG, BN, STAGES, BMODE, blocks,
+          [&] { kern<<<blocks, WG * 128, smem>>>(x.a, x.b, x.bt, x.c, s.M, s.N, s.K); });
+}
+
+/* the copy engine's form: two consumer warpgroups (128 rows), the producer's warpgroup beside them */
+template <int BN, int STAGES> static void run_tma(const Shape &s, const Bufs &x) {
+  if (s.M % 128 || s.N % BN || s.K % 64) return;
+  const CUtensorMap ta = tensor_map(x.a, s.M, s.K, 64, 128), tb = tensor_map(x.b, s.K, s.N, 64, 64);
+  const int smem = STAGES * (128 + BN) * 128 + 1024;
+  auto kern = gemm_tma<BN, STAGES>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int blocks = s.M / 128 * (s.N / BN);
+  measure(s, x, 2, BN, STAGES, 3, blocks, [&] { kern<<<blocks, 384, smem>>>(ta, tb, x.c, s.M, s.N, s.K); });
 }
 
 /* every candidate whose stages fit 227 KB of shared memory */
@@ -235,7 +352,7 @@ template <int BMODE> static void sweep(const Shape &s, const Bufs &x) {
 
 int main(int argc, char **argv) {
   const Shape shapes[] = { { "qkv", 1024, 2304, 768 }, { "out", 1024, 768, 768 }, { "ffn1", 1024, 3072, 768 }, { "ffn2", 1024, 768, 3072 } };
-  const int only_mode = argc > 1 ? atoi(argv[1]) : -1;  /* one BMODE alone (a layout's fault ends the run) */
+  const int only_mode = argc > 1 ? atoi(argv[1]) : -1;  /* one BMODE alone (a fault ends the run) */
   for (const Shape &s : shapes) {
     Bufs x;
     const size_t na = (size_t)s.M * s.K, nb = (size_t)s.K * s.N, nc = (size_t)s.M * s.N;
@@ -254,6 +371,12 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(x.bt, hbt.data(), nb * 2, cudaMemcpyHostToDevice));
     reference<<<dim3((s.N + 127) / 128, s.M), 128>>>(x.a, x.b, x.ref, s.M, s.N, s.K);
     CK(cudaDeviceSynchronize());
+    if (only_mode < 0 || only_mode == 3) {
+      run_tma<64, 8>(s, x);
+      run_tma<128, 6>(s, x);
+      run_tma<192, 5>(s, x);
+      run_tma<256, 4>(s, x);
+    }
     if (only_mode < 0 || only_mode == 2) sweep<2>(s, x);
     if (only_mode < 0 || only_mode == 0) sweep<0>(s, x);
     if (only_mode < 0 || only_mode == 1) sweep<1>(s, x);
