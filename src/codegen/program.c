@@ -601,7 +601,8 @@ static kiln_status defer_alone(const Plan *p, const Dialect *d, const CgOptions 
 static bool band_tiles(const Plan *p, const Dialect *d, const CgOptions *o, const CgLaunch *l, CgGemm *gm) {
   const Kernel *k = &p->kernels[l->kernel];
   if (k->chain || k->rank != 2 || cg_kernel_shape(p, k, d, o) != CG_GPU_GEMM || !cg_gemm_match(p, k, o, gm)) return false;
-  if (gm->narrow || gm->batch != 1 || gm->cluster || gm->band || gm->head || gm->role[0] != CG_ROLE_M || gm->role[1] != CG_ROLE_N)
+  if (gm->narrow || gm->batch != 1 || gm->cluster || gm->band || gm->head || gm->wgmma || gm->role[0] != CG_ROLE_M ||
+      gm->role[1] != CG_ROLE_N)
     return false;
   int64_t tiles = ((gm->M + gm->bm - 1) / gm->bm) * ((gm->N + gm->bn - 1) / gm->bn);
   return l->grid == tiles * (gm->splits > 1 ? gm->splits : 1);

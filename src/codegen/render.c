@@ -4450,7 +4450,8 @@ bool cg_pair_banded(const Plan *p, const Kernel *last, const Dialect *d, const C
     return false;
   const Kernel *kc = last - 1;
   int n = kc->rank;
-  if (!cg_gemm_match(p, kc, o, g) || g->n_b != 1 || g->batch != 1 || g->cluster || g->role[n - 1] != CG_ROLE_N)
+  /* (warpgroup MMA tiles hold their outputs in wgmma's order, which the band's steps do not read) */
+  if (!cg_gemm_match(p, kc, o, g) || g->n_b != 1 || g->batch != 1 || g->cluster || g->wgmma || g->role[n - 1] != CG_ROLE_N)
     return false;
   for (int v = 0; v < n - 1; v++)  /* the rows, flat in KC's order: mq is the row */
     if (g->role[v] != CG_ROLE_M && kc->shape[v] != 1) return false;
