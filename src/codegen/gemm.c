@@ -1288,45 +1288,6 @@ static void direct_declare(const CgEmit *em, const CgGemm *g) {
   cg_put(em, "%s (*Bs)[%d][%d] = (%s (*)[%d][%d])(kd + %d);", E, br, bc, E, br, bc, DIRECT_STAGES * ar * ac);
 }
 
-/* The k loop of a direct mma tile, or of an f32 k-group tile with copies (CgGemm.copies stages
- * of Ac / Bc), over the block's span kbeg .. kend: the copies of the first P - 1 k-tiles, then per
- * k-tile t: wait for its copies, one barrier (every warp is done with t - 1, whose stage the
- * copies of t + P - 1 now refill), and multiply. */
-static void direct_loop(const CgEmit *em, const Kernel *k, const CgGemm *g) {
-  const Dialect *d = em->d;
-  const char *I = d->index_type, *As = g->copies ? "Ac" : "As", *Bs = g->copies ? "Bc" : "Bs";
-  int P = g->copies ? g->copies : DIRECT_STAGES;
-  char at[64], wait[64];
-  cg_put(em, "const %s nkt = (kend - kbeg + %d) / %d;", I, g->bk - 1, g->bk);
-  for (int s = 0; s < P - 1; s++) {
-    char st[12];
-    snprintf(at, sizeof at, "kbeg + %d", s * g->bk);
-    snprintf(st, sizeof st, "%d", s);
-    cg_open(em, "if (%d < nkt) {", s);
-    direct_issue(em, k, g, g->copies ? &g->va : &g->da, CG_ROLE_M, As, at, st);
-    direct_issue(em, k, g, g->copies ? &g->vb : &g->db, CG_ROLE_N, Bs, at, st);
-    cg_close(em);
-    cg_put(em, "%s", d->cp_commit);
-  }
-  cg_open(em, "for (%s t = 0; t < nkt; t++) {", I);
-  snprintf(wait, sizeof wait, d->cp_wait, P - 2);
-  cg_put(em, "%s", wait);  /* the groups of t + 1 .. t + P - 2 may still be in flight */
-  cg_put(em, "%s", d->barrier);
-  cg_open(em, "if (t + %d < nkt) {", P - 1);
-  cg_put(em, "const %s kn = kbeg + (t + %d) * %d;", I, P - 1, g->bk);
-  cg_put(em, "const int sn = (int)((t + %d) %% %d);", P - 1, P);
-  direct_issue(em, k, g, g->copies ? &g->va : &g->da, CG_ROLE_M, As, "kn", "sn");
-  direct_issue(em, k, g, g->copies ? &g->vb : &g->db, CG_ROLE_N, Bs, "kn", "sn");
-  cg_close(em);
-  cg_put(em, "%s", d->cp_commit);  /* an empty group near the end keeps the wait's count */
-  cg_put(em, "const int st = (int)(t %% %d);", P);
-  if (g->copies) copy_multiply(em, g, "st");
-  else direct_multiply(em, g, "st");
-  cg_close(em);
-  cg_put(em, "%s", d->cp_wait0);
-  cg_put(em, "%s", d->barrier);  /* no copy in flight, every warp done, before the next tile's */
-}
-
 /* ---- direct tiles on the warpgroup MMA (CgGemm.wgmma) ----
  * Stage s of the dynamic shared array (its base rounded up to 1024 bytes, the swizzle's period)
  * holds A's 128 x 64 k-tile, then B's bn x 64: (128 + bn) rows of 128 bytes, each 16-byte chunk c of
@@ -1341,49 +1302,67 @@ static void wgmma_declare(const CgEmit *em) {
   cg_put(em, "unsigned char *kw = (unsigned char *)(((unsigned long long)%s + 1023) & ~1023ull);", d->dyn_shared_name);
 }
 
-/* The k loop: the copies of k-tile t + P - 2 go out after the barrier of k-tile t, into the stage
- * k-tile t - 2 was read from: each thread passed that barrier after its warpgroup's wait for all
- * but the latest product (k-tile t - 1), so every product of t - 2 is done. The products of
- * k-tile t go out asynchronously, four of 16 k, and the next copies overlap them. */
-static void wgmma_loop(const CgEmit *em, const Kernel *k, const CgGemm *g) {
+/* A warpgroup MMA tile's products of k-tile stage st: four of 16 k a warpgroup, asynchronous; the
+ * wait lets the products of the k-tile before finish, no later. */
+static void wgmma_multiply(const CgEmit *em, const CgGemm *g) {
   const Dialect *d = em->d;
-  const char *I = d->index_type, *t = g->mma == CG_MMA_F16 ? "f16" : "bf16";
-  int P = g->wg_stages, stage = (g->bm + g->bn) * 128;
-  char at[64], wait[64], st[12];
-  cg_put(em, "const %s nkt = (kend - kbeg + %d) / %d;", I, WG_BK - 1, WG_BK);
-  for (int s = 0; s < P - 2; s++) {
-    snprintf(at, sizeof at, "kbeg + %d", s * WG_BK);
+  int stage = (g->bm + g->bn) * 128;
+  cg_put(em, "const unsigned sa = k_smem(kw) + (unsigned)st * %d + (%s >> 7) * %d, sb = k_smem(kw) + (unsigned)st * %d + %d;", stage,
+         thread_int(d), 64 * 128, stage, g->bm * 128);
+  cg_put(em, "k_wg_fence();");
+  cg_put(em, "%s", d->unroll);
+  cg_put(em, "for (int kk = 0; kk < %d; kk++)", WG_BK / 16);
+  cg_put(em, "  k_wgmma_%s_%d_%d%d(acc[0], k_wg_desc(sa + kk * %d, %d, 1024), k_wg_desc(sb + kk * %d, %d, 1024));",
+         g->mma == CG_MMA_F16 ? "f16" : "bf16", g->bn, !g->da.kfast, !g->db.kfast, g->da.kfast ? 32 : 2048,
+         g->da.kfast ? 16 : WG_BK * 128, g->db.kfast ? 32 : 2048, g->db.kfast ? 16 : WG_BK * 128);
+  cg_put(em, "k_wg_commit();");
+  cg_put(em, "k_wg_wait<1>();");
+}
+
+/* The k loop of a direct mma tile, of an f32 k-group tile with copies (CgGemm.copies stages of Ac /
+ * Bc), or of a warpgroup MMA tile (wg_stages stages of kw), over the block's span kbeg .. kend: the
+ * copies of the first `ahead` k-tiles, then per k-tile t: wait for its copies, one barrier, the
+ * copies of t + ahead into the stage the barrier freed, and multiply. The mma and FMA tiles multiply
+ * synchronously: every warp past the barrier is done with t - 1, so ahead is P - 1. A warpgroup MMA
+ * tile's products go out asynchronously and each warpgroup waits for all but its latest: past the
+ * barrier only t - 2 is done, so ahead is P - 2; its copies' writes (the generic proxy) are fenced
+ * for the products' reads (the async proxy) before the barrier. */
+static void direct_loop(const CgEmit *em, const Kernel *k, const CgGemm *g) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type;
+  const char *As = g->wgmma ? "kw" : g->copies ? "Ac" : "As", *Bs = g->wgmma ? "kw" : g->copies ? "Bc" : "Bs";
+  const struct CgDirect *oa = g->copies ? &g->va : &g->da, *ob = g->copies ? &g->vb : &g->db;
+  int P = g->wgmma ? g->wg_stages : g->copies ? g->copies : DIRECT_STAGES, ahead = g->wgmma ? P - 2 : P - 1;
+  char at[64], wait[64];
+  cg_put(em, "const %s nkt = (kend - kbeg + %d) / %d;", I, g->bk - 1, g->bk);
+  for (int s = 0; s < ahead; s++) {
+    char st[12];
+    snprintf(at, sizeof at, "kbeg + %d", s * g->bk);
     snprintf(st, sizeof st, "%d", s);
     cg_open(em, "if (%d < nkt) {", s);
-    direct_issue(em, k, g, &g->da, CG_ROLE_M, "kw", at, st);
-    direct_issue(em, k, g, &g->db, CG_ROLE_N, "kw", at, st);
+    direct_issue(em, k, g, oa, CG_ROLE_M, As, at, st);
+    direct_issue(em, k, g, ob, CG_ROLE_N, Bs, at, st);
     cg_close(em);
     cg_put(em, "%s", d->cp_commit);
   }
   cg_open(em, "for (%s t = 0; t < nkt; t++) {", I);
-  snprintf(wait, sizeof wait, d->cp_wait, P - 3);
-  cg_put(em, "%s", wait);  /* the groups of t + 1 .. t + P - 3 may still be in flight */
-  cg_put(em, "k_fence_async();");  /* this thread's copies, before the products read them */
+  snprintf(wait, sizeof wait, d->cp_wait, ahead - 1);
+  cg_put(em, "%s", wait);  /* the groups of t + 1 .. t + ahead - 1 may still be in flight */
+  if (g->wgmma) cg_put(em, "k_fence_async();");
   cg_put(em, "%s", d->barrier);
-  cg_open(em, "if (t + %d < nkt) {", P - 2);
-  cg_put(em, "const %s kn = kbeg + (t + %d) * %d;", I, P - 2, WG_BK);
-  cg_put(em, "const int sn = (int)((t + %d) %% %d);", P - 2, P);
-  direct_issue(em, k, g, &g->da, CG_ROLE_M, "kw", "kn", "sn");
-  direct_issue(em, k, g, &g->db, CG_ROLE_N, "kw", "kn", "sn");
+  cg_open(em, "if (t + %d < nkt) {", ahead);
+  cg_put(em, "const %s kn = kbeg + (t + %d) * %d;", I, ahead, g->bk);
+  cg_put(em, "const int sn = (int)((t + %d) %% %d);", ahead, P);
+  direct_issue(em, k, g, oa, CG_ROLE_M, As, "kn", "sn");
+  direct_issue(em, k, g, ob, CG_ROLE_N, Bs, "kn", "sn");
   cg_close(em);
   cg_put(em, "%s", d->cp_commit);  /* an empty group near the end keeps the wait's count */
-  cg_put(em, "const unsigned sa = k_smem(kw) + (unsigned)(t %% %d) * %d + (%s >> 7) * %d, sb = k_smem(kw) + (unsigned)(t %% %d) * %d + %d;",
-         P, stage, thread_int(d), 64 * 128, P, stage, g->bm * 128);
-  cg_put(em, "k_wg_fence();");
-  cg_put(em, "%s", d->unroll);
-  cg_put(em, "for (int kk = 0; kk < %d; kk++)", WG_BK / 16);
-  cg_put(em, "  k_wgmma_%s_%d_%d%d(acc[0], k_wg_desc(sa + kk * %d, %d, 1024), k_wg_desc(sb + kk * %d, %d, 1024));", t, g->bn,
-         !g->da.kfast, !g->db.kfast, g->da.kfast ? 32 : 2048, g->da.kfast ? 16 : WG_BK * 128, g->db.kfast ? 32 : 2048,
-         g->db.kfast ? 16 : WG_BK * 128);
-  cg_put(em, "k_wg_commit();");
-  cg_put(em, "k_wg_wait<1>();");
+  cg_put(em, "const int st = (int)(t %% %d);", P);
+  if (g->wgmma) wgmma_multiply(em, g);
+  else if (g->copies) copy_multiply(em, g, "st");
+  else direct_multiply(em, g, "st");
   cg_close(em);
-  cg_put(em, "k_wg_wait<0>();");
+  if (g->wgmma) cg_put(em, "k_wg_wait<0>();");
   cg_put(em, "%s", d->cp_wait0);
   cg_put(em, "%s", d->barrier);  /* no copy in flight, every product done, before the next tile's */
 }
@@ -1616,8 +1595,7 @@ void cg_render_gemm(const Plan *p, const Kernel *k, const CgGemm *g, const CgEmi
       cg_put(em, "  for (int j = 0; j < %d; j++) %s", KG_TN, zero);
     } else each_output(em, g, zero);
   }
-  if (g->wgmma) wgmma_loop(em, k, g);
-  else if (g->direct || g->copies) direct_loop(em, k, g);
+  if (g->direct || g->copies) direct_loop(em, k, g);
   else register_loop(em, k, g, sa, sb);
   for (int q = 0; g->kgroups > 1 && q < g->n_b; q++) {
     char acc[32], cacc[32];
