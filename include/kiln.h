@@ -644,6 +644,10 @@ typedef struct kiln_options {
                            tile (a warpgroup each 64), k-tiles of 64 copied 128-byte swizzled into shared
                            memory; 0 (default) off, as the H100 race chose: bert_layer_b8s128_bf16 2.15x and
                            mlp_fwd_b4096_bf16 1.80x slower than the library ($KILN_CUDA_WGMMA) */
+  int cuda_lt_algos;    /* cuda: a library GEMM takes the fastest of this many of cuBLASLt's heuristic algorithms,
+                           each timed when the program is loaded (a CUDA graph of its calls on the program's own
+                           buffers, outside the recorded schedule); 0 (default) and 1 the heuristic's first,
+                           untimed; at most 16 ($KILN_CUDA_LT_ALGOS) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

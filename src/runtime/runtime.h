@@ -45,6 +45,8 @@ typedef unsigned long long RtBuf;  /* the width and type of a CUDA device addres
  * KILN_OK or a failure naming the call and `what`. Optional hooks may be NULL; the comment
  * says what the pipeline does instead.
  */
+enum { RT_LT_MAX_ALGOS = 16 };  /* library algorithms a GEMM may time at load (kiln_options.cuda_lt_algos) */
+
 typedef struct Backend {
   const char *name;
   /* The dialect kernels are rendered in; NULL: the backend interprets the TE (ref), every
@@ -76,7 +78,8 @@ typedef struct Backend {
    * one multiprocessor keeps resident, the multiprocessors, its registers per thread and its
    * local (spilled) bytes per thread. NULL: no limits known (loop backends). */
   kiln_status (*residency)(void *dev, void *fn, const CgLaunch *l, int *per_sm, int *sms, int *regs, int *local_bytes);
-  /* Optional library GEMM (cuBLASLt): prepare binds g to the stage buffers (stage -> RtBuf);
+  /* Optional library GEMM (cuBLASLt): prepare binds g to the stage buffers (stage -> RtBuf),
+   * and may run it there (kiln_options.cuda_lt_algos times up to RT_LT_MAX_ALGOS candidates);
    * KILN_ERR_UNSUPPORTED declines, and the generated kernel runs instead. NULL: never. */
   kiln_status (*library_prepare)(void *dev, const CgLibGemm *g, const RtBuf *stage_buf, void **call);
   kiln_status (*library_run)(void *dev, void *call);

@@ -774,6 +774,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_wgmma ($KILN_CUDA_WGMMA) is %d: 0 off (the default), 1 Hopper's warpgroup "
                      "MMA for 16-bit products", o->cuda_wgmma);
   g->wgmma = o->cuda_wgmma == 1 && g->mma_direct && d->wgmma_define;
+  /* read by the cuda backend when the program opens (cuda.c), which is before this: checked here for every backend */
+  if (o->cuda_lt_algos < 0 || o->cuda_lt_algos > RT_LT_MAX_ALGOS)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_lt_algos ($KILN_CUDA_LT_ALGOS) is %d: 0 or 1 the heuristic's first "
+                     "algorithm (the default), up to %d timed at load", o->cuda_lt_algos, RT_LT_MAX_ALGOS);
   if (o->cuda_mma_k != 0 && o->cuda_mma_k != 32 && o->cuda_mma_k != 64 && o->cuda_mma_k != 128)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_mma_k ($KILN_CUDA_MMA_K) is %d: 0 the default, or 32, 64 or 128", o->cuda_mma_k);
   g->mma_small_k = o->cuda_mma_k ? o->cuda_mma_k : 32;

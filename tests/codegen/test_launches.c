@@ -829,6 +829,15 @@ int main(void) {
     refused(&kf, cu, "KILN_CUDA_CHAIN_LANES");
     kf.cuda_chain_lanes = 64;
     refused(&kf, cu, "KILN_CUDA_CHAIN_LANES");
+    /* library algorithms timed at load: 0 .. 16 on every backend (the cuda backend reads it) */
+    kf = kiln_options_default();
+    CHECK(kf.cuda_lt_algos == 0);
+    kf.cuda_lt_algos = 16;
+    CHECK(rt_codegen_options(&kf, cu, &co) == KILN_OK);
+    kf.cuda_lt_algos = 17;
+    refused(&kf, cu, "KILN_CUDA_LT_ALGOS");
+    kf.cuda_lt_algos = -1;
+    refused(&kf, cu, "KILN_CUDA_LT_ALGOS");
     /* split-K by flags: off by default; on, mlp_fwd_b128's three split GEMMs each release their spans'
      * partials by flags and keep no arrival count, in the same 3 launches; none on glsl */
     kf = kiln_options_default();

@@ -118,7 +118,8 @@ static kiln_status layout(void **l, int type, uint64_t rows, uint64_t cols, int6
   return st;
 }
 
-kiln_status cuda_lt_prepare(CudaLtCall *c, const CgLibGemm *g, const CUdeviceptr *buf, bool tf32, size_t ws_bytes) {
+kiln_status cuda_lt_prepare(CudaLtCall *c, const CgLibGemm *g, const CUdeviceptr *buf, bool tf32, size_t ws_bytes,
+                            int candidates) {
   memset(c, 0, sizeof *c);
   c->g = *g;
   if (c->g.bias_m) return kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: cuBLASLt's bias runs along n only");
@@ -154,13 +155,15 @@ kiln_status cuda_lt_prepare(CudaLtCall *c, const CgLibGemm *g, const CUdeviceptr
   if (!st) st = lt_check(lt.pref_create(&pref), "cublasLtMatmulPreferenceCreate", "GEMM");
   uint64_t ws = ws_bytes;
   if (!st) st = lt_check(lt.pref_set(pref, LT_PREF_MAX_WORKSPACE, &ws, sizeof ws), "cublasLtMatmulPreferenceSetAttribute", "workspace");
-  LtHeuristic h;
-  int found = 0;
-  if (!st) st = lt_check(lt.heuristic(lt.handle, c->desc, c->la, c->lb, c->ld, c->ld, pref, 1, &h, &found),
+  LtHeuristic h[CUDA_LT_MAX_CANDIDATES];
+  int found = 0, want = candidates < 1 ? 1 : candidates > CUDA_LT_MAX_CANDIDATES ? CUDA_LT_MAX_CANDIDATES : candidates;
+  if (!st) st = lt_check(lt.heuristic(lt.handle, c->desc, c->la, c->lb, c->ld, c->ld, pref, want, h, &found),
                          "cublasLtMatmulAlgoGetHeuristic", "GEMM");
   if (pref) lt.pref_destroy(pref);
-  if (!st && (found < 1 || h.state != 0)) st = kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: cuBLASLt has no algorithm for this GEMM");
-  if (!st) memcpy(c->algo, &h.algo, sizeof h.algo);
+  for (int i = 0; !st && i < found && i < want; i++)  /* the heuristic's order; a result it marks failed is left out */
+    if (h[i].state == 0) memcpy(c->cand[c->n_cand++], &h[i].algo, sizeof h[i].algo);
+  if (!st && c->n_cand < 1) st = kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: cuBLASLt has no algorithm for this GEMM");
+  if (!st) memcpy(c->algo, c->cand[0], sizeof c->algo);
   if (st) cuda_lt_release(c);
   return st;
 }

@@ -15,6 +15,10 @@
 #include <string.h>
 
 enum { LT_WORKSPACE = 32 << 20, MAX_ARGS = 256 };
+/* a timed candidate: this many calls in one graph, so that the calls' own time is timed, not the host's
+ * enqueueing (a small GEMM takes less time on the device than cublasLtMatmul takes to enqueue it) */
+enum { LT_TIMED_CALLS = 20 };
+_Static_assert((int)RT_LT_MAX_ALGOS <= (int)CUDA_LT_MAX_CANDIDATES, "cuda_lt_algos asks for more candidates than a call keeps");
 
 typedef struct CudaDev {
   CudaDriver *d;
@@ -23,6 +27,8 @@ typedef struct CudaDev {
   CUdeviceptr lt_ws;           /* cuBLASLt workspace, shared by the program's library GEMMs */
   bool tf32, fma;
   bool pdl;                    /* programmatic dependent launch between kernels (cuda_pdl) */
+  int lt_algos;                /* library GEMMs: candidates timed at load (cuda_lt_algos; 1 the heuristic's first) */
+  int debug;                   /* kiln_options.debug: each timed GEMM's choice on stderr */
   /* collectives: NCCL's calls on a stream of their own, forked from the program's stream by
    * an event and joined back by one event a bucket (made on first use) */
   CUstream comm;
@@ -63,6 +69,8 @@ static kiln_status cuda_open(const kiln_options *o, void **dev) {
   x->tf32 = o->tf32 != 0;
   x->fma = o->cuda_fma != 0 || x->tf32;
   x->pdl = o->cuda_pdl != 0;
+  x->lt_algos = o->cuda_lt_algos < 1 ? 1 : o->cuda_lt_algos > RT_LT_MAX_ALGOS ? RT_LT_MAX_ALGOS : o->cuda_lt_algos;
+  x->debug = o->debug;
   CudaNvrtc *r;
   kiln_status st = cuda_driver(&x->d);
   if (!st) st = cuda_nvrtc(&r);
@@ -211,6 +219,58 @@ static kiln_status cuda_residency(void *dev, void *fn, const CgLaunch *l, int *p
   return st;
 }
 
+/* Candidate i of call c, LT_TIMED_CALLS calls captured as one graph, launched once to warm up and
+ * once between the program's events: *us the time of one call. The calls write c's output, as the
+ * warm-up at bind does (schedule.c); nothing reads it before a run computes it again. A candidate
+ * the library refuses to enqueue gets *us = -1, and the stream is left as it was. */
+static kiln_status lt_time(CudaDev *x, CudaLtCall *c, int i, float *us) {
+  CudaDriver *d = x->d;
+  *us = -1;
+  memcpy(c->algo, c->cand[i], sizeof c->algo);
+  CUgraph graph = NULL;
+  CUgraphExec exec = NULL;
+  kiln_status st = cuda_check(d->cuStreamBeginCapture(x->stream, CUDRV_CAPTURE_THREAD_LOCAL), "cuStreamBeginCapture",
+                              "library candidates");
+  if (st) return st;
+  kiln_status refused = KILN_OK;
+  for (int r = 0; r < LT_TIMED_CALLS && !refused; r++) refused = cuda_lt_enqueue(c, x->stream, x->lt_ws, LT_WORKSPACE);
+  st = cuda_check(d->cuStreamEndCapture(x->stream, &graph), "cuStreamEndCapture", "library candidates");
+  if (!st && !refused) st = cuda_check(d->cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate", "library candidates");
+  for (int run = 0; run < 2 && !st && !refused; run++) {
+    if (run) st = cuda_check(d->cuEventRecord(x->ev[0], x->stream), "cuEventRecord", "library candidates");
+    if (!st) st = cuda_check(d->cuGraphLaunch(exec, x->stream), "cuGraphLaunch", "library candidates");
+    if (!st && run) st = cuda_check(d->cuEventRecord(x->ev[1], x->stream), "cuEventRecord", "library candidates");
+    if (!st) st = cuda_check(d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "library candidates");
+  }
+  float ms = 0;
+  if (!st && !refused) st = cuda_check(d->cuEventElapsedTime(&ms, x->ev[0], x->ev[1]), "cuEventElapsedTime", "library candidates");
+  if (!st && !refused) *us = ms * 1000.0f / LT_TIMED_CALLS;
+  if (exec) d->cuGraphExecDestroy(exec);
+  if (graph) d->cuGraphDestroy(graph);
+  return st;
+}
+
+/* The fastest of c's candidates becomes its algorithm: the heuristic's first guess is its model's,
+ * and on a shape it models badly another of its list can be much faster. The choice is made again
+ * at each load, so two loads may sum in different orders (each strict f32 or f32-accumulated). */
+static kiln_status lt_pick(CudaDev *x, CudaLtCall *c) {
+  float best = -1, first = -1;
+  int pick = 0;
+  for (int i = 0; i < c->n_cand; i++) {
+    float us;
+    kiln_status st = lt_time(x, c, i, &us);
+    if (st) return st;
+    if (i == 0) first = us;
+    if (us >= 0 && (best < 0 || us < best)) best = us, pick = i;
+  }
+  memcpy(c->algo, c->cand[pick], sizeof c->algo);
+  if (x->debug)
+    fprintf(stderr, "kiln: cuda: library GEMM %lldx%lldx%lld (batch %lld): algorithm %d of %d, %.2f us (the heuristic's "
+            "first: %.2f us)\n", (long long)c->g.M, (long long)c->g.N, (long long)c->g.K, (long long)c->g.batch, pick + 1,
+            c->n_cand, best, first);
+  return best < 0 ? kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: cuBLASLt ran none of its algorithms for this GEMM") : KILN_OK;
+}
+
 static kiln_status cuda_library_prepare(void *dev, const CgLibGemm *g, const RtBuf *buf, void **call) {
   CudaDev *x = dev;
   *call = NULL;
@@ -219,7 +279,12 @@ static kiln_status cuda_library_prepare(void *dev, const CgLibGemm *g, const RtB
   if (st) return st;
   CudaLtCall *c = kiln_calloc(1, sizeof *c);
   if (!c) return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a GEMM call");
-  if ((st = cuda_lt_prepare(c, g, buf, x->tf32, LT_WORKSPACE))) { kiln_free(c); return st; }
+  if (!(st = cuda_lt_prepare(c, g, buf, x->tf32, LT_WORKSPACE, x->lt_algos)) && c->n_cand > 1) st = lt_pick(x, c);
+  if (st) {
+    cuda_lt_release(c);
+    kiln_free(c);
+    return st;
+  }
   *call = c;
   return KILN_OK;
 }
