@@ -16,6 +16,8 @@
 #include "runtime/cuda/cudadrv.h"
 #include "runtime/cuda/cublaslt.h"
 
+#include <dirent.h>
+
 static unsigned long long seed = 29;
 
 static float *rnd(int64_t n) {
@@ -1553,6 +1555,15 @@ static void test_wgmma_values(void) {
  * result rounded to the 16-bit type once: within f32 accumulation of it, norm-wise far under one
  * unit of the type. ref's run of the 16-bit graph, which rounds the product and the bias's sum
  * too, differs from both by about a unit (2.9e-3 for bf16). */
+/* How many cuBLASLt choices (cuda_lt_algos) the cache folder keeps. */
+static int cached_choices(const char *dir) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d));) n += !strncmp(e->d_name, "cublaslt-", 9);
+  if (d) closedir(d);
+  return n;
+}
+
 static void test_library_values16(void) {
   static const kiln_dtype half[2] = { KILN_BF16, KILN_F16 };
   enum { M = 1024, K = 768, N = 768 };
@@ -1604,6 +1615,20 @@ static void test_library_values16(void) {
                     tuned ? "8 algorithms timed" : "the heuristic's first", e);
           if (cuda_lt_load() == KILN_OK)
             CHECK_MSG(test_library_gemms(p) == 1, "%s: %d library GEMMs, expected 1", what, test_library_gemms(p));
+          /* the choice is kept in the cache folder, and a second load takes it: the same algorithm, the same bits */
+          kiln_options ko = kiln_options_default();
+          if (tuned && cuda_lt_load() == KILN_OK && !ko.no_cache)
+            CHECK_MSG(cached_choices(ko.cache_dir) > 0, "%s: no cuBLASLt choice kept in %s", what, ko.cache_dir);
+          kiln_program *again = tuned ? compile_on(g[0], backend, 1, 1) : NULL;
+          uint16_t *out2 = again ? malloc((size_t)M * N * 2) : NULL;
+          if (again && out2) {
+            memset(out2, 0xff, (size_t)M * N * 2);
+            OK(kiln_program_run(again, (const void *const *)&bits[0], (void *const *)&out2));
+            CHECK_MSG(!memcmp(out, out2, (size_t)M * N * 2), "%s (%s): two loads of the timed GEMM differ", what,
+                      t ? "f16" : "bf16");
+          }
+          free(out2);
+          kiln_program_free(again);
         }
         kiln_program_free(r), kiln_program_free(p);
       }

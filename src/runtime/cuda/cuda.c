@@ -29,6 +29,7 @@ typedef struct CudaDev {
   bool pdl;                    /* programmatic dependent launch between kernels (cuda_pdl) */
   int lt_algos;                /* library GEMMs: candidates timed at load (cuda_lt_algos; 1 the heuristic's first) */
   int debug;                   /* kiln_options.debug: each timed GEMM's choice on stderr */
+  char cache_dir[1024];        /* where timed choices are kept (kiln_options.cache_dir; "" or no_cache: nowhere) */
   /* collectives: NCCL's calls on a stream of their own, forked from the program's stream by
    * an event and joined back by one event a bucket (made on first use) */
   CUstream comm;
@@ -71,6 +72,7 @@ static kiln_status cuda_open(const kiln_options *o, void **dev) {
   x->pdl = o->cuda_pdl != 0;
   x->lt_algos = o->cuda_lt_algos < 1 ? 1 : o->cuda_lt_algos > RT_LT_MAX_ALGOS ? RT_LT_MAX_ALGOS : o->cuda_lt_algos;
   x->debug = o->debug;
+  if (!o->no_cache) snprintf(x->cache_dir, sizeof x->cache_dir, "%s", o->cache_dir);
   CudaNvrtc *r;
   kiln_status st = cuda_driver(&x->d);
   if (!st) st = cuda_nvrtc(&r);
@@ -250,25 +252,69 @@ static kiln_status lt_time(CudaDev *x, CudaLtCall *c, int i, float *us) {
   return st;
 }
 
-/* The fastest of c's candidates becomes its algorithm: the heuristic's first guess is its model's,
- * and on a shape it models badly another of its list can be much faster. The choice is made again
- * at each load, so two loads may sum in different orders (each strict f32 or f32-accumulated). */
-static kiln_status lt_pick(CudaDev *x, CudaLtCall *c) {
-  float best = -1, first = -1;
-  int pick = 0;
+/* The key of c's choice in the cache folder: the device, the call (everything the heuristic was
+ * asked about) and the candidates it offered, in its order. Another library or driver that offers
+ * other candidates makes another key, and the choice is timed again. */
+static bool lt_key(const CudaDev *x, const CudaLtCall *c, StrBuf *key) {
+  const CgLibGemm *g = &c->g;
+  sb_printf(key, "kiln cuBLASLt choice 1\ndevice %s\nworkspace %d tf32 %d\n", x->d->name, LT_WORKSPACE, x->tf32);
+  sb_printf(key, "gemm %s %lld %lld %lld batch %lld ld %lld %lld %lld stride %lld %lld %lld t %d %d bias %d relu %d gelu %d\n",
+            kiln_dtype_name(g->elem), (long long)g->M, (long long)g->N, (long long)g->K, (long long)g->batch,
+            (long long)g->lda, (long long)g->ldb, (long long)g->ldd, (long long)g->a_sb, (long long)g->b_sb,
+            (long long)g->d_sb, g->a_t, g->b_t, g->bias_stage >= 0, g->relu, g->gelu);
   for (int i = 0; i < c->n_cand; i++) {
-    float us;
-    kiln_status st = lt_time(x, c, i, &us);
-    if (st) return st;
-    if (i == 0) first = us;
-    if (us >= 0 && (best < 0 || us < best)) best = us, pick = i;
+    sb_puts(key, "candidate");
+    for (int j = 0; j < 8; j++) sb_printf(key, " %016llx", (unsigned long long)c->cand[i][j]);
+    sb_puts(key, "\n");
   }
+  return !key->failed;
+}
+
+/* The fastest of c's candidates becomes its algorithm: the heuristic's first guess is its model's,
+ * and on a shape it models badly another of its list can be much faster. The choice is kept in the
+ * cache folder, so a later load of the same GEMM on the same device takes it untimed and sums in the
+ * same order; without a folder each load times again (each order strict f32, or f32-accumulated). */
+static kiln_status lt_pick(CudaDev *x, CudaLtCall *c) {
+  StrBuf key = { 0 };
+  if (!lt_key(x, c, &key)) { sb_free(&key); return kiln_fail(KILN_ERR_NO_MEMORY, "cuda: no memory for a GEMM's key"); }
+  char path[1200] = "";
+  if (x->cache_dir[0])
+    snprintf(path, sizeof path, "%s/cublaslt-%016llx%016llx.txt", x->cache_dir,
+             (unsigned long long)hash_bytes(key.s, key.len, 1), (unsigned long long)hash_bytes(key.s, key.len, 2));
+  size_t n = 0;
+  char *kept = path[0] ? rt_file_read(path, &n) : NULL;
+  int pick = -1;
+  /* the file is the key, then "pick I"; another key under the same name, or no pick, is timed again */
+  if (!kept || n <= key.len || memcmp(kept, key.s, key.len) || sscanf(kept + key.len, "pick %d", &pick) != 1) pick = -1;
+  kiln_free(kept);
+  float best = -1, first = -1;
+  if (pick < 0 || pick >= c->n_cand) {
+    pick = 0;
+    for (int i = 0; i < c->n_cand; i++) {
+      float us;
+      kiln_status st = lt_time(x, c, i, &us);
+      if (st) { sb_free(&key); return st; }
+      if (i == 0) first = us;
+      if (us >= 0 && (best < 0 || us < best)) best = us, pick = i;
+    }
+    if (best < 0) {
+      sb_free(&key);
+      return kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: cuBLASLt ran none of its algorithms for this GEMM");
+    }
+    /* a folder that cannot be written only costs the timing again at the next load */
+    sb_printf(&key, "pick %d\n", pick);
+    if (path[0] && !key.failed && rt_cache_folder(x->cache_dir) == KILN_OK) rt_file_write(path, key.s, key.len);
+  }
+  sb_free(&key);
   memcpy(c->algo, c->cand[pick], sizeof c->algo);
-  if (x->debug)
+  if (x->debug && best >= 0)
     fprintf(stderr, "kiln: cuda: library GEMM %lldx%lldx%lld (batch %lld): algorithm %d of %d, %.2f us (the heuristic's "
             "first: %.2f us)\n", (long long)c->g.M, (long long)c->g.N, (long long)c->g.K, (long long)c->g.batch, pick + 1,
             c->n_cand, best, first);
-  return best < 0 ? kiln_fail(KILN_ERR_UNSUPPORTED, "cuda: cuBLASLt ran none of its algorithms for this GEMM") : KILN_OK;
+  else if (x->debug)
+    fprintf(stderr, "kiln: cuda: library GEMM %lldx%lldx%lld (batch %lld): algorithm %d of %d, as timed before (%s)\n",
+            (long long)c->g.M, (long long)c->g.N, (long long)c->g.K, (long long)c->g.batch, pick + 1, c->n_cand, path);
+  return KILN_OK;
 }
 
 static kiln_status cuda_library_prepare(void *dev, const CgLibGemm *g, const RtBuf *buf, void **call) {
