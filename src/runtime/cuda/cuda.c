@@ -221,18 +221,21 @@ static kiln_status cuda_residency(void *dev, void *fn, const CgLaunch *l, int *p
   return st;
 }
 
-/* Candidate i of call c, LT_TIMED_CALLS calls captured as one graph, launched once to warm up and
- * once between the program's events: *us the time of one call. The calls write c's output, as the
- * warm-up at bind does (schedule.c); nothing reads it before a run computes it again. A candidate
- * the library refuses to enqueue gets *us = -1, and the stream is left as it was. */
+/* Candidate i of call c: one call alone first, outside any capture (the library loads an algorithm's
+ * kernels on its first call, which a capture must not see); then LT_TIMED_CALLS calls captured as one
+ * graph, launched once to warm up and once between the program's events: *us the time of one call.
+ * The calls write c's output, as the warm-up at bind does (schedule.c); nothing reads it before a run
+ * computes it again. A candidate the library refuses to enqueue gets *us = -1. */
 static kiln_status lt_time(CudaDev *x, CudaLtCall *c, int i, float *us) {
   CudaDriver *d = x->d;
   *us = -1;
   memcpy(c->algo, c->cand[i], sizeof c->algo);
+  if (cuda_lt_enqueue(c, x->stream, x->lt_ws, LT_WORKSPACE)) return KILN_OK;
+  kiln_status st = cuda_check(d->cuStreamSynchronize(x->stream), "cuStreamSynchronize", "library candidates");
   CUgraph graph = NULL;
   CUgraphExec exec = NULL;
-  kiln_status st = cuda_check(d->cuStreamBeginCapture(x->stream, CUDRV_CAPTURE_THREAD_LOCAL), "cuStreamBeginCapture",
-                              "library candidates");
+  if (!st) st = cuda_check(d->cuStreamBeginCapture(x->stream, CUDRV_CAPTURE_THREAD_LOCAL), "cuStreamBeginCapture",
+                           "library candidates");
   if (st) return st;
   kiln_status refused = KILN_OK;
   for (int r = 0; r < LT_TIMED_CALLS && !refused; r++) refused = cuda_lt_enqueue(c, x->stream, x->lt_ws, LT_WORKSPACE);
