@@ -646,8 +646,9 @@ typedef struct kiln_options {
                            mlp_fwd_b4096_bf16 1.80x slower than the library ($KILN_CUDA_WGMMA) */
   int cuda_lt_algos;    /* cuda: a library GEMM takes the fastest of this many of cuBLASLt's heuristic algorithms,
                            each timed when the program is loaded (a CUDA graph of its calls on the program's own
-                           buffers, outside the recorded schedule); 0 (default) and 1 the heuristic's first,
-                           untimed; at most 16 ($KILN_CUDA_LT_ALGOS) */
+                           buffers, outside the recorded schedule), the choice kept in cache_dir so that a later
+                           load takes the same one untimed; 0 (default) and 1 the heuristic's first, untimed;
+                           at most 16 ($KILN_CUDA_LT_ALGOS) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */
