@@ -24,7 +24,11 @@
 //           the others by setmaxnreg) and two consumer warpgroups of 64 rows; a consumer frees a stage
 //           (an mbarrier of 256 arrivals) once its wgmma.wait_group 1 says the products reading it are
 //           done; no block barrier in the k loop. Settled on the device 2026-12-06: mode 0's
-//           descriptors are right (mode 1 faults).
+//           descriptors are right (mode 1 faults). One consumer warpgroup (64-row tiles) too.
+//   BMODE 4 mode 3 persistent: at most one block an SM, each looping over tiles, the stage ring going on
+//           from one tile to the next (the next tile's copies under this one's epilogue).
+//   Measured on the H100 (2026-12-06, bench/results/2026-12-06-h100-lt-algos.md): mode 3 with two
+//   consumers took 14.7, 7.3, 15.7 and 14.8 us on the four shapes, the library 8.0, 4.5, 10.7, 10.0.
 // Both operands are 128-byte swizzled: the 16-byte chunk c of a 128-byte row r lands at
 // chunk c ^ (r % 8), rows 128 bytes apart, atoms of 8 rows 1024 bytes apart.
 #include <cuda.h>
@@ -187,56 +191,67 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, i
                ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_addr(bar)) : "memory");
 }
 
-template <int BN, int STAGES>
-__global__ void __launch_bounds__(384, 1) gemm_tma(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
-                                                   __nv_bfloat16 *__restrict__ c, int M, int N, int K) {
-  constexpr int BM = 128, A_BYTES = BM * 128, STAGE = A_BYTES + BN * 128;
+template <int CW, int BN, int STAGES, bool PERSIST>
+__global__ void __launch_bounds__(128 * (CW + 1), 1) gemm_tma(const __grid_constant__ CUtensorMap ta,
+                                                           const __grid_constant__ CUtensorMap tb,
+                                                           __nv_bfloat16 *__restrict__ c, int M, int N, int K) {
+  constexpr int BM = 64 * CW, A_BYTES = BM * 128, STAGE = A_BYTES + BN * 128;
   extern __shared__ unsigned char dyn[];
   __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
   unsigned char *sm = (unsigned char *)(((uintptr_t)dyn + 1023) & ~(uintptr_t)1023);
   const uint32_t base = smem_addr(sm);
   const int tid = threadIdx.x, wg = tid / 128, lane = tid & 31, warp = (tid / 32) % 4;
-  const int tiles_n = N / BN, tm0 = blockIdx.x / tiles_n * BM, tn0 = blockIdx.x % tiles_n * BN, nkt = K / 64;
+  const int tiles_n = N / BN, tiles = M / BM * tiles_n, nkt = K / 64;
   if (tid == 0) {
-    for (int s = 0; s < STAGES; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 256);
+    for (int s = 0; s < STAGES; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 128 * CW);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  /* g counts k-tiles through the stage ring across this block's tiles (PERSIST: a tile loop over a
+   * grid of at most one block an SM, the next tile's copies under this one's epilogue) */
+  int g = 0;
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     if (tid == 0)
-      for (int t = 0; t < nkt; t++) {
-        const int s = t % STAGES;
-        if (t >= STAGES) mbar_wait(&empty[s], (t / STAGES + 1) & 1);
-        mbar_expect(&full[s], STAGE);
-        tma_load(base + s * STAGE, &ta, t * 64, tm0, &full[s]);
-        #pragma unroll
-        for (int p = 0; p < BN / 64; p++) tma_load(base + s * STAGE + A_BYTES + p * 8192, &tb, tn0 + p * 64, t * 64, &full[s]);
+      for (int tile = blockIdx.x; tile < tiles; tile += PERSIST ? gridDim.x : tiles) {
+        const int tm0 = tile / tiles_n * BM, tn0 = tile % tiles_n * BN;
+        for (int t = 0; t < nkt; t++, g++) {
+          const int s = g % STAGES;
+          if (g >= STAGES) mbar_wait(&empty[s], (g / STAGES + 1) & 1);
+          mbar_expect(&full[s], STAGE);
+          tma_load(base + s * STAGE, &ta, t * 64, tm0, &full[s]);
+          #pragma unroll
+          for (int p = 0; p < BN / 64; p++) tma_load(base + s * STAGE + A_BYTES + p * 8192, &tb, tn0 + p * 64, t * 64, &full[s]);
+        }
       }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int cw = wg - 1;
-    float d[BN / 2];
-    #pragma unroll
-    for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
-    for (int t = 0; t < nkt; t++) {
-      const int s = t % STAGES;
-      mbar_wait(&full[s], (t / STAGES) & 1);
-      const uint32_t as = base + s * STAGE + cw * 64 * 128, bs = base + s * STAGE + A_BYTES;
-      wg_fence();
+    for (int tile = blockIdx.x; tile < tiles; tile += PERSIST ? gridDim.x : tiles) {
+      const int tm0 = tile / tiles_n * BM, tn0 = tile % tiles_n * BN;
+      float d[BN / 2];
       #pragma unroll
-      for (int kk = 0; kk < 4; kk++) wg_mma<BN, 1>(d, desc(as + kk * 32, 16, 1024), desc(bs + kk * 2048, 8192, 1024));
-      wg_commit();
-      wg_wait<1>();
-      if (t > 0) mbar_arrive(&empty[(t - 1) % STAGES]);  /* the products of t - 1 are done with its stage */
-    }
-    wg_wait<0>();
-    const int row = tm0 + cw * 64 + warp * 16 + lane / 4;
-    #pragma unroll
-    for (int j = 0; j < BN / 8; j++) {
-      const int col = tn0 + j * 8 + (lane % 4) * 2;
-      *(__nv_bfloat162 *)&c[(size_t)row * N + col] = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
-      *(__nv_bfloat162 *)&c[(size_t)(row + 8) * N + col] = __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
+      for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
+      for (int t = 0; t < nkt; t++, g++) {
+        const int s = g % STAGES;
+        mbar_wait(&full[s], (g / STAGES) & 1);
+        const uint32_t as = base + s * STAGE + cw * 64 * 128, bs = base + s * STAGE + A_BYTES;
+        wg_fence();
+        #pragma unroll
+        for (int kk = 0; kk < 4; kk++) wg_mma<BN, 1>(d, desc(as + kk * 32, 16, 1024), desc(bs + kk * 2048, 8192, 1024));
+        wg_commit();
+        wg_wait<1>();
+        if (t > 0) mbar_arrive(&empty[(g - 1) % STAGES]);  /* the products of the k-tile before are done with its stage */
+      }
+      wg_wait<0>();
+      mbar_arrive(&empty[(g - 1) % STAGES]);  /* and the tile's last: the producer may be on the next tile */
+      const int row = tm0 + cw * 64 + warp * 16 + lane / 4;
+      #pragma unroll
+      for (int j = 0; j < BN / 8; j++) {
+        const int col = tn0 + j * 8 + (lane % 4) * 2;
+        *(__nv_bfloat162 *)&c[(size_t)row * N + col] = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
+        *(__nv_bfloat162 *)&c[(size_t)(row + 8) * N + col] = __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
+      }
     }
   }
 }
@@ -327,15 +342,21 @@ template <int WG, int BN, int STAGES, int BMODE> static void run(const Shape &s,
           [&] { kern<<<blocks, WG * 128, smem>>>(x.a, x.b, x.bt, x.c, s.M, s.N, s.K); });
 }
 
-/* the copy engine's form: two consumer warpgroups (128 rows), the producer's warpgroup beside them */
-template <int BN, int STAGES> static void run_tma(const Shape &s, const Bufs &x) {
-  if (s.M % 128 || s.N % BN || s.K % 64) return;
-  const CUtensorMap ta = tensor_map(x.a, s.M, s.K, 64, 128), tb = tensor_map(x.b, s.K, s.N, 64, 64);
-  const int smem = STAGES * (128 + BN) * 128 + 1024;
-  auto kern = gemm_tma<BN, STAGES>;
+/* the copy engine's form: CW consumer warpgroups (64 CW rows), the producer's warpgroup beside them;
+ * PERSIST: one block an SM at most, each looping over tiles */
+template <int CW, int BN, int STAGES, bool PERSIST> static void run_tma(const Shape &s, const Bufs &x) {
+  constexpr int BM = 64 * CW;
+  if (s.M % BM || s.N % BN || s.K % 64) return;
+  const CUtensorMap ta = tensor_map(x.a, s.M, s.K, 64, BM), tb = tensor_map(x.b, s.K, s.N, 64, 64);
+  const int smem = STAGES * (BM + BN) * 128 + 1024;
+  auto kern = gemm_tma<CW, BN, STAGES, PERSIST>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const int blocks = s.M / 128 * (s.N / BN);
-  measure(s, x, 2, BN, STAGES, 3, blocks, [&] { kern<<<blocks, 384, smem>>>(ta, tb, x.c, s.M, s.N, s.K); });
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int tiles = s.M / BM * (s.N / BN), blocks = PERSIST ? std::min(tiles, sms) : tiles;
+  /* the mode says the form: 3 the copy engine, 4 the same persistent */
+  measure(s, x, CW, BN, STAGES, PERSIST ? 4 : 3, blocks,
+          [&] { kern<<<blocks, 128 * (CW + 1), smem>>>(ta, tb, x.c, s.M, s.N, s.K); });
 }
 
 /* every candidate whose stages fit 227 KB of shared memory */
@@ -372,10 +393,22 @@ int main(int argc, char **argv) {
     reference<<<dim3((s.N + 127) / 128, s.M), 128>>>(x.a, x.b, x.ref, s.M, s.N, s.K);
     CK(cudaDeviceSynchronize());
     if (only_mode < 0 || only_mode == 3) {
-      run_tma<64, 8>(s, x);
-      run_tma<128, 6>(s, x);
-      run_tma<192, 5>(s, x);
-      run_tma<256, 4>(s, x);
+      run_tma<2, 64, 8, false>(s, x);
+      run_tma<2, 128, 6, false>(s, x);
+      run_tma<2, 192, 5, false>(s, x);
+      run_tma<2, 256, 4, false>(s, x);
+      run_tma<1, 64, 8, false>(s, x);
+      run_tma<1, 128, 8, false>(s, x);
+      run_tma<1, 192, 6, false>(s, x);
+      run_tma<1, 64, 4, false>(s, x);  /* stages for 3 blocks an SM */
+      run_tma<2, 64, 4, false>(s, x);  /* ... for 2 */
+    }
+    if (only_mode < 0 || only_mode == 4) {
+      run_tma<2, 64, 8, true>(s, x);
+      run_tma<2, 128, 6, true>(s, x);
+      run_tma<2, 192, 5, true>(s, x);
+      run_tma<1, 64, 8, true>(s, x);
+      run_tma<1, 128, 8, true>(s, x);
     }
     if (only_mode < 0 || only_mode == 2) sweep<2>(s, x);
     if (only_mode < 0 || only_mode == 0) sweep<0>(s, x);
