@@ -25,7 +25,7 @@
 //           (an mbarrier of 256 arrivals) once its wgmma.wait_group 1 says the products reading it are
 //           done; no block barrier in the k loop. Settled on the device 2026-12-06: mode 0's
 //           descriptors are right (mode 1 faults). One consumer warpgroup (64-row tiles) too.
-//   BMODE 4 mode 3 persistent: at most one block an SM, each looping over tiles, the stage ring going on
+//   BMODE 4 mode 3 persistent: no more blocks than are resident at once, each looping over tiles, the stage ring going on
 //           from one tile to the next (the next tile's copies under this one's epilogue).
 //   Measured on the H100 (2026-12-06, bench/results/2026-12-06-h100-lt-algos.md): mode 3 with two
 //   consumers took 14.7, 7.3, 15.7 and 14.8 us on the four shapes, the library 8.0, 4.5, 10.7, 10.0.
@@ -343,7 +343,7 @@ template <int WG, int BN, int STAGES, int BMODE> static void run(const Shape &s,
 }
 
 /* the copy engine's form: CW consumer warpgroups (64 CW rows), the producer's warpgroup beside them;
- * PERSIST: one block an SM at most, each looping over tiles */
+ * PERSIST: no more blocks than are resident at once, each looping over tiles */
 template <int CW, int BN, int STAGES, bool PERSIST> static void run_tma(const Shape &s, const Bufs &x) {
   constexpr int BM = 64 * CW;
   if (s.M % BM || s.N % BN || s.K % 64) return;
@@ -351,12 +351,27 @@ template <int CW, int BN, int STAGES, bool PERSIST> static void run_tma(const Sh
   const int smem = STAGES * (BM + BN) * 128 + 1024;
   auto kern = gemm_tma<CW, BN, STAGES, PERSIST>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  int sms = 0;
+  int sms = 0, per_sm = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const int tiles = s.M / BM * (s.N / BN), blocks = PERSIST ? std::min(tiles, sms) : tiles;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, 128 * (CW + 1), smem));
+  const int tiles = s.M / BM * (s.N / BN), blocks = PERSIST ? std::min(tiles, sms * std::max(per_sm, 1)) : tiles;
   /* the mode says the form: 3 the copy engine, 4 the same persistent */
   measure(s, x, CW, BN, STAGES, PERSIST ? 4 : 3, blocks,
           [&] { kern<<<blocks, 128 * (CW + 1), smem>>>(ta, tb, x.c, s.M, s.N, s.K); });
+}
+
+/* the copy engine's candidates: two consumers and one, stages filling shared memory, and fewer stages
+ * so that 2 or 3 blocks share an SM */
+template <bool PERSIST> static void sweep_tma(const Shape &s, const Bufs &x) {
+  run_tma<2, 64, 8, PERSIST>(s, x);
+  run_tma<2, 128, 6, PERSIST>(s, x);
+  run_tma<2, 192, 5, PERSIST>(s, x);
+  run_tma<2, 256, 4, PERSIST>(s, x);
+  run_tma<1, 64, 8, PERSIST>(s, x);
+  run_tma<1, 128, 8, PERSIST>(s, x);
+  run_tma<1, 192, 6, PERSIST>(s, x);
+  run_tma<1, 64, 4, PERSIST>(s, x);
+  run_tma<2, 64, 4, PERSIST>(s, x);
 }
 
 /* every candidate whose stages fit 227 KB of shared memory */
@@ -392,24 +407,8 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(x.bt, hbt.data(), nb * 2, cudaMemcpyHostToDevice));
     reference<<<dim3((s.N + 127) / 128, s.M), 128>>>(x.a, x.b, x.ref, s.M, s.N, s.K);
     CK(cudaDeviceSynchronize());
-    if (only_mode < 0 || only_mode == 3) {
-      run_tma<2, 64, 8, false>(s, x);
-      run_tma<2, 128, 6, false>(s, x);
-      run_tma<2, 192, 5, false>(s, x);
-      run_tma<2, 256, 4, false>(s, x);
-      run_tma<1, 64, 8, false>(s, x);
-      run_tma<1, 128, 8, false>(s, x);
-      run_tma<1, 192, 6, false>(s, x);
-      run_tma<1, 64, 4, false>(s, x);  /* stages for 3 blocks an SM */
-      run_tma<2, 64, 4, false>(s, x);  /* ... for 2 */
-    }
-    if (only_mode < 0 || only_mode == 4) {
-      run_tma<2, 64, 8, true>(s, x);
-      run_tma<2, 128, 6, true>(s, x);
-      run_tma<2, 192, 5, true>(s, x);
-      run_tma<1, 64, 8, true>(s, x);
-      run_tma<1, 128, 8, true>(s, x);
-    }
+    if (only_mode < 0 || only_mode == 3) sweep_tma<false>(s, x);
+    if (only_mode < 0 || only_mode == 4) sweep_tma<true>(s, x);
     if (only_mode < 0 || only_mode == 2) sweep<2>(s, x);
     if (only_mode < 0 || only_mode == 0) sweep<0>(s, x);
     if (only_mode < 0 || only_mode == 1) sweep<1>(s, x);
