@@ -1555,11 +1555,16 @@ static void test_wgmma_values(void) {
  * result rounded to the 16-bit type once: within f32 accumulation of it, norm-wise far under one
  * unit of the type. ref's run of the 16-bit graph, which rounds the product and the bias's sum
  * too, differs from both by about a unit (2.9e-3 for bf16). */
-/* How many cuBLASLt choices (cuda_lt_algos) the cache folder keeps. */
-static int cached_choices(const char *dir) {
+/* How many cuBLASLt choices (cuda_lt_algos) the cache folder keeps; with drop, each is removed. */
+static int cached_choices(const char *dir, bool drop) {
   DIR *d = opendir(dir);
   int n = 0;
-  for (struct dirent *e; d && (e = readdir(d));) n += !strncmp(e->d_name, "cublaslt-", 9);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (strncmp(e->d_name, "cublaslt-", 9)) continue;
+    n++;
+    char path[2048];
+    if (drop && (size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < sizeof path) remove(path);
+  }
   if (d) closedir(d);
   return n;
 }
@@ -1599,6 +1604,9 @@ static void test_library_values16(void) {
       /* then with the fastest of 8 of the library's algorithms, each timed at load (cuda_lt_algos) */
       for (int tuned = 0; tuned < 2; tuned++) {
         setenv("KILN_CUDA_LT_ALGOS", tuned ? "8" : "0", 1);
+        /* no choice kept from an earlier run: the first load below must time and keep its own */
+        kiln_options ko = kiln_options_default();
+        if (tuned) cached_choices(ko.cache_dir, true);
         kiln_program *r = compile_on(g[1], "ref", 1, 1), *p = compile_on(g[0], backend, 1, 1);
         if (r && p) {
           OK(kiln_program_run(r, (const void *const *)&v[0], (void *const *)&want));
@@ -1616,9 +1624,8 @@ static void test_library_values16(void) {
           if (cuda_lt_load() == KILN_OK)
             CHECK_MSG(test_library_gemms(p) == 1, "%s: %d library GEMMs, expected 1", what, test_library_gemms(p));
           /* the choice is kept in the cache folder, and a second load takes it: the same algorithm, the same bits */
-          kiln_options ko = kiln_options_default();
           if (tuned && cuda_lt_load() == KILN_OK && !ko.no_cache)
-            CHECK_MSG(cached_choices(ko.cache_dir) > 0, "%s: no cuBLASLt choice kept in %s", what, ko.cache_dir);
+            CHECK_MSG(cached_choices(ko.cache_dir, false) > 0, "%s: no cuBLASLt choice kept in %s", what, ko.cache_dir);
           kiln_program *again = tuned ? compile_on(g[0], backend, 1, 1) : NULL;
           uint16_t *out2 = again ? malloc((size_t)M * N * 2) : NULL;
           if (again && out2) {
