@@ -650,6 +650,11 @@ typedef struct kiln_options {
                            load takes the same one untimed; 0 (default) and 1 the heuristic's first, untimed,
                            as the H100 race chose (strict-f32 bert_layer_b8s128 0.981, the bf16 rows unchanged,
                            eager bert bf16 1.06 slower); at most 16 ($KILN_CUDA_LT_ALGOS) */
+  int excess_precision; /* every backend that generates code: 1 an f16/bf16 operation's result stays an f32 value
+                           inside its kernel, rounded to its 16-bit type only where it is stored (to memory, or
+                           as a tensor-core operand), as XLA's allow_excess_precision and Inductor's upcast do;
+                           an explicit Cast still rounds where it stands. 0 (default) every operation rounds its
+                           result, as ref does, so a fused kernel gives eager's bits ($KILN_EXCESS_PRECISION) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

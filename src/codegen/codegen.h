@@ -318,6 +318,9 @@ typedef struct CgOptions {
                            kiln_options.cuda_min_span) */
   bool nan_fold;        /* grid dialects: a max or min row's NaN flag folded into its value before the row's one
                            reduction (block_combine; kiln_options.nan_fold) */
+  bool excess_precision; /* an f16/bf16 operation's result kept unrounded in its f32 variable: only an explicit
+                           cast (EX_CAST op 1) rounds in the kernel, stores round, 16-bit mma operands are
+                           rounded at the stash (kiln_options.excess_precision) */
   bool row_values;      /* block rows keep whole values for their later loops (render.c row_cache_values;
                            kiln_options.row_values) */
   int row_fill;         /* block rows of a block a row widen their blocks until the grid holds this many warps
@@ -658,6 +661,8 @@ typedef struct CgGemm {
                                       16-bit type (a cast: mixed precision); the registers hold them
                                       unrounded and the stash rounds, so that no read is waited for
                                       before the tile's stash */
+  bool stash_round;                /* mma through registers under excess precision: a 16-bit factor's
+                                      value may be an unrounded f32, so every stash rounds (mma_round) */
   int acc_item;                    /* index of the IT_ACC item */
   int splits;                      /* split-K: blocks per tile, each over kspan points of K */
   int64_t kspan;                   /* (a multiple of bk; 1 split: kspan >= K) */

@@ -488,6 +488,7 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   }
   bool regs16 = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && !g.direct && o->mma_round_late;
   g.a_round = regs16 && rounded_f32(g.a), g.b_round = regs16 && rounded_f32(g.b);
+  g.stash_round = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && !g.direct && o->excess_precision;
   for (int q = 1; q < g.n_b; q++)  /* one read order for every B tile */
     if (reads_along_k(p, k, g.bs[q], &g, CG_ROLE_N) != g.b_kfast) return false;
   if (out) *out = g;
@@ -510,7 +511,7 @@ static bool head_tiles(const Plan *p, const Kernel *kc, const CgOptions *o, int 
       g->K > HEAD_MAX_K || g->a->kind != EX_LOAD || g->a->src != P)
     return false;
   g->head = true;
-  g->a_vec = g->b_vec = false, g->copies = 0, g->stages = 1, g->direct = false, g->a_round = g->b_round = false;
+  g->a_vec = g->b_vec = false, g->copies = 0, g->stages = 1, g->direct = false, g->a_round = g->b_round = g->stash_round = false;
   if (o->gemm_heads >= 2) set_spans(g, 1);
   int64_t nt = (g->N + g->bn - 1) / g->bn;
   g->head_cluster = o->gemm_heads == 3 && nt % HEAD_CLUSTER == 0 ? HEAD_CLUSTER : 1;
@@ -802,7 +803,7 @@ static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const 
     if (kfast) cg_put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
     else cg_put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
     snprintf(x, sizeof x, "%s[l]", pf);
-    snprintf(v, sizeof v, (round ? em->d->mma_round : em->d->mma_stash)[g->mma], x);
+    snprintf(v, sizeof v, (round || g->stash_round ? em->d->mma_round : em->d->mma_stash)[g->mma], x);
     cg_put(em, "%s[xx][kk] = %s;", sh, v);
   } else if (g->kgroups > 1 && em->d->no_views) {  /* rows of vectors: element x of row kk is [kk][x / 4][x % 4] */
     if (kfast) cg_put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);

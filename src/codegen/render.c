@@ -378,14 +378,16 @@ static void int_to_double(const R *r, kiln_dtype from, const char *a, char *o, s
   cast_to(r, vt(r, KILN_F64), a, o, n);
 }
 
-static void cast_text(R *r, kiln_dtype to, kiln_dtype from, const char *a, char *o, size_t n) {
+/* implicit: the rounding an operation's 16-bit dtype implies (EX_CAST op 0), left out under excess
+ * precision: the f32 value goes on, and its store or its mma stash rounds it once */
+static void cast_text(R *r, kiln_dtype to, kiln_dtype from, const char *a, bool implicit, char *o, size_t n) {
   char d[512];
   if (dtype_is_float(from)) {
     if (to == KILN_BOOL) snprintf(o, n, "(%s != 0)", a);
     else if (from == KILN_F32 && to == KILN_F64 && r->d->widen_f32) snprintf(o, n, r->d->widen_f32, a);
     else if (dtype_is_float(to)) {
       cast_to(r, vt(r, to), a, o, n);
-      wrap_small(r, to, o, n);
+      if (!(implicit && r->o->excess_precision)) wrap_small(r, to, o, n);
     } else {
       cast_to(r, vt(r, KILN_F64), a, d, sizeof d);
       float_to_int(r, to, d, o, n);
@@ -553,7 +555,7 @@ static void finish(R *r, const Expr *e, char a[3][64], const bool *nar, char *ou
   case EX_UNARY: unary_text(r, e, a[0], text, sizeof text); break;
   case EX_BINARY: binary_text(r, e, a[0], a[1], narrow, nar[0] && nar[1], text, sizeof text); break;
   case EX_SELECT: snprintf(text, sizeof text, "(%s ? %s : %s)", a[0], a[1], a[2]); break;
-  case EX_CAST: cast_text(r, e->dtype, e->args[0]->dtype, a[0], text, sizeof text); break;
+  case EX_CAST: cast_text(r, e->dtype, e->args[0]->dtype, a[0], e->op == 0, text, sizeof text); break;
   default: snprintf(text, sizeof text, "0"); break;
   }
   declare_as(r, e, text, narrow, out, n);
@@ -4137,9 +4139,15 @@ static void mma_tiles(R *r, CgMma mma, const char *acc, bool per_warp, int64_t n
  * 2-byte load; one at a time, bert's 16384 keys and values took most of the kernel) */
 enum { CHAIN_STAGE_UNROLL = 8 };
 
+/* how a chain stages a 16-bit value: its bits as they are, or under excess precision (where a
+ * computed value, P's above all, is an unrounded f32) rounded to the mma's type */
+static const char *chain_stash(const R *r, CgMma mma) {
+  return r->o->excess_precision && r->d->mma_round[mma] ? r->d->mma_round[mma] : r->d->mma_stash[mma];
+}
+
 static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
   const Dialect *d = r->d;
-  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma];
+  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = chain_stash(r, mma);
   int n = c->n, R_ = PLAN_CHAIN_ROWS;
   int64_t it = (c->I + R_ - 1) / R_, sp = cg_chain_splits(c->ko, CG_CHAIN_SHARED, r->o->chain_sm_blocks), tpb = (it + sp - 1) / sp;
   int64_t sd = c->L + 4, qd = c->D + 8, kd = c->D + 8, vd = c->E + 8, pd = c->L + 8;
@@ -4237,7 +4245,7 @@ static void render_chain_mma(R *r, const Chain *c, CgMma mma) {
  * No shared memory for the rows and no barrier between the products. */
 static void render_chain_frags(R *r, const Chain *c, CgMma mma, CgChainForm form) {
   const Dialect *d = r->d;
-  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = d->mma_stash[mma];
+  const char *I = ix(r), *F = vt(r, KILN_F32), *T = d->thread_id, *stash = chain_stash(r, mma);
   int n = c->n, RB = cg_chain_rows(c->ko, form), KW = cg_chain_key_warps(form);
   int64_t sp = cg_chain_splits(c->ko, form, r->o->chain_sm_blocks), qd = c->D + 8, kd = c->D + 8, vd = c->E + 8;
   int64_t NT = c->L / 8 / KW, ET = c->E / 8, KS = c->L / 16 / KW;  /* a warp's share of the keys: NT n-tiles, KS k-steps */

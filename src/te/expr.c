@@ -754,6 +754,16 @@ Expr *te_cast(TE *te, kiln_dtype t, Expr *a) {
   return mk(te, EX_CAST, t, 0, 1, &a);
 }
 
+Expr *te_cast_explicit(TE *te, kiln_dtype t, Expr *a) {
+  if (!a) return NULL;
+  if (a->dtype == t) return a;
+  if (is_const(a)) return mk_const(te, t, te_eval_cast(t, a->dtype, a->c));
+  return mk(te, EX_CAST, t, 1, 1, &a);
+}
+
+/* A rewritten cast keeps its kind. */
+static Expr *recast(TE *te, const Expr *e, Expr *a) { return e->op ? te_cast_explicit(te, e->dtype, a) : te_cast(te, e->dtype, a); }
+
 /* ---- rewriting: substitute, simplify, inline ---- */
 
 /* A pointer -> pointer memo, so a DAG is rewritten in time linear in its nodes. */
@@ -828,7 +838,7 @@ static Expr *rebuild(Rewrite *w, Expr *e, Expr **a) {
   case EX_UNARY: return te_unary(te, e->op, a[0]);
   case EX_BINARY: return mk_binary(te, w->r, e->op, a[0], a[1]);
   case EX_SELECT: return te_select(te, a[0], a[1], a[2]);
-  case EX_CAST: return te_cast(te, e->dtype, a[0]);
+  case EX_CAST: return recast(te, e, a[0]);
   }
   return NULL;
 }
@@ -934,7 +944,7 @@ static Expr *unclamp_node(Unclamp *u, Expr *e, Expr **a) {
   case EX_CONST: case EX_VAR: return e;
   case EX_LOAD: return te_load(te, e->src, e->n_args, a);
   case EX_UNARY: return te_unary(te, e->op, a[0]);
-  case EX_CAST: return te_cast(te, e->dtype, a[0]);
+  case EX_CAST: return recast(te, e, a[0]);
   case EX_SELECT: return te_select(te, a[0], a[1], a[2]);
   case EX_BINARY: {
     int64_t lo, hi;

@@ -222,7 +222,7 @@ static Expr *elementwise(Lower *L, const Node *n) {
   if (n->op == OP_WHERE)
     return te_select(te, bcast_load(L, n->in[0], o->rank), bcast_load(L, n->in[1], o->rank),
                      bcast_load(L, n->in[2], o->rank));
-  if (n->op == OP_CAST) return te_cast(te, n->attr.to, bcast_load(L, n->in[0], o->rank));
+  if (n->op == OP_CAST) return te_cast_explicit(te, n->attr.to, bcast_load(L, n->in[0], o->rank));
   if (n->n_in == 1) {
     Expr *x = arith(L, bcast_load(L, n->in[0], o->rank));
     r = x ? unary_body(L, n->op, x) : NULL;

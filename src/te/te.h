@@ -144,6 +144,10 @@ Expr *te_unary(TE *te, TeUnary op, Expr *a);
 Expr *te_binary(TE *te, TeBinary op, Expr *a, Expr *b);   /* comparisons give bool */
 Expr *te_select(TE *te, Expr *c, Expr *a, Expr *b);
 Expr *te_cast(TE *te, kiln_dtype t, Expr *a);
+/* A Cast node's conversion: an EX_CAST of op 1. te_cast's (op 0) is the rounding an operation's
+ * dtype implies, which excess precision (CgOptions.excess_precision) may leave out; an explicit
+ * one always rounds. */
+Expr *te_cast_explicit(TE *te, kiln_dtype t, Expr *a);
 /* Replace each VAR v (v < n) by map[v]; other vars are kept. */
 Expr *te_substitute(TE *te, Expr *e, Expr *const *map, int n);
 /* e with every occurrence of the node `from` (hash-consed: any equal expression) replaced by `to`. */

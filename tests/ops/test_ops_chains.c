@@ -398,6 +398,93 @@ static void gomp_unload_case(void) {
   cs_end(&c);
 }
 
+/* ---- excess precision (kiln_options.excess_precision) ----
+ * bf16 values in [1, 2): a product is exact in f32 (16 bits), a product plus a value in [1, 2)
+ * too (17 bits), and a sum of 64 products (22 bits), whatever the order. So each output has
+ * exact bits either way: rounded after every operation (ref; the default) or once, where the
+ * kernel stores it (excess precision on a generating backend). An explicit Cast rounds in both. */
+enum { EP_R = 16, EP_C = 64 };
+
+static void ep_inputs(double *x, double *a, unsigned long long seed) {
+  for (int i = 0; i < EP_R * EP_C; i++) {
+    x[i] = ou_as(KILN_BF16, 1.5 + 0.5 * test_rand(&seed));
+    a[i] = ou_as(KILN_BF16, 1.5 + 0.5 * test_rand(&seed));
+  }
+}
+
+/* which: 0 x*a + b, 1 the row sums of x*a, 2 f32(bf16(2u)) + 0.5 of an f32 u, 3 (x*a) @ I */
+static void excess_case(int which, int excess) {
+  static const char *const what[4] = { "x*a + b", "row sums of x*a", "an explicit Cast's rounding",
+                                       "(x*a) @ I, the product's factor computed" };
+  bool once = excess && strcmp(ou_backend(), "ref") != 0;
+  setenv("KILN_EXCESS_PRECISION", excess ? "1" : "0", 1);
+  Case c;
+  cs_begin(&c, "bf16 %s, excess precision %d", what[which], excess);
+  int64_t xs[2] = { EP_R, EP_C }, rs[1] = { EP_R }, is[2] = { EP_C, EP_C };
+  double x[EP_R * EP_C], a[EP_R * EP_C], b[EP_R * EP_C], w[EP_R * EP_C], other[EP_R * EP_C];
+  double *eye = dalloc(EP_C * EP_C);
+  ep_inputs(x, a, 31 + (unsigned long long)which);
+  ep_inputs(b, w, 41);
+  int n = which == 1 ? EP_R : EP_R * EP_C, differ = 0;
+  unsigned long long seed = 51;
+  if (which == 1) /* x = 1 + 2^-7 and a = 1 + m 2^-7 (m in 40..63): x*a = 1 + (m + 1) 2^-7 + m 2^-14
+                   * rounds down by m 2^-14, so 64 roundings move a row's sum by about 0.2, where
+                   * bf16's step near 90 is 0.5 */
+    for (int i = 0; i < EP_R * EP_C; i++) x[i] = 1 + 0x1p-7, a[i] = 1 + (40 + (int)(12 + 11.99 * test_rand(&seed))) * 0x1p-7;
+  if (which == 2) /* u in [1, 2) with 20-bit mantissas: 2u is not a bf16 value */
+    for (int i = 0; i < n; i++) x[i] = 1 + ldexp((double)((i * 40503) % (1 << 20)), -20);
+  kiln_tensor xt = cs_in(&c, which == 2 ? KILN_F32 : KILN_BF16, 2, xs, x), y = -1, t = -1, u = -1;
+  if (which == 2) {
+    double two = 2, half = 0.5;
+    kiln_tensor tw = cs_const(&c, KILN_F32, 0, NULL, &two), hf = cs_const(&c, KILN_F32, 0, NULL, &half);
+    COK(&c, kiln_graph_binary(c.g, KILN_MUL, xt, tw, &t));
+    COK(&c, kiln_graph_cast(c.g, t, KILN_BF16, &u));
+    COK(&c, kiln_graph_cast(c.g, u, KILN_F32, &t));
+    COK(&c, kiln_graph_binary(c.g, KILN_ADD, t, hf, &y));
+    for (int i = 0; i < n; i++) w[i] = other[i] = ou_round_bf16(2 * x[i]) + 0.5, differ += w[i] != 2 * x[i] + 0.5;
+  } else {
+    kiln_tensor at = cs_in(&c, KILN_BF16, 2, xs, a);
+    COK(&c, kiln_graph_binary(c.g, KILN_MUL, xt, at, &t));
+    if (which == 0) {
+      kiln_tensor bt = cs_in(&c, KILN_BF16, 2, xs, b);
+      COK(&c, kiln_graph_binary(c.g, KILN_ADD, t, bt, &y));
+      for (int i = 0; i < n; i++) {
+        double once_v = ou_round_bf16(x[i] * a[i] + b[i]), each_v = ou_round_bf16(ou_round_bf16(x[i] * a[i]) + b[i]);
+        w[i] = once ? once_v : each_v, other[i] = once ? each_v : once_v;
+      }
+    } else if (which == 1) {
+      int ax[1] = { 1 };
+      COK(&c, kiln_graph_reduce(c.g, KILN_REDUCE_SUM, t, 1, ax, 0, &y));
+      for (int r = 0; r < EP_R; r++) {
+        double s1 = 0, se = 0;
+        for (int j = 0; j < EP_C; j++) s1 += x[r * EP_C + j] * a[r * EP_C + j], se += ou_round_bf16(x[r * EP_C + j] * a[r * EP_C + j]);
+        w[r] = ou_round_bf16(once ? s1 : se), other[r] = ou_round_bf16(once ? se : s1);
+      }
+    } else {
+      /* each output is one factor's value times 1: the value the factor was rounded to (a
+       * tensor-core stash that truncated an unrounded f32 would show here), or, where the
+       * backend multiplies it unrounded, its one rounding at the store: the same bits */
+      for (int i = 0; i < EP_C; i++) eye[i * EP_C + i] = 1;
+      kiln_tensor it = cs_in(&c, KILN_BF16, 2, is, eye);
+      COK(&c, kiln_graph_matmul(c.g, t, it, &y));
+      for (int i = 0; i < n; i++) w[i] = other[i] = ou_round_bf16(x[i] * a[i]), differ += w[i] != x[i] * a[i];
+    }
+  }
+  if (which < 2)
+    for (int i = 0; i < n; i++) differ += w[i] != other[i];
+  /* the inputs must tell the two roundings apart, or the case shows nothing */
+  if (differ == 0) cs_fail(&c, "no element where one rounding and a rounding after each operation differ");
+  if (cs_run1(&c, y)) cs_expect_exact(&c, 0, which == 2 ? KILN_F32 : KILN_BF16, which == 1 ? 1 : 2, which == 1 ? rs : xs, w);
+  cs_end(&c);
+  free(eye);
+  unsetenv("KILN_EXCESS_PRECISION");
+}
+
+static void excess_precision(void) {
+  for (int which = 0; which < 4; which++)
+    for (int excess = 0; excess < 2; excess++) excess_case(which, excess);
+}
+
 int main(void) {
   if (!ou_backend_available()) return 0;
   /* cpu only: CUDA cannot be used in a child forked after the parent set it up */
@@ -413,5 +500,6 @@ int main(void) {
   elementwise_large();
   elementwise_vec4();
   shared_input();
+  excess_precision();
   OU_MAIN_END("chains");
 }
