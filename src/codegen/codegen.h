@@ -661,8 +661,9 @@ typedef struct CgGemm {
                                       16-bit type (a cast: mixed precision); the registers hold them
                                       unrounded and the stash rounds, so that no read is waited for
                                       before the tile's stash */
-  bool stash_round;                /* mma through registers under excess precision: a 16-bit factor's
-                                      value may be an unrounded f32, so every stash rounds (mma_round) */
+  bool a_stash_round, b_stash_round; /* mma through registers under excess precision: a factor that is
+                                      no plain 16-bit load may hold an unrounded f32, so its stash
+                                      rounds (mma_round) */
   int acc_item;                    /* index of the IT_ACC item */
   int splits;                      /* split-K: blocks per tile, each over kspan points of K */
   int64_t kspan;                   /* (a multiple of bk; 1 split: kspan >= K) */

@@ -147,6 +147,9 @@ static const char prelude[] =
   "K_MMA(k_mma_f16, \"m16n8k16\", \"f16\")\n"
   "K_MMA(k_mma_tf32, \"m16n8k8\", \"tf32\")\n"
   "KI uint16_t k_bbits(float x) { return (uint16_t)(__float_as_uint(x) >> 16); }\n"
+  /* any f32 rounded to bf16 for an operand, one instruction (mma needs sm_80, as this cvt does); a
+   * store's k_f2b keeps ref's NaN payload, an mma operand needs none */
+  "KI uint16_t k_bround(float x) { unsigned short h; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(x)); return h; }\n"
   "KI uint16_t k_hbits(float x) { unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(x)); return h; }\n"
   "KI unsigned k_tf32(float x) { unsigned t; asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(t) : \"f\"(x)); return t; }\n"
   /* operands straight to shared memory: 16-byte asynchronous copies (zero-filled where !in), and
@@ -291,7 +294,7 @@ const Dialect cg_dialect_cuda = {
   .mma = { [CG_MMA_BF16] = "k_mma_bf16", [CG_MMA_F16] = "k_mma_f16", [CG_MMA_TF32] = "k_mma_tf32" },
   .mma_elem = { [CG_MMA_BF16] = "uint16_t", [CG_MMA_F16] = "uint16_t", [CG_MMA_TF32] = "unsigned" },
   .mma_stash = { [CG_MMA_BF16] = "k_bbits(%s)", [CG_MMA_F16] = "k_hbits(%s)", [CG_MMA_TF32] = "k_tf32(%s)" },
-  .mma_round = { [CG_MMA_BF16] = "k_f2b(%s)", [CG_MMA_F16] = "k_hbits(%s)" },
+  .mma_round = { [CG_MMA_BF16] = "k_bround(%s)", [CG_MMA_F16] = "k_hbits(%s)" },
   .wgmma_define = cuda_wgmma_define,
   .cp_async = "k_cp16", .cp_commit = "k_cp_commit();", .cp_wait = "k_cp_wait<%d>();", .cp_wait0 = "k_cp_wait<0>();",
   .ldmatrix = { "k_ldm2", "k_ldm2t", "k_ldm4", "k_ldm4t" },

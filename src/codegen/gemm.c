@@ -343,6 +343,9 @@ static kiln_dtype factor_dtype(const Expr *x) {
   return x->kind == EX_CAST && (x->args[0]->dtype == KILN_BF16 || x->args[0]->dtype == KILN_F16) ? x->args[0]->dtype : KILN_F32;
 }
 
+/* Is factor x a 16-bit load's exact value (f32(load))? */
+static bool loaded16(const Expr *x) { return x->kind == EX_CAST && x->args[0]->kind == EX_LOAD; }
+
 /* Is factor x f32(t(y)) for a 16-bit t and an f32 y: an f32 value rounded to t (autocast's copies)? */
 static bool rounded_f32(const Expr *x) {
   return x->kind == EX_CAST && x->dtype == KILN_F32 && x->args[0]->kind == EX_CAST && x->args[0]->args[0]->dtype == KILN_F32 &&
@@ -488,7 +491,10 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   }
   bool regs16 = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && !g.direct && o->mma_round_late;
   g.a_round = regs16 && rounded_f32(g.a), g.b_round = regs16 && rounded_f32(g.b);
-  g.stash_round = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && !g.direct && o->excess_precision;
+  /* excess precision: a factor that is not a plain 16-bit load may hold an unrounded f32 */
+  bool ep = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && !g.direct && o->excess_precision;
+  g.a_stash_round = ep && !loaded16(g.a), g.b_stash_round = false;
+  for (int q = 0; q < g.n_b; q++) g.b_stash_round |= ep && !loaded16(g.bs[q]);
   for (int q = 1; q < g.n_b; q++)  /* one read order for every B tile */
     if (reads_along_k(p, k, g.bs[q], &g, CG_ROLE_N) != g.b_kfast) return false;
   if (out) *out = g;
@@ -511,7 +517,7 @@ static bool head_tiles(const Plan *p, const Kernel *kc, const CgOptions *o, int 
       g->K > HEAD_MAX_K || g->a->kind != EX_LOAD || g->a->src != P)
     return false;
   g->head = true;
-  g->a_vec = g->b_vec = false, g->copies = 0, g->stages = 1, g->direct = false, g->a_round = g->b_round = g->stash_round = false;
+  g->a_vec = g->b_vec = false, g->copies = 0, g->stages = 1, g->direct = false, g->a_round = g->b_round = g->a_stash_round = g->b_stash_round = false;
   if (o->gemm_heads >= 2) set_spans(g, 1);
   int64_t nt = (g->N + g->bn - 1) / g->bn;
   g->head_cluster = o->gemm_heads == 3 && nt % HEAD_CLUSTER == 0 ? HEAD_CLUSTER : 1;
@@ -803,7 +809,7 @@ static void stash_tile(const CgEmit *em, const CgGemm *g, const char *pf, const 
     if (kfast) cg_put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
     else cg_put(em, "const int xx = e %% %d, kk = e / %d;", width, width);
     snprintf(x, sizeof x, "%s[l]", pf);
-    snprintf(v, sizeof v, (round || g->stash_round ? em->d->mma_round : em->d->mma_stash)[g->mma], x);
+    snprintf(v, sizeof v, (round ? em->d->mma_round : em->d->mma_stash)[g->mma], x);
     cg_put(em, "%s[xx][kk] = %s;", sh, v);
   } else if (g->kgroups > 1 && em->d->no_views) {  /* rows of vectors: element x of row kk is [kk][x / 4][x % 4] */
     if (kfast) cg_put(em, "const int kk = e %% %d, xx = e / %d;", g->bk, g->bk);
@@ -1488,13 +1494,13 @@ static void register_loop(const CgEmit *em, const Kernel *k, const CgGemm *g, co
     if (s > 0) cg_put(em, "if (kc >= kend) break;");
     char Ah[48];
     if (g->head) snprintf(Ah, sizeof Ah, "(Ph + %s)", kc), As = Ah;  /* the k-tile's rows of Ph, in place */
-    else stash_tile(em, g, pa, As, g->bm, g->a_kfast, g->a_round, g->a_vec);
-    stash_tile(em, g, pb, Bs, g->bn, g->b_kfast, g->b_round, g->b_vec);
+    else stash_tile(em, g, pa, As, g->bm, g->a_kfast, g->a_round || g->a_stash_round, g->a_vec);
+    stash_tile(em, g, pb, Bs, g->bn, g->b_kfast, g->b_round || g->b_stash_round, g->b_vec);
     for (int q = 1; q < g->n_b; q++) {  /* siblings: one stage, one buffer */
       char pq[32], bq[32];
       b_of(q, pb, pq);
       b_of(q, "Bs", bq);
-      stash_tile(em, g, pq, bq, g->bn, g->b_kfast, false, false);
+      stash_tile(em, g, pq, bq, g->bn, g->b_kfast, g->b_stash_round, false);
     }
     cg_put(em, "%s", d->barrier);
     cg_put(em, "if (%s + %d < kend)", kc, D * g->bk);
