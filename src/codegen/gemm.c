@@ -343,8 +343,11 @@ static kiln_dtype factor_dtype(const Expr *x) {
   return x->kind == EX_CAST && (x->args[0]->dtype == KILN_BF16 || x->args[0]->dtype == KILN_F16) ? x->args[0]->dtype : KILN_F32;
 }
 
-/* Is factor x a 16-bit load's exact value (f32(load))? */
-static bool loaded16(const Expr *x) { return x->kind == EX_CAST && x->args[0]->kind == EX_LOAD; }
+/* Is factor x a 16-bit value already rounded where excess precision leaves values unrounded: a
+ * load's (f32(load)) or an explicit cast's, which rounds where it stands? */
+static bool rounded16(const Expr *x) {
+  return x->kind == EX_CAST && (x->args[0]->kind == EX_LOAD || (x->args[0]->kind == EX_CAST && x->args[0]->op == 1));
+}
 
 /* Is factor x f32(t(y)) for a 16-bit t and an f32 y: an f32 value rounded to t (autocast's copies)? */
 static bool rounded_f32(const Expr *x) {
@@ -491,10 +494,10 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   }
   bool regs16 = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && !g.direct && o->mma_round_late;
   g.a_round = regs16 && rounded_f32(g.a), g.b_round = regs16 && rounded_f32(g.b);
-  /* excess precision: a factor that is not a plain 16-bit load may hold an unrounded f32 */
+  /* excess precision: any other factor may hold an unrounded f32 */
   bool ep = (g.mma == CG_MMA_BF16 || g.mma == CG_MMA_F16) && !g.direct && o->excess_precision;
-  g.a_stash_round = ep && !loaded16(g.a), g.b_stash_round = false;
-  for (int q = 0; q < g.n_b; q++) g.b_stash_round |= ep && !loaded16(g.bs[q]);
+  g.a_stash_round = ep && !rounded16(g.a), g.b_stash_round = false;
+  for (int q = 0; q < g.n_b; q++) g.b_stash_round |= ep && !rounded16(g.bs[q]);
   for (int q = 1; q < g.n_b; q++)  /* one read order for every B tile */
     if (reads_along_k(p, k, g.bs[q], &g, CG_ROLE_N) != g.b_kfast) return false;
   if (out) *out = g;

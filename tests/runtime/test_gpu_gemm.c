@@ -581,6 +581,20 @@ static void test_chain_prefetch_shapes(void) {
       CHECK_MSG(src.s && !!strstr(src.s, "uint16_t *Qc = ") == pre, "prefetch %d: a second buffer of queries %d", i,
                 src.s && strstr(src.s, "uint16_t *Qc = "));
       sb_free(&src);
+      if (i == 0) {
+        /* P's 16-bit values for the second product: its bits where every operation rounded, rounded
+         * by the stash under excess precision, where P is an unrounded f32 */
+        for (int ep = 0; ep < 2; ep++) {
+          o.excess_precision = ep;
+          OK(cg_render_plan(r.p, &cg_dialect_cuda, &o, NULL, &src));
+          const char *ps = src.s ? strstr(src.s, "Ps[rr * ") : NULL, *eq = ps ? strstr(ps, "] = ") : NULL;
+          CHECK_MSG(eq && !strncmp(eq + 4, ep ? "k_bround(" : "k_bbits(", ep ? 9 : 8), "excess %d: P's stash: %.40s", ep,
+                    eq ? eq : "(none)");
+          sb_free(&src);
+        }
+        compiles_with(&r, &o, "k_bround(", "attention chain, P rounded at its stash");
+        o.excess_precision = false;
+      }
       o.chain_prefetch = false;
       CHECK(!cg_chain_prefetch(ko_, f, &o));
       OK(cg_render_plan(r.p, &cg_dialect_cuda, &o, NULL, &src));
@@ -792,7 +806,7 @@ static void test_mma_shapes(void) {
     kiln_graph_free(gr);
   }
   /* autocast's bf16 copies of f32 values: a 32x32 tile through registers that holds the f32
-   * values and rounds them at the stash (k_f2b), or, under cuda_mma_late_round 0, as they are
+   * values and rounds them at the stash (k_bround), or, under cuda_mma_late_round 0, as they are
    * read (k_rb, the stash taking the rounded value's bits) */
   for (int late = 1; late >= 0; late--) {
     kiln_options ka = kiln_options_default();
@@ -805,13 +819,50 @@ static void test_mma_shapes(void) {
                 "late %d: mma %d direct %d %dx%d, rounds %d %d", late, g.mma, g.direct, g.bm, g.bn, g.a_round, g.b_round);
     StrBuf src = { 0 };
     if (r.p) OK(cg_render_plan(r.p, &cg_dialect_cuda, &co, NULL, &src));
-    bool rounds_at_stash = src.s && strstr(src.s, "k_f2b(pfa[l])"), stashes_bits = src.s && strstr(src.s, "k_bbits(pfa[l])");
+    bool rounds_at_stash = src.s && strstr(src.s, "k_bround(pfa[l])"), stashes_bits = src.s && strstr(src.s, "k_bbits(pfa[l])");
     CHECK_MSG(rounds_at_stash == (late == 1) && stashes_bits == (late == 0), "late %d: the stash's conversion", late);
     sb_free(&src);
     compiles_opt(&r, &co, "mma tile, autocast");
     plans_free(&r);
     kiln_graph_free(gr);
   }
+  /* excess precision: a factor computed in the tile's prologue (relu(x) in bf16, inlined under
+   * gemm_reuse 32) may be an unrounded f32 there, so its stash rounds
+   * (k_bround); the weight, a plain load, keeps its bits (k_bbits) */
+  for (int ep = 0; ep < 2; ep++) {
+    kiln_options ke = kiln_options_default();
+    ke.excess_precision = ep;
+    ke.cuda_mma_late_round = 0;  /* late, the stash rounds such a factor anyway (the leg above) */
+    OK(rt_codegen_options(&ke, &cg_dialect_cuda, &co));
+    int64_t xs[2] = { 1024, 784 }, ws[2] = { 784, 128 };
+    float *wf = rnd(784 * 128);
+    uint16_t *wb = malloc(784 * 128 * sizeof *wb);
+    CHECK(wb != NULL);
+    kiln_tensor x, sq, wt, y;
+    OK(kiln_graph_create(&gr));
+    OK(kiln_graph_input(gr, "x", KILN_BF16, 2, xs, &x));
+    for (int i = 0; wb && i < 784 * 128; i++) wb[i] = float_to_bf16(wf[i]);
+    OK(kiln_graph_param(gr, "w", KILN_BF16, 2, ws, wb, &wt));
+    OK(kiln_graph_unary(gr, KILN_RELU, x, &sq));
+    OK(kiln_graph_matmul(gr, sq, wt, &y));
+    OK(kiln_graph_output(gr, y, "y"));
+    free(wf), free(wb);
+    setenv("KILN_GEMM_REUSE", "32", 1);  /* relu counted once a 32-column tile: inlined, not stored */
+    r = plan_of(gr);
+    unsetenv("KILN_GEMM_REUSE");
+    if (only_gemm_opt(&r, &co, &g, "bf16 product of a computed factor"))
+      CHECK_MSG(g.mma == CG_MMA_BF16 && !g.direct && g.a_stash_round == ep && !g.b_stash_round,
+                "excess %d: mma %d direct %d, stash rounds %d %d", ep, g.mma, g.direct, g.a_stash_round, g.b_stash_round);
+    StrBuf src = { 0 };
+    if (r.p) OK(cg_render_plan(r.p, &cg_dialect_cuda, &co, NULL, &src));
+    bool rounds = src.s && strstr(src.s, "k_bround(pfa[l])"), bits = src.s && strstr(src.s, "k_bbits(pfa[l])");
+    CHECK_MSG(rounds == (ep == 1) && bits == (ep == 0) && src.s && strstr(src.s, "k_bbits(pfb"), "excess %d: the stashes' conversions", ep);
+    sb_free(&src);
+    compiles_opt(&r, &co, "mma tile, computed factor");
+    plans_free(&r);
+    kiln_graph_free(gr);
+  }
+
   /* the glsl dialect has no mma: its tiles stay f32 whatever the options */
   OK(rt_codegen_options(&ko, &cg_dialect_glsl, &co));
   gr = dense_typed(KILN_BF16, 1024, 768, 768, false, false);
