@@ -50,9 +50,11 @@
     [TU_CEIL] = "ceil", [TU_ROUND] = round, [TU_SIGN] = "k_signd", [TU_ISINF] = "isinf", }
 /* What C and CUDA C share of a Dialect (tinygrad's CStyleLanguage): the types, literals,
  * half-float helpers, float operators and buffer parameters. Each table adds its own. */
-#define CG_C_FAMILY \
+#define CG_C_FAMILY CG_C_FAMILY_STORING("k_f2h", "k_f2b")
+/* ... with f16's and bf16's store conversions named (cuda's by one instruction) */
+#define CG_C_FAMILY_STORING(f2h, f2b) \
   .index_type = "int64_t", .value_type = CG_C_VALUE_TYPES, .store_type = CG_C_STORE_TYPES, \
-  .load_fn = { [KILN_F16] = "k_h2f", [KILN_BF16] = "k_b2f" }, .store_fn = { [KILN_F16] = "k_f2h", [KILN_BF16] = "k_f2b" }, \
+  .load_fn = { [KILN_F16] = "k_h2f", [KILN_BF16] = "k_b2f" }, .store_fn = { [KILN_F16] = f2h, [KILN_BF16] = f2b }, \
   .round_fn = { [KILN_F16] = "k_rh", [KILN_BF16] = "k_rb" }, .int_lit = "INT64_C(%lld)", .int_min = CG_C_INT_MIN, \
   .int_max = CG_C_INT_MAX, .float_lit = "%a", .f32_suffix = "f", .uint_suffix = "u", .binary_f32 = CG_C_BINARY_F32, \
   .binary_f64 = CG_C_BINARY_F64, .buf_param = "%s%s *%s b%d", .buf_const = "const "
