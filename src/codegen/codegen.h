@@ -50,11 +50,9 @@
     [TU_CEIL] = "ceil", [TU_ROUND] = round, [TU_SIGN] = "k_signd", [TU_ISINF] = "isinf", }
 /* What C and CUDA C share of a Dialect (tinygrad's CStyleLanguage): the types, literals,
  * half-float helpers, float operators and buffer parameters. Each table adds its own. */
-#define CG_C_FAMILY CG_C_FAMILY_STORING("k_f2h", "k_f2b")
-/* ... with f16's and bf16's store conversions named (cuda's by one instruction) */
-#define CG_C_FAMILY_STORING(f2h, f2b) \
+#define CG_C_FAMILY \
   .index_type = "int64_t", .value_type = CG_C_VALUE_TYPES, .store_type = CG_C_STORE_TYPES, \
-  .load_fn = { [KILN_F16] = "k_h2f", [KILN_BF16] = "k_b2f" }, .store_fn = { [KILN_F16] = f2h, [KILN_BF16] = f2b }, \
+  .load_fn = { [KILN_F16] = "k_h2f", [KILN_BF16] = "k_b2f" }, .store_fn = { [KILN_F16] = "k_f2h", [KILN_BF16] = "k_f2b" }, \
   .round_fn = { [KILN_F16] = "k_rh", [KILN_BF16] = "k_rb" }, .int_lit = "INT64_C(%lld)", .int_min = CG_C_INT_MIN, \
   .int_max = CG_C_INT_MAX, .float_lit = "%a", .f32_suffix = "f", .uint_suffix = "u", .binary_f32 = CG_C_BINARY_F32, \
   .binary_f64 = CG_C_BINARY_F64, .buf_param = "%s%s *%s b%d", .buf_const = "const "
@@ -97,6 +95,8 @@ typedef struct Dialect {
   const char *store_type[KILN_DTYPE_COUNT];   /* element type in memory */
   const char *load_fn[KILN_DTYPE_COUNT];      /* memory -> value conversion (NULL for none) */
   const char *store_fn[KILN_DTYPE_COUNT];     /* value -> memory conversion (NULL for none) */
+  const char *store_unrounded_fn[KILN_DTYPE_COUNT]; /* the same bits by a faster conversion, for values not
+                                                  rounded before (excess precision); NULL: store_fn */
   const char *round_fn[KILN_DTYPE_COUNT];     /* f16/bf16: a float rounded to the dtype ("k_rh") */
   const char *int_lit;            /* format of an i64 literal; %lld: the value. "INT64_C(%lld)" */
   const char *int_min[KILN_DTYPE_COUNT];      /* smallest value of a signed integer dtype, by name */

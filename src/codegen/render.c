@@ -661,7 +661,8 @@ static void store(R *r, const Item *it, const char *value) {
   const Stage *S = &r->p->te->stages[it->stage];
   char off[256] = "0";
   if (S->numel > 1) emit(r, it->offset, off, sizeof off);
-  const char *fn = r->d->store_fn[S->dtype];
+  const char *fn = r->o->excess_precision && r->d->store_unrounded_fn[S->dtype] ? r->d->store_unrounded_fn[S->dtype]
+                                                                                : r->d->store_fn[S->dtype];
   char el[320];
   snprintf(el, sizeof el, r->d->elem ? r->d->elem : "b%d[%s]", r->param_of[it->stage], off);
   line(r, "%s%s%s%s = %s%s%s%s;", r->guard ? "if (" : "", r->guard ? r->guard : "", r->guard ? ") " : "", el,

@@ -857,6 +857,9 @@ static void test_mma_shapes(void) {
     if (r.p) OK(cg_render_plan(r.p, &cg_dialect_cuda, &co, NULL, &src));
     bool rounds = src.s && strstr(src.s, "k_bround(pfa[l])"), bits = src.s && strstr(src.s, "k_bbits(pfa[l])");
     CHECK_MSG(rounds == (ep == 1) && bits == (ep == 0) && src.s && strstr(src.s, "k_bbits(pfb"), "excess %d: the stashes' conversions", ep);
+    /* and its bf16 output, stored unrounded there, by one conversion (k_f2b_st) */
+    CHECK_MSG(src.s && !!strstr(src.s, "= k_f2b_st(") == (ep == 1) && !!strstr(src.s, "= k_f2b(") == (ep == 0),
+              "excess %d: the store's conversion", ep);
     sb_free(&src);
     compiles_opt(&r, &co, "mma tile, computed factor");
     plans_free(&r);
