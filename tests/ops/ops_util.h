@@ -34,6 +34,12 @@ static inline const char *ou_backend(void) {
   return b && b[0] ? b : "ref";
 }
 
+/* Does the backend round a 16-bit value once, where it is stored, not after each operation
+ * (kiln_options.excess_precision, from $KILN_EXCESS_PRECISION)? ref always rounds each. */
+static inline int ou_excess(void) {
+  return strcmp(ou_backend(), "ref") != 0 && kiln_options_default().excess_precision == 1;
+}
+
 static inline int ou_is_float(kiln_dtype t) {
   return t == KILN_F32 || t == KILN_F64 || t == KILN_F16 || t == KILN_BF16;
 }

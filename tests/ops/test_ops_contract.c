@@ -166,8 +166,8 @@ static void conv_case(const char *what, kiln_dtype t, ConvSpec p) {
                     acc += xv * wv;
                   }
             /* the builder adds the bias as a separate add (graph.h), so the conv result is
-             * rounded to the dtype before the bias is added */
-            if (p.bias) acc = ou_round_to(t, ou_round_to(t, acc) + b[m]);
+             * rounded to the dtype before the bias is added; under excess precision, once after */
+            if (p.bias) acc = ou_round_to(t, (ou_excess() ? acc : ou_round_to(t, acc)) + b[m]);
             out[(((n * p.M + m) * od[0] + o0) * od[1] + o1) * od[2] + o2] = acc;
           }
     }
