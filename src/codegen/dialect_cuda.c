@@ -14,8 +14,8 @@ static const char prelude[] =
   /* A 16-bit store's rounding by one conversion (k_f2h and k_f2b are eight instructions and more,
    * f16's with a branch for subnormals), the same bits: nearest even, and a NaN as they give it.
    * Under excess precision every store rounds an unrounded value: on the bit arithmetic, eager
-   * kernels of one operation each ran 1.11-1.13x slower on the H100. Rounded values (the default)
-   * store as before: after k_rb's cvt the compiler folds most of k_f2b away. */
+   * kernels of one operation each ran 1.11-1.13x slower on the H100. Values already rounded (the
+   * default) keep k_f2b, the store measured so far (Dialect.store_unrounded_fn). */
   "KI uint16_t k_f2h_st(float f) {\n"
   "  unsigned u = __float_as_uint(f); unsigned short h;\n"
   "  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(((u >> 16) & 0x8000u) | 0x7e00u);\n"

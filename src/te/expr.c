@@ -747,22 +747,16 @@ Expr *te_select(TE *te, Expr *c, Expr *a, Expr *b) {
   return mk(te, EX_SELECT, a->dtype, 0, 3, args);
 }
 
-Expr *te_cast(TE *te, kiln_dtype t, Expr *a) {
+/* explicit: EX_CAST's op, 1 for a Cast node's conversion (te_cast_explicit) */
+static Expr *cast_as(TE *te, kiln_dtype t, Expr *a, int explicit) {
   if (!a) return NULL;
   if (a->dtype == t) return a;
   if (is_const(a)) return mk_const(te, t, te_eval_cast(t, a->dtype, a->c));
-  return mk(te, EX_CAST, t, 0, 1, &a);
+  return mk(te, EX_CAST, t, explicit, 1, &a);
 }
 
-Expr *te_cast_explicit(TE *te, kiln_dtype t, Expr *a) {
-  if (!a) return NULL;
-  if (a->dtype == t) return a;
-  if (is_const(a)) return mk_const(te, t, te_eval_cast(t, a->dtype, a->c));
-  return mk(te, EX_CAST, t, 1, 1, &a);
-}
-
-/* A rewritten cast keeps its kind. */
-static Expr *recast(TE *te, const Expr *e, Expr *a) { return e->op ? te_cast_explicit(te, e->dtype, a) : te_cast(te, e->dtype, a); }
+Expr *te_cast(TE *te, kiln_dtype t, Expr *a) { return cast_as(te, t, a, 0); }
+Expr *te_cast_explicit(TE *te, kiln_dtype t, Expr *a) { return cast_as(te, t, a, 1); }
 
 /* ---- rewriting: substitute, simplify, inline ---- */
 
@@ -838,7 +832,7 @@ static Expr *rebuild(Rewrite *w, Expr *e, Expr **a) {
   case EX_UNARY: return te_unary(te, e->op, a[0]);
   case EX_BINARY: return mk_binary(te, w->r, e->op, a[0], a[1]);
   case EX_SELECT: return te_select(te, a[0], a[1], a[2]);
-  case EX_CAST: return recast(te, e, a[0]);
+  case EX_CAST: return cast_as(te, e->dtype, a[0], e->op);  /* a rewritten cast keeps its kind */
   }
   return NULL;
 }
@@ -944,7 +938,7 @@ static Expr *unclamp_node(Unclamp *u, Expr *e, Expr **a) {
   case EX_CONST: case EX_VAR: return e;
   case EX_LOAD: return te_load(te, e->src, e->n_args, a);
   case EX_UNARY: return te_unary(te, e->op, a[0]);
-  case EX_CAST: return recast(te, e, a[0]);
+  case EX_CAST: return cast_as(te, e->dtype, a[0], e->op);  /* a rewritten cast keeps its kind */
   case EX_SELECT: return te_select(te, a[0], a[1], a[2]);
   case EX_BINARY: {
     int64_t lo, hi;
