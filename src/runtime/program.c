@@ -152,7 +152,7 @@ kiln_options kiln_options_default(void) {
   o.cuda_chain_lanes = kiln_env_int("KILN_CUDA_CHAIN_LANES", 0);
   o.cuda_wgmma = kiln_env_int("KILN_CUDA_WGMMA", 0);
   o.cuda_lt_algos = kiln_env_int("KILN_CUDA_LT_ALGOS", 0);
-  o.excess_precision = kiln_env_int("KILN_EXCESS_PRECISION", 0);
+  o.excess_precision = kiln_env_int("KILN_EXCESS_PRECISION", -1);
   o.cuda_row_fill = kiln_env_int("KILN_CUDA_ROW_FILL", -1);
   o.dist_bucket_bytes = env_count("KILN_DIST_BUCKET_BYTES", 0);
   return o;

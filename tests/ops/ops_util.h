@@ -37,7 +37,9 @@ static inline const char *ou_backend(void) {
 /* Does the backend round a 16-bit value once, where it is stored, not after each operation
  * (kiln_options.excess_precision, from $KILN_EXCESS_PRECISION)? ref always rounds each. */
 static inline int ou_excess(void) {
-  return strcmp(ou_backend(), "ref") != 0 && kiln_options_default().excess_precision == 1;
+  int e = kiln_options_default().excess_precision;
+  const char *b = ou_backend();
+  return strcmp(b, "ref") != 0 && (e == 1 || (e == -1 && !strcmp(b, "cuda")));  /* -1: cuda's default */
 }
 
 static inline int ou_is_float(kiln_dtype t) {
