@@ -169,9 +169,7 @@ static void test_mixed_precision(const char *be, kiln_dtype t) {
   CHECK(off == np);
   /* under excess precision the bf16 products' results are rounded once, where ref rounds each op:
    * the loss moves by about 1e-4 of 2.3 (cpu), well inside the f32 step's 1e-2 */
-  int ep = kiln_options_default().excess_precision;
-  bool excess = strcmp(be, "ref") != 0 && (ep == 1 || (ep == -1 && !strcmp(be, "cuda")));  /* -1: cuda's default */
-  CHECK_NEAR(l16, lr16, excess ? 1e-3 : 1e-5);
+  CHECK_NEAR(l16, lr16, test_rounds_once(be) ? 1e-3 : 1e-5);
   CHECK_MSG(fabs(l16 - l32) < 1e-2 * fabs(l32), "mixed precision: loss %g against f32 %g", l16, l32);
   double worst_ref = 0, upd_err = update_error(p16, p32, p0, np);
   for (int64_t i = 0; i < np; i++) worst_ref = fmax(worst_ref, fabs(p16[i] - r16[i]) / (fabs(r16[i]) + 1e-3));

@@ -36,11 +36,7 @@ static inline const char *ou_backend(void) {
 
 /* Does the backend round a 16-bit value once, where it is stored, not after each operation
  * (kiln_options.excess_precision, from $KILN_EXCESS_PRECISION)? ref always rounds each. */
-static inline int ou_excess(void) {
-  int e = kiln_options_default().excess_precision;
-  const char *b = ou_backend();
-  return strcmp(b, "ref") != 0 && (e == 1 || (e == -1 && !strcmp(b, "cuda")));  /* -1: cuda's default */
-}
+static inline int ou_excess(void) { return test_rounds_once(ou_backend()); }
 
 static inline int ou_is_float(kiln_dtype t) {
   return t == KILN_F32 || t == KILN_F64 || t == KILN_F16 || t == KILN_BF16;

@@ -1432,14 +1432,8 @@ static void check_values(const char *what, kiln_graph *g, int n_in, const int64_
   for (int i = 0; i < n_out; i++) free(want[i]), free(got[i]);
 }
 
-/* Does the backend keep a 16-bit operation's result unrounded inside its kernel (excess precision,
- * cuda's default)? Then a fused kernel's outputs are checked against an f32 twin of the graph. */
-static bool rounds_once(void) {
-  int e = kiln_options_default().excess_precision;
-  return e == 1 || (e == -1 && !strcmp(backend, "cuda"));  /* -1: cuda's default */
-}
-
-/* g = call, a builder that makes its graph of dtype dt_ = t; with rounds_once(), twin = the same
+/* g = call, a builder that makes its graph of dtype dt_ = t; where the backend rounds once
+ * (test_rounds_once: excess precision, cuda's default), twin = the same
  * call again at f32 from the same seed, its parameters on t's grid (else twin = NULL). */
 #define BUILD_TYPED(g, twin, t, call)                                                                    \
   do {                                                                                                  \
@@ -1447,7 +1441,7 @@ static bool rounds_once(void) {
     kiln_dtype dt_ = (t);                                                                               \
     (g) = (call);                                                                                       \
     (twin) = NULL;                                                                                      \
-    if (rounds_once()) {                                                                                \
+    if (test_rounds_once(backend)) {                                                                    \
       unsigned long long s1_ = seed;                                                                    \
       seed = s0_, twin_on = true, twin_grid = dt_, dt_ = KILN_F32;                                      \
       (twin) = (call);                                                                                  \
