@@ -3,8 +3,8 @@
  * ../shared/bench/WORKLOADS.md (bench/workloads.h) through the C API, compiles it
  * fused and eager, and prints one JSON line per workload and mode: median ms of one
  * run (after warm-up), kernels per run, bytes moved (from the plan), host fallbacks,
- * and the largest relative error against ref (ref runs only where it is quick:
- * "max_rel_err": null otherwise).
+ * and the error against ref, element-wise at its largest and norm-wise, over the floating-point
+ * outputs (ref runs only where it is quick: "max_rel_err" and "norm_rel_err" null otherwise).
  */
 #include "workloads.h"
 
@@ -54,17 +54,23 @@ static kiln_status run_mode(Workload *w, const char *backend, int fuse, int runs
   return st;
 }
 
-static double max_rel_err(const Workload *w, void **a, void **ref) {
-  double m = 0;
+/* The largest element-wise relative error of a's outputs against ref's (floating-point outputs,
+ * 16-bit ones widened), and the norm-wise one (||a - ref|| / ||ref|| over them all). An element
+ * near zero whose value cancelled can dominate the first; the second says how far the whole is. */
+static double max_rel_err(const Workload *w, void **a, void **ref, double *norm) {
+  double m = 0, num = 0, den = 0;
   for (int o = 0; o < w->n_outputs; o++) {
-    if (w->output_dtype[o] != KILN_F32) continue;
-    size_t n = w->output_bytes[o] / sizeof(float);
+    kiln_dtype t = w->output_dtype[o];
+    if (t != KILN_F32 && t != KILN_BF16 && t != KILN_F16) continue;
+    size_t n = w->output_bytes[o] / kiln_dtype_size(t);
     for (size_t i = 0; i < n; i++) {
-      double x = ((float *)a[o])[i], r = ((float *)ref[o])[i];
+      double x = wl_output_value(t, a[o], i), r = wl_output_value(t, ref[o], i);
       double e = fabs(x - r) / (1e-6 + fabs(r));
       if (!(e <= m)) m = e;
+      num += (x - r) * (x - r), den += r * r;
     }
   }
+  *norm = sqrt(num) / (den > 0 ? sqrt(den) : 1.0);
   return m;
 }
 
@@ -95,12 +101,16 @@ static void bench_one(const char *name, const char *backend, int runs) {
              fuse ? "fused" : "eager", kiln_status_name(st), kiln_last_error());
       continue;
     }
-    char err[32] = "null";
-    if (have_ref) snprintf(err, sizeof err, "%.3g", max_rel_err(&w, first, ref));
+    char err[32] = "null", norm_err[32] = "null";
+    double norm;
+    if (have_ref) {
+      snprintf(err, sizeof err, "%.3g", max_rel_err(&w, first, ref, &norm));
+      snprintf(norm_err, sizeof norm_err, "%.3g", norm);
+    }
     printf("{\"name\":\"%s\",\"backend\":\"%s\",\"mode\":\"%s\",\"median_ms\":%.4f,\"kernels\":%lld,"
-           "\"bytes\":%lld,\"fallbacks\":%lld,\"max_rel_err\":%s,\"compile_ms\":%.1f,\"cache_hit\":%d}\n",
+           "\"bytes\":%lld,\"fallbacks\":%lld,\"max_rel_err\":%s,\"norm_rel_err\":%s,\"compile_ms\":%.1f,\"cache_hit\":%d}\n",
            name, backend, fuse ? "fused" : "eager", median, (long long)c.kernels_launched,
-           (long long)(c.bytes_read + c.bytes_written), (long long)c.host_fallbacks, err, c.compile_ms, c.cache_hit);
+           (long long)(c.bytes_read + c.bytes_written), (long long)c.host_fallbacks, err, norm_err, c.compile_ms, c.cache_hit);
     fflush(stdout);
   }
   for (int i = 0; i < w.n_outputs; i++) { free(ref[i]); free(outs[i]); free(first[i]); }

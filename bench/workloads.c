@@ -59,6 +59,24 @@ static uint16_t to_f16(float f) {  /* round to nearest even, normal range and su
   return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
 }
 
+float wl_output_value(kiln_dtype t, const void *out, size_t i) {
+  uint32_t u;
+  float f;
+  if (t == KILN_F32) return ((const float *)out)[i];
+  if (t == KILN_BF16) {
+    u = (uint32_t)((const uint16_t *)out)[i] << 16;
+  } else if (t == KILN_F16) {  /* widened exactly: subnormals scaled, inf and NaN kept */
+    uint16_t h = ((const uint16_t *)out)[i];
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0) return (h & 0x8000u ? -1.0f : 1.0f) * ldexpf((float)m, -24);
+    u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112u) << 23) | (m << 13));
+  } else {
+    return NAN;
+  }
+  memcpy(&f, &u, 4);
+  return f;
+}
+
 /* n floats as values of wl_dtype, in a new array (floats themselves for f32). */
 static void *in_dtype(float *p, int64_t n) {
   if (wl_dtype == KILN_F32) return p;

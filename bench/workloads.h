@@ -26,6 +26,8 @@ typedef struct Workload {
 /* Builds workload name; on failure returns the status with kiln_last_error set. */
 kiln_status wl_build(const char *name, Workload *w);
 void wl_free(Workload *w);
+/* Element i of an output of dtype t (f32, bf16 or f16) as a float; NAN for any other dtype. */
+float wl_output_value(kiln_dtype t, const void *out, size_t i);
 /* The names of WORKLOADS.md (the benchmark's list). */
 extern const char *const wl_standard[];
 extern const int wl_n_standard;

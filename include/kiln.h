@@ -654,8 +654,8 @@ typedef struct kiln_options {
                            inside its kernel, rounded to its 16-bit type only where it is stored (to memory, or
                            as a tensor-core operand), as XLA's allow_excess_precision and Inductor's upcast do;
                            an explicit Cast still rounds where it stands. 0 every operation rounds its result,
-                           as ref does, so a fused kernel gives eager's bits. -1 (default) on for cuda, as the
-                           H100 race chose, off elsewhere ($KILN_EXCESS_PRECISION) */
+                           as ref does, so a fused kernel gives eager's bits. -1 (default) on for cuda and cpu, as
+                           their races chose, off for vulkan (not raced) ($KILN_EXCESS_PRECISION) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

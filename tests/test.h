@@ -79,10 +79,10 @@ static inline int test_library_gemms(kiln_program *p) {
 
 /* Does backend be keep a 16-bit operation's result unrounded inside its kernel, rounding it once where
  * it is stored (kiln_options.excess_precision as $KILN_EXCESS_PRECISION sets it; -1, the default, is on
- * for cuda alone)? ref rounds every operation. */
+ * for cuda and cpu)? ref rounds every operation. */
 static inline bool test_rounds_once(const char *be) {
   int e = kiln_options_default().excess_precision;
-  return strcmp(be, "ref") != 0 && (e == 1 || (e == -1 && !strcmp(be, "cuda")));
+  return strcmp(be, "ref") != 0 && (e == 1 || (e == -1 && (!strcmp(be, "cuda") || !strcmp(be, "cpu"))));
 }
 
 /* Does backend be compile a one-op program here (its compiler, driver and device present)? */
