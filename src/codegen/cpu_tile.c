@@ -51,6 +51,19 @@ static int merged_load_vars(const Plan *p, const Kernel *k, const Expr *u, const
 static int64_t run_limit(const CgEmit *em, const Kernel *k, const int *cv, int n_cv, int merged, const char *lane);
 typedef struct RowsAt { int64_t base, coef[KILN_MAX_RANK]; } RowsAt;
 static bool rows_in_place(const Plan *p, const Kernel *k, const CgCpuTile *t, RowsAt *at);
+static bool load_step(const Plan *p, const Kernel *k, const Expr *x, int var, int64_t *step);
+
+/* Does a factor's load move by more than one element when the kernel's last var does? The window
+ * form's vector loop runs along that var, so such a factor is a gather at every tap (a product's
+ * weights [N, K] read along N: mlp_train_b1024_bf16amp's dY @ W2^T, K = 10, 1.6 ms there). */
+static bool gathers_along_last(const Plan *p, const Kernel *k, const CgGemm *g) {
+  const Expr *f[2] = { g->a, g->b };
+  for (int i = 0; i < 2; i++) {
+    int64_t step;
+    if (load_step(p, k, f[i], k->rank - 1, &step) && step != 0 && step != 1 && step != -1) return true;
+  }
+  return false;
+}
 
 bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuTile *t) {
   if (!o->cpu_tiles || k->chain != 0) return false;
@@ -62,7 +75,7 @@ bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpu
   /* a sum of at most 16 points that render_window takes (lenet's first convolution, one input
    * channel, 3x3) runs there: its vector loop over the row against the pack and the tile's
    * store of 9 products a point, 98 against 130 us at two threads */
-  if (g.K <= 16 && cg_window_match(p, k, o)) return false;
+  if (g.K <= 16 && cg_window_match(p, k, o) && !gathers_along_last(p, k, &g)) return false;
   int cols = last_role(k, &g) == CG_ROLE_M ? CG_ROLE_M : CG_ROLE_N;
   CgCpuTile c = { .g = g, .cols_role = cols, .rows_role = cols == CG_ROLE_M ? CG_ROLE_N : CG_ROLE_M };
   c.cols_x = cols == CG_ROLE_M ? g.a : g.b;
