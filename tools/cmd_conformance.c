@@ -222,7 +222,7 @@ static void run_and_check(const OnnxTestSpec *spec, const kiln_graph *g, const k
   kiln_options o = kiln_options_default();
   o.backend = spec->backend;
   /* The expected outputs round every node's result to its type (numpy in f16, one node at a time);
-   * cuda's default keeps a fused kernel's 16-bit values in f32 and differs from them by a unit or two
+   * the cuda and cpu defaults keep a fused kernel's 16-bit values in f32 and differ from them by a unit or two
    * of the 16-bit type, so a test checks each node's own rounding unless $KILN_EXCESS_PRECISION asks */
   if (!getenv("KILN_EXCESS_PRECISION")) o.excess_precision = 0;
   if ((s = kiln_program_compile(g, &o, &p))) {
