@@ -29,13 +29,17 @@
 /* the tile's rows (prelude KILN_MR) and the widest panel it may meet (2 x 16 floats) */
 enum { TILE_MR = 6, TILE_NR_MAX = 32 };
 /* A thread's panel and row tile live on its stack: at most 8192 k (1 MiB of panel at the
- * widest vectors), and the rows packed once only within 64 KiB. A sum over more than
+ * widest vectors), and the rows packed once only within 256 KiB. A sum over more than
  * CG_CPU_F32_SUM_MAX points (a convolution's weight gradient over the batch's pixels) runs
  * the tile over spans of TILE_SPAN points, each summed in f32 and the spans added in f64,
  * as the renderer's f64 rows would. */
 enum { TILE_K_MAX = 8192, ROWS_ONCE_BYTES = 256 << 10, TILE_SPAN = CG_CPU_F32_SPAN };
-/* A group of panels packed at once: within 128 KiB at the widest vectors (L2-resident). */
-enum { GROUP_BYTES = 128 << 10 };
+/* A group of panels packed at once: within 128 KiB at the widest vectors (L2-resident); within
+ * 512 KiB where the rows are packed (not read in place), since each group packs every row tile
+ * again. mlp_train_b1024_bf16amp's forward product (x and W1 rounded to bf16 as they are packed;
+ * 8 panels at AVX2's width, one a group) packed x 8 times; in groups of 4 its fused step took 0.56
+ * of the time, mlp_fwd_b4096_bf16 0.53, bert_layer_b8s128_bf16 0.75 (2 threads, AVX2). */
+enum { GROUP_BYTES = 128 << 10, GROUP_PACKED_BYTES = 512 << 10 };
 /* pack_lanes: an operand packed a panel at a time reads at most this many rows, or bytes, at once */
 enum { PANEL_ROWS_MAX = 32, PANEL_BYTES_MAX = 256 << 10 };
 
@@ -828,14 +832,10 @@ static void rows_pointers(const CgEmit *em, const Kernel *k, const CgCpuTile *t,
   cg_close(em);
 }
 
-void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em) {
-  const Dialect *d = em->d;
-  const char *I = d->index_type;
-  const CgGemm *g = &t->g;
-  int64_t K = g->K, row_tiles = (t->rows + TILE_MR - 1) / TILE_MR;
-  /* panels a group: a thread packs a group of panels, then runs every row tile over each
-   * panel of it, so a row tile packed per tile is packed once a group, not once a panel */
-  int64_t group = GROUP_BYTES / (K * TILE_NR_MAX * 4);
+int64_t cg_cpu_tile_group(const CgCpuTile *t) {
+  /* a thread packs a group of panels, then runs every row tile over each panel of it, so a row
+   * tile it packs is packed once a group, not once a panel */
+  int64_t group = (t->rows_direct || t->rows_once ? GROUP_BYTES : GROUP_PACKED_BYTES) / (t->g.K * TILE_NR_MAX * 4);
   int64_t most = (t->cols + 15) / 16;  /* panels at the narrowest vectors */
   if (group > most) group = most;
   if (group < 1) group = 1;
@@ -849,6 +849,15 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
       group = div;
       break;
     }
+  return group;
+}
+
+void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type;
+  const CgGemm *g = &t->g;
+  int64_t K = g->K, row_tiles = (t->rows + TILE_MR - 1) / TILE_MR;
+  int64_t group = cg_cpu_tile_group(t);
   double work = (double)t->rows * (double)t->cols * (double)K * (double)g->batch;
   bool parallel = work >= (double)d->min_parallel_work;
   cg_open(em, "{");

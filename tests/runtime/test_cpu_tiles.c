@@ -13,6 +13,8 @@
  * dropped: with a stride of 1 masked vector loops, with a larger one the lanes where the guard
  * holds found at the run's ends and copied by one strided loop), which the plan says.
  * Weights too many to pack once (256 KiB) are read in place, row by row, which the plan says.
+ * Rows that are packed (computed) and too many to pack once go with panels in groups of up to
+ * 512 KiB, not 128, each group packing them again, which the plan and the source say.
  * With the defaults, a convolution whose window has at least 2 x 2 taps, strides up to the
  * window's (a row of the plane in phases when its columns stride), runs direct (a depthwise or
  * grouped one a plane a channel, in flat planes where those compute fewer vectors, else from
@@ -520,6 +522,48 @@ static void short_product_tiles(void) {
     og[0] = got;
     OK(kiln_program_run(p, ins, og));
     check_against_ref(got, want, R * N, "(x * 2 + 1) @ w^T over 10 points");
+  }
+  kiln_program_free(p);
+  kiln_program_free(r);
+  kiln_graph_free(g);
+  free(w), free(in), free(got), free(want);
+}
+
+/* A product whose rows are packed (x^T, read across x's rows) and too many to pack once (150 rows
+ * over 784: 470 KiB), with 128 columns: each group of panels packs every row tile again, so the
+ * panels go in groups of up to 512 KiB (4 of the widest), not 128 KiB (1): the plan says so and the
+ * C source counts the groups, against ref. */
+static void packed_rows_group(void) {
+  enum { R = 150, K = 784, N = 128 };
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[2] = { K, R }, ws[2] = { K, N };
+  float *w = alloc_f32(K * N), *in = alloc_f32(R * K), *got = alloc_f32(R * N), *want = alloc_f32(R * N);
+  for (int64_t i = 0; i < K * N; i++) w[i] = val(i, 6);
+  for (int64_t i = 0; i < R * K; i++) in[i] = val(i, 7);
+  in[5 * R + 131] = NAN;
+  kiln_tensor x, wp, xt, z;
+  static const int perm[2] = { 1, 0 };
+  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
+  OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wp));
+  OK(kiln_graph_transpose(g, x, perm, &xt));
+  OK(kiln_graph_matmul(g, xt, wp, &z));
+  OK(kiln_graph_output(g, z, "z"));
+  const void *ins[1] = { in };
+  void *og[1] = { want };
+  kiln_program *r = ref_run(g, ins, og);
+  kiln_options o = kiln_options_default();
+  o.backend = "cpu";
+  kiln_program *p = NULL;
+  OK(kiln_program_compile(g, &o, &p));
+  StrBuf src = c_source(g, &o, true);
+  CHECK_MSG(src.s && strstr(src.s, "kiln_ng = (kiln_ct + 3) / 4;"), "packed rows: panels not in groups of 4");
+  sb_free(&src);
+  if (r && p) {
+    CHECK_MSG(count_in_plan(p, "rows packed once a group of panels") == 1, "packed rows: the plan names no group");
+    og[0] = got;
+    OK(kiln_program_run(p, ins, og));
+    check_against_ref(got, want, R * N, "x^T @ w, 150 packed rows");
   }
   kiln_program_free(p);
   kiln_program_free(r);
@@ -1095,6 +1139,7 @@ int main(void) {
   channel_lanes_ring();
   window_max_pool();
   short_product_tiles();
+  packed_rows_group();
   expand_case(16, 16, 0);
   expand_case(16, 16, 1);  /* the default: 32 KiB, too small to join */
   expand_case(16, 16, 2);  /* flat planes at 16 lanes, one vector a row */
