@@ -230,6 +230,10 @@ typedef struct Dialect {
                                    * value at a time) */
   const char *vec4h_load;         /* its read: %d parameter number, %s vector index */
   const char *vec4h_lane[4];      /* lane l's 16 bits (a uint16_t) of the vector named by %s */
+  const char *vec4h_store;        /* its write statement: %d parameter, %s index, %s value (NULL: 16-bit
+                                   * rows stored a value at a time) */
+  const char *vec4h_set[4];       /* lane l of the vector named by the first %s set to the 16 bits of the
+                                   * second, lanes in order (lane 0 and 2 assign, 1 and 3 or in) */
   const char *block_reduce;       /* T block_reduce(T v, op): every thread of the block gets op over all */
   const char *warp_reduce;        /* the same over a warp of 32 */
   const char *quad_keys_reduce;   /* ... and then over the quads of the same lanes in W warps (a format of W),

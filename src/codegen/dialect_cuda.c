@@ -328,6 +328,8 @@ const Dialect cg_dialect_cuda = {
   .vec4h_type = "uint2",
   .vec4h_load = "((const uint2 *)b%d)[%s]",
   .vec4h_lane = { "(uint16_t)%s.x", "(uint16_t)(%s.x >> 16)", "(uint16_t)%s.y", "(uint16_t)(%s.y >> 16)" },
+  .vec4h_store = "((uint2 *)b%d)[%s] = %s;",
+  .vec4h_set = { "%s.x = (unsigned)%s;", "%s.x |= (unsigned)%s << 16;", "%s.y = (unsigned)%s;", "%s.y |= (unsigned)%s << 16;" },
   .block_reduce = "k_block",
   .warp_reduce = "k_warp", .quad_reduce = "k_quad", .quad_keys_reduce = "k_quad_keys<%d>", .group_reduce = "k_lanes<%d>",
   .block_reduce_arg = "k_block_arg",

@@ -2645,6 +2645,7 @@ typedef struct VecStep {
   const Expr *ld[16]; int kind[16]; int n_ld;
   bool half[16];  /* ld[i] is of a 16-bit stage: four values in 8 bytes (Dialect.vec4h_type) */
   bool st[64];
+  bool st_half[64];  /* st[i] of a 16-bit stage: four values in 8 bytes (Dialect.vec4h_store) */
 } VecStep;
 
 static void vec_step(R *r, int step, VecStep *v) {
@@ -2673,8 +2674,11 @@ static void vec_step(R *r, int step, VecStep *v) {
   }
   for (int i = 0; i < k->n_items && i < 64; i++) {
     const Item *it = &k->items[i];
-    v->st[i] = it->step == step && it->kind != IT_ACC && it->store && te->stages[it->stage].dtype == KILN_F32 &&
+    kiln_dtype t = te->stages[it->stage].dtype;
+    bool half = (t == KILN_BF16 || t == KILN_F16) && r->d->vec4h_store && r->d->store_fn[t];
+    v->st[i] = it->step == step && it->kind != IT_ACC && it->store && (t == KILN_F32 || half) &&
                same_index(r, te_simplify(te, it->offset, r->lo, r->hi, r->nv), v->rowf);
+    v->st_half[i] = v->st[i] && half;
   }
 }
 
@@ -2687,11 +2691,11 @@ static void vec_load(R *r, const char *decl, int i, int param, const char *index
   line(r, "%sw%d = %s;", decl, i, ld);
 }
 
-/* Vector y<i> into vector `index` of parameter param. */
-static void vec_store(R *r, int i, int param, const char *index) {
+/* Vector y<i> into vector `index` of parameter param (half: four 16-bit values). */
+static void vec_store(R *r, int i, int param, const char *index, bool half) {
   char y[16], st[160];
   snprintf(y, sizeof y, "y%d", i);
-  snprintf(st, sizeof st, r->d->vec4_store, param, index, y);
+  snprintf(st, sizeof st, half ? r->d->vec4h_store : r->d->vec4_store, param, index, y);
   line(r, "%s", st);
 }
 
@@ -2711,13 +2715,24 @@ static int vec_lane_value(R *r, int i, int lane, const Expr *e, bool half) {
   return id;
 }
 
-/* Item i's value at this point into lane `lane` of vector y<i>, stored whole after the lanes. */
-static void vec_lane_item(R *r, int i, int lane) {
+/* Item i's value at this point into lane `lane` of vector y<i>, stored whole after the lanes; a
+ * 16-bit item (half) converted as store() would convert it. */
+static void vec_lane_item(R *r, int i, int lane, bool half) {
   const Item *it = &r->k->items[i];
   char v[256];
   emit(r, it->body, v, sizeof v);
-  line(r, "const %s s%d = %s;", vt(r, KILN_F32), it->stage, v);
-  line(r, "y%d%s = s%d;", i, r->d->vec4_lane[lane], it->stage);
+  kiln_dtype t = r->p->te->stages[it->stage].dtype;
+  line(r, "const %s s%d = %s;", vt(r, half ? t : KILN_F32), it->stage, v);
+  if (!half) {
+    line(r, "y%d%s = s%d;", i, r->d->vec4_lane[lane], it->stage);
+    return;
+  }
+  const char *fn = r->o->excess_precision && r->d->store_unrounded_fn[t] ? r->d->store_unrounded_fn[t] : r->d->store_fn[t];
+  char y[16], bits[96], set[200];
+  snprintf(y, sizeof y, "y%d", i);
+  snprintf(bits, sizeof bits, "%s(s%d)", fn, it->stage);
+  snprintf(set, sizeof set, r->d->vec4h_set[lane], y, bits);
+  line(r, "%s", set);
 }
 
 /* The items of inner loop `step` at one point (r and the kernel vars already declared);
@@ -2746,7 +2761,7 @@ static void block_point(R *r, int step, int per, const VecStep *v, int lane) {
     if (it->kind == IT_ACC) {
       emit(r, it->body, val, sizeof val);
       acc_update(r, it, val);
-    } else if (lane >= 0 && i < 64 && v->st[i]) vec_lane_item(r, i, lane);
+    } else if (lane >= 0 && i < 64 && v->st[i]) vec_lane_item(r, i, lane, v->st_half[i]);
     else value_item(r, it);
   }
 }
@@ -2793,7 +2808,7 @@ static void block_inner_loop(R *r, int step, int per) {
     bool any_st = false;
     for (int i = 0; i < v.n_ld; i++) line(r, "%s w%d;", v.half[i] ? r->d->vec4h_type : r->d->vec4_type, i);
     for (int i = 0; i < k->n_items && i < 64; i++)
-      if (v.st[i]) line(r, "%s y%d;", r->d->vec4_type, i), any_st = true;
+      if (v.st[i]) line(r, "%s y%d;", v.st_half[i] ? r->d->vec4h_type : r->d->vec4_type, i), any_st = true;
     if (v.n_ld || any_st) {
       line(r, "%s vq;  /* the row's flat index of point 4q */", I);
       line(r, "{");
@@ -2820,7 +2835,7 @@ static void block_inner_loop(R *r, int step, int per) {
       close_block(r);
     }
     for (int i = 0; i < k->n_items && i < 64; i++)
-      if (v.st[i]) vec_store(r, i, r->param_of[k->items[i].stage], "vq >> 2");
+      if (v.st[i]) vec_store(r, i, r->param_of[k->items[i].stage], "vq >> 2", v.st_half[i]);
   }
   r->guard = guard;
   r->step = -1;
@@ -2944,14 +2959,14 @@ static void render_vec4(R *r) {
     decompose(r, "o", 0, k->rank, k->shape);
     for (int i = 0; i < n_loads; i++) vec_lane_value(r, i, j, loads[i], false);
     for (int i = 0; i < k->n_items; i++) {
-      if (i < 64 && vstore[i]) vec_lane_item(r, i, j);
+      if (i < 64 && vstore[i]) vec_lane_item(r, i, j, false);
       else value_item(r, &k->items[i]);
     }
     pop(r);
     close_block(r);
   }
   for (int i = 0; i < k->n_items && i < 64; i++)
-    if (vstore[i]) vec_store(r, i, r->param_of[k->items[i].stage], "q");
+    if (vstore[i]) vec_store(r, i, r->param_of[k->items[i].stage], "q", false);
   close_block(r);
 }
 

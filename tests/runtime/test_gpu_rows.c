@@ -66,8 +66,9 @@ static void check_compiles(const char *src, const char *what, const char *kind, 
   kiln_free(bin);
 }
 
-/* bf16 and f16 rows of a multiple of 4 under a vec variant read x (and gamma, beta) four values
- * at a time in 8 bytes (uint2); other lengths and variants a value at a time. */
+/* bf16 and f16 rows of a multiple of 4 under a vec variant read x (and gamma, beta) and store
+ * their output four values at a time in 8 bytes (uint2); other lengths and variants a value at a
+ * time. */
 static void test_render_half(void) {
   CudaNvrtc *nv;
   if (cuda_nvrtc(&nv) != KILN_OK) return;  /* test_render said why */
@@ -88,6 +89,8 @@ static void test_render_half(void) {
             CHECK_MSG(!!strstr(src.s, "((const uint2 *)b0)") == vec, "%s %s %s x%lld: vector reads %d", kiln_dtype_name(ts[t]), vn,
                       kind_name[kind], (long long)cols[c], !!strstr(src.s, "((const uint2 *)b0)"));
             CHECK(!vec || kind != LAYERNORM || strstr(src.s, "((const uint2 *)b1)[q]"));  /* gamma, along the row */
+            CHECK_MSG(!!strstr(src.s, "((uint2 *)b") == vec, "%s %s %s x%lld: vector stores %d", kiln_dtype_name(ts[t]), vn,
+                      kind_name[kind], (long long)cols[c], !!strstr(src.s, "((uint2 *)b"));
             check_compiles(src.s, vn, kind_name[kind], 9, cols[c]);
           }
           sb_free(&src);
