@@ -153,6 +153,13 @@ static const char prelude[] =
   "double k_modd(double a, double b) { double r = k_fmodd(a, b); if (r != 0.0lf && (r < 0.0lf) != (b < 0.0lf)) r += b; return r; }\n"
   "float k_signf(float x) { return x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : x; }\n"
   "double k_signd(double x) { return x > 0.0lf ? 1.0lf : x < 0.0lf ? -1.0lf : x; }\n"
+  /* round half to even on f64 without roundEven: lavapipe on an AMD EPYC host (AVX2) gave -3 for -3.5 and 1 for
+   * 1.5 (test_ops_unary_vulkan); x - floor(x) is exact, and a zero keeps x's sign */
+  "double k_roundd(double x) {\n"
+  "  double f = floor(x), d = x - f, h = f * 0.5lf;\n"
+  "  double r = d > 0.5lf ? f + 1.0lf : d < 0.5lf ? f : h == floor(h) ? f : f + 1.0lf;\n"
+  "  return r == 0.0lf ? x * 0.0lf : r;\n"
+  "}\n"
   "int k_isinf(float x) { return int(k_inf(x)); }\n"
   "int k_isinf(double x) { return int(k_inf(x)); }\n"
   /* pow of a negative base is defined for whole exponents (C's powf), not by GLSL's pow */
@@ -401,7 +408,7 @@ const Dialect cg_dialect_glsl = {
   .unary_f32 = { [TU_ABS] = "abs", [TU_EXP] = "exp", [TU_LOG] = "log", [TU_SQRT] = "sqrt", [TU_TANH] = "k_tanhf",
                  [TU_SIGMOID] = "k_sigf", [TU_ERF] = "k_erff", [TU_SIN] = "sin", [TU_COS] = "cos", [TU_FLOOR] = "floor",
                  [TU_CEIL] = "ceil", [TU_ROUND] = "roundEven", [TU_SIGN] = "k_signf", [TU_ISINF] = "k_isinf" },
-  .unary_f64 = { [TU_ABS] = "abs", [TU_SQRT] = "sqrt", [TU_FLOOR] = "floor", [TU_CEIL] = "ceil", [TU_ROUND] = "roundEven",
+  .unary_f64 = { [TU_ABS] = "abs", [TU_SQRT] = "sqrt", [TU_FLOOR] = "floor", [TU_CEIL] = "ceil", [TU_ROUND] = "k_roundd",
                  [TU_SIGN] = "k_signd", [TU_ISINF] = "k_isinf" },
   .binary_f32 = { [TB_POW] = "k_powf", [TB_MAX] = "k_maxf", [TB_MIN] = "k_minf", [TB_MOD] = "k_modf", [TB_FMOD] = "k_fmodf" },
   .binary_f64 = { [TB_MAX] = "k_maxd", [TB_MIN] = "k_mind", [TB_MOD] = "k_modd", [TB_FMOD] = "k_fmodd" },
