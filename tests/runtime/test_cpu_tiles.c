@@ -118,6 +118,27 @@ static kiln_program *ref_run(kiln_graph *g, const void *const *ins, void *const 
   return r;
 }
 
+/* g (one input, in; one output of n points) compiled for cpu with the defaults and run against
+ * ref; the program, for the caller's checks of its plan (and to free). */
+static kiln_program *cpu_against_ref(kiln_graph *g, const float *in, int64_t n, const char *name) {
+  float *got = alloc_f32(n), *want = alloc_f32(n);
+  const void *ins[1] = { in };
+  void *og[1] = { want };
+  kiln_program *r = ref_run(g, ins, og);
+  kiln_options o = kiln_options_default();
+  o.backend = "cpu";
+  kiln_program *p = NULL;
+  OK(kiln_program_compile(g, &o, &p));
+  if (r && p) {
+    og[0] = got;
+    OK(kiln_program_run(p, ins, og));
+    check_against_ref(got, want, n, name);
+  }
+  kiln_program_free(r);
+  free(got), free(want);
+  return p;
+}
+
 static float val(int64_t i, int salt) { return (float)((i * 37 + salt * 11) % 23 - 11) / 16.0f; }
 
 /* The largest error of got against want relative to 1 + |want| (a NaN is the worst). */
@@ -493,7 +514,7 @@ static void short_product_tiles(void) {
   kiln_graph *g;
   OK(kiln_graph_create(&g));
   int64_t xs[2] = { R, K }, ws[2] = { N, K };
-  float *w = alloc_f32(N * K), *in = alloc_f32(R * K), *got = alloc_f32(R * N), *want = alloc_f32(R * N);
+  float *w = alloc_f32(N * K), *in = alloc_f32(R * K);
   for (int64_t i = 0; i < N * K; i++) w[i] = val(i, 3);
   for (int64_t i = 0; i < R * K; i++) in[i] = val(i, 4);
   in[7 * K + 3] = NAN;
@@ -508,25 +529,14 @@ static void short_product_tiles(void) {
   OK(kiln_graph_transpose(g, wp, perm, &wt));
   OK(kiln_graph_matmul(g, y, wt, &z));
   OK(kiln_graph_output(g, z, "z"));
-  const void *ins[1] = { in };
-  void *og[1] = { want };
-  kiln_program *r = ref_run(g, ins, og);
-  kiln_options o = kiln_options_default();
-  o.backend = "cpu";
-  kiln_program *p = NULL;
-  OK(kiln_program_compile(g, &o, &p));
-  if (r && p) {
+  kiln_program *p = cpu_against_ref(g, in, R * N, "(x * 2 + 1) @ w^T over 10 points");
+  if (p)
     CHECK_MSG(count_in_plan(p, "register tiles") == 1 && count_in_plan(p, "window sums") == 0,
               "a product over 10 points: %d tile kernels, %d windows (1 and 0 expected)", count_in_plan(p, "register tiles"),
               count_in_plan(p, "window sums"));
-    og[0] = got;
-    OK(kiln_program_run(p, ins, og));
-    check_against_ref(got, want, R * N, "(x * 2 + 1) @ w^T over 10 points");
-  }
   kiln_program_free(p);
-  kiln_program_free(r);
   kiln_graph_free(g);
-  free(w), free(in), free(got), free(want);
+  free(w), free(in);
 }
 
 /* A product whose rows are packed (x^T, read across x's rows) and too many to pack once (150 rows
@@ -538,7 +548,7 @@ static void packed_rows_group(void) {
   kiln_graph *g;
   OK(kiln_graph_create(&g));
   int64_t xs[2] = { K, R }, ws[2] = { K, N };
-  float *w = alloc_f32(K * N), *in = alloc_f32(R * K), *got = alloc_f32(R * N), *want = alloc_f32(R * N);
+  float *w = alloc_f32(K * N), *in = alloc_f32(R * K);
   for (int64_t i = 0; i < K * N; i++) w[i] = val(i, 6);
   for (int64_t i = 0; i < R * K; i++) in[i] = val(i, 7);
   in[5 * R + 131] = NAN;
@@ -549,26 +559,16 @@ static void packed_rows_group(void) {
   OK(kiln_graph_transpose(g, x, perm, &xt));
   OK(kiln_graph_matmul(g, xt, wp, &z));
   OK(kiln_graph_output(g, z, "z"));
-  const void *ins[1] = { in };
-  void *og[1] = { want };
-  kiln_program *r = ref_run(g, ins, og);
+  kiln_program *p = cpu_against_ref(g, in, R * N, "x^T @ w, 150 packed rows");
+  if (p) CHECK_MSG(count_in_plan(p, "rows packed once a group of panels") == 1, "packed rows: the plan names no group");
   kiln_options o = kiln_options_default();
   o.backend = "cpu";
-  kiln_program *p = NULL;
-  OK(kiln_program_compile(g, &o, &p));
   StrBuf src = c_source(g, &o, true);
   CHECK_MSG(src.s && strstr(src.s, "kiln_ng = (kiln_ct + 3) / 4;"), "packed rows: panels not in groups of 4");
   sb_free(&src);
-  if (r && p) {
-    CHECK_MSG(count_in_plan(p, "rows packed once a group of panels") == 1, "packed rows: the plan names no group");
-    og[0] = got;
-    OK(kiln_program_run(p, ins, og));
-    check_against_ref(got, want, R * N, "x^T @ w, 150 packed rows");
-  }
   kiln_program_free(p);
-  kiln_program_free(r);
   kiln_graph_free(g);
-  free(w), free(in), free(got), free(want);
+  free(w), free(in);
 }
 
 /* conv(x) + r[h], a bias per output row: the epilogue reads the row var, so its runs must end
