@@ -656,13 +656,18 @@ static void emit(R *r, const Expr *e, char *out, size_t n) {
 
 /* ---- items ---- */
 
+/* The conversion of a value of dtype t to memory (NULL: none): under excess precision a value kept
+ * in f32 rounds as it is stored. */
+static const char *store_conversion(const R *r, kiln_dtype t) {
+  return r->o->excess_precision && r->d->store_unrounded_fn[t] ? r->d->store_unrounded_fn[t] : r->d->store_fn[t];
+}
+
 static void store(R *r, const Item *it, const char *value) {
   if (!it->store) return;
   const Stage *S = &r->p->te->stages[it->stage];
   char off[256] = "0";
   if (S->numel > 1) emit(r, it->offset, off, sizeof off);
-  const char *fn = r->o->excess_precision && r->d->store_unrounded_fn[S->dtype] ? r->d->store_unrounded_fn[S->dtype]
-                                                                                : r->d->store_fn[S->dtype];
+  const char *fn = store_conversion(r, S->dtype);
   char el[320];
   snprintf(el, sizeof el, r->d->elem ? r->d->elem : "b%d[%s]", r->param_of[it->stage], off);
   line(r, "%s%s%s%s = %s%s%s%s;", r->guard ? "if (" : "", r->guard ? r->guard : "", r->guard ? ") " : "", el,
@@ -2727,10 +2732,9 @@ static void vec_lane_item(R *r, int i, int lane, bool half) {
     line(r, "y%d%s = s%d;", i, r->d->vec4_lane[lane], it->stage);
     return;
   }
-  const char *fn = r->o->excess_precision && r->d->store_unrounded_fn[t] ? r->d->store_unrounded_fn[t] : r->d->store_fn[t];
   char y[16], bits[96], set[200];
   snprintf(y, sizeof y, "y%d", i);
-  snprintf(bits, sizeof bits, "%s(s%d)", fn, it->stage);
+  snprintf(bits, sizeof bits, "%s(s%d)", store_conversion(r, t), it->stage);
   snprintf(set, sizeof set, r->d->vec4h_set[lane], y, bits);
   line(r, "%s", set);
 }
