@@ -161,6 +161,7 @@ typedef struct Dialect {
   const char *simd_len;           /* the same asking for vectors of %d lanes (NULL: simd) */
   const char *tile;               /* loop dialects: the prelude's register tile (cpu_tile.c renders calls to
                                      it with its KILN_MR x KILN_NR shape); NULL: none */
+  const char *tile_apart;         /* the tile as a function of its own, never inlined (NULL: tile) */
   const char *tile_rows;          /* the same tile reading its KILN_MR rows in place from an array of row
                                      pointers, contiguous along k (NULL: rows are always packed) */
   const char *array_align;        /* after a local array's declarator: its alignment for vector loops
@@ -842,6 +843,8 @@ typedef struct CgCpuTile {
   const Expr *cols_runs;           /* a window read along the last var: cols_x with its guarded clamps
                                     * dropped, packed in runs, masked or (cols_stride > 1) strided vector
                                     * loops (NULL: lane by lane) */
+  bool tile_apart;                 /* a packed operand is rounded to f16/bf16 as it is packed: the tile is
+                                    * called out of line (the dialect's tile_apart) */
 } CgCpuTile;
 /* Does kernel k of a loop dialect sum a small window at each point of its last dim with the sum
  * in a register (render.c's render_window; a depthwise convolution), under o? */

@@ -69,6 +69,17 @@ static bool gathers_along_last(const Plan *p, const Kernel *k, const CgGemm *g) 
   return false;
 }
 
+/* Does x round a value to f16 or bf16 (a cast to one from a wider float), within `depth` levels
+ * (an operand is a load and a cast or two; the bound keeps a DAG's walk small)? */
+static bool rounds_to_half(const Expr *x, int depth) {
+  if (x->kind == EX_CAST && (x->dtype == KILN_F16 || x->dtype == KILN_BF16) && x->args[0]->dtype != KILN_F16 &&
+      x->args[0]->dtype != KILN_BF16 && te_is_float(x->args[0]))
+    return true;
+  for (int i = 0; depth > 0 && i < x->n_args; i++)
+    if (rounds_to_half(x->args[i], depth - 1)) return true;
+  return false;
+}
+
 bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuTile *t) {
   if (!o->cpu_tiles || k->chain != 0) return false;
   CgOptions lo = *o;
@@ -93,6 +104,7 @@ bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpu
   int cv[KILN_MAX_RANK];
   if (t && role_vars(k, &c, c.cols_role, cv) >= 2) c.cols_runs = run_operand(p, k, c.cols_x, &c.cols_stride);
   c.rows_direct = !c.rows_once && rows_in_place(p, k, &c, NULL);
+  c.tile_apart = rounds_to_half(c.cols_x, 8) || (!c.rows_direct && rounds_to_half(c.rows_x, 8));
   if (t) *t = c;
   return true;
 }
@@ -787,10 +799,10 @@ static void epilogue_row(const CgEmit *em, const Plan *p, const Kernel *k, const
 /* kiln_d = the tile over all K of panel kiln_p: its rows packed at rows_at ([K][KILN_MR]) or, in
  * place, from the pointers kiln_ra; past CG_CPU_F32_SUM_MAX points, in spans of TILE_SPAN each
  * summed in f32, the spans added in f64 into kiln_dd. */
-static void tile_call(const CgEmit *em, int64_t K, bool direct, const char *rows_at) {
+static void tile_call(const CgEmit *em, int64_t K, bool direct, bool apart, const char *rows_at) {
   const Dialect *d = em->d;
   const char *I = d->index_type, *al = d->array_align ? d->array_align : "";
-  const char *fn = direct ? d->tile_rows : d->tile;
+  const char *fn = direct ? d->tile_rows : apart && d->tile_apart ? d->tile_apart : d->tile;
   if (K <= CG_CPU_F32_SUM_MAX) {
     cg_put(em, "%s(%s, kiln_pc + kiln_p * %s * KILN_NR, %s, kiln_d);", fn, direct ? "kiln_ra" : rows_at, cg_lit(em, K),
         cg_lit(em, K));
@@ -923,7 +935,7 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
   char rows_at[64];
   if (t->rows_once) snprintf(rows_at, sizeof rows_at, "kiln_pr + kiln_ri * %lld", (long long)(K * TILE_MR));
   else snprintf(rows_at, sizeof rows_at, "kiln_pr");
-  tile_call(em, K, direct, rows_at);
+  tile_call(em, K, direct, t->tile_apart, rows_at);
   cg_open(em, "for (int kiln_i = 0; kiln_i < KILN_MR && kiln_r0 + kiln_i < %s; kiln_i++) {", cg_lit(em, t->rows));
   cg_put(em, "const %s kiln_rq = kiln_r0 + kiln_i;", I);
   em->push(em->r);

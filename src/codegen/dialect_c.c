@@ -34,6 +34,14 @@ static const char prelude[] =
   "  k_vf all[12] = { c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51 };\n"
   "  memcpy(D, all, sizeof all);\n"
   "}\n"
+  /* The tile out of line, for kernels whose packs round to bf16 or f16: inlined there, the packing
+   * loops' rounding masks kept vector registers across the tile, and GCC moved 4 of its 12
+   * accumulators to the stack (mlp_train_b1024_bf16amp's weight gradient, AVX2). Elsewhere an
+   * out-of-line tile was slower (bench/results/2026-12-06-cpu-packed-groups.md). */
+  "static __attribute__((noinline, unused)) void k_tile_apart(const float *restrict R, const float *restrict P, int64_t K,\n"
+  "                                                         float *restrict D) {\n"
+  "  k_tile(R, P, K, D);\n"
+  "}\n"
   /* The same tile with its rows read in place, each from its own pointer (contiguous along k):
    * for an operand of many rows over a long sum (a convolution's weights over 256 or 512
    * channels) packing each row tile cost as much as its multiply-adds. */
@@ -73,6 +81,7 @@ const Dialect cg_dialect_c = {
   .simd_len = "#pragma omp simd simdlen(%d)",
   .array_align = " __attribute__((aligned(64)))",
   .tile = "k_tile",
+  .tile_apart = "k_tile_apart",
   .tile_rows = "k_tile_rows",
   .simd_sum = "#pragma omp simd%s",
   .simd_reduce = " reduction(%s:%s)",

@@ -571,6 +571,48 @@ static void packed_rows_group(void) {
   free(w), free(in);
 }
 
+/* The product of packed_rows_group with x rounded to bf16 as it is packed (cast to bf16 and back,
+ * as a mixed-precision step's copy of x): the packing loops' rounding masks made GCC spill the
+ * inlined tile's accumulators (mlp_train_b1024_bf16amp), so the tile is called out of line there,
+ * and only there: the f32 product of packed_rows_group keeps it inline. The values (multiples of
+ * 1/16, which bf16 holds) sum exactly in any order, against ref. */
+static void rounded_rows_tile_apart(void) {
+  enum { R = 150, K = 784, N = 128 };
+  for (int rounded = 0; rounded <= 1; rounded++) {
+    kiln_graph *g;
+    OK(kiln_graph_create(&g));
+    int64_t xs[2] = { K, R }, ws[2] = { K, N };
+    float *w = alloc_f32(K * N), *in = alloc_f32(R * K);
+    for (int64_t i = 0; i < K * N; i++) w[i] = val(i, 8);
+    for (int64_t i = 0; i < R * K; i++) in[i] = val(i, 9);
+    in[9 * R + 17] = NAN;
+    kiln_tensor x, wp, xt, z;
+    static const int perm[2] = { 1, 0 };
+    OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
+    OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wp));
+    if (rounded) {
+      OK(kiln_graph_cast(g, x, KILN_BF16, &x));
+      OK(kiln_graph_cast(g, x, KILN_F32, &x));
+    }
+    OK(kiln_graph_transpose(g, x, perm, &xt));
+    OK(kiln_graph_matmul(g, xt, wp, &z));
+    OK(kiln_graph_output(g, z, "z"));
+    kiln_program *p = cpu_against_ref(g, in, R * N, rounded ? "bf16(x)^T @ w" : "x^T @ w");
+    if (p)
+      CHECK_MSG(count_in_plan(p, "the tile out of line") == rounded, "%s: the plan has %d tiles out of line (%d expected)",
+                rounded ? "bf16(x)^T @ w" : "x^T @ w", count_in_plan(p, "the tile out of line"), rounded);
+    kiln_options o = kiln_options_default();
+    o.backend = "cpu";
+    StrBuf src = c_source(g, &o, true);
+    CHECK_MSG(src.s && (strstr(src.s, "k_tile_apart(kiln_pr") != NULL) == rounded, "%s: k_tile_apart %s in the source",
+              rounded ? "bf16(x)^T @ w" : "x^T @ w", rounded ? "not called" : "called");
+    sb_free(&src);
+    kiln_program_free(p);
+    kiln_graph_free(g);
+    free(w), free(in);
+  }
+}
+
 /* conv(x) + r[h], a bias per output row: the epilogue reads the row var, so its runs must end
  * with each row; a plain conv's runs cross the rows of an image (its stores contiguous); and a
  * conv stored channels last, against ref. */
@@ -1140,6 +1182,7 @@ int main(void) {
   window_max_pool();
   short_product_tiles();
   packed_rows_group();
+  rounded_rows_tile_apart();
   expand_case(16, 16, 0);
   expand_case(16, 16, 1);  /* the default: 32 KiB, too small to join */
   expand_case(16, 16, 2);  /* flat planes at 16 lanes, one vector a row */
