@@ -851,7 +851,7 @@ typedef struct CgCpuTile {
 bool cg_window_match(const Plan *p, const Kernel *k, const CgOptions *o);
 /* Does kernel k of a loop dialect render as register tiles under o? Fills t (may be NULL). */
 bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpuTile *t);
-/* Panels of KILN_NR columns a thread packs at once (cpu_tile.c says how many). */
+/* Columns a thread packs at once, in units of the widest panel (32 columns; cpu_tile.c says how many). */
 int64_t cg_cpu_tile_group(const CgCpuTile *t);
 void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em);
 

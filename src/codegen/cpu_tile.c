@@ -9,7 +9,7 @@
  *   - cols, the side that runs along a vector, is the role of the kernel's last var (the
  *     pixels of a convolution, whose stores are then contiguous); rows, the other;
  *   - a thread packs the cols operand of a group of panels (KILN_NR columns each, every k;
- *     the group within 128 KiB) into its own stack array when the group changes, evaluating
+ *     the group within 128 KiB at any width) into its own stack array when the group changes, evaluating
  *     the operand's expression per element with the reduction vars as nested loops (no
  *     division per k), then runs every row tile over each panel of the group;
  *   - the rows operand is packed once per thread for all row tiles when it is small and
@@ -34,11 +34,13 @@ enum { TILE_MR = 6, TILE_NR_MAX = 32 };
  * the tile over spans of TILE_SPAN points, each summed in f32 and the spans added in f64,
  * as the renderer's f64 rows would. */
 enum { TILE_K_MAX = 8192, ROWS_ONCE_BYTES = 256 << 10, TILE_SPAN = CG_CPU_F32_SPAN };
-/* A group of panels packed at once: within 128 KiB at the widest vectors (L2-resident); within
- * 512 KiB where the rows are packed (not read in place), since each group packs every row tile
- * again. mlp_train_b1024_bf16amp's forward product (x and W1 rounded to bf16 as they are packed;
- * 8 panels at AVX2's width, one a group) packed x 8 times; in groups of 4 its fused step took 0.56
- * of the time, mlp_fwd_b4096_bf16 0.53, bert_layer_b8s128_bf16 0.75 (2 threads, AVX2). */
+/* A group of panels packed at once: within 128 KiB (L2-resident); within 512 KiB where the rows
+ * are packed (not read in place), since each group packs every row tile again.
+ * mlp_train_b1024_bf16amp's forward product (x and W1 rounded to bf16 as they are packed; 8
+ * panels at AVX2's width, one a group) packed x 8 times; in groups of 4 its fused step took 0.56
+ * of the time, mlp_fwd_b4096_bf16 0.53, bert_layer_b8s128_bf16 0.75 (2 threads, AVX2). A group
+ * is counted in TILE_NR_MAX columns (cg_cpu_tile_group), and the kernel makes it kiln_gp panels
+ * of its own KILN_NR, so that at AVX2's width it holds as many bytes, in twice as many panels. */
 enum { GROUP_BYTES = 128 << 10, GROUP_PACKED_BYTES = 512 << 10 };
 /* pack_lanes: an operand packed a panel at a time reads at most this many rows, or bytes, at once */
 enum { PANEL_ROWS_MAX = 32, PANEL_BYTES_MAX = 256 << 10 };
@@ -298,12 +300,12 @@ static int open_points(const CgEmit *em, const Kernel *k) {
  * per point, each group of `width` lanes is one vector loop of consecutive elements (a
  * clamped one at the edge of the extent). */
 static void pack_one_var(const CgEmit *em, const Kernel *k, const CgCpuTile *t, int role, const Expr *x, const char *first,
-                         int64_t groups, const char *width, const char *dst) {
+                         const char *groups, const char *width, const char *dst) {
   const char *I = em->d->index_type;
   int64_t extent = role == t->rows_role ? t->rows : t->cols;
   /* a panel at a time, its points in order: the writes run front to back (with the panels
    * innermost they went 16 KiB apart, one L1 set, a third of gpt_tiny's FFN kernel) */
-  cg_open(em, "for (int kiln_g = 0; kiln_g < %lld; kiln_g++) {", (long long)groups);
+  cg_open(em, "for (int kiln_g = 0; kiln_g < %s; kiln_g++) {", groups);
   cg_put(em, "const %s kiln_b = %s + kiln_g * %s;", I, first, width);
   cg_open(em, "{ %s kiln_k = 0;", I);
   int opened = open_points(em, k);
@@ -371,11 +373,11 @@ static void pack_points(const CgEmit *em, const Kernel *k, const CgCpuTile *t, i
  * convnet_mini's 1x1 convolutions, one thread, 2304 pixels over 24 channels took 1742 ->
  * 1121 perf samples, 144 pixels over 96 and 192 channels 20 % less, and 2304 over 96 channels
  * (884 KiB read 96 rows at once) 24 % more, hence pack_lanes' rule. */
-static void pack_panels(const CgEmit *em, const Kernel *k, const CgCpuTile *t, int role, const Expr *x, int64_t groups,
+static void pack_panels(const CgEmit *em, const Kernel *k, const CgCpuTile *t, int role, const Expr *x, const char *groups,
                         const char *width, const char *dst, char tag) {
   char lane[80];
   snprintf(lane, sizeof lane, "kiln_g * %s + kiln_l", width);
-  cg_open(em, "for (int kiln_g = 0; kiln_g < %lld; kiln_g++) {", (long long)groups);
+  cg_open(em, "for (int kiln_g = 0; kiln_g < %s; kiln_g++) {", groups);
   cg_open(em, "{ %s kiln_k = 0;", em->d->index_type);
   int opened = open_points(em, k);
   cg_put(em, "%s *kiln_o = %s + kiln_g * %s * %s + kiln_k * %s;", em->d->value_type[KILN_F32], dst, cg_lit(em, t->g.K), width,
@@ -559,7 +561,7 @@ static void pack_runs(const CgEmit *em, const Plan *p, const Kernel *k, const Cg
 }
 
 static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, int role, const Expr *x,
-                       const char *first, int64_t groups, const char *width, const char *dst, char tag) {
+                       const char *first, const char *groups, const char *width, const char *dst, char tag) {
   const char *I = em->d->index_type;
   int64_t extent = role == t->rows_role ? t->rows : t->cols;
   int vars[KILN_MAX_RANK], nv = role_vars(k, t, role, vars);
@@ -569,7 +571,7 @@ static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const C
     return;
   }
   char lanes[64];
-  snprintf(lanes, sizeof lanes, "%lld * %s", (long long)groups, width);
+  snprintf(lanes, sizeof lanes, "%s * %s", groups, width);
   cg_open(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
   cg_put(em, "const %s kiln_q = %s + kiln_l < %s ? %s + kiln_l : %s;", I, first, cg_lit(em, extent), first, cg_lit(em, extent - 1));
   em->push(em->r);
@@ -619,7 +621,7 @@ static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const C
 
 /* Rows r0 .. r0 + KILN_MR of the rows operand into dst ([K][KILN_MR]). */
 static void pack_rows(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, const char *r0, const char *dst) {
-  pack_lanes(em, p, k, t, t->rows_role, t->rows_x, r0, 1, "KILN_MR", dst, 'r');
+  pack_lanes(em, p, k, t, t->rows_role, t->rows_x, r0, "1", "KILN_MR", dst, 'r');
 }
 
 /* Does e read var v other than through a load of the kernel's own stages (the accumulator,
@@ -848,14 +850,13 @@ int64_t cg_cpu_tile_group(const CgCpuTile *t) {
   /* a thread packs a group of panels, then runs every row tile over each panel of it, so a row
    * tile it packs is packed once a group, not once a panel */
   int64_t group = (t->rows_direct || t->rows_once ? GROUP_BYTES : GROUP_PACKED_BYTES) / (t->g.K * TILE_NR_MAX * 4);
-  int64_t most = (t->cols + 15) / 16;  /* panels at the narrowest vectors */
-  if (group > most) group = most;
+  int64_t widest = (t->cols + TILE_NR_MAX - 1) / TILE_NR_MAX;
+  if (group > widest) group = widest;
   if (group < 1) group = 1;
   /* a divisor of the panels at the widest vectors, when one of at least half the budget
    * exists: the last group is then whole, and the threads' equal shares of tiles are equal
    * work (convnet_mini's 48->96 stride-2 conv, 5 panels in groups of 2, gave one thread
    * half as many tiles again as the other) */
-  int64_t widest = (t->cols + TILE_NR_MAX - 1) / TILE_NR_MAX;
   for (int64_t div = group; div >= (group + 1) / 2 && div >= 1; div--)
     if (widest % div == 0) {
       group = div;
@@ -875,15 +876,17 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
   cg_open(em, "{");
   const char *al = d->array_align ? d->array_align : "";
   const char *F = d->value_type[KILN_F32];
-  cg_put(em, "%s kiln_pc[%lld * KILN_NR]%s;", F, (long long)(group * K), al);
+  /* the group's panels: group x TILE_NR_MAX columns, twice as many panels at half the widest vectors */
+  cg_put(em, "enum { kiln_gp = %lld * %d / KILN_NR };  /* panels a group */", (long long)group, (int)TILE_NR_MAX);
+  cg_put(em, "%s kiln_pc[kiln_gp * %s * KILN_NR]%s;", F, cg_lit(em, K), al);
   cg_put(em, "%s kiln_pr[%lld * KILN_MR]%s;", F, (long long)(t->rows_once ? row_tiles * K : K), al);
   cg_put(em, "%s kiln_pl = -1, kiln_rl = -1;", I);
   int cv[KILN_MAX_RANK], n_cv = role_vars(k, t, t->cols_role, cv);
   int rv[KILN_MAX_RANK], n_rv = role_vars(k, t, t->rows_role, rv);
-  for (int c = 0; c < n_cv; c++) cg_put(em, "%s kiln_cv%d[%lld * KILN_NR]%s;", I, cv[c], (long long)group, al);
+  for (int c = 0; c < n_cv; c++) cg_put(em, "%s kiln_cv%d[kiln_gp * KILN_NR]%s;", I, cv[c], al);
   for (int c = 0; c < n_rv; c++) cg_put(em, "%s kiln_rv%d[KILN_MR]%s;", I, rv[c], al);
-  cg_put(em, "const %s kiln_ct = (%s + KILN_NR - 1) / KILN_NR, kiln_ng = (kiln_ct + %lld) / %lld;", I, cg_lit(em, t->cols),
-      (long long)group - 1, (long long)group);
+  cg_put(em, "const %s kiln_ct = (%s + KILN_NR - 1) / KILN_NR, kiln_ng = (kiln_ct + kiln_gp - 1) / kiln_gp;", I,
+      cg_lit(em, t->cols));
   if (t->rows_once) {  /* every row tile, [tile][K][KILN_MR], before the first panel */
     cg_open(em, "for (%s kiln_ri = 0; kiln_ri < %s; kiln_ri++) {", I, cg_lit(em, row_tiles));
     cg_put(em, "const %s kiln_r0 = kiln_ri * KILN_MR;", I);
@@ -895,22 +898,21 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
    * only the panels there are (the last group's kiln_lw), so that the threads' shares are even:
    * with the missing ones counted, resnet50's 1x1/2 projection 256 -> 512 at 28x28 (25 panels in
    * groups of 4) left one thread 946 tiles and the other 1204 */
-  int64_t tg = row_tiles * group;  /* tiles of a full group */
-  cg_put(em, "const %s kiln_lw = kiln_ct - (kiln_ng - 1) * %lld, kiln_full = (kiln_ng - 1) * %s;", I, (long long)group,
-         cg_lit(em, tg));
+  char tg[64];  /* tiles of a full group */
+  snprintf(tg, sizeof tg, "(%s * kiln_gp)", cg_lit(em, row_tiles));
+  cg_put(em, "const %s kiln_lw = kiln_ct - (kiln_ng - 1) * kiln_gp, kiln_full = (kiln_ng - 1) * %s;", I, tg);
   char count[96], head[320];
   snprintf(count, sizeof count, "%s * kiln_ct", cg_lit(em, g->batch * row_tiles));
   cg_team_for(d, "kiln_t", count, parallel, head, sizeof head);
   cg_open(em, "%s", head);
   cg_put(em, "const %s kiln_bz = kiln_t / (%s * kiln_ct), kiln_tb = kiln_t %% (%s * kiln_ct);", I, cg_lit(em, row_tiles),
          cg_lit(em, row_tiles));
-  cg_put(em, "const %s kiln_gi = kiln_tb < kiln_full ? kiln_tb / %s : kiln_ng - 1;", I, cg_lit(em, tg));
-  cg_put(em, "const %s kiln_tg = kiln_tb - kiln_gi * %s;  /* in its group: constant divisors either way */", I, cg_lit(em, tg));
-  cg_put(em, "const %s kiln_p = kiln_tb < kiln_full ? kiln_tg %% %lld : kiln_tg %% kiln_lw;", I, (long long)group);
-  cg_put(em, "const %s kiln_ri = kiln_tb < kiln_full ? kiln_tg / %lld : kiln_tg / kiln_lw, kiln_gb = kiln_bz * kiln_ng + kiln_gi;", I,
-         (long long)group);
-  cg_put(em, "const %s kiln_ci = kiln_gi * %lld + kiln_p, kiln_rb = kiln_gb * %s + kiln_ri;  /* the row tile's place */", I,
-         (long long)group, cg_lit(em, row_tiles));
+  cg_put(em, "const %s kiln_gi = kiln_tb < kiln_full ? kiln_tb / %s : kiln_ng - 1;", I, tg);
+  cg_put(em, "const %s kiln_tg = kiln_tb - kiln_gi * %s;  /* in its group: constant divisors either way */", I, tg);
+  cg_put(em, "const %s kiln_p = kiln_tb < kiln_full ? kiln_tg %% kiln_gp : kiln_tg %% kiln_lw;", I);
+  cg_put(em, "const %s kiln_ri = kiln_tb < kiln_full ? kiln_tg / kiln_gp : kiln_tg / kiln_lw, kiln_gb = kiln_bz * kiln_ng + kiln_gi;", I);
+  cg_put(em, "const %s kiln_ci = kiln_gi * kiln_gp + kiln_p, kiln_rb = kiln_gb * %s + kiln_ri;  /* the row tile's place */", I,
+         cg_lit(em, row_tiles));
   cg_put(em, "const %s kiln_r0 = kiln_ri * KILN_MR, kiln_c0 = kiln_ci * KILN_NR;", I);
   em->push(em->r);
   decompose(em, k, t, CG_ROLE_BATCH, "kiln_bz");
@@ -918,8 +920,8 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
   cg_put(em, "kiln_pl = kiln_gb;");
   {
     char first[96];
-    snprintf(first, sizeof first, "kiln_gi * %lld * KILN_NR", (long long)group);
-    pack_lanes(em, p, k, t, t->cols_role, t->cols_x, first, group, "KILN_NR", "kiln_pc", 'c');
+    snprintf(first, sizeof first, "kiln_gi * kiln_gp * KILN_NR");
+    pack_lanes(em, p, k, t, t->cols_role, t->cols_x, first, "kiln_gp", "KILN_NR", "kiln_pc", 'c');
   }
   cg_close(em);
   RowsAt ra;
