@@ -542,50 +542,22 @@ static void short_product_tiles(void) {
 /* A product whose rows are packed (x^T, read across x's rows) and too many to pack once (150 rows
  * over 784: 470 KiB), with 128 columns: each group of panels packs every row tile again, so the
  * panels go in groups of up to 512 KiB (4 of the widest, 8 at AVX2's width), not 128 KiB (1): the
- * plan says so and the C source counts the groups, against ref. */
+ * plan says so and the C source counts the groups. Then the same with x rounded to bf16 as it is
+ * packed (cast to bf16 and back, as a mixed-precision step's copy of x): the packing loops'
+ * rounding masks made GCC spill the inlined tile's accumulators (mlp_train_b1024_bf16amp), so
+ * the tile is called out of line there, and only there. The values (multiples of 1/16, which bf16
+ * holds) sum exactly in any order, against ref. */
 static void packed_rows_group(void) {
   enum { R = 150, K = 784, N = 128 };
-  kiln_graph *g;
-  OK(kiln_graph_create(&g));
-  int64_t xs[2] = { K, R }, ws[2] = { K, N };
-  float *w = alloc_f32(K * N), *in = alloc_f32(R * K);
-  for (int64_t i = 0; i < K * N; i++) w[i] = val(i, 6);
-  for (int64_t i = 0; i < R * K; i++) in[i] = val(i, 7);
-  in[5 * R + 131] = NAN;
-  kiln_tensor x, wp, xt, z;
-  static const int perm[2] = { 1, 0 };
-  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
-  OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w, &wp));
-  OK(kiln_graph_transpose(g, x, perm, &xt));
-  OK(kiln_graph_matmul(g, xt, wp, &z));
-  OK(kiln_graph_output(g, z, "z"));
-  kiln_program *p = cpu_against_ref(g, in, R * N, "x^T @ w, 150 packed rows");
-  if (p) CHECK_MSG(count_in_plan(p, "rows packed once a group of panels") == 1, "packed rows: the plan names no group");
-  kiln_options o = kiln_options_default();
-  o.backend = "cpu";
-  StrBuf src = c_source(g, &o, true);
-  CHECK_MSG(src.s && strstr(src.s, "enum { kiln_gp = 4 * 32 / KILN_NR };"), "packed rows: panels not in groups of 4 x 32 columns");
-  sb_free(&src);
-  kiln_program_free(p);
-  kiln_graph_free(g);
-  free(w), free(in);
-}
-
-/* The product of packed_rows_group with x rounded to bf16 as it is packed (cast to bf16 and back,
- * as a mixed-precision step's copy of x): the packing loops' rounding masks made GCC spill the
- * inlined tile's accumulators (mlp_train_b1024_bf16amp), so the tile is called out of line there,
- * and only there: the f32 product of packed_rows_group keeps it inline. The values (multiples of
- * 1/16, which bf16 holds) sum exactly in any order, against ref. */
-static void rounded_rows_tile_apart(void) {
-  enum { R = 150, K = 784, N = 128 };
   for (int rounded = 0; rounded <= 1; rounded++) {
+    const char *name = rounded ? "bf16(x)^T @ w, 150 packed rows" : "x^T @ w, 150 packed rows";
     kiln_graph *g;
     OK(kiln_graph_create(&g));
     int64_t xs[2] = { K, R }, ws[2] = { K, N };
     float *w = alloc_f32(K * N), *in = alloc_f32(R * K);
-    for (int64_t i = 0; i < K * N; i++) w[i] = val(i, 8);
-    for (int64_t i = 0; i < R * K; i++) in[i] = val(i, 9);
-    in[9 * R + 17] = NAN;
+    for (int64_t i = 0; i < K * N; i++) w[i] = val(i, 6 + 2 * rounded);
+    for (int64_t i = 0; i < R * K; i++) in[i] = val(i, 7 + 2 * rounded);
+    in[5 * R + 131] = NAN;
     kiln_tensor x, wp, xt, z;
     static const int perm[2] = { 1, 0 };
     OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &x));
@@ -597,15 +569,19 @@ static void rounded_rows_tile_apart(void) {
     OK(kiln_graph_transpose(g, x, perm, &xt));
     OK(kiln_graph_matmul(g, xt, wp, &z));
     OK(kiln_graph_output(g, z, "z"));
-    kiln_program *p = cpu_against_ref(g, in, R * N, rounded ? "bf16(x)^T @ w" : "x^T @ w");
-    if (p)
+    kiln_program *p = cpu_against_ref(g, in, R * N, name);
+    if (p) {
+      CHECK_MSG(count_in_plan(p, "rows packed once a group of panels") == 1, "%s: the plan names no group", name);
       CHECK_MSG(count_in_plan(p, "the tile out of line") == rounded, "%s: the plan has %d tiles out of line (%d expected)",
-                rounded ? "bf16(x)^T @ w" : "x^T @ w", count_in_plan(p, "the tile out of line"), rounded);
+                name, count_in_plan(p, "the tile out of line"), rounded);
+    }
     kiln_options o = kiln_options_default();
     o.backend = "cpu";
     StrBuf src = c_source(g, &o, true);
+    CHECK_MSG(src.s && strstr(src.s, "enum { kiln_gp = 4 * 32 / KILN_NR };"), "%s: panels not in groups of 4 x 32 columns",
+              name);
     CHECK_MSG(src.s && (strstr(src.s, "k_tile_apart(kiln_pr") != NULL) == rounded, "%s: k_tile_apart %s in the source",
-              rounded ? "bf16(x)^T @ w" : "x^T @ w", rounded ? "not called" : "called");
+              name, rounded ? "not called" : "called");
     sb_free(&src);
     kiln_program_free(p);
     kiln_graph_free(g);
@@ -1182,7 +1158,6 @@ int main(void) {
   window_max_pool();
   short_product_tiles();
   packed_rows_group();
-  rounded_rows_tile_apart();
   expand_case(16, 16, 0);
   expand_case(16, 16, 1);  /* the default: 32 KiB, too small to join */
   expand_case(16, 16, 2);  /* flat planes at 16 lanes, one vector a row */
