@@ -918,11 +918,7 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
   decompose(em, k, t, CG_ROLE_BATCH, "kiln_bz");
   cg_open(em, "if (kiln_gb != kiln_pl) {");
   cg_put(em, "kiln_pl = kiln_gb;");
-  {
-    char first[96];
-    snprintf(first, sizeof first, "kiln_gi * kiln_gp * KILN_NR");
-    pack_lanes(em, p, k, t, t->cols_role, t->cols_x, first, "kiln_gp", "KILN_NR", "kiln_pc", 'c');
-  }
+  pack_lanes(em, p, k, t, t->cols_role, t->cols_x, "kiln_gi * kiln_gp * KILN_NR", "kiln_gp", "KILN_NR", "kiln_pc", 'c');
   cg_close(em);
   RowsAt ra;
   bool direct = t->rows_direct && d->tile_rows && rows_in_place(p, k, t, &ra) && em->param_of(em->r, t->rows_x->src) >= 0;
