@@ -843,8 +843,8 @@ typedef struct CgCpuTile {
   const Expr *cols_runs;           /* a window read along the last var: cols_x with its guarded clamps
                                     * dropped, packed in runs, masked or (cols_stride > 1) strided vector
                                     * loops (NULL: lane by lane) */
-  bool tile_apart;                 /* a packed operand is rounded to f16/bf16 as it is packed: the tile is
-                                    * called out of line (the dialect's tile_apart) */
+  bool tile_apart;                 /* the rows are packed and a packed operand is rounded to f16/bf16 as it
+                                    * is packed: the tile is called out of line (the dialect's tile_apart) */
 } CgCpuTile;
 /* Does kernel k of a loop dialect sum a small window at each point of its last dim with the sum
  * in a register (render.c's render_window; a depthwise convolution), under o? */

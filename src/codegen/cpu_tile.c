@@ -106,7 +106,8 @@ bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpu
   int cv[KILN_MAX_RANK];
   if (t && role_vars(k, &c, c.cols_role, cv) >= 2) c.cols_runs = run_operand(p, k, c.cols_x, &c.cols_stride);
   c.rows_direct = !c.rows_once && rows_in_place(p, k, &c, NULL);
-  c.tile_apart = rounds_to_half(c.cols_x, 8) || (!c.rows_direct && rounds_to_half(c.rows_x, 8));
+  /* only the packed rows' tile has an out-of-line form (rows read in place take tile_rows) */
+  c.tile_apart = !c.rows_direct && (rounds_to_half(c.cols_x, 8) || rounds_to_half(c.rows_x, 8));
   if (t) *t = c;
   return true;
 }
