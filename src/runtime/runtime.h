@@ -28,6 +28,19 @@ kiln_status ref_eval_stage_strings(const TE *te, int s, const void *const *bufs,
  * every source stage (inputs/params/consts). */
 kiln_status ref_eval_all(const TE *te, void **bufs);
 
+/* -- team.c: threads for host work (the cpu backend's kernels, ref's large stages) -- */
+
+typedef struct HostTeam HostTeam;
+/* One thread's part of a job: thread tid of nt (0 the caller). */
+typedef void (*HostJob)(void *ctx, int tid, int nt);
+/* A team of `threads` (the caller and threads - 1 workers, who wait for jobs). */
+kiln_status host_team_open(int threads, HostTeam **out);
+void host_team_close(HostTeam *t);
+int host_team_size(const HostTeam *t);
+/* Runs job on threads 0 .. nt - 1 (nt at most the team's size; the caller is thread 0) and
+ * returns when every one has finished. */
+void host_team_run(HostTeam *t, int nt, HostJob job, void *ctx);
+
 /* -- dist.c: kiln_dist -- */
 
 struct kiln_dist {

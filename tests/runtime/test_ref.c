@@ -3,9 +3,16 @@
  * computed here with naive loops: an MLP (matmul + bias + relu), a grouped, strided,
  * dilated, padded conv, softmax, pooling; assign semantics (outputs see the old
  * parameter, every assign reads before any writes), read_param, the census of the
- * oracle, and argument errors.
+ * oracle, and argument errors. A stage large enough to be shared among threads gives the
+ * same bits on 1 and 3 threads, and leaves no thread behind once the run returns (OpenMP's
+ * idle threads did, spinning beside the cpu backend's team).
  */
 #include "test.h"
+
+#include <omp.h>
+#if defined(__linux__)
+#include <dirent.h>
+#endif
 
 static kiln_options ref_options(void) {
   kiln_options o = kiln_options_default();
@@ -123,6 +130,56 @@ static void test_softmax(void) {
   kiln_graph_free(g);
 }
 
+/* Threads of this process now; -1 where that cannot be read. */
+static int threads_alive(void) {
+#if defined(__linux__)
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+#else
+  return -1;
+#endif
+}
+
+/* A product of 8192 points of 256 terms each: over 2^20 points of work, so ref shares it out. */
+static void test_large_stage(void) {
+  enum { M = 64, K = 256, N = 128 };
+  static float a[M * K], b[K * N], y1[M * N], y3[M * N];
+  fill(a, M * K, 11); fill(b, K * N, 12);
+  kiln_graph *g;
+  kiln_tensor ta, tb, ty;
+  OK(kiln_graph_create(&g));
+  OK(kiln_graph_input(g, "a", KILN_F32, 2, (int64_t[]){ M, K }, &ta));
+  OK(kiln_graph_param(g, "b", KILN_F32, 2, (int64_t[]){ K, N }, b, &tb));
+  OK(kiln_graph_matmul(g, ta, tb, &ty));
+  OK(kiln_graph_output(g, ty, "y"));
+  kiln_options o = ref_options();
+  kiln_program *p = NULL;
+  OK(kiln_program_compile(g, &o, &p));
+  int before_threads = omp_get_max_threads();
+  if (p) {
+    omp_set_num_threads(1);
+    OK(kiln_program_run(p, (const void *[]){ a }, (void *[]){ y1 }));
+    omp_set_num_threads(3);
+    int alive = threads_alive();
+    OK(kiln_program_run(p, (const void *[]){ a }, (void *[]){ y3 }));
+    if (alive >= 0) CHECK(threads_alive() == alive);
+  }
+  omp_set_num_threads(before_threads);
+  CHECK(memcmp(y1, y3, sizeof y1) == 0);
+  for (int i = 0; i < M; i += 7)
+    for (int j = 0; j < N; j += 5) {
+      double sum = 0;
+      for (int k = 0; k < K; k++) sum += (double)a[i * K + k] * b[k * N + j];
+      CHECK_NEAR(y3[i * N + j], sum, 1e-5);
+    }
+  kiln_program_free(p);
+  kiln_graph_free(g);
+}
+
 /* Max and average pooling, 2-D, padded, strided, ceil mode, both count modes. */
 static void test_pool(int kind, int include_pad, int ceil_mode) {
   enum { N = 1, C = 2, Hh = 5, W = 6 };
@@ -233,6 +290,7 @@ int main(void) {
   test_mlp();
   test_conv();
   test_softmax();
+  test_large_stage();
   for (int kind = 0; kind < 2; kind++)
     for (int inc = 0; inc < 2; inc++)
       for (int ceil_mode = 0; ceil_mode < 2; ceil_mode++) test_pool(kind, inc, ceil_mode);

@@ -1,5 +1,5 @@
 /*
- * The cpu backend's team of threads (src/runtime/cpu/team.c): every kernel is run by each
+ * The cpu backend's team of threads (src/runtime/team.c): every kernel is run by each
  * thread of the team on its own share of the outer loop. A program's outputs are the same bits
  * on 1, 2, 3 and 5 threads (each output is one thread's work, whatever the shares), the team
  * follows omp_set_num_threads between runs of one program, and omp_dynamic 1 (a kernel's

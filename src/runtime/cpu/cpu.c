@@ -18,7 +18,7 @@ typedef void (*Entry)(void *const *args, int tid, int nt);
 
 typedef struct Cpu {
   int omp_dynamic;   /* options.omp_dynamic */
-  CpuTeam *team;     /* omp_get_max_threads() threads: OMP_NUM_THREADS, kiln bench --threads */
+  HostTeam *team;     /* omp_get_max_threads() threads: OMP_NUM_THREADS, kiln bench --threads */
 } Cpu;
 
 static kiln_status cpu_probe(void) { return KILN_OK; }
@@ -27,7 +27,7 @@ static kiln_status cpu_open(const kiln_options *o, void **dev) {
   Cpu *x = kiln_calloc(1, sizeof *x);
   if (!x) return kiln_fail(KILN_ERR_NO_MEMORY, "cpu: out of memory");
   x->omp_dynamic = o->omp_dynamic;
-  kiln_status st = cpu_team_open(omp_get_max_threads(), &x->team);
+  kiln_status st = host_team_open(omp_get_max_threads(), &x->team);
   if (st) {
     kiln_free(x);
     return st;
@@ -38,7 +38,7 @@ static kiln_status cpu_open(const kiln_options *o, void **dev) {
 
 static void cpu_close(void *dev) {
   Cpu *x = dev;
-  cpu_team_close(x->team);
+  host_team_close(x->team);
   kiln_free(x);
 }
 
@@ -48,7 +48,7 @@ static void cpu_close(void *dev) {
  * OMP_DYNAMIC=true) sizes each job from the load average instead, as libgomp's dynamic teams
  * did: the processors online less the load, at least one. */
 static int threads_now(const Cpu *x) {
-  int n = cpu_team_size(x->team);
+  int n = host_team_size(x->team);
   bool dynamic = x->omp_dynamic > 0 || (x->omp_dynamic < 0 && omp_get_dynamic());
   double load;
   if (!dynamic || n == 1 || getloadavg(&load, 1) != 1) return n;
@@ -57,15 +57,15 @@ static int threads_now(const Cpu *x) {
   return spare >= n ? n : spare < 1.5 ? 1 : (int)(spare + 0.5);
 }
 
-void cpu_run(void *dev, CpuJob job, void *ctx) {
+void cpu_run(void *dev, HostJob job, void *ctx) {
   Cpu *x = dev;
   /* the thread count asked for since the team started (omp_set_num_threads): a new team */
   int want = omp_get_max_threads();
-  if (want != cpu_team_size(x->team)) {
-    CpuTeam *t = NULL;
-    if (!cpu_team_open(want, &t)) cpu_team_close(x->team), x->team = t;
+  if (want != host_team_size(x->team)) {
+    HostTeam *t = NULL;
+    if (!host_team_open(want, &t)) host_team_close(x->team), x->team = t;
   }
-  cpu_team_run(x->team, threads_now(x), job, ctx);
+  host_team_run(x->team, threads_now(x), job, ctx);
 }
 
 static kiln_status cpu_build_module(void *dev, const char *src, size_t len, const kiln_options *o, void **module,

@@ -18,23 +18,10 @@ void cpu_cc_identity(const char *cc, char out[512]);
  * o->cache_dir when its stored source equals src (never with o->no_cache). *hit says which. */
 kiln_status cpu_build(const char *src, size_t len, const kiln_options *o, void **dl, bool *hit);
 
-/* -- team.c: the threads every kernel runs on -- */
-
-typedef struct CpuTeam CpuTeam;
-/* One thread's part of a job: thread tid of nt (0 the caller). */
-typedef void (*CpuJob)(void *ctx, int tid, int nt);
-/* A team of `threads` (the caller and threads - 1 workers, who wait for jobs). */
-kiln_status cpu_team_open(int threads, CpuTeam **out);
-void cpu_team_close(CpuTeam *t);
-int cpu_team_size(const CpuTeam *t);
-/* Runs job on threads 0 .. nt - 1 (nt at most the team's size; the caller is thread 0) and
- * returns when every one has finished. */
-void cpu_team_run(CpuTeam *t, int nt, CpuJob job, void *ctx);
-
 /* -- cpu.c -- */
 
 /* Runs job on the cpu device's team, with as many threads as it runs kernels with now. */
-void cpu_run(void *dev, CpuJob job, void *ctx);
+void cpu_run(void *dev, HostJob job, void *ctx);
 
 /* -- gemm.c: the library GEMM (a packed-panel micro-kernel) -- */
 

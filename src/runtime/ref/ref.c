@@ -21,10 +21,9 @@
 
 #include <math.h>
 #include <regex.h>
-#include <string.h>
-#ifdef _OPENMP
 #include <omp.h>
-#endif
+#include <stdatomic.h>
+#include <string.h>
 
 /* ---- the tape ---- */
 
@@ -277,30 +276,60 @@ static bool eval_range(const Stage *s, const Tape *t, TeValue *v, void *out, int
   return true;
 }
 
+/* A large stage's points in chunks, each taken by the next free thread of a team. */
+typedef struct PointJob {
+  const Stage *s;
+  const Tape *t;
+  TeValue *v;               /* t->n value slots a thread */
+  void *out;
+  int64_t red_n;
+  int chunks;
+  atomic_int next;          /* the next chunk not yet taken */
+  atomic_bool bad;
+} PointJob;
+
+static void eval_chunks(void *ctx, int tid, int nt) {
+  (void)nt;
+  PointJob *j = ctx;
+  int64_t n = j->s->numel;
+  for (int c; (c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->chunks;) {
+    int64_t b = n / j->chunks * c + (c < n % j->chunks ? c : n % j->chunks);
+    int64_t e = b + n / j->chunks + (c < n % j->chunks);
+    if (!eval_range(j->s, j->t, j->v + (size_t)tid * (size_t)j->t->n, j->out, b, e, j->red_n))
+      atomic_store_explicit(&j->bad, true, memory_order_relaxed);
+  }
+}
+
 /* Every output point is independent, so large stages are split into chunks across
  * threads; each point is still computed the same way, so results do not depend on
- * the thread count. */
+ * the thread count. The threads are a team of the stage's own, closed when it ends:
+ * OpenMP's idle threads spun on for milliseconds after a parallel loop here, on the
+ * cores the cpu backend's team ran on next (a short program then ran 5 times slower,
+ * bench/results/2026-12-07-ref-team.md). Starting them costs tens of microseconds,
+ * against at least 2^20 points interpreted. */
 static kiln_status eval_points(const Stage *s, const Tape *t, void *out) {
   int64_t red_n, work;
   if (s->numel == 0) return KILN_OK;
   if (!shape_numel(s->n_red, s->red_shape, &red_n)) return kiln_fail(KILN_ERR_NO_MEMORY, "ref: reduce domain overflows");
   if (!size_mul(s->numel, red_n ? red_n : 1, &work)) work = INT64_MAX;
-  int chunks = 1;
-#ifdef _OPENMP
-  if (work >= (1 << 20)) chunks = 4 * omp_get_max_threads();
-  if (chunks > s->numel) chunks = (int)s->numel;
-#endif
-  TeValue *v = kiln_malloc(sizeof(TeValue) * (size_t)t->n * (size_t)chunks);
-  if (!v) return kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory");
-  bool bad = false;
-#pragma omp parallel for schedule(dynamic, 1) if (chunks > 1) reduction(|| : bad)
-  for (int c = 0; c < chunks; c++) {
-    int64_t b = s->numel / chunks * c + (c < s->numel % chunks ? c : s->numel % chunks);
-    int64_t e = b + s->numel / chunks + (c < s->numel % chunks);
-    if (!eval_range(s, t, v + (size_t)c * (size_t)t->n, out, b, e, red_n)) bad = true;
+  int threads = work >= (1 << 20) ? omp_get_max_threads() : 1;
+  if (threads > s->numel) threads = (int)s->numel;
+  HostTeam *team = NULL;
+  if (threads > 1 && host_team_open(threads, &team) != KILN_OK) threads = 1;  /* one thread does it all */
+  PointJob j = { .s = s, .t = t, .out = out, .red_n = red_n, .chunks = 1 };
+  if (threads > 1) j.chunks = 4 * threads < s->numel ? 4 * threads : (int)s->numel;
+  atomic_init(&j.next, 0);
+  atomic_init(&j.bad, false);
+  j.v = kiln_malloc(sizeof(TeValue) * (size_t)t->n * (size_t)threads);
+  if (!j.v) {
+    host_team_close(team);
+    return kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory");
   }
-  kiln_free(v);
-  return bad ? out_of_range(s) : KILN_OK;
+  if (team) host_team_run(team, threads, eval_chunks, &j);
+  else eval_chunks(&j, 0, 1);
+  host_team_close(team);
+  kiln_free(j.v);
+  return atomic_load(&j.bad) ? out_of_range(s) : KILN_OK;
 }
 
 /* ---- strings ---- */

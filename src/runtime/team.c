@@ -1,12 +1,14 @@
 /*
- * team.c — the threads every cpu kernel runs on. The caller is thread 0; the others wait for
+ * team.c — the threads host work runs on: every cpu kernel, and ref's large stages (where
+ * OpenMP's idle threads went on spinning for milliseconds beside the cpu team that ran next,
+ * bench/results/2026-12-07-ref-team.md). The caller is thread 0; the others wait for
  * the next job spinning (a job follows the last within microseconds while a program runs), and
  * after a while asleep on a futex, so that an idle program costs nothing. A job is handed over
  * with one counter and its end seen with another: about one round trip between cores (0.5 us
  * on this 2-vCPU VM), where an OpenMP parallel region cost 3 us and its barrier 1.4 us
  * (bench/results/2026-12-03-cpu-team.md).
  */
-#include "cpu.h"
+#include "runtime.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -28,15 +30,15 @@ enum { SPINS_BEFORE_SLEEP = 2500, SPINS_BEFORE_YIELD = 2000 };
 #define WORKER_STACK ((size_t)8 << 20)
 
 typedef struct Worker {
-  CpuTeam *team;
+  HostTeam *team;
   int tid;
 } Worker;
 
-struct CpuTeam {
+struct HostTeam {
   _Alignas(64) atomic_uint seq;   /* the job's number: a worker runs each new one once */
   _Alignas(64) atomic_int done;   /* workers finished with the current job */
   _Alignas(64) atomic_int sleepers;
-  CpuJob job;
+  HostJob job;
   void *ctx;
   int nt;                         /* threads of the current job */
   bool stop;
@@ -73,7 +75,7 @@ static void wake_all(atomic_uint *word) {
 
 static void *worker_main(void *arg) {
   Worker *w = arg;
-  CpuTeam *t = w->team;
+  HostTeam *t = w->team;
   unsigned seen = 0;
   for (;;) {
     unsigned s;
@@ -95,19 +97,19 @@ static void *worker_main(void *arg) {
 }
 
 /* Hands the workers job number seq + 1 (or the stop) and wakes the sleeping ones. */
-static void post(CpuTeam *t) {
+static void post(HostTeam *t) {
   atomic_store_explicit(&t->done, 0, memory_order_relaxed);
   atomic_fetch_add_explicit(&t->seq, 1, memory_order_seq_cst);
   if (atomic_load_explicit(&t->sleepers, memory_order_seq_cst)) wake_all(&t->seq);
 }
 
-static void wait_workers(CpuTeam *t) {
+static void wait_workers(HostTeam *t) {
   for (int spins = 0; atomic_load_explicit(&t->done, memory_order_acquire) < t->started;)
     if (++spins < SPINS_BEFORE_YIELD) relax();
     else sched_yield(), spins = 0;  /* a worker may be waiting for this core */
 }
 
-void cpu_team_close(CpuTeam *t) {
+void host_team_close(HostTeam *t) {
   if (!t) return;
   if (t->started) {
     t->stop = true;
@@ -119,18 +121,18 @@ void cpu_team_close(CpuTeam *t) {
   kiln_free(t);
 }
 
-kiln_status cpu_team_open(int threads, CpuTeam **out) {
+kiln_status host_team_open(int threads, HostTeam **out) {
   *out = NULL;
   if (threads < 1) threads = 1;
-  CpuTeam *t = kiln_calloc(1, sizeof *t);
-  if (!t) return kiln_fail(KILN_ERR_NO_MEMORY, "cpu: no memory for a team of %d threads", threads);
+  HostTeam *t = kiln_calloc(1, sizeof *t);
+  if (!t) return kiln_fail(KILN_ERR_NO_MEMORY, "no memory for a team of %d threads", threads);
   t->size = threads;
   if (threads > 1) {
     t->threads = kiln_calloc((size_t)threads - 1, sizeof *t->threads);
     t->workers = kiln_calloc((size_t)threads - 1, sizeof *t->workers);
     if (!t->threads || !t->workers) {
-      cpu_team_close(t);
-      return kiln_fail(KILN_ERR_NO_MEMORY, "cpu: no memory for a team of %d threads", threads);
+      host_team_close(t);
+      return kiln_fail(KILN_ERR_NO_MEMORY, "no memory for a team of %d threads", threads);
     }
   }
   pthread_attr_t attr;
@@ -141,8 +143,8 @@ kiln_status cpu_team_open(int threads, CpuTeam **out) {
     int rc = pthread_create(&t->threads[i], attr_ok ? &attr : NULL, worker_main, &t->workers[i]);
     if (rc) {
       if (attr_ok) pthread_attr_destroy(&attr);
-      cpu_team_close(t);
-      return kiln_fail(KILN_ERR_DEVICE, "cpu: could not start thread %d of a team of %d (error %d)", i + 1, threads, rc);
+      host_team_close(t);
+      return kiln_fail(KILN_ERR_DEVICE, "could not start thread %d of a team of %d (error %d)", i + 1, threads, rc);
     }
     t->started++;
   }
@@ -151,9 +153,9 @@ kiln_status cpu_team_open(int threads, CpuTeam **out) {
   return KILN_OK;
 }
 
-int cpu_team_size(const CpuTeam *t) { return t ? t->size : 1; }
+int host_team_size(const HostTeam *t) { return t ? t->size : 1; }
 
-void cpu_team_run(CpuTeam *t, int nt, CpuJob job, void *ctx) {
+void host_team_run(HostTeam *t, int nt, HostJob job, void *ctx) {
   if (nt < 1) nt = 1;
   if (nt > t->size) nt = t->size;
   if (t->started == 0 || nt == 1) {  /* no one to hand it to: the workers are not woken for nothing */
