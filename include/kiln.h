@@ -616,6 +616,10 @@ typedef struct kiln_options {
                            at least 2 points a thread) until the grid holds this many warps (64 .. 65536); 0
                            off: 1024 rows of 768 take 64 threads each, 2048 warps, about 15 of an H100
                            multiprocessor's 64; default -1: 8192 ($KILN_CUDA_ROW_FILL) */
+  int cuda_row_half;    /* cuda, cuda_row auto: 1 a row kernel that reads a bf16 or f16 tensor along its rows and
+                           would take ~16 points a thread (p16) reads them as vectors of four 16-bit values
+                           (p16vec); 0 p16 as for f32 rows; default -1: 1 (H100: bert_layer_b8s128_bf16's
+                           layernorms 4.95 -> 4.30 us) ($KILN_CUDA_ROW_HALF) */
   int cuda_chain_prefetch; /* cuda: 1 an attention chain on tensor cores (its shared form) whose block takes several
                            tiles of 16 rows copies the next tile's queries while it computes this one, into a
                            second buffer, so that only the first tile waits for its queries (bert's 2 tiles a

@@ -332,6 +332,8 @@ typedef struct CgOptions {
                            kiln_options.row_values) */
   int row_fill;         /* block rows of a block a row widen their blocks until the grid holds this many warps
                            (0 off; cg_rows_of; kiln_options.cuda_row_fill) */
+  bool row_half;        /* the auto variant reads rows of bf16/f16 tensors as vectors (p16 -> p16vec;
+                           cg_row_variant_of; kiln_options.cuda_row_half) */
   int split_target;     /* split-K: the blocks a GEMM of too few tiles splits towards (0: gemm.c's 2 x
                            ENOUGH_BLOCKS; kiln_options.cuda_split_target) */
   bool split_flags;     /* split-K tiles: the last span adds the others' partials once their flags say so (the
@@ -631,9 +633,9 @@ CgRows cg_rows_of(const Plan *p, const Kernel *k, const CgOptions *o);
 void cg_rows_globals(const Plan *p, const Kernel *k, const CgOptions *o, const Dialect *d, StrBuf *out);
 /* The concrete variant (never auto) that cg_gpu_rows uses for kernel k. */
 int cg_row_variant_resolve(const Kernel *k, int variant);
-/* ... and what the options' dialect can render of it (warp_rows, smem_rows): the variant
- * cg_rows_of renders kernel k with. */
-int cg_row_variant_of(const Kernel *k, const CgOptions *o);
+/* ... and what the options' dialect can render of it (warp_rows, smem_rows), 16-bit rows as
+ * vectors (row_half): the variant cg_rows_of renders kernel k of plan p with. */
+int cg_row_variant_of(const Plan *p, const Kernel *k, const CgOptions *o);
 /* Variant number of a name ("base", "warp", ...; NULL or "" is auto), -1 if unknown; and the
  * name of a number. */
 int cg_row_variant(const char *name);

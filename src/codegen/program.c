@@ -155,7 +155,7 @@ static void grid_launch(const Plan *p, const Kernel *k, const Dialect *d, const 
     l->grid = capped_blocks(k->outer_numel * ro.split, ro.rows);
     if (ro.smem > 0) l->smem = ro.smem, l->smem_carveout = SMEM_CARVEOUT_ALL;
     int n = snprintf(l->why, sizeof l->why, "block rows %s: %d threads x %d rows%s",
-                     cg_row_variant_name(cg_row_variant_of(k, o)), ro.threads, ro.rows,
+                     cg_row_variant_name(cg_row_variant_of(p, k, o)), ro.threads, ro.rows,
                      ro.vec == 4 ? ", 16-byte vectors" : "");
     if (ro.split > 1 && n > 0 && (size_t)n < sizeof l->why)
       n += snprintf(l->why + n, sizeof l->why - (size_t)n, ", %d blocks a row (two phases)", ro.split);

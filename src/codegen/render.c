@@ -2189,10 +2189,39 @@ int cg_row_variant(const char *name) {
  * Without warp reductions (glsl) the default's ~16 points a thread go as 16-byte vectors: on
  * the H200's Vulkan driver p16vec ran layernorm 16384x1024 in 0.0377 ms against p16's 0.0401,
  * softmax 4096x4096 and 32768x512 level (bench/results/2026-12-05-h200-vulkan-rows.md). */
-int cg_row_variant_of(const Kernel *k, const CgOptions *o) {
+/* Does e load a bf16 or f16 tensor of at least `row` values? (*budget bounds the walk of a
+ * DAG whose shared nodes would be visited once per path.) */
+static bool loads_half_rows(const TE *te, const Expr *e, int64_t row, int *budget) {
+  if (--*budget < 0) return false;
+  if (e->kind == EX_LOAD) {
+    const Stage *s = &te->stages[e->src];
+    if ((s->dtype == KILN_BF16 || s->dtype == KILN_F16) && s->numel >= row) return true;
+  }
+  for (int i = 0; i < e->n_args; i++)
+    if (loads_half_rows(te, e->args[i], row, budget)) return true;
+  return false;
+}
+
+static bool column_rows(const Plan *p, const Kernel *k);
+
+/* ... along its rows: a kernel that reads only across them (column rows) keeps its scalar
+ * loads, 4 points a thread in flight, and the launch group its block size shares. */
+static bool reads_half_rows(const Plan *p, const Kernel *k, const CgOptions *o) {
+  if (o->column_rows && column_rows(p, k)) return false;
+  int budget = 512;
+  for (int i = 0; i < k->n_items; i++)
+    if (k->items[i].body && loads_half_rows(p->te, k->items[i].body, k->inner_numel, &budget)) return true;
+  return false;
+}
+
+/* The auto variant's ~16 points a thread go as vectors of four 16-bit values where a row of
+ * bf16/f16 is read (row_half; on the H100 bert_layer_b8s128_bf16's layernorms ran 4.95 and
+ * 4.99 us as p16, 4.30 and 4.41 as p16vec, bench/results/2026-12-07-h100-rows-chain.md; f32
+ * rows stay p16, which the H200's row race chose for them). */
+int cg_row_variant_of(const Plan *p, const Kernel *k, const CgOptions *o) {
   int v = cg_row_variant_resolve(k, o->row_variant);
   bool automatic = o->row_variant < 0 || o->row_variant >= ROW_AUTO;
-  if (automatic && !o->warp_rows && v == ROW_P16) v = ROW_P16VEC;
+  if (automatic && v == ROW_P16 && (!o->warp_rows || (o->row_half && reads_half_rows(p, k, o)))) v = ROW_P16VEC;
   bool warp = row_variants[v].warp && o->warp_rows, split = row_variants[v].split && o->smem_rows;
   if (warp == row_variants[v].warp && split == row_variants[v].split) return v;
   for (int pass = 0; pass < 2; pass++, split = false)  /* wveclong without warps: vec */
@@ -2308,7 +2337,7 @@ static bool column_rows(const Plan *p, const Kernel *k) {
 }
 
 CgRows cg_rows_of(const Plan *p, const Kernel *k, const CgOptions *o) {
-  CgRows ro = cg_gpu_rows(k, cg_row_variant_of(k, o));
+  CgRows ro = cg_gpu_rows(k, cg_row_variant_of(p, k, o));
   ro.split = row_splits(p, k, o, &ro);
   if (ro.split > 1) ro.threads = SPLIT_THREADS, ro.vec = 1;
   /* few rows leave the chip idle and each thread a long chain (bert's 1024 layernorm rows of

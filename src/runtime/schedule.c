@@ -952,6 +952,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_row_fill ($KILN_CUDA_ROW_FILL) is %d: -1 the default (8192), 0 off, or "
                      "64 .. 65536 warps", o->cuda_row_fill);
   g->row_fill = !cuda ? 0 : o->cuda_row_fill == -1 ? 8192 : o->cuda_row_fill;
+  if (o->cuda_row_half < -1 || o->cuda_row_half > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_row_half ($KILN_CUDA_ROW_HALF) is %d: -1 the default (1), 0 off, 1 on",
+                     o->cuda_row_half);
+  g->row_half = cuda && o->cuda_row_half != 0;
   if (o->cuda_chain_prefetch < 0 || o->cuda_chain_prefetch > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_chain_prefetch ($KILN_CUDA_CHAIN_PREFETCH) is %d: 0 off, 1 the next tile's "
                      "queries copied during this one", o->cuda_chain_prefetch);

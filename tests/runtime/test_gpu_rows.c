@@ -203,6 +203,55 @@ static void test_render_values(void) {
   }
 }
 
+/* The auto variant on cuda's options (rt_codegen_options): a layernorm of bf16 rows of 768 reads
+ * them as vectors (p16vec), one of f32 rows does not (p16), nor the bf16 one with cuda_row_half 0;
+ * a bf16 column sum (rows read across: column rows) keeps its scalar loads. */
+static void test_row_half(void) {
+  static const struct { kiln_dtype t; int kind, half; const char *want; } cases[] = {
+    { KILN_BF16, LAYERNORM, -1, "p16vec" }, { KILN_F16, LAYERNORM, -1, "p16vec" }, { KILN_F32, LAYERNORM, -1, "p16" },
+    { KILN_BF16, LAYERNORM, 0, "p16" },     { KILN_BF16, ROWSUM, -1, "p16" },      { KILN_BF16, ROWSUM, 0, "p16" },
+  };
+  for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+    kiln_graph *g;
+    kiln_tensor x, y;
+    if (cases[i].kind == LAYERNORM) g = row_graph(cases[i].t, LAYERNORM, 64, 768);
+    else {  /* ROWSUM here: the sum over the rows of [1024, 768], a column a row of the kernel */
+      OK(kiln_graph_create(&g));
+      OK(kiln_graph_input(g, "x", cases[i].t, 2, (int64_t[]){ 1024, 768 }, &x));
+      OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, x, 1, (int[]){ 0 }, 0, &y));
+      OK(kiln_graph_output(g, y, "y"));
+    }
+    kiln_options o = kiln_options_default();
+    o.cuda_row_half = cases[i].half;
+    CgOptions co;
+    TE *te = NULL;
+    Plan *p = NULL;
+    OK(rt_codegen_options(&o, &cg_dialect_cuda, &co));
+    PlanOptions po = plan_options(&o);
+    OK(te_lower(&g->g, &te));
+    if (te) OK(plan_build(te, &po, &p));
+    if (p) {
+      const Kernel *k = &p->kernels[p->n_kernels - 1];
+      const char *got = cg_row_variant_name(cg_row_variant_of(p, k, &co));
+      CgRows ro = cg_rows_of(p, k, &co);
+      CHECK_MSG(!strcmp(got, cases[i].want), "%s %s, cuda_row_half %d: variant %s, want %s", kiln_dtype_name(cases[i].t),
+                kind_name[cases[i].kind], cases[i].half, got, cases[i].want);
+      CHECK_MSG(ro.vec == (strcmp(cases[i].want, "p16vec") ? 1 : 4) && ro.columns == (cases[i].kind == ROWSUM),
+                "%s %s, cuda_row_half %d: vec %d, columns %d", kiln_dtype_name(cases[i].t), kind_name[cases[i].kind],
+                cases[i].half, ro.vec, ro.columns);
+    }
+    plan_free(p);
+    te_free(te);
+    kiln_graph_free(g);
+  }
+  kiln_options o = kiln_options_default();
+  CgOptions co;
+  o.cuda_row_half = 2;
+  CHECK(rt_codegen_options(&o, &cg_dialect_cuda, &co) == KILN_ERR_INVALID_ARG);
+  o.cuda_row_half = 1;
+  CHECK(rt_codegen_options(&o, &cg_dialect_c, &co) == KILN_OK && !co.row_half);
+}
+
 /* Without a GPU: the source each variant renders compiles for sm_90 and has its shape. */
 static void test_render(void) {
   CudaNvrtc *nv;
@@ -654,6 +703,7 @@ int main(void) {
     if (rt_backend_vulkan.probe() == KILN_OK) test_values(), test_values_half(), test_columns(), test_values_nan();
     else CHECK_MSG(!getenv("KILN_TEST_REQUIRE_BACKEND"), "no vulkan device: %s", kiln_last_error());
   } else {
+    test_row_half();
     test_render();
     test_render_half();
     test_render_values();
