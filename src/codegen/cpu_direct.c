@@ -742,6 +742,7 @@ static void flat_sums(const Plan *p, const Kernel *k, const CgCpuDirect *c, cons
   cg_put(em, "#pragma GCC unroll %d", FV);
   cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_x[kiln_u] = *(const kiln_v *)(kiln_pp + ((v%d * %d + v%d %% %d) * %s + "
          "v%d / %d) * %s + kiln_u * %d);", FV, rw, sh, rh, sh, cg_lit(em, c->YR), rh, sh, cg_lit(em, W), L);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) K_KEEP(kiln_x[kiln_u]);  /* one load, not one a channel */", FV);
   cg_put(em, "#pragma GCC unroll %d", OB);
   cg_open(em, "for (int kiln_i = 0; kiln_i < %d; kiln_i++) {", OB);
   em->push(em->r);
@@ -1380,6 +1381,7 @@ static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c
   cg_put(em, "kiln_v kiln_w[%d];", P);
   cg_put(em, "#pragma GCC unroll %d", P);
   cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_w[kiln_u] = *(const kiln_v *)(kiln_wk + kiln_u * %d);", P, L);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) K_KEEP(kiln_w[kiln_u]);  /* one load, not one a pixel */", P);
   cg_put(em, "#pragma GCC unroll %d", R);
   cg_open(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) {", R);
   cg_put(em, "const %s kiln_x = kiln_xp[kiln_r / %d * %s + kiln_r %% %d * %d];", F, N, cg_lit(em, pitch), N, (int)step);
@@ -1518,6 +1520,7 @@ static void render_rows(const Plan *p, const Kernel *k, const Kernel *pool, cons
   cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_x[kiln_r][kiln_u] = *(const kiln_v *)(kiln_pp + "
          "(kiln_hr[kiln_r] * %d + v%d) * %s + v%d %% %d * %s + kiln_u * %d + v%d / %d);", WV, c->stride, rh,
          cg_lit(em, c->XPA), rw, sw, cg_lit(em, c->XQ), L, rw, sw);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) K_KEEP(kiln_x[kiln_r][kiln_u]);  /* one load, not one a channel */", WV);
   cg_close(em);
   cg_put(em, "#pragma GCC unroll %d", OB);
   cg_open(em, "for (int kiln_i = 0; kiln_i < %d; kiln_i++) {", OB);

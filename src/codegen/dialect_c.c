@@ -11,6 +11,17 @@
 #include "../base/scalar.h"
 
 static const char prelude[] =
+  /* A vector value pinned to a register. GCC folds a vector load into each multiply-add that
+   * uses it, so a direct convolution's row vector, used once for each of a task's output
+   * channels, was loaded again for each: 36 loads for 24 multiply-adds a tap row, and the loads
+   * bound the loop (res128_14's 3x3 over 128 channels, AVX2: 1.4-1.9 ms -> 0.8 ms a kernel,
+   * bench/results/2026-12-07-cpu-keep-vectors.md). An empty asm that takes and gives the value
+   * in a vector register leaves GCC one load to make. */
+  "#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))\n"
+  "#define K_KEEP(v) __asm__(\"\" : \"+v\"(v))\n"
+  "#else\n"
+  "#define K_KEEP(v) ((void)0)\n"
+  "#endif\n"
   /* The register tile of cpu_tile.c: D[KILN_MR][KILN_NR] = sum over k of R[k][i] P[k][j], R and
    * P packed [K][KILN_MR] and [K][KILN_NR]. Twelve vector accumulators written out so that they
    * stay in registers (AVX2 has 16, AVX-512 32); the width is the compiler's, from -march. */

@@ -185,6 +185,11 @@ static void compare_direct_lanes(const char *name, kiln_graph *g, int n_in, cons
       if (!p) break;
       int nc = count_in_plan(p, "channels in lanes"), want_c = host_lanes() ? want_channels : 0;
       CHECK_MSG(want_channels < 0 || nc == want_c, "%s: %d convolutions in channel lanes (want %d)", name, nc, want_c);
+      /* each tap's weight vectors loaded once, kept in registers for every pixel (K_KEEP) */
+      StrBuf src = c_source(g, &o, true);
+      CHECK_MSG(!src.s || (nc > 0) == (strstr(src.s, "K_KEEP(kiln_w[kiln_u])") != NULL), "%s: %d channel-lane kernels, weights %s",
+                name, nc, src.s && strstr(src.s, "K_KEEP(kiln_w[kiln_u])") ? "kept" : "not kept");
+      sb_free(&src);
       for (int64_t i = 0; i < out_numel; i++) got[i] = NAN;
       OK(kiln_program_run(p, ins, og));
       double worst = worst_of(got, want, out_numel);
@@ -200,6 +205,11 @@ static void compare_direct_lanes(const char *name, kiln_graph *g, int n_in, cons
       CHECK_MSG(nd == want_d, "%s: %d direct convolutions (want %d)", name, nd, want_d);
       int nf = count_in_plan(p, "flat planes"), want_f = host_lanes() ? want_flat : 0;
       CHECK_MSG(nf == want_f, "%s: %d direct convolutions in flat planes (want %d)", name, nf, want_f);
+      /* each tap's row vectors loaded once, kept in registers for every output channel (K_KEEP) */
+      StrBuf src = c_source(g, &o, true);
+      bool kept = src.s && strstr(src.s, "K_KEEP(kiln_x[") != NULL;
+      CHECK_MSG(!src.s || (nd > 0) == kept, "%s: %d direct convolutions, row vectors %s", name, nd, kept ? "kept" : "not kept");
+      sb_free(&src);
       for (int64_t i = 0; i < out_numel; i++) got[i] = NAN;  /* nothing left from the run before */
       OK(kiln_program_run(p, ins, og));
       double worst = worst_of(got, want, out_numel);
