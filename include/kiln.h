@@ -551,13 +551,13 @@ typedef struct kiln_options {
                            chain computes in its own, so the projection reads a plain row-major operand (a
                            library GEMM's); 0 stored in the chain's order; default -1: on (raced on the H100:
                            level on encoder4_d256 and gpt_tiny, bert_layer_b8s128_bf16 0.951) ($KILN_CHAIN_LAYOUT) */
-  int cuda_chain_mma;   /* cuda: 1 (default) an attention chain whose queries, keys, values and softmax are
+  int cuda_chain_mma;   /* cuda: 1 an attention chain whose queries, keys, values and softmax are
                            all bf16 (or all f16) takes both of its products on tensor cores (warp mma, f32
                            sums) from 16-bit copies in shared memory, the softmax on rows in shared memory;
-                           2 the same with each warp's 16 rows kept in its mma fragments from the scores to
-                           the second product (a candidate: 0.975 on an H100, 1.026 on the H200 before
-                           the softmax's exponentials were kept; bench/results/2026-12-05-h200-rounding-
-                           chains.md); 3 and 4 the fragments' form with each tile's keys split over 2 and
+                           2 (default) the same with each warp's 16 rows kept in its mma fragments from the
+                           scores to the second product (H100, 2026-12-07: bert_layer_b8s128_bf16 0.970 and
+                           0.964 of 1, its chain 14.9 -> 12.3 us, bench/results/2026-12-07-h100-rows-chain.md;
+                           the H200 ran it 1.026 of 1 before the softmax's exponentials were kept); 3 and 4 the fragments' form with each tile's keys split over 2 and
                            4 warps, their rows' maxima and sums met across the warps and their partial
                            outputs added through shared memory (the fragments' form ran each warp's 16 rows
                            over all keys as one chain of dependent instructions; H100: 3 1.046 slower, 4 0.998); 0 f32

@@ -135,7 +135,7 @@ kiln_options kiln_options_default(void) {
   o.cuda_pair_bands = kiln_env_int("KILN_CUDA_PAIR_BANDS", -1);
   o.cuda_tile_fit = kiln_env_int("KILN_CUDA_TILE_FIT", 0);
   o.cuda_small_k = kiln_env_int("KILN_CUDA_SMALL_K", -1);
-  o.cuda_chain_mma = kiln_env_int("KILN_CUDA_CHAIN_MMA", 1);
+  o.cuda_chain_mma = kiln_env_int("KILN_CUDA_CHAIN_MMA", 2);
   o.chain_layout = kiln_env_int("KILN_CHAIN_LAYOUT", -1);
   o.gemm_heads = kiln_env_int("KILN_GEMM_HEADS", -1);
   o.cuda_narrow_depth = kiln_env_int("KILN_CUDA_NARROW_DEPTH", -1);
