@@ -557,11 +557,12 @@ typedef struct kiln_options {
                            2 (default) the same with each warp's 16 rows kept in its mma fragments from the
                            scores to the second product (H100, 2026-12-07: bert_layer_b8s128_bf16 0.970 and
                            0.964 of 1, its chain 14.9 -> 12.3 us, bench/results/2026-12-07-h100-rows-chain.md;
-                           the H200 ran it 1.026 of 1 before the softmax's exponentials were kept); 3 and 4 the fragments' form with each tile's keys split over 2 and
-                           4 warps, their rows' maxima and sums met across the warps and their partial
-                           outputs added through shared memory (the fragments' form ran each warp's 16 rows
-                           over all keys as one chain of dependent instructions; H100: 3 1.046 slower, 4 0.998); 0 f32
-                           multiply-adds as for f32 ($KILN_CUDA_CHAIN_MMA) */
+                           the H200 ran it 1.026 of 1 before the softmax's exponentials were kept); 3 and 4
+                           the fragments' form with each tile's keys split over 2 and 4 warps, their rows'
+                           maxima and sums met across the warps and their partial outputs added through shared
+                           memory (the fragments' form ran each warp's 16 rows over all keys as one chain of
+                           dependent instructions; H100: 3 1.046 slower, 4 0.998); 0 f32 multiply-adds as for
+                           f32 ($KILN_CUDA_CHAIN_MMA) */
   int gemm_heads;       /* cuda: 1 a row kernel whose per-point value only one contraction reads, as its factor
                            along the reduction (a pre-norm layernorm before the QKV or FFN projection), is
                            computed at the head of each of the contraction's 32 x 32 tiles, the tile's rows

@@ -2184,11 +2184,6 @@ int cg_row_variant(const char *name) {
   return -1;
 }
 
-/* A dialect without warp reductions takes the variant's block-per-row twin (wvec: vec), one
- * without dynamic shared memory its twin that keeps long rows in registers (long: base).
- * Without warp reductions (glsl) the default's ~16 points a thread go as 16-byte vectors: on
- * the H200's Vulkan driver p16vec ran layernorm 16384x1024 in 0.0377 ms against p16's 0.0401,
- * softmax 4096x4096 and 32768x512 level (bench/results/2026-12-05-h200-vulkan-rows.md). */
 /* Does e load a bf16 or f16 tensor of at least `row` values? (*budget bounds the walk of a
  * DAG whose shared nodes would be visited once per path.) */
 static bool loads_half_rows(const TE *te, const Expr *e, int64_t row, int *budget) {
@@ -2214,7 +2209,13 @@ static bool reads_half_rows(const Plan *p, const Kernel *k, const CgOptions *o) 
   return false;
 }
 
-/* The auto variant's ~16 points a thread go as vectors of four 16-bit values where a row of
+/* A dialect without warp reductions takes the variant's block-per-row twin (wvec: vec), one
+ * without dynamic shared memory its twin that keeps long rows in registers (long: base).
+ * Without warp reductions (glsl) the default's ~16 points a thread go as 16-byte vectors: on
+ * the H200's Vulkan driver p16vec ran layernorm 16384x1024 in 0.0377 ms against p16's 0.0401,
+ * softmax 4096x4096 and 32768x512 level (bench/results/2026-12-05-h200-vulkan-rows.md).
+ *
+ * The auto variant's ~16 points a thread go as vectors of four 16-bit values where a row of
  * bf16/f16 is read (row_half; on the H100 bert_layer_b8s128_bf16's layernorms ran 4.95 and
  * 4.99 us as p16, 4.30 and 4.41 as p16vec, bench/results/2026-12-07-h100-rows-chain.md; f32
  * rows stay p16, which the H200's row race chose for them). */

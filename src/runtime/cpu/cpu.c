@@ -18,7 +18,7 @@ typedef void (*Entry)(void *const *args, int tid, int nt);
 
 typedef struct Cpu {
   int omp_dynamic;   /* options.omp_dynamic */
-  HostTeam *team;     /* omp_get_max_threads() threads: OMP_NUM_THREADS, kiln bench --threads */
+  HostTeam *team;    /* omp_get_max_threads() threads: OMP_NUM_THREADS, kiln bench --threads */
 } Cpu;
 
 static kiln_status cpu_probe(void) { return KILN_OK; }
