@@ -207,15 +207,15 @@ static void test_render_values(void) {
  * them as vectors (p16vec), one of f32 rows does not (p16), nor the bf16 one with cuda_row_half 0;
  * a bf16 column sum (rows read across: column rows) keeps its scalar loads. */
 static void test_row_half(void) {
-  static const struct { kiln_dtype t; int kind, half; const char *want; } cases[] = {
-    { KILN_BF16, LAYERNORM, -1, "p16vec" }, { KILN_F16, LAYERNORM, -1, "p16vec" }, { KILN_F32, LAYERNORM, -1, "p16" },
-    { KILN_BF16, LAYERNORM, 0, "p16" },     { KILN_BF16, ROWSUM, -1, "p16" },      { KILN_BF16, ROWSUM, 0, "p16" },
+  static const struct { kiln_dtype t; bool columns; int half; const char *want; } cases[] = {
+    { KILN_BF16, false, -1, "p16vec" }, { KILN_F16, false, -1, "p16vec" }, { KILN_F32, false, -1, "p16" },
+    { KILN_BF16, false, 0, "p16" },     { KILN_BF16, true, -1, "p16" },     { KILN_BF16, true, 0, "p16" },
   };
   for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
     kiln_graph *g;
     kiln_tensor x, y;
-    if (cases[i].kind == LAYERNORM) g = row_graph(cases[i].t, LAYERNORM, 64, 768);
-    else {  /* ROWSUM here: the sum over the rows of [1024, 768], a column a row of the kernel */
+    if (!cases[i].columns) g = row_graph(cases[i].t, LAYERNORM, 64, 768);
+    else {  /* the sum over the rows of [1024, 768]: a column a row of the kernel */
       OK(kiln_graph_create(&g));
       OK(kiln_graph_input(g, "x", cases[i].t, 2, (int64_t[]){ 1024, 768 }, &x));
       OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, x, 1, (int[]){ 0 }, 0, &y));
@@ -235,9 +235,9 @@ static void test_row_half(void) {
       const char *got = cg_row_variant_name(cg_row_variant_of(p, k, &co));
       CgRows ro = cg_rows_of(p, k, &co);
       CHECK_MSG(!strcmp(got, cases[i].want), "%s %s, cuda_row_half %d: variant %s, want %s", kiln_dtype_name(cases[i].t),
-                kind_name[cases[i].kind], cases[i].half, got, cases[i].want);
-      CHECK_MSG(ro.vec == (strcmp(cases[i].want, "p16vec") ? 1 : 4) && ro.columns == (cases[i].kind == ROWSUM),
-                "%s %s, cuda_row_half %d: vec %d, columns %d", kiln_dtype_name(cases[i].t), kind_name[cases[i].kind],
+                cases[i].columns ? "column sum" : "layernorm", cases[i].half, got, cases[i].want);
+      CHECK_MSG(ro.vec == (strcmp(cases[i].want, "p16vec") ? 1 : 4) && ro.columns == cases[i].columns,
+                "%s %s, cuda_row_half %d: vec %d, columns %d", kiln_dtype_name(cases[i].t), cases[i].columns ? "column sum" : "layernorm",
                 cases[i].half, ro.vec, ro.columns);
     }
     plan_free(p);
