@@ -17,6 +17,7 @@
 #include "runtime/cuda/cublaslt.h"
 
 #include <dirent.h>
+#include <time.h>
 
 static unsigned long long seed = 29;
 
@@ -1950,23 +1951,38 @@ static void test_values(void) {
     check_values("train step", g, 1, ins, 2, outs);
     kiln_graph_free(g);
   }
-  if (!strcmp(backend, "cuda")) test_wgmma_values(), test_mma_values(sanitized), test_library_values16();
 }
 
+/* Each section's seconds, printed as it ends: this test runs for minutes on a GPU (NVRTC compiles every
+ * variant), and a run cut off by ctest's limit shows how far it got and where the time went. */
+static double seconds_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+#define TIMED(call)                                                     \
+  do {                                                                  \
+    double t0_ = seconds_now();                                         \
+    call;                                                               \
+    printf("%-30s %7.1f s\n", #call, seconds_now() - t0_);              \
+    fflush(stdout);                                                     \
+  } while (0)
+
 int main(void) {
-  test_shapes();
-  test_band_shapes();
-  test_head_shapes();
-  test_narrow_shapes();
-  test_copies_shapes();
-  test_mma_shapes();
-  test_wgmma_shapes();
-  test_chain_mma_shapes();
-  test_chain_prefetch_shapes();
-  test_chain_lanes_shapes();
-  test_chain_key_warps_shapes();
-  test_chain_ragged_reads();
-  test_library_match();
+  TIMED(test_shapes());
+  TIMED(test_band_shapes());
+  TIMED(test_head_shapes());
+  TIMED(test_narrow_shapes());
+  TIMED(test_copies_shapes());
+  TIMED(test_mma_shapes());
+  TIMED(test_wgmma_shapes());
+  TIMED(test_chain_mma_shapes());
+  TIMED(test_chain_prefetch_shapes());
+  TIMED(test_chain_lanes_shapes());
+  TIMED(test_chain_key_warps_shapes());
+  TIMED(test_chain_ragged_reads());
+  TIMED(test_library_match());
   const char *want = getenv("KILN_TEST_BACKEND");
   if (want && !strcmp(want, "vulkan")) {
     backend = "vulkan";
@@ -1974,13 +1990,16 @@ int main(void) {
       CHECK_MSG(!getenv("KILN_TEST_REQUIRE_BACKEND"), "no vulkan device: %s", kiln_last_error());
       TEST_MAIN_END();
     }
-    test_values();
+    TIMED(test_values());
     TEST_MAIN_END();
   }
   if (rt_backend_cuda.probe() != KILN_OK) {
     printf("skip: no CUDA driver (%s)\n", kiln_last_error());
     TEST_MAIN_END();
   }
-  test_values();
+  TIMED(test_values());
+  TIMED(test_wgmma_values());
+  TIMED(test_mma_values(kiln_env_int("KILN_SANITIZED", 0) != 0));
+  TIMED(test_library_values16());
   TEST_MAIN_END();
 }
