@@ -813,6 +813,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cpu_channel_lanes ($KILN_CPU_CHANNEL_LANES) is %d: 0 never, 1 where the cost "
                      "model says, 2 wherever it can", o->cpu_channel_lanes);
   g->cpu_channel_lanes = d->grid ? 0 : o->cpu_channel_lanes;
+  if (o->cpu_run_ends < 0 || o->cpu_run_ends > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cpu_run_ends ($KILN_CPU_RUN_ENDS) is %d: 0 masked runs, 1 runs from their ends",
+                     o->cpu_run_ends);
+  g->cpu_run_ends = !d->grid && o->cpu_run_ends;
   if (o->grid_sync < -1 || o->grid_sync > 3)
     return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: -1 the default, 0 off, 1 sibling kernels "
                      "share a launch, 2 also dependent ones across grid barriers, 3 as 2 with GEMM phases waiting for "

@@ -173,13 +173,14 @@ static void compare_direct_lanes(const char *name, kiln_graph *g, int n_in, cons
   OK(kiln_program_compile(g, &o, &r));
   void *ow[1] = { want };
   if (r) OK(kiln_program_run(r, ins, ow));
-  static const int configs[3][2] = { { 1, 1 }, { 0, 1 }, { 1, 0 } };  /* cpu_tiles, cpu_windows */
-  for (int c = 0; c < 5 && r; c++) {
+  /* cpu_tiles, cpu_windows, cpu_run_ends */
+  static const int configs[4][3] = { { 1, 1, 1 }, { 0, 1, 1 }, { 1, 0, 1 }, { 1, 1, 0 } };
+  for (int c = 0; c < 6 && r; c++) {
     o = kiln_options_default();
     o.backend = "cpu";
     kiln_program *p = NULL;
     void *og[1] = { got };
-    if (c == 4) {  /* channel lanes wherever they can (want_channels of them; -1: not counted) */
+    if (c == 5) {  /* channel lanes wherever they can (want_channels of them; -1: not counted) */
       o.cpu_channel_lanes = 2;
       OK(kiln_program_compile(g, &o, &p));
       if (!p) break;
@@ -197,7 +198,7 @@ static void compare_direct_lanes(const char *name, kiln_graph *g, int n_in, cons
       kiln_program_free(p);
       break;
     }
-    if (c == 3) {  /* the defaults, the pixel forms: direct convolutions along rows or flat planes */
+    if (c == 4) {  /* the defaults, the pixel forms: direct convolutions along rows or flat planes */
       o.cpu_channel_lanes = 0;
       OK(kiln_program_compile(g, &o, &p));
       if (!p) break;
@@ -217,10 +218,11 @@ static void compare_direct_lanes(const char *name, kiln_graph *g, int n_in, cons
       kiln_program_free(p);
       continue;
     }
-    int tiles = configs[c][0], windows = configs[c][1];
+    int tiles = configs[c][0], windows = configs[c][1], ends = configs[c][2];
     int want_t = want_tiles + (windows ? 0 : window_tiles), want_r = want_runs + (windows ? 0 : window_tiles);
     o.cpu_tiles = tiles;
     o.cpu_windows = windows;
+    o.cpu_run_ends = ends;
     o.cpu_direct = 0;
     OK(kiln_program_compile(g, &o, &p));
     if (!p) break;
@@ -230,6 +232,17 @@ static void compare_direct_lanes(const char *name, kiln_graph *g, int n_in, cons
               tiles ? want_in_place : 0);
     CHECK_MSG(nr == (tiles ? want_r : 0), "%s: %d tiles packing their window in runs (want %d)", name, nr,
               tiles ? want_r : 0);
+    /* every run is copied from its ends (its guard an interval of the run, or none) unless
+     * cpu_run_ends is off: then only strided runs are */
+    int n_ends = count_in_plan(p, "runs from their ends"), n_strided = count_in_plan(p, "runs (strided)");
+    CHECK_MSG(n_ends == (ends ? nr - n_strided : 0), "%s (cpu_run_ends %d): %d of %d runs (%d strided) from their ends", name,
+              ends, n_ends, nr, n_strided);
+    /* and the source finds the ends (kiln_ia) just where the plan says */
+    StrBuf src = c_source(g, &o, true);
+    bool from_ends = src.s && strstr(src.s, "kiln_ia") != NULL;
+    CHECK_MSG(!src.s || from_ends == (n_ends + n_strided > 0), "%s (cpu_run_ends %d): %d runs from their ends, %s in the source",
+              name, ends, n_ends + n_strided, from_ends ? "kiln_ia" : "no kiln_ia");
+    sb_free(&src);
     CHECK_MSG(n == (tiles ? want_t : 0), "%s: %d tile kernels with cpu_tiles = %d, cpu_windows = %d (want %d)", name, n,
               tiles, windows, tiles ? want_t : 0);
     CHECK_MSG(nw == (windows ? want_windows : 0), "%s: %d window kernels with cpu_windows = %d (want %d)", name, nw,
@@ -237,7 +250,8 @@ static void compare_direct_lanes(const char *name, kiln_graph *g, int n_in, cons
     for (int64_t i = 0; i < out_numel; i++) got[i] = NAN;  /* nothing left from the run before */
     OK(kiln_program_run(p, ins, og));
     double worst = worst_of(got, want, out_numel);
-    CHECK_MSG(worst <= 2e-5, "%s (cpu_tiles %d, cpu_windows %d): worst relative error %.3g", name, tiles, windows, worst);
+    CHECK_MSG(worst <= 2e-5, "%s (cpu_tiles %d, cpu_windows %d, cpu_run_ends %d): worst relative error %.3g", name, tiles,
+              windows, ends, worst);
     kiln_program_free(p);
   }
   kiln_program_free(r);
@@ -1158,6 +1172,18 @@ int main(void) {
     { "1x1 stride 2 from 15x15 (a projection)", 2, 64, 15, 15, 48, 1, 1, 2, 1, 0, 1, true, 1, 0, 1, 0, 0, 1, 0, 1, 0, 0 },
   };
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) conv_case(&convs[i]);
+  {  /* cpu_run_ends is 0 or 1 */
+    float *w = NULL;
+    kiln_graph *g = conv_graph(&convs[0], &w);
+    kiln_options o = kiln_options_default();
+    o.backend = "cpu";
+    o.cpu_run_ends = 2;
+    kiln_program *p = NULL;
+    FAILS(KILN_ERR_INVALID_ARG, kiln_program_compile(g, &o, &p));
+    CHECK(!p);
+    free(w);
+    kiln_graph_free(g);
+  }
   in_place_cases();
   residual_runs_case();
   channel_lanes_cases();
