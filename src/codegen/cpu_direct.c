@@ -177,7 +177,12 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
     if (row_bytes * ring + 4.0 * (double)c->CO * (double)k->inner_numel > CHANNEL_L2_BYTES) return;
   }
   /* A tap's cost in half cycles: its multiply-adds and loads (tap_cost) but no fewer than 14
-   * (tasks of 8 sums ran at half the speed of 14 to 24), and its cp weight vectors, which stream
+   * (tasks of 8 sums ran at half the speed of 14 to 24), except for one weight vector over a
+   * window of several taps: its pixels' broadcasts come from the plane row a tap reads, and such
+   * tasks of 7 or 8 pixels ran at 0.63-0.78 of the forms the floor had chosen (resnet50's 3x3
+   * convolutions at 56x56, 14x14 and 7x7, res256_7's; bench/results/2026-12-07-cpu-tap-floor.md).
+   * 1x1 convolutions keep it: their tasks of 7 pixels ran 1.13-1.58 slower read in place over
+   * 1024 and 2048 channels. And its cp weight vectors, which stream
    * from L3 (about 6 bytes a half cycle) the first time a block of channels' weights is read
    * in an image, and from L2 (16) for its next blocks of pixels while the block and the plane
    * fit in L2. Fitted on res128_14, res256_7, res512_4 and bottleneck2048_7 (bench/models, 2 threads,
@@ -192,7 +197,7 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
         int64_t R = m * n, PB = (H + m - 1) / m * (W / n);
         if (R * P > budget) break;
         double t = tap_cost(R * P, R + P), bytes = 4.0 * P * L, block = bytes * (double)k->inner_numel;
-        if (t < 14) t = 14;
+        if (t < 14 && (P > 1 || KH * KW == 1)) t = 14;
         double first = fmax(t, bytes / 6), again = block + plane <= CHANNEL_L2_BYTES ? fmax(t, bytes / 16) : first;
         double cost = (double)((c->CO + P * L - 1) / (P * L)) * (first + (double)(PB - 1) * again);
         if (!cbest || cost < cbest) cbest = cost, cp = P, cr = (int)n, rr = (int)m;
