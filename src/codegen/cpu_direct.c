@@ -134,6 +134,17 @@ static double tap_cost(int64_t sums, int64_t loads) {
   return (double)(c > 8 ? c : 8);
 }
 
+/* The row and flat forms' tap cost over co output channels: tap_cost, but no fewer than 14 half
+ * cycles from 128 output channels on, as channel lanes' tasks have. Without it, tasks of 8 sums
+ * (4 channels x 2 vectors) were chosen for resnet50's 1x1 expansions at 28x28 and 14x14 and for
+ * res128_14's 3x3s, which ran at 0.69-0.76 in channel lanes or 6 channels a task. Below 128
+ * channels (lenet, convnet_mini: 6 to 48) the floor's choices ran 1.05-1.39 slower
+ * (bench/results/2026-12-07-cpu-row-floor.md). */
+static double row_tap_cost(int64_t co, int64_t sums, int64_t loads) {
+  double t = tap_cost(sums, loads);
+  return co >= 128 && t < 14 ? 14 : t;
+}
+
 static bool direct_match(const Plan *p, const Kernel *k, const CgOptions *o, bool chained, CgCpuDirect *dc);
 
 typedef struct Constant { const TE *te; bool all; } Constant;
@@ -388,7 +399,7 @@ static bool direct_match(const Plan *p, const Kernel *k, const CgOptions *o, boo
     for (int64_t ob = budget / (rr * c.wv); ob >= 1; ob--) {
       int64_t cb = (c.CO + ob - 1) / ob;
       if ((c.CO + cb - 1) / cb != ob) continue;  /* the even blocks of a smaller count */
-      double cost = (double)cb * (double)((H + rr - 1) / rr) * (double)wc * tap_cost(ob * rr * c.wv, rr * c.wv + ob);
+      double cost = (double)cb * (double)((H + rr - 1) / rr) * (double)wc * row_tap_cost(c.CO, ob * rr * c.wv, rr * c.wv + ob);
       if (!best || cost < best) best = cost, c.ob = (int)ob, c.rr = rr;
     }
   if (!best) return false;
@@ -404,7 +415,7 @@ static bool direct_match(const Plan *p, const Kernel *k, const CgOptions *o, boo
       for (int64_t ob = budget / fv; ob >= 1; ob--) {
         int64_t cb = (c.CO + ob - 1) / ob;
         if ((c.CO + cb - 1) / cb != ob) continue;
-        double cost = (double)cb * (double)((H + fr - 1) / fr) * tap_cost(ob * fv, fv + ob);
+        double cost = (double)cb * (double)((H + fr - 1) / fr) * row_tap_cost(c.CO, ob * fv, fv + ob);
         if (cost < best) best = cost, c.flat = true, c.ob = (int)ob, c.fv = (int)fv, c.rr = fr;
       }
     }

@@ -461,8 +461,8 @@ static Expr *run_operand(const Plan *p, const Kernel *k, const Expr *x, int *str
 }
 
 /* One point of a run (pack_runs) whose operand u takes guard_at_ends: the lanes kiln_ia ..
- * kiln_ib - 1 where u's guard holds (an interval), found from the run's ends, as one unmasked
- * vector loop over u's then-branch; the lanes outside through u itself, lazily, one at a time.
+ * kiln_ib - 1 where u's guard holds (an interval), found from the run's ends, as one vector
+ * loop over u's then-branch; the lanes outside through u itself, lazily, one at a time.
  * With a stride of 1 the guard is tested about twice a run, where the masked loop
  * (masked_points) tested it on every lane: resnet50's 3x3 convolutions over 64 channels at
  * 56x56, 11 row tiles a panel, packed their windows for almost as long as they multiplied. */
@@ -499,7 +499,8 @@ static void run_from_ends(const CgEmit *em, const Kernel *k, const Expr *u, int 
   for (int form = whole ? 0 : 1; form < 2; form++) {
     if (whole) cg_open(em, form ? "else {" : "if (kiln_ia == 0 && kiln_ib == %s) {", width);
     cg_put(em, "%s", em->d->simd);
-    cg_open(em, !whole ? "for (int kiln_i = kiln_ia; kiln_i < kiln_ib; kiln_i++) {" : "for (int kiln_i = 0; kiln_i < %s; kiln_i++) {", width);
+    if (whole) cg_open(em, "for (int kiln_i = 0; kiln_i < %s; kiln_i++) {", width);
+    else cg_open(em, "for (int kiln_i = kiln_ia; kiln_i < kiln_ib; kiln_i++) {");
     if (whole && form) cg_open(em, "if (kiln_i >= kiln_ia && kiln_i < kiln_ib) {");
     em->push(em->r);
     cg_put(em, "const %s v%d = kiln_w0 + kiln_i;", I, last);

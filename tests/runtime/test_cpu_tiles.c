@@ -911,6 +911,21 @@ static void channel_lanes_cases(void) {
   free(got);
   free(want[0]);
   free(want[1]);
+  /* the row form's tap floor from 128 output channels (row_tap_cost), at 8 lanes: res128_14's 3x3
+   * over 128 channels at 14x14 takes one vector of channels over 7 pixels, not 4 channels x 2
+   * vectors a task; convnet_mini's 48 at 24x24 keeps the row form */
+  if (lanes() == 8) {
+    static const struct { int64_t c, hw; int lanes; } floors[] = { { 128, 14, 1 }, { 48, 24, 0 } };
+    for (int i = 0; i < 2; i++) {
+      int64_t fc = floors[i].c, fhw = floors[i].hw;
+      g = lanes_graph(1, fc, fhw, fc, false, &wt);
+      o = kiln_options_default();
+      char name[96];
+      snprintf(name, sizeof name, "the tap floor, %lld channels at %lldx%lld", (long long)fc, (long long)fhw, (long long)fhw);
+      lanes_against_ref(g, &o, fc * fhw * fhw, fc * fhw * fhw, 4, floors[i].lanes, name);
+      kiln_graph_free(g);
+    }
+  }
   /* a plane past the row form's 512 KiB (128 channels of 33 x 33): channel lanes, within 1 MiB */
   g = lanes_graph(1, 128, 31, 32, false, &wt);
   o = kiln_options_default();
