@@ -663,9 +663,10 @@ typedef struct kiln_options {
                            their races chose, off for vulkan (not raced) ($KILN_EXCESS_PRECISION) */
   int cpu_run_ends;     /* cpu: 1 (default) a window's run of stride 1 (a convolution's row of output pixels,
                            packed for the register tiles) finds the lanes inside its padding from the run's
-                           ends and copies them in one unmasked vector loop; 0 one masked vector loop over the
-                           run, its guard on every lane (resnet50's 3x3 convolutions over 64 channels at 56x56:
-                           0.80-0.84 of the masked form, two threads, this EPYC) ($KILN_CPU_RUN_ENDS) */
+                           ends and copies them in one vector loop, unmasked where the run fills its panel;
+                           0 one masked vector loop over the run, its guard on every lane (resnet50's 3x3
+                           convolutions over 64 channels at 56x56: 0.81-0.85 of the masked form, two threads,
+                           this EPYC) ($KILN_CPU_RUN_ENDS) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

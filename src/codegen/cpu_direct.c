@@ -188,18 +188,19 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
     if (row_bytes * ring + 4.0 * (double)c->CO * (double)k->inner_numel > CHANNEL_L2_BYTES) return;
   }
   /* A tap's cost in half cycles: its multiply-adds and loads (tap_cost) but no fewer than 14
-   * (tasks of 8 sums ran at half the speed of 14 to 24), except for one weight vector over a
-   * window of several taps: its pixels' broadcasts come from the plane row a tap reads, and such
-   * tasks of 7 or 8 pixels ran at 0.63-0.78 of the forms the floor had chosen (resnet50's 3x3
-   * convolutions at 56x56, 14x14 and 7x7, res256_7's; bench/results/2026-12-07-cpu-tap-floor.md).
-   * 1x1 convolutions keep it: their tasks of 7 pixels ran 1.13-1.58 slower read in place over
-   * 1024 and 2048 channels. And its cp weight vectors, which stream
+   * (tasks of 8 sums ran at half the speed of 14 to 24; see below for one weight vector over a
+   * window), and its cp weight vectors, which stream
    * from L3 (about 6 bytes a half cycle) the first time a block of channels' weights is read
    * in an image, and from L2 (16) for its next blocks of pixels while the block and the plane
    * fit in L2. Fitted on res128_14, res256_7, res512_4 and bottleneck2048_7 (bench/models, 2 threads,
    * this EPYC): res512_4's 4x4 images took 1 vector x 16 pixels (713 us) over 2 x 8 (837) and
    * 3 x 8 (932); bottleneck's 7x7 took 2 x 7 (600) over 1 x 14 (639) and 3 x 7 (646). A block is
-   * rows x a run of columns dividing the row (a row's part, or whole rows). */
+   * rows x a run of columns dividing the row (a row's part, or whole rows).
+   * The floor spares one weight vector over a window of several taps: its pixels' broadcasts
+   * come from the plane row a tap reads, and such tasks of 7 or 8 pixels ran at 0.63-0.78 of the
+   * forms the floor had chosen (resnet50's 3x3 convolutions at 56x56, 14x14 and 7x7, res256_7's;
+   * bench/results/2026-12-07-cpu-tap-floor.md). 1x1 convolutions keep it: their tasks of 7
+   * pixels ran 1.13-1.58 slower read in place over 1024 and 2048 channels. */
   double cbest = 0, plane = in_place ? 4.0 * (double)c->PC * (double)(H * W) : row_bytes * (double)(ring ? ring : c->YP);
   int cp = 0, cr = 0, rr = 0;
   for (int P = 1; P <= 4 && (P - 1) * L < c->CO; P++)
