@@ -353,8 +353,8 @@ typedef struct CgOptions {
   bool cpu_expand_all;  /* loop dialects: expansions join their windows whatever their size (KILN_CPU_EXPAND=2) */
   int cpu_channel_lanes; /* loop dialects: direct convolutions with constant weights run with output channels
                            along the vectors, 1 where the cost model says, 2 wherever they can, 0 never */
-  bool cpu_run_ends;    /* loop dialects: a window's runs of stride 1 copied between their guard's ends, not masked
-                           (CgCpuTile.cols_ends; kiln_options.cpu_run_ends) */
+  bool cpu_run_ends;    /* loop dialects: a window's runs of stride 1 copied between their guard's ends, the guard
+                           not tested on every lane (CgCpuTile.cols_ends; kiln_options.cpu_run_ends) */
   bool mma_half;        /* GEMM tiles: contractions of bf16/f16 operands on the dialect's mma (tensor cores) */
   bool mma_tf32;        /* ... and of f32 operands, rounded to TF32 (kiln_options.tf32) */
   int chain_mma;        /* attention chains of 16-bit values: both products on the mma where mma_half allows
@@ -848,7 +848,8 @@ typedef struct CgCpuTile {
                                     * dropped, packed in runs, masked or (cols_stride > 1) strided vector
                                     * loops (NULL: lane by lane) */
   bool cols_ends;                  /* cols_runs' lanes inside the guard found from the run's ends, then one
-                                    * unmasked loop (always with cols_stride > 1; with 1, CgOptions.cpu_run_ends) */
+                                    * loop over them (run_from_ends: always with cols_stride > 1; with 1,
+                                    * CgOptions.cpu_run_ends) */
   bool tile_apart;                 /* the rows are packed and a packed operand is rounded to f16/bf16 as it
                                     * is packed: the tile is called out of line (the dialect's tile_apart) */
 } CgCpuTile;

@@ -460,6 +460,17 @@ static Expr *run_operand(const Plan *p, const Kernel *k, const Expr *x, int *str
   return *stride == 1 || guard_at_ends(u) ? u : NULL;
 }
 
+/* One lane of a run's point, inside the loop over kiln_i: e (lazily, its loads only where taken)
+ * at the lane's last var, stored to the lane's place in the panel. */
+static void lane_store(const CgEmit *em, const Kernel *k, const Expr *e) {
+  char val[256];
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_w0 + kiln_i;", em->d->index_type, k->rank - 1);
+  em->emit_lazy(em->r, e, val, sizeof val);
+  cg_put(em, "kiln_o[kiln_i] = %s;", val);
+  em->pop(em->r);
+}
+
 /* One point of a run (pack_runs) whose operand u takes guard_at_ends: the lanes kiln_ia ..
  * kiln_ib - 1 where u's guard holds (an interval), found from the run's ends, as one vector
  * loop over u's then-branch; the lanes outside through u itself, lazily, one at a time.
@@ -485,39 +496,39 @@ static void run_from_ends(const CgEmit *em, const Kernel *k, const Expr *u, int 
     }
   for (int side = 0; top && side < 2; side++) {  /* the few lanes outside: [0, ia), then [ib, m) */
     cg_open(em, side ? "for (int kiln_i = kiln_ib; kiln_i < kiln_m; kiln_i++) {" : "for (int kiln_i = 0; kiln_i < kiln_ia; kiln_i++) {");
-    em->push(em->r);
-    cg_put(em, "const %s v%d = kiln_w0 + kiln_i;", I, last);
-    em->emit_lazy(em->r, u, val, sizeof val);
-    cg_put(em, "kiln_o[kiln_i] = %s;", val);
-    em->pop(em->r);
+    lane_store(em, k, u);
     cg_close(em);
   }
   /* a stride of 1: a whole panel's run in a loop of constant length, any other a masked loop
    * over the panel (a loop of the run's length ran its last lanes one at a time: resnet50's
    * 1x1 convolutions at 14x14, runs of 14 and less, 1.05-1.08 slower than masked_points) */
-  bool whole = stride == 1;
-  for (int form = whole ? 0 : 1; form < 2; form++) {
-    if (whole) cg_open(em, form ? "else {" : "if (kiln_ia == 0 && kiln_ib == %s) {", width);
+  const Expr *inside = top ? u->args[1] : u;
+  if (stride > 1) {
     cg_put(em, "%s", em->d->simd);
-    if (whole) cg_open(em, "for (int kiln_i = 0; kiln_i < %s; kiln_i++) {", width);
-    else cg_open(em, "for (int kiln_i = kiln_ia; kiln_i < kiln_ib; kiln_i++) {");
-    if (whole && form) cg_open(em, "if (kiln_i >= kiln_ia && kiln_i < kiln_ib) {");
-    em->push(em->r);
-    cg_put(em, "const %s v%d = kiln_w0 + kiln_i;", I, last);
-    em->emit_lazy(em->r, top ? u->args[1] : u, val, sizeof val);
-    cg_put(em, "kiln_o[kiln_i] = %s;", val);
-    em->pop(em->r);
-    if (whole && form) cg_close(em);
+    cg_open(em, "for (int kiln_i = kiln_ia; kiln_i < kiln_ib; kiln_i++) {");
+    lane_store(em, k, inside);
     cg_close(em);
-    if (whole) cg_close(em);
+    return;
   }
+  cg_open(em, "if (kiln_ia == 0 && kiln_ib == %s) {", width);
+  cg_put(em, "%s", em->d->simd);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %s; kiln_i++) {", width);
+  lane_store(em, k, inside);
+  cg_close(em);
+  cg_close(em);
+  cg_open(em, "else {");
+  cg_put(em, "%s", em->d->simd);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < %s; kiln_i++) {", width);
+  cg_open(em, "if (kiln_i >= kiln_ia && kiln_i < kiln_ib) {");
+  lane_store(em, k, inside);
+  cg_close(em);
+  cg_close(em);
+  cg_close(em);
 }
 
 /* One point of a run with a stride of 1 (pack_runs): a masked vector loop over the run's lanes,
  * where u's guard does not take the ends' form (or cpu_run_ends is off). */
 static void masked_points(const CgEmit *em, const Kernel *k, const Expr *u, const char *width, int64_t run) {
-  const char *I = em->d->index_type;
-  int last = k->rank - 1;
   /* a run is at most a row (or the rows it crosses): with rows of 14, a loop over 32 lanes ran
    * twice as many masked vectors as there were lanes */
   char span[64];
@@ -530,12 +541,7 @@ static void masked_points(const CgEmit *em, const Kernel *k, const Expr *u, cons
   else cg_put(em, "%s", em->d->simd);
   cg_open(em, "for (int kiln_i = 0; kiln_i < %s; kiln_i++) {", span);
   cg_open(em, "if (kiln_i < kiln_m) {");
-  em->push(em->r);
-  cg_put(em, "const %s v%d = kiln_w0 + kiln_i;", I, last);
-  char val[256];
-  em->emit_lazy(em->r, u, val, sizeof val);
-  cg_put(em, "kiln_o[kiln_i] = %s;", val);
-  em->pop(em->r);
+  lane_store(em, k, u);
   cg_close(em);
   cg_close(em);
 }
