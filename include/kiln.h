@@ -667,6 +667,11 @@ typedef struct kiln_options {
                            0 one masked vector loop over the run, its guard on every lane (resnet50's 3x3
                            convolutions over 64 channels at 56x56: 0.81-0.85 of the masked form, two threads,
                            this EPYC) ($KILN_CPU_RUN_ENDS) */
+  int cpu_pixel_panels; /* cpu: 1 (default) a 1 x 1 convolution in channel lanes copies its operand once a
+                           thread an image into panels of a task's pixels [block][channel][pixel], so that a
+                           task's broadcasts run on contiguously, and takes tasks of any run of pixels (not
+                           only a row's): 0 the operand read in place or from the row form's plane
+                           ($KILN_CPU_PANELS) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

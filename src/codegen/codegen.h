@@ -355,6 +355,8 @@ typedef struct CgOptions {
                            along the vectors, 1 where the cost model says, 2 wherever they can, 0 never */
   bool cpu_run_ends;    /* loop dialects: a window's runs of stride 1 copied between their guard's ends, the guard
                            not tested on every lane (CgCpuTile.cols_ends; kiln_options.cpu_run_ends) */
+  bool cpu_pixel_panels; /* loop dialects: a 1 x 1 convolution in channel lanes reads panels of its tasks'
+                           pixels (CgCpuDirect.panel; kiln_options.cpu_pixel_panels) */
   bool mma_half;        /* GEMM tiles: contractions of bf16/f16 operands on the dialect's mma (tensor cores) */
   bool mma_tf32;        /* ... and of f32 operands, rounded to TF32 (kiln_options.tf32) */
   int chain_mma;        /* attention chains of 16-bit values: both products on the mma where mma_half allows
@@ -911,6 +913,12 @@ typedef struct CgCpuDirect {
   bool channel_items;              /* channel lanes: the epilogue runs a pixel's channels as vectors, else
                                     * a channel's run of pixels a point at a time (cpu_direct.c) */
   int64_t pitch;                   /* channel lanes in place: the operand's row pitch (elements) */
+  bool panel;                      /* channel lanes over pixel panels (a 1 x 1 window): a task is cp vectors
+                                    * of channels x cr pixels of the image taken flat (rr 1; the last
+                                    * block's pixels past the image zeros, not stored), the operand copied
+                                    * once a thread an image into kiln_pl [block][plane channel][cr] as
+                                    * its blocks are first read (CgOptions.cpu_pixel_panels) */
+  int64_t PB;                      /* panel: blocks of cr pixels an image */
   int64_t span;                    /* plane channels a span of the sum: PC where the sum is at most
                                     * CG_CPU_F32_SUM_MAX points, else spans of at most CG_CPU_F32_SPAN
                                     * points, each summed in f32 and the spans added in f64 */

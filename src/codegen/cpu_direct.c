@@ -177,16 +177,30 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
   int64_t H = k->shape[h], W = k->shape[w], xq = (c->XP + c->col_stride - 1) / c->col_stride;
   int64_t pitch = KH == 1 && KW == 1 ? strided_in_place(p, k, c) : 0;
   bool in_place = pitch > 0;
+  /* Pixel panels (a 1 x 1 window): a task's broadcasts read in place or from the plane lie a
+   * channel's pitch apart, a line of L1 a tap (bottleneck2048_7's 1x1 2048 -> 512 at 7x7: a
+   * harness of the sums alone ran 1 x 7 at 66 GFLOP/s in place and 95 from panels, 2 x 6 at 89 and
+   * 118, two threads of this EPYC). Copied once into panels [block][channel][pixels] they run on
+   * contiguously, and a task may take any run of pixels: 2 vectors x 6, within AVX2's 12 sums,
+   * where rows of 7 allowed only 1 x 7 or 2 x 1. Three or four vectors a task ran slower from
+   * panels (3 x 4 at 73-89, 4 x 3 at 87-104: their weights, streamed from L3 where they pass L2,
+   * are most of the bytes), so at most two. The panels are one more family of tasks beside the
+   * row's, their fill charged (a load and a store an element): resnet50's 1x1 128 -> 512 at
+   * 28x28 keeps 3 x 4 in place (its weights in L2; 2 x 6 from panels ran it 1.15-1.27 slower). */
+  int64_t HW = H * W;
+  bool panels = o->cpu_pixel_panels && KH * KW == 1 && 4.0 * (double)c->PC * (double)(HW + budget) <= CHANNEL_PLANE_BYTES;
   /* a plane past CHANNEL_PLANE_BYTES keeps a ring of the rows a task's taps read: tasks of one
    * row, rows outermost (a thread's rows go by in order), every block's weights beside it in L2.
    * resnet50's 3x3/2 over 128 channels from 56x56 (a plane of 1.7 MB) took register tiles, 1006 us
    * in the model against 785 here (a ring of 4 rows, 116 KiB). */
   int ring = 0;
+  bool rows_ok = true;
   double row_bytes = 4.0 * (double)c->PC * (double)(xq * c->col_stride);
   if (!in_place && row_bytes * (double)c->YP > CHANNEL_PLANE_BYTES) {
     for (ring = 1; ring < KH; ring *= 2) {}
-    if (row_bytes * ring + 4.0 * (double)c->CO * (double)k->inner_numel > CHANNEL_L2_BYTES) return;
+    rows_ok = row_bytes * ring + 4.0 * (double)c->CO * (double)k->inner_numel <= CHANNEL_L2_BYTES;
   }
+  if (!rows_ok && !panels) return;
   /* A tap's cost in half cycles: its multiply-adds and loads (tap_cost) but no fewer than 14
    * (tasks of 8 sums ran at half the speed of 14 to 24; see below for one weight vector over a
    * window), and its cp weight vectors, which stream
@@ -201,19 +215,30 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
    * forms the floor had chosen (resnet50's 3x3 convolutions at 56x56, 14x14 and 7x7, res256_7's;
    * bench/results/2026-12-07-cpu-tap-floor.md). 1x1 convolutions keep it: their tasks of 7
    * pixels ran 1.13-1.58 slower read in place over 1024 and 2048 channels. */
-  double cbest = 0, plane = in_place ? 4.0 * (double)c->PC * (double)(H * W) : row_bytes * (double)(ring ? ring : c->YP);
+  /* each candidate's whole cost: its taps over the sum (K points), then its epilogue (below) */
+  double K = (double)k->inner_numel, points = (double)c->CO * (double)(H * W);
+  double kf = K * (4.0 * (double)c->CO * K > CHANNEL_L2_BYTES ? 0.9 : 1.0);
+  double mine = 0, items = 0;
   int cp = 0, cr = 0, rr = 0;
-  for (int P = 1; P <= 4 && (P - 1) * L < c->CO; P++)
-    for (int64_t n = 1; n <= W; n++)
-      for (int64_t m = 1; W % n == 0 && m <= H && (m == 1 || n == W) && (m == 1 || !ring); m++) {
-        int64_t R = m * n, PB = (H + m - 1) / m * (W / n);
-        if (R * P > budget) break;
-        double t = tap_cost(R * P, R + P), bytes = 4.0 * P * L, block = bytes * (double)k->inner_numel;
-        if (t < 14 && (P > 1 || KH * KW == 1)) t = 14;
-        double first = fmax(t, bytes / 6), again = block + plane <= CHANNEL_L2_BYTES ? fmax(t, bytes / 16) : first;
-        double cost = (double)((c->CO + P * L - 1) / (P * L)) * (first + (double)(PB - 1) * again);
-        if (!cbest || cost < cbest) cbest = cost, cp = P, cr = (int)n, rr = (int)m;
-      }
+  bool panel = false;
+  for (int fam = rows_ok ? 0 : 1; fam <= (panels ? 1 : 0); fam++) {  /* 0 blocks of a row's pixels, 1 panels */
+    bool pf = fam == 1;
+    double plane = pf || in_place ? 4.0 * (double)c->PC * (double)HW : row_bytes * (double)(ring ? ring : c->YP);
+    for (int P = 1; P <= (pf ? 2 : 4) && (P - 1) * L < c->CO; P++)
+      for (int64_t n = 1; n <= (pf ? HW : W); n++)
+        for (int64_t m = 1; (pf || W % n == 0) && m <= H && (m == 1 || n == W) && (m == 1 || !ring); m++) {
+          int64_t R = m * n, PB = pf ? (HW + n - 1) / n : (H + m - 1) / m * (W / n);
+          if (R * P > budget) break;
+          double t = tap_cost(R * P, R + P), bytes = 4.0 * P * L, block = bytes * (double)k->inner_numel;
+          if (t < 14 && (P > 1 || KH * KW == 1)) t = 14;
+          double first = fmax(t, bytes / 6), again = block + plane <= CHANNEL_L2_BYTES ? fmax(t, bytes / 16) : first;
+          double cost = (double)((c->CO + P * L - 1) / (P * L)) * (first + (double)(PB - 1) * again) + (pf ? 2.0 * HW : 0);
+          double its = n < W && !pf ? points * (2.0 * k->n_items / L + 2.0) : 2.0 * k->n_items * points;
+          if (!cp || kf * cost + its < mine) mine = kf * cost + its, items = its, cp = P, cr = (int)n, rr = (int)m, panel = pf;
+          if (pf) break;  /* a block of n pixels, never rows of them */
+        }
+  }
+  if (panel) in_place = false, pitch = 0, ring = 0;
   /* Against the other forms over an image, the sums' taps and the epilogue's items. The row
    * and flat forms read a task's weights as ob rows, ob streams apart: where the weights pass
    * L2 those streams come from L3, and their costs undercount it (res512_4 took 1000 us in
@@ -236,15 +261,13 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
    * point): resnet50's 7x7/2 stem (147 sums a point) ran 0.80 of the other form, its 3x3 over 64
    * channels at 56x56 0.97-0.98. Tasks of whole rows keep the other form: 7x7 and 14x14 images
    * (res256_7, bottleneck2048_7, resnet50's last stages) ran 1-8 % slower on vectors. */
-  bool channel_items = cr < W;
-  double K = (double)k->inner_numel, points = (double)c->CO * (double)(H * W);
-  double items = channel_items ? points * (2.0 * k->n_items / L + 2.0) : 2.0 * k->n_items * points;
-  double mine = K * (4.0 * (double)c->CO * K > CHANNEL_L2_BYTES ? 0.9 : 1.0) * cbest + items;
+  bool channel_items = cr < W && !panel;
   double pack = KH * KW == 1 ? 0 : 2.0 * L;
   double theirs = best < HUGE_VAL ? K * best
                                   : K * (12.0 * (double)((c->CO + 5) / 6) + pack) * (double)((H * W + 2 * L - 1) / (2 * L));
   if (!cp || (o->cpu_channel_lanes < 2 && mine >= theirs + items / L)) return;
   c->channel_lanes = true, c->cp = cp, c->cr = cr, c->rr = rr, c->flat = false, c->in_place = in_place, c->pitch = pitch;
+  c->panel = panel, c->PB = panel ? (HW + cr - 1) / cr : 0;
   c->channel_items = channel_items;
   /* rows outermost where every channel block's weights stay in L2 beside the plane: a task's
    * switch of blocks then reads them from there (render_channels). A 1x1 read in place whose
@@ -1343,7 +1366,13 @@ static void render_expanded(const Plan *p, const Kernel *k, const CgCpuDirect *c
  * any run of pixels be one pointer, were 3 times the plane and ran the 3x3 over 512 channels
  * at 7x7 10 % slower (their weights and planes passed L2). The last block of rows moves back to
  * end at the image's last row and stores only the rows past the block before it. */
+static void render_panels(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em);
+
 static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  if (c->panel) {
+    render_panels(p, k, c, em);
+    return;
+  }
   const Dialect *d = em->d;
   const char *I = d->index_type, *F = d->value_type[KILN_F32], *al = d->array_align ? d->array_align : "";
   int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1;
@@ -1451,6 +1480,107 @@ static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c
   }
   cg_close(em);
   cg_close(em);
+}
+
+/* Channel lanes over pixel panels (CgCpuDirect.panel, a 1 x 1 window). Tasks: an image's channel
+ * blocks x its blocks of cr pixels taken flat (q = row x W + column), in render_channels' two
+ * orders. A thread copies a block's pixels of every plane channel into its panel the first time
+ * it reads the block in an image (kiln_pf: the image each block holds), so a thread whose tasks
+ * keep to some blocks (rows outermost) fills only those. A tap is then cp weight vectors and cr
+ * broadcasts from one run of cr floats, the next channel's run right after it. */
+static void render_panels(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *F = d->value_type[KILN_F32], *al = d->array_align ? d->array_align : "";
+  int h = k->rank - 2, w = k->rank - 1, rh = k->rank + k->n_red - 2, rw = rh + 1;
+  int64_t H = k->shape[h], W = k->shape[w], HW = H * W, K = k->inner_numel, PB = c->PB;
+  int L = c->lanes, P = c->cp, R = c->cr, PL = P * L;
+  int64_t CB = (c->CO + PL - 1) / PL, NF = k->outer_numel / (c->CO * HW);
+  int nsel[KILN_MAX_RANK], csel[KILN_MAX_RANK];
+  for (int v = 0; v < k->rank; v++) nsel[v] = v != c->co && v != h && v != w;
+  for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
+  cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
+  bool parallel = (double)k->outer_numel * (double)k->inner_numel >= (double)d->min_parallel_work;
+  cg_open(em, "{");
+  cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(PB * R * c->PC), al);
+  cg_put(em, "%s kiln_pf[%lld];  /* the image whose pixels each block of the panels holds */", I, (long long)PB);
+  cg_put(em, "for (%s kiln_b = 0; kiln_b < %s; kiln_b++) kiln_pf[kiln_b] = -1;", I, cg_lit(em, PB));
+  char head[320];
+  cg_team_for(d, "kiln_t", cg_lit(em, NF * CB * PB), parallel, head, sizeof head);
+  cg_open(em, "%s", head);
+  if (c->rows_outer)
+    cg_put(em, "const %s kiln_cb = kiln_t %% %s, kiln_pb = kiln_t / %s %% %s;", I, cg_lit(em, CB), cg_lit(em, CB), cg_lit(em, PB));
+  else
+    cg_put(em, "const %s kiln_pb = kiln_t %% %s, kiln_cb = kiln_t / %s %% %s;", I, cg_lit(em, PB), cg_lit(em, PB), cg_lit(em, CB));
+  cg_put(em, "const %s kiln_bz = kiln_t / %s, kiln_o0 = kiln_cb * %d;", I, cg_lit(em, CB * PB), PL);
+  em->push(em->r);
+  em->digits(em->r, "kiln_bz", 0, k->rank, k->shape, nsel, 1, NF);
+  cg_open(em, "if (kiln_pf[kiln_pb] != kiln_bz) {  /* the block's pixels of this image, once */");
+  cg_put(em, "kiln_pf[kiln_pb] = kiln_bz;");
+  cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, c->PC));
+  em->push(em->r);
+  em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, c->PC);
+  cg_put(em, "%s *kiln_row = kiln_pl + (kiln_pb * %s + kiln_pc) * %d;", F, cg_lit(em, c->PC), R);
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) {", R);
+  cg_put(em, "const %s kiln_q = kiln_pb * %d + kiln_r;", I, R);
+  cg_open(em, "if (kiln_q >= %s) {  /* past the image: zeros, never stored */", cg_lit(em, HW));
+  cg_put(em, "kiln_row[kiln_r] = 0;");
+  cg_put(em, "continue;");
+  cg_close(em);
+  em->push(em->r);
+  /* the operand at the pixel: the plane's row and column its output row and column at the strides */
+  cg_put(em, "const %s v%d = kiln_q / %s * %d, v%d = kiln_q %% %s * %d;", I, rh, cg_lit(em, W), c->stride, rw, cg_lit(em, W),
+         c->col_stride);
+  em->var_range(em->r, rh, 0, c->YP - 1);
+  em->var_range(em->r, rw, 0, c->XP - 1);
+  char v[256];
+  em->emit_lazy(em->r, c->plane, v, sizeof v);
+  cg_put(em, "kiln_row[kiln_r] = %s;", v);
+  em->var_range(em->r, rh, 0, 0);
+  em->var_range(em->r, rw, 0, 0);
+  em->pop(em->r);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  cg_put(em, "const %s *kiln_wb = kiln_pk + kiln_cb * %s, *kiln_xb = kiln_pl + kiln_pb * %s;", F, cg_lit(em, K * PL),
+         cg_lit(em, c->PC * R));
+  cg_put(em, "kiln_v kiln_a[%d][%d];", R, P);
+  sums_open(c, em, (int64_t)R * PL);
+  cg_put(em, "const %s *kiln_xp = kiln_xb + kiln_pc * %d, *kiln_wk = kiln_wb + kiln_pc * %d;", F, R, PL);
+  cg_put(em, "kiln_v kiln_w[%d];", P);
+  cg_put(em, "#pragma GCC unroll %d", P);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_w[kiln_u] = *(const kiln_v *)(kiln_wk + kiln_u * %d);", P, L);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) K_KEEP(kiln_w[kiln_u]);  /* one load, not one a pixel */", P);
+  cg_put(em, "#pragma GCC unroll %d", R);
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) {", R);
+  cg_put(em, "const %s kiln_x = kiln_xp[kiln_r];", F);
+  cg_put(em, "#pragma GCC unroll %d", P);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_a[kiln_r][kiln_u] += kiln_x * kiln_w[kiln_u];", P);
+  cg_close(em);
+  char dims[64];
+  snprintf(dims, sizeof dims, "[%d][%d]", R, PL);
+  sums_close(c, em, dims, (int64_t)R * PL);
+  /* the epilogue: each channel's run of the block's pixels (the output's and a residual's lines) */
+  cg_put(em, "const int kiln_ni = %s - kiln_o0 < %d ? (int)(%s - kiln_o0) : %d;", cg_lit(em, c->CO), PL, cg_lit(em, c->CO), PL);
+  cg_put(em, "const int kiln_rn = %s - kiln_pb * %d < %d ? (int)(%s - kiln_pb * %d) : %d;", cg_lit(em, HW), R, R, cg_lit(em, HW),
+         R, R);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < kiln_ni; kiln_i++) {");
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
+  cg_put(em, "%s", d->simd);
+  cg_open(em, "for (int kiln_r = 0; kiln_r < kiln_rn; kiln_r++) {");
+  em->push(em->r);
+  cg_put(em, "const %s v%d = (kiln_pb * %d + kiln_r) / %s, v%d = (kiln_pb * %d + kiln_r) %% %s;", I, h, R, cg_lit(em, W), w, R,
+         cg_lit(em, W));
+  em->items(em->r, 1, "kiln_d[kiln_r][kiln_i]");
+  em->pop(em->r);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  (void)p;
 }
 
 void cg_render_cpu_pack(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {

@@ -218,7 +218,11 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
     if (direct && dc.channel_lanes) l->pack = cg_cpu_pack_numel(k, &dc);
     if (direct && k->expanded) why_append(l, "; k%d's value computed as the planes fill", k->id - 1);
     if (direct && dc.in_place) why_append(l, "; read in place");
-    if (direct && dc.channel_lanes)
+    if (direct && dc.panel)
+      why_append(l, "; direct convolution, channels in lanes over pixel panels: %d vectors of channels x %d pixels a task, "
+                 "panels of %lld blocks x %lld x %d, weights laid out once%s", dc.cp, dc.cr, (long long)dc.PB, (long long)dc.PC,
+                 dc.cr, dc.rows_outer ? "; pixels outermost" : "");
+    else if (direct && dc.channel_lanes)
       why_append(l, "; direct convolution, channels in lanes: %d vectors of channels x %d rows of %d pixels a task, planes of "
                  "%lld x %lld x %lld%s, weights laid out once%s%s", dc.cp, dc.rr, dc.cr, (long long)dc.PC,
                  (long long)(dc.ring ? dc.ring : dc.YP), (long long)dc.XPA, dc.ring ? " (a ring of rows)" : "",

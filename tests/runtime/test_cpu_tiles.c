@@ -1013,6 +1013,86 @@ static void channel_lanes_in_place_rows(void) {
   }
 }
 
+/* relu(conv1x1(x, w, stride) + b + r), x [n, c, hw, hw], w [m, c, 1, 1] a param (channel lanes may
+ * lay it out), r [n, m, hw', hw'] a param read at each output pixel (the residual of a
+ * bottleneck's last 1x1) */
+static kiln_graph *pointwise_graph(int64_t n, int64_t c, int64_t hw, int64_t m, int stride) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t ohw = (hw - 1) / stride + 1;
+  int64_t xs[4] = { n, c, hw, hw }, ws[4] = { m, c, 1, 1 }, bs[1] = { m }, rs[4] = { n, m, ohw, ohw };
+  float *wv = alloc_f32(m * c), *bias = alloc_f32(m), *res = alloc_f32(n * m * ohw * ohw);
+  for (int64_t i = 0; i < m * c; i++) wv[i] = val(i, 6) / 16;
+  for (int64_t i = 0; i < m; i++) bias[i] = val(i, 2);
+  for (int64_t i = 0; i < n * m * ohw * ohw; i++) res[i] = val(i, 8);
+  kiln_tensor x, w, b, r, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+  OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, wv, &w));
+  OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &b));
+  OK(kiln_graph_param(g, "r", KILN_F32, 4, rs, res, &r));
+  kiln_conv_params cp = { .spatial = 2, .strides = { stride, stride }, .dilations = { 1, 1 }, .group = 1 };
+  OK(kiln_graph_conv(g, x, w, b, &cp, &y));
+  OK(kiln_graph_binary(g, KILN_ADD, y, r, &y));
+  OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  free(wv);
+  free(bias);
+  free(res);
+  return g;
+}
+
+/* Pixel panels (CgCpuDirect.panel): a 1x1 convolution in channel lanes copies its tasks' pixels
+ * into panels and takes runs of pixels across rows. At 8 lanes resnet50's and bottleneck2048_7's
+ * 1x1s at 7x7 take 2 vectors x 6 pixels by default (bottleneck's 0.45-0.64 of the row form); here
+ * 256 -> 64 channels (weights in L2: pixels outermost) and 1088 -> 256 (past it: channel blocks
+ * outermost), 49 pixels in 9 blocks, the last one pixel; a 1x1/2 from 14x14 over five images (a
+ * thread's panels filled again for each of its images, at any count of threads up to 4); a sum over 4200 channels (past f32's 4096 points:
+ * in spans); each against ref, and with cpu_pixel_panels 0, where no kernel takes them. */
+static void pixel_panels_cases(void) {
+  if (!host_lanes()) return;
+  static const struct { int64_t n, c, hw, m; int stride, outer; const char *name; } cases[] = {
+    { 1, 256, 7, 64, 1, 1, "1x1 256 -> 64 at 7x7" },
+    { 1, 1088, 7, 256, 1, 0, "1x1 1088 -> 256 at 7x7" },
+    { 5, 128, 14, 64, 2, -1, "1x1/2 128 -> 64 from 14x14, five images" },
+    { 1, 4200, 7, 32, 1, -1, "1x1 4200 -> 32 at 7x7 (spans)" },
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int64_t n = cases[i].n, c = cases[i].c, hw = cases[i].hw, m = cases[i].m, ohw = (hw - 1) / cases[i].stride + 1;
+    kiln_graph *g = pointwise_graph(n, c, hw, m, cases[i].stride);
+    for (int panels = 0; panels < 2; panels++) {
+      kiln_options o = kiln_options_default();
+      o.backend = "cpu";
+      o.cpu_channel_lanes = 2;  /* lanes wherever they can go; panels or not by the cost model */
+      o.cpu_pixel_panels = panels;
+      kiln_program *p = NULL;
+      OK(kiln_program_compile(g, &o, &p));
+      int np = p ? count_in_plan(p, "over pixel panels") : -1, n26 = p ? count_in_plan(p, "2 vectors of channels x 6 pixels") : -1;
+      int outer = p ? count_in_plan(p, "pixels outermost") : -1;
+      if (!panels) CHECK_MSG(np == 0, "%s, cpu_pixel_panels 0: %d kernels over pixel panels", cases[i].name, np);
+      else if (lanes() == 8 && cases[i].outer >= 0)
+        CHECK_MSG(np == 1 && n26 == 1 && outer == cases[i].outer,
+                  "%s at 8 lanes: %d kernels over pixel panels, %d of 2 vectors x 6 pixels, %d pixels outermost (want 1, 1, %d)",
+                  cases[i].name, np, n26, outer, cases[i].outer);
+      else CHECK_MSG(np == 1 || lanes() != 8, "%s at 8 lanes: %d kernels over pixel panels (want 1)", cases[i].name, np);
+      kiln_program_free(p);
+      char name[128];
+      snprintf(name, sizeof name, "%s, cpu_pixel_panels %d", cases[i].name, panels);
+      lanes_against_ref(g, &o, n * c * hw * hw, n * m * ohw * ohw, 3 + (int)i, 1, name);
+    }
+    kiln_graph_free(g);
+  }
+  {  /* cpu_pixel_panels is 0 or 1 */
+    kiln_graph *g = pointwise_graph(1, 16, 5, 16, 1);
+    kiln_options o = kiln_options_default();
+    o.backend = "cpu";
+    o.cpu_pixel_panels = 2;
+    kiln_program *p = NULL;
+    FAILS(KILN_ERR_INVALID_ARG, kiln_program_compile(g, &o, &p));
+    CHECK(!p);
+    kiln_graph_free(g);
+  }
+}
+
 /* Channel lanes whose tasks take part of a row run their epilogue on vectors of a pixel's
  * channels (CgCpuDirect.channel_items; resnet50's 7x7/2 stem): two images of 28x28 at a stride
  * of 2 into 14x14, 40 output channels (a block of 32 and one of 8), and a residual read at each
@@ -1210,6 +1290,7 @@ int main(void) {
   channel_lanes_by_rows();
   channel_items_case();
   channel_lanes_in_place_rows();
+  pixel_panels_cases();
   channel_lanes_ring();
   window_max_pool();
   short_product_tiles();
