@@ -221,6 +221,13 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
   double mine = 0, items = 0;
   int cp = 0, cr = 0, rr = 0;
   bool panel = false;
+  /* a panel task's floor: where the weights pass half of L2 (channel blocks outermost, each
+   * block's weights streamed once while every panel goes by) its 12 sums at AVX2 ran as the
+   * register tiles' 12 do, which their estimate below charges 12: resnet50's 1x1s over 512 and
+   * 1024 channels at 14x14 took panels at 0.86-0.95 of the tiles. Where the weights fit (pixels
+   * outermost) 14, as the row's tasks: its 1x1 128 -> 512 at 28x28 ran 1.03-1.09 slower from
+   * panels than 3 x 4 read in place. */
+  double panel_floor = 4.0 * (double)c->CO * (double)k->inner_numel <= CHANNEL_L2_BYTES / 2 ? 14 : 12;
   for (int fam = rows_ok ? 0 : 1; fam <= (panels ? 1 : 0); fam++) {  /* 0 blocks of a row's pixels, 1 panels */
     bool pf = fam == 1;
     double plane = pf || in_place ? 4.0 * (double)c->PC * (double)HW : row_bytes * (double)(ring ? ring : c->YP);
@@ -230,7 +237,8 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
           int64_t R = m * n, PB = pf ? (HW + n - 1) / n : (H + m - 1) / m * (W / n);
           if (R * P > budget) break;
           double t = tap_cost(R * P, R + P), bytes = 4.0 * P * L, block = bytes * (double)k->inner_numel;
-          if (t < 14 && (P > 1 || KH * KW == 1)) t = 14;
+          double floor = pf ? panel_floor : 14;
+          if (t < floor && (P > 1 || KH * KW == 1)) t = floor;
           double first = fmax(t, bytes / 6), again = block + plane <= CHANNEL_L2_BYTES ? fmax(t, bytes / 16) : first;
           double cost = (double)((c->CO + P * L - 1) / (P * L)) * (first + (double)(PB - 1) * again) + (pf ? 2.0 * HW : 0);
           double its = n < W && !pf ? points * (2.0 * k->n_items / L + 2.0) : 2.0 * k->n_items * points;
@@ -253,16 +261,18 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
    * took 532 us here against 366 in tiles. The tiles also pack a window's panel (2 vectors of
    * pixels a point of the sum) for its row tiles, about a half cycle an element: without that
    * term the tiles were taken for resnet50's 3x3 convolutions over 64 channels at 56x56, 11 row
-   * tiles a panel, at 736-765 us against 681 here (two threads, this EPYC). The term is that of a
-   * stride of 1 (a stride's gathered runs cost more): with it, and the epilogue below, the 7x7/2
-   * stem comes here (0.81 alone; the max pool after it no slower). */
+   * tiles a panel, at 736-765 us against 681 here (two threads, this EPYC). A 1 x 1 window's
+   * panel is packed too (its term was 0: resnet50's 1x1s over 512 and 1024 channels at 14x14 then
+   * stayed in tiles, where panels here ran 0.87-0.95), and a strided window's gathered runs cost
+   * twice (its 7x7/2 stem stayed in tiles, where its channel lanes ran 0.83; both on the Zen 3
+   * host, bench/results/2026-12-07-cpu-pixel-panels.md). */
   /* The epilogue: where a task takes part of a row, its items run on vectors of a pixel's channels,
    * their stores and a residual's loads a point at a time, planes apart (about 2 half cycles a
    * point): resnet50's 7x7/2 stem (147 sums a point) ran 0.80 of the other form, its 3x3 over 64
    * channels at 56x56 0.97-0.98. Tasks of whole rows keep the other form: 7x7 and 14x14 images
    * (res256_7, bottleneck2048_7, resnet50's last stages) ran 1-8 % slower on vectors. */
   bool channel_items = cr < W && !panel;
-  double pack = KH * KW == 1 ? 0 : 2.0 * L;
+  double pack = (c->stride > 1 || c->col_stride > 1 ? 4.0 : 2.0) * L;
   double theirs = best < HUGE_VAL ? K * best
                                   : K * (12.0 * (double)((c->CO + 5) / 6) + pack) * (double)((H * W + 2 * L - 1) / (2 * L));
   if (!cp || (o->cpu_channel_lanes < 2 && mine >= theirs + items / L)) return;

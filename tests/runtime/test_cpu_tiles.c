@@ -1001,8 +1001,13 @@ static void channel_lanes_in_place_rows(void) {
     OK(kiln_graph_output(g, y, "y"));
     free(wv);
     free(bias);
-    kiln_options o;
-    kiln_program *p = lanes_asked(g, &o);
+    /* without pixel panels, which take these where they pass half of L2 (pixel_panels_cases) */
+    kiln_options o = kiln_options_default();
+    o.backend = "cpu";
+    o.cpu_channel_lanes = 2;
+    o.cpu_pixel_panels = 0;
+    kiln_program *p = NULL;
+    OK(kiln_program_compile(g, &o, &p));
     int in_place = p ? count_in_plan(p, "read in place; direct convolution, channels in lanes") : -1;
     int rows = p ? count_in_plan(p, "rows outermost") : -1;
     CHECK_MSG(in_place == 1 && rows == !big, "1x1 over %lld channels read in place: %d in place, %d rows outermost (want 1, %d)",
@@ -1079,6 +1084,41 @@ static void pixel_panels_cases(void) {
       snprintf(name, sizeof name, "%s, cpu_pixel_panels %d", cases[i].name, panels);
       lanes_against_ref(g, &o, n * c * hw * hw, n * m * ohw * ohw, 3 + (int)i, 1, name);
     }
+    kiln_graph_free(g);
+  }
+  /* by default at 8 lanes (plans only): resnet50's 1x1 1024 -> 256 at 14x14 takes panels (its
+   * weights past half of L2: a panel task's floor of 12 sums, the tiles' estimate packing a 1x1's
+   * window too; 0.95 of the tiles), and its 7x7/2 stem channel lanes (a strided window's packing
+   * charged twice; 0.83) */
+  if (lanes() == 8) {
+    kiln_graph *g = pointwise_graph(1, 1024, 14, 256, 1);
+    kiln_options o = kiln_options_default();
+    o.backend = "cpu";
+    kiln_program *p = NULL;
+    OK(kiln_program_compile(g, &o, &p));
+    int np = p ? count_in_plan(p, "over pixel panels") : -1;
+    CHECK_MSG(np == 1, "1x1 1024 -> 256 at 14x14 by default: %d kernels over pixel panels (want 1)", np);
+    kiln_program_free(p);
+    kiln_graph_free(g);
+    OK(kiln_graph_create(&g));
+    int64_t xs[4] = { 1, 3, 224, 224 }, ws[4] = { 64, 3, 7, 7 }, bs[1] = { 64 };
+    float *wv = alloc_f32(64 * 3 * 49), *bias = alloc_f32(64);
+    for (int64_t i = 0; i < 64 * 3 * 49; i++) wv[i] = val(i, 3) / 4;
+    for (int64_t i = 0; i < 64; i++) bias[i] = val(i, 4);
+    kiln_tensor x, w, b, y;
+    OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+    OK(kiln_graph_param(g, "w", KILN_F32, 4, ws, wv, &w));
+    OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &b));
+    kiln_conv_params cp = { .spatial = 2, .strides = { 2, 2 }, .dilations = { 1, 1 }, .pads = { 3, 3, 3, 3 }, .group = 1 };
+    OK(kiln_graph_conv(g, x, w, b, &cp, &y));
+    OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+    OK(kiln_graph_output(g, y, "y"));
+    free(wv);
+    free(bias);
+    OK(kiln_program_compile(g, &o, &p));
+    int nl = p ? count_in_plan(p, "channels in lanes") : -1;
+    CHECK_MSG(nl == 1, "a 7x7/2 stem by default: %d kernels in channel lanes (want 1)", nl);
+    kiln_program_free(p);
     kiln_graph_free(g);
   }
   {  /* cpu_pixel_panels is 0 or 1 */
