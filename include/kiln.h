@@ -667,6 +667,10 @@ typedef struct kiln_options {
                            0 one masked vector loop over the run, its guard on every lane (resnet50's 3x3
                            convolutions over 64 channels at 56x56: 0.81-0.85 of the masked form, two threads,
                            this EPYC) ($KILN_CPU_RUN_ENDS) */
+  int cpu_cols_once;    /* cpu: 1 (default) register tiles whose column operand is the program's constant (a
+                           layer's weights read as [k][n]) lay its panels out once, at compile and after
+                           write_param, where each thread packed its groups of panels every run; 0 packed
+                           every run ($KILN_CPU_COLS_ONCE) */
   int cpu_pixel_panels; /* cpu: 1 (default) a 1 x 1 convolution in channel lanes copies its operand once a
                            thread an image into panels of a task's pixels [block][channel][pixel], so that a
                            task's broadcasts run on contiguously, and takes tasks of any run of pixels (not

@@ -355,6 +355,8 @@ typedef struct CgOptions {
                            along the vectors, 1 where the cost model says, 2 wherever they can, 0 never */
   bool cpu_run_ends;    /* loop dialects: a window's runs of stride 1 copied between their guard's ends, the guard
                            not tested on every lane (CgCpuTile.cols_ends; kiln_options.cpu_run_ends) */
+  bool cpu_cols_once;   /* loop dialects: register tiles lay a constant column operand out once
+                           (CgCpuTile.cols_once; kiln_options.cpu_cols_once) */
   bool cpu_pixel_panels; /* loop dialects: a 1 x 1 convolution in channel lanes reads panels of its tasks'
                            pixels (CgCpuDirect.panel; kiln_options.cpu_pixel_panels) */
   bool mma_half;        /* GEMM tiles: contractions of bf16/f16 operands on the dialect's mma (tensor cores) */
@@ -852,6 +854,9 @@ typedef struct CgCpuTile {
   bool cols_ends;                  /* cols_runs' lanes inside the guard found from the run's ends, then one
                                     * loop over them (run_from_ends: always with cols_stride > 1; with 1,
                                     * CgOptions.cpu_run_ends) */
+  bool cols_once;                  /* the cols operand is the program's constant, the same in every batch: its
+                                    * panels are laid out once in the kernel's pack (CgLaunch.pack: groups of
+                                    * panels [panel][K][KILN_NR], as a thread packs them), not every run */
   bool tile_apart;                 /* the rows are packed and a packed operand is rounded to f16/bf16 as it
                                     * is packed: the tile is called out of line (the dialect's tile_apart) */
 } CgCpuTile;
@@ -863,6 +868,9 @@ bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpu
 /* Columns a thread packs at once, in units of the widest panel (32 columns; cpu_tile.c says how many). */
 int64_t cg_cpu_tile_group(const CgCpuTile *t);
 void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em);
+/* The floats of t's pack (0: none, t->cols_once false), and its pack function's body. */
+int64_t cg_cpu_tile_pack_numel(const CgCpuTile *t);
+void cg_render_cpu_tile_pack(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em);
 
 /* May a loop dialect's kernel compute and store a point twice (a vector loop's last chunk moved
  * back)? Only when it stores the values of its own point, none into a buffer the kernel reads (an
@@ -871,6 +879,8 @@ bool cg_points_idempotent(const Plan *p, const Kernel *k);
 /* Is stage a constant of the program: a const, or a param no assign updates (the same value
  * every run until write_param)? (library.c) */
 bool cg_stage_constant(const TE *te, int stage);
+/* Does e read only the program's constants (consts, params no assign updates)? */
+bool cg_reads_constants(const TE *te, const Expr *e);
 /* The element offset of load L with the vars at v (nv of them); false where it is not exact. */
 bool cg_load_offset_at(const Plan *p, const Expr *L, const int64_t *v, int nv, int64_t *out);
 /* Is load L, over kernel k's vars (outer, then inner), affine and read in aligned runs of `width`

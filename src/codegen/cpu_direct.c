@@ -147,20 +147,6 @@ static double row_tap_cost(int64_t co, int64_t sums, int64_t loads) {
 
 static bool direct_match(const Plan *p, const Kernel *k, const CgOptions *o, bool chained, CgCpuDirect *dc);
 
-typedef struct Constant { const TE *te; bool all; } Constant;
-
-static void note_constant(const Expr *L, void *ctx) {
-  Constant *c = ctx;
-  c->all &= cg_stage_constant(c->te, L->src);
-}
-
-/* Does e read only the program's constants (consts, params no assign updates)? */
-static bool reads_constants(const TE *te, const Expr *e) {
-  Constant c = { te, true };
-  te_visit_loads(e, note_constant, &c);
-  return c.all;
-}
-
 /* Channel lanes (CgCpuDirect.channel_lanes): a task is cp vectors of output channels x rr rows of
  * cr pixels, each tap cp weight vectors and rr x cr broadcasts for cp x rr x cr multiply-adds, so
  * a small image's few pixels leave no lane idle (7x7 leaves 15 of 64 along rows). Where its cost
@@ -170,7 +156,7 @@ static bool reads_constants(const TE *te, const Expr *e) {
 static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, double best, int budget, CgCpuDirect *c) {
   int h = k->rank - 2, w = k->rank - 1, L = c->lanes;
   int64_t KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
-  if (!o->cpu_channel_lanes || c->by_channel || c->CO < L || !reads_constants(p->te, c->weight)) return;
+  if (!o->cpu_channel_lanes || c->by_channel || c->CO < L || !cg_reads_constants(p->te, c->weight)) return;
   for (int v = 0; v < k->rank; v++)
     if (v != c->co && te_uses_var(c->weight, v)) return;
   /* the row form's plane at the pitch of its columns, or the operand in place */

@@ -44,6 +44,10 @@ enum { TILE_K_MAX = 8192, ROWS_ONCE_BYTES = 256 << 10, TILE_SPAN = CG_CPU_F32_SP
 enum { GROUP_BYTES = 128 << 10, GROUP_PACKED_BYTES = 512 << 10 };
 /* pack_lanes: an operand packed a panel at a time reads at most this many rows, or bytes, at once */
 enum { PANEL_ROWS_MAX = 32, PANEL_BYTES_MAX = 256 << 10 };
+/* a column operand laid out once (CgCpuTile.cols_once) at most this many bytes */
+enum { COLS_ONCE_BYTES = 64 << 20 };
+
+static int64_t cg_cpu_tile_pack_numel_of(const CgCpuTile *t);
 
 static int last_role(const Kernel *k, const CgGemm *g) {
   for (int v = k->rank - 1; v >= 0; v--)
@@ -110,6 +114,15 @@ bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpu
   c.rows_direct = !c.rows_once && rows_in_place(p, k, &c, NULL);
   /* only the packed rows' tile has an out-of-line form (rows read in place take tile_rows) */
   c.tile_apart = !c.rows_direct && (rounds_to_half(c.cols_x, 8) || rounds_to_half(c.rows_x, 8));
+  /* a constant column operand, the same in every batch (a layer's weights [k][n]), is laid out
+   * once (cols_once), where each thread packed its groups of panels every run: encoder4_d256's
+   * and gpt_tiny's projections 0.91-0.97 (two threads). Not where the library GEMM takes the
+   * product (it packs such weights once itself): lenet's 1568 -> 128 ran 1.27 slower in tiles,
+   * encoder4_d256's 256 x 256 x 256 0.91 (bench/results/2026-12-07-cpu-cols-once.md). */
+  c.cols_once = o->cpu_cols_once && !c.cols_runs && !c.tile_apart && cg_reads_constants(p->te, c.cols_x) &&
+                (double)cg_cpu_tile_pack_numel_of(&c) * 4 <= COLS_ONCE_BYTES && !cg_library_candidate(p, k, o);
+  for (int v = 0; v < k->rank && c.cols_once; v++)
+    if (g.role[v] == CG_ROLE_BATCH && k->shape[v] > 1 && te_uses_var(c.cols_x, v)) c.cols_once = false;
   if (t) *t = c;
   return true;
 }
@@ -589,18 +602,20 @@ static void pack_runs(const CgEmit *em, const Plan *p, const Kernel *k, const Cg
   cg_close(em);
 }
 
-static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, int role, const Expr *x,
-                       const char *first, const char *groups, const char *width, const char *dst, char tag) {
+/* Does pack_lanes take role's lanes' vars from the arrays kiln_<tag>v<var> (lane_table), which
+ * the epilogue then reads too? Not for one var that does not run along k (pack_one_var). */
+static bool lanes_tabled(const Plan *p, const Kernel *k, const CgCpuTile *t, int role, const Expr *x) {
+  int vars[KILN_MAX_RANK];
+  return runs_along_k(p, k, x) || role_vars(k, t, role, vars) > 1;
+}
+
+/* kiln_<tag>v<var>[l] for each of `lanes` lanes from `first` on (clamped at the extent): the
+ * lane's vars of role. */
+static void lane_table(const CgEmit *em, const Kernel *k, const CgCpuTile *t, int role, const char *first, const char *lanes,
+                       char tag) {
   const char *I = em->d->index_type;
   int64_t extent = role == t->rows_role ? t->rows : t->cols;
   int vars[KILN_MAX_RANK], nv = role_vars(k, t, role, vars);
-  bool lane_outer = runs_along_k(p, k, x);
-  if (!lane_outer && nv <= 1) {
-    pack_one_var(em, k, t, role, x, first, groups, width, dst);
-    return;
-  }
-  char lanes[64];
-  snprintf(lanes, sizeof lanes, "%s * %s", groups, width);
   cg_open(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
   cg_put(em, "const %s kiln_q = %s + kiln_l < %s ? %s + kiln_l : %s;", I, first, cg_lit(em, extent), first, cg_lit(em, extent - 1));
   em->push(em->r);
@@ -608,6 +623,19 @@ static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const C
   for (int i = 0; i < nv; i++) cg_put(em, "kiln_%cv%d[kiln_l] = v%d;", tag, vars[i], vars[i]);
   em->pop(em->r);
   cg_close(em);
+}
+
+static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, int role, const Expr *x,
+                       const char *first, const char *groups, const char *width, const char *dst, char tag) {
+  int64_t extent = role == t->rows_role ? t->rows : t->cols;
+  bool lane_outer = runs_along_k(p, k, x);
+  if (!lanes_tabled(p, k, t, role, x)) {
+    pack_one_var(em, k, t, role, x, first, groups, width, dst);
+    return;
+  }
+  char lanes[64];
+  snprintf(lanes, sizeof lanes, "%s * %s", groups, width);
+  lane_table(em, k, t, role, first, lanes, tag);
   if (role == t->cols_role && t->cols_runs) {
     pack_runs(em, p, k, t, t->cols_runs, first, lanes, width, dst);
     return;
@@ -830,13 +858,12 @@ static void epilogue_row(const CgEmit *em, const Plan *p, const Kernel *k, const
 /* kiln_d = the tile over all K of panel kiln_p: its rows packed at rows_at ([K][KILN_MR]) or, in
  * place, from the pointers kiln_ra; past CG_CPU_F32_SUM_MAX points, in spans of TILE_SPAN each
  * summed in f32, the spans added in f64 into kiln_dd. */
-static void tile_call(const CgEmit *em, int64_t K, bool direct, bool apart, const char *rows_at) {
+static void tile_call(const CgEmit *em, int64_t K, bool direct, bool apart, const char *rows_at, const char *panel) {
   const Dialect *d = em->d;
   const char *I = d->index_type, *al = d->array_align ? d->array_align : "";
   const char *fn = direct ? d->tile_rows : apart && d->tile_apart ? d->tile_apart : d->tile;
   if (K <= CG_CPU_F32_SUM_MAX) {
-    cg_put(em, "%s(%s, kiln_pc + kiln_p * %s * KILN_NR, %s, kiln_d);", fn, direct ? "kiln_ra" : rows_at, cg_lit(em, K),
-        cg_lit(em, K));
+    cg_put(em, "%s(%s, %s * %s * KILN_NR, %s, kiln_d);", fn, direct ? "kiln_ra" : rows_at, panel, cg_lit(em, K), cg_lit(em, K));
     return;
   }
   cg_put(em, "%s kiln_dd[KILN_MR * KILN_NR]%s;", d->value_type[KILN_F64], al);
@@ -850,7 +877,7 @@ static void tile_call(const CgEmit *em, int64_t K, bool direct, bool apart, cons
     cg_put(em, "for (int kiln_l = 0; kiln_l < KILN_MR; kiln_l++) kiln_rk[kiln_l] = kiln_ra[kiln_l] + kiln_kc;");
     snprintf(rows, sizeof rows, "kiln_rk");
   } else snprintf(rows, sizeof rows, "%s + kiln_kc * KILN_MR", rows_at);
-  cg_put(em, "%s(%s, kiln_pc + kiln_p * %s * KILN_NR + kiln_kc * KILN_NR, kiln_kn, kiln_d);", fn, rows, cg_lit(em, K));
+  cg_put(em, "%s(%s, %s * %s * KILN_NR + kiln_kc * KILN_NR, kiln_kn, kiln_d);", fn, rows, panel, cg_lit(em, K));
   cg_put(em, "for (int kiln_q = 0; kiln_q < KILN_MR * KILN_NR; kiln_q++) kiln_dd[kiln_q] += kiln_d[kiln_q];");
   cg_close(em);
 }
@@ -907,7 +934,7 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
   const char *F = d->value_type[KILN_F32];
   /* the group's panels: group x TILE_NR_MAX columns, twice as many panels at half the widest vectors */
   cg_put(em, "enum { kiln_gp = %lld * %d / KILN_NR };  /* panels a group */", (long long)group, (int)TILE_NR_MAX);
-  cg_put(em, "%s kiln_pc[kiln_gp * %s * KILN_NR]%s;", F, cg_lit(em, K), al);
+  if (!t->cols_once) cg_put(em, "%s kiln_pc[kiln_gp * %s * KILN_NR]%s;", F, cg_lit(em, K), al);
   cg_put(em, "%s kiln_pr[%lld * KILN_MR]%s;", F, (long long)(t->rows_once ? row_tiles * K : K), al);
   cg_put(em, "%s kiln_pl = -1, kiln_rl = -1;", I);
   int cv[KILN_MAX_RANK], n_cv = role_vars(k, t, t->cols_role, cv);
@@ -945,10 +972,17 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
   cg_put(em, "const %s kiln_r0 = kiln_ri * KILN_MR, kiln_c0 = kiln_ci * KILN_NR;", I);
   em->push(em->r);
   decompose(em, k, t, CG_ROLE_BATCH, "kiln_bz");
-  cg_open(em, "if (kiln_gb != kiln_pl) {");
-  cg_put(em, "kiln_pl = kiln_gb;");
-  pack_lanes(em, p, k, t, t->cols_role, t->cols_x, "kiln_gi * kiln_gp * KILN_NR", "kiln_gp", "KILN_NR", "kiln_pc", 'c');
-  cg_close(em);
+  if (t->cols_once && lanes_tabled(p, k, t, t->cols_role, t->cols_x)) {  /* the panels are in the pack: the lanes' vars */
+    cg_open(em, "if (kiln_gb != kiln_pl) {");
+    cg_put(em, "kiln_pl = kiln_gb;");
+    lane_table(em, k, t, t->cols_role, "kiln_gi * kiln_gp * KILN_NR", "kiln_gp * KILN_NR", 'c');
+    cg_close(em);
+  } else if (!t->cols_once) {
+    cg_open(em, "if (kiln_gb != kiln_pl) {");
+    cg_put(em, "kiln_pl = kiln_gb;");
+    pack_lanes(em, p, k, t, t->cols_role, t->cols_x, "kiln_gi * kiln_gp * KILN_NR", "kiln_gp", "KILN_NR", "kiln_pc", 'c');
+    cg_close(em);
+  }
   RowsAt ra;
   bool direct = t->rows_direct && d->tile_rows && rows_in_place(p, k, t, &ra) && em->param_of(em->r, t->rows_x->src) >= 0;
   if (direct) rows_pointers(em, k, t, &ra);
@@ -962,7 +996,7 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
   char rows_at[64];
   if (t->rows_once) snprintf(rows_at, sizeof rows_at, "kiln_pr + kiln_ri * %lld", (long long)(K * TILE_MR));
   else snprintf(rows_at, sizeof rows_at, "kiln_pr");
-  tile_call(em, K, direct, t->tile_apart, rows_at);
+  tile_call(em, K, direct, t->tile_apart, rows_at, t->cols_once ? "kiln_pk + kiln_ci" : "kiln_pc + kiln_p");
   cg_open(em, "for (int kiln_i = 0; kiln_i < KILN_MR && kiln_r0 + kiln_i < %s; kiln_i++) {", cg_lit(em, t->rows));
   cg_put(em, "const %s kiln_rq = kiln_r0 + kiln_i;", I);
   em->push(em->r);
@@ -972,5 +1006,29 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
   cg_close(em);
   em->pop(em->r);
   cg_close(em);
+  cg_close(em);
+}
+
+/* The pack of a column operand laid out once: every group of panels the kernel's threads would
+ * pack, [panel][K][KILN_NR], the last group whole (its columns past the extent clamped, as a
+ * thread packs them). Counted in the widest panels: the same floats at either vector width. */
+static int64_t cg_cpu_tile_pack_numel_of(const CgCpuTile *t) {
+  int64_t cols = cg_cpu_tile_group(t) * TILE_NR_MAX;
+  return (t->cols + cols - 1) / cols * cols * t->g.K;
+}
+
+int64_t cg_cpu_tile_pack_numel(const CgCpuTile *t) { return t->cols_once ? cg_cpu_tile_pack_numel_of(t) : 0; }
+
+void cg_render_cpu_tile_pack(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em) {
+  const char *I = em->d->index_type, *al = em->d->array_align ? em->d->array_align : "";
+  cg_put(em, "enum { kiln_gp = %lld * %d / KILN_NR };  /* panels a group */", (long long)cg_cpu_tile_group(t), (int)TILE_NR_MAX);
+  int cv[KILN_MAX_RANK], n_cv = role_vars(k, t, t->cols_role, cv);
+  for (int c = 0; c < n_cv; c++) cg_put(em, "%s kiln_cv%d[kiln_gp * KILN_NR]%s;", I, cv[c], al);
+  cg_put(em, "const %s kiln_ng = (%s + kiln_gp * KILN_NR - 1) / (kiln_gp * KILN_NR);", I, cg_lit(em, t->cols));
+  char head[320];
+  cg_team_for(em->d, "kiln_gi", "kiln_ng", true, head, sizeof head);
+  cg_open(em, "%s", head);
+  cg_put(em, "%s *kiln_pc = kiln_pk + kiln_gi * kiln_gp * %s * KILN_NR;", em->d->value_type[KILN_F32], cg_lit(em, t->g.K));
+  pack_lanes(em, p, k, t, t->cols_role, t->cols_x, "kiln_gi * kiln_gp * KILN_NR", "kiln_gp", "KILN_NR", "kiln_pc", 'c');
   cg_close(em);
 }

@@ -186,6 +186,19 @@ bool cg_stage_constant(const TE *te, int stage) {
   return constant;
 }
 
+typedef struct Constant { const TE *te; bool all; } Constant;
+
+static void note_constant(const Expr *L, void *ctx) {
+  Constant *c = ctx;
+  c->all &= cg_stage_constant(c->te, L->src);
+}
+
+bool cg_reads_constants(const TE *te, const Expr *e) {
+  Constant c = { te, true };
+  te_visit_loads(e, note_constant, &c);
+  return c.all;
+}
+
 static bool worth_a_library(const CgGemm *g, const CgOptions *o) {
   if (g->wgmma) return false;  /* asked for by name (CgOptions.wgmma): the race is against the library */
   if (o->library_all) return true;

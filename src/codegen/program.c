@@ -237,16 +237,18 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
     else if (direct)
       why_append(l, "; direct convolution, planes of %lld x %lld x %lld, %d channels x %d rows x %d vectors a task",
                  (long long)dc.PC, (long long)dc.YP, (long long)dc.XPA, dc.ob, dc.rr, dc.wv);
-    else if (d->tile && cg_cpu_tile_match(p, k, o, &t))
-      why_append(l, "; register tiles %lld rows x %lld columns over %lld%s%s%s%s", (long long)t.rows, (long long)t.cols,
+    else if (d->tile && cg_cpu_tile_match(p, k, o, &t)) {
+      l->pack = cg_cpu_tile_pack_numel(&t);  /* constant columns laid out once */
+      why_append(l, "; register tiles %lld rows x %lld columns over %lld%s%s%s%s%s", (long long)t.rows, (long long)t.cols,
                  (long long)t.g.K, t.rows_once ? ", rows packed once" : t.rows_direct ? ", rows read in place" : "",
                  !t.cols_runs                            ? ""
                  : t.cols_stride > 1                   ? ", window packed in runs (strided)"
                  : t.cols_ends                         ? ", window packed in runs from their ends"
                                                        : ", window packed in runs",
                  t.rows_once || t.rows_direct ? "" : cg_cpu_tile_group(&t) > 1 ? ", rows packed once a group of panels" : "",
-                 t.tile_apart && d->tile_apart ? ", the tile out of line (packs round to 16 bits)" : "");
-    else if (cg_window_match(p, k, o))
+                 t.tile_apart && d->tile_apart ? ", the tile out of line (packs round to 16 bits)" : "",
+                 t.cols_once ? ", columns laid out once" : "");
+    } else if (cg_window_match(p, k, o))
       why_append(l, "; window %s in registers, %lld points each", window_what(p, k), (long long)k->inner_numel);
   }
   return KILN_OK;

@@ -4893,7 +4893,7 @@ static void trampoline(StrBuf *out, const Dialect *d, const char *name, const ch
   sb_puts(out, d->trampoline_end);
 }
 
-static void render_pack(R *r, const CgCpuDirect *c, int np, const int *params) {
+static void render_pack(R *r, const CgCpuDirect *c, const CgCpuTile *t, int np, const int *params) {
   const Dialect *d = r->d;
   StrBuf *out = r->sb;
   int ki = r->k->id;
@@ -4903,7 +4903,8 @@ static void render_pack(R *r, const CgCpuDirect *c, int np, const int *params) {
   int floor = hk_isolate(r, -1);
   r->indent = 1;
   CgEmit em = emit_hooks(r);
-  cg_render_cpu_pack(r->p, r->k, c, &em);
+  if (t) cg_render_cpu_tile_pack(r->p, r->k, t, &em);
+  else cg_render_cpu_pack(r->p, r->k, c, &em);
   hk_isolate(r, floor);
   char pn[32], qn[32];
   snprintf(pn, sizeof pn, "kiln_p%d", ki);
@@ -5062,7 +5063,12 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
   /* a direct convolution (matched once: its proof adds to the TE); with channel lanes, its
    * weights' pack the kernel's last parameter */
   bool is_direct = !d->grid && d->tile && k->chain == 0 && k->kind != KN_POINTWISE && cg_cpu_direct_match(p, k, o, &direct);
-  bool packed = is_direct && direct.channel_lanes;
+  /* register tiles whose constant columns are laid out once: the same pack parameter */
+  CgCpuTile tile;
+  bool tile_once = !d->grid && d->tile && !is_direct && k->chain == 0 && !k->pooled && !k->expanded &&
+                   gs != CG_GPU_GEMM && gs != CG_GPU_BLOCK_ROWS && gs != CG_GPU_VEC4 && k->kind != KN_POINTWISE &&
+                   cg_cpu_tile_match(p, k, o, &tile) && tile.cols_once;
+  bool packed = (is_direct && direct.channel_lanes) || tile_once;
   if (gs == CG_GPU_GEMM && cg_gemm_match(p, k, o, &gemm)) cg_gemm_globals(&gemm, ki, d, out);
   if (gs == CG_GPU_BLOCK_ROWS) cg_rows_globals(p, k, o, d, out);
   CgGemm band, head;
@@ -5122,7 +5128,7 @@ kiln_status cg_render_kernel(const Plan *p, int ki, const Dialect *d, const CgOp
     cg_kernel_name(ki, true, tn);
     trampoline(out, d, tn, name, np + packed);
   }
-  if (packed && !r.st) render_pack(&r, &direct, np, params);
+  if (packed && !r.st) render_pack(&r, &direct, tile_once ? &tile : NULL, np, params);
   if (d->kernel_begin) {
     sb_printf(out, d->entry, name);
     for (int i = 0; i < np; i++) {

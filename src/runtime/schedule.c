@@ -821,6 +821,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cpu_pixel_panels ($KILN_CPU_PANELS) is %d: 0 in place or the plane, 1 panels of "
                      "a task's pixels", o->cpu_pixel_panels);
   g->cpu_pixel_panels = !d->grid && o->cpu_pixel_panels;
+  if (o->cpu_cols_once < 0 || o->cpu_cols_once > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cpu_cols_once ($KILN_CPU_COLS_ONCE) is %d: 0 packed every run, 1 constant "
+                     "columns laid out once", o->cpu_cols_once);
+  g->cpu_cols_once = !d->grid && o->cpu_cols_once;
   if (o->grid_sync < -1 || o->grid_sync > 3)
     return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: -1 the default, 0 off, 1 sibling kernels "
                      "share a launch, 2 also dependent ones across grid barriers, 3 as 2 with GEMM phases waiting for "

@@ -563,6 +563,87 @@ static void short_product_tiles(void) {
   free(w), free(in);
 }
 
+/* Constant columns laid out once (CgCpuTile.cols_once): relu(x @ w + b), w a param [2000, 70] over 7
+ * rows (under the library GEMM's 2^20 multiply-adds, so the tiles run it), its panels in the
+ * kernel's pack in groups of 32 columns, the last part empty: against ref, then again after
+ * write_param gives w new values (laid out again), and with cpu_cols_once 0 (packed every run) the
+ * same values; w an input (changing run to run) is never laid out once; the option is 0 or 1. */
+static void columns_once_case(void) {
+  enum { M = 7, K = 2000, N = 70 };
+  float *x = alloc_f32(M * K), *w[2] = { alloc_f32(K * N), alloc_f32(K * N) }, *bias = alloc_f32(N);
+  float *want[2] = { alloc_f32(M * N), alloc_f32(M * N) }, *got = alloc_f32(M * N);
+  for (int64_t i = 0; i < M * K; i++) x[i] = val(i, 2);
+  for (int64_t i = 0; i < K * N; i++) w[0][i] = val(i, 5) / 4, w[1][i] = val(i, 9) / 4;
+  for (int64_t i = 0; i < N; i++) bias[i] = val(i, 1);
+  for (int w_input = 0; w_input < 2; w_input++) {
+    kiln_graph *g;
+    OK(kiln_graph_create(&g));
+    int64_t xs[2] = { M, K }, ws[2] = { K, N }, bs[1] = { N };
+    kiln_tensor xt, wt, bt, y;
+    OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &xt));
+    if (w_input) OK(kiln_graph_input(g, "w", KILN_F32, 2, ws, &wt));
+    else OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w[0], &wt));
+    OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &bt));
+    OK(kiln_graph_matmul(g, xt, wt, &y));
+    OK(kiln_graph_binary(g, KILN_ADD, y, bt, &y));
+    OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+    OK(kiln_graph_output(g, y, "y"));
+    if (!w_input) {  /* ref's outputs for both weights, through the input form's graph below */
+      kiln_graph_free(g);
+      continue;
+    }
+    kiln_options o = kiln_options_default();
+    o.backend = "ref";
+    kiln_program *r = NULL;
+    OK(kiln_program_compile(g, &o, &r));
+    for (int round = 0; r && round < 2; round++) OK(kiln_program_run(r, (const void *[]){ x, w[round] }, (void *[]){ want[round] }));
+    kiln_program_free(r);
+    kiln_graph_free(g);
+  }
+  for (int w_input = 0; w_input < 2; w_input++)
+    for (int once = 0; once < 2; once++) {
+      kiln_graph *g;
+      OK(kiln_graph_create(&g));
+      int64_t xs[2] = { M, K }, ws[2] = { K, N }, bs[1] = { N };
+      kiln_tensor xt, wt, bt, y;
+      OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &xt));
+      if (w_input) OK(kiln_graph_input(g, "w", KILN_F32, 2, ws, &wt));
+      else OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w[0], &wt));
+      OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &bt));
+      OK(kiln_graph_matmul(g, xt, wt, &y));
+      OK(kiln_graph_binary(g, KILN_ADD, y, bt, &y));
+      OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+      OK(kiln_graph_output(g, y, "y"));
+      kiln_options o = kiln_options_default();
+      o.backend = "cpu";
+      o.cpu_cols_once = once;
+      kiln_program *p = NULL;
+      OK(kiln_program_compile(g, &o, &p));
+      if (p) {
+        int n1 = count_in_plan(p, "columns laid out once"), want1 = once && !w_input && host_lanes();
+        CHECK_MSG(n1 == want1, "relu(x @ w + b), w %s, cpu_cols_once %d: %d kernels with columns laid out once (want %d)",
+                  w_input ? "an input" : "a param", once, n1, want1);
+        for (int round = 0; round < 2; round++) {
+          if (round == 1 && !w_input) OK(kiln_program_write_param(p, wt, w[1]));
+          for (int64_t i = 0; i < M * N; i++) got[i] = NAN;
+          const void *ins[2] = { x, w[round] };
+          OK(kiln_program_run(p, ins, (void *[]){ got }));
+          double e = worst_of(got, want[round], M * N);
+          CHECK_MSG(e <= 2e-5, "relu(x @ w + b), w %s, cpu_cols_once %d, round %d: worst relative error %.3g",
+                    w_input ? "an input" : "a param", once, round, e);
+        }
+      }
+      kiln_program_free(p);
+      if (w_input && once) {  /* the option's range */
+        o.cpu_cols_once = 2;
+        FAILS(KILN_ERR_INVALID_ARG, kiln_program_compile(g, &o, &p));
+        CHECK(!p);
+      }
+      kiln_graph_free(g);
+    }
+  free(x), free(w[0]), free(w[1]), free(bias), free(want[0]), free(want[1]), free(got);
+}
+
 /* A product whose rows are packed (x^T, read across x's rows) and too many to pack once (150 rows
  * over 784: 470 KiB), with 128 columns: each group of panels packs every row tile again, so the
  * panels go in groups of up to 512 KiB (4 of the widest, 8 at AVX2's width), not 128 KiB (1): the
@@ -1334,6 +1415,7 @@ int main(void) {
   channel_lanes_ring();
   window_max_pool();
   short_product_tiles();
+  columns_once_case();
   packed_rows_group();
   expand_case(16, 16, 0);
   expand_case(16, 16, 1);  /* the default: 32 KiB, too small to join */
