@@ -171,8 +171,10 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
    * where rows of 7 allowed only 1 x 7 or 2 x 1. Three or four vectors a task ran slower from
    * panels (3 x 4 at 73-89, 4 x 3 at 87-104: their weights, streamed from L3 where they pass L2,
    * are most of the bytes), so at most two. The panels are one more family of tasks beside the
-   * row's, their fill charged (a load and a store an element): resnet50's 1x1 128 -> 512 at
-   * 28x28 keeps 3 x 4 in place (its weights in L2; 2 x 6 from panels ran it 1.15-1.27 slower). */
+   * row's, their fill charged (a load and a store an element), each family's cost taken whole
+   * with its epilogue: resnet50's 1x1 128 -> 512 at 28x28 keeps 3 x 4 in place (its weights in L2;
+   * 2 x 6 from panels ran it 1.03-1.09 slower; compared by taps alone, it lost 3 x 4 to the row
+   * form, 1.15-1.27 slower). */
   int64_t HW = H * W;
   bool panels = o->cpu_pixel_panels && KH * KW == 1 && 4.0 * (double)c->PC * (double)(HW + budget) <= CHANNEL_PLANE_BYTES;
   /* a plane past CHANNEL_PLANE_BYTES keeps a ring of the rows a task's taps read: tasks of one

@@ -12,6 +12,8 @@
  *     the group within 128 KiB at any width) into its own stack array when the group changes, evaluating
  *     the operand's expression per element with the reduction vars as nested loops (no
  *     division per k), then runs every row tile over each panel of the group;
+ *   - a cols operand that is the program's constant (a layer's weights) is laid out so once, in
+ *     the kernel's pack at compile and after write_param, not every run (CgCpuTile.cols_once);
  *   - the rows operand is packed once per thread for all row tiles when it is small and
  *     the same in every batch (a convolution's weights), else once per row tile and group;
  *   - the prelude's k_tile (dialect_c.c) multiplies a KILN_MR x KILN_NR tile in registers:
@@ -47,7 +49,7 @@ enum { PANEL_ROWS_MAX = 32, PANEL_BYTES_MAX = 256 << 10 };
 /* a column operand laid out once (CgCpuTile.cols_once) at most this many bytes */
 enum { COLS_ONCE_BYTES = 64 << 20 };
 
-static int64_t cg_cpu_tile_pack_numel_of(const CgCpuTile *t);
+static int64_t pack_numel(const CgCpuTile *t);
 
 static int last_role(const Kernel *k, const CgGemm *g) {
   for (int v = k->rank - 1; v >= 0; v--)
@@ -120,7 +122,7 @@ bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpu
    * product (it packs such weights once itself): lenet's 1568 -> 128 ran 1.27 slower in tiles,
    * encoder4_d256's 256 x 256 x 256 0.91 (bench/results/2026-12-07-cpu-cols-once.md). */
   c.cols_once = o->cpu_cols_once && !c.cols_runs && !c.tile_apart && cg_reads_constants(p->te, c.cols_x) &&
-                (double)cg_cpu_tile_pack_numel_of(&c) * 4 <= COLS_ONCE_BYTES && !cg_library_candidate(p, k, o);
+                (double)pack_numel(&c) * 4 <= COLS_ONCE_BYTES && !cg_library_candidate(p, k, o);
   for (int v = 0; v < k->rank && c.cols_once; v++)
     if (g.role[v] == CG_ROLE_BATCH && k->shape[v] > 1 && te_uses_var(c.cols_x, v)) c.cols_once = false;
   if (t) *t = c;
@@ -972,15 +974,12 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
   cg_put(em, "const %s kiln_r0 = kiln_ri * KILN_MR, kiln_c0 = kiln_ci * KILN_NR;", I);
   em->push(em->r);
   decompose(em, k, t, CG_ROLE_BATCH, "kiln_bz");
-  if (t->cols_once && lanes_tabled(p, k, t, t->cols_role, t->cols_x)) {  /* the panels are in the pack: the lanes' vars */
+  if (!t->cols_once || lanes_tabled(p, k, t, t->cols_role, t->cols_x)) {
     cg_open(em, "if (kiln_gb != kiln_pl) {");
     cg_put(em, "kiln_pl = kiln_gb;");
-    lane_table(em, k, t, t->cols_role, "kiln_gi * kiln_gp * KILN_NR", "kiln_gp * KILN_NR", 'c');
-    cg_close(em);
-  } else if (!t->cols_once) {
-    cg_open(em, "if (kiln_gb != kiln_pl) {");
-    cg_put(em, "kiln_pl = kiln_gb;");
-    pack_lanes(em, p, k, t, t->cols_role, t->cols_x, "kiln_gi * kiln_gp * KILN_NR", "kiln_gp", "KILN_NR", "kiln_pc", 'c');
+    if (t->cols_once)  /* the panels are in the pack: only the lanes' vars, which the epilogue reads */
+      lane_table(em, k, t, t->cols_role, "kiln_gi * kiln_gp * KILN_NR", "kiln_gp * KILN_NR", 'c');
+    else pack_lanes(em, p, k, t, t->cols_role, t->cols_x, "kiln_gi * kiln_gp * KILN_NR", "kiln_gp", "KILN_NR", "kiln_pc", 'c');
     cg_close(em);
   }
   RowsAt ra;
@@ -1012,12 +1011,12 @@ void cg_render_cpu_tile(const Plan *p, const Kernel *k, const CgCpuTile *t, cons
 /* The pack of a column operand laid out once: every group of panels the kernel's threads would
  * pack, [panel][K][KILN_NR], the last group whole (its columns past the extent clamped, as a
  * thread packs them). Counted in the widest panels: the same floats at either vector width. */
-static int64_t cg_cpu_tile_pack_numel_of(const CgCpuTile *t) {
+static int64_t pack_numel(const CgCpuTile *t) {
   int64_t cols = cg_cpu_tile_group(t) * TILE_NR_MAX;
   return (t->cols + cols - 1) / cols * cols * t->g.K;
 }
 
-int64_t cg_cpu_tile_pack_numel(const CgCpuTile *t) { return t->cols_once ? cg_cpu_tile_pack_numel_of(t) : 0; }
+int64_t cg_cpu_tile_pack_numel(const CgCpuTile *t) { return t->cols_once ? pack_numel(t) : 0; }
 
 void cg_render_cpu_tile_pack(const Plan *p, const Kernel *k, const CgCpuTile *t, const CgEmit *em) {
   const char *I = em->d->index_type, *al = em->d->array_align ? em->d->array_align : "";
