@@ -1366,6 +1366,21 @@ static void render_expanded(const Plan *p, const Kernel *k, const CgCpuDirect *c
  * end at the image's last row and stores only the rows past the block before it. */
 static void render_panels(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em);
 
+/* A channel-lanes tap: P weight vectors from kiln_wk (loaded once, not once a pixel), then each of
+ * the task's R pixels, kiln_xp[x_at] with kiln_r the pixel, broadcast into its P sums kiln_a. */
+static void lane_taps(const CgEmit *em, int P, int L, int R, const char *x_at) {
+  cg_put(em, "kiln_v kiln_w[%d];", P);
+  cg_put(em, "#pragma GCC unroll %d", P);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_w[kiln_u] = *(const kiln_v *)(kiln_wk + kiln_u * %d);", P, L);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) K_KEEP(kiln_w[kiln_u]);  /* one load, not one a pixel */", P);
+  cg_put(em, "#pragma GCC unroll %d", R);
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) {", R);
+  cg_put(em, "const %s kiln_x = kiln_xp[%s];", em->d->value_type[KILN_F32], x_at);
+  cg_put(em, "#pragma GCC unroll %d", P);
+  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_a[kiln_r][kiln_u] += kiln_x * kiln_w[kiln_u];", P);
+  cg_close(em);
+}
+
 static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
   if (c->panel) {
     render_panels(p, k, c, em);
@@ -1422,16 +1437,9 @@ static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c
            cg_lit(em, c->XQ), rw, sw);
   cg_put(em, "const %s *kiln_wk = kiln_wb + ((kiln_pc * %s + v%d) * %s + v%d) * %d;", F, cg_lit(em, KH), rh, cg_lit(em, KW), rw,
          PL);
-  cg_put(em, "kiln_v kiln_w[%d];", P);
-  cg_put(em, "#pragma GCC unroll %d", P);
-  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_w[kiln_u] = *(const kiln_v *)(kiln_wk + kiln_u * %d);", P, L);
-  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) K_KEEP(kiln_w[kiln_u]);  /* one load, not one a pixel */", P);
-  cg_put(em, "#pragma GCC unroll %d", R);
-  cg_open(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) {", R);
-  cg_put(em, "const %s kiln_x = kiln_xp[kiln_r / %d * %s + kiln_r %% %d * %d];", F, N, cg_lit(em, pitch), N, (int)step);
-  cg_put(em, "#pragma GCC unroll %d", P);
-  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_a[kiln_r][kiln_u] += kiln_x * kiln_w[kiln_u];", P);
-  cg_close(em);
+  char x_at[128];
+  snprintf(x_at, sizeof x_at, "kiln_r / %d * %s + kiln_r %% %d * %d", N, cg_lit(em, pitch), N, (int)step);
+  lane_taps(em, P, L, R, x_at);
   cg_close(em);
   cg_close(em);
   em->pop(em->r);
@@ -1545,16 +1553,7 @@ static void render_panels(const Plan *p, const Kernel *k, const CgCpuDirect *c, 
   cg_put(em, "kiln_v kiln_a[%d][%d];", R, P);
   sums_open(c, em, (int64_t)R * PL);
   cg_put(em, "const %s *kiln_xp = kiln_xb + kiln_pc * %d, *kiln_wk = kiln_wb + kiln_pc * %d;", F, R, PL);
-  cg_put(em, "kiln_v kiln_w[%d];", P);
-  cg_put(em, "#pragma GCC unroll %d", P);
-  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_w[kiln_u] = *(const kiln_v *)(kiln_wk + kiln_u * %d);", P, L);
-  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) K_KEEP(kiln_w[kiln_u]);  /* one load, not one a pixel */", P);
-  cg_put(em, "#pragma GCC unroll %d", R);
-  cg_open(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) {", R);
-  cg_put(em, "const %s kiln_x = kiln_xp[kiln_r];", F);
-  cg_put(em, "#pragma GCC unroll %d", P);
-  cg_put(em, "for (int kiln_u = 0; kiln_u < %d; kiln_u++) kiln_a[kiln_r][kiln_u] += kiln_x * kiln_w[kiln_u];", P);
-  cg_close(em);
+  lane_taps(em, P, L, R, "kiln_r");
   char dims[64];
   snprintf(dims, sizeof dims, "[%d][%d]", R, PL);
   sums_close(c, em, dims, (int64_t)R * PL);

@@ -568,6 +568,24 @@ static void short_product_tiles(void) {
  * kernel's pack in groups of 32 columns, the last part empty: against ref, then again after
  * write_param gives w new values (laid out again), and with cpu_cols_once 0 (packed every run) the
  * same values; w an input (changing run to run) is never laid out once; the option is 0 or 1. */
+/* relu(x @ w + b) for columns_once_case: w [K, N] an input, or a param holding w0 */
+static kiln_graph *once_graph(int64_t m, int64_t k, int64_t n, bool w_input, const float *w0, const float *bias,
+                              kiln_tensor *wt) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[2] = { m, k }, ws[2] = { k, n }, bs[1] = { n };
+  kiln_tensor xt, bt, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &xt));
+  if (w_input) OK(kiln_graph_input(g, "w", KILN_F32, 2, ws, wt));
+  else OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w0, wt));
+  OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &bt));
+  OK(kiln_graph_matmul(g, xt, *wt, &y));
+  OK(kiln_graph_binary(g, KILN_ADD, y, bt, &y));
+  OK(kiln_graph_unary(g, KILN_RELU, y, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  return g;
+}
+
 static void columns_once_case(void) {
   enum { M = 7, K = 2000, N = 70 };
   float *x = alloc_f32(M * K), *w[2] = { alloc_f32(K * N), alloc_f32(K * N) }, *bias = alloc_f32(N);
@@ -575,46 +593,19 @@ static void columns_once_case(void) {
   for (int64_t i = 0; i < M * K; i++) x[i] = val(i, 2);
   for (int64_t i = 0; i < K * N; i++) w[0][i] = val(i, 5) / 4, w[1][i] = val(i, 9) / 4;
   for (int64_t i = 0; i < N; i++) bias[i] = val(i, 1);
-  for (int w_input = 0; w_input < 2; w_input++) {
-    kiln_graph *g;
-    OK(kiln_graph_create(&g));
-    int64_t xs[2] = { M, K }, ws[2] = { K, N }, bs[1] = { N };
-    kiln_tensor xt, wt, bt, y;
-    OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &xt));
-    if (w_input) OK(kiln_graph_input(g, "w", KILN_F32, 2, ws, &wt));
-    else OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w[0], &wt));
-    OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &bt));
-    OK(kiln_graph_matmul(g, xt, wt, &y));
-    OK(kiln_graph_binary(g, KILN_ADD, y, bt, &y));
-    OK(kiln_graph_unary(g, KILN_RELU, y, &y));
-    OK(kiln_graph_output(g, y, "y"));
-    if (!w_input) {  /* ref's outputs for both weights, through the input form's graph below */
-      kiln_graph_free(g);
-      continue;
-    }
-    kiln_options o = kiln_options_default();
-    o.backend = "ref";
-    kiln_program *r = NULL;
-    OK(kiln_program_compile(g, &o, &r));
-    for (int round = 0; r && round < 2; round++) OK(kiln_program_run(r, (const void *[]){ x, w[round] }, (void *[]){ want[round] }));
-    kiln_program_free(r);
-    kiln_graph_free(g);
-  }
+  kiln_tensor wt;
+  kiln_graph *g = once_graph(M, K, N, true, NULL, bias, &wt);  /* ref's outputs for both weights */
+  kiln_options o = kiln_options_default();
+  o.backend = "ref";
+  kiln_program *r = NULL;
+  OK(kiln_program_compile(g, &o, &r));
+  for (int round = 0; r && round < 2; round++) OK(kiln_program_run(r, (const void *[]){ x, w[round] }, (void *[]){ want[round] }));
+  kiln_program_free(r);
+  kiln_graph_free(g);
   for (int w_input = 0; w_input < 2; w_input++)
     for (int once = 0; once < 2; once++) {
-      kiln_graph *g;
-      OK(kiln_graph_create(&g));
-      int64_t xs[2] = { M, K }, ws[2] = { K, N }, bs[1] = { N };
-      kiln_tensor xt, wt, bt, y;
-      OK(kiln_graph_input(g, "x", KILN_F32, 2, xs, &xt));
-      if (w_input) OK(kiln_graph_input(g, "w", KILN_F32, 2, ws, &wt));
-      else OK(kiln_graph_param(g, "w", KILN_F32, 2, ws, w[0], &wt));
-      OK(kiln_graph_param(g, "b", KILN_F32, 1, bs, bias, &bt));
-      OK(kiln_graph_matmul(g, xt, wt, &y));
-      OK(kiln_graph_binary(g, KILN_ADD, y, bt, &y));
-      OK(kiln_graph_unary(g, KILN_RELU, y, &y));
-      OK(kiln_graph_output(g, y, "y"));
-      kiln_options o = kiln_options_default();
+      g = once_graph(M, K, N, w_input, w[0], bias, &wt);
+      o = kiln_options_default();
       o.backend = "cpu";
       o.cpu_cols_once = once;
       kiln_program *p = NULL;
