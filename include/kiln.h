@@ -676,6 +676,11 @@ typedef struct kiln_options {
                            task's broadcasts run on contiguously, and takes tasks of any run of pixels (not
                            only a row's): 0 the operand read in place or from the row form's plane
                            ($KILN_CPU_PANELS) */
+  int cpu_winograd;     /* cpu: 1 (default) a 3 x 3 convolution of stride 1 in channel lanes may run as Winograd's
+                           F(2x2, 3x3): its weights transformed once into 16 products of 4 x 4 points, each
+                           2 x 2 tile of outputs from 16 sums over the channels where the window took 36,
+                           where the cost model says; 2 wherever it can; 0 never. Its values differ from the
+                           window's sum by rounding only ($KILN_CPU_WINOGRAD) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

@@ -357,6 +357,8 @@ typedef struct CgOptions {
                            not tested on every lane (CgCpuTile.cols_ends; kiln_options.cpu_run_ends) */
   bool cpu_cols_once;   /* loop dialects: register tiles lay a constant column operand out once
                            (CgCpuTile.cols_once; kiln_options.cpu_cols_once) */
+  int cpu_winograd;     /* loop dialects: 3 x 3 convolutions in channel lanes as Winograd's F(2x2, 3x3)
+                           (CgCpuDirect.winograd; kiln_options.cpu_winograd): 0 never, 1 by cost, 2 always */
   bool cpu_pixel_panels; /* loop dialects: a 1 x 1 convolution in channel lanes reads panels of its tasks'
                            pixels (CgCpuDirect.panel; kiln_options.cpu_pixel_panels) */
   bool mma_half;        /* GEMM tiles: contractions of bf16/f16 operands on the dialect's mma (tensor cores) */
@@ -929,6 +931,16 @@ typedef struct CgCpuDirect {
                                     * once a thread an image into kiln_pl [block][plane channel][cr] as
                                     * its blocks are first read (CgOptions.cpu_pixel_panels) */
   int64_t PB;                      /* panel: blocks of cr pixels an image */
+  bool winograd;                   /* channel lanes as Winograd's F(2x2, 3x3) (a 3 x 3 window of stride 1;
+                                    * CgOptions.cpu_winograd): the weights laid out once as their 16
+                                    * transforms [block][16][plane channel][cp x lanes]; a task is cp vectors
+                                    * of channels x cr tiles of 2 x 2 outputs, the image's TH x TW tiles taken
+                                    * flat in TB blocks; a thread copies the image into its plane (YW rows of
+                                    * XPA) and transforms a block's 4 x 4 patches of every plane channel into
+                                    * kiln_pv [block of the band][16][plane channel][cr] the first time it
+                                    * reads the block; tasks go by bands of BT blocks, every channel block
+                                    * within */
+  int64_t TH, TW, TB, BT, YW;
   int64_t span;                    /* plane channels a span of the sum: PC where the sum is at most
                                     * CG_CPU_F32_SUM_MAX points, else spans of at most CG_CPU_F32_SPAN
                                     * points, each summed in f32 and the spans added in f64 */

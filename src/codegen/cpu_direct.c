@@ -147,6 +147,60 @@ static double row_tap_cost(int64_t co, int64_t sums, int64_t loads) {
 
 static bool direct_match(const Plan *p, const Kernel *k, const CgOptions *o, bool chained, CgCpuDirect *dc);
 
+/* Winograd: a thread's plane and its band of transformed patches together at most this (both on
+ * its stack, as the planes and panels of the other forms are) */
+enum { WINOGRAD_STACK_BYTES = 2 << 20 };
+/* Winograd: weights' transforms past this stream from memory (about 1.2 bytes a half cycle) */
+enum { WINOGRAD_L3_BYTES = 8 << 20 };
+
+/* Winograd's F(2x2, 3x3) in channel lanes (CgCpuDirect.winograd): each 2 x 2 tile of outputs from
+ * its 4 x 4 patch of the plane, V = Bt d B, and the weights' transforms U = G g Gt: 16 sums over
+ * the plane channels, M = U V point by point, then Y = At M A. A tile's 4 outputs take 16
+ * multiply-adds a plane channel where the window took 36. The cost, in channel_lanes' units (half
+ * cycles over an image): 16 taps a plane channel and block of cr tiles, each tap's multiply-adds
+ * and loads as channel lanes' panel tasks count them, or its bytes where more: the transforms' cp
+ * weight vectors (shared by the band's blocks: a point's are in L1 while the band goes by), from
+ * L3 (6 bytes a half cycle) unless every channel block's fit L2 beside the band, and the patches'
+ * cr values, from L3 unless the band fits L2. Then the patches' transform (about 40 half cycles
+ * a plane channel and tile, by each thread that reads the band: every thread where the band is
+ * the image), the plane's fill, the outputs' transform (about 60 a vector of channels and tile)
+ * and the epilogue's items. Bands: as many as the cost says, within the stack. Returns HUGE_VAL
+ * where it cannot run; else fills w's form. */
+static double winograd(const Kernel *k, const CgOptions *o, int budget, double panel_floor, CgCpuDirect *w) {
+  int h = k->rank - 2, wv = k->rank - 1, L = w->lanes;
+  int64_t H = k->shape[h], W = k->shape[wv], KH = k->red_shape[k->n_red - 2], KW = k->red_shape[k->n_red - 1];
+  if (!o->cpu_winograd || KH != 3 || KW != 3 || w->stride != 1 || w->col_stride != 1 || H < 2 || W < 2 ||
+      w->PC > CG_CPU_F32_SUM_MAX)
+    return HUGE_VAL;
+  int64_t TH = (H + 1) / 2, TW = (W + 1) / 2, TT = TH * TW, YW = 2 * TH + 2, XW = 2 * TW + 2;
+  double PC = (double)w->PC, plane = 4.0 * PC * (double)(YW * XW);
+  double best = HUGE_VAL;
+  for (int P = 1; P <= 2 && (P - 1) * L < w->CO; P++)
+    for (int R = 1; R * P <= budget; R++) {
+      int64_t TB = (TT + R - 1) / R, CB = (w->CO + P * L - 1) / (P * L);
+      double t = fmax(tap_cost(R * P, R + P), panel_floor), U = 4.0 * 16 * PC * (double)(CB * P * L);
+      double vblock = 4.0 * 16 * PC * R;
+      for (int64_t NB = 1; NB <= TB; NB++) {
+        int64_t BT = (TB + NB - 1) / NB;
+        if ((TB + BT - 1) / BT != NB) continue;  /* the even bands of a smaller count */
+        double band = vblock * (double)BT;
+        if (plane + band + 4.0 * 16 * BT * R * P * L > WINOGRAD_STACK_BYTES) continue;
+        double ubw = U + band <= CHANNEL_L2_BYTES ? 16 : U <= WINOGRAD_L3_BYTES ? 6 : 1.2;
+        double vbw = band + plane <= CHANNEL_L2_BYTES / 2 ? 16 : 6;
+        double tap = fmax(t, 4.0 * P * L / (double)BT / ubw + 4.0 * R / vbw);
+        double taps = 16 * PC * (double)(CB * TB) * tap;
+        double in = (40.0 * PC * (double)TT + 2.0 * plane / 4) * (double)(NB + (CB > 1)) / (double)NB;
+        double out = 60.0 * (double)(CB * P) * (double)(TB * R);
+        double cost = taps + in + out + 2.0 * k->n_items * (double)w->CO * (double)(H * W);
+        if (cost < best) {
+          best = cost;
+          w->cp = P, w->cr = R, w->rr = 1, w->TH = TH, w->TW = TW, w->TB = TB, w->BT = BT, w->YW = YW, w->XPA = w->XQ = XW;
+        }
+      }
+    }
+  return best;
+}
+
 /* Channel lanes (CgCpuDirect.channel_lanes): a task is cp vectors of output channels x rr rows of
  * cr pixels, each tap cp weight vectors and rr x cr broadcasts for cp x rr x cr multiply-adds, so
  * a small image's few pixels leave no lane idle (7x7 leaves 15 of 64 along rows). Where its cost
@@ -263,7 +317,17 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
   double pack = (c->stride > 1 || c->col_stride > 1 ? 4.0 : 2.0) * L;
   double theirs = best < HUGE_VAL ? K * best
                                   : K * (12.0 * (double)((c->CO + 5) / 6) + pack) * (double)((H * W + 2 * L - 1) / (2 * L));
-  if (!cp || (o->cpu_channel_lanes < 2 && mine >= theirs + items / L)) return;
+  bool lanes = cp && (o->cpu_channel_lanes == 2 || mine < theirs + items / L);
+  /* Winograd against whichever form the costs took (the other forms' epilogue on vectors) */
+  CgCpuDirect wg = *c;
+  double wcost = winograd(k, o, budget, panel_floor, &wg);
+  if (wcost < HUGE_VAL && (o->cpu_winograd == 2 || wcost < (lanes ? mine : theirs + 2.0 * k->n_items * points / L))) {
+    wg.channel_lanes = wg.winograd = true, wg.flat = wg.in_place = wg.panel = wg.channel_items = false;
+    wg.pitch = wg.PB = 0, wg.ring = 0, wg.rows_outer = wg.BT == 1;
+    *c = wg;
+    return;
+  }
+  if (!lanes) return;
   c->channel_lanes = true, c->cp = cp, c->cr = cr, c->rr = rr, c->flat = false, c->in_place = in_place, c->pitch = pitch;
   c->panel = panel, c->PB = panel ? (HW + cr - 1) / cr : 0;
   c->channel_items = channel_items;
@@ -283,6 +347,7 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
 int64_t cg_cpu_pack_numel(const Kernel *k, const CgCpuDirect *c) {
   if (!c->channel_lanes) return 0;
   int64_t PL = (int64_t)c->cp * c->lanes;
+  if (c->winograd) return (c->CO + PL - 1) / PL * PL * 16 * c->PC;
   return (c->CO + PL - 1) / PL * PL * k->inner_numel;
 }
 
@@ -567,9 +632,9 @@ static void row_fill(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
   if (c->ring)
     cg_put(em, "%s *kiln_row = kiln_pl + (kiln_pc * %d + (v%d & %d)) * %s;", em->d->value_type[KILN_F32], c->ring, rh, c->ring - 1,
            cg_lit(em, c->XPA));
-  else
-    cg_put(em, "%s *kiln_row = kiln_pl + (kiln_pc * %s + v%d) * %s;", em->d->value_type[KILN_F32], cg_lit(em, c->YP), rh,
-           cg_lit(em, c->XPA));
+  else  /* (Winograd's plane has rows past YP, zeros: its last tiles' patches) */
+    cg_put(em, "%s *kiln_row = kiln_pl + (kiln_pc * %s + v%d) * %s;", em->d->value_type[KILN_F32], cg_lit(em, c->YW ? c->YW : c->YP),
+           rh, cg_lit(em, c->XPA));
   if (sw == 1) {
     plane_row(k, c, em);
     cg_put(em, "for (%s kiln_x = %s; kiln_x < %s; kiln_x++) kiln_row[kiln_x] = 0;", I, cg_lit(em, c->XP), cg_lit(em, c->XPA));
@@ -1381,9 +1446,15 @@ static void lane_taps(const CgEmit *em, int P, int L, int R, const char *x_at) {
   cg_close(em);
 }
 
+static void render_winograd(const Kernel *k, const CgCpuDirect *c, const CgEmit *em);
+
 static void render_channels(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
   if (c->panel) {
     render_panels(p, k, c, em);
+    return;
+  }
+  if (c->winograd) {
+    render_winograd(k, c, em);
     return;
   }
   const Dialect *d = em->d;
@@ -1580,7 +1651,195 @@ static void render_panels(const Plan *p, const Kernel *k, const CgCpuDirect *c, 
   (void)p;
 }
 
+/* Winograd (CgCpuDirect.winograd). Tasks: an image's bands of BT tile blocks x its channel blocks
+ * (t = (image x NB + band) x CB + channel block). A task first makes sure its thread holds the
+ * band's patches: each block's slot of kiln_pv is filled (its plane rows by image_band, then the
+ * transform) the first time the thread reads the block in the band (kiln_pf: the image and band
+ * each slot holds). The sums then run one transform point at a time over every block of the band,
+ * so that point's weights (a plane channel's cp vectors each) stay in L1 while the band's patches
+ * stream by; each block's cp x cr vectors over the plane channels into kiln_m. Last the outputs'
+ * transform gives each channel's 2 x 2 outputs a tile to the epilogue. Tiles past the image's
+ * last (its odd row or column) read zeros and are not stored. */
+static void render_winograd(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *F = d->value_type[KILN_F32], *al = d->array_align ? d->array_align : "";
+  int h = k->rank - 2, w = k->rank - 1;
+  int64_t H = k->shape[h], W = k->shape[w], TT = c->TH * c->TW, PC = c->PC, XW = c->XPA, BT = c->BT;
+  int L = c->lanes, P = c->cp, R = c->cr, PL = P * L;
+  int64_t CB = (c->CO + PL - 1) / PL, NB = (c->TB + BT - 1) / BT, NF = k->outer_numel / (c->CO * H * W);
+  cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
+  bool parallel = (double)k->outer_numel * (double)k->inner_numel >= (double)d->min_parallel_work;
+  cg_open(em, "{");
+  cg_put(em, "%s kiln_pl[%lld]%s;", F, (long long)(PC * c->YW * XW), al);
+  cg_put(em, "%s kiln_pv[%lld]%s;", F, (long long)(BT * 16 * PC * R), al);
+  cg_put(em, "%s kiln_pf[%lld];  /* the image and band whose patches each slot holds */", I, (long long)BT);
+  cg_put(em, "for (%s kiln_b = 0; kiln_b < %s; kiln_b++) kiln_pf[kiln_b] = -1;", I, cg_lit(em, BT));
+  cg_put(em, "%s kiln_pn = -1, kiln_py0 = 0, kiln_py1 = 0;  /* the plane's image, its rows filled */", I);
+  if (c->YW > c->YP)  /* the rows below the plane's last, which the last tiles' patches read */
+    cg_put(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) memset(kiln_pl + (kiln_pc * %s + %s) * %s, 0, %s);", I,
+           cg_lit(em, PC), cg_lit(em, c->YW), cg_lit(em, c->YP), cg_lit(em, XW), cg_lit(em, (c->YW - c->YP) * XW * 4));
+  char head[320];
+  cg_team_for(d, "kiln_t", cg_lit(em, NF * NB * CB), parallel, head, sizeof head);
+  cg_open(em, "%s", head);
+  cg_put(em, "const %s kiln_cb = kiln_t %% %s, kiln_bd = kiln_t / %s %% %s, kiln_bz = kiln_t / %s, kiln_o0 = kiln_cb * %d;", I,
+         cg_lit(em, CB), cg_lit(em, CB), cg_lit(em, NB), cg_lit(em, NB * CB), PL);
+  cg_put(em, "const %s kiln_q0 = kiln_bd * %s, kiln_qe = kiln_q0 + %s < %s ? kiln_q0 + %s : %s;  /* the band's tiles */", I,
+         cg_lit(em, BT * R), cg_lit(em, BT * R), cg_lit(em, TT), cg_lit(em, BT * R), cg_lit(em, TT));
+  cg_put(em, "const int kiln_nb = (int)((kiln_qe - kiln_q0 + %d) / %d);  /* its blocks */", R - 1, R);
+  cg_open(em, "for (int kiln_tl = 0; kiln_tl < kiln_nb; kiln_tl++) {");
+  cg_open(em, "if (kiln_pf[kiln_tl] == kiln_bz * %s + kiln_bd) continue;  /* the block's patches, once a band */", cg_lit(em, NB));
+  cg_put(em, "kiln_pf[kiln_tl] = kiln_bz * %s + kiln_bd;", cg_lit(em, NB));
+  cg_put(em, "const %s kiln_qa = kiln_q0 + kiln_tl * %d, kiln_qb = kiln_qa + %d < kiln_qe ? kiln_qa + %d : kiln_qe;", I, R, R, R);
+  cg_put(em, "%s *kiln_vb = kiln_pv + kiln_tl * %s;", F, cg_lit(em, 16 * PC * R));
+  /* the plane's rows the block's patches read: from its first tile's row to its last's + 4 */
+  cg_put(em, "const %s kiln_ya = kiln_qa / %s * 2, kiln_yr = (kiln_qb - 1) / %s * 2 + 4;", I, cg_lit(em, c->TW), cg_lit(em, c->TW));
+  cg_put(em, "const %s kiln_yb = kiln_yr < %s ? kiln_yr : %s;", I, cg_lit(em, c->YP), cg_lit(em, c->YP));
+  image_band(k, c, em, row_fill);
+  em->pop(em->r);
+  cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, PC));
+  cg_put(em, "const %s *kiln_pp = kiln_pl + kiln_pc * %s;", F, cg_lit(em, c->YW * XW));
+  cg_put(em, "%s *kiln_vv = kiln_vb + kiln_pc * %d;", F, R);
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) {", R);
+  cg_put(em, "const %s kiln_q = kiln_qa + kiln_r;", I);
+  cg_open(em, "if (kiln_q >= kiln_qb) {  /* past the image's tiles: zeros, never stored */");
+  cg_put(em, "for (int kiln_e = 0; kiln_e < 16; kiln_e++) kiln_vv[kiln_e * %s + kiln_r] = 0;", cg_lit(em, PC * R));
+  cg_put(em, "continue;");
+  cg_close(em);
+  cg_put(em, "const %s *kiln_d0 = kiln_pp + kiln_q / %s * %s + kiln_q %% %s * 2;", F, cg_lit(em, c->TW), cg_lit(em, 2 * XW),
+         cg_lit(em, c->TW));
+  /* T = d B along each row, then V = Bt T down each column (Bt: 1 0 -1 0 / 0 1 1 0 / 0 -1 1 0 / 0 1 0 -1) */
+  cg_put(em, "%s kiln_tt[4][4];", F);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < 4; kiln_i++) {");
+  cg_put(em, "const %s *kiln_di = kiln_d0 + kiln_i * %s;", F, cg_lit(em, XW));
+  cg_put(em, "kiln_tt[kiln_i][0] = kiln_di[0] - kiln_di[2], kiln_tt[kiln_i][1] = kiln_di[1] + kiln_di[2];");
+  cg_put(em, "kiln_tt[kiln_i][2] = kiln_di[2] - kiln_di[1], kiln_tt[kiln_i][3] = kiln_di[1] - kiln_di[3];");
+  cg_close(em);
+  cg_open(em, "for (int kiln_j = 0; kiln_j < 4; kiln_j++) {");
+  cg_put(em, "kiln_vv[(0 + kiln_j) * %s + kiln_r] = kiln_tt[0][kiln_j] - kiln_tt[2][kiln_j];", cg_lit(em, PC * R));
+  cg_put(em, "kiln_vv[(4 + kiln_j) * %s + kiln_r] = kiln_tt[1][kiln_j] + kiln_tt[2][kiln_j];", cg_lit(em, PC * R));
+  cg_put(em, "kiln_vv[(8 + kiln_j) * %s + kiln_r] = kiln_tt[2][kiln_j] - kiln_tt[1][kiln_j];", cg_lit(em, PC * R));
+  cg_put(em, "kiln_vv[(12 + kiln_j) * %s + kiln_r] = kiln_tt[1][kiln_j] - kiln_tt[3][kiln_j];", cg_lit(em, PC * R));
+  cg_close(em);
+  cg_close(em);
+  cg_close(em);
+  cg_close(em);
+  /* the 16 sums over the plane channels, a transform point at a time over the band's blocks */
+  cg_put(em, "const %s *kiln_wb = kiln_pk + kiln_cb * %s;", F, cg_lit(em, 16 * PC * PL));
+  cg_put(em, "%s kiln_m[16][%lld][%d][%d]%s;", F, (long long)BT, R, PL, al);
+  cg_open(em, "for (int kiln_e = 0; kiln_e < 16; kiln_e++) {");
+  cg_open(em, "for (int kiln_tl = 0; kiln_tl < kiln_nb; kiln_tl++) {");
+  cg_put(em, "kiln_v kiln_a[%d][%d];", R, P);
+  cg_put(em, "memset(kiln_a, 0, sizeof kiln_a);");
+  cg_put(em, "const %s *kiln_xb = kiln_pv + (kiln_tl * 16 + kiln_e) * %s, *kiln_we = kiln_wb + kiln_e * %s;", F,
+         cg_lit(em, PC * R), cg_lit(em, PC * PL));
+  cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, PC));
+  cg_put(em, "const %s *kiln_xp = kiln_xb + kiln_pc * %d, *kiln_wk = kiln_we + kiln_pc * %d;", F, R, PL);
+  lane_taps(em, P, L, R, "kiln_r");
+  cg_close(em);
+  cg_put(em, "memcpy(kiln_m[kiln_e][kiln_tl], kiln_a, sizeof kiln_a);");
+  cg_close(em);
+  cg_close(em);
+  /* each block: Y = At M A (At: 1 1 1 0 / 0 1 -1 -1), a vector of channels at a time, into
+   * kiln_d[tile][row x 2 + column], then the epilogue, each channel's outputs tile by tile */
+  int nsel[KILN_MAX_RANK];
+  for (int v = 0; v < k->rank; v++) nsel[v] = v != c->co && v != h && v != w;
+  em->push(em->r);
+  em->digits(em->r, "kiln_bz", 0, k->rank, k->shape, nsel, 1, NF);
+  cg_put(em, "const int kiln_ni = %s - kiln_o0 < %d ? (int)(%s - kiln_o0) : %d;", cg_lit(em, c->CO), PL, cg_lit(em, c->CO), PL);
+  cg_open(em, "for (int kiln_tl = 0; kiln_tl < kiln_nb; kiln_tl++) {");
+  cg_put(em, "%s kiln_d[%d][4][%d]%s;", F, R, PL, al);
+  cg_open(em, "for (int kiln_r = 0; kiln_r < %d; kiln_r++) {", R);
+  cg_put(em, "%s", d->simd);
+  cg_open(em, "for (int kiln_l = 0; kiln_l < %d; kiln_l++) {", PL);
+  cg_put(em, "%s kiln_s0[4], kiln_s1[4];", F);
+  cg_open(em, "for (int kiln_x = 0; kiln_x < 4; kiln_x++) {");
+  cg_put(em, "const %s *kiln_mx = &kiln_m[kiln_x * 4][kiln_tl][kiln_r][kiln_l];", F);
+  cg_put(em, "const %s kiln_m0 = kiln_mx[0], kiln_m1 = kiln_mx[%s], kiln_m2 = kiln_mx[%s], kiln_m3 = kiln_mx[%s];", F,
+         cg_lit(em, BT * R * PL), cg_lit(em, 2 * BT * R * PL), cg_lit(em, 3 * BT * R * PL));
+  cg_put(em, "kiln_s0[kiln_x] = kiln_m0 + kiln_m1 + kiln_m2, kiln_s1[kiln_x] = kiln_m1 - kiln_m2 - kiln_m3;");
+  cg_close(em);
+  cg_put(em, "kiln_d[kiln_r][0][kiln_l] = kiln_s0[0] + kiln_s0[1] + kiln_s0[2];");
+  cg_put(em, "kiln_d[kiln_r][1][kiln_l] = kiln_s1[0] + kiln_s1[1] + kiln_s1[2];");
+  cg_put(em, "kiln_d[kiln_r][2][kiln_l] = kiln_s0[1] - kiln_s0[2] - kiln_s0[3];");
+  cg_put(em, "kiln_d[kiln_r][3][kiln_l] = kiln_s1[1] - kiln_s1[2] - kiln_s1[3];");
+  cg_close(em);
+  cg_close(em);
+  cg_put(em, "const %s kiln_qa = kiln_q0 + kiln_tl * %d, kiln_qb = kiln_qa + %d < kiln_qe ? kiln_qa + %d : kiln_qe;", I, R, R, R);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < kiln_ni; kiln_i++) {");
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);
+  cg_open(em, "for (%s kiln_q = kiln_qa; kiln_q < kiln_qb; kiln_q++) {", I);
+  cg_open(em, "for (int kiln_s = 0; kiln_s < 4; kiln_s++) {");
+  cg_put(em, "const %s kiln_y = kiln_q / %s * 2 + kiln_s / 2, kiln_x = kiln_q %% %s * 2 + kiln_s %% 2;", I, cg_lit(em, c->TW),
+         cg_lit(em, c->TW));
+  cg_put(em, "if (kiln_y >= %s || kiln_x >= %s) continue;", cg_lit(em, H), cg_lit(em, W));
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_y, v%d = kiln_x;", I, h, w);
+  em->items(em->r, 1, "kiln_d[kiln_q - kiln_qa][kiln_s][kiln_i]");
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+}
+
+/* Winograd's weights: each output channel's 3 x 3 window g of each plane channel as U = G g Gt
+ * (G: 1 0 0 / .5 .5 .5 / .5 -.5 .5 / 0 0 1), in f64, rounded once; the pack [block][16][plane
+ * channel][cp x lanes], zeros past the channels */
+static void winograd_pack(const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  const Dialect *d = em->d;
+  const char *I = d->index_type, *D = d->value_type[KILN_F64];
+  int rh = k->rank + k->n_red - 2, rw = rh + 1, PL = c->cp * c->lanes;
+  int64_t PC = c->PC, CB = (c->CO + PL - 1) / PL;
+  int csel[KILN_MAX_RANK];
+  for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
+  char head[320], v[256];
+  cg_team_for(d, "kiln_q", cg_lit(em, CB * PC), true, head, sizeof head);
+  cg_open(em, "%s", head);
+  cg_put(em, "const %s kiln_pc = kiln_q %% %s, kiln_cb = kiln_q / %s, kiln_o0 = kiln_cb * %d;", I, cg_lit(em, PC), cg_lit(em, PC), PL);
+  em->push(em->r);
+  em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, PC);
+  cg_open(em, "for (int kiln_j = 0; kiln_j < %d; kiln_j++) {", PL);
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_o0 + kiln_j < %s ? kiln_o0 + kiln_j : %s;", I, c->co, cg_lit(em, c->CO), cg_lit(em, c->CO - 1));
+  cg_put(em, "%s kiln_g[3][3], kiln_gr[3][4], kiln_u[4][4];", D);
+  cg_open(em, "for (%s v%d = 0; v%d < 3; v%d++) {", I, rh, rh, rh);
+  cg_open(em, "for (%s v%d = 0; v%d < 3; v%d++) {", I, rw, rw, rw);
+  em->push(em->r);
+  em->emit(em->r, c->weight, v, sizeof v);
+  cg_put(em, "kiln_g[v%d][v%d] = %s;", rh, rw, v);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  cg_open(em, "for (int kiln_i = 0; kiln_i < 3; kiln_i++) {");
+  cg_put(em, "const %s *kiln_gi = kiln_g[kiln_i];", D);
+  cg_put(em, "kiln_gr[kiln_i][0] = kiln_gi[0], kiln_gr[kiln_i][3] = kiln_gi[2];");
+  cg_put(em, "kiln_gr[kiln_i][1] = (kiln_gi[0] + kiln_gi[1] + kiln_gi[2]) * 0.5;");
+  cg_put(em, "kiln_gr[kiln_i][2] = (kiln_gi[0] - kiln_gi[1] + kiln_gi[2]) * 0.5;");
+  cg_close(em);
+  cg_open(em, "for (int kiln_n = 0; kiln_n < 4; kiln_n++) {");
+  cg_put(em, "kiln_u[0][kiln_n] = kiln_gr[0][kiln_n], kiln_u[3][kiln_n] = kiln_gr[2][kiln_n];");
+  cg_put(em, "kiln_u[1][kiln_n] = (kiln_gr[0][kiln_n] + kiln_gr[1][kiln_n] + kiln_gr[2][kiln_n]) * 0.5;");
+  cg_put(em, "kiln_u[2][kiln_n] = (kiln_gr[0][kiln_n] - kiln_gr[1][kiln_n] + kiln_gr[2][kiln_n]) * 0.5;");
+  cg_close(em);
+  cg_put(em, "for (int kiln_e = 0; kiln_e < 16; kiln_e++)");
+  cg_put(em, "  kiln_pk[((kiln_cb * 16 + kiln_e) * %s + kiln_pc) * %d + kiln_j] = kiln_o0 + kiln_j < %s ? (%s)kiln_u[kiln_e / 4][kiln_e %% 4] : 0;",
+         cg_lit(em, PC), PL, cg_lit(em, c->CO), d->value_type[KILN_F32]);
+  em->pop(em->r);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+}
+
 void cg_render_cpu_pack(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
+  if (c->winograd) {
+    winograd_pack(k, c, em);
+    return;
+  }
   const Dialect *d = em->d;
   const char *I = d->index_type;
   int PL = c->cp * c->lanes;

@@ -218,7 +218,11 @@ static kiln_status launch_of(const Plan *p, int ki, const Dialect *d, const CgOp
     if (direct && dc.channel_lanes) l->pack = cg_cpu_pack_numel(k, &dc);
     if (direct && k->expanded) why_append(l, "; k%d's value computed as the planes fill", k->id - 1);
     if (direct && dc.in_place) why_append(l, "; read in place");
-    if (direct && dc.panel)
+    if (direct && dc.winograd)
+      why_append(l, "; Winograd F(2x2, 3x3) in channel lanes: %d vectors of channels x %d tiles of 2 x 2 a task, %lld tiles in "
+                 "%lld blocks, bands of %lld blocks, planes of %lld x %lld x %lld, weights transformed once", dc.cp, dc.cr,
+                 (long long)(dc.TH * dc.TW), (long long)dc.TB, (long long)dc.BT, (long long)dc.PC, (long long)dc.YW, (long long)dc.XPA);
+    else if (direct && dc.panel)
       why_append(l, "; direct convolution, channels in lanes over pixel panels: %d vectors of channels x %d pixels a task, "
                  "panels of %lld blocks x %lld x %d, weights laid out once%s", dc.cp, dc.cr, (long long)dc.PB, (long long)dc.PC,
                  dc.cr, dc.rows_outer ? "; pixels outermost" : "");

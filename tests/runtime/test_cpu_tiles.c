@@ -182,6 +182,7 @@ static void compare_direct_lanes(const char *name, kiln_graph *g, int n_in, cons
     void *og[1] = { got };
     if (c == 5) {  /* channel lanes wherever they can (want_channels of them; -1: not counted) */
       o.cpu_channel_lanes = 2;
+      o.cpu_winograd = 0;  /* the window's sum (winograd_cases has Winograd's) */
       OK(kiln_program_compile(g, &o, &p));
       if (!p) break;
       int nc = count_in_plan(p, "channels in lanes"), want_c = host_lanes() ? want_channels : 0;
@@ -952,6 +953,7 @@ static void channel_lanes_cases(void) {
     g = lanes_graph(n, c, hw, m, w_input, &wt);
     o.backend = "cpu";
     o.cpu_channel_lanes = w_input ? 2 : 1;
+    o.cpu_winograd = 0;  /* the window's sum (winograd_cases has Winograd's) */
     kiln_program *p = NULL;
     OK(kiln_program_compile(g, &o, &p));
     if (p) {
@@ -992,6 +994,7 @@ static void channel_lanes_cases(void) {
       int64_t fc = floors[i].c, fhw = floors[i].hw;
       g = lanes_graph(1, fc, fhw, fc, false, &wt);
       o = kiln_options_default();
+      o.cpu_winograd = 0;
       char name[96];
       snprintf(name, sizeof name, "the tap floor, %lld channels at %lldx%lld", (long long)fc, (long long)fhw, (long long)fhw);
       lanes_against_ref(g, &o, fc * fhw * fhw, fc * fhw * fhw, 4, floors[i].lanes, name);
@@ -1002,6 +1005,7 @@ static void channel_lanes_cases(void) {
   g = lanes_graph(1, 128, 31, 32, false, &wt);
   o = kiln_options_default();
   o.cpu_channel_lanes = 2;
+  o.cpu_winograd = 0;
   lanes_against_ref(g, &o, 128 * 31 * 31, 32 * 31 * 31, 6, 1, "channel lanes, a plane past 512 KiB");
   kiln_graph_free(g);
 }
@@ -1011,6 +1015,7 @@ static kiln_program *lanes_asked(kiln_graph *g, kiln_options *o) {
   *o = kiln_options_default();
   o->backend = "cpu";
   o->cpu_channel_lanes = 2;
+  o->cpu_winograd = 0;  /* the window's sum (winograd_cases has Winograd's) */
   kiln_program *p = NULL;
   OK(kiln_program_compile(g, o, &p));
   return p;
@@ -1215,6 +1220,103 @@ static void pixel_panels_cases(void) {
   }
 }
 
+/* Winograd's F(2x2, 3x3) (CgCpuDirect.winograd), a 3x3 convolution of stride 1 in channel lanes.
+ * Asked for wherever it can go (cpu_winograd 2), against ref: 24 -> 20 channels (a block of 16 and
+ * one of 4 at 8 lanes) at 9x9 (an odd row and column: the last tiles half outside, the plane's
+ * rows past its last zeros) over five images (a thread's patches transformed again for each of
+ * its images, at any count of threads up to 4), then new weights by write_param (their transforms
+ * laid out again); 16 -> 16 at 4x4 over five images (a band of one block: the image alone tells a
+ * thread its patches are stale). By the cost model at 8 lanes, against the window's sum
+ * (cpu_winograd 0, itself checked against ref above): resnet50's 3x3s over 128 channels at 28x28
+ * (bands of 2 blocks; 0.51 of the window's sum) and over 64 at 56x56 (a band a block, every
+ * channel block's transforms in L2; 0.64); res512_4's over 512 at 4x4 keeps the window's sum (its
+ * transforms, 16 MiB, stream from memory: 1.8 times slower asked for). cpu_winograd is 0 to 2. */
+static void winograd_cases(void) {
+  if (!host_lanes()) return;
+  static const struct { int64_t n, c, hw, m; } small[] = { { 5, 24, 9, 20 }, { 5, 16, 4, 16 } };
+  for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+    int64_t n = small[i].n, c = small[i].c, hw = small[i].hw, m = small[i].m, xn = n * c * hw * hw, yn = n * m * hw * hw;
+    int64_t wn = m * c * 9;
+    kiln_tensor wt;
+    kiln_graph *g = lanes_graph(n, c, hw, m, false, &wt);
+    float *x = alloc_f32(xn), *w2 = alloc_f32(wn), *got = alloc_f32(yn), *want = alloc_f32(yn);
+    for (int64_t j = 0; j < xn; j++) x[j] = val(j, 9 + (int)i);
+    for (int64_t j = 0; j < wn; j++) w2[j] = val(j, 5) / 8;
+    kiln_options o = kiln_options_default();
+    o.backend = "cpu";
+    o.cpu_winograd = 2;
+    kiln_program *p = NULL;
+    OK(kiln_program_compile(g, &o, &p));
+    int nw = p ? count_in_plan(p, "Winograd F(2x2, 3x3)") : -1;
+    CHECK_MSG(nw == 1, "winograd %lld -> %lld at %lldx%lld asked for: %d kernels (want 1)", (long long)c, (long long)m,
+              (long long)hw, (long long)hw, nw);
+    for (int round = 0; p && round < 2; round++) {
+      if (round == 1) {  /* new weights, in the graph for ref and written to the program */
+        OK(kiln_program_write_param(p, wt, w2));
+        kiln_graph_free(g);
+        g = lanes_graph(n, c, hw, m, true, &wt);
+      }
+      const void *ins[2] = { x, w2 };
+      kiln_program *r = ref_run(g, ins, (void *[]){ want });
+      for (int64_t j = 0; j < yn; j++) got[j] = NAN;
+      OK(kiln_program_run(p, ins, (void *[]){ got }));
+      double e = worst_of(got, want, yn);
+      CHECK_MSG(e <= 2e-5, "winograd %lld -> %lld at %lldx%lld, round %d: worst relative error %.3g", (long long)c, (long long)m,
+                (long long)hw, (long long)hw, round, e);
+      kiln_program_free(r);
+    }
+    kiln_program_free(p);
+    kiln_graph_free(g);
+    free(x), free(w2), free(got), free(want);
+  }
+  static const struct { int64_t c, hw; int winograd; const char *bands; } shapes[] = {
+    { 128, 28, 1, "bands of 2 blocks" }, { 64, 56, 1, "bands of 1 blocks" }, { 512, 4, 0, NULL } };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    int64_t c = shapes[i].c, hw = shapes[i].hw, xn = c * hw * hw;
+    kiln_tensor wt;
+    kiln_graph *g = lanes_graph(1, c, hw, c, false, &wt);
+    float *x = alloc_f32(xn), *got = alloc_f32(xn), *want = alloc_f32(xn);
+    for (int64_t j = 0; j < xn; j++) x[j] = val(j, 2 + (int)i);
+    kiln_options o = kiln_options_default();
+    o.backend = "cpu";
+    kiln_program *p = NULL, *q = NULL;
+    OK(kiln_program_compile(g, &o, &p));
+    o.cpu_winograd = 0;
+    OK(kiln_program_compile(g, &o, &q));
+    if (p && q) {
+      int nw = count_in_plan(p, "Winograd F(2x2, 3x3)"), nb = shapes[i].bands ? count_in_plan(p, shapes[i].bands) : 0;
+      CHECK_MSG(count_in_plan(q, "Winograd") == 0, "3x3 over %lld at %lldx%lld, cpu_winograd 0: Winograd", (long long)c,
+                (long long)hw, (long long)hw);
+      if (lanes() == 8)
+        CHECK_MSG(nw == shapes[i].winograd && nb == shapes[i].winograd,
+                  "3x3 over %lld at %lldx%lld by default at 8 lanes: %d Winograd kernels, %d with %s (want %d)", (long long)c,
+                  (long long)hw, (long long)hw, nw, nb, shapes[i].bands ? shapes[i].bands : "bands", shapes[i].winograd);
+      const void *ins[1] = { x };
+      for (int64_t j = 0; j < xn; j++) got[j] = want[j] = NAN;
+      OK(kiln_program_run(q, ins, (void *[]){ want }));
+      OK(kiln_program_run(p, ins, (void *[]){ got }));
+      double e = worst_of(got, want, xn);
+      CHECK_MSG(e <= 2e-5, "3x3 over %lld at %lldx%lld: worst relative error %.3g against the window's sum", (long long)c,
+                (long long)hw, (long long)hw, e);
+    }
+    kiln_program_free(p);
+    kiln_program_free(q);
+    kiln_graph_free(g);
+    free(x), free(got), free(want);
+  }
+  {
+    kiln_tensor wt;
+    kiln_graph *g = lanes_graph(1, 16, 5, 16, false, &wt);
+    kiln_options o = kiln_options_default();
+    o.backend = "cpu";
+    o.cpu_winograd = 3;
+    kiln_program *p = NULL;
+    FAILS(KILN_ERR_INVALID_ARG, kiln_program_compile(g, &o, &p));
+    CHECK(!p);
+    kiln_graph_free(g);
+  }
+}
+
 /* Channel lanes whose tasks take part of a row run their epilogue on vectors of a pixel's
  * channels (CgCpuDirect.channel_items; resnet50's 7x7/2 stem): two images of 28x28 at a stride
  * of 2 into 14x14, 40 output channels (a block of 32 and one of 8), and a residual read at each
@@ -1263,6 +1365,7 @@ static void channel_lanes_by_rows(void) {
   kiln_graph *g = lanes_graph(1, 64, 56, 64, false, &wt);
   kiln_options o = kiln_options_default();
   o.backend = "cpu";
+  o.cpu_winograd = 0;  /* the window's sum (winograd_cases has Winograd's) */
   kiln_program *p = NULL;
   OK(kiln_program_compile(g, &o, &p));
   int nc = p ? count_in_plan(p, "channels in lanes") : -1;
@@ -1413,6 +1516,7 @@ int main(void) {
   channel_items_case();
   channel_lanes_in_place_rows();
   pixel_panels_cases();
+  winograd_cases();
   channel_lanes_ring();
   window_max_pool();
   short_product_tiles();
