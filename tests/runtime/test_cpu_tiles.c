@@ -1228,7 +1228,7 @@ static void pixel_panels_cases(void) {
  * laid out again); 16 -> 16 at 4x4 over five images (a band of one block: the image alone tells a
  * thread its patches are stale). By the cost model at 8 lanes, against the window's sum
  * (cpu_winograd 0, itself checked against ref above): resnet50's 3x3s over 128 channels at 28x28
- * (bands of 2 blocks; 0.51 of the window's sum) and over 64 at 56x56 (a band a block, every
+ * (bands of 3 of its 33 blocks; 0.51 of the window's sum) and over 64 at 56x56 (a band a block, every
  * channel block's transforms in L2; 0.64); res512_4's over 512 at 4x4 keeps the window's sum (its
  * transforms, 16 MiB, stream from memory: 1.8 times slower asked for). cpu_winograd is 0 to 2. */
 static void winograd_cases(void) {
@@ -1270,7 +1270,7 @@ static void winograd_cases(void) {
     free(x), free(w2), free(got), free(want);
   }
   static const struct { int64_t c, hw; int winograd; const char *bands; } shapes[] = {
-    { 128, 28, 1, "bands of 2 blocks" }, { 64, 56, 1, "bands of 1 blocks" }, { 512, 4, 0, NULL } };
+    { 128, 28, 1, "bands of 3 blocks" }, { 64, 56, 1, "bands of 1 blocks" }, { 512, 4, 0, NULL } };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     int64_t c = shapes[i].c, hw = shapes[i].hw, xn = c * hw * hw;
     kiln_tensor wt;
