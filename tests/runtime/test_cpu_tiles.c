@@ -1250,6 +1250,13 @@ static void winograd_cases(void) {
     int nw = p ? count_in_plan(p, "Winograd F(2x2, 3x3)") : -1;
     CHECK_MSG(nw == 1, "winograd %lld -> %lld at %lldx%lld asked for: %d kernels (want 1)", (long long)c, (long long)m,
               (long long)hw, (long long)hw, nw);
+    if (hw % 2) {  /* the plane's rows past the image's last, which the last tiles' patches read, zeroed (their
+                    * garbage would cancel in exact arithmetic, so values alone seldom show it missing) */
+      StrBuf src = c_source(g, &o, true);
+      CHECK_MSG(src.s && strstr(src.s, "memset(kiln_pl + (kiln_pc * "), "winograd at %lldx%lld: the rows past the plane not zeroed",
+                (long long)hw, (long long)hw);
+      sb_free(&src);
+    }
     for (int round = 0; p && round < 2; round++) {
       if (round == 1) {  /* new weights, in the graph for ref and written to the program */
         OK(kiln_program_write_param(p, wt, w2));
