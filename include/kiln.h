@@ -680,7 +680,8 @@ typedef struct kiln_options {
                            F(2x2, 3x3): its weights transformed once into 16 products of 4 x 4 points, each
                            2 x 2 tile of outputs from 16 sums over the channels where the window took 36,
                            where the cost model says; 2 wherever it can; 0 never. Its values differ from the
-                           window's sum by rounding only ($KILN_CPU_WINOGRAD) */
+                           window's sum by rounding only: a tile whose outputs are not all finite is
+                           taken again as the window's sum ($KILN_CPU_WINOGRAD) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

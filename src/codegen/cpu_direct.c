@@ -1668,6 +1668,8 @@ static void render_winograd(const Kernel *k, const CgCpuDirect *c, const CgEmit 
   int64_t H = k->shape[h], W = k->shape[w], TT = c->TH * c->TW, PC = c->PC, XW = c->XPA, BT = c->BT;
   int L = c->lanes, P = c->cp, R = c->cr, PL = P * L;
   int64_t CB = (c->CO + PL - 1) / PL, NB = (c->TB + BT - 1) / BT, NF = k->outer_numel / (c->CO * H * W);
+  int rh = k->rank + k->n_red - 2, rw = rh + 1, csel[KILN_MAX_RANK];
+  for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
   cg_put(em, "typedef %s kiln_v __attribute__((vector_size(%d), aligned(4)));", F, 4 * L);
   bool parallel = (double)k->outer_numel * (double)k->inner_numel >= (double)d->min_parallel_work;
   cg_open(em, "{");
@@ -1766,6 +1768,42 @@ static void render_winograd(const Kernel *k, const CgCpuDirect *c, const CgEmit 
   cg_close(em);
   cg_close(em);
   cg_put(em, "const %s kiln_qa = kiln_q0 + kiln_tl * %d, kiln_qb = kiln_qa + %d < kiln_qe ? kiln_qa + %d : kiln_qe;", I, R, R, R);
+  /* A tile whose outputs are not all finite (an infinity or NaN in its patch, or a sum past f32's
+   * range) takes them again as the window's sum: the transforms spread a patch's NaN or infinity
+   * to all four outputs (and an infinity times the transforms' zeros to NaN), where the window
+   * makes exactly the outputs it covers NaN or infinite. */
+  cg_open(em, "for (int kiln_r = 0; kiln_r < kiln_qb - kiln_qa; kiln_r++) {");
+  cg_put(em, "%s kiln_z = 0;", F);
+  cg_put(em, "for (int kiln_s = 0; kiln_s < 4; kiln_s++)");
+  cg_put(em, "  for (int kiln_l = 0; kiln_l < kiln_ni; kiln_l++) kiln_z += kiln_d[kiln_r][kiln_s][kiln_l] * 0.0f;");
+  cg_put(em, "if (kiln_z == 0) continue;  /* all finite (a NaN compares unequal) */");
+  cg_put(em, "const %s kiln_q = kiln_qa + kiln_r;", I);
+  cg_open(em, "for (int kiln_l = 0; kiln_l < kiln_ni; kiln_l++) {");
+  em->push(em->r);
+  cg_put(em, "const %s v%d = kiln_o0 + kiln_l;", I, c->co);
+  cg_open(em, "for (int kiln_s = 0; kiln_s < 4; kiln_s++) {");
+  cg_put(em, "const %s *kiln_pp = kiln_pl + (kiln_q / %s * 2 + kiln_s / 2) * %s + kiln_q %% %s * 2 + kiln_s %% 2;", F,
+         cg_lit(em, c->TW), cg_lit(em, XW), cg_lit(em, c->TW));
+  cg_put(em, "%s kiln_acc = 0;", F);
+  cg_open(em, "for (%s kiln_pc = 0; kiln_pc < %s; kiln_pc++) {", I, cg_lit(em, PC));
+  em->push(em->r);
+  em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, PC);
+  cg_open(em, "for (%s v%d = 0; v%d < 3; v%d++) {", I, rh, rh, rh);
+  cg_open(em, "for (%s v%d = 0; v%d < 3; v%d++) {", I, rw, rw, rw);
+  em->push(em->r);
+  char wv[256];
+  em->emit(em->r, c->weight, wv, sizeof wv);
+  cg_put(em, "kiln_acc += %s * kiln_pp[(kiln_pc * %s + v%d) * %s + v%d];", wv, cg_lit(em, c->YW), rh, cg_lit(em, XW), rw);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_put(em, "kiln_d[kiln_r][kiln_s][kiln_l] = kiln_acc;");
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+  cg_close(em);
   cg_open(em, "for (int kiln_i = 0; kiln_i < kiln_ni; kiln_i++) {");
   em->push(em->r);
   cg_put(em, "const %s v%d = kiln_o0 + kiln_i;", I, c->co);

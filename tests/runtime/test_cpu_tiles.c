@@ -1311,6 +1311,38 @@ static void winograd_cases(void) {
     kiln_graph_free(g);
     free(x), free(got), free(want);
   }
+  {  /* a NaN and infinities in the input: exactly the outputs whose window holds one are NaN or infinite, as
+      * ref's (the tiles holding them taken again as the window's sum; the transforms alone spread them to
+      * a tile's four outputs) */
+    enum { N = 2, C = 24, HW = 9, M = 20 };
+    kiln_tensor wt;
+    kiln_graph *g = lanes_graph(N, C, HW, M, false, &wt);
+    int64_t xn = (int64_t)N * C * HW * HW, yn = (int64_t)N * M * HW * HW;
+    float *x = alloc_f32(xn), *got = alloc_f32(yn), *want = alloc_f32(yn);
+    for (int64_t j = 0; j < xn; j++) x[j] = val(j, 4);
+    x[(3 * HW + 4) * HW + 5] = NAN;                       /* image 0, channel 3, row 4, column 5 */
+    x[((C + 7) * HW + 8) * HW + 8] = INFINITY;            /* image 1, channel 7, the last row and column */
+    x[(1 * HW + 0) * HW + 2] = -INFINITY;                 /* image 0, channel 1, the first row */
+    const void *ins[1] = { x };
+    kiln_program *r = ref_run(g, ins, (void *[]){ want }), *p = NULL;
+    kiln_options o = kiln_options_default();
+    o.backend = "cpu";
+    o.cpu_winograd = 2;
+    OK(kiln_program_compile(g, &o, &p));
+    if (p && r) {
+      CHECK_MSG(count_in_plan(p, "Winograd F(2x2, 3x3)") == 1, "winograd with a NaN: not Winograd");
+      for (int64_t j = 0; j < yn; j++) got[j] = 0;
+      OK(kiln_program_run(p, ins, (void *[]){ got }));
+      int infs = 0;
+      for (int64_t j = 0; j < yn; j++) infs += isinf(want[j]);
+      CHECK_MSG(infs > 0, "winograd with an infinity: no infinite output in ref's");
+      check_against_ref(got, want, yn, "winograd with a NaN and infinities");
+    }
+    kiln_program_free(p);
+    kiln_program_free(r);
+    kiln_graph_free(g);
+    free(x), free(got), free(want);
+  }
   {
     kiln_tensor wt;
     kiln_graph *g = lanes_graph(1, 16, 5, 16, false, &wt);
