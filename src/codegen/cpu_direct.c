@@ -324,7 +324,7 @@ static void channel_lanes(const Plan *p, const Kernel *k, const CgOptions *o, do
   double wcost = winograd(k, o, budget, panel_floor, &wg);
   if (wcost < HUGE_VAL && (o->cpu_winograd == 2 || wcost < (lanes ? mine : theirs + 2.0 * k->n_items * points / L))) {
     wg.channel_lanes = wg.winograd = true, wg.flat = wg.in_place = wg.panel = wg.channel_items = false;
-    wg.pitch = wg.PB = 0, wg.ring = 0, wg.rows_outer = wg.BT == 1;
+    wg.pitch = wg.PB = 0, wg.ring = 0;
     *c = wg;
     return;
   }
@@ -1826,6 +1826,32 @@ static void render_winograd(const Kernel *k, const CgCpuDirect *c, const CgEmit 
   cg_close(em);
 }
 
+/* A pack's loop (channel lanes' and Winograd's weights): tasks of a block of output channels x n
+ * points named kiln_<name> (their digits over the sum's vars `sel`), then each of the block's
+ * PL channels, v<co> (clamped to the last; the caller stores zeros past them). Closed by
+ * pack_close. */
+static void pack_open(const Kernel *k, const CgCpuDirect *c, const CgEmit *em, int64_t n, const char *name, const int *sel) {
+  const char *I = em->d->index_type;
+  int PL = c->cp * c->lanes;
+  int64_t CB = (c->CO + PL - 1) / PL;
+  char head[320];
+  cg_team_for(em->d, "kiln_q", cg_lit(em, CB * n), true, head, sizeof head);
+  cg_open(em, "%s", head);
+  cg_put(em, "const %s kiln_%s = kiln_q %% %s, kiln_o0 = kiln_q / %s * %d;", I, name, cg_lit(em, n), cg_lit(em, n), PL);
+  em->push(em->r);
+  char var[32];
+  snprintf(var, sizeof var, "kiln_%s", name);
+  em->digits(em->r, var, k->rank, k->n_red, k->red_shape, sel, 1, n);
+  cg_open(em, "for (int kiln_j = 0; kiln_j < %d; kiln_j++) {", PL);
+  cg_put(em, "const %s v%d = kiln_o0 + kiln_j < %s ? kiln_o0 + kiln_j : %s;", I, c->co, cg_lit(em, c->CO), cg_lit(em, c->CO - 1));
+}
+
+static void pack_close(const CgEmit *em) {
+  cg_close(em);
+  em->pop(em->r);
+  cg_close(em);
+}
+
 /* Winograd's weights: each output channel's 3 x 3 window g of each plane channel as U = G g Gt
  * (G: 1 0 0 / .5 .5 .5 / .5 -.5 .5 / 0 0 1), in f64, rounded once; the pack [block][16][plane
  * channel][cp x lanes], zeros past the channels */
@@ -1833,18 +1859,11 @@ static void winograd_pack(const Kernel *k, const CgCpuDirect *c, const CgEmit *e
   const Dialect *d = em->d;
   const char *I = d->index_type, *D = d->value_type[KILN_F64];
   int rh = k->rank + k->n_red - 2, rw = rh + 1, PL = c->cp * c->lanes;
-  int64_t PC = c->PC, CB = (c->CO + PL - 1) / PL;
+  int64_t PC = c->PC;
   int csel[KILN_MAX_RANK];
   for (int i = 0; i < k->n_red; i++) csel[i] = i < k->n_red - 2;
-  char head[320], v[256];
-  cg_team_for(d, "kiln_q", cg_lit(em, CB * PC), true, head, sizeof head);
-  cg_open(em, "%s", head);
-  cg_put(em, "const %s kiln_pc = kiln_q %% %s, kiln_cb = kiln_q / %s, kiln_o0 = kiln_cb * %d;", I, cg_lit(em, PC), cg_lit(em, PC), PL);
-  em->push(em->r);
-  em->digits(em->r, "kiln_pc", k->rank, k->n_red, k->red_shape, csel, 1, PC);
-  cg_open(em, "for (int kiln_j = 0; kiln_j < %d; kiln_j++) {", PL);
-  em->push(em->r);
-  cg_put(em, "const %s v%d = kiln_o0 + kiln_j < %s ? kiln_o0 + kiln_j : %s;", I, c->co, cg_lit(em, c->CO), cg_lit(em, c->CO - 1));
+  char v[256];
+  pack_open(k, c, em, PC, "pc", csel);
   cg_put(em, "%s kiln_g[3][3], kiln_gr[3][4], kiln_u[4][4];", D);
   cg_open(em, "for (%s v%d = 0; v%d < 3; v%d++) {", I, rh, rh, rh);
   cg_open(em, "for (%s v%d = 0; v%d < 3; v%d++) {", I, rw, rw, rw);
@@ -1865,13 +1884,11 @@ static void winograd_pack(const Kernel *k, const CgCpuDirect *c, const CgEmit *e
   cg_put(em, "kiln_u[1][kiln_n] = (kiln_gr[0][kiln_n] + kiln_gr[1][kiln_n] + kiln_gr[2][kiln_n]) * 0.5;");
   cg_put(em, "kiln_u[2][kiln_n] = (kiln_gr[0][kiln_n] - kiln_gr[1][kiln_n] + kiln_gr[2][kiln_n]) * 0.5;");
   cg_close(em);
+  /* the block's transforms begin at kiln_o0 x 16 x PC (kiln_o0 its first channel, PL a block) */
   cg_put(em, "for (int kiln_e = 0; kiln_e < 16; kiln_e++)");
-  cg_put(em, "  kiln_pk[((kiln_cb * 16 + kiln_e) * %s + kiln_pc) * %d + kiln_j] = kiln_o0 + kiln_j < %s ? (%s)kiln_u[kiln_e / 4][kiln_e %% 4] : 0;",
-         cg_lit(em, PC), PL, cg_lit(em, c->CO), d->value_type[KILN_F32]);
-  em->pop(em->r);
-  cg_close(em);
-  em->pop(em->r);
-  cg_close(em);
+  cg_put(em, "  kiln_pk[kiln_o0 * %s + (kiln_e * %s + kiln_pc) * %d + kiln_j] = kiln_o0 + kiln_j < %s ? (%s)kiln_u[kiln_e / 4][kiln_e %% 4] : 0;",
+         cg_lit(em, 16 * PC), cg_lit(em, PC), PL, cg_lit(em, c->CO), d->value_type[KILN_F32]);
+  pack_close(em);
 }
 
 void cg_render_cpu_pack(const Plan *p, const Kernel *k, const CgCpuDirect *c, const CgEmit *em) {
@@ -1879,25 +1896,14 @@ void cg_render_cpu_pack(const Plan *p, const Kernel *k, const CgCpuDirect *c, co
     winograd_pack(k, c, em);
     return;
   }
-  const Dialect *d = em->d;
-  const char *I = d->index_type;
   int PL = c->cp * c->lanes;
-  int64_t K = k->inner_numel, CB = (c->CO + PL - 1) / PL;
   int all[KILN_MAX_RANK];
   for (int i = 0; i < k->n_red; i++) all[i] = 1;
-  char head[320], v[256];
-  cg_team_for(d, "kiln_q", cg_lit(em, CB * K), true, head, sizeof head);
-  cg_open(em, "%s", head);
-  cg_put(em, "const %s kiln_kk = kiln_q %% %s, kiln_o0 = kiln_q / %s * %d;", I, cg_lit(em, K), cg_lit(em, K), PL);
-  em->push(em->r);
-  em->digits(em->r, "kiln_kk", k->rank, k->n_red, k->red_shape, all, 1, K);
-  cg_open(em, "for (int kiln_j = 0; kiln_j < %d; kiln_j++) {", PL);
-  cg_put(em, "const %s v%d = kiln_o0 + kiln_j < %s ? kiln_o0 + kiln_j : %s;", I, c->co, cg_lit(em, c->CO), cg_lit(em, c->CO - 1));
+  char v[256];
+  pack_open(k, c, em, k->inner_numel, "kk", all);
   em->emit(em->r, c->weight, v, sizeof v);
   cg_put(em, "kiln_pk[kiln_q * %d + kiln_j] = kiln_o0 + kiln_j < %s ? %s : 0;", PL, cg_lit(em, c->CO), v);
-  cg_close(em);
-  em->pop(em->r);
-  cg_close(em);
+  pack_close(em);
   (void)p;
 }
 
