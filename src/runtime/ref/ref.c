@@ -3,7 +3,12 @@
  * Takes a TE and host buffers, produces each stage's values with plain loops over
  * the output index (and the reduction index). A stage's body is flattened once into
  * a tape (the DAG in post-order, each node once), then run per point with the
- * scalar semantics of te_eval_* (expr.c). Float sums and products accumulate in
+ * scalar semantics of te_eval_* (expr.c). The tape runs an instruction at a time over
+ * a row of points (lanes: consecutive output points, or a reduction's consecutive
+ * terms), and a reduction's instructions that read no reduction index run once per
+ * output point: each point's value is the same as one point at a time would give, in
+ * the same order of accumulation; the interpreter's dispatch, paid per instruction and
+ * point, was most of the test suites' time under ASan (test_cpu_tiles' oracle). Float sums and products accumulate in
  * double, integer ones in 64 bits; max/min let NaN win; argmax/argmin treat NaN as
  * the extreme and break ties by first (or last) index.
  *
@@ -34,6 +39,8 @@ typedef struct Ins {
   TeValue c;
   int var, src, n;
   int a[KILN_MAX_RANK];      /* argument slots */
+  bool vary;                 /* differs from lane to lane (tape_mark) */
+  unsigned char av[KILN_MAX_RANK];  /* 1 where argument a[k] varies: its lane l is at l * av[k] */
   int64_t stride[KILN_MAX_RANK], dim[KILN_MAX_RANK];  /* load: source strides and extents */
   const void *buf;           /* load: source buffer */
 } Ins;
@@ -108,44 +115,116 @@ static void tape_free(Tape *t) {
   kiln_free(t->slot);
 }
 
-/* Runs the tape at one point; false if a load would read out of range (a broken TE). */
-static bool tape_run(const Tape *t, TeValue *v, const int64_t *vars) {
+/* Marks the instructions that differ between lanes: those reading a variable numbered
+ * first_lane_var or above, directly or through an argument (post-order: arguments first). */
+static void tape_mark(Tape *t, int first_lane_var) {
+  for (int i = 0; i < t->n; i++) {
+    Ins *in = &t->ins[i];
+    in->vary = in->kind == EX_VAR && in->var >= first_lane_var;
+    for (int k = 0; k < in->n; k++) {
+      in->av[k] = t->ins[in->a[k]].vary;
+      in->vary |= in->av[k];
+    }
+  }
+}
+
+enum { MAX_LANES = 64 };
+/* The value slots of a thread (t->n x lanes) are kept within this, so a long tape runs
+ * in fewer lanes rather than asking for gigabytes. */
+#define TAPE_LANE_BYTES ((size_t)1 << 20)
+
+static int tape_lanes(const Tape *t) {
+  size_t per_lane = (size_t)t->n * sizeof(TeValue);
+  size_t lanes = per_lane ? TAPE_LANE_BYTES / per_lane : MAX_LANES;
+  return lanes >= MAX_LANES ? MAX_LANES : lanes < 1 ? 1 : (int)lanes;
+}
+
+/* o[l] = a[l * sa] op b[l * sb] for l < m where op and t have a loop of their own here (index math,
+ * its bounds checks, f32 products and sums), with te_eval_binary's results; false otherwise. */
+static bool binary_lanes(TeBinary op, kiln_dtype t, TeValue *o, const TeValue *a, int sa, const TeValue *b, int sb, int m) {
+#define EACH(expr) for (int l = 0; l < m; l++) { int64_t x = a[l * sa].i, y = b[l * sb].i; (void)x, (void)y; expr; } return true
+#define EACH_F(expr) for (int l = 0; l < m; l++) { double x = a[l * sa].f, y = b[l * sb].f; expr; } return true
+  if (t == KILN_I64) {
+    switch (op) {
+    case TB_ADD: EACH(o[l].i = (int64_t)((uint64_t)x + (uint64_t)y));
+    case TB_SUB: EACH(o[l].i = (int64_t)((uint64_t)x - (uint64_t)y));
+    case TB_MUL: EACH(o[l].i = (int64_t)((uint64_t)x * (uint64_t)y));
+    case TB_MAX: EACH(o[l].i = x > y ? x : y);
+    case TB_MIN: EACH(o[l].i = x < y ? x : y);
+    case TB_EQ: EACH(o[l].i = x == y);
+    case TB_NE: EACH(o[l].i = x != y);
+    case TB_LT: EACH(o[l].i = x < y);
+    case TB_LE: EACH(o[l].i = x <= y);
+    case TB_GT: EACH(o[l].i = x > y);
+    case TB_GE: EACH(o[l].i = x >= y);
+    default: return false;
+    }
+  }
+  if (t == KILN_BOOL) {  /* operands 0 or 1 */
+    switch (op) {
+    case TB_AND: EACH(o[l].i = (x & y) != 0);
+    case TB_OR: EACH(o[l].i = (x | y) != 0);
+    default: return false;
+    }
+  }
+  if (t == KILN_F32) {
+    switch (op) {
+    case TB_ADD: EACH_F(o[l].f = (float)(x + y));
+    case TB_MUL: EACH_F(o[l].f = (float)(x * y));
+    default: return false;
+    }
+  }
+  return false;
+#undef EACH
+#undef EACH_F
+}
+
+/* Argument k of instruction in at lane l: slot rows of L values, an invariant argument's
+ * value in its row's first. */
+#define ARG(k, l) v[(size_t)in->a[k] * (size_t)L + (size_t)((l) * in->av[k])]
+
+/* Runs the tape's instructions whose vary flag is `varying` over lanes [0, m) (m is 1 for
+ * the invariant ones); lv[var][l] is variable var at lane l (at lane 0 for a variable that
+ * does not vary). False if a load would read out of range (a broken TE). */
+static bool tape_pass(const Tape *t, TeValue *v, int L, const int64_t (*lv)[MAX_LANES], bool varying, int m) {
   for (int i = 0; i < t->n; i++) {
     const Ins *in = &t->ins[i];
+    if (in->vary != varying) continue;
+    TeValue *o = v + (size_t)i * (size_t)L;
     switch (in->kind) {
-    case EX_CONST: v[i] = in->c; break;
-    case EX_VAR: v[i].i = vars[in->var]; break;
+    case EX_CONST: for (int l = 0; l < m; l++) o[l] = in->c; break;
+    case EX_VAR: for (int l = 0; l < m; l++) o[l].i = lv[in->var][l]; break;
     case EX_LOAD: {
-      int64_t flat = 0;
-      for (int d = 0; d < in->n; d++) {
-        int64_t x = v[in->a[d]].i;
-        if (x < 0 || x >= in->dim[d]) return false;
-        flat += x * in->stride[d];
+      int64_t flat[MAX_LANES];
+      for (int l = 0; l < m; l++) {
+        int64_t f = 0;
+        for (int d = 0; d < in->n; d++) {
+          int64_t x = ARG(d, l).i;
+          if (x < 0 || x >= in->dim[d]) return false;
+          f += x * in->stride[d];
+        }
+        flat[l] = f;
       }
-      if (in->dtype == KILN_F32) v[i].f = ((const float *)in->buf)[flat];
-      else if (dtype_is_float(in->dtype)) v[i].f = dtype_load_f64(in->dtype, in->buf, flat);
-      else v[i].i = dtype_load_i64(in->dtype, in->buf, flat);
+      if (in->dtype == KILN_F32) for (int l = 0; l < m; l++) o[l].f = ((const float *)in->buf)[flat[l]];
+      else if (dtype_is_float(in->dtype)) for (int l = 0; l < m; l++) o[l].f = dtype_load_f64(in->dtype, in->buf, flat[l]);
+      else for (int l = 0; l < m; l++) o[l].i = dtype_load_i64(in->dtype, in->buf, flat[l]);
       break;
     }
-    case EX_UNARY: v[i] = te_eval_unary(in->op, in->adt, v[in->a[0]]); break;
+    case EX_UNARY: for (int l = 0; l < m; l++) o[l] = te_eval_unary(in->op, in->adt, ARG(0, l)); break;
     case EX_BINARY: {
-      TeValue a = v[in->a[0]], b = v[in->a[1]];
-      /* Fast paths for the commonest ops (index math, f32 products and sums); the
-       * same results as te_eval_binary. */
-      if (in->adt == KILN_I64 && in->op == TB_ADD) v[i].i = (int64_t)((uint64_t)a.i + (uint64_t)b.i);
-      else if (in->adt == KILN_I64 && in->op == TB_MUL) v[i].i = (int64_t)((uint64_t)a.i * (uint64_t)b.i);
-      else if (in->adt == KILN_I64 && in->op == TB_SUB) v[i].i = (int64_t)((uint64_t)a.i - (uint64_t)b.i);
-      else if (in->adt == KILN_F32 && in->op == TB_MUL) v[i].f = (float)(a.f * b.f);
-      else if (in->adt == KILN_F32 && in->op == TB_ADD) v[i].f = (float)(a.f + b.f);
-      else v[i] = te_eval_binary(in->op, in->adt, a, b);
+      const TeValue *a = &ARG(0, 0), *b = &ARG(1, 0);
+      if (!binary_lanes(in->op, in->adt, o, a, in->av[0], b, in->av[1], m))
+        for (int l = 0; l < m; l++) o[l] = te_eval_binary(in->op, in->adt, a[l * in->av[0]], b[l * in->av[1]]);
       break;
     }
-    case EX_SELECT: v[i] = v[in->a[0]].i ? v[in->a[1]] : v[in->a[2]]; break;
-    case EX_CAST: v[i] = te_eval_cast(in->dtype, in->adt, v[in->a[0]]); break;
+    case EX_SELECT: for (int l = 0; l < m; l++) o[l] = ARG(0, l).i ? ARG(1, l) : ARG(2, l); break;
+    case EX_CAST: for (int l = 0; l < m; l++) o[l] = te_eval_cast(in->dtype, in->adt, ARG(0, l)); break;
     }
   }
   return true;
 }
+
+#undef ARG
 
 /* ---- accumulation ---- */
 
@@ -245,31 +324,53 @@ static kiln_status out_of_range(const Stage *s) {
                    s->name ? s->name : "");
 }
 
-/* Evaluates output points [begin, end) with the value slots v; false if a load would
- * read out of range. */
-static bool eval_range(const Stage *s, const Tape *t, TeValue *v, void *out, int64_t begin, int64_t end,
+/* The body's value at lane l after a pass. */
+static TeValue tape_result(const Tape *t, const TeValue *v, int L, int l) {
+  const Ins *last = &t->ins[t->n - 1];
+  return v[(size_t)(t->n - 1) * (size_t)L + (size_t)(last->vary ? l : 0)];
+}
+
+/* Evaluates output points [begin, end) with the value slots v (t->n x L); false if a load
+ * would read out of range. The tape is marked for the stage (tape_mark): an injective
+ * stage's lanes are consecutive output points, a reduction's consecutive terms of one. */
+static bool eval_range(const Stage *s, const Tape *t, TeValue *v, int L, void *out, int64_t begin, int64_t end,
                        int64_t red_n) {
-  int64_t vars[2 * KILN_MAX_RANK] = {0}, rest = begin;
+  int64_t idx[KILN_MAX_RANK] = {0}, rest = begin;
+  int64_t lv[2 * KILN_MAX_RANK][MAX_LANES];
   for (int d = s->rank - 1; d >= 0; d--) {
-    vars[d] = rest % s->shape[d];
+    idx[d] = rest % s->shape[d];
     rest /= s->shape[d];
   }
   kiln_dtype bt = s->body->dtype;
-  for (int64_t o = begin; o < end; o++, next_index(vars, s->shape, s->rank)) {
-    if (s->kind != ST_REDUCE) {  /* injective, or an opaque string stage with an index form */
-      if (!tape_run(t, v, vars)) return false;
-      TeValue r = v[t->n - 1];
-      if (dtype_is_float(s->dtype)) dtype_store_f64(s->dtype, out, o, r.f);
-      else dtype_store_i64(s->dtype, out, o, r.i);
-      continue;
+  if (s->kind != ST_REDUCE) {  /* injective, or an opaque string stage with an index form */
+    if (!tape_pass(t, v, L, lv, false, 1)) return false;  /* what reads no index at all */
+    for (int64_t o = begin; o < end;) {
+      int m = end - o < L ? (int)(end - o) : L;
+      for (int l = 0; l < m; l++, next_index(idx, s->shape, s->rank))
+        for (int d = 0; d < s->rank; d++) lv[d][l] = idx[d];
+      if (!tape_pass(t, v, L, lv, true, m)) return false;
+      for (int l = 0; l < m; l++, o++) {
+        TeValue r = tape_result(t, v, L, l);
+        if (dtype_is_float(s->dtype)) dtype_store_f64(s->dtype, out, o, r.f);
+        else dtype_store_i64(s->dtype, out, o, r.i);
+      }
     }
+    return true;
+  }
+  for (int64_t o = begin; o < end; o++, next_index(idx, s->shape, s->rank)) {
     Acc acc;
     acc_init(&acc, s->rop, bt);
-    int64_t *rv = vars + s->rank;
-    memset(rv, 0, sizeof(int64_t) * (size_t)s->n_red);
-    for (int64_t r = 0; r < red_n; r++, next_index(rv, s->red_shape, s->n_red)) {
-      if (!tape_run(t, v, vars)) return false;
-      acc_add(&acc, s->rop, bt, v[t->n - 1], r, s->select_last);
+    if (red_n > 0) {
+      for (int d = 0; d < s->rank; d++) lv[d][0] = idx[d];
+      if (!tape_pass(t, v, L, lv, false, 1)) return false;  /* what reads no reduction index */
+      int64_t rv[KILN_MAX_RANK] = {0};
+      for (int64_t r = 0; r < red_n;) {
+        int m = red_n - r < L ? (int)(red_n - r) : L;
+        for (int l = 0; l < m; l++, next_index(rv, s->red_shape, s->n_red))
+          for (int d = 0; d < s->n_red; d++) lv[s->rank + d][l] = rv[d];
+        if (!tape_pass(t, v, L, lv, true, m)) return false;
+        for (int l = 0; l < m; l++, r++) acc_add(&acc, s->rop, bt, tape_result(t, v, L, l), r, s->select_last);
+      }
     }
     acc_store(&acc, s->rop, bt, s->dtype, out, o);
   }
@@ -280,7 +381,8 @@ static bool eval_range(const Stage *s, const Tape *t, TeValue *v, void *out, int
 typedef struct PointJob {
   const Stage *s;
   const Tape *t;
-  TeValue *v;               /* t->n value slots a thread */
+  TeValue *v;               /* t->n x lanes value slots a thread */
+  int lanes;
   void *out;
   int64_t red_n;
   int chunks;
@@ -295,7 +397,7 @@ static void eval_chunks(void *ctx, int tid, int nt) {
   for (int c; (c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->chunks;) {
     int64_t b = n / j->chunks * c + (c < n % j->chunks ? c : n % j->chunks);
     int64_t e = b + n / j->chunks + (c < n % j->chunks);
-    if (!eval_range(j->s, j->t, j->v + (size_t)tid * (size_t)j->t->n, j->out, b, e, j->red_n))
+    if (!eval_range(j->s, j->t, j->v + (size_t)tid * (size_t)j->t->n * (size_t)j->lanes, j->lanes, j->out, b, e, j->red_n))
       atomic_store_explicit(&j->bad, true, memory_order_relaxed);
   }
 }
@@ -316,11 +418,11 @@ static kiln_status eval_points(const Stage *s, const Tape *t, void *out) {
   if (threads > s->numel) threads = (int)s->numel;
   HostTeam *team = NULL;
   if (threads > 1 && host_team_open(threads, &team) != KILN_OK) threads = 1;  /* one thread does it all */
-  PointJob j = { .s = s, .t = t, .out = out, .red_n = red_n, .chunks = 1 };
+  PointJob j = { .s = s, .t = t, .out = out, .red_n = red_n, .chunks = 1, .lanes = tape_lanes(t) };
   if (threads > 1) j.chunks = 4 * threads < s->numel ? 4 * threads : (int)s->numel;
   atomic_init(&j.next, 0);
   atomic_init(&j.bad, false);
-  j.v = kiln_malloc(sizeof(TeValue) * (size_t)t->n * (size_t)threads);
+  j.v = kiln_malloc(sizeof(TeValue) * (size_t)t->n * (size_t)j.lanes * (size_t)threads);
   if (!j.v) {
     host_team_close(team);
     return kiln_fail(KILN_ERR_NO_MEMORY, "ref: out of memory");
@@ -451,7 +553,10 @@ kiln_status ref_eval_stage_strings(const TE *te, int s, const void *const *bufs,
                      st->kind == ST_INPUT ? "an input" : "opaque");
   Tape t;
   kiln_status rc = tape_build(&t, te, bufs, st->body);
-  if (rc == KILN_OK) rc = eval_points(st, &t, out);
+  if (rc == KILN_OK) {
+    tape_mark(&t, st->kind == ST_REDUCE ? st->rank : 0);
+    rc = eval_points(st, &t, out);
+  }
   tape_free(&t);
   return rc;
 }
