@@ -8,9 +8,9 @@
  * terms), and a reduction's instructions that read no reduction index run once per
  * output point: each point's value is the same as one point at a time would give, in
  * the same order of accumulation; the interpreter's dispatch, paid per instruction and
- * point, was most of the test suites' time under ASan (test_cpu_tiles' oracle). Float sums and products accumulate in
- * double, integer ones in 64 bits; max/min let NaN win; argmax/argmin treat NaN as
- * the extreme and break ties by first (or last) index.
+ * point, was most of the test suites' time under ASan (test_cpu_tiles' oracle). Float
+ * sums and products accumulate in double, integer ones in 64 bits; max/min let NaN win;
+ * argmax/argmin treat NaN as the extreme and break ties by first (or last) index.
  *
  * Strings: a string element is a pointer, carried through the tape as an int64 value, so
  * movement, where and equality of strings (opaque stages with a body) run on the tape; the
