@@ -56,10 +56,10 @@ static void render_rows(kiln_graph *g, int v, TE **te, Plan **p, StrBuf *src) {
   if (*p) OK(cg_render_plan(*p, &cg_dialect_cuda, &co, NULL, src));
 }
 
-/* src compiles for sm_90 with NVRTC, as the cuda backend compiles it. */
-/* Under the sanitizers (KILN_SANITIZED=1) every 4th source only: NVRTC is not instrumented,
- * the sources are the plain build's byte for byte (which compiles every one), and its
- * compiles under ASan's allocator were 60 s of CI's 20 minutes. */
+/* src compiles for sm_90 with NVRTC, as the cuda backend compiles it. Under the sanitizers
+ * (KILN_SANITIZED=1) every 4th source only: NVRTC is not instrumented, the sources are the
+ * plain build's byte for byte (which compiles every one), and its compiles under ASan's
+ * allocator were 60 s of CI's 20 minutes. */
 static void check_compiles(const char *src, const char *what, const char *kind, int64_t rows, int64_t cols) {
   static int calls;
   if (kiln_env_int("KILN_SANITIZED", 0) && calls++ % 4) return;

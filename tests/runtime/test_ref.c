@@ -12,8 +12,8 @@
 #include <omp.h>
 #if defined(__linux__)
 #include <dirent.h>
-#include <time.h>
 #endif
+#include <time.h>
 
 static kiln_options ref_options(void) {
   kiln_options o = kiln_options_default();
