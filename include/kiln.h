@@ -603,6 +603,12 @@ typedef struct kiln_options {
                            blocks (64 .. 4096); 0 (default) 256, two a multiprocessor. More spans shorten
                            each block's chain of k-tiles (mlp_fwd_b128's first layer: 7 k-tiles a block in
                            256 blocks) at the cost of more partials to add ($KILN_CUDA_SPLIT_TARGET) */
+  int cuda_thin_spans;  /* cuda: a generated f32 product of fewer than 16 tiles of 32x32, whose split-K would
+                           give too few blocks, over a long reduction (cnn_train_b32's first convolution's
+                           weight gradient: 9 x 16 outputs over 25,088 points) takes one tile split into up to
+                           this many spans (32 .. 128) where those give at least 32 blocks, each factor read
+                           once; 0 (default) a row of blocks an output, which reads a factor once per
+                           output ($KILN_CUDA_THIN_SPANS; a candidate, not yet raced) */
   int row_values;       /* grid backends: 1 a row kernel's later loops read whole values its first loop kept in
                            registers (a layernorm's x + o + b once, not its three loads and two adds again,
                            rows of vectors too);

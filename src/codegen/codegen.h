@@ -336,6 +336,9 @@ typedef struct CgOptions {
                            cg_row_variant_of; kiln_options.cuda_row_half) */
   int split_target;     /* split-K: the blocks a GEMM of too few tiles splits towards (0: gemm.c's 2 x
                            ENOUGH_BLOCKS; kiln_options.cuda_split_target) */
+  int thin_spans;       /* split-K: a product of too few tiles for split-K by the usual rule, over a long
+                           reduction, takes one 32x32 tile split into up to this many spans rather than block
+                           rows (0 off; kiln_options.cuda_thin_spans) */
   bool split_flags;     /* split-K tiles: the last span adds the others' partials once their flags say so (the
                            dialect's flag_done and band_meet), where the last block to arrive at a count
                            did (kiln_options.cuda_split_flags; the same bits) */

@@ -140,14 +140,18 @@ static double tile_use(const CgGemm *g, int c) {
 /* Spans for tile config c: `target` blocks in all (two per multiprocessor), each span at least
  * min_span k-tiles long (MIN_SPAN_TILES unless CgOptions.min_span_tiles says; mma tiles keep it), the
  * partial tiles within SPLIT_WS_BYTES. */
-static int64_t splits_for(const CgGemm *g, int c, int64_t target, int min_span) {
+static int64_t splits_up_to(const CgGemm *g, int c, int64_t target, int min_span, int64_t most) {
   int64_t tiles = tiles_of(g, c), ktiles = (g->K + tile_cfg[c][2] - 1) / tile_cfg[c][2];
   int64_t splits = (target + tiles - 1) / tiles;
   if (splits > ktiles / min_span) splits = ktiles / min_span;
-  if (splits > MAX_SPLITS) splits = MAX_SPLITS;
+  if (splits > most) splits = most;
   while (splits > 1 && (double)splits * (double)tiles * tile_cfg[c][0] * tile_cfg[c][1] * 4 * g->n_b > SPLIT_WS_BYTES)
     splits--;
   return splits < 1 ? 1 : splits;
+}
+
+static int64_t splits_for(const CgGemm *g, int c, int64_t target, int min_span) {
+  return splits_up_to(g, c, target, min_span, MAX_SPLITS);
 }
 
 /* K cut into about `splits` spans of whole k-tiles of g->bk (none empty). */
@@ -455,7 +459,17 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   int64_t small_tiles = tiles_of(&g, 2);
   bool block_rows = k->inner_numel >= 64 && k->outer_numel < 32768;
   int64_t spans = g.splits < 16 ? g.splits : 16;  /* the rule as measured with at most 16 spans */
-  if (small_tiles < 16 && small_tiles * spans < 32 && block_rows) return false;
+  bool thin = small_tiles < 16 && small_tiles * spans < 32 && block_rows;
+  /* CgOptions.thin_spans (a candidate): such a product over a long reduction (cnn_train_b32's first
+   * convolution's weight gradient: 9 x 16 outputs over 25,088 points, a row of 4 blocks each, its
+   * factor read 9 times) takes one 32x32 tile split into up to thin_spans spans where those give
+   * at least 32 blocks: each factor read once, the spans' partials added by the last */
+  if (thin && o->thin_spans > 0 && !g.mma && g.n_b == 1 && g.bm == 32 && g.bn == 32) {
+    int64_t ts = splits_up_to(&g, 2, (int64_t)o->thin_spans * small_tiles,
+                              o->min_span_tiles > 0 ? o->min_span_tiles : MIN_SPAN_TILES, o->thin_spans);
+    if (small_tiles * ts >= 32) set_spans(&g, ts), thin = false;
+  }
+  if (thin) return false;
   /* a cluster of at most 8 blocks (the portable size); each block one span of one tile */
   g.one_fence = o->one_fence;
   g.split_flags = o->split_flags;  /* where it splits, and not in a cluster (cg_gemm_globals, split_combine) */

@@ -945,6 +945,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_split_target ($KILN_CUDA_SPLIT_TARGET) is %d: 0 the default, or 64 .. 4096 "
                      "blocks", o->cuda_split_target);
   g->split_target = cuda ? o->cuda_split_target : 0;
+  if (o->cuda_thin_spans != 0 && (o->cuda_thin_spans < 32 || o->cuda_thin_spans > 128))
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cuda_thin_spans ($KILN_CUDA_THIN_SPANS) is %d: 0 off, or 32 .. 128 spans",
+                     o->cuda_thin_spans);
+  g->thin_spans = cuda ? o->cuda_thin_spans : 0;
   if (o->row_values < -1 || o->row_values > 1)
     return kiln_fail(KILN_ERR_INVALID_ARG, "row_values ($KILN_ROW_VALUES) is %d: -1 the default, 0 loads kept, 1 whole values",
                      o->row_values);

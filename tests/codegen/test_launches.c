@@ -46,6 +46,19 @@ static void first_spans(const kiln_options *o, CgOptions *co, const char *worklo
   built_free(&b);
 }
 
+/* Launch n of a workload's cuda program under o: its grid, and a phrase of its description. */
+static void nth_launch(const kiln_options *o, CgOptions *co, const char *workload, int n, int64_t grid, const char *form) {
+  Built b;
+  if (rt_codegen_options(o, &cg_dialect_cuda, co) != KILN_OK) return;
+  if (build(workload, &cg_dialect_cuda, co, &b)) {
+    CHECK_MSG(n < b.g->n_launch, "%s: %d launches, no k%d", workload, b.g->n_launch, n);
+    if (n < b.g->n_launch)
+      CHECK_MSG(b.g->launch[n].grid == grid && strstr(b.g->launch[n].why, form), "%s's k%d: %lld blocks, %s; expected %lld, %s",
+                workload, n, (long long)b.g->launch[n].grid, b.g->launch[n].why, (long long)grid, form);
+  }
+  built_free(&b);
+}
+
 static void expect(const char *what, const Built *b, const Want *w, int n) {
   for (int i = 0; i < n; i++) {
     CHECK_MSG(w[i].kernel < b->g->n_launch, "%s: no kernel %d", what, w[i].kernel);
@@ -775,6 +788,19 @@ int main(void) {
     refused(&kf, cu, "KILN_CUDA_SPLIT_TARGET");
     kf.cuda_split_target = 4097;
     refused(&kf, cu, "KILN_CUDA_SPLIT_TARGET");
+    /* cnn_train_b32's first convolution's weight gradient (9 x 16 over 25,088: k24) in block rows by default; under
+     * cuda_thin_spans one 32x32 tile in 61 spans of 13 k-tiles (at 64), 112 of 7 (at 128) */
+    kf = kiln_options_default();
+    CHECK(rt_codegen_options(&kf, cu, &co) == KILN_OK && co.thin_spans == 0);
+    nth_launch(&kf, &co, "cnn_train_b32", 24, 576, "block rows long");
+    kf.cuda_thin_spans = 64;
+    nth_launch(&kf, &co, "cnn_train_b32", 24, 61, "gemm 32x32 tiles (4 k-groups of 4x4 a thread) x 61 K-spans of 416");
+    kf.cuda_thin_spans = 128;
+    nth_launch(&kf, &co, "cnn_train_b32", 24, 112, "x 112 K-spans of 224");
+    kf.cuda_thin_spans = 31;
+    refused(&kf, cu, "KILN_CUDA_THIN_SPANS");
+    kf.cuda_thin_spans = 129;
+    refused(&kf, cu, "KILN_CUDA_THIN_SPANS");
     /* whole row values kept and rows widened to 8192 warps by default on cuda, neither on glsl; 0 turns each off */
     kf = kiln_options_default();
     if (rt_codegen_options(&kf, cu, &co) == KILN_OK) CHECK(co.row_values && co.row_fill == 8192);

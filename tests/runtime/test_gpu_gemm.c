@@ -1205,11 +1205,26 @@ static void test_shapes(void) {
     kiln_graph_free(gr);
   }
 
-  /* a row of 10 outputs over a long reduction stays one block per output */
+  /* a row of 10 outputs over a long reduction stays one block per output; under cuda_thin_spans it is one
+   * 32x32 tile split into 64 spans of 2 k-tiles (at 128, still 64: spans of at least 2 of its 128 k-tiles) */
   gr = dense(10, 4096, 10, false);
   r = plan_of(gr);
-  CgOptions dflt = cg_options_default();
+  CgOptions dflt = cg_options_default(), thin = dflt;
   for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(cg_gpu_shape(r.p, &r.p->kernels[i], &dflt) != CG_GPU_GEMM);
+  thin.thin_spans = 64;
+  CgGemm gt;
+  if (only_gemm_opt(&r, &thin, &gt, "thin 10x4096x10"))
+    CHECK_MSG(gt.bm == 32 && gt.bn == 32 && gt.splits == 64 && gt.kspan == 64, "thin: %dx%d tiles, %d spans of %lld", gt.bm,
+              gt.bn, gt.splits, (long long)gt.kspan);
+  thin.thin_spans = 128;
+  if (only_gemm_opt(&r, &thin, &gt, "thin 10x4096x10, 128")) CHECK(gt.splits == 64 && gt.kspan == 64);
+  compiles_opt(&r, &thin, "thin 10x4096x10");
+  plans_free(&r);
+  kiln_graph_free(gr);
+  /* too short for 32 spans of 2 k-tiles (2000 deep: 63 k-tiles): block rows whatever the option */
+  gr = dense(10, 2000, 10, false);
+  r = plan_of(gr);
+  for (int i = 0; r.p && i < r.p->n_kernels; i++) CHECK(cg_gpu_shape(r.p, &r.p->kernels[i], &thin) != CG_GPU_GEMM);
   plans_free(&r);
   kiln_graph_free(gr);
 }
@@ -1799,6 +1814,19 @@ static void test_values(void) {
     }
     unsetenv("KILN_CUDA_MIN_SPAN");
     unsetenv("KILN_CUDA_SPLIT_FLAGS");
+  }
+  if (!strcmp(backend, "cuda")) {  /* thin products over long reductions in one tile split along K (cuda_thin_spans) */
+    const int64_t thin[][3] = { { 10, 4096, 10 }, { 9, 25088, 16 }, { 20, 3000, 30 } };
+    for (int i = 0; i < 3; i++)
+      for (int t = 0; t < 2; t++) {
+        if (sanitized && t) continue;
+        int64_t m = thin[i][0], k = thin[i][1], n = thin[i][2], ni = m * k, no = m * n;
+        kiln_graph *g = dense(m, k, n, i == 1);
+        setenv("KILN_CUDA_THIN_SPANS", t ? "128" : "64", 1);
+        check_values(t ? "relu(x@w+b), thin, 128 spans" : "relu(x@w+b), thin, 64 spans", g, 1, &ni, 1, &no);
+        kiln_graph_free(g);
+      }
+    unsetenv("KILN_CUDA_THIN_SPANS");
   }
   if (!strcmp(backend, "cuda")) {  /* banded pairs (test_band_shapes), and their warp-a-row form */
     setenv("KILN_GEMM_ROWS", "2", 1);
