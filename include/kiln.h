@@ -607,8 +607,9 @@ typedef struct kiln_options {
                            give too few blocks, over a long reduction (cnn_train_b32's first convolution's
                            weight gradient: 9 x 16 outputs over 25,088 points) takes one tile split into up to
                            this many spans (32 .. 128) where those give at least 32 blocks, each factor read
-                           once; 0 (default) a row of blocks an output, which reads a factor once per
-                           output ($KILN_CUDA_THIN_SPANS; a candidate, not yet raced) */
+                           once; 0 a row of blocks an output, which reads a factor once per output; default
+                           -1: 128, what the race chose (H100, one round: cnn_train_b32 0.972, at 64 spans
+                           1.033; not yet raced on the H200) ($KILN_CUDA_THIN_SPANS) */
   int row_values;       /* grid backends: 1 a row kernel's later loops read whole values its first loop kept in
                            registers (a layernorm's x + o + b once, not its three loads and two adds again,
                            rows of vectors too);

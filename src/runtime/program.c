@@ -149,7 +149,7 @@ kiln_options kiln_options_default(void) {
   o.cuda_split_flags = kiln_env_int("KILN_CUDA_SPLIT_FLAGS", 0);
   o.cuda_min_span = kiln_env_int("KILN_CUDA_MIN_SPAN", 0);
   o.cuda_split_target = kiln_env_int("KILN_CUDA_SPLIT_TARGET", 0);
-  o.cuda_thin_spans = kiln_env_int("KILN_CUDA_THIN_SPANS", 0);
+  o.cuda_thin_spans = kiln_env_int("KILN_CUDA_THIN_SPANS", -1);
   o.row_values = kiln_env_int("KILN_ROW_VALUES", -1);
   o.nan_fold = kiln_env_int("KILN_NAN_FOLD", 0);
   o.cuda_chain_prefetch = kiln_env_int("KILN_CUDA_CHAIN_PREFETCH", 0);

@@ -788,16 +788,21 @@ int main(void) {
     refused(&kf, cu, "KILN_CUDA_SPLIT_TARGET");
     kf.cuda_split_target = 4097;
     refused(&kf, cu, "KILN_CUDA_SPLIT_TARGET");
-    /* cnn_train_b32's first convolution's weight gradient (9 x 16 over 25,088: k24) in block rows by default; under
-     * cuda_thin_spans one 32x32 tile in 61 spans of 13 k-tiles (at 64), 112 of 7 (at 128) */
+    /* cnn_train_b32's first convolution's weight gradient (9 x 16 over 25,088: k24): by default (cuda_thin_spans 128)
+     * one 32x32 tile in 112 spans of 7 k-tiles, at 64 in 61 spans of 13, in block rows when off; glsl never */
     kf = kiln_options_default();
-    CHECK(rt_codegen_options(&kf, cu, &co) == KILN_OK && co.thin_spans == 0);
+    CHECK(rt_codegen_options(&kf, cu, &co) == KILN_OK && co.thin_spans == 128);
+    nth_launch(&kf, &co, "cnn_train_b32", 24, 112, "x 112 K-spans of 224");
+    if (rt_codegen_options(&kf, &cg_dialect_glsl, &co) == KILN_OK) CHECK(co.thin_spans == 0);
+    kf.cuda_thin_spans = 0;
     nth_launch(&kf, &co, "cnn_train_b32", 24, 576, "block rows long");
     kf.cuda_thin_spans = 64;
     nth_launch(&kf, &co, "cnn_train_b32", 24, 61, "gemm 32x32 tiles (4 k-groups of 4x4 a thread) x 61 K-spans of 416");
     kf.cuda_thin_spans = 128;
     nth_launch(&kf, &co, "cnn_train_b32", 24, 112, "x 112 K-spans of 224");
     kf.cuda_thin_spans = 31;
+    refused(&kf, cu, "KILN_CUDA_THIN_SPANS");
+    kf.cuda_thin_spans = -2;
     refused(&kf, cu, "KILN_CUDA_THIN_SPANS");
     kf.cuda_thin_spans = 129;
     refused(&kf, cu, "KILN_CUDA_THIN_SPANS");

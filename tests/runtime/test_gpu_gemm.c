@@ -1205,8 +1205,9 @@ static void test_shapes(void) {
     kiln_graph_free(gr);
   }
 
-  /* a row of 10 outputs over a long reduction stays one block per output; under cuda_thin_spans it is one
-   * 32x32 tile split into 64 spans of 2 k-tiles (at 128, still 64: spans of at least 2 of its 128 k-tiles) */
+  /* a row of 10 outputs over a long reduction is one block per output with thin spans off (the codegen
+   * default; cuda's is 128); under thin_spans it is one 32x32 tile split into 64 spans of 2 k-tiles (at 128,
+   * still 64: spans of at least 2 of its 128 k-tiles) */
   gr = dense(10, 4096, 10, false);
   r = plan_of(gr);
   CgOptions dflt = cg_options_default(), thin = dflt;
@@ -1818,12 +1819,13 @@ static void test_values(void) {
   if (!strcmp(backend, "cuda")) {  /* thin products over long reductions in one tile split along K (cuda_thin_spans) */
     const int64_t thin[][3] = { { 10, 4096, 10 }, { 9, 25088, 16 }, { 20, 3000, 30 } };
     for (int i = 0; i < 3; i++)
-      for (int t = 0; t < 2; t++) {
+      for (int t = 0; t < 3; t++) {  /* the default (128 spans), 64 spans, off (block rows) */
         if (sanitized && t) continue;
         int64_t m = thin[i][0], k = thin[i][1], n = thin[i][2], ni = m * k, no = m * n;
         kiln_graph *g = dense(m, k, n, i == 1);
-        setenv("KILN_CUDA_THIN_SPANS", t ? "128" : "64", 1);
-        check_values(t ? "relu(x@w+b), thin, 128 spans" : "relu(x@w+b), thin, 64 spans", g, 1, &ni, 1, &no);
+        if (t) setenv("KILN_CUDA_THIN_SPANS", t == 1 ? "64" : "0", 1);
+        check_values(t == 0 ? "relu(x@w+b), thin, 128 spans" : t == 1 ? "relu(x@w+b), thin, 64 spans" : "relu(x@w+b), thin, block rows",
+                     g, 1, &ni, 1, &no);
         kiln_graph_free(g);
       }
     unsetenv("KILN_CUDA_THIN_SPANS");
