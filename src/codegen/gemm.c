@@ -460,9 +460,9 @@ bool cg_gemm_match(const Plan *p, const Kernel *k, const CgOptions *o, CgGemm *o
   bool block_rows = k->inner_numel >= 64 && k->outer_numel < 32768;
   int64_t spans = g.splits < 16 ? g.splits : 16;  /* the rule as measured with at most 16 spans */
   bool thin = small_tiles < 16 && small_tiles * spans < 32 && block_rows;
-  /* CgOptions.thin_spans (a candidate): such a product over a long reduction (cnn_train_b32's first
-   * convolution's weight gradient: 9 x 16 outputs over 25,088 points, a row of 4 blocks each, its
-   * factor read 9 times) takes one 32x32 tile split into up to thin_spans spans where those give
+  /* CgOptions.thin_spans (cuda's default 128): such a product over a long reduction (cnn_train_b32's
+   * first convolution's weight gradient: 9 x 16 outputs over 25,088 points, a row of 4 blocks each,
+   * its factor read 9 times) takes one 32x32 tile split into up to thin_spans spans where those give
    * at least 32 blocks: each factor read once, the spans' partials added by the last */
   if (thin && o->thin_spans > 0 && !g.mma && g.n_b == 1 && g.bm == 32 && g.bn == 32) {
     int64_t ts = splits_up_to(&g, 2, (int64_t)o->thin_spans * small_tiles,
