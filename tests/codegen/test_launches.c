@@ -36,17 +36,7 @@ static void refused(const kiln_options *o, const Dialect *d, const char *env) {
   CHECK_MSG(strstr(kiln_last_error(), env), "the refusal does not name %s: %s", env, kiln_last_error());
 }
 
-/* Under o on cuda, workload's first GEMM launches `grid` blocks, its launch saying `spans`; *co the options. */
-static void first_spans(const kiln_options *o, CgOptions *co, const char *workload, int64_t grid, const char *spans) {
-  Built b;
-  if (rt_codegen_options(o, &cg_dialect_cuda, co) != KILN_OK) return;
-  if (build(workload, &cg_dialect_cuda, co, &b))
-    CHECK_MSG(b.g->launch[0].grid == grid && strstr(b.g->launch[0].why, spans), "%s's k0: %lld blocks, %s; expected %lld, %s",
-              workload, (long long)b.g->launch[0].grid, b.g->launch[0].why, (long long)grid, spans);
-  built_free(&b);
-}
-
-/* Launch n of a workload's cuda program under o: its grid, and a phrase of its description. */
+/* Under o on cuda, workload's launch n has `grid` blocks and its description says `form`; *co the options. */
 static void nth_launch(const kiln_options *o, CgOptions *co, const char *workload, int n, int64_t grid, const char *form) {
   Built b;
   if (rt_codegen_options(o, &cg_dialect_cuda, co) != KILN_OK) return;
@@ -57,6 +47,11 @@ static void nth_launch(const kiln_options *o, CgOptions *co, const char *workloa
                 workload, n, (long long)b.g->launch[n].grid, b.g->launch[n].why, (long long)grid, form);
   }
   built_free(&b);
+}
+
+/* The same of the first launch (a GEMM's spans). */
+static void first_spans(const kiln_options *o, CgOptions *co, const char *workload, int64_t grid, const char *spans) {
+  nth_launch(o, co, workload, 0, grid, spans);
 }
 
 static void expect(const char *what, const Built *b, const Want *w, int n) {

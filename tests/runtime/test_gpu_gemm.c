@@ -1824,6 +1824,7 @@ static void test_values(void) {
         int64_t m = thin[i][0], k = thin[i][1], n = thin[i][2], ni = m * k, no = m * n;
         kiln_graph *g = dense(m, k, n, i == 1);
         if (t) setenv("KILN_CUDA_THIN_SPANS", t == 1 ? "64" : "0", 1);
+        else unsetenv("KILN_CUDA_THIN_SPANS");  /* the shape before left it at 0 */
         check_values(t == 0 ? "relu(x@w+b), thin, 128 spans" : t == 1 ? "relu(x@w+b), thin, 64 spans" : "relu(x@w+b), thin, block rows",
                      g, 1, &ni, 1, &no);
         kiln_graph_free(g);
