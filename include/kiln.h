@@ -689,6 +689,10 @@ typedef struct kiln_options {
                            where the cost model says; 2 wherever it can; 0 never. Its values differ from the
                            window's sum by rounding only: a tile whose outputs are not all finite is
                            taken again as the window's sum ($KILN_CPU_WINOGRAD) */
+  int cpu_nested_sums;  /* cpu: 1 (default) a sum of the generic loop form runs its leading reduction vars as
+                           loops of their own around one flat loop of its trailing points (at least 8), whose
+                           digits are the only ones split by division; 0 one flat loop over every point, each
+                           split into its vars by divisions ($KILN_CPU_NESTED_SUMS) */
   kiln_dist *dist;      /* the communicator the program's collectives run over, not owned (NULL: a
                            group of one rank, each collective a copy). A communicator of more than one
                            rank needs a backend with collectives: cuda */

@@ -362,6 +362,8 @@ typedef struct CgOptions {
                            (CgCpuTile.cols_once; kiln_options.cpu_cols_once) */
   int cpu_winograd;     /* loop dialects: 3 x 3 convolutions in channel lanes as Winograd's F(2x2, 3x3)
                            (CgCpuDirect.winograd; kiln_options.cpu_winograd): 0 never, 1 by cost, 2 always */
+  bool cpu_nested_sums; /* loop dialects: the generic form's sums nest their leading reduction vars as loops
+                           (render.c nested_sums; kiln_options.cpu_nested_sums) */
   bool cpu_pixel_panels; /* loop dialects: a 1 x 1 convolution in channel lanes reads panels of its tasks'
                            pixels (CgCpuDirect.panel; kiln_options.cpu_pixel_panels) */
   bool mma_half;        /* GEMM tiles: contractions of bf16/f16 operands on the dialect's mma (tensor cores) */

@@ -829,6 +829,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cpu_winograd ($KILN_CPU_WINOGRAD) is %d: 0 never, 1 where the cost model says, "
                      "2 wherever it can", o->cpu_winograd);
   g->cpu_winograd = d->grid ? 0 : o->cpu_winograd;
+  if (o->cpu_nested_sums < 0 || o->cpu_nested_sums > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cpu_nested_sums ($KILN_CPU_NESTED_SUMS) is %d: 0 one flat loop a sum, 1 its "
+                     "leading vars nested", o->cpu_nested_sums);
+  g->cpu_nested_sums = !d->grid && o->cpu_nested_sums;
   if (o->grid_sync < -1 || o->grid_sync > 3)
     return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: -1 the default, 0 off, 1 sibling kernels "
                      "share a launch, 2 also dependent ones across grid barriers, 3 as 2 with GEMM phases waiting for "

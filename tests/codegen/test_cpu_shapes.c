@@ -240,6 +240,56 @@ static void softmax_kept_case(void) {
   kiln_graph_free(g);
 }
 
+/* Sums of the generic loop form with their leading reduction vars nested as loops
+ * (cpu_nested_sums, render.c nested_sums): relu(x) * x summed over all axes but the channel of
+ * [8, 16, 12, 10] (a convolution's bias gradient: the last var, 10 points, alone in the simd
+ * loop), and over the last three of [6, 5, 4, 3] (the trailing 4 x 3 = 12 points one flat loop,
+ * split into digits, inside a loop over 5). Against ref nested and flat; the source of each
+ * form checked: nested, no flat point r is split by division outside the 12 points' loop. */
+static void nested_sum_case(const char *what, const int64_t *xs, int n_axes, const int *axes, const char *flat_loop,
+                            const char *nested_loop) {
+  kiln_graph *g = NULL;
+  OK(kiln_graph_create(&g));
+  if (!g) return;
+  int64_t n = numel(4, xs), out = n;
+  for (int i = 0; i < n_axes; i++) out /= xs[axes[i]];
+  float *xd = filled(n);
+  kiln_tensor x, y;
+  OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+  OK(kiln_graph_unary(g, KILN_RELU, x, &y));
+  OK(kiln_graph_binary(g, KILN_MUL, y, x, &y));
+  OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, y, n_axes, axes, 1, &y));
+  OK(kiln_graph_output(g, y, "y"));
+  for (int nested = 0; nested < 2; nested++) {
+    char name[160];
+    snprintf(name, sizeof name, "%s, %s", what, nested ? "nested" : "flat");
+    setenv("KILN_CPU_NESTED_SUMS", nested ? "1" : "0", 1);
+    compare(name, g, 1, (void *const[]){ xd }, out, 1e-5);
+    unsetenv("KILN_CPU_NESTED_SUMS");
+    TE *te = NULL;
+    Plan *p = NULL;
+    StrBuf src = { 0 };
+    kiln_options o = kiln_options_default();
+    PlanOptions po = plan_options(&o);
+    CgOptions co = cg_options_default();
+    co.cpu_nested_sums = nested;
+    OK(te_lower(&g->g, &te));
+    if (te) OK(plan_build(te, &po, &p));
+    if (p) OK(cg_render_plan(p, &cg_dialect_c, &co, NULL, &src));
+    const char *k0 = src.s ? strstr(src.s, "void kiln_k0(") : NULL;
+    k0 = k0 ? strstr(k0 + 1, "void kiln_k0(") : NULL;  /* the definition, after the declaration */
+    bool has_flat = k0 && strstr(k0, flat_loop), has_nested = k0 && strstr(k0, nested_loop);
+    CHECK_MSG(p && p->n_kernels == 1 && has_flat == !nested && has_nested == nested,
+              "%s: %d kernels, the flat loop '%s' %s, the nested one '%s' %s", name, p ? p->n_kernels : -1, flat_loop,
+              has_flat ? "found" : "absent", nested_loop, has_nested ? "found" : "absent");
+    sb_free(&src);
+    plan_free(p);
+    te_free(te);
+  }
+  free(xd);
+  kiln_graph_free(g);
+}
+
 int main(void) {
   conv_case("conv 3x3 pad 1, 8 channels", 8, 16, 16, 3, 1, 1, 1, 1);
   conv_case("conv 5x5 pad 2, 16 channels", 16, 14, 14, 5, 1, 1, 2, 2);
@@ -252,6 +302,10 @@ int main(void) {
   long_sum_case();
   erf_case();
   softmax_kept_case();
+  nested_sum_case("relu(x) * x summed over [8, _, 12, 10]", (const int64_t[]){ 8, 16, 12, 10 }, 3, (const int[]){ 0, 2, 3 },
+                  "r < INT64_C(960)", "v6 < INT64_C(10)");
+  nested_sum_case("relu(x) * x summed over [_, 5, 4, 3]", (const int64_t[]){ 6, 5, 4, 3 }, 3, (const int[]){ 1, 2, 3 },
+                  "r < INT64_C(60)", "r < INT64_C(12)");
   pool_case("max pool 2x2 stride 2 with NaN", KILN_POOL_MAX, 2, 2, 0, 1);
   pool_case("max pool 3x3 stride 1 pad 1", KILN_POOL_MAX, 3, 1, 1, 0);
   pool_case("avg pool 3x3 stride 1 pad 1", KILN_POOL_AVG, 3, 1, 1, 0);
