@@ -286,6 +286,12 @@ static void nested_sum_case(const char *what, const int64_t *xs, int n_axes, con
     plan_free(p);
     te_free(te);
   }
+  kiln_options o = kiln_options_default();  /* the option's range */
+  o.backend = "cpu";
+  o.cpu_nested_sums = 2;
+  kiln_program *bad = NULL;
+  FAILS(KILN_ERR_INVALID_ARG, kiln_program_compile(g, &o, &bad));
+  CHECK(!bad);
   free(xd);
   kiln_graph_free(g);
 }
