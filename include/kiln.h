@@ -689,6 +689,11 @@ typedef struct kiln_options {
                            where the cost model says; 2 wherever it can; 0 never. Its values differ from the
                            window's sum by rounding only: a tile whose outputs are not all finite is
                            taken again as the window's sum ($KILN_CPU_WINOGRAD) */
+  int cpu_split_digits; /* cpu: 1 (default) register tiles pack an operand that reads a reduction var apart by
+                           constant divisors (a weight gradient's sum over the batch's pixels, one merged var
+                           read as image, row and column) over the var's digits, a loop each, so that its
+                           index math adds them where it divided the var at every point; 0 one loop over the
+                           var ($KILN_CPU_SPLIT_DIGITS) */
   int cpu_nested_sums;  /* cpu: 1 (default) a sum of the generic loop form runs its leading reduction vars as
                            loops of their own around one flat loop of its trailing points (at least 8), whose
                            digits are the only ones split by division; 0 one flat loop over every point, each

@@ -362,6 +362,8 @@ typedef struct CgOptions {
                            (CgCpuTile.cols_once; kiln_options.cpu_cols_once) */
   int cpu_winograd;     /* loop dialects: 3 x 3 convolutions in channel lanes as Winograd's F(2x2, 3x3)
                            (CgCpuDirect.winograd; kiln_options.cpu_winograd): 0 never, 1 by cost, 2 always */
+  bool cpu_split_digits; /* loop dialects: register tiles pack a reduction var that an operand reads apart by
+                           constant divisors over its digits (CgCpuTile.split_digits; kiln_options.cpu_split_digits) */
   bool cpu_nested_sums; /* loop dialects: the generic form's sums nest their leading reduction vars as loops
                            (render.c nested_sums; kiln_options.cpu_nested_sums) */
   bool cpu_pixel_panels; /* loop dialects: a 1 x 1 convolution in channel lanes reads panels of its tasks'
@@ -866,6 +868,8 @@ typedef struct CgCpuTile {
                                     * panels [panel][K][KILN_NR], as a thread packs them), not every run */
   bool tile_apart;                 /* the rows are packed and a packed operand is rounded to f16/bf16 as it
                                     * is packed: the tile is called out of line (the dialect's tile_apart) */
+  bool split_digits;               /* a reduction var an operand reads apart by constant divisors is packed
+                                    * over its digits, a loop each (open_points_split; CgOptions.cpu_split_digits) */
 } CgCpuTile;
 /* Does kernel k of a loop dialect sum a small window at each point of its last dim with the sum
  * in a register (render.c's render_window; a depthwise convolution), under o? */

@@ -125,6 +125,7 @@ bool cg_cpu_tile_match(const Plan *p, const Kernel *k, const CgOptions *o, CgCpu
                 (double)pack_numel(&c) * 4 <= COLS_ONCE_BYTES && !cg_library_candidate(p, k, o);
   for (int v = 0; v < k->rank && c.cols_once; v++)
     if (g.role[v] == CG_ROLE_BATCH && k->shape[v] > 1 && te_uses_var(c.cols_x, v)) c.cols_once = false;
+  c.split_digits = o->cpu_split_digits;
   if (t) *t = c;
   return true;
 }
@@ -314,11 +315,235 @@ static int open_points(const CgEmit *em, const Kernel *k) {
   return opened;
 }
 
+/* ---- reduction vars split into digits where the operand reads them apart ---- */
+
+/* At most this many divisors split one reduction var (digits: one more) */
+enum { SPLIT_DIVISORS_MAX = 3 };
+typedef struct Divisors { int64_t c[SPLIT_DIVISORS_MAX]; int n; bool ok; uint8_t *seen; size_t n_seen; } Divisors;
+
+/* The constants c > 1 by which x takes floordiv(v, c) or mod(v, c) of var v itself (a
+ * reshape's merged dims read apart), each node of the DAG once. */
+static void collect_divisors(const Expr *e, int v, Divisors *d) {
+  if (!d->ok || (size_t)e->id >= d->n_seen || d->seen[e->id]) return;
+  d->seen[e->id] = 1;
+  if (e->kind == EX_BINARY && (e->op == TB_FLOORDIV || e->op == TB_MOD) && e->args[0]->kind == EX_VAR &&
+      e->args[0]->var == v && e->args[1]->kind == EX_CONST && e->args[1]->c.i > 1) {
+    int64_t c = e->args[1]->c.i;
+    bool known = false;
+    for (int i = 0; i < d->n; i++) known |= d->c[i] == c;
+    if (!known && d->n == SPLIT_DIVISORS_MAX) d->ok = false;
+    else if (!known) d->c[d->n++] = c;
+  }
+  for (int i = 0; i < e->n_args; i++) collect_divisors(e->args[i], v, d);
+}
+
+/* Does e (a tree: a load's offset) divide var v or take its remainder? */
+static bool divides_var(const Expr *e, int v, int depth) {
+  if (depth > 64) return true;  /* too deep to tell: as if it did */
+  if (e->kind == EX_BINARY && (e->op == TB_FLOORDIV || e->op == TB_MOD) && te_uses_var(e->args[0], v)) return true;
+  for (int i = 0; i < e->n_args; i++)
+    if (divides_var(e->args[i], v, depth + 1)) return true;
+  return false;
+}
+
+typedef struct ApartCheck { const Plan *p; const Kernel *k; int v; bool apart; } ApartCheck;
+
+static void load_apart(const Expr *L, void *ctx) {
+  ApartCheck *c = ctx;
+  const Kernel *k = c->k;
+  TE *te = c->p->te;
+  if (c->apart || c->p->kernel_of[L->src] == k->id || plan_is_baked(te, L->src)) return;
+  const Stage *S = &te->stages[L->src];
+  int64_t lo[2 * KILN_MAX_RANK], hi[2 * KILN_MAX_RANK];
+  int nv = k->rank + k->n_red;
+  for (int i = 0; i < nv; i++) lo[i] = 0, hi[i] = (i < k->rank ? k->shape[i] : k->red_shape[i - k->rank]) - 1;
+  Expr *off = te_const_i(te, KILN_I64, 0);
+  for (int i = 0; i < L->n_args && off; i++) {
+    Expr *term = te_binary(te, TB_MUL, L->args[i], te_const_i(te, KILN_I64, te_stage_stride(S, i)));
+    off = term ? te_binary(te, TB_ADD, off, term) : NULL;
+  }
+  off = off ? te_simplify(te, off, lo, hi, nv) : NULL;
+  c->apart = !off || divides_var(off, c->v, 0);
+}
+
+/* Does x read var v apart: a load's offset, as the renderer simplifies it, divides v (not a
+ * reshape's merged dims that add up again, as a flatten's [n, c * 49 + h * 7 + w] does)? */
+static bool reads_apart(const Plan *p, const Kernel *k, const Expr *x, int v) {
+  ApartCheck c = { p, k, v, false };
+  te_visit_loads(x, load_apart, &c);
+  return c.apart;
+}
+
+/* Var v's digits (*n of them, extents ext[], most significant first) from the divisors x
+ * takes of it, when they nest: each divides the one before and the extent the first, and x
+ * reads v apart (reads_apart). 0: none. */
+static int var_digits(const Plan *p, const Kernel *k, const Expr *x, int v, int64_t extent, int64_t *ext, int64_t *div) {
+  const TE *te = p->te;
+  Divisors d = { .ok = true, .n_seen = te->n_exprs };
+  d.seen = kiln_calloc(d.n_seen ? d.n_seen : 1, 1);
+  if (!d.seen) return 0;
+  collect_divisors(x, v, &d);
+  kiln_free(d.seen);
+  if (!d.ok || !d.n || !reads_apart(p, k, x, v)) return 0;
+  for (int i = 1; i < d.n; i++)  /* largest first */
+    for (int j = i; j > 0 && d.c[j] > d.c[j - 1]; j--) { int64_t c = d.c[j]; d.c[j] = d.c[j - 1]; d.c[j - 1] = c; }
+  if (d.c[0] >= extent || extent % d.c[0]) return 0;
+  for (int i = 1; i < d.n; i++)
+    if (d.c[i - 1] % d.c[i]) return 0;
+  ext[0] = extent / d.c[0];
+  for (int i = 1; i < d.n; i++) ext[i] = d.c[i - 1] / d.c[i];
+  ext[d.n] = d.c[d.n - 1];
+  memcpy(div, d.c, (size_t)d.n * sizeof *div);
+  return d.n + 1;
+}
+
+/* open_points for operand x, with each reduction var that x reads apart by constant divisors
+ * (a weight gradient's k over the batch's pixels, one merged var that its operands split by
+ * H * W and W) taken as its digits, a loop each: x's index math then adds digits where it
+ * divided the var at every point. The points come in the same order. Returns x over the digits
+ * (x itself where nothing splits); *opened: the loops to close. */
+static const Expr *open_points_split(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, const Expr *x,
+                                     int *opened) {
+  const char *I = em->d->index_type;
+  TE *te = p->te;
+  int nv = k->rank + k->n_red, next = nv;
+  Expr *map[2 * KILN_MAX_RANK];
+  enum { VARS_MAX = 2 * KILN_MAX_RANK + KILN_MAX_RANK * (SPLIT_DIVISORS_MAX + 1) };  /* the kernel's, then digits */
+  int64_t lo[VARS_MAX], hi[VARS_MAX];
+  bool split = false;
+  for (int i = 0; i < nv; i++) {
+    map[i] = te_var(te, i);
+    lo[i] = 0, hi[i] = (i < k->rank ? k->shape[i] : k->red_shape[i - k->rank]) - 1;
+  }
+  *opened = 0;
+  for (int i = 0; i < k->n_red; i++) {
+    int v = k->rank + i;
+    int64_t ext[SPLIT_DIVISORS_MAX + 1], div[SPLIT_DIVISORS_MAX];
+    int nd = k->red_shape[i] > 1 && t->split_digits ? var_digits(p, k, x, v, k->red_shape[i], ext, div) : 0;
+    if (!nd) {
+      if (k->red_shape[i] == 1) cg_put(em, "const %s v%d = 0;", I, v);
+      else cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, v, v, cg_lit(em, k->red_shape[i]), v), (*opened)++;
+      continue;
+    }
+    char sum[256] = "";
+    size_t at = 0;
+    Expr *e = NULL;
+    bool oom = false;
+    for (int j = 0; j < nd; j++) {
+      int d = next++;
+      lo[d] = 0, hi[d] = ext[j] - 1;
+      em->var_range(em->r, d, 0, ext[j] - 1);
+      if (ext[j] == 1) cg_put(em, "const %s v%d = 0;", I, d);
+      else cg_open(em, "for (%s v%d = 0; v%d < %s; v%d++) {", I, d, d, cg_lit(em, ext[j]), d), (*opened)++;
+      Expr *term = te_var(te, d);
+      if (j < nd - 1 && term) term = te_binary(te, TB_MUL, term, te_const_i(te, KILN_I64, div[j]));
+      e = oom || !term ? NULL : !e ? term : te_binary(te, TB_ADD, e, term);
+      oom = !e;
+      if (at < sizeof sum)
+        at += (size_t)(j < nd - 1 ? snprintf(sum + at, sizeof sum - at, "v%d * %s + ", d, cg_lit(em, div[j]))
+                                  : snprintf(sum + at, sizeof sum - at, "v%d", d));
+    }
+    cg_put(em, "const %s v%d = %s;  /* its digits */", I, v, sum);
+    if (!oom) map[v] = e, split = true;  /* (out of memory: x over the var, defined so) */
+  }
+  if (!split) return x;
+  for (int i = 0; i < nv; i++)
+    if (!map[i]) return x;  /* out of memory: x over the var, which each point defines */
+  /* over the digits, simplified, an im2col's selects of h, h + 1 and h + 2 factored to h plus a
+   * select of constants: only that depends on the lane, not on the points */
+  Expr *y = te_substitute(te, (Expr *)x, map, nv);
+  y = y ? te_simplify(te, y, lo, hi, next) : NULL;
+  y = y ? te_factor_selects(te, y) : NULL;
+  return y ? y : x;
+}
+
+/* The value of index expression e at vars v (a budget of nodes, shared sub-expressions counted
+ * each time they are met); false for what it does not take: floats, loads, shifts. Where
+ * te_range bounds a select by both branches, this takes the one its condition picks. */
+static bool index_at(const Expr *e, const int64_t *v, int nv, int *budget, int64_t *out) {
+  if (--*budget < 0) return false;
+  int64_t a, b, c;
+  switch (e->kind) {
+  case EX_CONST:
+    if (te_is_float(e)) return false;
+    *out = e->c.i;
+    return true;
+  case EX_VAR:
+    if (e->var >= nv) return false;
+    *out = v[e->var];
+    return true;
+  case EX_CAST:
+    return !te_is_float(e) && !te_is_float(e->args[0]) && index_at(e->args[0], v, nv, budget, out);
+  case EX_SELECT:
+    if (!index_at(e->args[0], v, nv, budget, &c)) return false;
+    return index_at(e->args[c ? 1 : 2], v, nv, budget, out);
+  case EX_BINARY:
+    if (te_is_float(e->args[0]) || !index_at(e->args[0], v, nv, budget, &a) || !index_at(e->args[1], v, nv, budget, &b))
+      return false;
+    switch (e->op) {
+    case TB_ADD: return !__builtin_add_overflow(a, b, out);
+    case TB_SUB: return !__builtin_sub_overflow(a, b, out);
+    case TB_MUL: return !__builtin_mul_overflow(a, b, out);
+    case TB_FLOORDIV:
+    case TB_MOD:
+      if (b <= 0) return false;
+      c = a / b - (a % b < 0);
+      *out = e->op == TB_FLOORDIV ? c : a - c * b;
+      return true;
+    case TB_MIN: *out = a < b ? a : b; return true;
+    case TB_MAX: *out = a > b ? a : b; return true;
+    case TB_EQ: *out = a == b; return true;
+    case TB_NE: *out = a != b; return true;
+    case TB_LT: *out = a < b; return true;
+    case TB_LE: *out = a <= b; return true;
+    case TB_GT: *out = a > b; return true;
+    case TB_GE: *out = a >= b; return true;
+    case TB_AND: *out = a & b; return true;
+    case TB_OR: *out = a | b; return true;
+    default: return false;
+    }
+  default: return false;
+  }
+}
+
+/* Does operand x move by one element along k where its pack splits a reduction var into
+ * digits (the last digit, at the middle of the kernel's space)? Its load is then read in runs
+ * along k, lane by lane (pack_lanes' lane_outer), each lane's own index math out of the
+ * points' loops. Evaluated at points (index_at), which takes the selects an im2col's taps make
+ * of one padded tensor, where load_step's ranges do not. Else runs_along_k. */
+static bool runs_split(const Plan *p, const Kernel *k, const CgCpuTile *t, const Expr *x) {
+  if (runs_along_k(p, k, x)) return true;
+  int last = -1;
+  for (int i = k->n_red - 1; i >= 0 && last < 0; i--)
+    if (k->red_shape[i] > 1) last = i;
+  int64_t ext[SPLIT_DIVISORS_MAX + 1], div[SPLIT_DIVISORS_MAX];
+  int nd = t->split_digits && last >= 0 ? var_digits(p, k, x, k->rank + last, k->red_shape[last], ext, div) : 0;
+  if (!nd) return false;
+  FirstLoad f = { p, k, NULL };
+  te_visit_loads(x, first_memory_load, &f);
+  if (!f.L) return false;
+  const Stage *S = &p->te->stages[f.L->src];
+  int nv = k->rank + k->n_red, budget = 1 << 16;
+  int64_t v[2 * KILN_MAX_RANK], off[2] = { 0, 0 };
+  for (int i = 0; i < k->rank; i++) v[i] = k->shape[i] / 2;
+  for (int i = 0; i < k->n_red; i++) v[k->rank + i] = k->red_shape[i] / 2;
+  v[k->rank + last] -= v[k->rank + last] % ext[nd - 1];  /* the last digit 0: a step stays in its run */
+  for (int s = 0; s < 2; s++) {
+    for (int i = 0; i < f.L->n_args; i++) {
+      int64_t at;
+      if (!index_at(f.L->args[i], v, nv, &budget, &at)) return false;
+      off[s] += at * te_stage_stride(S, i);
+    }
+    v[k->rank + last]++;
+  }
+  return off[1] - off[0] == 1;
+}
+
 /* pack_lanes for an operand of one var that does not run along k (a weight's columns):
  * per point, each group of `width` lanes is one vector loop of consecutive elements (a
  * clamped one at the edge of the extent). */
-static void pack_one_var(const CgEmit *em, const Kernel *k, const CgCpuTile *t, int role, const Expr *x, const char *first,
-                         const char *groups, const char *width, const char *dst) {
+static void pack_one_var(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, int role, const Expr *x,
+                         const char *first, const char *groups, const char *width, const char *dst) {
   const char *I = em->d->index_type;
   int64_t extent = role == t->rows_role ? t->rows : t->cols;
   /* a panel at a time, its points in order: the writes run front to back (with the panels
@@ -326,7 +551,8 @@ static void pack_one_var(const CgEmit *em, const Kernel *k, const CgCpuTile *t, 
   cg_open(em, "for (int kiln_g = 0; kiln_g < %s; kiln_g++) {", groups);
   cg_put(em, "const %s kiln_b = %s + kiln_g * %s;", I, first, width);
   cg_open(em, "{ %s kiln_k = 0;", I);
-  int opened = open_points(em, k);
+  int opened;
+  x = open_points_split(em, p, k, t, x, &opened);
   cg_put(em, "%s *kiln_o = %s + kiln_g * %s * %s + kiln_k * %s;", em->d->value_type[KILN_F32], dst, cg_lit(em, t->g.K), width, width);
   for (int edge = 0; edge < 2; edge++) {
     if (!edge) {
@@ -366,10 +592,11 @@ static void lane_vars(const CgEmit *em, const Kernel *k, const CgCpuTile *t, int
 
 /* The points of operand x into dst, the reduction vars as nested loops: inside one lane
  * (its vars already in scope) when one_lane, else each point a loop over every lane. */
-static void pack_points(const CgEmit *em, const Kernel *k, const CgCpuTile *t, int role, const Expr *x, const char *lanes,
-                        const char *width, const char *dst, char tag, bool one_lane) {
+static void pack_points(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, int role, const Expr *x,
+                        const char *lanes, const char *width, const char *dst, char tag, bool one_lane) {
   cg_open(em, "{ %s kiln_k = 0;", em->d->index_type);
-  int opened = open_points(em, k);
+  int opened;
+  x = open_points_split(em, p, k, t, x, &opened);
   if (!one_lane) cg_open(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
   em->push(em->r);
   if (!one_lane) lane_vars(em, k, t, role, tag, "kiln_l");
@@ -391,13 +618,14 @@ static void pack_points(const CgEmit *em, const Kernel *k, const CgCpuTile *t, i
  * convnet_mini's 1x1 convolutions, one thread, 2304 pixels over 24 channels took 1742 ->
  * 1121 perf samples, 144 pixels over 96 and 192 channels 20 % less, and 2304 over 96 channels
  * (884 KiB read 96 rows at once) 24 % more, hence pack_lanes' rule. */
-static void pack_panels(const CgEmit *em, const Kernel *k, const CgCpuTile *t, int role, const Expr *x, const char *groups,
-                        const char *width, const char *dst, char tag) {
+static void pack_panels(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, int role, const Expr *x,
+                        const char *groups, const char *width, const char *dst, char tag) {
   char lane[80];
   snprintf(lane, sizeof lane, "kiln_g * %s + kiln_l", width);
   cg_open(em, "for (int kiln_g = 0; kiln_g < %s; kiln_g++) {", groups);
   cg_open(em, "{ %s kiln_k = 0;", em->d->index_type);
-  int opened = open_points(em, k);
+  int opened;
+  x = open_points_split(em, p, k, t, x, &opened);
   cg_put(em, "%s *kiln_o = %s + kiln_g * %s * %s + kiln_k * %s;", em->d->value_type[KILN_F32], dst, cg_lit(em, t->g.K), width,
       width);
   cg_put(em, "%s", em->d->simd);
@@ -608,7 +836,7 @@ static void pack_runs(const CgEmit *em, const Plan *p, const Kernel *k, const Cg
  * the epilogue then reads too? Not for one var that does not run along k (pack_one_var). */
 static bool lanes_tabled(const Plan *p, const Kernel *k, const CgCpuTile *t, int role, const Expr *x) {
   int vars[KILN_MAX_RANK];
-  return runs_along_k(p, k, x) || role_vars(k, t, role, vars) > 1;
+  return runs_split(p, k, t, x) || role_vars(k, t, role, vars) > 1;
 }
 
 /* kiln_<tag>v<var>[l] for each of `lanes` lanes from `first` on (clamped at the extent): the
@@ -630,9 +858,9 @@ static void lane_table(const CgEmit *em, const Kernel *k, const CgCpuTile *t, in
 static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const CgCpuTile *t, int role, const Expr *x,
                        const char *first, const char *groups, const char *width, const char *dst, char tag) {
   int64_t extent = role == t->rows_role ? t->rows : t->cols;
-  bool lane_outer = runs_along_k(p, k, x);
+  bool lane_outer = runs_split(p, k, t, x);
   if (!lanes_tabled(p, k, t, role, x)) {
-    pack_one_var(em, k, t, role, x, first, groups, width, dst);
+    pack_one_var(em, p, k, t, role, x, first, groups, width, dst);
     return;
   }
   char lanes[64];
@@ -646,8 +874,8 @@ static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const C
     /* a panel at a time while the operand's rows are few (the prefetcher follows each) or it
      * is small; else a point at a time across the group, each of its rows read in order */
     if (t->g.K <= PANEL_ROWS_MAX || (double)t->g.K * (double)extent * 4 <= PANEL_BYTES_MAX)
-      pack_panels(em, k, t, role, x, groups, width, dst, tag);
-    else pack_points(em, k, t, role, x, lanes, width, dst, tag, false);
+      pack_panels(em, p, k, t, role, x, groups, width, dst, tag);
+    else pack_points(em, p, k, t, role, x, lanes, width, dst, tag, false);
     return;
   }
   cg_open(em, "for (int kiln_l = 0; kiln_l < %s; kiln_l++) {", lanes);
@@ -667,14 +895,14 @@ static void pack_lanes(const CgEmit *em, const Plan *p, const Kernel *k, const C
     }
     if (at > 0 && at < sizeof cond) {
       cg_open(em, "if (%s) {  /* inside the window's interior */", cond);
-      pack_points(em, k, t, role, in.plain, lanes, width, dst, tag, true);
+      pack_points(em, p, k, t, role, in.plain, lanes, width, dst, tag, true);
       em->indent(em->r, -1);
       cg_put(em, "} else {");
       em->indent(em->r, 1);
-      pack_points(em, k, t, role, x, lanes, width, dst, tag, true);
+      pack_points(em, p, k, t, role, x, lanes, width, dst, tag, true);
       cg_close(em);
-    } else pack_points(em, k, t, role, at == 0 ? in.plain : x, lanes, width, dst, tag, true);  /* every lane inside, or too long a test */
-  } else pack_points(em, k, t, role, x, lanes, width, dst, tag, true);
+    } else pack_points(em, p, k, t, role, at == 0 ? in.plain : x, lanes, width, dst, tag, true);  /* every lane inside, or too long a test */
+  } else pack_points(em, p, k, t, role, x, lanes, width, dst, tag, true);
   cg_close(em);
 }
 

@@ -4491,7 +4491,12 @@ static void hk_push(void *r) { push(r); }
 static void hk_pop(void *r) { pop(r); }
 static void hk_items(void *r, int step, const char *acc) { items_at(r, step, NULL, acc); }
 static int hk_param_of(void *r, int stage) { return ((R *)r)->param_of[stage]; }
-static void hk_var_range(void *r, int var, int64_t lo, int64_t hi) { ((R *)r)->lo[var] = lo, ((R *)r)->hi[var] = hi; }
+static void hk_var_range(void *r, int var, int64_t lo, int64_t hi) {
+  R *rr = r;
+  if (var < 0 || var >= (int)(sizeof rr->lo / sizeof rr->lo[0])) return;
+  rr->lo[var] = lo, rr->hi[var] = hi;
+  if (var >= rr->nv) rr->nv = var + 1;  /* a var of the caller's own (a reduction var's digit) */
+}
 static void set_kernel(R *r, const Kernel *k) {
   r->k = k;
   for (int i = 0; i < k->rank; i++) r->lo[i] = 0, r->hi[i] = k->shape[i] - 1;

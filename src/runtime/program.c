@@ -135,6 +135,7 @@ kiln_options kiln_options_default(void) {
   o.cpu_cols_once = kiln_env_int("KILN_CPU_COLS_ONCE", 1);
   o.cpu_winograd = kiln_env_int("KILN_CPU_WINOGRAD", 1);
   o.cpu_nested_sums = kiln_env_int("KILN_CPU_NESTED_SUMS", 1);
+  o.cpu_split_digits = kiln_env_int("KILN_CPU_SPLIT_DIGITS", 1);
   o.cuda_group_blocks = kiln_env_int("KILN_CUDA_GROUP_BLOCKS", -1);
   o.cuda_pair_warps = kiln_env_int("KILN_CUDA_PAIR_WARPS", -1);
   o.cuda_pair_bands = kiln_env_int("KILN_CUDA_PAIR_BANDS", -1);
@@ -200,7 +201,7 @@ static const struct { const char *name; size_t at, size; OptKind kind; } option_
   INT_FIELD(cpu_direct), INT_FIELD(cpu_pool), INT_FIELD(cpu_expand), INT_FIELD(tensor_cores), INT_FIELD(cuda_mma_k),
   INT_FIELD(cuda_mma_late_round), INT_FIELD(column_rows), INT_FIELD(cuda_long_k_blocks), INT_FIELD(bounds_moves),
   INT_FIELD(cuda_vec_reads), INT_FIELD(cuda_one_fence), INT_FIELD(cuda_pair_warps), INT_FIELD(cuda_pair_bands), INT_FIELD(cuda_copy_stages), INT_FIELD(pair_tails), INT_FIELD(row_sums), INT_FIELD(cuda_group_blocks),
-  INT_FIELD(cpu_channel_lanes), INT_FIELD(cuda_tile_fit), INT_FIELD(cuda_small_k), INT_FIELD(cuda_chain_mma), INT_FIELD(chain_layout), INT_FIELD(gemm_heads), INT_FIELD(cuda_narrow_depth), INT_FIELD(cuda_pair_stage), INT_FIELD(cuda_kg_sum), INT_FIELD(cuda_chain_spread), INT_FIELD(cuda_split_flags), INT_FIELD(cuda_min_span), INT_FIELD(cuda_split_target), INT_FIELD(cuda_thin_spans), INT_FIELD(row_values), INT_FIELD(nan_fold), INT_FIELD(cuda_row_fill), INT_FIELD(cuda_row_half), INT_FIELD(cuda_chain_prefetch), INT_FIELD(cuda_chain_blocks), INT_FIELD(cuda_chain_lanes), INT_FIELD(cuda_wgmma), INT_FIELD(cuda_lt_algos), INT_FIELD(excess_precision), INT_FIELD(cpu_run_ends), INT_FIELD(cpu_pixel_panels), INT_FIELD(cpu_cols_once), INT_FIELD(cpu_winograd), INT_FIELD(cpu_nested_sums), I64_FIELD(dist_bucket_bytes),
+  INT_FIELD(cpu_channel_lanes), INT_FIELD(cuda_tile_fit), INT_FIELD(cuda_small_k), INT_FIELD(cuda_chain_mma), INT_FIELD(chain_layout), INT_FIELD(gemm_heads), INT_FIELD(cuda_narrow_depth), INT_FIELD(cuda_pair_stage), INT_FIELD(cuda_kg_sum), INT_FIELD(cuda_chain_spread), INT_FIELD(cuda_split_flags), INT_FIELD(cuda_min_span), INT_FIELD(cuda_split_target), INT_FIELD(cuda_thin_spans), INT_FIELD(row_values), INT_FIELD(nan_fold), INT_FIELD(cuda_row_fill), INT_FIELD(cuda_row_half), INT_FIELD(cuda_chain_prefetch), INT_FIELD(cuda_chain_blocks), INT_FIELD(cuda_chain_lanes), INT_FIELD(cuda_wgmma), INT_FIELD(cuda_lt_algos), INT_FIELD(excess_precision), INT_FIELD(cpu_run_ends), INT_FIELD(cpu_pixel_panels), INT_FIELD(cpu_cols_once), INT_FIELD(cpu_winograd), INT_FIELD(cpu_nested_sums), INT_FIELD(cpu_split_digits), I64_FIELD(dist_bucket_bytes),
 #undef INT_FIELD
 #undef I64_FIELD
 #undef TEXT_FIELD

@@ -833,6 +833,10 @@ kiln_status rt_codegen_options(const kiln_options *o, const Dialect *d, CgOption
     return kiln_fail(KILN_ERR_INVALID_ARG, "cpu_nested_sums ($KILN_CPU_NESTED_SUMS) is %d: 0 one flat loop a sum, 1 its "
                      "leading vars nested", o->cpu_nested_sums);
   g->cpu_nested_sums = !d->grid && o->cpu_nested_sums;
+  if (o->cpu_split_digits < 0 || o->cpu_split_digits > 1)
+    return kiln_fail(KILN_ERR_INVALID_ARG, "cpu_split_digits ($KILN_CPU_SPLIT_DIGITS) is %d: 0 one loop a var, 1 its digits "
+                     "where an operand reads it apart", o->cpu_split_digits);
+  g->cpu_split_digits = !d->grid && o->cpu_split_digits;
   if (o->grid_sync < -1 || o->grid_sync > 3)
     return kiln_fail(KILN_ERR_INVALID_ARG, "grid_sync ($KILN_GRID_SYNC) is %d: -1 the default, 0 off, 1 sibling kernels "
                      "share a launch, 2 also dependent ones across grid barriers, 3 as 2 with GEMM phases waiting for "

@@ -812,7 +812,31 @@ typedef struct Rewrite {
   const bool *inl;               /* inline: stages to inline */
   const Ranges *r;               /* simplify with these var ranges (NULL: none) */
   const Expr *from; Expr *to;    /* replace: the node from -> to */
+  bool factor;                   /* factor_select each i64 select */
 } Rewrite;
+
+/* select(c, a, b) over i64 with the affine terms a and b share (the same atom, the same
+ * coefficient) taken out: select(c, x + 1, x + 2) = x + select(c, 1, 2). */
+static Expr *factor_select(TE *te, Expr *c, Expr *a, Expr *b) {
+  Lin la = { .ok = true }, lb = { .ok = true }, common = { .ok = true }, ra = { .ok = true }, rb = { .ok = true };
+  lin_add(&la, a, 1);
+  lin_add(&lb, b, 1);
+  if (!la.ok || !lb.ok) return te_select(te, c, a, b);
+  bool used[LIN_MAX] = { false };
+  for (int i = 0; i < la.n; i++) {
+    int j = 0;
+    while (j < lb.n && (lb.t[j] != la.t[i] || lb.c[j] != la.c[i])) j++;
+    if (j < lb.n) lin_term(&common, la.t[i], la.c[i]), used[j] = true;
+    else lin_term(&ra, la.t[i], la.c[i]);
+  }
+  for (int j = 0; j < lb.n; j++)
+    if (!used[j]) lin_term(&rb, lb.t[j], lb.c[j]);
+  if (!common.n || !common.ok || !ra.ok || !rb.ok) return te_select(te, c, a, b);
+  ra.k = la.k, rb.k = lb.k;
+  Expr *ea = lin_build(te, &ra), *eb = lin_build(te, &rb), *ec = lin_build(te, &common);
+  Expr *s = ea && eb ? te_select(te, c, ea, eb) : NULL;
+  return s && ec ? te_binary(te, TB_ADD, ec, s) : NULL;
+}
 
 static Expr *rewrite(Rewrite *w, Expr *e);
 
@@ -831,7 +855,9 @@ static Expr *rebuild(Rewrite *w, Expr *e, Expr **a) {
     return te_load(te, e->src, e->n_args, a);
   case EX_UNARY: return te_unary(te, e->op, a[0]);
   case EX_BINARY: return mk_binary(te, w->r, e->op, a[0], a[1]);
-  case EX_SELECT: return te_select(te, a[0], a[1], a[2]);
+  case EX_SELECT:
+    if (w->factor && e->dtype == KILN_I64) return factor_select(te, a[0], a[1], a[2]);
+    return te_select(te, a[0], a[1], a[2]);
   case EX_CAST: return cast_as(te, e->dtype, a[0], e->op);  /* a rewritten cast keeps its kind */
   }
   return NULL;
@@ -869,6 +895,11 @@ Expr *te_replace(TE *te, Expr *e, const Expr *from, Expr *to) {
 Expr *te_simplify(TE *te, Expr *e, const int64_t *lo, const int64_t *hi, int nvars) {
   Ranges r = { lo, hi, nvars };
   Rewrite w = { .te = te, .r = lo && hi ? &r : NULL };
+  return run_rewrite(&w, e);
+}
+
+Expr *te_factor_selects(TE *te, Expr *e) {
+  Rewrite w = { .te = te, .factor = true };
   return run_rewrite(&w, e);
 }
 

@@ -156,6 +156,11 @@ Expr *te_replace(TE *te, Expr *e, const Expr *from, Expr *to);
  * (c*q + r) where 0 <= r < c, min/max/compare with known ranges, selects with constant
  * conditions. */
 Expr *te_simplify(TE *te, Expr *e, const int64_t *lo, const int64_t *hi, int nvars);
+/* e with each i64 select's branches' common affine terms taken out of it: select(c, x + 1, x + 2)
+ * = x + select(c, 1, 2), so that only a select of what differs depends on its condition (an
+ * im2col's taps, concatenated slices of one padded tensor, read at h + kh by selects of h,
+ * h + 1 and h + 2). NULL when out of memory. */
+Expr *te_factor_selects(TE *te, Expr *e);
 /* Inline: replace every load of a stage s with inline_stage[s] (an injective stage) by its
  * body at the load's indices, recursively, simplifying with the given var ranges. */
 Expr *te_inline(TE *te, Expr *e, const bool *inline_stage, const int64_t *lo, const int64_t *hi, int nvars);

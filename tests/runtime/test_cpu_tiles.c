@@ -564,6 +564,67 @@ static void short_product_tiles(void) {
   free(w), free(in);
 }
 
+/* A reduction var packed over its digits (CgCpuTile.split_digits): a product over k = (n, h, w)
+ * merged, as a convolution's weight gradient sums over the batch's pixels: x [N, C, H, W] read
+ * as rows [C, N*H*W] (each point split by H*W and W) times y [N, H, W, M] read as [N*H*W, M].
+ * Register tiles; the rows' pack loops over the digits n, h and w under the default and over
+ * the one var k under cpu_split_digits 0; both against ref; the option is 0 or 1. */
+static kiln_graph *split_graph(int64_t n, int64_t c, int64_t h, int64_t w, int64_t m) {
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[4] = { n, c, h, w }, ys[4] = { n, h, w, m }, as[2] = { c, n * h * w }, bs[2] = { n * h * w, m };
+  kiln_tensor x, y, a, b, z;
+  OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &x));
+  OK(kiln_graph_input(g, "y", KILN_F32, 4, ys, &y));
+  OK(kiln_graph_transpose(g, x, (const int[]){ 1, 0, 2, 3 }, &a));
+  OK(kiln_graph_reshape(g, a, 2, as, &a));
+  OK(kiln_graph_reshape(g, y, 2, bs, &b));
+  OK(kiln_graph_matmul(g, a, b, &z));
+  OK(kiln_graph_output(g, z, "z"));
+  return g;
+}
+
+static void split_digits_case(void) {
+  enum { N = 4, C = 12, H = 6, W = 10, M = 20 };
+  float *x = alloc_f32(N * C * H * W), *y = alloc_f32(N * H * W * M), *want = alloc_f32(C * M), *got = alloc_f32(C * M);
+  for (int64_t i = 0; i < N * C * H * W; i++) x[i] = val(i, 3);
+  for (int64_t i = 0; i < N * H * W * M; i++) y[i] = val(i, 7) / 4;
+  kiln_graph *g = split_graph(N, C, H, W, M);
+  kiln_options o = kiln_options_default();
+  o.backend = "ref";
+  kiln_program *r = NULL;
+  OK(kiln_program_compile(g, &o, &r));
+  if (r) OK(kiln_program_run(r, (const void *[]){ x, y }, (void *[]){ want }));
+  kiln_program_free(r);
+  for (int split = 0; split < 2; split++) {
+    o = kiln_options_default();
+    o.backend = "cpu";
+    o.cpu_split_digits = split;
+    kiln_program *p = NULL;
+    OK(kiln_program_compile(g, &o, &p));
+    StrBuf src = c_source(g, &o, true);
+    int digits = 0;
+    for (const char *at = src.s; at && (at = strstr(at, "/* its digits */")); at++) digits++;
+    sb_free(&src);
+    if (p) {
+      int tiles = count_in_plan(p, "register tiles");
+      CHECK_MSG(tiles == 1 && (digits > 0) == split, "x^T @ y over k = (n, h, w), cpu_split_digits %d: %d tile kernels, "
+                "%d packs over digits", split, tiles, digits);
+      for (int64_t i = 0; i < C * M; i++) got[i] = NAN;
+      OK(kiln_program_run(p, (const void *[]){ x, y }, (void *[]){ got }));
+      double e = worst_of(got, want, C * M);
+      CHECK_MSG(e <= 2e-5, "x^T @ y over k = (n, h, w), cpu_split_digits %d: worst relative error %.3g", split, e);
+    }
+    kiln_program_free(p);
+  }
+  o.cpu_split_digits = 2;
+  kiln_program *bad = NULL;
+  FAILS(KILN_ERR_INVALID_ARG, kiln_program_compile(g, &o, &bad));
+  CHECK(!bad);
+  kiln_graph_free(g);
+  free(x), free(y), free(want), free(got);
+}
+
 /* Constant columns laid out once (CgCpuTile.cols_once): relu(x @ w + b), w a param [2000, 70] over 7
  * rows (under the library GEMM's 2^20 multiply-adds, so the tiles run it), its panels in the
  * kernel's pack in groups of 32 columns, the last part empty: against ref, then again after
@@ -1558,6 +1619,7 @@ int main(void) {
   window_max_pool();
   short_product_tiles();
   columns_once_case();
+  split_digits_case();
   packed_rows_group();
   expand_case(16, 16, 0);
   expand_case(16, 16, 1);  /* the default: 32 KiB, too small to join */

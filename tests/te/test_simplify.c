@@ -3,7 +3,7 @@
  * scalar semantics (int division and modulo signs, round half to even, saturating
  * casts, f16 rounding, unsigned compare/shift), exact identities only, the affine
  * normal form (a flatten's digits summed back to the flat index), div/mod rules with and
- * without var ranges, te_range, te_substitute,
+ * without var ranges, te_range, te_substitute, te_factor_selects,
  * te_check rejecting a load that can read out of range, and te_unclamp_guarded.
  */
 #include "test.h"
@@ -105,6 +105,14 @@ static void test_identities(void) {
 
 static void test_affine(void) {
   TE *te = new_te();
+  {  /* te_factor_selects: an im2col tap's select of h, h + 1 and h + 2 is h plus a select of constants */
+    Expr *h = te_var(te, 0), *c1 = bin(te, TB_LT, te_var(te, 1), I(te, 3)), *c2 = bin(te, TB_LT, te_var(te, 1), I(te, 6));
+    Expr *e = te_select(te, c1, h, te_select(te, c2, bin(te, TB_ADD, h, I(te, 1)), bin(te, TB_ADD, h, I(te, 2))));
+    Expr *want = bin(te, TB_ADD, h, te_select(te, c1, I(te, 0), te_select(te, c2, I(te, 1), I(te, 2))));
+    CHECK(te_factor_selects(te, e) == want);
+    Expr *apart = te_select(te, c1, h, te_var(te, 2));  /* nothing in common: unchanged */
+    CHECK(te_factor_selects(te, apart) == apart);
+  }
   Expr *i = te_var(te, 0), *j = te_var(te, 1);
   CHECK(bin(te, TB_SUB, bin(te, TB_ADD, i, I(te, 1)), I(te, 1)) == i);
   Expr *e = bin(te, TB_MUL, bin(te, TB_ADD, i, j), I(te, 2));           /* 2i + 2j */

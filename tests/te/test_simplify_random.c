@@ -3,7 +3,8 @@
  * over three vars (sums, constant multiples, floordiv and mod by constants of either
  * sign, min/max, comparisons and selects) are described here as plain trees, built
  * with the te constructors, simplified with random var ranges, and evaluated at every
- * point of those ranges by an evaluator written here, against the tree itself.
+ * point of those ranges by an evaluator written here, against the tree itself; so is each
+ * one with its selects' common affine terms factored out (te_factor_selects).
  * A failure prints the seed and both expressions.
  */
 #include "test.h"
@@ -161,22 +162,25 @@ int main(void) {
       hi[i] = lo[i] + rnd(9);
     }
     Expr *built = build(te, root);
-    Expr *simple = te_simplify(te, built, lo, hi, NV);
-    CHECK(built && simple);
-    if (!built || !simple) break;
+    Expr *simple = te_simplify(te, built, lo, hi, NV), *factored = built ? te_factor_selects(te, built) : NULL;
+    CHECK(built && simple && factored);
+    if (!built || !simple || !factored) break;
     int64_t v[NV];
     for (v[0] = lo[0]; v[0] <= hi[0]; v[0]++)
       for (v[1] = lo[1]; v[1] <= hi[1]; v[1]++)
         for (v[2] = lo[2]; v[2] <= hi[2]; v[2]++) {
           bool ok = true;
           int64_t want = eval_node(root, v), b = eval_expr(built, v, &ok), s = eval_expr(simple, v, &ok);
-          if (ok && b == want && s == want) continue;
+          int64_t f = eval_expr(factored, v, &ok);
+          if (ok && b == want && s == want && f == want) continue;
           if (bad++ < 5) {
             fprintf(stderr, "seed %llu at (%lld,%lld,%lld): want %lld, built %lld, simplified %lld\n  built: ", start,
                     (long long)v[0], (long long)v[1], (long long)v[2], (long long)want, (long long)b, (long long)s);
             te_print_expr(built, stderr);
             fputs("\n  simplified: ", stderr);
             te_print_expr(simple, stderr);
+            fprintf(stderr, "\n  factored (%lld): ", (long long)f);
+            te_print_expr(factored, stderr);
             fputc('\n', stderr);
           }
           v[0] = hi[0]; v[1] = hi[1]; v[2] = hi[2];  /* one report per expression */
