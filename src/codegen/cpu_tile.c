@@ -457,60 +457,30 @@ static const Expr *open_points_split(const CgEmit *em, const Plan *p, const Kern
   return y ? y : x;
 }
 
-/* The value of index expression e at vars v (a budget of nodes, shared sub-expressions counted
- * each time they are met); false for what it does not take: floats, loads, shifts. Where
- * te_range bounds a select by both branches, this takes the one its condition picks. */
-static bool index_at(const Expr *e, const int64_t *v, int nv, int *budget, int64_t *out) {
-  if (--*budget < 0) return false;
-  int64_t a, b, c;
-  switch (e->kind) {
-  case EX_CONST:
-    if (te_is_float(e)) return false;
-    *out = e->c.i;
-    return true;
-  case EX_VAR:
-    if (e->var >= nv) return false;
-    *out = v[e->var];
-    return true;
-  case EX_CAST:
-    return !te_is_float(e) && !te_is_float(e->args[0]) && index_at(e->args[0], v, nv, budget, out);
-  case EX_SELECT:
-    if (!index_at(e->args[0], v, nv, budget, &c)) return false;
-    return index_at(e->args[c ? 1 : 2], v, nv, budget, out);
-  case EX_BINARY:
-    if (te_is_float(e->args[0]) || !index_at(e->args[0], v, nv, budget, &a) || !index_at(e->args[1], v, nv, budget, &b))
-      return false;
-    switch (e->op) {
-    case TB_ADD: return !__builtin_add_overflow(a, b, out);
-    case TB_SUB: return !__builtin_sub_overflow(a, b, out);
-    case TB_MUL: return !__builtin_mul_overflow(a, b, out);
-    case TB_FLOORDIV:
-    case TB_MOD:
-      if (b <= 0) return false;
-      c = a / b - (a % b < 0);
-      *out = e->op == TB_FLOORDIV ? c : a - c * b;
-      return true;
-    case TB_MIN: *out = a < b ? a : b; return true;
-    case TB_MAX: *out = a > b ? a : b; return true;
-    case TB_EQ: *out = a == b; return true;
-    case TB_NE: *out = a != b; return true;
-    case TB_LT: *out = a < b; return true;
-    case TB_LE: *out = a <= b; return true;
-    case TB_GT: *out = a > b; return true;
-    case TB_GE: *out = a >= b; return true;
-    case TB_AND: *out = a & b; return true;
-    case TB_OR: *out = a | b; return true;
-    default: return false;
-    }
-  default: return false;
+/* Load L's offset at the point v, its indices folded to constants by the TE's own
+ * construction (te_substitute of constant vars): unlike te_range at a point, it takes the
+ * branch each select's condition picks. false where an index does not fold. */
+static bool offset_at_point(const Plan *p, const Expr *L, const int64_t *v, int nv, int64_t *out) {
+  TE *te = p->te;
+  const Stage *S = &te->stages[L->src];
+  Expr *map[2 * KILN_MAX_RANK];
+  for (int i = 0; i < nv; i++)
+    if (!(map[i] = te_const_i(te, KILN_I64, v[i]))) return false;
+  int64_t off = 0;
+  for (int i = 0; i < L->n_args; i++) {
+    Expr *a = te_substitute(te, L->args[i], map, nv);
+    if (!a || a->kind != EX_CONST || te_is_float(a)) return false;
+    off += a->c.i * te_stage_stride(S, i);
   }
+  *out = off;
+  return true;
 }
 
 /* Does operand x move by one element along k where its pack splits a reduction var into
  * digits (the last digit, at the middle of the kernel's space)? Its load is then read in runs
  * along k, lane by lane (pack_lanes' lane_outer), each lane's own index math out of the
- * points' loops. Evaluated at points (index_at), which takes the selects an im2col's taps make
- * of one padded tensor, where load_step's ranges do not. Else runs_along_k. */
+ * points' loops. Evaluated at points (offset_at_point), which takes the selects an im2col's taps
+ * make of one padded tensor, where load_step's ranges do not. Else runs_along_k. */
 static bool runs_split(const Plan *p, const Kernel *k, const CgCpuTile *t, const Expr *x) {
   if (runs_along_k(p, k, x)) return true;
   int last = -1;
@@ -522,20 +492,13 @@ static bool runs_split(const Plan *p, const Kernel *k, const CgCpuTile *t, const
   FirstLoad f = { p, k, NULL };
   te_visit_loads(x, first_memory_load, &f);
   if (!f.L) return false;
-  const Stage *S = &p->te->stages[f.L->src];
-  int nv = k->rank + k->n_red, budget = 1 << 16;
-  int64_t v[2 * KILN_MAX_RANK], off[2] = { 0, 0 };
+  int nv = k->rank + k->n_red;
+  int64_t v[2 * KILN_MAX_RANK], off[2];
   for (int i = 0; i < k->rank; i++) v[i] = k->shape[i] / 2;
   for (int i = 0; i < k->n_red; i++) v[k->rank + i] = k->red_shape[i] / 2;
   v[k->rank + last] -= v[k->rank + last] % ext[nd - 1];  /* the last digit 0: a step stays in its run */
-  for (int s = 0; s < 2; s++) {
-    for (int i = 0; i < f.L->n_args; i++) {
-      int64_t at;
-      if (!index_at(f.L->args[i], v, nv, &budget, &at)) return false;
-      off[s] += at * te_stage_stride(S, i);
-    }
-    v[k->rank + last]++;
-  }
+  for (int s = 0; s < 2; s++, v[k->rank + last]++)
+    if (!offset_at_point(p, f.L, v, nv, &off[s])) return false;
   return off[1] - off[0] == 1;
 }
 
