@@ -204,6 +204,29 @@ static void erf_case(void) {
 /* softmax over rows of 1000 (one row with -inf and one with a NaN) against ref; the sum's loop keeps
  * each exponential in the row array kE and the last loop reads it: one k_expf call in the kernel,
  * none in the loop after the sum. */
+/* The C source of g's plan under renderer options co (sb_free it); *kernels: the plan's kernels
+ * (-1: no plan). */
+static StrBuf c_source(kiln_graph *g, const CgOptions *co, int *kernels) {
+  TE *te = NULL;
+  Plan *p = NULL;
+  StrBuf src = { 0 };
+  kiln_options o = kiln_options_default();
+  PlanOptions po = plan_options(&o);
+  OK(te_lower(&g->g, &te));
+  if (te) OK(plan_build(te, &po, &p));
+  if (p) OK(cg_render_plan(p, &cg_dialect_c, co, NULL, &src));
+  *kernels = p ? p->n_kernels : -1;
+  plan_free(p);
+  te_free(te);
+  return src;
+}
+
+/* Kernel 0's definition in src (after its declaration), or NULL. */
+static const char *kernel0(const StrBuf *src) {
+  const char *k0 = src->s ? strstr(src->s, "void kiln_k0(") : NULL;
+  return k0 ? strstr(k0 + 1, "void kiln_k0(") : NULL;
+}
+
 static void softmax_kept_case(void) {
   const int64_t R = 37, C = 1000, xs[2] = { R, C };
   kiln_graph *g = NULL;
@@ -217,25 +240,15 @@ static void softmax_kept_case(void) {
   OK(kiln_graph_softmax(g, x, 1, &y));
   OK(kiln_graph_output(g, y, "y"));
   compare("softmax 37 x 1000, its exponentials kept", g, 1, (void *const[]){ xd }, R * C, 1e-6);
-  TE *te = NULL;
-  Plan *p = NULL;
-  StrBuf src = {0};
-  kiln_options o = kiln_options_default();
-  PlanOptions po = plan_options(&o);
   CgOptions co = cg_options_default();
-  OK(te_lower(&g->g, &te));
-  if (te) OK(plan_build(te, &po, &p));
-  if (p) OK(cg_render_plan(p, &cg_dialect_c, &co, NULL, &src));
-  const char *k0 = src.s ? strstr(src.s, "void kiln_k0(") : NULL;
-  k0 = k0 ? strstr(k0 + 1, "void kiln_k0(") : NULL;  /* the definition, after the declaration */
-  const char *kept = k0 ? strstr(k0, "kE[r] = ") : NULL;
+  int kernels;
+  StrBuf src = c_source(g, &co, &kernels);
+  const char *k0 = kernel0(&src), *kept = k0 ? strstr(k0, "kE[r] = ") : NULL;
   int exps = 0;
   for (const char *q = k0; q && (q = strstr(q, "k_expf(")); q++) exps++;
-  CHECK_MSG(p && p->n_kernels == 1 && kept && exps == 1 && !strstr(kept, "k_expf("), "softmax rows: %d exponentials, kept %d",
+  CHECK_MSG(kernels == 1 && kept && exps == 1 && !strstr(kept, "k_expf("), "softmax rows: %d exponentials, kept %d",
             exps, kept != NULL);
   sb_free(&src);
-  plan_free(p);
-  te_free(te);
   free(xd);
   kiln_graph_free(g);
 }
@@ -266,25 +279,16 @@ static void nested_sum_case(const char *what, const int64_t *xs, int n_axes, con
     setenv("KILN_CPU_NESTED_SUMS", nested ? "1" : "0", 1);
     compare(name, g, 1, (void *const[]){ xd }, out, 1e-5);
     unsetenv("KILN_CPU_NESTED_SUMS");
-    TE *te = NULL;
-    Plan *p = NULL;
-    StrBuf src = { 0 };
-    kiln_options o = kiln_options_default();
-    PlanOptions po = plan_options(&o);
     CgOptions co = cg_options_default();
     co.cpu_nested_sums = nested;
-    OK(te_lower(&g->g, &te));
-    if (te) OK(plan_build(te, &po, &p));
-    if (p) OK(cg_render_plan(p, &cg_dialect_c, &co, NULL, &src));
-    const char *k0 = src.s ? strstr(src.s, "void kiln_k0(") : NULL;
-    k0 = k0 ? strstr(k0 + 1, "void kiln_k0(") : NULL;  /* the definition, after the declaration */
+    int kernels;
+    StrBuf src = c_source(g, &co, &kernels);
+    const char *k0 = kernel0(&src);
     bool has_flat = k0 && strstr(k0, flat_loop), has_nested = k0 && strstr(k0, nested_loop);
-    CHECK_MSG(p && p->n_kernels == 1 && has_flat == !nested && has_nested == nested,
-              "%s: %d kernels, the flat loop '%s' %s, the nested one '%s' %s", name, p ? p->n_kernels : -1, flat_loop,
+    CHECK_MSG(kernels == 1 && has_flat == !nested && has_nested == nested,
+              "%s: %d kernels, the flat loop '%s' %s, the nested one '%s' %s", name, kernels, flat_loop,
               has_flat ? "found" : "absent", nested_loop, has_nested ? "found" : "absent");
     sb_free(&src);
-    plan_free(p);
-    te_free(te);
   }
   kiln_options o = kiln_options_default();  /* the option's range */
   o.backend = "cpu";
