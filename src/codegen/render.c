@@ -1061,7 +1061,7 @@ static void summand_load(R *r, const Expr *E, const char *place) {
 }
 
 /* How many of k's reduction vars nest as loops of their own around inner_loop's flat one: on
- * loop dialects (cg_options.cpu_nested_sums), the leading vars before the shortest trailing run
+ * loop dialects (CgOptions.cpu_nested_sums), the leading vars before the shortest trailing run
  * of at least 8 points; 0 where the loop's flat point r is read (a kept summand's slot, a
  * chain's row value) */
 static int nested_sums(const R *r, const Kernel *k) {
