@@ -625,6 +625,59 @@ static void split_digits_case(void) {
   free(x), free(y), free(want), free(got);
 }
 
+/* The same through autodiff: dL/dw of sum(conv3x3(x, w, pad 1) * g), x [8, 6, 10, 12], w [16, 6, 3, 3]: the im2col
+ * product over k = (n, h, w), its rows picking their tap by selects of h, h + 1, h + 2 (the digits' pack a row at
+ * a time, the selects factored). Against ref with cpu_split_digits 1 and 0; the default packs over digits. */
+static void split_digits_conv_grad_case(void) {
+  enum { N = 8, C = 6, H = 10, W = 12, M = 16 };
+  float *x = alloc_f32(N * C * H * W), *w = alloc_f32(M * C * 9), *gy = alloc_f32(N * M * H * W);
+  float *want = alloc_f32(M * C * 9), *got = alloc_f32(M * C * 9);
+  for (int64_t i = 0; i < N * C * H * W; i++) x[i] = val(i, 3);
+  for (int64_t i = 0; i < M * C * 9; i++) w[i] = val(i, 5) / 4;
+  for (int64_t i = 0; i < N * M * H * W; i++) gy[i] = val(i, 7);
+  kiln_graph *g;
+  OK(kiln_graph_create(&g));
+  int64_t xs[4] = { N, C, H, W }, ws[4] = { M, C, 3, 3 }, ys[4] = { N, M, H, W };
+  kiln_tensor xt, wt, gt, y, dw;
+  OK(kiln_graph_input(g, "x", KILN_F32, 4, xs, &xt));
+  OK(kiln_graph_input(g, "w", KILN_F32, 4, ws, &wt));
+  OK(kiln_graph_input(g, "g", KILN_F32, 4, ys, &gt));
+  kiln_conv_params cp = { .spatial = 2, .pads = { 1, 1, 1, 1 } };
+  OK(kiln_graph_conv(g, xt, wt, -1, &cp, &y));
+  OK(kiln_graph_binary(g, KILN_MUL, y, gt, &y));
+  OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, y, 0, NULL, 0, &y));
+  OK(kiln_graph_grad(g, y, 1, &wt, &dw));
+  OK(kiln_graph_output(g, dw, "dw"));
+  const void *ins[3] = { x, w, gy };
+  kiln_options o = kiln_options_default();
+  o.backend = "ref";
+  kiln_program *r = NULL;
+  OK(kiln_program_compile(g, &o, &r));
+  if (r) OK(kiln_program_run(r, ins, (void *[]){ want }));
+  kiln_program_free(r);
+  for (int split = 0; split < 2; split++) {
+    o = kiln_options_default();
+    o.backend = "cpu";
+    o.cpu_split_digits = split;
+    kiln_program *p = NULL;
+    OK(kiln_program_compile(g, &o, &p));
+    StrBuf src = c_source(g, &o, true);
+    bool digits = src.s && strstr(src.s, "/* its digits */");
+    sb_free(&src);
+    CHECK_MSG(digits == split, "conv3x3 weight gradient, cpu_split_digits %d: packs over digits %s", split,
+              digits ? "found" : "absent");
+    if (p) {
+      for (int64_t i = 0; i < M * C * 9; i++) got[i] = NAN;
+      OK(kiln_program_run(p, ins, (void *[]){ got }));
+      double e = worst_of(got, want, M * C * 9);
+      CHECK_MSG(e <= 2e-5, "conv3x3 weight gradient, cpu_split_digits %d: worst relative error %.3g", split, e);
+    }
+    kiln_program_free(p);
+  }
+  kiln_graph_free(g);
+  free(x), free(w), free(gy), free(want), free(got);
+}
+
 /* Constant columns laid out once (CgCpuTile.cols_once): relu(x @ w + b), w a param [2000, 70] over 7
  * rows (under the library GEMM's 2^20 multiply-adds, so the tiles run it), its panels in the
  * kernel's pack in groups of 32 columns, the last part empty: against ref, then again after
@@ -1620,6 +1673,7 @@ int main(void) {
   short_product_tiles();
   columns_once_case();
   split_digits_case();
+  split_digits_conv_grad_case();
   packed_rows_group();
   expand_case(16, 16, 0);
   expand_case(16, 16, 1);  /* the default: 32 KiB, too small to join */
