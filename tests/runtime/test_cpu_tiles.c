@@ -584,20 +584,14 @@ static kiln_graph *split_graph(int64_t n, int64_t c, int64_t h, int64_t w, int64
   return g;
 }
 
-static void split_digits_case(void) {
-  enum { N = 4, C = 12, H = 6, W = 10, M = 20 };
-  float *x = alloc_f32(N * C * H * W), *y = alloc_f32(N * H * W * M), *want = alloc_f32(C * M), *got = alloc_f32(C * M);
-  for (int64_t i = 0; i < N * C * H * W; i++) x[i] = val(i, 3);
-  for (int64_t i = 0; i < N * H * W * M; i++) y[i] = val(i, 7) / 4;
-  kiln_graph *g = split_graph(N, C, H, W, M);
-  kiln_options o = kiln_options_default();
-  o.backend = "ref";
-  kiln_program *r = NULL;
-  OK(kiln_program_compile(g, &o, &r));
-  if (r) OK(kiln_program_run(r, (const void *[]){ x, y }, (void *[]){ want }));
-  kiln_program_free(r);
+/* g on cpu under cpu_split_digits 0 and 1 against ref (ref_run) on ins, its one output of n
+ * points: the default packs over digits and 0 does not (the source checked), and, where
+ * want_tiles >= 0, that many tile kernels. */
+static void split_digits_runs(const char *what, kiln_graph *g, const void *const *ins, int64_t n, int want_tiles) {
+  float *want = alloc_f32(n), *got = alloc_f32(n);
+  kiln_program_free(ref_run(g, ins, (void *[]){ want }));
   for (int split = 0; split < 2; split++) {
-    o = kiln_options_default();
+    kiln_options o = kiln_options_default();
     o.backend = "cpu";
     o.cpu_split_digits = split;
     kiln_program *p = NULL;
@@ -608,21 +602,33 @@ static void split_digits_case(void) {
     sb_free(&src);
     if (p) {
       int tiles = count_in_plan(p, "register tiles");
-      CHECK_MSG(tiles == 1 && (digits > 0) == split, "x^T @ y over k = (n, h, w), cpu_split_digits %d: %d tile kernels, "
-                "%d packs over digits", split, tiles, digits);
-      for (int64_t i = 0; i < C * M; i++) got[i] = NAN;
-      OK(kiln_program_run(p, (const void *[]){ x, y }, (void *[]){ got }));
-      double e = worst_of(got, want, C * M);
-      CHECK_MSG(e <= 2e-5, "x^T @ y over k = (n, h, w), cpu_split_digits %d: worst relative error %.3g", split, e);
+      CHECK_MSG((want_tiles < 0 || tiles == want_tiles) && (digits > 0) == split,
+                "%s, cpu_split_digits %d: %d tile kernels, %d packs over digits", what, split, tiles, digits);
+      for (int64_t i = 0; i < n; i++) got[i] = NAN;
+      OK(kiln_program_run(p, ins, (void *[]){ got }));
+      double e = worst_of(got, want, n);
+      CHECK_MSG(e <= 2e-5, "%s, cpu_split_digits %d: worst relative error %.3g", what, split, e);
     }
     kiln_program_free(p);
   }
+  free(want), free(got);
+}
+
+static void split_digits_case(void) {
+  enum { N = 4, C = 12, H = 6, W = 10, M = 20 };
+  float *x = alloc_f32(N * C * H * W), *y = alloc_f32(N * H * W * M);
+  for (int64_t i = 0; i < N * C * H * W; i++) x[i] = val(i, 3);
+  for (int64_t i = 0; i < N * H * W * M; i++) y[i] = val(i, 7) / 4;
+  kiln_graph *g = split_graph(N, C, H, W, M);
+  split_digits_runs("x^T @ y over k = (n, h, w)", g, (const void *[]){ x, y }, C * M, 1);
+  kiln_options o = kiln_options_default();  /* the option's range */
+  o.backend = "cpu";
   o.cpu_split_digits = 2;
   kiln_program *bad = NULL;
   FAILS(KILN_ERR_INVALID_ARG, kiln_program_compile(g, &o, &bad));
   CHECK(!bad);
   kiln_graph_free(g);
-  free(x), free(y), free(want), free(got);
+  free(x), free(y);
 }
 
 /* The same through autodiff: dL/dw of sum(conv3x3(x, w, pad 1) * g), x [8, 6, 10, 12], w [16, 6, 3, 3]: the im2col
@@ -631,7 +637,6 @@ static void split_digits_case(void) {
 static void split_digits_conv_grad_case(void) {
   enum { N = 8, C = 6, H = 10, W = 12, M = 16 };
   float *x = alloc_f32(N * C * H * W), *w = alloc_f32(M * C * 9), *gy = alloc_f32(N * M * H * W);
-  float *want = alloc_f32(M * C * 9), *got = alloc_f32(M * C * 9);
   for (int64_t i = 0; i < N * C * H * W; i++) x[i] = val(i, 3);
   for (int64_t i = 0; i < M * C * 9; i++) w[i] = val(i, 5) / 4;
   for (int64_t i = 0; i < N * M * H * W; i++) gy[i] = val(i, 7);
@@ -648,34 +653,9 @@ static void split_digits_conv_grad_case(void) {
   OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, y, 0, NULL, 0, &y));
   OK(kiln_graph_grad(g, y, 1, &wt, &dw));
   OK(kiln_graph_output(g, dw, "dw"));
-  const void *ins[3] = { x, w, gy };
-  kiln_options o = kiln_options_default();
-  o.backend = "ref";
-  kiln_program *r = NULL;
-  OK(kiln_program_compile(g, &o, &r));
-  if (r) OK(kiln_program_run(r, ins, (void *[]){ want }));
-  kiln_program_free(r);
-  for (int split = 0; split < 2; split++) {
-    o = kiln_options_default();
-    o.backend = "cpu";
-    o.cpu_split_digits = split;
-    kiln_program *p = NULL;
-    OK(kiln_program_compile(g, &o, &p));
-    StrBuf src = c_source(g, &o, true);
-    bool digits = src.s && strstr(src.s, "/* its digits */");
-    sb_free(&src);
-    CHECK_MSG(digits == split, "conv3x3 weight gradient, cpu_split_digits %d: packs over digits %s", split,
-              digits ? "found" : "absent");
-    if (p) {
-      for (int64_t i = 0; i < M * C * 9; i++) got[i] = NAN;
-      OK(kiln_program_run(p, ins, (void *[]){ got }));
-      double e = worst_of(got, want, M * C * 9);
-      CHECK_MSG(e <= 2e-5, "conv3x3 weight gradient, cpu_split_digits %d: worst relative error %.3g", split, e);
-    }
-    kiln_program_free(p);
-  }
+  split_digits_runs("conv3x3 weight gradient", g, (const void *[]){ x, w, gy }, M * C * 9, -1);
   kiln_graph_free(g);
-  free(x), free(w), free(gy), free(want), free(got);
+  free(x), free(w), free(gy);
 }
 
 /* Constant columns laid out once (CgCpuTile.cols_once): relu(x @ w + b), w a param [2000, 70] over 7
